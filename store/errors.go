@@ -1,0 +1,42 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Backends wrap them with %w; callers test with errors.Is.
+var (
+	// ErrBusy: the task's lease is held by someone else and has not expired. See BusyError.
+	ErrBusy = errors.New("store: lease is held by another holder")
+	// ErrNotHeld: the caller's lease is not the task's current grant (expired and taken over,
+	// released, or never held). Also returned for ledger writes carrying a stale token.
+	ErrNotHeld = errors.New("store: lease not held")
+	// ErrConflict: the ledger refused an illegal transition or lost a race to another writer.
+	ErrConflict = errors.New("store: ledger conflict")
+	// ErrNotFound: no such attempt or slot.
+	ErrNotFound = errors.New("store: not found")
+	// ErrUnavailable: the store cannot be reached or used (network, auth, corrupt file). Nothing
+	// was decided; callers fail closed.
+	ErrUnavailable = errors.New("store: unavailable")
+	// ErrBadDSN: the DSN cannot be parsed or names an unknown scheme or parameter.
+	ErrBadDSN = errors.New("store: bad DSN")
+)
+
+// BusyError is returned by Acquire when the lease is held. It matches ErrBusy.
+type BusyError struct {
+	Lease Lease // the current grant as the store sees it
+}
+
+func (e *BusyError) Error() string {
+	l := e.Lease
+	if l.Holder == "" {
+		return ErrBusy.Error()
+	}
+	return fmt.Sprintf("store: task %q is held by %s (token %d, run %s) until %s",
+		l.Task, l.Holder, l.Token, l.RunID, l.Expires.UTC().Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }

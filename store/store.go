@@ -1,0 +1,226 @@
+// Package store is the contract between once and the places it keeps leases and its run ledger.
+//
+// A Store is two things behind one connection:
+//
+//   - a Leaser: one lease per task, with a time-to-live measured by the store's own clock, a holder
+//     identity and a fencing token that strictly increases per task across holders and restarts;
+//   - a Ledger: the attempts made for each (task, slot), their states and legal transitions, the events
+//     (skipped, busy, review) and people's resolutions, with the figures and checkpoints runs report.
+//
+// Ledger writes made on behalf of a run are fenced: they carry the run's lease token and the store
+// refuses them (ErrNotHeld) once a later token has been issued for the task. A paused or partitioned
+// holder therefore cannot record anything after it has been replaced.
+//
+// # Adding a backend
+//
+//  1. Create package store/<name>; implement Store; add `var _ store.Store = (*Store)(nil)`.
+//  2. Register an Opener for your DSN scheme(s) in init() with Register.
+//  3. Take time only from the store's clock for lease expiry; never from the caller.
+//  4. Map your client's errors to the sentinels below in one function.
+//  5. Run storetest.Run from a test in your package against a real server, and document the DSN
+//     parameters and the durability you give in docs/stores/<name>.md.
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Store is a Leaser and a Ledger behind one connection. Implementations are safe for concurrent use.
+type Store interface {
+	Leaser
+	Ledger
+	// Close releases the connection. Leases are not released by Close.
+	Close() error
+}
+
+// AcquireRequest asks for a task's lease.
+type AcquireRequest struct {
+	Task   string
+	Holder string        // who asks: shown in status and history
+	RunID  string        // the run the lease is for, shown in status
+	TTL    time.Duration // measured by the store's clock; at least 1ms
+}
+
+// Lease is a grant of a task's lease. Times are by the store's clock.
+type Lease struct {
+	Task     string    `json:"task"`
+	Holder   string    `json:"holder"`
+	RunID    string    `json:"run_id"`
+	Token    int64     `json:"token"`
+	Acquired time.Time `json:"acquired"`
+	Expires  time.Time `json:"expires"`
+}
+
+// Leaser grants, renews and releases per-task leases.
+//
+// Contract:
+//   - Acquire succeeds only when the task has no lease or its lease has expired by the store's clock;
+//     otherwise it fails with a *BusyError (errors.Is(err, ErrBusy)) naming the current holder. A holder
+//     string is not an identity proof: a second Acquire by the same holder is busy too.
+//   - Every successful Acquire returns a token strictly greater than every token issued before for the
+//     task, across holders, releases and store restarts. Renew keeps the token.
+//   - Renew and Release succeed only for the current grant (same task, holder and token) and, for
+//     Renew, only while it has not expired; otherwise ErrNotHeld and the stored lease is unchanged.
+//   - Release of an expired grant that nobody has taken over succeeds (it is still the latest token).
+//   - Leases lists the grants that have not expired, by task.
+type Leaser interface {
+	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
+	Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
+	Release(ctx context.Context, l Lease) error
+	Leases(ctx context.Context) ([]Lease, error)
+}
+
+// LossNotifier is implemented by stores whose server tells the client when a lease is gone (an etcd
+// lease's keep-alive channel closing, a ZooKeeper session expiring). The returned channel is closed
+// when the grant is lost for good. Stores without it are watched through Renew alone.
+type LossNotifier interface {
+	Lost(l Lease) <-chan struct{}
+}
+
+// Clock is implemented by stores that can tell the time by their own clock (doctor's clock offset).
+type Clock interface {
+	Now(ctx context.Context) (time.Time, error)
+}
+
+// State is the state of an attempt, or the kind of an event, in history.
+type State string
+
+// Attempt states. A slot's attempt moves running → succeeded | failed (by its own run) or
+// running → unknown (when a later lease holder finds its holder gone). Nothing else is legal.
+const (
+	Running   State = "running"
+	Succeeded State = "succeeded"
+	Failed    State = "failed"
+	Unknown   State = "unknown"
+)
+
+// Event kinds: things that happened without an attempt being made.
+const (
+	Skipped State = "skipped" // the slot had already succeeded (or --on-unknown skip)
+	Busy    State = "busy"    // the lease (or the local lock) was held elsewhere
+	Review  State = "review"  // the slot needs a person: unknown outcome or attempts used up
+)
+
+// Attempt is one try at a (task, slot). Slot is "" for tasks without slots.
+type Attempt struct {
+	Task       string      `json:"task"`
+	Slot       string      `json:"slot"`
+	RunID      string      `json:"run_id"`
+	Number     int         `json:"attempt"`
+	State      State       `json:"state"`
+	Holder     string      `json:"holder"`
+	Token      int64       `json:"token"`
+	StartedAt  time.Time   `json:"started_at"`
+	EndedAt    *time.Time  `json:"ended_at"`
+	ExitCode   *int        `json:"exit_code"`
+	Records    int64       `json:"records"`
+	Progress   string      `json:"progress,omitempty"`   // "DONE/TOTAL" as reported
+	Checkpoint string      `json:"checkpoint,omitempty"` // last checkpoint reported by this attempt
+	Note       string      `json:"note"`
+	Resolution *Resolution `json:"resolution,omitempty"`
+}
+
+// Resolution is a person's decision on a slot that waited for review, attached to the slot's
+// last attempt. As is Succeeded (treat the slot as done) or Failed (run it again, with a fresh
+// attempt budget).
+type Resolution struct {
+	As   State     `json:"as"`
+	By   string    `json:"by"`
+	At   time.Time `json:"at"`
+	Note string    `json:"note,omitempty"`
+}
+
+// Outcome finishes a running attempt.
+type Outcome struct {
+	State    State // Succeeded or Failed
+	ExitCode *int
+	Note     string // appended to any note reported during the run
+}
+
+// Report is what a running attempt tells about itself (once report). Zero fields are left as they are.
+type Report struct {
+	Records    *int64 // replaces the count
+	Progress   string
+	Checkpoint string
+	Note       string
+}
+
+// Event is a skip, busy or review decision, kept in history.
+type Event struct {
+	Task    string
+	Slot    string
+	Kind    State // Skipped, Busy or Review
+	RunID   string
+	Holder  string
+	Token   int64 // 0 when no lease was held
+	Attempt int   // the attempt the event is about, 0 when none
+	Note    string
+}
+
+// SlotState is what the ledger knows about one slot, enough to decide whether to run it.
+type SlotState struct {
+	Task string `json:"task"`
+	Slot string `json:"slot"`
+	// Last is the latest attempt, nil when the slot was never tried.
+	Last *Attempt `json:"last,omitempty"`
+	// Failures counts failed or unknown attempts since the latest resolution (or since the start).
+	Failures int `json:"failures"`
+	// Checkpoint is the latest checkpoint reported by any attempt of the slot.
+	Checkpoint string `json:"checkpoint,omitempty"`
+	// Waiting is true when the slot waits for a person: its last attempt is unknown and unresolved,
+	// or a Review event was recorded for its last attempt and it is unresolved.
+	Waiting bool `json:"waiting"`
+}
+
+// ResolveRequest is a person's decision (once resolve).
+type ResolveRequest struct {
+	Task, Slot string
+	As         State // Succeeded or Failed
+	By         string
+	Note       string
+}
+
+// HistoryQuery selects history entries, newest first. Empty fields match everything; Limit 0 means
+// no limit.
+type HistoryQuery struct {
+	Task  string
+	Slot  string
+	Limit int
+}
+
+// Entry is one line of history: an attempt (State running/succeeded/failed/unknown) or an event
+// (State skipped/busy/review). For events StartedAt is when it happened and EndedAt is nil.
+type Entry struct {
+	Attempt
+}
+
+// Ledger is the run ledger.
+//
+// Contract:
+//   - Begin records a new running attempt a (a.Number = last attempt's number + 1, or 1). It fails with
+//     ErrNotHeld unless a.Token is the task's latest lease token, and with ErrConflict when the slot
+//     already has an attempt numbered a.Number or a running attempt: two writers racing on one slot
+//     never both record a running attempt. The store sets StartedAt by its clock and returns the
+//     attempt as stored.
+//   - Finish moves the running attempt runID to o.State. ErrNotHeld unless token is still the task's
+//     latest lease token; ErrConflict when the attempt is not running (e.g. already marked unknown);
+//     ErrNotFound when there is no such attempt.
+//   - Report attaches figures to the running attempt runID, fenced like Finish.
+//   - Abandon marks every running attempt of task whose token is lower than token as unknown and
+//     returns them; token must be the task's latest lease token (ErrNotHeld otherwise).
+//   - Resolve attaches a person's decision to the slot's last attempt when it is unknown or failed
+//     and not yet resolved; ErrNotFound when the slot has no attempt, ErrConflict otherwise.
+//   - Record keeps an event; events are not fenced (a busy contender holds no lease).
+//   - Slot, History and Waiting read; Waiting lists the slots waiting for a person, oldest first.
+type Ledger interface {
+	Begin(ctx context.Context, a Attempt) (Attempt, error)
+	Finish(ctx context.Context, runID string, token int64, o Outcome) (Attempt, error)
+	Report(ctx context.Context, runID string, token int64, r Report) error
+	Abandon(ctx context.Context, task string, token int64) ([]Attempt, error)
+	Resolve(ctx context.Context, r ResolveRequest) (Attempt, error)
+	Record(ctx context.Context, e Event) error
+	Slot(ctx context.Context, task, slot string) (SlotState, error)
+	History(ctx context.Context, q HistoryQuery) ([]Entry, error)
+	Waiting(ctx context.Context) ([]SlotState, error)
+}
