@@ -24,6 +24,8 @@ func TestDST(t *testing.T) {
 		{"berlin fall hour first", "hour", "", berlin, "2026-10-25T00:30:00Z", "2026-10-25T02", "2026-10-25T00:00:00Z"},
 		{"berlin fall hour repeat", "hour", "", berlin, "2026-10-25T01:30:00Z", "2026-10-25T02", "2026-10-25T00:00:00Z"},
 		{"berlin fall hour after", "hour", "", berlin, "2026-10-25T02:00:00Z", "2026-10-25T03", "2026-10-25T02:00:00Z"},
+		{"london fall minute first", "minute", "", "Europe/London", "2026-10-25T00:58:57Z", "2026-10-25T01:58", "2026-10-25T00:58:00Z"},
+		{"london fall minute repeat", "minute", "", "Europe/London", "2026-10-25T01:58:57Z", "2026-10-25T01:59", "2026-10-25T00:59:00Z"}, // 01:59 lasts 61 minutes,
 		{"berlin spring minute", "minute", "", berlin, "2026-03-29T01:00:30Z", "2026-03-29T03:00", "2026-03-29T01:00:00Z"},
 		// --per day: 23h and 25h days.
 		{"ny spring day", "day", "", ny, "2026-03-09T03:59:59Z", "2026-03-08", "2026-03-08T05:00:00Z"},
@@ -121,5 +123,33 @@ func TestRobfigDST(t *testing.T) {
 	}
 	if got := s.Next(rfc(t, "2026-03-07T12:00:00Z")).Value; got != "2026-03-08T03:00:00-04:00" {
 		t.Errorf("Next = %s", got)
+	}
+}
+
+// TestAroundEveryTransition checks the round-trip invariants near every zone transition from
+// 2010 to 2030 in zones with odd DST histories (midnight gaps, 30-minute shifts, skipped days).
+func TestAroundEveryTransition(t *testing.T) {
+	deltas := []time.Duration{-25 * time.Hour, -time.Hour - time.Second, -time.Hour, -30 * time.Minute, -time.Minute,
+		-time.Second, 0, time.Second, time.Minute, 29 * time.Minute, 30 * time.Minute, 59 * time.Minute,
+		time.Hour, 90 * time.Minute, 2 * time.Hour, 25 * time.Hour}
+	if testing.Short() {
+		deltas = []time.Duration{-time.Second, 0, 30 * time.Minute, time.Hour}
+	}
+	end := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, z := range fuzzZones {
+		loc := mustLoad(t, z)
+		for x := time.Date(2010, 1, 1, 0, 0, 0, 0, loc); x.Before(end); {
+			_, e := x.ZoneBounds()
+			if e.IsZero() || e.After(end) {
+				break
+			}
+			for _, sp := range fuzzSpecs {
+				s := mustNew(t, sp.per, sp.sched, "", z)
+				for _, d := range deltas {
+					checkRoundTrip(t, s, e.Add(d))
+				}
+			}
+			x = e
+		}
 	}
 }

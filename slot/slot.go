@@ -65,7 +65,7 @@ type Spec struct {
 }
 
 // New validates the --per, --schedule, --slot and --tz flag values ("" = not given) and builds a
-// Spec. tz "" means time.Local; tz is ignored for --slot. At most one of per, schedule and
+// Spec. tz "" means time.Local; tz is validated even when unused (--slot, or no slot). At most one of per, schedule and
 // explicit may be set. Every error wraps ErrInvalid and is one line naming the bad flag.
 func New(per, schedule, explicit, tz string) (Spec, error) {
 	var given []string
@@ -81,6 +81,10 @@ func New(per, schedule, explicit, tz string) (Spec, error) {
 	if len(given) > 1 {
 		return Spec{}, invalidf("%s are mutually exclusive: give only one of them", strings.Join(given, " and "))
 	}
+	loc, err := loadZone(tz) // a bad --tz is an error even where it is unused
+	if err != nil {
+		return Spec{}, err
+	}
 	if explicit != "" {
 		if err := CheckValue(explicit); err != nil {
 			return Spec{}, err
@@ -89,10 +93,6 @@ func New(per, schedule, explicit, tz string) (Spec, error) {
 	}
 	if per == "" && schedule == "" {
 		return Spec{}, nil
-	}
-	loc, err := loadZone(tz)
-	if err != nil {
-		return Spec{}, err
 	}
 	if per != "" {
 		p, ok := periods[per]
@@ -311,14 +311,17 @@ func (s Spec) parsePer(value string) (time.Time, error) {
 			return bad(want)
 		}
 	}
-	// g is an instant at (or, in a DST gap, next to) the wall time w; the slot named value
-	// starts at or before g, or, when w lies in a gap, right after it.
+	// The slot named value starts at or before an instant whose wall clock is w, or, when w
+	// lies in a DST gap, right after it. A fall-back shows w twice and time.Date may pick
+	// either, so also try w under the offsets in force a day before and after.
 	g := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), 0, 0, s.loc)
-	if f, ok := s.m.prev(g, s.loc); ok && s.format(f) == value {
-		return f.at, nil
-	}
-	if f, ok := s.m.next(g, s.loc); ok && s.format(f) == value {
-		return f.at, nil
+	for _, c := range []time.Time{g, w.Add(-offsetAt(g.Add(-24*time.Hour), s.loc)), w.Add(-offsetAt(g.Add(24*time.Hour), s.loc))} {
+		if f, ok := s.m.prev(c, s.loc); ok && s.format(f) == value {
+			return f.at, nil
+		}
+		if f, ok := s.m.next(c, s.loc); ok && s.format(f) == value {
+			return f.at, nil
+		}
 	}
 	return bad(fmt.Sprintf("does not exist in %s (skipped by a clock change)", s.loc))
 }

@@ -155,7 +155,7 @@ func TestSchedule(t *testing.T) {
 }
 
 func TestExplicitAndNone(t *testing.T) {
-	s := mustNew(t, "", "", "batch-7", "Mars/Nowhere") // --tz is ignored for --slot
+	s := mustNew(t, "", "", "batch-7", "UTC")
 	if s.Kind() != "slot" || s.IsZero() || s.At(time.Now()) != "batch-7" || s.String() != `slot "batch-7"` {
 		t.Errorf("explicit: %q %v %q %q", s.Kind(), s.IsZero(), s.At(time.Now()), s)
 	}
@@ -205,6 +205,8 @@ func TestNewErrors(t *testing.T) {
 		{"day", "", "", "Mars/Base", `--tz "Mars/Base": unknown time zone; use an IANA name such as Europe/Berlin`},
 		{"day", "", "", "CEST", "use an IANA name such as Europe/Berlin"},
 		{"", "@daily", "", "../../etc/passwd", "--tz"},
+		{"", "", "x", "Mars/Base", "--tz"},
+		{"", "", "", "Mars/Base", "--tz"},
 		{"", "@daily", "", "Europe/Berlin\n", "--tz"},
 		{"", "0 2 * *", "", "UTC", "want 5 fields (minute hour day-of-month month day-of-week), found 4"},
 		{"", "0 0 2 * * *", "", "UTC", "found 6; a seconds field is not supported"},

@@ -1,0 +1,108 @@
+package slot
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+var fuzzZones = []string{
+	"UTC", "America/New_York", "Europe/Berlin", "America/Sao_Paulo", "Asia/Beirut", "Pacific/Apia",
+	"Australia/Lord_Howe", "Asia/Kolkata", "Pacific/Chatham", "America/Havana", "Europe/London",
+	"Africa/Casablanca", "America/Santiago", "Asia/Tehran", "Antarctica/Troll", "Pacific/Kiritimati",
+}
+
+var fuzzSpecs = []struct{ per, sched string }{
+	{"minute", ""}, {"hour", ""}, {"day", ""}, {"week", ""}, {"month", ""},
+	{"", "30 2 * * *"}, {"", "0 * * * *"}, {"", "*/20 1-3 * * *"}, {"", "0 0 29 2 *"}, {"", "@weekly"},
+	{"", "15 0 1,15 * mon"}, {"", "30 1 * * *"},
+}
+
+// FuzzNew: any flag strings give a Spec or a one-line ErrInvalid, never a panic; a valid
+// schedule always has a slot now.
+func FuzzNew(f *testing.F) {
+	for _, s := range []string{"0 2 * * *", "@daily", "@every 5m", "0 0 30 2 *", "* * * * * *", "TZ=UTC", "CRON_TZ=x 1",
+		"1-2/0 * * * *", "*/99999999999999999999 * * * *", "? ? ? ? ?", "0-59/1 0-23 1-31 1-12 0-6", "jan * * * *", ""} {
+		f.Add("", s, "UTC")
+	}
+	for _, p := range []string{"day", "week", "fortnight", ""} {
+		f.Add(p, "", "Europe/Berlin")
+		f.Add(p, "", "../etc")
+		f.Add(p, "", "Local")
+	}
+	at := time.Date(2026, 11, 29, 2, 3, 4, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, per, schedule, tz string) {
+		s, err := New(per, schedule, "", tz)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) || strings.ContainsAny(err.Error(), "\r\n") {
+				t.Fatalf("New(%q, %q, %q) = %q", per, schedule, tz, err)
+			}
+			return
+		}
+		if s.IsZero() {
+			return
+		}
+		st, err := s.Start(at)
+		if err != nil {
+			t.Fatalf("%s: Start: %v", s, err)
+		}
+		v := s.At(at)
+		if p, err := s.Parse(v); err != nil || !p.Equal(st) || st.After(at) {
+			t.Fatalf("%s: At = %q, Start = %v, Parse = %v, %v", s, v, st, p, err)
+		}
+		if n := s.Next(at); !n.Start.After(at) {
+			t.Fatalf("%s: Next = %+v", s, n)
+		}
+	})
+}
+
+// FuzzParse: slot values are validated, never panic, and whatever parses is canonical.
+func FuzzParse(f *testing.F) {
+	for _, v := range []string{"2026-11-29", "2026-11-29T02", "2026-11-29T02:05", "2026-W48", "2026-W53", "2026-11",
+		"2026-11-29T02:00:00+08:00", "2026-11-29T02:00:00Z", "2026-03-08T03:00:00-04:00", "9999-99-99", "-001-W01",
+		"0000-W01", "2026-02-29", "2026-11-29T02:00:00.000000001+08:00", "\xff", ""} {
+		for i := range fuzzSpecs {
+			f.Add(v, uint8(i), uint8(i))
+		}
+	}
+	f.Fuzz(func(t *testing.T, value string, si, zi uint8) {
+		sp := fuzzSpecs[int(si)%len(fuzzSpecs)]
+		s := mustNew(t, sp.per, sp.sched, "", fuzzZones[int(zi)%len(fuzzZones)])
+		p, err := s.Parse(value)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) || strings.ContainsAny(err.Error(), "\r\n") {
+				t.Fatalf("%s: Parse(%q) = %q", s, value, err)
+			}
+			return
+		}
+		if st, err := s.Start(p); err != nil || !st.Equal(p) {
+			t.Fatalf("%s: Parse(%q) = %v is not a slot start (%v, %v)", s, value, p, st, err)
+		}
+		if sp.per != "" && s.At(p) != value {
+			t.Fatalf("%s: Parse(%q) = %v, At = %q", s, value, p, s.At(p))
+		}
+	})
+}
+
+// FuzzRoundTrip: for any instant 1980–2100 in zones with odd DST histories, the slot's start is
+// <= t, maps back to its value, and Next starts after t with no other slot in between.
+func FuzzRoundTrip(f *testing.F) {
+	for i := range fuzzSpecs {
+		f.Add(int64(1793232000), uint8(i), uint8(i))      // 2026-10-29
+		f.Add(int64(1325239200), uint8(i), uint8(5))      // Apia, 2011-12-30
+		f.Add(int64(1792890000), uint8(i), uint8(4))      // Beirut fall-back
+		f.Add(int64(1541300400), uint8(i), uint8(3))      // Sao Paulo 2018
+		f.Add(int64(1772953200), uint8(i), uint8(1))      // New York spring-forward
+		f.Add(int64(1774746000+3600), uint8(i), uint8(2)) // Berlin
+	}
+	lo, hi := time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	f.Fuzz(func(t *testing.T, sec int64, si, zi uint8) {
+		if sec < lo || sec > hi {
+			sec = lo + (sec%(hi-lo)+(hi-lo))%(hi-lo)
+		}
+		sp := fuzzSpecs[int(si)%len(fuzzSpecs)]
+		s := mustNew(t, sp.per, sp.sched, "", fuzzZones[int(zi)%len(fuzzZones)])
+		checkRoundTrip(t, s, time.Unix(sec, 0))
+	})
+}
