@@ -1,0 +1,99 @@
+package sqlstore
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Migration is one versioned schema change, read from an embedded NNN_name.sql file.
+type Migration struct {
+	Version    int
+	Name       string
+	Statements []string // with {p} still in them
+}
+
+// LoadMigrations reads dir's NNN_name.sql files from fsys, sorted by version. Statements are split at
+// semicolons that end a line; "--" comment lines are dropped.
+func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v < 1 {
+			return nil, fmt.Errorf("migration %s: name must be NNN_name.sql", name)
+		}
+		b, err := fs.ReadFile(fsys, path.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: v, Name: name, Statements: SplitStatements(string(b))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := range out {
+		if out[i].Version != i+1 {
+			return nil, fmt.Errorf("migration %s: versions must be 1, 2, 3, … without gaps", out[i].Name)
+		}
+	}
+	return out, nil
+}
+
+// SplitStatements splits a migration file into statements at semicolons that end a line, dropping
+// lines that are only "--" comments.
+func SplitStatements(src string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "--") || t == "" {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteString("\n")
+		if strings.HasSuffix(t, ";") {
+			s := strings.TrimSpace(cur.String())
+			s = strings.TrimSpace(strings.TrimSuffix(s, ";"))
+			if s != "" {
+				out = append(out, s)
+			}
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+// DefaultPrefix is the table prefix when the DSN has no ?prefix=.
+const DefaultPrefix = "once_"
+
+// TablePrefix turns the value of ?prefix= into a table name prefix: "" → DefaultPrefix, "blue" →
+// "blue_". A prefix is 1–32 characters of a–z, 0–9 and _, starting with a letter, so that it is a
+// valid, unquoted identifier in both databases and cannot be confused between deployments.
+func TablePrefix(v string) (string, error) {
+	if v == "" {
+		return DefaultPrefix, nil
+	}
+	if len(v) > 32 {
+		return "", fmt.Errorf("prefix %q is longer than 32 characters", v)
+	}
+	for i, c := range v {
+		ok := c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '_')
+		if !ok {
+			return "", fmt.Errorf("prefix %q: use 1-32 characters of a-z, 0-9 and _, starting with a letter", v)
+		}
+	}
+	return v + "_", nil
+}

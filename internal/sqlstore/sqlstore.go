@@ -1,0 +1,537 @@
+// Package sqlstore is the run ledger shared by the SQL stores (store/postgres, store/mysql).
+//
+// The ledger's queries are written once, in the common subset of PostgreSQL and MySQL/MariaDB, with
+// "?" placeholders and two substitutions: {p} (the table prefix) and {now} (the database's clock).
+// What differs between the databases (the lease statements, migrations, error codes) lives in the
+// backend package behind Dialect.
+//
+// Every ledger write that is made on behalf of a run is fenced: it runs in a transaction that first
+// locks the task's row in the leases table (SELECT … FOR UPDATE) and compares its token, so a write
+// carrying a stale token cannot commit after a newer token was issued, and writes for one task are
+// serialised by that row lock. Unique constraints (one attempt number per slot, one running attempt per
+// slot) make the illegal states unrepresentable even if that logic were wrong.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// Dialect is what a SQL backend supplies.
+type Dialect interface {
+	// Rebind turns "?" placeholders into the database's own ($1, $2, … for PostgreSQL).
+	Rebind(query string) string
+	// Now is the SQL expression for the database's current time with microseconds.
+	Now() string
+	// MapError maps a driver error to the store's sentinels (ErrConflict for unique violations,
+	// ErrUnavailable for connection, authentication and permission trouble). Errors that already
+	// wrap a store sentinel are returned unchanged. It never includes a password.
+	MapError(err error) error
+	// Retryable reports whether err (as returned by the driver) is transient connection trouble
+	// (refused, reset, server shutting down, deadlock) after which trying again may succeed.
+	Retryable(err error) bool
+}
+
+// Store is the shared half of a SQL store: connection handling, retries and the Ledger. Backends
+// embed it and add the Leaser.
+type Store struct {
+	DB      *sql.DB
+	Dialect Dialect
+	Prefix  string // table name prefix, e.g. "once_"
+	// Retries is how many times an operation is retried after transient connection trouble, with
+	// exponential backoff from Backoff; never past the caller's ctx.
+	Retries int
+	Backoff time.Duration
+	closed  bool
+}
+
+// Q expands {p} and {now} and rebinds the placeholders of query.
+func (s *Store) Q(query string) string {
+	query = strings.ReplaceAll(query, "{p}", s.Prefix)
+	query = strings.ReplaceAll(query, "{now}", s.Dialect.Now())
+	return s.Dialect.Rebind(query)
+}
+
+// Do runs fn, retrying it after transient connection trouble (at most s.Retries more times, with
+// exponential backoff, never past ctx), and returns its error mapped by the dialect. fn must be safe to
+// repeat: every write the stores make is either conditional or fails closed when repeated.
+func (s *Store) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	backoff := s.Backoff
+	if backoff <= 0 {
+		backoff = 50 * time.Millisecond
+	}
+	for attempt := 0; ; attempt++ {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt >= s.Retries || ctx.Err() != nil || !s.Dialect.Retryable(err) {
+			return s.Dialect.MapError(err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return s.Dialect.MapError(err)
+		case <-t.C:
+		}
+		backoff *= 2
+	}
+}
+
+// Tx runs fn in a READ COMMITTED transaction under Do. fn's error rolls the transaction back.
+func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.Do(ctx, func(ctx context.Context) error {
+		tx, err := s.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return err
+		}
+		if err := fn(ctx, tx); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+}
+
+// Close closes the connection pool. Leases are not released.
+func (s *Store) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.DB.Close()
+}
+
+// Now returns the database's current time (store.Clock).
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	err := s.Do(ctx, func(ctx context.Context) error {
+		return s.DB.QueryRowContext(ctx, s.Q("SELECT {now}")).Scan(&t)
+	})
+	return t.UTC(), err
+}
+
+// Leases lists the grants that have not expired, by task. The leases table must have the columns
+// task, holder, run_id, token, acquired_at and expires_at; a released lease has holder ”.
+func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
+	var out []store.Lease
+	err := s.Do(ctx, func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.DB.QueryContext(ctx, s.Q(`SELECT task, holder, run_id, token, acquired_at, expires_at
+			FROM {p}leases WHERE expires_at > {now} AND holder <> '' ORDER BY task`))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var l store.Lease
+			if err := rows.Scan(&l.Task, &l.Holder, &l.RunID, &l.Token, &l.Acquired, &l.Expires); err != nil {
+				return err
+			}
+			l.Acquired, l.Expires = l.Acquired.UTC(), l.Expires.UTC()
+			out = append(out, l)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// attemptCols are the attempts columns scanAttempt reads, in order.
+const attemptCols = `task, slot, run_id, attempt, state, holder, token, started_at, ended_at, exit_code,
+	records, progress, checkpoint, note, res_as, res_by, res_at, res_note`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanAttempt(r scanner) (store.Attempt, error) {
+	var (
+		a                     store.Attempt
+		state                 string
+		ended, resAt          sql.NullTime
+		exit                  sql.NullInt64
+		resAs, resBy, resNote sql.NullString
+	)
+	err := r.Scan(&a.Task, &a.Slot, &a.RunID, &a.Number, &state, &a.Holder, &a.Token, &a.StartedAt, &ended, &exit,
+		&a.Records, &a.Progress, &a.Checkpoint, &a.Note, &resAs, &resBy, &resAt, &resNote)
+	if err != nil {
+		return a, err
+	}
+	a.State = store.State(state)
+	a.StartedAt = a.StartedAt.UTC()
+	if ended.Valid {
+		t := ended.Time.UTC()
+		a.EndedAt = &t
+	}
+	if exit.Valid {
+		c := int(exit.Int64)
+		a.ExitCode = &c
+	}
+	if resAs.Valid && resAs.String != "" {
+		a.Resolution = &store.Resolution{As: store.State(resAs.String), By: resBy.String, At: resAt.Time.UTC(), Note: resNote.String}
+	}
+	return a, nil
+}
+
+// fence locks the task's lease row for the rest of tx and fails with ErrNotHeld unless token is the
+// task's latest token.
+func (s *Store) fence(ctx context.Context, tx *sql.Tx, task string, token int64) error {
+	var cur int64
+	err := tx.QueryRowContext(ctx, s.Q("SELECT token FROM {p}leases WHERE task = ? FOR UPDATE"), task).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: task %q has no lease (token %d)", store.ErrNotHeld, task, token)
+	}
+	if err != nil {
+		return err
+	}
+	if cur != token {
+		return fmt.Errorf("%w: task %q: token %d is not the latest (%d)", store.ErrNotHeld, task, token, cur)
+	}
+	return nil
+}
+
+// Begin records a new running attempt (store.Ledger). When a.Number is 0 the next number is used.
+func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
+	var out store.Attempt
+	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.fence(ctx, tx, a.Task, a.Token); err != nil {
+			return err
+		}
+		n := a.Number
+		if n == 0 {
+			if err := tx.QueryRowContext(ctx, s.Q(`SELECT COALESCE(MAX(attempt), 0) + 1 FROM {p}attempts
+				WHERE task = ? AND slot = ?`), a.Task, a.Slot).Scan(&n); err != nil {
+				return err
+			}
+		}
+		if n < 1 {
+			return fmt.Errorf("%w: attempt number %d for task %q slot %q must be at least 1", store.ErrConflict, n, a.Task, a.Slot)
+		}
+		// The unique constraints turn a duplicate number or a second running attempt into ErrConflict.
+		if _, err := tx.ExecContext(ctx, s.Q(`INSERT INTO {p}attempts
+			(task, slot, run_id, attempt, state, holder, token, started_at, records, progress, checkpoint, note)
+			VALUES (?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?)`),
+			a.Task, a.Slot, a.RunID, n, a.Holder, a.Token, a.Records, a.Progress, a.Checkpoint, a.Note); err != nil {
+			return err
+		}
+		var err error
+		out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+			WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, n))
+		return err
+	})
+	if err != nil && errors.Is(err, store.ErrConflict) && !strings.Contains(err.Error(), "attempt number") {
+		err = fmt.Errorf("%w: task %q slot %q already has attempt %d or a running attempt", store.ErrConflict, a.Task, a.Slot, a.Number)
+	}
+	return out, err
+}
+
+// runningAttempt reads the attempt runID (its latest, if the run id was reused) for update.
+func (s *Store) attemptByRun(ctx context.Context, tx *sql.Tx, runID string) (store.Attempt, error) {
+	a, err := scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+		WHERE run_id = ? ORDER BY id DESC LIMIT 1`), runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, fmt.Errorf("%w: no attempt for run %q", store.ErrNotFound, runID)
+	}
+	return a, err
+}
+
+// Finish moves the running attempt runID to o.State (store.Ledger).
+func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
+	if o.State != store.Succeeded && o.State != store.Failed {
+		return store.Attempt{}, fmt.Errorf("%w: cannot finish run %q as %q (only succeeded or failed)", store.ErrConflict, runID, o.State)
+	}
+	var out store.Attempt
+	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		a, err := s.attemptByRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if err := s.fence(ctx, tx, a.Task, token); err != nil {
+			return err
+		}
+		// Re-read under the lease row lock: Abandon may have changed it since.
+		if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
+			return err
+		}
+		if a.State != store.Running {
+			return fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
+		}
+		note := a.Note
+		if o.Note != "" {
+			if note != "" {
+				note += "; "
+			}
+			note += o.Note
+		}
+		var exit any
+		if o.ExitCode != nil {
+			exit = *o.ExitCode
+		}
+		res, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET state = ?, ended_at = {now}, exit_code = ?, note = ?
+			WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`),
+			string(o.State), exit, note, a.Task, a.Slot, a.Number)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err == nil && n != 1 {
+			return fmt.Errorf("%w: run %q is no longer running", store.ErrConflict, runID)
+		}
+		out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+			WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
+		return err
+	})
+	return out, err
+}
+
+// Report attaches figures to the running attempt runID (store.Ledger).
+func (s *Store) Report(ctx context.Context, runID string, token int64, r store.Report) error {
+	return s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		a, err := s.attemptByRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if err := s.fence(ctx, tx, a.Task, token); err != nil {
+			return err
+		}
+		if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
+			return err
+		}
+		if a.State != store.Running {
+			return fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
+		}
+		if r.Records != nil {
+			a.Records = *r.Records
+		}
+		if r.Progress != "" {
+			a.Progress = r.Progress
+		}
+		if r.Checkpoint != "" {
+			a.Checkpoint = r.Checkpoint
+		}
+		if r.Note != "" {
+			a.Note = r.Note
+		}
+		_, err = tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET records = ?, progress = ?, checkpoint = ?, note = ?
+			WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`),
+			a.Records, a.Progress, a.Checkpoint, a.Note, a.Task, a.Slot, a.Number)
+		return err
+	})
+}
+
+// Abandon marks the running attempts of task with a lower token as unknown (store.Ledger).
+func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.Attempt, error) {
+	var out []store.Attempt
+	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		out = nil
+		if err := s.fence(ctx, tx, task, token); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+			WHERE task = ? AND state = 'running' AND token < ? ORDER BY id FOR UPDATE`), task, token)
+		if err != nil {
+			return err
+		}
+		var found []store.Attempt
+		for rows.Next() {
+			a, err := scanAttempt(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			found = append(found, a)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, a := range found {
+			if _, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET state = 'unknown', ended_at = {now}
+				WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`), a.Task, a.Slot, a.Number); err != nil {
+				return err
+			}
+			u, err := scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+				WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
+			if err != nil {
+				return err
+			}
+			out = append(out, u)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Resolve attaches a person's decision to the slot's last attempt (store.Ledger).
+func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Attempt, error) {
+	if r.As != store.Succeeded && r.As != store.Failed {
+		return store.Attempt{}, fmt.Errorf("%w: resolve as %q: only succeeded or failed", store.ErrConflict, r.As)
+	}
+	var out store.Attempt
+	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		a, err := scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+			WHERE task = ? AND slot = ? ORDER BY attempt DESC LIMIT 1 FOR UPDATE`), r.Task, r.Slot))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: task %q slot %q has no attempt", store.ErrNotFound, r.Task, r.Slot)
+		}
+		if err != nil {
+			return err
+		}
+		if (a.State != store.Unknown && a.State != store.Failed) || a.Resolution != nil {
+			return fmt.Errorf("%w: task %q slot %q: attempt %d is %s%s; only an unresolved unknown or failed attempt can be resolved",
+				store.ErrConflict, r.Task, r.Slot, a.Number, a.State, map[bool]string{true: " and resolved", false: ""}[a.Resolution != nil])
+		}
+		if _, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET res_as = ?, res_by = ?, res_at = {now}, res_note = ?
+			WHERE task = ? AND slot = ? AND attempt = ?`), string(r.As), r.By, r.Note, r.Task, r.Slot, a.Number); err != nil {
+			return err
+		}
+		out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+			WHERE task = ? AND slot = ? AND attempt = ?`), r.Task, r.Slot, a.Number))
+		return err
+	})
+	return out, err
+}
+
+// Record keeps an event (store.Ledger). Events are not fenced.
+func (s *Store) Record(ctx context.Context, e store.Event) error {
+	switch e.Kind {
+	case store.Skipped, store.Busy, store.Review:
+	default:
+		return fmt.Errorf("%w: event kind %q (want skipped, busy or review)", store.ErrConflict, e.Kind)
+	}
+	return s.Do(ctx, func(ctx context.Context) error {
+		_, err := s.DB.ExecContext(ctx, s.Q(`INSERT INTO {p}events (task, slot, kind, run_id, holder, token, attempt, note, happened_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now})`),
+			e.Task, e.Slot, string(e.Kind), e.RunID, e.Holder, e.Token, e.Attempt, e.Note)
+		return err
+	})
+}
+
+// Slot reads what the ledger knows about one slot (store.Ledger).
+func (s *Store) Slot(ctx context.Context, task, slot string) (store.SlotState, error) {
+	var st store.SlotState
+	err := s.Do(ctx, func(ctx context.Context) error {
+		var err error
+		st, err = s.slot(ctx, task, slot)
+		return err
+	})
+	return st, err
+}
+
+func (s *Store) slot(ctx context.Context, task, slot string) (store.SlotState, error) {
+	st := store.SlotState{Task: task, Slot: slot}
+	// One statement, so that the parts agree with each other.
+	row := s.DB.QueryRowContext(ctx, s.Q(`SELECT
+		(SELECT COUNT(*) FROM {p}attempts f WHERE f.task = ? AND f.slot = ? AND f.state IN ('failed', 'unknown')
+			AND f.attempt > COALESCE((SELECT MAX(r.attempt) FROM {p}attempts r
+				WHERE r.task = ? AND r.slot = ? AND r.res_as IS NOT NULL), 0)),
+		COALESCE((SELECT c.checkpoint FROM {p}attempts c WHERE c.task = ? AND c.slot = ? AND c.checkpoint <> ''
+			ORDER BY c.attempt DESC LIMIT 1), ''),
+		(SELECT COUNT(*) FROM {p}events e WHERE e.task = ? AND e.slot = ? AND e.kind = 'review'
+			AND e.attempt = (SELECT MAX(m.attempt) FROM {p}attempts m WHERE m.task = ? AND m.slot = ?))`),
+		task, slot, task, slot, task, slot, task, slot, task, slot)
+	var reviews int
+	if err := row.Scan(&st.Failures, &st.Checkpoint, &reviews); err != nil {
+		return st, err
+	}
+	last, err := scanAttempt(s.DB.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+		WHERE task = ? AND slot = ? ORDER BY attempt DESC LIMIT 1`), task, slot))
+	if errors.Is(err, sql.ErrNoRows) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	st.Last = &last
+	st.Waiting = last.Resolution == nil && (last.State == store.Unknown || reviews > 0)
+	return st, nil
+}
+
+// History lists attempts and events, newest first (store.Ledger).
+func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
+	query := `SELECT ev, task, slot, run_id, attempt, state, holder, token, started_at, ended_at, exit_code,
+		records, progress, checkpoint, note, res_as, res_by, res_at, res_note FROM (
+		SELECT 0 AS ev, id, ` + attemptCols + ` FROM {p}attempts WHERE (? = '' OR task = ?) AND (? = '' OR slot = ?)
+		UNION ALL
+		SELECT 1, id, task, slot, run_id, attempt, kind, holder, token, happened_at, NULL, NULL,
+			0, '', '', note, NULL, NULL, NULL, NULL FROM {p}events WHERE (? = '' OR task = ?) AND (? = '' OR slot = ?)
+		) h ORDER BY started_at DESC, ev DESC, id DESC`
+	if q.Limit > 0 {
+		query += " LIMIT " + strconv.Itoa(q.Limit)
+	}
+	var out []store.Entry
+	err := s.Do(ctx, func(ctx context.Context) error {
+		out = nil
+		rows, err := s.DB.QueryContext(ctx, s.Q(query), q.Task, q.Task, q.Slot, q.Slot, q.Task, q.Task, q.Slot, q.Slot)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ev int
+			a, err := scanAttempt(prefixScanner{rows, &ev})
+			if err != nil {
+				return err
+			}
+			out = append(out, store.Entry{Attempt: a})
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// prefixScanner scans one leading column into first, the rest through Scan.
+type prefixScanner struct {
+	r     scanner
+	first any
+}
+
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.r.Scan(append([]any{p.first}, dest...)...)
+}
+
+// Waiting lists the slots waiting for a person, oldest first (store.Ledger).
+func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
+	var out []store.SlotState
+	err := s.Do(ctx, func(ctx context.Context) error {
+		out = nil
+		rows, err := s.DB.QueryContext(ctx, s.Q(`SELECT a.task, a.slot FROM {p}attempts a
+			WHERE a.res_as IS NULL
+			AND a.attempt = (SELECT MAX(m.attempt) FROM {p}attempts m WHERE m.task = a.task AND m.slot = a.slot)
+			AND (a.state = 'unknown' OR EXISTS (SELECT 1 FROM {p}events e
+				WHERE e.task = a.task AND e.slot = a.slot AND e.kind = 'review' AND e.attempt = a.attempt))
+			ORDER BY a.started_at, a.id`))
+		if err != nil {
+			return err
+		}
+		var keys [][2]string
+		for rows.Next() {
+			var k [2]string
+			if err := rows.Scan(&k[0], &k[1]); err != nil {
+				rows.Close()
+				return err
+			}
+			keys = append(keys, k)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			st, err := s.slot(ctx, k[0], k[1])
+			if err != nil {
+				return err
+			}
+			if st.Waiting {
+				out = append(out, st)
+			}
+		}
+		return nil
+	})
+	return out, err
+}

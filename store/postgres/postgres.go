@@ -1,0 +1,416 @@
+// Package postgres is the PostgreSQL store (DSN schemes postgres:// and postgresql://), on pgx v5.
+//
+// A lease is one row per task in <prefix>leases. Acquire is one statement, one round trip, timed by the
+// server's clock:
+//
+//	INSERT INTO leases AS l (task, holder, run_id, token, acquired_at, expires_at)
+//	VALUES ($1, $2, $3, 1, now(), now() + ttl)
+//	ON CONFLICT (task) DO UPDATE SET holder = excluded.holder, …, token = l.token + 1, …
+//	WHERE l.expires_at <= now()
+//	RETURNING token, acquired_at, expires_at
+//
+// ON CONFLICT DO UPDATE locks the conflicting row and evaluates its WHERE against the latest committed
+// version, so of many concurrent callers exactly one takes a free or expired row and every other gets
+// no row back (busy). The row is never deleted, so the token only grows. The ledger (attempts, events)
+// is internal/sqlstore's; see docs/stores/postgres.md.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/once-run/once/internal/sqlstore"
+	"github.com/once-run/once/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+var migrations = func() []sqlstore.Migration {
+	m, err := sqlstore.LoadMigrations(migrationFS, "migrations")
+	if err != nil {
+		panic("postgres: " + err.Error())
+	}
+	return m
+}()
+
+func init() {
+	open := func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) }
+	store.Register("postgres", open)
+	store.Register("postgresql", open)
+}
+
+// Store is a PostgreSQL store. It is safe for concurrent use.
+type Store struct {
+	*sqlstore.Store
+	d *dialect
+}
+
+var (
+	_ store.Store = (*Store)(nil)
+	_ store.Clock = (*Store)(nil)
+)
+
+// Config is what a DSN says, once parsed.
+type Config struct {
+	Conn   *pgx.ConnConfig
+	Prefix string // table prefix, e.g. "once_"
+	Where  string // "host:port/database", for messages
+}
+
+// ParseDSN parses a postgres:// or postgresql:// DSN. Besides everything pgx understands (sslmode,
+// connect_timeout, …) it takes prefix=NAME, which isolates a deployment's tables. Errors wrap
+// store.ErrBadDSN and never contain the password.
+func ParseDSN(dsn string) (*Config, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" && u.Path == "" {
+		return nil, fmt.Errorf("%w: %q is not a postgres://user:password@host:port/database URL", store.ErrBadDSN, store.Redact(dsn))
+	}
+	q := u.Query()
+	prefix, err := sqlstore.TablePrefix(q.Get("prefix"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", store.ErrBadDSN, store.Redact(dsn), err)
+	}
+	q.Del("prefix")
+	if q.Get("connect_timeout") == "" {
+		q.Set("connect_timeout", "5")
+	}
+	u.RawQuery = q.Encode()
+	cfg, err := pgx.ParseConfig(u.String())
+	if err != nil {
+		msg := err.Error()
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+		return nil, fmt.Errorf("%w: %s: %s", store.ErrBadDSN, store.Redact(dsn), oneLine(msg))
+	}
+	if cfg.Database == "" {
+		return nil, fmt.Errorf("%w: %s names no database; add /DBNAME to the URL", store.ErrBadDSN, store.Redact(dsn))
+	}
+	return &Config{Conn: cfg, Prefix: prefix, Where: fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)}, nil
+}
+
+// Open connects, creates or upgrades the schema (under a transaction-scoped advisory lock, so many
+// processes may open an empty database at once) and returns the store. Connection, authentication and
+// permission trouble is an error wrapping store.ErrUnavailable that names host and database.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	d := &dialect{where: cfg.Where, password: cfg.Conn.Password}
+	db := stdlib.OpenDB(*cfg.Conn)
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Retries: 3, Backoff: 50 * time.Millisecond}, d: d}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	latest := migrations[len(migrations)-1].Version
+	var have int
+	err := s.DB.QueryRowContext(ctx, s.Q("SELECT COALESCE(MAX(version), 0) FROM {p}schema_version")).Scan(&have)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil && have == latest:
+		return nil // the common case: one round trip, no lock
+	case err == nil && have > latest:
+		return fmt.Errorf("%w: postgres %s: schema version %d (prefix %q) is newer than this once knows (%d); upgrade once",
+			store.ErrUnavailable, s.d.where, have, strings.TrimSuffix(s.Prefix, "_"), latest)
+	case err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42P01"): // 42P01: no such table yet
+		if s.d.Retryable(err) {
+			// Let Do retry the whole migration below.
+			break
+		}
+		return s.d.MapError(err)
+	}
+	return s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		// Serialise concurrent migrators of this prefix; released at commit.
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(1869504357, hashtext($1))", "once-migrate:"+s.Prefix); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.Q(`CREATE TABLE IF NOT EXISTS {p}schema_version (
+			version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, s.Q("SELECT COALESCE(MAX(version), 0) FROM {p}schema_version")).Scan(&have); err != nil {
+			return err
+		}
+		for _, m := range migrations {
+			if m.Version <= have {
+				continue
+			}
+			for _, stmt := range m.Statements {
+				if _, err := tx.ExecContext(ctx, strings.ReplaceAll(stmt, "{p}", s.Prefix)); err != nil {
+					return fmt.Errorf("migration %s: %w", m.Name, err)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, s.Q("INSERT INTO {p}schema_version (version) VALUES (?)"), m.Version); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+const acquireSQL = `INSERT INTO {p}leases AS l (task, holder, run_id, token, acquired_at, expires_at)
+	VALUES (?, ?, ?, 1, now(), now() + ?::bigint * interval '1 microsecond')
+	ON CONFLICT (task) DO UPDATE SET holder = excluded.holder, run_id = excluded.run_id, token = l.token + 1,
+		acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
+	WHERE l.expires_at <= now()
+	RETURNING token, acquired_at, expires_at`
+
+// Acquire takes the task's lease when it is free or expired by the server's clock (store.Leaser), in
+// one statement; a busy answer costs a second query to name the holder.
+func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	if err := checkRequest(req); err != nil {
+		return store.Lease{}, err
+	}
+	l := store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID}
+	q := s.Q(acquireSQL)
+	for try := 0; ; try++ {
+		got := false
+		err := s.Do(ctx, func(ctx context.Context) error {
+			err := s.DB.QueryRowContext(ctx, q, req.Task, req.Holder, req.RunID, req.TTL.Microseconds()).
+				Scan(&l.Token, &l.Acquired, &l.Expires)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			got = err == nil
+			return err
+		})
+		if err != nil {
+			return store.Lease{}, err
+		}
+		if got {
+			l.Acquired, l.Expires = l.Acquired.UTC(), l.Expires.UTC()
+			return l, nil
+		}
+		cur, live, err := s.current(ctx, req.Task)
+		if err != nil {
+			return store.Lease{}, err
+		}
+		if live || try >= 2 {
+			return store.Lease{}, &store.BusyError{Lease: cur}
+		}
+		// It expired or was released between the two statements: try again.
+	}
+}
+
+// current reads the task's lease row and whether it is live by the server's clock.
+func (s *Store) current(ctx context.Context, task string) (store.Lease, bool, error) {
+	cur := store.Lease{Task: task}
+	var live bool
+	err := s.Do(ctx, func(ctx context.Context) error {
+		err := s.DB.QueryRowContext(ctx, s.Q(`SELECT holder, run_id, token, acquired_at, expires_at, expires_at > now()
+			FROM {p}leases WHERE task = ?`), task).Scan(&cur.Holder, &cur.RunID, &cur.Token, &cur.Acquired, &cur.Expires, &live)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	cur.Acquired, cur.Expires = cur.Acquired.UTC(), cur.Expires.UTC()
+	return cur, live && cur.Holder != "", err
+}
+
+// Renew extends the current, unexpired grant l by ttl from now by the server's clock (store.Leaser).
+func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	if ttl < time.Millisecond {
+		return store.Lease{}, fmt.Errorf("postgres: renew task %q: ttl %v is below 1ms", l.Task, ttl)
+	}
+	out := l
+	got := false
+	err := s.Do(ctx, func(ctx context.Context) error {
+		err := s.DB.QueryRowContext(ctx, s.Q(`UPDATE {p}leases SET expires_at = now() + ?::bigint * interval '1 microsecond'
+			WHERE task = ? AND holder = ? AND token = ? AND holder <> '' AND expires_at > now()
+			RETURNING run_id, acquired_at, expires_at`), ttl.Microseconds(), l.Task, l.Holder, l.Token).
+			Scan(&out.RunID, &out.Acquired, &out.Expires)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		got = err == nil
+		return err
+	})
+	if err != nil {
+		return store.Lease{}, err
+	}
+	if !got {
+		return store.Lease{}, fmt.Errorf("%w: task %q: token %d of %s has expired or was replaced", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+	}
+	out.Acquired, out.Expires = out.Acquired.UTC(), out.Expires.UTC()
+	return out, nil
+}
+
+// Release frees the grant l if it is still the task's latest (store.Leaser). The row and its token stay.
+func (s *Store) Release(ctx context.Context, l store.Lease) error {
+	var n int64
+	err := s.Do(ctx, func(ctx context.Context) error {
+		res, err := s.DB.ExecContext(ctx, s.Q(`UPDATE {p}leases SET holder = '', run_id = '',
+			expires_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'
+			WHERE task = ? AND holder = ? AND token = ? AND holder <> ''`), l.Task, l.Holder, l.Token)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: task %q: token %d of %s was released or replaced", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+	}
+	return nil
+}
+
+func checkRequest(req store.AcquireRequest) error {
+	switch {
+	case req.Task == "":
+		return errors.New("store: acquire: empty task")
+	case req.Holder == "":
+		return fmt.Errorf("store: acquire task %q: empty holder", req.Task)
+	case req.TTL < time.Millisecond:
+		return fmt.Errorf("store: acquire task %q: ttl %v is below 1ms", req.Task, req.TTL)
+	}
+	return nil
+}
+
+// dialect is PostgreSQL's half of sqlstore.
+type dialect struct {
+	where    string // host:port/database
+	password string // scrubbed from every message
+}
+
+func (d *dialect) Now() string { return "now()" }
+
+func (d *dialect) Rebind(q string) string {
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+// SQLSTATE classes and codes this store treats as connection trouble.
+func unavailableCode(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), // connection exception
+		strings.HasPrefix(code, "28"), // invalid authorization
+		strings.HasPrefix(code, "53"), // insufficient resources (too many connections, disk full)
+		strings.HasPrefix(code, "57"), // operator intervention (shutdown, cannot connect now)
+		strings.HasPrefix(code, "58"), // system error
+		code == "3D000",               // database does not exist
+		code == "42501",               // insufficient privilege
+		code == "25006":               // read-only transaction (a standby)
+		return true
+	}
+	return false
+}
+
+func (d *dialect) Retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", "40P01", "57P01", "57P02", "57P03", "53300", "08000", "08003", "08006":
+			return true
+		}
+		return false
+	}
+	return isConnErr(err)
+}
+
+// isConnErr reports network-level failures (no SQLSTATE): refused, reset, EOF, timeouts.
+func isConnErr(err error) bool {
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, pgconn.ErrConnClosed) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, driver.ErrBadConn)
+}
+
+// MapError maps pgx errors to the store's sentinels, in one place.
+func (d *dialect) MapError(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, sentinel := range []error{store.ErrBusy, store.ErrNotHeld, store.ErrConflict, store.ErrNotFound, store.ErrUnavailable, store.ErrBadDSN} {
+		if errors.Is(err, sentinel) {
+			return err
+		}
+	}
+	for _, c := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, c) {
+			return fmt.Errorf("%w: postgres %s: %w", store.ErrUnavailable, d.where, c)
+		}
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		msg := d.scrub(pgErr.Message + " (SQLSTATE " + pgErr.Code + ")")
+		switch {
+		case pgErr.Code == "23505", pgErr.Code == "23514":
+			return fmt.Errorf("%w: postgres %s: %s", store.ErrConflict, d.where, msg)
+		case strings.HasPrefix(pgErr.Code, "28"):
+			return fmt.Errorf("%w: postgres %s: %s; check the user and password in the DSN", store.ErrUnavailable, d.where, msg)
+		case pgErr.Code == "3D000":
+			return fmt.Errorf("%w: postgres %s: %s; check the database name in the DSN", store.ErrUnavailable, d.where, msg)
+		case pgErr.Code == "42501":
+			return fmt.Errorf("%w: postgres %s: %s; grant the privileges in docs/stores/postgres.md", store.ErrUnavailable, d.where, msg)
+		case unavailableCode(pgErr.Code):
+			return fmt.Errorf("%w: postgres %s: %s", store.ErrUnavailable, d.where, msg)
+		}
+		return fmt.Errorf("postgres %s: %s", d.where, msg)
+	}
+	if isConnErr(err) {
+		return fmt.Errorf("%w: postgres %s: %s; is the server up and the host and port right?", store.ErrUnavailable, d.where, d.scrub(rootCause(err)))
+	}
+	return fmt.Errorf("postgres %s: %s", d.where, d.scrub(oneLine(err.Error())))
+}
+
+func (d *dialect) scrub(s string) string {
+	if d.password != "" {
+		s = strings.ReplaceAll(s, d.password, "xxxxx")
+	}
+	return s
+}
+
+// rootCause is the innermost useful message of a connection error, on one line.
+func rootCause(err error) string {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		if u := errors.Unwrap(ce); u != nil {
+			return oneLine(u.Error())
+		}
+	}
+	return oneLine(err.Error())
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n\t", "; ")
+	return strings.ReplaceAll(s, "\n", "; ")
+}

@@ -1,0 +1,397 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
+)
+
+// serverDSN is the test server's DSN from ONCE_TEST_POSTGRES. Unset, the test is skipped, unless
+// ONCE_TEST_REQUIRE is "all" or names postgres: a skipped backend must fail CI.
+func serverDSN(tb testing.TB) string {
+	tb.Helper()
+	dsn := os.Getenv("ONCE_TEST_POSTGRES")
+	if dsn == "" {
+		req := os.Getenv("ONCE_TEST_REQUIRE")
+		if req == "all" || strings.Contains(req, "postgres") {
+			tb.Fatal("ONCE_TEST_POSTGRES is not set but ONCE_TEST_REQUIRE requires postgres; run ./scripts/test")
+		}
+		tb.Skip("ONCE_TEST_POSTGRES is not set; ./scripts/test starts a private server")
+	}
+	return dsn
+}
+
+// withPrefix returns dsn with a fresh ?prefix=t<random>.
+func withPrefix(tb testing.TB, dsn string) string {
+	tb.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		tb.Fatalf("ONCE_TEST_POSTGRES: %v", err)
+	}
+	q := u.Query()
+	q.Set("prefix", "t"+randHex(tb))
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func randHex(tb testing.TB) string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func harness() storetest.Harness {
+	return storetest.Harness{DSN: func(t *testing.T) string { return withPrefix(t, serverDSN(t)) }}
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, harness())
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestConcurrentMigrate: 50 clients with their own pools open one empty prefix at once; all succeed.
+func TestConcurrentMigrate(t *testing.T) {
+	dsn := withPrefix(t, serverDSN(t))
+	ctx := ctxT(t, 60*time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	stores := make(chan *Store, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := Open(ctx, dsn)
+			if err != nil {
+				errs <- err
+				return
+			}
+			stores <- s
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	close(stores)
+	for err := range errs {
+		t.Errorf("open: %v", err)
+	}
+	var tokens []int64
+	for s := range stores {
+		l, err := s.Acquire(ctx, store.AcquireRequest{Task: "m", Holder: "h", RunID: "r", TTL: time.Minute})
+		if err == nil {
+			tokens = append(tokens, l.Token)
+		} else if !errors.Is(err, store.ErrBusy) {
+			t.Errorf("acquire: %v", err)
+		}
+		s.Close()
+	}
+	if len(tokens) != 1 {
+		t.Errorf("50 clients acquired %d leases, want 1", len(tokens))
+	}
+}
+
+func TestBadDSN(t *testing.T) {
+	good := serverDSN(t)
+	u, err := url.Parse(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	user := u.User.Username()
+	with := func(f func(u *url.URL)) string {
+		c := *u
+		f(&c)
+		return c.String()
+	}
+	cases := []struct {
+		name, dsn, want string
+		sentinel        error
+	}{
+		{"password", with(func(u *url.URL) { u.User = url.UserPassword(user, "wrong-"+pw) }), "password", store.ErrUnavailable},
+		{"host", with(func(u *url.URL) { u.Host = "127.0.0.1:1" }), "127.0.0.1:1", store.ErrUnavailable},
+		{"database", with(func(u *url.URL) { u.Path = "/no_such_db" }), "no_such_db", store.ErrUnavailable},
+		{"prefix", with(func(u *url.URL) { u.RawQuery = "prefix=Bad-Name" }), "prefix", store.ErrBadDSN},
+		{"nodb", with(func(u *url.URL) { u.Path = "" }), "database", store.ErrBadDSN},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			s, err := store.Open(ctxT(t, 30*time.Second), c.dsn)
+			if err == nil {
+				s.Close()
+				t.Fatalf("Open(%s) succeeded", store.Redact(c.dsn))
+			}
+			msg := err.Error()
+			t.Logf("%s (%v)", msg, time.Since(start).Round(time.Millisecond))
+			if !errors.Is(err, c.sentinel) {
+				t.Errorf("error %q does not wrap %v", msg, c.sentinel)
+			}
+			if pw != "" && strings.Contains(msg, pw) {
+				t.Errorf("error %q contains the password", msg)
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error %q is more than one line", msg)
+			}
+			if !strings.Contains(msg, c.want) {
+				t.Errorf("error %q does not mention %q", msg, c.want)
+			}
+			if c.sentinel == store.ErrUnavailable && !strings.Contains(msg, u.Hostname()) {
+				t.Errorf("error %q does not name the host", msg)
+			}
+		})
+	}
+}
+
+// TestNoPrivileges: a role that may connect to a database but not create tables in it (since
+// PostgreSQL 15 nobody but the owner may create in schema public; here: our role in database
+// "postgres") gets ErrUnavailable naming the missing privilege.
+func TestNoPrivileges(t *testing.T) {
+	u, err := url.Parse(withPrefix(t, serverDSN(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/postgres"
+	s, err := Open(ctxT(t, 30*time.Second), u.String())
+	if err == nil {
+		s.Close()
+		t.Skip("this role may create tables in database postgres (PostgreSQL < 15 or a privileged role)")
+	}
+	t.Log(err)
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "postgres") {
+		t.Fatalf("open without privileges: %v, want ErrUnavailable naming the privilege", err)
+	}
+}
+
+// TestRestart: the server restarts while a lease is held. The store reconnects by itself: renew after
+// the restart succeeds (the lease row is durable and the TTL has not run out), and the token survives.
+func TestRestart(t *testing.T) {
+	ctl := os.Getenv("ONCE_TEST_POSTGRES_CTL")
+	dsn := withPrefix(t, serverDSN(t))
+	if ctl == "" {
+		t.Skip("ONCE_TEST_POSTGRES_CTL is not set (a server of your own); restart test needs the private server")
+	}
+	ctx := ctxT(t, 60*time.Second)
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "r", Holder: "h", RunID: "run", TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(ctl, "stop").CombinedOutput(); err != nil {
+		t.Fatalf("ctl stop: %v %s", err, out)
+	}
+	started := false
+	t.Cleanup(func() {
+		if !started {
+			_ = exec.Command(ctl, "start").Run()
+		}
+	})
+	// While it is down: a clean ErrUnavailable within the retry budget, not a hang.
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = s.Renew(dctx, l, 30*time.Second)
+	cancel()
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("renew while the server is down: %v, want ErrUnavailable", err)
+	}
+	if out, err := exec.Command(ctl, "start").CombinedOutput(); err != nil {
+		t.Fatalf("ctl start: %v %s", err, out)
+	}
+	started = true
+	l2, err := s.Renew(ctx, l, 30*time.Second)
+	if err != nil {
+		t.Fatalf("renew after restart: %v", err)
+	}
+	if l2.Token != l.Token || !l2.Expires.After(l.Expires) {
+		t.Fatalf("renew after restart = %+v, from %+v", l2, l)
+	}
+	if err := s.Release(ctx, l2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzParseDSN(f *testing.F) {
+	for _, s := range []string{
+		"postgres://u:p@127.0.0.1:5432/db?sslmode=disable",
+		"postgresql://u@h/db?prefix=blue",
+		"postgres://h/db?prefix=Bad",
+		"postgres://u:p@[::1]:5/d?connect_timeout=2&prefix=a_1",
+		"postgres://%zz@h/d",
+		"postgres:///db?host=/tmp",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, dsn string) {
+		cfg, err := ParseDSN(dsn)
+		if err != nil {
+			if !errors.Is(err, store.ErrBadDSN) {
+				t.Fatalf("ParseDSN(%q): %v does not wrap ErrBadDSN", dsn, err)
+			}
+			if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
+				if pw, ok := u.User.Password(); ok && len(pw) > 3 && strings.Contains(err.Error(), pw) {
+					t.Fatalf("error %q leaks the password", err)
+				}
+			}
+			return
+		}
+		if !strings.HasSuffix(cfg.Prefix, "_") || cfg.Conn.Database == "" {
+			t.Fatalf("ParseDSN(%q) = prefix %q database %q", dsn, cfg.Prefix, cfg.Conn.Database)
+		}
+		if _, bad := cfg.Conn.RuntimeParams["prefix"]; bad {
+			t.Fatalf("prefix leaked into runtime params")
+		}
+	})
+}
+
+// --- benchmarks: p50/p99 of a lease round versus raw advisory locks and durable writes ---
+
+// BenchmarkLease measures, in one run against one server: Acquire+Release of this store, raw
+// pg_try_advisory_lock + pg_advisory_unlock, and two durable single-row writes (the floor for a
+// durable acquire plus release), with one client and with 16 contenders.
+func BenchmarkLease(b *testing.B) {
+	base := serverDSN(b)
+	for _, contenders := range []int{1, 16} {
+		b.Run(fmt.Sprintf("store/c%d", contenders), func(b *testing.B) {
+			dsn := withPrefix(b, base)
+			runContended(b, contenders, func(i int) (func(ctx context.Context) error, func()) {
+				s, err := Open(context.Background(), dsn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				req := store.AcquireRequest{Task: "bench", Holder: fmt.Sprintf("h%d", i), RunID: "r", TTL: time.Minute}
+				return func(ctx context.Context) error {
+					l, err := s.Acquire(ctx, req)
+					if errors.Is(err, store.ErrBusy) {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					return s.Release(ctx, l)
+				}, func() { s.Close() }
+			})
+		})
+		b.Run(fmt.Sprintf("advisory/c%d", contenders), func(b *testing.B) {
+			runContended(b, contenders, func(i int) (func(ctx context.Context) error, func()) {
+				db := rawDB(b, base)
+				return func(ctx context.Context) error {
+					var ok bool
+					if err := db.QueryRowContext(ctx, "SELECT pg_try_advisory_lock(42, 42)").Scan(&ok); err != nil || !ok {
+						return err
+					}
+					_, err := db.ExecContext(ctx, "SELECT pg_advisory_unlock(42, 42)")
+					return err
+				}, func() { db.Close() }
+			})
+		})
+		b.Run(fmt.Sprintf("twowrites/c%d", contenders), func(b *testing.B) {
+			table := "bench_w_" + randHex(b)
+			setup := rawDB(b, base)
+			if _, err := setup.Exec("CREATE TABLE " + table + " (k int PRIMARY KEY, v bigint NOT NULL)"); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _, _ = setup.Exec("DROP TABLE " + table); setup.Close() }()
+			runContended(b, contenders, func(i int) (func(ctx context.Context) error, func()) {
+				db := rawDB(b, base)
+				up := fmt.Sprintf("INSERT INTO %s (k, v) VALUES (%d, 1) ON CONFLICT (k) DO UPDATE SET v = %s.v + 1", table, i, table)
+				return func(ctx context.Context) error {
+					if _, err := db.ExecContext(ctx, up); err != nil {
+						return err
+					}
+					_, err := db.ExecContext(ctx, up)
+					return err
+				}, func() { db.Close() }
+			})
+		})
+	}
+}
+
+func rawDB(b *testing.B, dsn string) *sql.DB {
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	db := stdlib.OpenDB(*cfg.Conn)
+	db.SetMaxOpenConns(1)
+	return db
+}
+
+// runContended runs op b.N times in total across n clients (made by mk) and reports p50/p99 latency.
+func runContended(b *testing.B, n int, mk func(i int) (func(ctx context.Context) error, func())) {
+	ctx := context.Background()
+	ops := make([]func(ctx context.Context) error, n)
+	for i := range ops {
+		op, done := mk(i)
+		defer done()
+		if err := op(ctx); err != nil { // warm up the connection
+			b.Fatal(err)
+		}
+		ops[i] = op
+	}
+	lat := make([][]time.Duration, n)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	per := (b.N + n - 1) / n
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < per; j++ {
+				t0 := time.Now()
+				if err := ops[i](ctx); err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+					return
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+			}
+		}(i)
+	}
+	wg.Wait()
+	b.StopTimer()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+	reportPercentiles(b, lat)
+}
+
+// reportPercentiles reports p50 and p99 of the latencies as benchmark metrics.
+func reportPercentiles(b *testing.B, lat [][]time.Duration) {
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	if len(all) == 0 {
+		return
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+}
