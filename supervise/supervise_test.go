@@ -1,0 +1,454 @@
+package supervise
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain doubles as the shim (like cmd/once) and as a fake "once" parent for the parent-death tests.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ShimArg {
+		os.Exit(ShimMain(os.Args[2:]))
+	}
+	if script := os.Getenv("SUPERVISE_TEST_PARENT"); script != "" {
+		os.Exit(fakeParent(script, os.Getenv("SUPERVISE_TEST_TRAP") != ""))
+	}
+	os.Exit(m.Run())
+}
+
+var shim = []string{"/proc/self/exe", ShimArg}
+
+// fakeParent starts script through the shim, prints the group id and waits to be killed. With trap, Start is
+// called from a goroutine locked to a thread that then exits, and many more threads are created and torn
+// down: a naive Pdeathsig would fire as soon as the forking thread goes away.
+func fakeParent(script string, trap bool) int {
+	cfg := Config{Args: []string{"sh", "-c", script}, Shim: shim}
+	var p *Process
+	var err error
+	if trap {
+		ch := make(chan struct{})
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+			p, err = Start(cfg)
+			close(ch)
+		}()
+		<-ch
+		for range 50 {
+			done := make(chan struct{})
+			go func() { runtime.LockOSThread(); time.Sleep(time.Millisecond); close(done) }()
+			<-done
+		}
+		runtime.GC()
+	} else {
+		p, err = Start(cfg)
+	}
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Println("pgid", p.Pid())
+	select {}
+}
+
+func run(t *testing.T, cfg Config) Exit {
+	t.Helper()
+	p, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func modes(t *testing.T, f func(t *testing.T, shim []string)) {
+	t.Run("shim", func(t *testing.T) { f(t, shim) })
+	t.Run("noshim", func(t *testing.T) { f(t, nil) })
+}
+
+func TestExitCodes(t *testing.T) {
+	modes(t, func(t *testing.T, shim []string) {
+		for _, code := range []int{0, 3, 255} {
+			e := run(t, Config{Args: []string{"sh", "-c", "exit " + strconv.Itoa(code)}, Shim: shim})
+			if e != (Exit{Code: code}) {
+				t.Errorf("exit %d: got %+v", code, e)
+			}
+		}
+	})
+}
+
+func TestKilledBySignal(t *testing.T) {
+	modes(t, func(t *testing.T, shim []string) {
+		// SIGQUIT and SIGSEGV are handled by the Go runtime in the shim: it must still die of them cleanly.
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL, syscall.SIGQUIT, syscall.SIGSEGV, syscall.SIGUSR2} {
+			var stderr bytes.Buffer
+			e := run(t, Config{Args: []string{"sh", "-c", fmt.Sprintf("kill -%d $$", sig)}, Shim: shim, Stderr: &stderr})
+			if e != (Exit{Code: 128 + int(sig), Signal: sig}) {
+				t.Errorf("%v: got %+v", sig, e)
+			}
+			if stderr.Len() > 0 {
+				t.Errorf("%v: unexpected stderr %q", sig, stderr.String())
+			}
+		}
+	})
+}
+
+// TestShimWaitStatus checks the shim itself dies the way the command did (for callers not reading the pipe).
+func TestShimWaitStatus(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGSEGV} {
+		c := exec.Command(os.Args[0], ShimArg, shimMarker, strconv.Itoa(os.Getpid()), "/bin/sh", "sh", "-c", fmt.Sprintf("kill -%d $$", sig))
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		err := c.Run()
+		ws := c.ProcessState.Sys().(syscall.WaitStatus)
+		if !ws.Signaled() || ws.Signal() != sig {
+			t.Errorf("%v: shim ended with %v (%v), stderr %q", sig, ws, err, stderr.String())
+		}
+	}
+	c := exec.Command(os.Args[0], ShimArg, shimMarker, strconv.Itoa(os.Getpid()), "/bin/sh", "sh", "-c", "exit 42")
+	_ = c.Run()
+	if c.ProcessState.ExitCode() != 42 {
+		t.Errorf("exit 42: got %v", c.ProcessState)
+	}
+	out, _ := exec.Command(os.Args[0], ShimArg).CombinedOutput()
+	if !strings.Contains(string(out), "internal") {
+		t.Errorf("shim run by hand: %q", out)
+	}
+}
+
+func TestNotFound(t *testing.T) {
+	cases := []Config{
+		{Args: []string{"no-such-command-xyz"}},
+		{Args: []string{"sh"}, Env: []string{"PATH=/nonexistent"}},
+		{Args: []string{"./nope"}, Dir: t.TempDir()},
+		{Args: []string{"/no/such/file"}, Shim: shim},
+	}
+	for _, cfg := range cases {
+		_, err := Start(cfg)
+		if !errors.Is(err, ErrNotFound) || err.Error() != "command not found: "+cfg.Args[0] {
+			t.Errorf("%v: got %v", cfg.Args, err)
+		}
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "noexec"), []byte("#!/bin/sh\n"), 0o644)
+	if _, err := Start(Config{Args: []string{"./noexec"}, Dir: dir}); !errors.Is(err, ErrNotExecutable) {
+		t.Errorf("noexec: got %v", err)
+	}
+	// Exec failure inside the shim (found, executable, but not runnable) comes back through the pipe.
+	os.WriteFile(filepath.Join(dir, "badfmt"), []byte("\x7fELFgarbage"), 0o755)
+	if _, err := Start(Config{Args: []string{"./badfmt"}, Dir: dir, Shim: shim}); !errors.Is(err, ErrNotExecutable) {
+		t.Errorf("badfmt: got %v", err)
+	} else {
+		t.Log(err)
+	}
+}
+
+func TestIO(t *testing.T) {
+	modes(t, func(t *testing.T, shim []string) {
+		dir := t.TempDir()
+		var out bytes.Buffer
+		e := run(t, Config{
+			Args:   []string{"sh", "-c", `cat; echo "$FOO"; pwd`},
+			Env:    []string{"FOO=bar", "PATH=" + os.Getenv("PATH")},
+			Dir:    dir,
+			Stdin:  strings.NewReader("hello\n"),
+			Stdout: &out,
+			Shim:   shim,
+		})
+		real, _ := filepath.EvalSymlinks(dir)
+		if want := "hello\nbar\n" + real + "\n"; e.Code != 0 || out.String() != want {
+			t.Errorf("got %+v %q, want %q", e, out.String(), want)
+		}
+	})
+}
+
+func waitFile(t *testing.T, path string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			return string(b)
+		}
+	}
+	t.Fatalf("%s never appeared", path)
+	return ""
+}
+
+// alive reports whether pid exists and is not a zombie (a zombie whose parent died may linger in a container).
+func alive(pid int) bool {
+	_, _, state, ok := procStat(pid)
+	return ok && state != 'Z' && state != 'X'
+}
+
+func pids(t *testing.T, s string) []int {
+	var out []int
+	for _, f := range strings.Fields(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("bad pid %q", f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func TestStop(t *testing.T) {
+	modes(t, func(t *testing.T, shim []string) {
+		ready := filepath.Join(t.TempDir(), "ready")
+		// The trap makes sh and its sleep ignore SIGTERM: only the SIGKILL after grace ends them.
+		p, err := Start(Config{Args: []string{"sh", "-c", `trap "" TERM; echo > ` + ready + `; sleep 300`}, Shim: shim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFile(t, ready)
+		start := time.Now()
+		p.Stop(syscall.SIGTERM, 300*time.Millisecond)
+		select {
+		case <-p.Done():
+			t.Fatal("exited before grace")
+		case <-time.After(150 * time.Millisecond):
+		}
+		e, _ := p.Wait()
+		d := time.Since(start)
+		if e != (Exit{Code: 137, Signal: syscall.SIGKILL}) || d < 300*time.Millisecond || d > 2*time.Second {
+			t.Errorf("got %+v after %v", e, d)
+		}
+		if err := p.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("Signal after exit: %v", err)
+		}
+		p.Stop(syscall.SIGTERM, time.Second) // no-op after exit
+
+		// A second Stop with a shorter grace shortens it.
+		os.Remove(ready)
+		p, err = Start(Config{Args: []string{"sh", "-c", `trap "" TERM; echo > ` + ready + `; sleep 300`}, Shim: shim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFile(t, ready)
+		start = time.Now()
+		p.Stop(syscall.SIGTERM, time.Minute)
+		p.Stop(syscall.SIGTERM, 200*time.Millisecond)
+		p.Stop(syscall.SIGTERM, time.Hour) // does not postpone
+		e, _ = p.Wait()
+		if d := time.Since(start); e.Signal != syscall.SIGKILL || d > 2*time.Second {
+			t.Errorf("shortened grace: %+v after %v", e, d)
+		}
+
+		// A command that honours SIGTERM reports 143.
+		p, err = Start(Config{Args: []string{"sleep", "300"}, Shim: shim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		p.Stop(syscall.SIGTERM, 5*time.Second)
+		if e, _ := p.Wait(); e != (Exit{Code: 143, Signal: syscall.SIGTERM}) {
+			t.Errorf("TERM honoured: %+v", e)
+		}
+	})
+}
+
+// A forwarded signal reaches a grandchild; the shim survives it and passes the command's own exit code.
+func TestSignalGroup(t *testing.T) {
+	modes(t, func(t *testing.T, shim []string) {
+		f := filepath.Join(t.TempDir(), "pids")
+		p, err := Start(Config{Args: []string{"sh", "-c", `trap "exit 5" HUP; sleep 300 & echo $! > ` + f + `; wait`}, Shim: shim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		grandchild := pids(t, waitFile(t, f))[0]
+		if err := p.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		e, _ := p.Wait()
+		if e != (Exit{Code: 5}) {
+			t.Errorf("got %+v", e)
+		}
+		for deadline := time.Now().Add(time.Second); alive(grandchild) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if alive(grandchild) {
+			syscall.Kill(grandchild, syscall.SIGKILL)
+			t.Errorf("grandchild %d survived SIGHUP to the group", grandchild)
+		}
+	})
+}
+
+// Background processes left when the command exits are killed by the shim, including one that ignores SIGTERM
+// and one that called setsid() and was orphaned.
+func TestStragglers(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "pids")
+	script := `sleep 300 & echo $! > F.tmp; (trap "" TERM; exec sleep 301) & echo $! >> F.tmp; `
+	if _, err := exec.LookPath("setsid"); err == nil {
+		script += `setsid sleep 302 & echo $! >> F.tmp; `
+	}
+	script += `mv F.tmp F; exit 4`
+	script = strings.ReplaceAll(script, "F", f)
+	start := time.Now()
+	e := run(t, Config{Args: []string{"sh", "-c", script}, Shim: shim})
+	d := time.Since(start)
+	if e != (Exit{Code: 4}) {
+		t.Errorf("got %+v", e)
+	}
+	b, _ := os.ReadFile(f)
+	ps := pids(t, string(b))
+	if len(ps) < 2 {
+		t.Fatalf("pids %q", b)
+	}
+	for _, pid := range ps {
+		if alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("straggler %d survived the run", pid)
+		}
+	}
+	t.Logf("%d stragglers cleaned up; Wait returned after %v", len(ps), d)
+}
+
+// groupMembers lists live processes in process group pgid.
+func groupMembers(pgid int) []int {
+	var out []int
+	scanProcs(func(pid, _, pgrp int, state byte) {
+		if pgrp == pgid && state != 'Z' && state != 'X' {
+			out = append(out, pid)
+		}
+	})
+	return out
+}
+
+func testParentKill(t *testing.T, trap bool) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	script := `sh -c 'sleep 300 & sleep 300; wait' & sleep 300 & echo > ` + ready + `; wait`
+	c := exec.Command(os.Args[0])
+	c.Env = append(os.Environ(), "SUPERVISE_TEST_PARENT="+script)
+	if trap {
+		c.Env = append(c.Env, "SUPERVISE_TEST_TRAP=1")
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	var pgid int
+	if _, err := fmt.Fscanf(out, "pgid %d\n", &pgid); err != nil {
+		t.Fatal("fake parent:", err)
+	}
+	waitFile(t, ready)
+	time.Sleep(100 * time.Millisecond) // let the inner sh start its sleeps
+	before := groupMembers(pgid)
+	if len(before) < 6 { // shim, sh, sh, 3×sleep
+		t.Fatalf("group %d has %v", pgid, before)
+	}
+	if trap {
+		// Threads have come and gone in the parent; nothing may have been killed by a stray Pdeathsig.
+		time.Sleep(500 * time.Millisecond)
+		if now := groupMembers(pgid); len(now) != len(before) {
+			t.Fatalf("group shrank from %v to %v while the parent was alive", before, now)
+		}
+	}
+	start := time.Now()
+	c.Process.Signal(syscall.SIGKILL)
+	c.Wait()
+	for time.Since(start) < 2*time.Second {
+		left := 0
+		for _, pid := range before {
+			if alive(pid) {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	d := time.Since(start)
+	var survivors []int
+	for _, pid := range before {
+		if alive(pid) {
+			survivors = append(survivors, pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if len(survivors) > 0 || d > time.Second {
+		t.Fatalf("after SIGKILL of once: survivors %v, took %v", survivors, d)
+	}
+	t.Logf("all %d group members gone %v after the parent's SIGKILL", len(before), d)
+}
+
+func TestParentSIGKILL(t *testing.T)           { testParentKill(t, false) }
+func TestParentSIGKILLThreadTrap(t *testing.T) { testParentKill(t, true) }
+
+// TestPdeathsigTrapIsReal is the control for TestParentSIGKILLThreadTrap: a child started with Pdeathsig
+// from a locked goroutine that then exits is killed although this process lives on (golang/go#27505).
+func TestPdeathsigTrapIsReal(t *testing.T) {
+	c := exec.Command("sleep", "300")
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	ch := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		ch <- c.Start()
+	}()
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { c.Wait(); close(done) }()
+	select {
+	case <-done:
+		t.Logf("naive Pdeathsig child died: %v", c.ProcessState)
+	case <-time.After(3 * time.Second):
+		c.Process.Kill()
+		t.Fatal("expected the child to be killed when its forking thread exited")
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("123 (sleep) S 1 123 123 0 -1 4194560 98 0 0 0 0 0 0 0 20 0 1 0"))
+	f.Add([]byte("7 (a) b) c) R 2 3"))
+	f.Add([]byte("1 (x"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ppid, pgrp, state, ok := parseStat(b)
+		if !ok {
+			return
+		}
+		// Round trip: a comm of arbitrary bytes before the fields never changes what is parsed.
+		b2 := fmt.Appendf(nil, "9 (%s) %s %d %d 0", b, []byte{state}, ppid, pgrp)
+		p2, g2, s2, ok2 := parseStat(b2)
+		if !ok2 || p2 != ppid || g2 != pgrp || s2 != state {
+			t.Fatalf("round trip %q: %d %d %c vs %d %d %c", b2, ppid, pgrp, state, p2, g2, s2)
+		}
+	})
+}
+
+func FuzzShimStatus(f *testing.F) {
+	f.Add("pid 12\nexit 768\n")
+	f.Add("err 2 foo\n")
+	f.Add("err 8 ./x y\nexit 9\n")
+	f.Add("exit 99999999999\n\x00")
+	f.Fuzz(func(t *testing.T, in string) {
+		s := &shimStatus{first: make(chan shimReport, 1), eof: make(chan struct{})}
+		s.read(io.NopCloser(strings.NewReader(in)))
+		<-s.eof
+		r, ok := <-s.first
+		if ok && r.kind == "err" && !errors.Is(r.err, ErrNotFound) && !errors.Is(r.err, ErrNotExecutable) {
+			t.Fatalf("err report %v", r.err)
+		}
+		if ok && r.kind != "err" && r.kind != "pid" {
+			t.Fatalf("kind %q", r.kind)
+		}
+	})
+}
