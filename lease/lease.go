@@ -1,0 +1,189 @@
+// Package lease holds a store lease for as long as work runs: it renews the grant every ttl/3 and
+// tells the work, through a channel, when the grant is lost or can no longer be vouched for.
+//
+// Time rules. The store's clock decides expiry; this package only uses the local monotonic clock to
+// decide when to renew and when to give up. A renewal that succeeds proves the grant lasts at least
+// ttl from the moment the request was *sent*, so the local deadline is sent+ttl. When renewals keep
+// failing, the lease is declared lost when a third of the TTL is left before that deadline, which
+// leaves the holder time to stop its work before another holder can be granted the lease.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// ErrLost is the cause reported by Err after the lease was lost.
+var ErrLost = errors.New("lease lost")
+
+// Lease is a held grant that renews itself until Release.
+type Lease struct {
+	s   store.Leaser
+	ttl time.Duration
+
+	mu       sync.Mutex
+	cur      store.Lease
+	deadline time.Time // local monotonic instant until which the grant is certainly valid
+	err      error
+
+	lost     chan struct{}
+	lostOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+	released bool
+}
+
+// Acquire takes the lease for req, retrying while it is busy for up to wait (0: fail at once with the
+// store's *store.BusyError). On success a goroutine renews the grant until Release.
+func Acquire(ctx context.Context, s store.Leaser, req store.AcquireRequest, wait time.Duration) (*Lease, error) {
+	if req.TTL <= 0 {
+		return nil, fmt.Errorf("lease: ttl must be positive, got %s", req.TTL)
+	}
+	giveUp := time.Now().Add(wait)
+	backoff := 50 * time.Millisecond
+	for {
+		sent := time.Now()
+		g, err := s.Acquire(ctx, req)
+		if err == nil {
+			l := &Lease{s: s, ttl: req.TTL, cur: g, deadline: sent.Add(req.TTL),
+				lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+			var notify <-chan struct{}
+			if n, ok := s.(store.LossNotifier); ok {
+				notify = n.Lost(g)
+			}
+			go l.keep(notify)
+			return l, nil
+		}
+		if !errors.Is(err, store.ErrBusy) || wait <= 0 {
+			return nil, err
+		}
+		left := time.Until(giveUp)
+		if left <= 0 {
+			return nil, err
+		}
+		d := min(backoff+rand.N(backoff/2+1), left)
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(d):
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// Info returns the grant as last renewed.
+func (l *Lease) Info() store.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cur
+}
+
+// Token is the grant's fencing token.
+func (l *Lease) Token() int64 { return l.Info().Token }
+
+// TTL is the time-to-live the lease is renewed with.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Deadline is the local instant (with a monotonic reading) until which the grant is certainly valid
+// by the store's clock, given the last successful renewal.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Lost is closed when the lease is lost: the store refused a renewal, the store told us it is gone,
+// or renewals kept failing until only a third of the TTL was left.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Err says why the lease was lost (wrapping ErrLost), or nil while it is held.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *Lease) lose(cause error) {
+	l.lostOnce.Do(func() {
+		l.mu.Lock()
+		l.err = fmt.Errorf("%w: %w", ErrLost, cause)
+		l.mu.Unlock()
+		close(l.lost)
+	})
+}
+
+// keep renews every ttl/3 until stopped or lost.
+func (l *Lease) keep(notify <-chan struct{}) {
+	defer close(l.done)
+	every := l.ttl / 3
+	retry := min(max(l.ttl/20, 20*time.Millisecond), time.Second)
+	next := time.NewTimer(every)
+	defer next.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-notify:
+			l.lose(errors.New("the store ended the lease"))
+			return
+		case <-next.C:
+		}
+		// Renew, retrying until the grant can no longer be vouched for.
+		for {
+			giveUp := l.Deadline().Add(-every)
+			left := time.Until(giveUp)
+			if left <= 0 {
+				l.lose(fmt.Errorf("could not renew it for %s", l.ttl-every))
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), left)
+			sent := time.Now()
+			g, err := l.s.Renew(ctx, l.Info(), l.ttl)
+			cancel()
+			if err == nil {
+				l.mu.Lock()
+				l.cur, l.deadline = g, sent.Add(l.ttl)
+				l.mu.Unlock()
+				next.Reset(every)
+				break
+			}
+			if errors.Is(err, store.ErrNotHeld) {
+				l.lose(err)
+				return
+			}
+			select {
+			case <-l.stop:
+				return
+			case <-notify:
+				l.lose(errors.New("the store ended the lease"))
+				return
+			case <-time.After(min(retry, max(time.Until(giveUp), 0))):
+			}
+		}
+	}
+}
+
+// Release stops renewing and releases the grant. Releasing a lost lease returns nil when the store
+// confirms it is no longer ours (ErrNotHeld). It is safe to call more than once.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return nil
+	}
+	l.released = true
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
+	err := l.s.Release(ctx, l.Info())
+	if errors.Is(err, store.ErrNotHeld) {
+		return nil
+	}
+	return err
+}

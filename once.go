@@ -1,0 +1,439 @@
+// Package once makes a piece of work run once: never two at a time, never twice for the same slot,
+// never silently lost. It is the library behind the once command; a Go program can guard a function
+// with exactly the same semantics.
+//
+// A guarded run goes through four steps, in order:
+//
+//  1. a kernel file lock on this machine (Options.LockDir), failing fast when busy;
+//  2. a lease in the store, with a fencing token, renewed every TTL/3 while the work runs;
+//  3. the ledger for the slot: a slot that already succeeded is skipped, one whose last attempt ended
+//     in an unknown state (its holder vanished) follows Options.OnUnknown, a failed one is tried again
+//     until Options.MaxAttempts;
+//  4. the work, whose context is cancelled when the lease is lost; then its outcome is recorded and
+//     the lease released (not before Options.MinHold).
+//
+// Slots come from package slot, stores from package store and its backends.
+package once
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/once-run/once/flock"
+	"github.com/once-run/once/lease"
+	"github.com/once-run/once/store"
+)
+
+// Policy says what to do with a slot whose last attempt ended in an unknown state.
+type Policy string
+
+// Policies for Options.OnUnknown.
+const (
+	PolicyReview Policy = "review" // stop and wait for a person (once resolve); the default
+	PolicyRerun  Policy = "rerun"  // run the slot again as the next attempt
+	PolicySkip   Policy = "skip"   // treat the slot as done
+)
+
+// ParsePolicy validates an --on-unknown value.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case PolicyReview, PolicyRerun, PolicySkip:
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: --on-unknown %q: use review, rerun or skip", ErrInvalid, s)
+}
+
+// Options configures a guarded run.
+type Options struct {
+	Store store.Store // required
+	Task  string      // required; see ValidateTask
+	// Holder names this process in leases and history; default "hostname:pid".
+	Holder string
+	// Slot is the slot value (see package slot); "" runs without per-slot memory: only mutual
+	// exclusion and history.
+	Slot string
+	// TTL of the lease, renewed every TTL/3; default 60s.
+	TTL time.Duration
+	// MinHold keeps the lease at least this long after the work starts (short jobs and clock skew).
+	MinHold time.Duration
+	// Wait for a busy lock or lease up to this long instead of returning Busy at once.
+	Wait time.Duration
+	// OnUnknown: what to do when the slot's last attempt ended unknown; default PolicyReview.
+	OnUnknown Policy
+	// MaxAttempts failed (or unknown) attempts allowed per slot before it needs review; 0 = no limit.
+	MaxAttempts int
+	// LockDir, when set, adds the kernel file lock in this private directory before the lease.
+	LockDir string
+	// Logger receives one line at the start and end of every attempt and one for every skip, busy
+	// and review; nil discards them.
+	Logger *slog.Logger
+}
+
+// Decision says what a guarded call did.
+type Decision string
+
+// Decisions.
+const (
+	Ran     Decision = "ran"     // the work ran; see Result.Attempt
+	Skipped Decision = "skipped" // the slot had already succeeded (or unknown with PolicySkip)
+	Busy    Decision = "busy"    // the lock or lease is held elsewhere
+	Review  Decision = "review"  // the slot needs a person: unknown outcome or attempts used up
+)
+
+// Run describes the attempt being made; the work receives it.
+type Run struct {
+	Task, Slot, RunID, Holder string
+	Attempt                   int
+	Token                     int64
+	// Previous is the state of the slot's previous attempt (store.Failed, store.Unknown) or "".
+	Previous store.State
+	// Checkpoint is the last checkpoint an earlier attempt of this slot reported, or "".
+	Checkpoint string
+	// IdempotencyKey is stable for the task and slot across attempts: "TASK/SLOT"; the run id
+	// without a slot.
+	IdempotencyKey string
+
+	lease *lease.Lease
+}
+
+// Lost is closed when the lease is lost; the work must stop.
+func (r *Run) Lost() <-chan struct{} { return r.lease.Lost() }
+
+// LostErr says why the lease was lost, or nil.
+func (r *Run) LostErr() error { return r.lease.Err() }
+
+// StopBy is the local instant by which work must be dead once the lease is lost: a sixth of the TTL
+// before the store can grant the lease to another holder.
+func (r *Run) StopBy() time.Time { return r.lease.Deadline().Add(-r.lease.TTL() / 6) }
+
+// Env returns the ONCE_* variables for a command run as this attempt (all but ONCE_STORE, which
+// only the caller knows).
+func (r *Run) Env() []string {
+	return []string{
+		"ONCE_TASK=" + r.Task,
+		"ONCE_SLOT=" + r.Slot,
+		"ONCE_RUN_ID=" + r.RunID,
+		"ONCE_ATTEMPT=" + strconv.Itoa(r.Attempt),
+		"ONCE_FENCING_TOKEN=" + strconv.FormatInt(r.Token, 10),
+		"ONCE_IDEMPOTENCY_KEY=" + r.IdempotencyKey,
+		"ONCE_PREVIOUS=" + string(r.Previous),
+		"ONCE_CHECKPOINT=" + r.Checkpoint,
+	}
+}
+
+// Result is what a guarded call did.
+type Result struct {
+	Decision Decision
+	// Attempt is the attempt as recorded: after the work for Ran; the slot's last attempt for
+	// Skipped and Review (nil when there is none).
+	Attempt *store.Attempt
+	// Holder is the current holder when Busy (empty when only the local lock was busy).
+	Holder *store.Lease
+	// Reason explains Skipped, Busy and Review in one line.
+	Reason string
+	// WorkErr is what the work returned.
+	WorkErr error
+	// RecordErr is set when the work ran but its outcome could not be recorded (lease lost or store
+	// unavailable): the slot will show as unknown to the next holder.
+	RecordErr error
+}
+
+// ExitCoder is implemented by work errors that carry a process exit code (exec.ExitError does).
+type ExitCoder interface{ ExitCode() int }
+
+// Do runs work under the guard. It returns an error only when it could not decide (store
+// unavailable, bad options); busy, skipped and review are Results. The work's context is cancelled
+// (with lease.ErrLost as its cause) when the lease is lost. A nil error from work records the
+// attempt as succeeded with exit code 0; an ExitCoder error records its code (0 is success); any
+// other error records failed with exit code 1 and the error as note.
+func Do(ctx context.Context, o Options, work func(ctx context.Context, run *Run) error) (Result, error) {
+	if err := o.fill(); err != nil {
+		return Result{}, err
+	}
+	runID, err := uuid.NewV7()
+	if err != nil {
+		return Result{}, fmt.Errorf("run id: %w", err)
+	}
+	g := &guard{o: o, runID: runID.String(), log: o.Logger.With("task", o.Task, "slot", o.Slot, "run_id", runID.String(), "holder", o.Holder)}
+	return g.do(ctx, work)
+}
+
+type guard struct {
+	o     Options
+	runID string
+	log   *slog.Logger
+}
+
+func (o *Options) fill() error {
+	if o.Store == nil {
+		return fmt.Errorf("%w: no store", ErrInvalid)
+	}
+	if err := ValidateTask(o.Task); err != nil {
+		return err
+	}
+	if o.Holder == "" {
+		o.Holder = DefaultHolder()
+	}
+	if o.TTL == 0 {
+		o.TTL = 60 * time.Second
+	}
+	if o.TTL < 300*time.Millisecond {
+		return fmt.Errorf("%w: ttl %s is too short: use at least 300ms (renewals happen every ttl/3)", ErrInvalid, o.TTL)
+	}
+	if o.MinHold < 0 || o.Wait < 0 || o.MaxAttempts < 0 {
+		return fmt.Errorf("%w: negative min-hold, wait or max-attempts", ErrInvalid)
+	}
+	if o.OnUnknown == "" {
+		o.OnUnknown = PolicyReview
+	}
+	if _, err := ParsePolicy(string(o.OnUnknown)); err != nil {
+		return err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// DefaultHolder is "hostname:pid".
+func DefaultHolder() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "localhost"
+	}
+	return h + ":" + strconv.Itoa(os.Getpid())
+}
+
+func (g *guard) event(ctx context.Context, kind store.State, token int64, attempt int, note string) {
+	err := g.o.Store.Record(ctx, store.Event{Task: g.o.Task, Slot: g.o.Slot, Kind: kind, RunID: g.runID,
+		Holder: g.o.Holder, Token: token, Attempt: attempt, Note: note})
+	if err != nil {
+		g.log.Warn("could not record event", "event", string(kind), "err", err)
+	}
+}
+
+func (g *guard) do(ctx context.Context, work func(context.Context, *Run) error) (res Result, err error) {
+	o := g.o
+	// 1. Local lock.
+	if o.LockDir != "" {
+		lk, err := flock.Acquire(ctx, o.LockDir, o.Task, o.Wait)
+		if errors.Is(err, flock.ErrBusy) {
+			reason := "another once on this machine holds the task's lock"
+			g.log.Info("busy", "reason", reason)
+			g.event(ctx, store.Busy, 0, 0, reason)
+			return Result{Decision: Busy, Reason: reason}, nil
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("local lock: %w", err)
+		}
+		defer lk.Release()
+	}
+
+	// 2. Lease.
+	ls, err := lease.Acquire(ctx, o.Store, store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: g.runID, TTL: o.TTL}, o.Wait)
+	var busy *store.BusyError
+	if errors.As(err, &busy) {
+		reason := fmt.Sprintf("held by %s (token %d, run %s) until %s", busy.Lease.Holder, busy.Lease.Token,
+			busy.Lease.RunID, busy.Lease.Expires.UTC().Format(time.RFC3339))
+		g.log.Info("busy", "reason", reason)
+		g.event(ctx, store.Busy, 0, 0, reason)
+		return Result{Decision: Busy, Holder: &busy.Lease, Reason: reason}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	token := ls.Token()
+	log := g.log.With("token", token)
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := ls.Release(rctx); rerr != nil {
+			log.Warn("could not release the lease; it will expire by itself", "err", rerr)
+		}
+	}()
+
+	// 3. Ledger. Attempts left running by holders whose leases are gone are unknown now.
+	abandoned, err := o.Store.Abandon(ctx, o.Task, token)
+	if err != nil {
+		return Result{}, fmt.Errorf("ledger: %w", err)
+	}
+	for _, a := range abandoned {
+		log.Warn("previous attempt's holder vanished; its outcome is unknown",
+			"prev_slot", a.Slot, "prev_run_id", a.RunID, "prev_holder", a.Holder, "prev_token", a.Token)
+	}
+	st, err := o.Store.Slot(ctx, o.Task, o.Slot)
+	if err != nil {
+		return Result{}, fmt.Errorf("ledger: %w", err)
+	}
+	run := &Run{Task: o.Task, Slot: o.Slot, RunID: g.runID, Holder: o.Holder, Token: token,
+		Attempt: 1, Checkpoint: st.Checkpoint, lease: ls}
+	if o.Slot == "" {
+		run.IdempotencyKey = g.runID
+	} else {
+		run.IdempotencyKey = o.Task + "/" + o.Slot
+	}
+	if last := st.Last; last != nil {
+		run.Attempt = last.Number + 1
+		if last.State == store.Failed || last.State == store.Unknown {
+			run.Previous = last.State
+		}
+		if o.Slot != "" {
+			if d, reason := g.decide(st); d != Ran {
+				switch d {
+				case Skipped:
+					log.Info("skipped", "reason", reason, "attempt", last.Number)
+					g.event(ctx, store.Skipped, token, last.Number, reason)
+				case Review:
+					log.Warn("needs review", "reason", reason, "attempt", last.Number,
+						"rerun_with", ResolveCommand(o.Task, o.Slot, store.Failed))
+					g.event(ctx, store.Review, token, last.Number, reason)
+				}
+				return Result{Decision: d, Attempt: last, Reason: reason}, nil
+			}
+		}
+	}
+
+	// 4. Work.
+	att, err := o.Store.Begin(ctx, store.Attempt{Task: o.Task, Slot: o.Slot, RunID: g.runID, Number: run.Attempt,
+		Holder: o.Holder, Token: token, State: store.Running})
+	if err != nil {
+		if errors.Is(err, store.ErrNotHeld) {
+			reason := "lost the lease before starting"
+			log.Info("busy", "reason", reason)
+			return Result{Decision: Busy, Reason: reason}, nil
+		}
+		return Result{}, fmt.Errorf("ledger: begin attempt: %w", err)
+	}
+	start := time.Now()
+	log = log.With("attempt", run.Attempt)
+	log.Info("start", "previous", string(run.Previous))
+
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-ls.Lost():
+			cancel(ls.Err())
+		case <-wctx.Done():
+		}
+	}()
+	werr := work(wctx, run)
+	cancel(nil)
+
+	// 5. Outcome, min-hold, release.
+	out := store.Outcome{State: store.Succeeded}
+	code := 0
+	var ec ExitCoder
+	switch {
+	case werr == nil:
+	case errors.As(werr, &ec):
+		code = ec.ExitCode()
+		if code != 0 {
+			out.State = store.Failed
+		}
+	default:
+		code, out.State, out.Note = 1, store.Failed, werr.Error()
+	}
+	out.ExitCode = &code
+	if lerr := ls.Err(); lerr != nil {
+		out.Note = joinNote(out.Note, lerr.Error())
+	}
+	res = Result{Decision: Ran, Attempt: &att, WorkErr: werr}
+	fin, ferr := g.finish(ctx, ls, out)
+	if ferr != nil {
+		res.RecordErr = ferr
+		att.State = store.Running
+		log.Error("end: outcome NOT recorded; the next holder will see this attempt as unknown",
+			"state", string(out.State), "exit_code", code, "duration", time.Since(start).Round(time.Millisecond).String(), "err", ferr)
+		return res, nil
+	}
+	res.Attempt = &fin
+	lvl := slog.LevelInfo
+	if fin.State != store.Succeeded {
+		lvl = slog.LevelWarn
+	}
+	log.Log(ctx, lvl, "end", "state", string(fin.State), "exit_code", code,
+		"duration", time.Since(start).Round(time.Millisecond).String(), "records", fin.Records)
+	if hold := o.MinHold - time.Since(start); hold > 0 {
+		select {
+		case <-time.After(hold):
+		case <-ls.Lost():
+		case <-ctx.Done():
+		}
+	}
+	return res, nil
+}
+
+// finish records the outcome, retrying a store that is briefly unavailable while the lease holds.
+func (g *guard) finish(ctx context.Context, ls *lease.Lease, out store.Outcome) (store.Attempt, error) {
+	ctx = context.WithoutCancel(ctx)
+	for {
+		fctx, cancel := context.WithDeadline(ctx, ls.Deadline())
+		a, err := g.o.Store.Finish(fctx, g.runID, ls.Token(), out)
+		cancel()
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Until(ls.Deadline()) < 0 {
+			return a, err
+		}
+		select {
+		case <-ls.Lost():
+			return a, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// decide applies the slot policy to a slot that has a last attempt.
+func (g *guard) decide(st store.SlotState) (Decision, string) {
+	last := st.Last
+	if r := last.Resolution; r != nil {
+		if r.As == store.Succeeded {
+			return Skipped, fmt.Sprintf("resolved as succeeded by %s", r.By)
+		}
+		return Ran, ""
+	}
+	switch last.State {
+	case store.Succeeded:
+		return Skipped, fmt.Sprintf("slot already succeeded (attempt %d, run %s)", last.Number, last.RunID)
+	case store.Unknown:
+		switch g.o.OnUnknown {
+		case PolicySkip:
+			return Skipped, "last attempt's outcome is unknown and --on-unknown is skip"
+		case PolicyRerun:
+			return g.budget(st)
+		}
+		return Review, fmt.Sprintf("attempt %d's outcome is unknown (its holder %s vanished)", last.Number, last.Holder)
+	case store.Failed:
+		if st.Waiting {
+			return Review, fmt.Sprintf("attempt %d failed and the slot waits for review", last.Number)
+		}
+		return g.budget(st)
+	}
+	return Review, fmt.Sprintf("attempt %d is in state %s", last.Number, last.State)
+}
+
+func (g *guard) budget(st store.SlotState) (Decision, string) {
+	if g.o.MaxAttempts > 0 && st.Failures >= g.o.MaxAttempts {
+		return Review, fmt.Sprintf("%d failed attempts, --max-attempts is %d", st.Failures, g.o.MaxAttempts)
+	}
+	return Ran, ""
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// ResolveCommand is the command a person runs to resolve a slot waiting for review: as
+// store.Failed to let the next run try the slot again, as store.Succeeded to mark it done.
+func ResolveCommand(task, slot string, as store.State) string {
+	return "once resolve --task " + ShellQuote(task) + " --slot " + ShellQuote(slot) + " --as " + string(as)
+}

@@ -1,0 +1,66 @@
+package once
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrInvalid is wrapped by every error about bad options or input.
+var ErrInvalid = errors.New("invalid")
+
+// MaxTaskLen is the longest task name.
+const MaxTaskLen = 200
+
+// ValidateTask checks a task name: 1–200 characters of A-Z a-z 0-9 . _ : @ / -.
+func ValidateTask(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: task name is empty: give --task NAME (letters, digits and . _ : @ / -)", ErrInvalid)
+	}
+	if len(name) > MaxTaskLen {
+		return fmt.Errorf("%w: task name is %d characters long: use at most %d", ErrInvalid, len(name), MaxTaskLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:@/-", c) >= 0 {
+			continue
+		}
+		return fmt.Errorf("%w: task name %q has %q at byte %d: use only letters, digits and . _ : @ / -", ErrInvalid, name, rune(c), i)
+	}
+	return nil
+}
+
+// Home is once's state directory: $ONCE_HOME, else $XDG_STATE_HOME/once, else ~/.local/state/once;
+// /var/lib/once for root.
+func Home() (string, error) {
+	if h := os.Getenv("ONCE_HOME"); h != "" {
+		return filepath.Abs(h)
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/once", nil
+	}
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "once"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("%w: cannot find a home directory for once's state: set ONCE_HOME", ErrInvalid)
+	}
+	return filepath.Join(home, ".local", "state", "once"), nil
+}
+
+// DefaultStore is the DSN of the embedded store under home.
+func DefaultStore(home string) string { return "sqlite://" + filepath.Join(home, "once.db") }
+
+// LockDir is the directory of the kernel file locks under home.
+func LockDir(home string) string { return filepath.Join(home, "locks") }
+
+// ShellQuote quotes s for a POSIX shell when it needs quoting.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:@/-=+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
