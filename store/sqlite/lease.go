@@ -1,0 +1,153 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+func micros(t int64) time.Time { return time.UnixMicro(t).UTC() }
+
+// ttlMicros rounds a TTL up to whole microseconds, so a lease never ends before its TTL.
+func ttlMicros(d time.Duration) int64 { return int64((d + time.Microsecond - 1) / time.Microsecond) }
+
+func checkTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("sqlite: lease TTL %s is below the 1ms minimum", ttl)
+	}
+	return nil
+}
+
+// Acquire grants req.Task's lease when it is free or expired by this machine's clock, with a
+// token one above the task's previous token. Otherwise it returns a *store.BusyError naming the
+// current grant.
+func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	if req.Task == "" {
+		return store.Lease{}, errors.New("sqlite: acquire needs a task name")
+	}
+	if err := checkTTL(req.TTL); err != nil {
+		return store.Lease{}, err
+	}
+	var out store.Lease
+	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+		cur, found, err := s.lease(ctx, tx, req.Task)
+		if err != nil {
+			return err
+		}
+		token := int64(1)
+		if found {
+			if cur.Expires.UnixMicro() > now {
+				return &store.BusyError{Lease: cur}
+			}
+			token = cur.Token + 1
+		}
+		exp := now + ttlMicros(req.TTL)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO `+s.t.leases+` (task, holder, run_id, token, acquired_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (task) DO UPDATE SET holder = excluded.holder, run_id = excluded.run_id,
+				token = excluded.token, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
+			req.Task, req.Holder, req.RunID, token, now, exp); err != nil {
+			return err
+		}
+		out = store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: token, Acquired: micros(now), Expires: micros(exp)}
+		return nil
+	})
+	return out, err
+}
+
+// lease reads a task's lease row, expired or not.
+func (s *Store) lease(ctx context.Context, q querier, task string) (store.Lease, bool, error) {
+	l := store.Lease{Task: task}
+	var acq, exp int64
+	err := q.QueryRowContext(ctx, `SELECT holder, run_id, token, acquired_at, expires_at FROM `+s.t.leases+` WHERE task = ?`, task).
+		Scan(&l.Holder, &l.RunID, &l.Token, &acq, &exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Lease{}, false, nil
+	}
+	if err != nil {
+		return store.Lease{}, false, err
+	}
+	l.Acquired, l.Expires = micros(acq), micros(exp)
+	return l, true, nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// current reports whether l is the task's current grant: same holder and token.
+func (s *Store) current(ctx context.Context, tx *sql.Tx, l store.Lease) (store.Lease, error) {
+	cur, found, err := s.lease(ctx, tx, l.Task)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	if !found || cur.Token != l.Token || cur.Holder != l.Holder {
+		return store.Lease{}, fmt.Errorf("%w: task %q token %d held by %q is not the current grant", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+	}
+	return cur, nil
+}
+
+// Renew extends the current, unexpired grant l to ttl from now by this machine's clock,
+// keeping its token; ErrNotHeld otherwise, leaving the stored lease unchanged.
+func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	if err := checkTTL(ttl); err != nil {
+		return store.Lease{}, err
+	}
+	var out store.Lease
+	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+		cur, err := s.current(ctx, tx, l)
+		if err != nil {
+			return err
+		}
+		if cur.Expires.UnixMicro() <= now {
+			return fmt.Errorf("%w: task %q token %d expired at %s", store.ErrNotHeld, l.Task, l.Token, cur.Expires.Format(time.RFC3339Nano))
+		}
+		exp := now + ttlMicros(ttl)
+		if _, err := tx.ExecContext(ctx, `UPDATE `+s.t.leases+` SET expires_at = ? WHERE task = ? AND token = ?`, exp, l.Task, l.Token); err != nil {
+			return err
+		}
+		cur.Expires = micros(exp)
+		out = cur
+		return nil
+	})
+	return out, err
+}
+
+// Release ends the current grant l at once (also when it has expired but nobody took it
+// over); ErrNotHeld when l is not the current grant. The row stays, so the next token is
+// still higher.
+func (s *Store) Release(ctx context.Context, l store.Lease) error {
+	return s.tx(ctx, func(tx *sql.Tx, now int64) error {
+		if _, err := s.current(ctx, tx, l); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE `+s.t.leases+` SET expires_at = min(expires_at, ?) WHERE task = ? AND token = ?`, now, l.Task, l.Token)
+		return err
+	})
+}
+
+// Leases lists the grants that have not expired by this machine's clock, by task.
+func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT task, holder, run_id, token, acquired_at, expires_at FROM `+s.t.leases+
+		` WHERE expires_at > ? ORDER BY task`, time.Now().UnixMicro())
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	defer rows.Close()
+	var out []store.Lease
+	for rows.Next() {
+		var l store.Lease
+		var acq, exp int64
+		if err := rows.Scan(&l.Task, &l.Holder, &l.RunID, &l.Token, &acq, &exp); err != nil {
+			return nil, s.mapErr(err)
+		}
+		l.Acquired, l.Expires = micros(acq), micros(exp)
+		out = append(out, l)
+	}
+	return out, s.mapErr(rows.Err())
+}

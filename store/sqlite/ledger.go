@@ -1,0 +1,392 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/once-run/once/store"
+)
+
+const attemptCols = `task, slot, number, run_id, state, holder, token, started_at, ended_at, exit_code,
+	records, progress, checkpoint, note, resolved_as, resolved_by, resolved_at, resolution_note`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanAttempt(r scanner) (store.Attempt, error) {
+	var a store.Attempt
+	var state string
+	var started int64
+	var ended, exit, resAt sql.NullInt64
+	var resAs, resBy, resNote sql.NullString
+	if err := r.Scan(&a.Task, &a.Slot, &a.Number, &a.RunID, &state, &a.Holder, &a.Token, &started, &ended, &exit,
+		&a.Records, &a.Progress, &a.Checkpoint, &a.Note, &resAs, &resBy, &resAt, &resNote); err != nil {
+		return a, err
+	}
+	a.State = store.State(state)
+	a.StartedAt = micros(started)
+	if ended.Valid {
+		t := micros(ended.Int64)
+		a.EndedAt = &t
+	}
+	if exit.Valid {
+		c := int(exit.Int64)
+		a.ExitCode = &c
+	}
+	if resAs.Valid {
+		a.Resolution = &store.Resolution{As: store.State(resAs.String), By: resBy.String, At: micros(resAt.Int64), Note: resNote.String}
+	}
+	return a, nil
+}
+
+// fence fails with ErrNotHeld unless token is task's latest lease token.
+func (s *Store) fence(ctx context.Context, tx *sql.Tx, task string, token int64) error {
+	l, found, err := s.lease(ctx, tx, task)
+	if err != nil {
+		return err
+	}
+	if !found || l.Token != token {
+		return fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %d, held by %q)", store.ErrNotHeld, token, task, l.Token, l.Holder)
+	}
+	return nil
+}
+
+func (s *Store) attemptByRun(ctx context.Context, tx *sql.Tx, runID string) (store.Attempt, error) {
+	a, err := scanAttempt(tx.QueryRowContext(ctx, `SELECT `+attemptCols+` FROM `+s.t.attempts+` WHERE run_id = ?`, runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, fmt.Errorf("%w: no attempt with run id %q", store.ErrNotFound, runID)
+	}
+	return a, err
+}
+
+func nullInt(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return int64(*p)
+}
+
+// Begin records a running attempt for (a.Task, a.Slot), fenced by a.Token. a.Number must be
+// the slot's last attempt number + 1 (0 picks it). See store.Ledger.
+func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
+	if a.Task == "" || a.RunID == "" {
+		return store.Attempt{}, errors.New("sqlite: begin needs a task and a run id")
+	}
+	if a.Number < 0 {
+		return store.Attempt{}, fmt.Errorf("%w: attempt number %d is negative", store.ErrConflict, a.Number)
+	}
+	var out store.Attempt
+	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+		if err := s.fence(ctx, tx, a.Task, a.Token); err != nil {
+			return err
+		}
+		var last int
+		var running sql.NullString
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(number), 0),
+			(SELECT run_id FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2 AND state = 'running')
+			FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2`, a.Task, a.Slot).Scan(&last, &running); err != nil {
+			return err
+		}
+		if running.Valid {
+			return fmt.Errorf("%w: task %q slot %q already has a running attempt (run %s)", store.ErrConflict, a.Task, a.Slot, running.String)
+		}
+		n := a.Number
+		if n == 0 {
+			n = last + 1
+		}
+		if n != last+1 {
+			return fmt.Errorf("%w: task %q slot %q: attempt %d refused, the next attempt is %d", store.ErrConflict, a.Task, a.Slot, n, last+1)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO `+s.t.attempts+` (task, slot, number, run_id, state, holder, token,
+			started_at, records, progress, checkpoint, note) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)`,
+			a.Task, a.Slot, n, a.RunID, a.Holder, a.Token, now, a.Records, a.Progress, a.Checkpoint, a.Note); err != nil {
+			return err
+		}
+		out = a
+		out.Number, out.State, out.StartedAt = n, store.Running, micros(now)
+		out.EndedAt, out.ExitCode, out.Resolution = nil, nil, nil
+		return nil
+	})
+	return out, err
+}
+
+// running loads the attempt runID for a fenced write: ErrNotFound, ErrNotHeld (token is not
+// the task's latest, or not the token the attempt began with) or ErrConflict (not running).
+func (s *Store) running(ctx context.Context, tx *sql.Tx, runID string, token int64) (store.Attempt, error) {
+	a, err := s.attemptByRun(ctx, tx, runID)
+	if err != nil {
+		return a, err
+	}
+	if err := s.fence(ctx, tx, a.Task, token); err != nil {
+		return a, err
+	}
+	if a.Token != token {
+		return a, fmt.Errorf("%w: run %s began under token %d, not %d", store.ErrNotHeld, runID, a.Token, token)
+	}
+	if a.State != store.Running {
+		return a, fmt.Errorf("%w: run %s is %s, not running", store.ErrConflict, runID, a.State)
+	}
+	return a, nil
+}
+
+// Finish moves the running attempt runID to o.State (succeeded or failed), fenced by token.
+func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
+	if o.State != store.Succeeded && o.State != store.Failed {
+		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded or failed, not %q", store.ErrConflict, o.State)
+	}
+	var out store.Attempt
+	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+		a, err := s.running(ctx, tx, runID, token)
+		if err != nil {
+			return err
+		}
+		note := joinNote(a.Note, o.Note)
+		if _, err := tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET state = ?, ended_at = ?, exit_code = ?, note = ?
+			WHERE run_id = ? AND state = 'running'`, string(o.State), now, nullInt(o.ExitCode), note, runID); err != nil {
+			return err
+		}
+		end := micros(now)
+		a.State, a.EndedAt, a.Note = o.State, &end, note
+		if o.ExitCode != nil {
+			c := *o.ExitCode
+			a.ExitCode = &c
+		}
+		out = a
+		return nil
+	})
+	return out, err
+}
+
+func joinNote(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+// Report attaches figures to the running attempt runID, fenced by token. Zero fields are kept.
+func (s *Store) Report(ctx context.Context, runID string, token int64, r store.Report) error {
+	return s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		a, err := s.running(ctx, tx, runID, token)
+		if err != nil {
+			return err
+		}
+		if r.Records != nil {
+			a.Records = *r.Records
+		}
+		if r.Progress != "" {
+			a.Progress = r.Progress
+		}
+		if r.Checkpoint != "" {
+			a.Checkpoint = r.Checkpoint
+		}
+		if r.Note != "" {
+			a.Note = r.Note
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET records = ?, progress = ?, checkpoint = ?, note = ?
+			WHERE run_id = ? AND state = 'running'`, a.Records, a.Progress, a.Checkpoint, a.Note, runID)
+		return err
+	})
+}
+
+// Abandon marks task's running attempts begun under tokens below token as unknown and returns
+// them; token must be the task's latest lease token.
+func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.Attempt, error) {
+	var out []store.Attempt
+	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+		if err := s.fence(ctx, tx, task, token); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+attemptCols+` FROM `+s.t.attempts+`
+			WHERE task = ? AND state = 'running' AND token < ? ORDER BY slot, number`, task, token)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		end := micros(now)
+		for rows.Next() {
+			a, err := scanAttempt(rows)
+			if err != nil {
+				return err
+			}
+			a.State, a.EndedAt = store.Unknown, &end
+			out = append(out, a)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET state = 'unknown', ended_at = ?
+			WHERE task = ? AND state = 'running' AND token < ?`, now, task, token)
+		return err
+	})
+	return out, err
+}
+
+// Resolve attaches a person's decision to the slot's last attempt when it is failed or unknown
+// and unresolved.
+func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Attempt, error) {
+	if r.As != store.Succeeded && r.As != store.Failed {
+		return store.Attempt{}, fmt.Errorf("%w: a slot can only be resolved as succeeded or failed, not %q", store.ErrConflict, r.As)
+	}
+	var out store.Attempt
+	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+		a, err := s.last(ctx, tx, r.Task, r.Slot)
+		if err != nil {
+			return err
+		}
+		if a == nil {
+			return fmt.Errorf("%w: task %q slot %q has no attempt to resolve", store.ErrNotFound, r.Task, r.Slot)
+		}
+		if a.Resolution != nil {
+			return fmt.Errorf("%w: task %q slot %q attempt %d was already resolved as %s by %s", store.ErrConflict, r.Task, r.Slot, a.Number, a.Resolution.As, a.Resolution.By)
+		}
+		if a.State != store.Failed && a.State != store.Unknown {
+			return fmt.Errorf("%w: task %q slot %q attempt %d is %s; only failed or unknown attempts can be resolved", store.ErrConflict, r.Task, r.Slot, a.Number, a.State)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET resolved_as = ?, resolved_by = ?, resolved_at = ?, resolution_note = ?
+			WHERE task = ? AND slot = ? AND number = ?`, string(r.As), r.By, now, r.Note, r.Task, r.Slot, a.Number); err != nil {
+			return err
+		}
+		a.Resolution = &store.Resolution{As: r.As, By: r.By, At: micros(now), Note: r.Note}
+		out = *a
+		return nil
+	})
+	return out, err
+}
+
+// Record keeps an event (skipped, busy or review), stamped by this machine's clock. Not fenced.
+func (s *Store) Record(ctx context.Context, e store.Event) error {
+	switch e.Kind {
+	case store.Skipped, store.Busy, store.Review:
+	default:
+		return fmt.Errorf("%w: event kind %q is not skipped, busy or review", store.ErrConflict, e.Kind)
+	}
+	return s.tx(ctx, func(tx *sql.Tx, now int64) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO `+s.t.events+` (task, slot, kind, run_id, holder, token, attempt, at, note)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.Task, e.Slot, string(e.Kind), e.RunID, e.Holder, e.Token, e.Attempt, now, e.Note)
+		return err
+	})
+}
+
+func (s *Store) last(ctx context.Context, q querier, task, slot string) (*store.Attempt, error) {
+	a, err := scanAttempt(q.QueryRowContext(ctx, `SELECT `+attemptCols+` FROM `+s.t.attempts+`
+		WHERE task = ? AND slot = ? ORDER BY number DESC LIMIT 1`, task, slot))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+func (s *Store) slotState(ctx context.Context, q querier, task, slot string) (store.SlotState, error) {
+	st := store.SlotState{Task: task, Slot: slot}
+	last, err := s.last(ctx, q, task, slot)
+	if err != nil || last == nil {
+		return st, err
+	}
+	st.Last = last
+	var review bool
+	if err := q.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2 AND state IN ('failed', 'unknown')
+			AND number > coalesce((SELECT max(number) FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2 AND resolved_as IS NOT NULL), 0)),
+		coalesce((SELECT checkpoint FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2 AND checkpoint <> '' ORDER BY number DESC LIMIT 1), ''),
+		EXISTS (SELECT 1 FROM `+s.t.events+` WHERE task = ?1 AND slot = ?2 AND kind = 'review' AND attempt = ?3)`,
+		task, slot, last.Number).Scan(&st.Failures, &st.Checkpoint, &review); err != nil {
+		return st, err
+	}
+	st.Waiting = last.Resolution == nil && (last.State == store.Unknown || review)
+	return st, nil
+}
+
+// Slot returns what the ledger knows about (task, slot).
+func (s *Store) Slot(ctx context.Context, task, slot string) (store.SlotState, error) {
+	var out store.SlotState
+	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		var err error
+		out, err = s.slotState(ctx, tx, task, slot)
+		return err
+	})
+	return out, err
+}
+
+// Waiting lists the slots waiting for a person, the longest-waiting first.
+func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
+	var out []store.SlotState
+	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		rows, err := tx.QueryContext(ctx, `SELECT a.task, a.slot FROM `+s.t.attempts+` a
+			WHERE a.number = (SELECT max(number) FROM `+s.t.attempts+` b WHERE b.task = a.task AND b.slot = a.slot)
+			AND a.resolved_as IS NULL
+			AND (a.state = 'unknown' OR EXISTS (SELECT 1 FROM `+s.t.events+` e
+				WHERE e.task = a.task AND e.slot = a.slot AND e.kind = 'review' AND e.attempt = a.number))
+			ORDER BY coalesce(a.ended_at, a.started_at), a.task, a.slot`)
+		if err != nil {
+			return err
+		}
+		var keys [][2]string
+		for rows.Next() {
+			var k [2]string
+			if err := rows.Scan(&k[0], &k[1]); err != nil {
+				rows.Close()
+				return err
+			}
+			keys = append(keys, k)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			st, err := s.slotState(ctx, tx, k[0], k[1])
+			if err != nil {
+				return err
+			}
+			out = append(out, st)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// History returns attempts and events, newest first, filtered by q.
+func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	where := `(?1 = '' OR task = ?1) AND (?2 = '' OR slot = ?2)`
+	query := `SELECT ` + strings.ReplaceAll(attemptCols, "\n", " ") + `, 0 AS ev, number AS ord FROM ` + s.t.attempts + ` WHERE ` + where + `
+		UNION ALL
+		SELECT task, slot, attempt, run_id, kind, holder, token, at, NULL, NULL, 0, '', '', note, NULL, NULL, NULL, NULL, 1, id
+		FROM ` + s.t.events + ` WHERE ` + where + `
+		ORDER BY started_at DESC, ev DESC, ord DESC LIMIT ?3`
+	rows, err := s.db.QueryContext(ctx, query, q.Task, q.Slot, limit)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	defer rows.Close()
+	var out []store.Entry
+	for rows.Next() {
+		var ev, ord int64
+		a, err := scanAttempt(rowWith{rows, []any{&ev, &ord}})
+		if err != nil {
+			return nil, s.mapErr(err)
+		}
+		out = append(out, store.Entry{Attempt: a})
+	}
+	return out, s.mapErr(rows.Err())
+}
+
+// rowWith scans extra trailing columns into extra.
+type rowWith struct {
+	r     *sql.Rows
+	extra []any
+}
+
+func (r rowWith) Scan(dest ...any) error { return r.r.Scan(append(dest, r.extra...)...) }

@@ -1,0 +1,330 @@
+// Package sqlite is the embedded store: leases and the run ledger in one SQLite file, shared
+// safely by many processes on one machine.
+//
+// It registers the DSN scheme "sqlite" (sqlite:///var/lib/once/once.db, sqlite:./once.db). The
+// file runs in WAL mode with synchronous=FULL, so every state change is on disk when the call
+// returns; every write is one BEGIN IMMEDIATE transaction that checks the fencing token in the
+// same transaction. Times are this machine's clock. It is not for network filesystems, whose
+// locks SQLite cannot trust.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/once-run/once/store"
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// SchemaVersion is the version of the tables this package creates and understands.
+const SchemaVersion = 1
+
+func init() {
+	store.Register("sqlite", func(ctx context.Context, dsn string) (store.Store, error) {
+		path, opts, err := ParseDSN(dsn)
+		if err != nil {
+			return nil, err
+		}
+		return Open(ctx, path, opts)
+	})
+}
+
+// Store is a SQLite-backed store.Store. It is safe for concurrent use by many goroutines and,
+// through SQLite's file locks, by many processes on the same machine.
+type Store struct {
+	db   *sql.DB
+	path string
+	busy time.Duration
+	t    tables
+}
+
+var (
+	_ store.Store = (*Store)(nil)
+	_ store.Clock = (*Store)(nil)
+)
+
+type tables struct{ meta, leases, attempts, events string }
+
+// Open opens (creating when missing) the SQLite store at path. A missing parent directory is
+// created with mode 0700 and a missing file with mode 0600, whatever the umask; a path that is
+// a symbolic link is refused. The schema is created on first use in one transaction, safely
+// when many processes do it at once; later opens only read its version. Errors wrap
+// store.ErrBadDSN for bad options and store.ErrUnavailable when the file cannot be used.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if path == "" || strings.ContainsAny(path, "?\x00") {
+		return nil, fmt.Errorf("%w: sqlite path %q is empty or contains '?' or NUL", store.ErrBadDSN, path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sqlite %s: %v", store.ErrUnavailable, path, err)
+	}
+	if opts.BusyTimeout == 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
+	}
+	if err := prepareFile(abs); err != nil {
+		return nil, err
+	}
+	p := opts.Prefix
+	s := &Store{path: abs, busy: opts.BusyTimeout, t: tables{p + "meta", p + "leases", p + "attempts", p + "events"}}
+	// busy_timeout is applied first by the driver; journal_mode=WAL is a no-op once the file is WAL.
+	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
+		abs, opts.BusyTimeout.Milliseconds())
+	s.db, err = sql.Open("sqlite", drv)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	// One connection per client: writes are serialized in-process instead of spinning in
+	// SQLite's busy handler, and nothing here runs nested statements.
+	s.db.SetMaxOpenConns(1)
+	s.db.SetConnMaxIdleTime(0)
+	if err := s.ensureSchema(ctx); err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// prepareFile creates the parent directories (0700) and the database file (0600) when missing,
+// without following a symbolic link at the file's name.
+func prepareFile(path string) error {
+	unavailable := func(format string, args ...any) error {
+		return fmt.Errorf("%w: sqlite %s: %s", store.ErrUnavailable, path, fmt.Sprintf(format, args...))
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil:
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return unavailable("is a symbolic link; point the DSN at the real file")
+		}
+		if !fi.Mode().IsRegular() {
+			return unavailable("is not a regular file")
+		}
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return unavailable("%v", unwrapPathErr(err))
+	}
+	if err := mkdirs(filepath.Dir(path)); err != nil {
+		return unavailable("cannot create its directory: %v", unwrapPathErr(err))
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return prepareFile(path) // another process created it first
+	}
+	if err != nil {
+		return unavailable("cannot create the file: %v", unwrapPathErr(err))
+	}
+	defer f.Close()
+	if err := f.Chmod(0o600); err != nil {
+		return unavailable("cannot set mode 0600: %v", unwrapPathErr(err))
+	}
+	return nil
+}
+
+// mkdirs creates dir and missing parents with mode 0700 (chmod after mkdir, so the umask
+// cannot widen or narrow it). Existing components are left as they are.
+func mkdirs(dir string) error {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirs(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	return os.Chmod(dir, 0o700)
+}
+
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// ensureSchema reads the schema version (one statement when current) and creates the tables
+// in one IMMEDIATE transaction when they are missing.
+func (s *Store) ensureSchema(ctx context.Context) error {
+	var v int
+	err := s.db.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v)
+	if err == nil && v == SchemaVersion {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return s.mapErr(ctx.Err())
+	}
+	return s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", s.t.meta).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			if err := tx.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v); err != nil {
+				return err
+			}
+			if v != SchemaVersion {
+				return fmt.Errorf("%w: sqlite %s: schema version %d, this once understands %d; upgrade once", store.ErrUnavailable, s.path, v, SchemaVersion)
+			}
+			return nil
+		}
+		for _, stmt := range s.ddl() {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t.meta+"(key, value) VALUES ('schema_version', ?)", SchemaVersion)
+		return err
+	})
+}
+
+func (s *Store) ddl() []string {
+	t := s.t
+	return []string{
+		`CREATE TABLE ` + t.meta + ` (key TEXT PRIMARY KEY, value ANY NOT NULL) STRICT`,
+		// A lease row is never deleted, so its token keeps increasing across holders and
+		// releases; release moves expires_at to the moment of release.
+		`CREATE TABLE ` + t.leases + ` (
+			task TEXT PRIMARY KEY,
+			holder TEXT NOT NULL,
+			run_id TEXT NOT NULL,
+			token INTEGER NOT NULL CHECK (token > 0),
+			acquired_at INTEGER NOT NULL,
+			expires_at INTEGER NOT NULL
+		) STRICT`,
+		`CREATE TABLE ` + t.attempts + ` (
+			task TEXT NOT NULL,
+			slot TEXT NOT NULL,
+			number INTEGER NOT NULL CHECK (number > 0),
+			run_id TEXT NOT NULL UNIQUE,
+			state TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed', 'unknown')),
+			holder TEXT NOT NULL,
+			token INTEGER NOT NULL,
+			started_at INTEGER NOT NULL,
+			ended_at INTEGER CHECK ((state = 'running') = (ended_at IS NULL)),
+			exit_code INTEGER,
+			records INTEGER NOT NULL DEFAULT 0,
+			progress TEXT NOT NULL DEFAULT '',
+			checkpoint TEXT NOT NULL DEFAULT '',
+			note TEXT NOT NULL DEFAULT '',
+			resolved_as TEXT CHECK (resolved_as IN ('succeeded', 'failed')),
+			resolved_by TEXT,
+			resolved_at INTEGER,
+			resolution_note TEXT,
+			CHECK ((resolved_as IS NULL) = (resolved_at IS NULL)),
+			CHECK (resolved_as IS NULL OR state IN ('failed', 'unknown')),
+			PRIMARY KEY (task, slot, number)
+		) STRICT`,
+		// At most one running attempt per slot: the second racing writer hits this index.
+		`CREATE UNIQUE INDEX ` + t.attempts + `_running ON ` + t.attempts + ` (task, slot) WHERE state = 'running'`,
+		`CREATE INDEX ` + t.attempts + `_started ON ` + t.attempts + ` (started_at)`,
+		`CREATE TABLE ` + t.events + ` (
+			id INTEGER PRIMARY KEY AUTOINCREMENT,
+			task TEXT NOT NULL,
+			slot TEXT NOT NULL,
+			kind TEXT NOT NULL CHECK (kind IN ('skipped', 'busy', 'review')),
+			run_id TEXT NOT NULL,
+			holder TEXT NOT NULL,
+			token INTEGER NOT NULL,
+			attempt INTEGER NOT NULL,
+			at INTEGER NOT NULL,
+			note TEXT NOT NULL
+		) STRICT`,
+		`CREATE INDEX ` + t.events + `_slot ON ` + t.events + ` (task, slot, kind, attempt)`,
+		`CREATE INDEX ` + t.events + `_at ON ` + t.events + ` (at)`,
+	}
+}
+
+// Close closes the connection. Leases are kept.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Now returns the store's clock, which is this machine's clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, s.mapErr(err)
+	}
+	return time.Now().UTC(), nil
+}
+
+// tx runs fn in one BEGIN IMMEDIATE transaction (the write lock is taken up front, so a read
+// never has to be upgraded under contention) and commits it; now is the store's clock in unix
+// microseconds, read after the lock is held.
+func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, now int64) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	if err := fn(tx, time.Now().UnixMicro()); err != nil {
+		_ = tx.Rollback()
+		return s.mapErr(err)
+	}
+	return s.mapErr(tx.Commit())
+}
+
+// mapErr is the one place where driver errors become store sentinels. Errors that already
+// carry a sentinel pass through unchanged. Messages are one line and name the file.
+func (s *Store) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, sentinel := range []error{store.ErrBusy, store.ErrNotHeld, store.ErrConflict, store.ErrNotFound, store.ErrUnavailable, store.ErrBadDSN} {
+		if errors.Is(err, sentinel) {
+			return err
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: sqlite %s: %w", store.ErrUnavailable, s.path, err)
+	}
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return fmt.Errorf("%w: sqlite %s: %s", store.ErrUnavailable, s.path, oneLine(err.Error()))
+	}
+	msg := oneLine(se.Error())
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_CONSTRAINT:
+		return fmt.Errorf("%w: %s", store.ErrConflict, msg)
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return fmt.Errorf("%w: sqlite %s: locked by another process for longer than busy_timeout %s; retry, or raise ?busy_timeout=", store.ErrUnavailable, s.path, s.busy)
+	case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
+		return fmt.Errorf("%w: sqlite %s: not a SQLite database or corrupt; move it aside (a new ledger is created) or restore a backup", store.ErrUnavailable, s.path)
+	case sqlite3.SQLITE_READONLY:
+		return fmt.Errorf("%w: sqlite %s: read-only; make the file, its -wal/-shm files and its directory writable by this user", store.ErrUnavailable, s.path)
+	case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+		return fmt.Errorf("%w: sqlite %s: cannot open (%s); check that the file and its directory are readable and writable by this user", store.ErrUnavailable, s.path, msg)
+	case sqlite3.SQLITE_FULL:
+		return fmt.Errorf("%w: sqlite %s: disk full", store.ErrUnavailable, s.path)
+	default:
+		return fmt.Errorf("%w: sqlite %s: %s", store.ErrUnavailable, s.path, msg)
+	}
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
