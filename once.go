@@ -47,7 +47,7 @@ func ParsePolicy(s string) (Policy, error) {
 	case PolicyReview, PolicyRerun, PolicySkip:
 		return p, nil
 	}
-	return "", fmt.Errorf("%w: --on-unknown %q: use review, rerun or skip", ErrInvalid, s)
+	return "", invalidf("--on-unknown %q: use review, rerun or skip", s)
 }
 
 // Options configures a guarded run.
@@ -173,7 +173,7 @@ type guard struct {
 
 func (o *Options) fill() error {
 	if o.Store == nil {
-		return fmt.Errorf("%w: no store", ErrInvalid)
+		return invalidf("no store")
 	}
 	if err := ValidateTask(o.Task); err != nil {
 		return err
@@ -185,10 +185,10 @@ func (o *Options) fill() error {
 		o.TTL = 60 * time.Second
 	}
 	if o.TTL < 300*time.Millisecond {
-		return fmt.Errorf("%w: ttl %s is too short: use at least 300ms (renewals happen every ttl/3)", ErrInvalid, o.TTL)
+		return invalidf("ttl %s is too short: use at least 300ms (renewals happen every ttl/3)", o.TTL)
 	}
 	if o.MinHold < 0 || o.Wait < 0 || o.MaxAttempts < 0 {
-		return fmt.Errorf("%w: negative min-hold, wait or max-attempts", ErrInvalid)
+		return invalidf("negative min-hold, wait or max-attempts")
 	}
 	if o.OnUnknown == "" {
 		o.OnUnknown = PolicyReview

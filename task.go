@@ -8,8 +8,16 @@ import (
 	"strings"
 )
 
-// ErrInvalid is wrapped by every error about bad options or input.
-var ErrInvalid = errors.New("invalid")
+// ErrInvalid matches every error about bad options or input (errors.Is). Their messages are one
+// line saying what was wrong and how to fix it.
+var ErrInvalid = errors.New("invalid input")
+
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string        { return e.msg }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalidf(format string, a ...any) error { return &invalidError{msg: fmt.Sprintf(format, a...)} }
 
 // MaxTaskLen is the longest task name.
 const MaxTaskLen = 200
@@ -17,17 +25,17 @@ const MaxTaskLen = 200
 // ValidateTask checks a task name: 1–200 characters of A-Z a-z 0-9 . _ : @ / -.
 func ValidateTask(name string) error {
 	if name == "" {
-		return fmt.Errorf("%w: task name is empty: give --task NAME (letters, digits and . _ : @ / -)", ErrInvalid)
+		return invalidf("task name is empty: give --task NAME (letters, digits and . _ : @ / -)")
 	}
 	if len(name) > MaxTaskLen {
-		return fmt.Errorf("%w: task name is %d characters long: use at most %d", ErrInvalid, len(name), MaxTaskLen)
+		return invalidf("task name is %d characters long: use at most %d", len(name), MaxTaskLen)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:@/-", c) >= 0 {
 			continue
 		}
-		return fmt.Errorf("%w: task name %q has %q at byte %d: use only letters, digits and . _ : @ / -", ErrInvalid, name, rune(c), i)
+		return invalidf("task name %q has %q at byte %d: use only letters, digits and . _ : @ / -", name, rune(c), i)
 	}
 	return nil
 }
@@ -46,7 +54,7 @@ func Home() (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("%w: cannot find a home directory for once's state: set ONCE_HOME", ErrInvalid)
+		return "", invalidf("cannot find a home directory for once's state: set ONCE_HOME")
 	}
 	return filepath.Join(home, ".local", "state", "once"), nil
 }

@@ -134,7 +134,8 @@ func (l *Lease) keep(notify <-chan struct{}) {
 			return
 		case <-next.C:
 		}
-		// Renew, retrying until the grant can no longer be vouched for.
+		// Renew, retrying until the grant can no longer be vouched for. The call runs in its own
+		// goroutine so that a store which ignores its context cannot delay the verdict.
 		for {
 			giveUp := l.Deadline().Add(-every)
 			left := time.Until(giveUp)
@@ -142,19 +143,44 @@ func (l *Lease) keep(notify <-chan struct{}) {
 				l.lose(fmt.Errorf("could not renew it for %s", l.ttl-every))
 				return
 			}
+			type renewal struct {
+				g    store.Lease
+				err  error
+				sent time.Time
+			}
+			ch := make(chan renewal, 1)
 			ctx, cancel := context.WithTimeout(context.Background(), left)
-			sent := time.Now()
-			g, err := l.s.Renew(ctx, l.Info(), l.ttl)
+			go func(cur store.Lease) {
+				sent := time.Now()
+				g, err := l.s.Renew(ctx, cur, l.ttl)
+				ch <- renewal{g, err, sent}
+			}(l.Info())
+			var r renewal
+			select {
+			case r = <-ch:
+			case <-time.After(left):
+				cancel()
+				l.lose(fmt.Errorf("could not renew it for %s (the store did not answer)", l.ttl-every))
+				return
+			case <-l.stop:
+				cancel()
+				<-ch // Release must not race a renewal in flight
+				return
+			case <-notify:
+				cancel()
+				l.lose(errors.New("the store ended the lease"))
+				return
+			}
 			cancel()
-			if err == nil {
+			if r.err == nil {
 				l.mu.Lock()
-				l.cur, l.deadline = g, sent.Add(l.ttl)
+				l.cur, l.deadline = r.g, r.sent.Add(l.ttl)
 				l.mu.Unlock()
 				next.Reset(every)
 				break
 			}
-			if errors.Is(err, store.ErrNotHeld) {
-				l.lose(err)
+			if errors.Is(r.err, store.ErrNotHeld) {
+				l.lose(r.err)
 				return
 			}
 			select {

@@ -1,0 +1,503 @@
+package main
+
+// End-to-end tests: they build the real binary and run it as cron, systemd or a person would.
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "once-e2e-bin")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "once")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is one simulated machine: its own ONCE_HOME (and so its own embedded store and lock dir).
+type env struct {
+	t    *testing.T
+	home string
+	vars []string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	return &env{t: t, home: home, vars: []string{"ONCE_HOME=" + home, "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+	dur            time.Duration
+}
+
+func (e *env) cmd(ctx context.Context, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, bin, args...)
+	c.Env = e.vars
+	return c
+}
+
+func (e *env) run(args ...string) result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := e.cmd(ctx, args...)
+	var so, se bytes.Buffer
+	c.Stdout, c.Stderr = &so, &se
+	start := time.Now()
+	err := c.Run()
+	r := result{stdout: so.String(), stderr: se.String(), dur: time.Since(start)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatalf("once %v: %v", args, err)
+	}
+	return r
+}
+
+func (e *env) history(task string) []map[string]any {
+	e.t.Helper()
+	r := e.run("history", "--task", task, "--json", "--limit", "0")
+	if r.code != 0 {
+		e.t.Fatalf("history: %d %s", r.code, r.stderr)
+	}
+	var out []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		e.t.Fatalf("history json: %v\n%s", err, r.stdout)
+	}
+	return out
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+func TestEightConcurrentRunsOneExecutes(t *testing.T) {
+	e := newEnv(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	var wg sync.WaitGroup
+	codes := make([]int, 8)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.run("run", "--task", "eight", "--", "sh", "-c", "echo x >> "+marker+"; sleep 2")
+			codes[i] = r.code
+		}()
+	}
+	wg.Wait()
+	ran, busy := 0, 0
+	for _, c := range codes {
+		switch c {
+		case 0:
+			ran++
+		case 75:
+			busy++
+		default:
+			t.Errorf("unexpected exit code %d", c)
+		}
+	}
+	if n := countLines(t, marker); n != 1 || ran != 1 || busy != 7 {
+		t.Fatalf("executions=%d ran=%d busy=%d, want 1/1/7 (codes %v)", n, ran, busy, codes)
+	}
+}
+
+func TestSlotRunsOnceAndFailedSlotRetries(t *testing.T) {
+	e := newEnv(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	r := e.run("run", "--task", "daily", "--slot", "batch-7", "--", "sh", "-c", "echo x >> "+marker)
+	if r.code != 0 {
+		t.Fatalf("first run: %d %s", r.code, r.stderr)
+	}
+	r = e.run("run", "--task", "daily", "--slot", "batch-7", "--", "sh", "-c", "echo x >> "+marker)
+	if r.code != 0 || countLines(t, marker) != 1 {
+		t.Fatalf("second run: code %d, executions %d, want 0 and 1\n%s", r.code, countLines(t, marker), r.stderr)
+	}
+	if !strings.Contains(r.stderr, "skipped") {
+		t.Errorf("no skip log line: %s", r.stderr)
+	}
+
+	envOut := filepath.Join(t.TempDir(), "env")
+	r = e.run("run", "--task", "flaky", "--per", "day", "--", "sh", "-c", "exit 3")
+	if r.code != 3 {
+		t.Fatalf("failing run exit %d, want 3 (pass-through)", r.code)
+	}
+	r = e.run("run", "--task", "flaky", "--per", "day", "--", "sh", "-c", "env | grep ^ONCE_ | sort > "+envOut)
+	if r.code != 0 {
+		t.Fatalf("retry: %d %s", r.code, r.stderr)
+	}
+	got, _ := os.ReadFile(envOut)
+	for _, want := range []string{"ONCE_ATTEMPT=2", "ONCE_PREVIOUS=failed", "ONCE_TASK=flaky", "ONCE_STORE=sqlite://" + e.home + "/once.db"} {
+		if !strings.Contains(string(got), want+"\n") {
+			t.Errorf("env lacks %s:\n%s", want, got)
+		}
+	}
+	day := time.Now().Format("2006-01-02")
+	if !strings.Contains(string(got), "ONCE_SLOT="+day) || !strings.Contains(string(got), "ONCE_IDEMPOTENCY_KEY=flaky/"+day) {
+		t.Errorf("slot env wrong (day %s):\n%s", day, got)
+	}
+	h := e.history("flaky")
+	if len(h) < 2 || h[0]["state"] != "succeeded" || h[len(h)-1]["state"] != "failed" {
+		t.Errorf("history: %v", h)
+	}
+}
+
+func TestMaxAttemptsNeedsReview(t *testing.T) {
+	e := newEnv(t)
+	for i := 1; i <= 2; i++ {
+		if r := e.run("run", "--task", "t", "--slot", "s", "--max-attempts", "2", "--", "false"); r.code != 1 {
+			t.Fatalf("attempt %d exit %d", i, r.code)
+		}
+	}
+	r := e.run("run", "--task", "t", "--slot", "s", "--max-attempts", "2", "--", "true")
+	if r.code != 76 || !strings.Contains(r.stderr, "once resolve --task t --slot s --as failed") {
+		t.Fatalf("third: %d, want 76 and the resolve command\n%s", r.code, r.stderr)
+	}
+	if r := e.run("resolve", "--task", "t", "--slot", "s", "--as", "failed", "--note", "fixed the input"); r.code != 0 {
+		t.Fatalf("resolve: %d %s", r.code, r.stderr)
+	}
+	if r := e.run("run", "--task", "t", "--slot", "s", "--max-attempts", "2", "--", "true"); r.code != 0 {
+		t.Fatalf("after resolve: %d %s", r.code, r.stderr)
+	}
+}
+
+// startOnce starts once in the background running a command that records its pid and traps TERM.
+func startOnce(t *testing.T, e *env, dir string, args ...string) (*exec.Cmd, int) {
+	t.Helper()
+	pidFile := filepath.Join(dir, "pid")
+	script := fmt.Sprintf(`trap 'echo TERM >> %[1]s/signals; exit 143' TERM; echo $$ > %[2]s.tmp; mv %[2]s.tmp %[2]s; while :; do sleep 0.05; done`, dir, pidFile)
+	c := e.cmd(context.Background(), append(append([]string{"run"}, args...), "--", "sh", "-c", script)...)
+	var se bytes.Buffer
+	c.Stderr = &se
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return c, pid
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("command did not start; once stderr: %s", se.String())
+	return nil, 0
+}
+
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// A zombie is dead for our purposes.
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] != "Z"
+}
+
+func waitDead(pid int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if !alive(pid) {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return !alive(pid)
+}
+
+func TestKill9OfOnceTakesCommandAndSlotNeedsReview(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	c, pid := startOnce(t, e, dir, "--task", "k9", "--slot", "s1", "--ttl", "2s")
+	killed := time.Now()
+	if err := c.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.Wait()
+	if !waitDead(pid, time.Second) {
+		t.Fatalf("command %d still alive 1s after once was killed", pid)
+	}
+	t.Logf("command dead %s after kill -9 of once", time.Since(killed).Round(time.Millisecond))
+
+	// Within the TTL another run is busy; after it, the slot needs review.
+	if r := e.run("run", "--task", "k9", "--slot", "s1", "--", "true"); r.code != 75 {
+		t.Fatalf("within TTL: %d, want 75\n%s", r.code, r.stderr)
+	}
+	time.Sleep(time.Until(killed.Add(2200 * time.Millisecond)))
+	r := e.run("run", "--task", "k9", "--slot", "s1", "--", "true")
+	if r.code != 76 || !strings.Contains(r.stderr, "once resolve --task k9 --slot s1 --as failed") {
+		t.Fatalf("after TTL: %d, want 76 naming the resolve command\n%s", r.code, r.stderr)
+	}
+	st := e.run("status", "--json")
+	if !strings.Contains(st.stdout, `"k9"`) {
+		t.Errorf("status does not list the slot waiting for review: %s", st.stdout)
+	}
+	if r := e.run("resolve", "--task", "k9", "--slot", "s1", "--as", "failed", "--note", "nothing written"); r.code != 0 {
+		t.Fatalf("resolve: %d %s", r.code, r.stderr)
+	}
+	marker := filepath.Join(dir, "ran")
+	r = e.run("run", "--task", "k9", "--slot", "s1", "--", "sh", "-c", "echo $ONCE_ATTEMPT $ONCE_PREVIOUS > "+marker)
+	if got, _ := os.ReadFile(marker); r.code != 0 || string(got) != "2 unknown\n" {
+		t.Fatalf("after resolve: %d %q %s", r.code, got, r.stderr)
+	}
+	h := e.history("k9")
+	var sawUnknown bool
+	for _, x := range h {
+		if x["state"] == "unknown" && x["resolution"] != nil {
+			sawUnknown = true
+		}
+	}
+	if !sawUnknown {
+		t.Errorf("history lacks the resolved unknown attempt: %v", h)
+	}
+}
+
+func TestOnUnknownRerun(t *testing.T) {
+	e := newEnv(t)
+	c, _ := startOnce(t, e, t.TempDir(), "--task", "rr", "--slot", "s", "--ttl", "1s")
+	c.Process.Signal(syscall.SIGKILL)
+	c.Wait()
+	time.Sleep(1200 * time.Millisecond)
+	out := filepath.Join(t.TempDir(), "o")
+	r := e.run("run", "--task", "rr", "--slot", "s", "--on-unknown", "rerun", "--", "sh", "-c", "echo $ONCE_ATTEMPT $ONCE_PREVIOUS > "+out)
+	if got, _ := os.ReadFile(out); r.code != 0 || string(got) != "2 unknown\n" {
+		t.Fatalf("rerun: %d %q %s", r.code, got, r.stderr)
+	}
+}
+
+func TestSIGTERMForwardedThenKillAfterGrace(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	// The command traps TERM but this one ignores it to force the SIGKILL after grace.
+	pidFile := filepath.Join(dir, "pid")
+	script := fmt.Sprintf(`trap 'echo TERM >> %[1]s/signals' TERM; echo $$ > %[2]s.tmp; mv %[2]s.tmp %[2]s; while :; do sleep 0.05; done`, dir, pidFile)
+	c := e.cmd(context.Background(), "run", "--task", "term", "--grace", "700ms", "--", "sh", "-c", script)
+	var se bytes.Buffer
+	c.Stderr = &se
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(pidFile); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sent := time.Now()
+	c.Process.Signal(syscall.SIGTERM)
+	err := c.Wait()
+	took := time.Since(sent)
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 137 {
+		t.Fatalf("once exit: %v, want 137 (SIGKILL after grace)\n%s", err, se.String())
+	}
+	if took < 600*time.Millisecond || took > 5*time.Second {
+		t.Errorf("took %s, want about the 700ms grace", took)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "signals")); !strings.Contains(string(b), "TERM") {
+		t.Errorf("command did not get SIGTERM first")
+	}
+	h := e.history("term")
+	if len(h) == 0 || h[0]["state"] != "failed" || h[0]["exit_code"] != float64(137) {
+		t.Errorf("history: %v", h)
+	}
+}
+
+func TestBadInputExits64AndRunsNothing(t *testing.T) {
+	e := newEnv(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := []string{"--", "sh", "-c", "echo x > " + marker}
+	cases := map[string][]string{
+		"bad task":          {"run", "--task", "a b"},
+		"empty task":        {"run", "--task", ""},
+		"long task":         {"run", "--task", strings.Repeat("x", 201)},
+		"bad duration":      {"run", "--task", "t", "--ttl", "soon"},
+		"negative duration": {"run", "--task", "t", "--grace", "-1s"},
+		"bad cron":          {"run", "--task", "t", "--schedule", "61 * * * *"},
+		"bad zone":          {"run", "--task", "t", "--per", "day", "--tz", "Mars/Olympus"},
+		"bad per":           {"run", "--task", "t", "--per", "fortnight"},
+		"conflicting slots": {"run", "--task", "t", "--per", "day", "--slot", "x"},
+		"unknown scheme":    {"run", "--task", "t", "--store", "mongo://x"},
+		"bad policy":        {"run", "--task", "t", "--on-unknown", "maybe"},
+		"unknown flag":      {"run", "--task", "t", "--frobnicate"},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := e.run(append(args, cmd...)...)
+			if r.code != 64 {
+				t.Errorf("exit %d, want 64; stderr: %s", r.code, r.stderr)
+			}
+			if lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; lines != 1 || !strings.HasPrefix(r.stderr, "once: ") {
+				t.Errorf("want one line starting with 'once: ', got %q", r.stderr)
+			}
+		})
+	}
+	if r := e.run("run", "--task", "t"); r.code != 64 || !strings.Contains(r.stderr, "missing command") {
+		t.Errorf("missing command: %d %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a command ran despite bad input")
+	}
+}
+
+func TestCorruptStoreExits69(t *testing.T) {
+	e := newEnv(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	db := filepath.Join(t.TempDir(), "bad.db")
+	os.WriteFile(db, bytes.Repeat([]byte("not a database "), 512), 0o600)
+	r := e.run("run", "--task", "t", "--store", "sqlite://"+db, "--", "sh", "-c", "echo x > "+marker)
+	if r.code != 69 {
+		t.Fatalf("exit %d, want 69: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("command ran on a corrupt store")
+	}
+}
+
+func TestReportShownByHistoryAndCheckpointHandedOn(t *testing.T) {
+	e := newEnv(t)
+	out := filepath.Join(t.TempDir(), "cp")
+	r := e.run("run", "--task", "rep", "--slot", "s", "--", "sh", "-c",
+		bin+" report --records 42 --progress 2/3 --checkpoint flow-2000 --note halfway && exit 1")
+	if r.code != 1 {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "records=42") {
+		t.Errorf("end line lacks records: %s", r.stderr)
+	}
+	h := e.history("rep")
+	if len(h) != 1 || h[0]["records"] != float64(42) || h[0]["checkpoint"] != "flow-2000" || !strings.Contains(fmt.Sprint(h[0]["note"]), "halfway") {
+		t.Fatalf("history: %v", h)
+	}
+	r = e.run("run", "--task", "rep", "--slot", "s", "--", "sh", "-c", "echo $ONCE_CHECKPOINT > "+out)
+	if got, _ := os.ReadFile(out); r.code != 0 || string(got) != "flow-2000\n" {
+		t.Fatalf("checkpoint: %d %q", r.code, got)
+	}
+	if r := e.run("report", "--records", "1"); r.code != 64 {
+		t.Errorf("report outside a run: %d, want 64", r.code)
+	}
+}
+
+func TestJSONLogLines(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("run", "--task", "j", "--log-format", "json", "--", "true")
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if r.code != 0 || len(lines) != 2 {
+		t.Fatalf("%d %q", r.code, r.stderr)
+	}
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not JSON: %q", l)
+		}
+		for _, k := range []string{"task", "run_id", "holder", "token", "attempt"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("log line lacks %s: %s", k, l)
+			}
+		}
+	}
+}
+
+func TestCommandNotFound(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("run", "--task", "nf", "--", "no-such-command-xyz"); r.code != 127 {
+		t.Fatalf("exit %d, want 127: %s", r.code, r.stderr)
+	}
+}
+
+func TestSignalExitPassThrough(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("run", "--task", "sig", "--", "sh", "-c", "kill -USR1 $$"); r.code != 128+int(syscall.SIGUSR1) {
+		t.Fatalf("exit %d, want %d", r.code, 128+int(syscall.SIGUSR1))
+	}
+}
+
+// The store becomes unwritable mid-run (another process holds SQLite's write lock): renewals fail, and
+// the command must be dead before the lease's expiry as the store recorded it.
+func TestUnrenewableLeaseStopsCommandBeforeExpiry(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	c, pid := startOnce(t, e, dir, "--task", "unw", "--ttl", "3s", "--grace", "10s")
+	time.Sleep(1500 * time.Millisecond) // at least one renewal has happened
+
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(e.home, "once.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	blocked := time.Now()
+	if !waitDead(pid, 6*time.Second) {
+		t.Fatalf("command still alive %s after the store became unwritable", time.Since(blocked))
+	}
+	dead := time.Now()
+	var exp int64
+	if err := conn.QueryRowContext(ctx, "SELECT expires_at FROM leases WHERE task = 'unw'").Scan(&exp); err != nil {
+		t.Fatal(err)
+	}
+	expires := time.UnixMicro(exp)
+	if !dead.Before(expires) {
+		t.Fatalf("command died at %s, after the lease expired at %s", dead.Format(time.StampMicro), expires.Format(time.StampMicro))
+	}
+	t.Logf("command stopped %s after the store became unwritable, %s before the lease expired",
+		dead.Sub(blocked).Round(time.Millisecond), expires.Sub(dead).Round(time.Millisecond))
+	if b, _ := os.ReadFile(filepath.Join(dir, "signals")); !strings.Contains(string(b), "TERM") {
+		t.Errorf("command was not sent SIGTERM")
+	}
+	conn.ExecContext(ctx, "ROLLBACK")
+	err = c.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 {
+		t.Errorf("once exit %v, want 143 (the command's status after SIGTERM)", err)
+	}
+}

@@ -1,0 +1,164 @@
+// Package cli is the once command line: flags, output and exit codes. Deciding whether to run lives
+// in package once; running processes lives in package supervise.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/flock"
+	"github.com/once-run/once/store"
+
+	// The embedded store is always available.
+	_ "github.com/once-run/once/store/sqlite"
+)
+
+// Exit codes of the contract (../shared/spec/cli.md).
+const (
+	ExitOK          = 0
+	ExitUsage       = 64
+	ExitUnavailable = 69
+	ExitInternal    = 70
+	ExitBusy        = 75
+	ExitReview      = 76
+	ExitNotFound    = 127
+)
+
+// exitError carries an exit code and the one line to print (empty: print nothing).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func exit(code int, format string, a ...any) error {
+	return &exitError{code: code, msg: fmt.Sprintf(format, a...)}
+}
+
+func usage(format string, a ...any) error { return exit(ExitUsage, format, a...) }
+
+// app is the state shared by the commands of one invocation.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	storeFlag      string
+	logFormat      string
+}
+
+// Run runs the once command line with args (without the program name) and returns the exit code.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code, msg := classify(err)
+	if msg != "" {
+		fmt.Fprintln(stderr, "once: "+msg)
+	}
+	return code
+}
+
+// classify maps an error to an exit code and its one line, in one place.
+func classify(err error) (int, string) {
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code, ee.msg
+	case errors.Is(err, once.ErrInvalid), errors.Is(err, store.ErrBadDSN):
+		return ExitUsage, err.Error()
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, flock.ErrUnsafe):
+		return ExitUnavailable, err.Error() + " (nothing was run)"
+	case isFlagError(err):
+		return ExitUsage, err.Error()
+	}
+	return ExitInternal, "internal error: " + err.Error()
+}
+
+func isFlagError(err error) bool {
+	s := err.Error()
+	for _, p := range []string{"unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument",
+		"unknown command", "accepts ", "requires at least", "required flag", "if any flags in the group"} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "once",
+		Short: "Run scheduled jobs once: never two at a time, never twice per slot, never silently lost",
+		Long: `once runs a command under a kernel file lock, a lease in a shared store (with a fencing token)
+and a run ledger per slot, so that a job started twice by cron, systemd, Kubernetes or a person runs once.
+
+Store: --store DSN, else $ONCE_STORE, else the embedded SQLite file $ONCE_HOME/once.db.`,
+		Example: `  # at most one at a time, and at most once successfully per day
+  once run --task nightly-sync --per day -- /usr/local/bin/sync-orders
+
+  # what ran, when, with what result
+  once history --task nightly-sync`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&a.storeFlag, "store", "", "store DSN (default $ONCE_STORE, else sqlite in $ONCE_HOME)")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "format of once's own log lines on stderr: text or json")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usage("%v (see 'once %s --help')", err, c.Name())
+	})
+	root.AddCommand(a.runCmd(), a.statusCmd(), a.historyCmd(), a.resolveCmd(), a.reportCmd(), a.versionCmd())
+	return root
+}
+
+// dsn resolves the store DSN: --store, $ONCE_STORE, the embedded default.
+func (a *app) dsn() (string, error) {
+	if a.storeFlag != "" {
+		return a.storeFlag, nil
+	}
+	if s := os.Getenv("ONCE_STORE"); s != "" {
+		return s, nil
+	}
+	home, err := once.Home()
+	if err != nil {
+		return "", err
+	}
+	return once.DefaultStore(home), nil
+}
+
+// open opens the store the flags name.
+func (a *app) open(ctx context.Context) (store.Store, string, error) {
+	dsn, err := a.dsn()
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		return nil, "", err
+	}
+	return s, dsn, nil
+}
+
+func (a *app) logger() (*slog.Logger, error) {
+	switch a.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(a.stderr, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(a.stderr, nil)), nil
+	}
+	return nil, usage("--log-format %q: use text or json", a.logFormat)
+}

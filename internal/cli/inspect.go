@@ -1,0 +1,320 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/store"
+)
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format(time.RFC3339)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *app) statusCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Leases held now and slots waiting for review",
+		Example: `  once status
+  once status --json | jq '.review[]'`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			s, _, err := a.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			leases, err := s.Leases(c.Context())
+			if err != nil {
+				return err
+			}
+			waiting, err := s.Waiting(c.Context())
+			if err != nil {
+				return err
+			}
+			if leases == nil {
+				leases = []store.Lease{}
+			}
+			if waiting == nil {
+				waiting = []store.SlotState{}
+			}
+			if asJSON {
+				return writeJSON(a.stdout, map[string]any{"leases": leases, "review": waiting})
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "LEASES (%d)\n", len(leases))
+			if len(leases) > 0 {
+				fmt.Fprintln(tw, "TASK\tHOLDER\tRUN ID\tTOKEN\tACQUIRED\tEXPIRES")
+				for _, l := range leases {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", l.Task, l.Holder, dash(l.RunID), l.Token, fmtTime(l.Acquired), fmtTime(l.Expires))
+				}
+			}
+			fmt.Fprintf(tw, "\nWAITING FOR REVIEW (%d)\n", len(waiting))
+			if len(waiting) > 0 {
+				fmt.Fprintln(tw, "TASK\tSLOT\tATTEMPT\tSTATE\tHOLDER\tSTARTED\tRESOLVE WITH")
+				for _, w := range waiting {
+					l := w.Last
+					if l == nil {
+						continue
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", w.Task, dash(w.Slot), l.Number, l.State, l.Holder,
+						fmtTime(l.StartedAt), once.ResolveCommand(w.Task, w.Slot, store.Failed)+"|succeeded")
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"leases":[…],"review":[…]}`)
+	return c
+}
+
+func (a *app) historyCmd() *cobra.Command {
+	var q store.HistoryQuery
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "history [--task T] [--slot S] [--limit N] [--json]",
+		Short: "Attempts and events (skipped, busy, review), newest first",
+		Example: `  once history --task nightly-sync --limit 10
+  once history --task nightly-sync --slot 2026-11-29 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if q.Task != "" {
+				if err := once.ValidateTask(q.Task); err != nil {
+					return err
+				}
+			}
+			if q.Limit < 0 {
+				return usage("--limit %d is negative", q.Limit)
+			}
+			s, _, err := a.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			entries, err := s.History(c.Context(), q)
+			if err != nil {
+				return err
+			}
+			if entries == nil {
+				entries = []store.Entry{}
+			}
+			if asJSON {
+				return writeJSON(a.stdout, entries)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "STARTED\tTASK\tSLOT\tATTEMPT\tSTATE\tEXIT\tDURATION\tRECORDS\tHOLDER\tTOKEN\tRUN ID\tNOTE")
+			for _, e := range entries {
+				exit, dur := "-", "-"
+				if e.ExitCode != nil {
+					exit = strconv.Itoa(*e.ExitCode)
+				}
+				if e.EndedAt != nil {
+					dur = e.EndedAt.Sub(e.StartedAt).Round(time.Millisecond).String()
+				}
+				note := e.Note
+				if e.Progress != "" {
+					note = strings.TrimSpace("progress " + e.Progress + " " + note)
+				}
+				if e.Checkpoint != "" {
+					note = strings.TrimSpace(note + " checkpoint=" + e.Checkpoint)
+				}
+				if r := e.Resolution; r != nil {
+					note = strings.TrimSpace(fmt.Sprintf("%s [resolved as %s by %s at %s: %s]", note, r.As, r.By, fmtTime(r.At), r.Note))
+				}
+				att := "-"
+				if e.Number > 0 {
+					att = strconv.Itoa(e.Number)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", fmtTime(e.StartedAt), e.Task, dash(e.Slot), att,
+					e.State, exit, dur, e.Records, e.Holder, e.Token, dash(e.RunID), strings.ReplaceAll(note, "\n", " "))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringVar(&q.Task, "task", "", "only this task")
+	c.Flags().StringVar(&q.Slot, "slot", "", "only this slot")
+	c.Flags().IntVar(&q.Limit, "limit", 50, "at most this many entries (0: all)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return c
+}
+
+func (a *app) resolveCmd() *cobra.Command {
+	var r store.ResolveRequest
+	var as string
+	c := &cobra.Command{
+		Use:   "resolve --task T --slot S --as succeeded|failed [--note TEXT]",
+		Short: "Record a person's decision on a slot waiting for review",
+		Long: `Record a person's decision on a slot whose last attempt ended unknown or used up its attempts.
+--as failed lets the next run try the slot again (with a fresh attempt budget); --as succeeded marks
+it done. The decision, who made it and when are kept in history.`,
+		Example: `  once resolve --task nightly-sync --slot 2026-11-29 --as failed --note "checked: no rows written"`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := once.ValidateTask(r.Task); err != nil {
+				return err
+			}
+			if !c.Flags().Changed("slot") {
+				return usage("give --slot S (the slot shown by once status; --slot '' for a task without slots)")
+			}
+			switch store.State(as) {
+			case store.Succeeded, store.Failed:
+				r.As = store.State(as)
+			default:
+				return usage("--as %q: use succeeded (the slot is done) or failed (run it again)", as)
+			}
+			if r.By == "" {
+				r.By = whoami()
+			}
+			s, _, err := a.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			att, err := s.Resolve(c.Context(), r)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				return usage("task %s has no attempt in slot %q: nothing to resolve (see once history --task %s)", r.Task, r.Slot, r.Task)
+			case errors.Is(err, store.ErrConflict):
+				return exit(1, "task %s slot %q cannot be resolved: %v", r.Task, r.Slot, err)
+			case err != nil:
+				return err
+			}
+			fmt.Fprintf(a.stdout, "resolved task %s slot %s (attempt %d, %s) as %s by %s\n", r.Task, dash(r.Slot), att.Number, att.State, r.As, r.By)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&r.Task, "task", "", "the task (required)")
+	c.Flags().StringVar(&r.Slot, "slot", "", "the slot (required)")
+	c.Flags().StringVar(&as, "as", "", "succeeded or failed (required)")
+	c.Flags().StringVar(&r.Note, "note", "", "why: kept in history")
+	c.Flags().StringVar(&r.By, "by", "", "who decides (default user@host)")
+	return c
+}
+
+func whoami() string {
+	name := os.Getenv("SUDO_USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	h, _ := os.Hostname()
+	return orDefault(name, "unknown") + "@" + orDefault(h, "localhost")
+}
+
+func (a *app) reportCmd() *cobra.Command {
+	var records int64
+	var progress, checkpoint, note string
+	c := &cobra.Command{
+		Use:   "report [--records N] [--progress DONE/TOTAL] [--checkpoint VALUE] [--note TEXT]",
+		Short: "From inside COMMAND: attach figures, progress, a checkpoint or a note to the current attempt",
+		Long: `From inside a command run by once run: attach figures to the current attempt, shown by once history.
+A checkpoint is handed to the slot's next attempt as ONCE_CHECKPOINT. Outside a run it exits 64.`,
+		Example: `  once report --records 1200 --progress 1200/3000 --checkpoint flow-1200`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			runID, tok := os.Getenv("ONCE_RUN_ID"), os.Getenv("ONCE_FENCING_TOKEN")
+			if runID == "" || tok == "" || os.Getenv("ONCE_STORE") == "" {
+				return usage("once report works only inside a command run by once run (ONCE_RUN_ID, ONCE_FENCING_TOKEN and ONCE_STORE are not set)")
+			}
+			token, err := strconv.ParseInt(tok, 10, 64)
+			if err != nil {
+				return usage("ONCE_FENCING_TOKEN %q is not an integer", tok)
+			}
+			var r store.Report
+			if c.Flags().Changed("records") {
+				if records < 0 {
+					return usage("--records %d is negative", records)
+				}
+				r.Records = &records
+			}
+			if progress != "" {
+				d, t, ok := strings.Cut(progress, "/")
+				dn, err1 := strconv.ParseUint(d, 10, 63)
+				tn, err2 := strconv.ParseUint(t, 10, 63)
+				if !ok || err1 != nil || err2 != nil || dn > tn {
+					return usage("--progress %q: give DONE/TOTAL with whole numbers, DONE ≤ TOTAL, e.g. 1200/3000", progress)
+				}
+				r.Progress = progress
+			}
+			if len(checkpoint) > 4096 || len(note) > 4096 {
+				return usage("--checkpoint and --note take at most 4096 bytes")
+			}
+			r.Checkpoint, r.Note = checkpoint, note
+			if r == (store.Report{}) {
+				return usage("nothing to report: give --records, --progress, --checkpoint or --note")
+			}
+			if a.storeFlag == "" {
+				a.storeFlag = os.Getenv("ONCE_STORE")
+			}
+			s, _, err := a.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if err := s.Report(c.Context(), runID, token, r); err != nil {
+				return exit(1, "report for run %s not recorded: %v", runID, err)
+			}
+			return nil
+		},
+	}
+	c.Flags().Int64Var(&records, "records", 0, "records processed so far (replaces the count)")
+	c.Flags().StringVar(&progress, "progress", "", "DONE/TOTAL")
+	c.Flags().StringVar(&checkpoint, "checkpoint", "", "a value handed to the slot's next attempt as ONCE_CHECKPOINT")
+	c.Flags().StringVar(&note, "note", "", "a note kept with the attempt")
+	return c
+}
+
+// Version is set at build time with -ldflags "-X github.com/once-run/once/internal/cli.Version=v1.2.3".
+var Version = ""
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, the Go version and the stores compiled in",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			v, goVersion := Version, ""
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				goVersion = bi.GoVersion
+				if v == "" {
+					v = bi.Main.Version
+				}
+			}
+			if v == "" || v == "(devel)" {
+				v = "devel"
+			}
+			fmt.Fprintf(a.stdout, "once %s (%s)\nstores: %s\n", v, goVersion, strings.Join(store.Schemes(), ", "))
+			return nil
+		},
+	}
+}
