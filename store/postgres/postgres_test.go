@@ -2,15 +2,12 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -18,45 +15,14 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
 )
 
-// serverDSN is the test server's DSN from ONCE_TEST_POSTGRES. Unset, the test is skipped, unless
-// ONCE_TEST_REQUIRE is "all" or names postgres: a skipped backend must fail CI.
-func serverDSN(tb testing.TB) string {
-	tb.Helper()
-	dsn := os.Getenv("ONCE_TEST_POSTGRES")
-	if dsn == "" {
-		req := os.Getenv("ONCE_TEST_REQUIRE")
-		if req == "all" || strings.Contains(req, "postgres") {
-			tb.Fatal("ONCE_TEST_POSTGRES is not set but ONCE_TEST_REQUIRE requires postgres; run ./scripts/test")
-		}
-		tb.Skip("ONCE_TEST_POSTGRES is not set; ./scripts/test starts a private server")
-	}
-	return dsn
-}
+func serverDSN(tb testing.TB) string { return sqltest.ServerDSN(tb, "ONCE_TEST_POSTGRES", "postgres") }
 
-// withPrefix returns dsn with a fresh ?prefix=t<random>.
-func withPrefix(tb testing.TB, dsn string) string {
-	tb.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		tb.Fatalf("ONCE_TEST_POSTGRES: %v", err)
-	}
-	q := u.Query()
-	q.Set("prefix", "t"+randHex(tb))
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-func randHex(tb testing.TB) string {
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
+func withPrefix(tb testing.TB, dsn string) string { return sqltest.WithPrefix(tb, dsn) }
 
 func harness() storetest.Harness {
 	return storetest.Harness{DSN: func(t *testing.T) string { return withPrefix(t, serverDSN(t)) }}
@@ -277,7 +243,7 @@ func BenchmarkLease(b *testing.B) {
 	for _, contenders := range []int{1, 16} {
 		b.Run(fmt.Sprintf("store/c%d", contenders), func(b *testing.B) {
 			dsn := withPrefix(b, base)
-			runContended(b, contenders, func(i int) (func(ctx context.Context) error, func()) {
+			sqltest.RunContended(b, contenders, func(i int) (sqltest.Op, func()) {
 				s, err := Open(context.Background(), dsn)
 				if err != nil {
 					b.Fatal(err)
@@ -296,7 +262,7 @@ func BenchmarkLease(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("advisory/c%d", contenders), func(b *testing.B) {
-			runContended(b, contenders, func(i int) (func(ctx context.Context) error, func()) {
+			sqltest.RunContended(b, contenders, func(i int) (sqltest.Op, func()) {
 				db := rawDB(b, base)
 				return func(ctx context.Context) error {
 					var ok bool
@@ -309,13 +275,13 @@ func BenchmarkLease(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("twowrites/c%d", contenders), func(b *testing.B) {
-			table := "bench_w_" + randHex(b)
+			table := "bench_w_" + sqltest.RandHex(b)
 			setup := rawDB(b, base)
 			if _, err := setup.Exec("CREATE TABLE " + table + " (k int PRIMARY KEY, v bigint NOT NULL)"); err != nil {
 				b.Fatal(err)
 			}
 			defer func() { _, _ = setup.Exec("DROP TABLE " + table); setup.Close() }()
-			runContended(b, contenders, func(i int) (func(ctx context.Context) error, func()) {
+			sqltest.RunContended(b, contenders, func(i int) (sqltest.Op, func()) {
 				db := rawDB(b, base)
 				up := fmt.Sprintf("INSERT INTO %s (k, v) VALUES (%d, 1) ON CONFLICT (k) DO UPDATE SET v = %s.v + 1", table, i, table)
 				return func(ctx context.Context) error {
@@ -338,60 +304,4 @@ func rawDB(b *testing.B, dsn string) *sql.DB {
 	db := stdlib.OpenDB(*cfg.Conn)
 	db.SetMaxOpenConns(1)
 	return db
-}
-
-// runContended runs op b.N times in total across n clients (made by mk) and reports p50/p99 latency.
-func runContended(b *testing.B, n int, mk func(i int) (func(ctx context.Context) error, func())) {
-	ctx := context.Background()
-	ops := make([]func(ctx context.Context) error, n)
-	for i := range ops {
-		op, done := mk(i)
-		defer done()
-		if err := op(ctx); err != nil { // warm up the connection
-			b.Fatal(err)
-		}
-		ops[i] = op
-	}
-	lat := make([][]time.Duration, n)
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	per := (b.N + n - 1) / n
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			for j := 0; j < per; j++ {
-				t0 := time.Now()
-				if err := ops[i](ctx); err != nil {
-					mu.Lock()
-					firstErr = err
-					mu.Unlock()
-					return
-				}
-				lat[i] = append(lat[i], time.Since(t0))
-			}
-		}(i)
-	}
-	wg.Wait()
-	b.StopTimer()
-	if firstErr != nil {
-		b.Fatal(firstErr)
-	}
-	reportPercentiles(b, lat)
-}
-
-// reportPercentiles reports p50 and p99 of the latencies as benchmark metrics.
-func reportPercentiles(b *testing.B, lat [][]time.Duration) {
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
-	if len(all) == 0 {
-		return
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 }
