@@ -50,7 +50,7 @@ func lookPath(name string, env []string, dir string) (string, error) {
 			path, ok = v, true
 		}
 	}
-	if !ok && env == nil {
+	if !ok {
 		path = os.Getenv("PATH")
 	}
 	var denied error
