@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# What does guarding a job with once cost, next to flock(1)? Same run, same machine, ratios.
+#
+#   ./bench/run-overhead.sh [RUNS]      (default 200 runs per command; needs hyperfine and GNU time)
+#
+# Prints a Markdown table for docs/benchmarks.md: medians from hyperfine, the ratio to flock -n, and the
+# peak RSS of once (max over 20 runs, GNU time %M).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-200}
+for tool in hyperfine /usr/bin/time flock; do
+  command -v "$tool" >/dev/null || { [ "$(id -u)" = 0 ] && apt-get install -y -qq hyperfine time util-linux >/dev/null; }
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+go build -trimpath -o "$work/once" ./cmd/once
+export ONCE_HOME="$work/home"
+"$work/once" run --task warm -- true # create the store and its schema once, like a real machine
+
+hyperfine -N --warmup 10 --runs "$runs" --export-json "$work/h.json" \
+  -n true "true" \
+  -n "flock -n" "flock -n $work/flock.lock true" \
+  -n "once run" "$work/once run --task bench -- true" \
+  -n "once run --per day (skip)" "$work/once run --task bench-day --per day --on-unknown rerun -- true" >&2
+
+rss=0
+for _ in $(seq 20); do
+  r=$(/usr/bin/time -f %M "$work/once" run --task rss -- true 2>&1 >/dev/null | tail -1)
+  [ "$r" -gt "$rss" ] && rss=$r
+done
+
+python3 - "$work/h.json" "$rss" <<'PY'
+import json, sys
+res = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
+flock = res["flock -n"]["median"]
+print("| command | median | p95 | vs flock -n |")
+print("|---|---|---|---|")
+for name, r in res.items():
+    ts = sorted(r["times"])
+    p95 = ts[int(0.95 * (len(ts) - 1))]
+    print(f"| `{name}` | {r['median']*1e3:.2f} ms | {p95*1e3:.2f} ms | {r['median']/flock:.2f}× |")
+print(f"\npeak RSS of `once run` (max of 20 runs): {int(sys.argv[2])/1024:.1f} MiB")
+PY

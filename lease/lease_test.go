@@ -1,0 +1,173 @@
+package lease_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/lease"
+	"github.com/once-run/once/store"
+	_ "github.com/once-run/once/store/sqlite"
+)
+
+func open(t *testing.T) (store.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "once.db")
+	s, err := store.Open(context.Background(), "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func req(ttl time.Duration) store.AcquireRequest {
+	return store.AcquireRequest{Task: "t", Holder: "h1", RunID: "r1", TTL: ttl}
+}
+
+func TestRenewalKeepsTheLeasePastItsTTL(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	l, err := lease.Acquire(ctx, s, req(600*time.Millisecond), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := l.Info().Expires
+	time.Sleep(1500 * time.Millisecond)
+	select {
+	case <-l.Lost():
+		t.Fatalf("lost: %v", l.Err())
+	default:
+	}
+	if !l.Info().Expires.After(first) {
+		t.Fatal("expiry did not move: no renewal")
+	}
+	if _, err := s.Acquire(ctx, store.AcquireRequest{Task: "t", Holder: "h2", TTL: time.Second}); !errors.Is(err, store.ErrBusy) {
+		t.Fatalf("second holder: %v, want busy", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, store.AcquireRequest{Task: "t", Holder: "h2", TTL: time.Second}); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+}
+
+func TestWaitAcquiresWhenTheHolderReleases(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	g, err := s.Acquire(ctx, req(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(300 * time.Millisecond); s.Release(ctx, g) }()
+	start := time.Now()
+	l, err := lease.Acquire(ctx, s, store.AcquireRequest{Task: "t", Holder: "h2", TTL: time.Second}, 5*time.Second)
+	if err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	defer l.Release(ctx)
+	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
+		t.Errorf("acquired after %s", d)
+	}
+	if l.Token() <= g.Token {
+		t.Errorf("token %d not above %d", l.Token(), g.Token)
+	}
+}
+
+func TestWaitGivesUpWithBusy(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	if _, err := s.Acquire(ctx, req(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := lease.Acquire(ctx, s, store.AcquireRequest{Task: "t", Holder: "h2", TTL: time.Second}, 400*time.Millisecond)
+	var busy *store.BusyError
+	if !errors.As(err, &busy) || busy.Lease.Holder != "h1" {
+		t.Fatalf("err %v, want BusyError naming h1", err)
+	}
+	if d := time.Since(start); d < 400*time.Millisecond || d > 2*time.Second {
+		t.Errorf("gave up after %s, want about 400ms", d)
+	}
+}
+
+// A store that stops answering (another process holds SQLite's write lock): the lease is declared
+// lost while a third of the TTL is still left, before the store could grant it to anyone else.
+func TestLostBeforeExpiryWhenRenewalsFail(t *testing.T) {
+	s, path := open(t)
+	ctx := context.Background()
+	ttl := 1500 * time.Millisecond
+	l, err := lease.Acquire(ctx, s, req(ttl), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // one renewal
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(3 * ttl):
+		t.Fatal("not lost while the store was unwritable")
+	}
+	lostAt := time.Now()
+	var exp int64
+	if err := conn.QueryRowContext(ctx, "SELECT expires_at FROM leases WHERE task = 't'").Scan(&exp); err != nil {
+		t.Fatal(err)
+	}
+	if left := time.UnixMicro(exp).Sub(lostAt); left < ttl/4 {
+		t.Fatalf("declared lost only %s before expiry; want at least ttl/4", left)
+	}
+	if !errors.Is(l.Err(), lease.ErrLost) {
+		t.Errorf("Err() = %v", l.Err())
+	}
+	conn.ExecContext(ctx, "ROLLBACK")
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("release of a lost lease: %v", err)
+	}
+}
+
+// After another holder has taken over an expired lease, renewal is refused and the loss is immediate.
+func TestLostWhenAnotherHolderTookOver(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	l, err := lease.Acquire(ctx, s, req(900*time.Millisecond), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Simulate a paused keeper: forge a takeover by releasing the grant behind the keeper's back,
+	// then acquiring it as someone else.
+	if err := s.Release(ctx, l.Info()); err != nil {
+		t.Fatal(err)
+	}
+	g2, err := s.Acquire(ctx, store.AcquireRequest{Task: "t", Holder: "h2", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(2 * time.Second):
+		t.Fatal("not lost after takeover")
+	}
+	if !errors.Is(l.Err(), store.ErrNotHeld) {
+		t.Errorf("Err() = %v, want ErrNotHeld inside", l.Err())
+	}
+	l.Release(ctx)
+	if got, _ := s.Leases(ctx); len(got) != 1 || got[0].Token != g2.Token {
+		t.Errorf("the new holder's lease was disturbed: %+v", got)
+	}
+}

@@ -1,0 +1,279 @@
+package once_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/lease"
+	"github.com/once-run/once/store"
+	_ "github.com/once-run/once/store/sqlite"
+)
+
+func newStore(t *testing.T) (store.Store, string) {
+	t.Helper()
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "once.db")
+	s, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, dsn
+}
+
+func do(t *testing.T, o once.Options, work func(context.Context, *once.Run) error) once.Result {
+	t.Helper()
+	res, err := once.Do(context.Background(), o, work)
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	return res
+}
+
+func ok(context.Context, *once.Run) error { return nil }
+
+func TestSlotPolicy(t *testing.T) {
+	s, _ := newStore(t)
+	o := once.Options{Store: s, Task: "t", Slot: "2026-11-29", TTL: time.Second}
+	boom := errors.New("boom")
+	var runs []*once.Run
+	record := func(err error) func(context.Context, *once.Run) error {
+		return func(_ context.Context, r *once.Run) error { runs = append(runs, r); return err }
+	}
+	if r := do(t, o, record(boom)); r.Decision != once.Ran || r.Attempt.State != store.Failed || r.Attempt.Note != "boom" {
+		t.Fatalf("first: %+v %+v", r, r.Attempt)
+	}
+	if r := do(t, o, record(nil)); r.Decision != once.Ran || r.Attempt.State != store.Succeeded {
+		t.Fatalf("second: %+v", r)
+	}
+	if r := do(t, o, record(nil)); r.Decision != once.Skipped {
+		t.Fatalf("third: %+v", r)
+	}
+	if len(runs) != 2 || runs[1].Attempt != 2 || runs[1].Previous != store.Failed || runs[1].IdempotencyKey != "t/2026-11-29" {
+		t.Fatalf("runs: %+v", runs)
+	}
+	if runs[0].Token >= runs[1].Token {
+		t.Errorf("tokens not increasing: %d, %d", runs[0].Token, runs[1].Token)
+	}
+}
+
+func TestNoSlotAlwaysRuns(t *testing.T) {
+	s, _ := newStore(t)
+	o := once.Options{Store: s, Task: "t", TTL: time.Second}
+	var keys []string
+	for i := 0; i < 3; i++ {
+		do(t, o, func(_ context.Context, r *once.Run) error { keys = append(keys, r.IdempotencyKey); return nil })
+	}
+	if len(keys) != 3 || keys[0] == keys[1] {
+		t.Fatalf("keys %v: want 3 runs with distinct run-id keys", keys)
+	}
+}
+
+func TestMaxAttempts(t *testing.T) {
+	s, _ := newStore(t)
+	o := once.Options{Store: s, Task: "t", Slot: "s", TTL: time.Second, MaxAttempts: 2}
+	fail := func(context.Context, *once.Run) error { return errors.New("no") }
+	do(t, o, fail)
+	do(t, o, fail)
+	r := do(t, o, ok)
+	if r.Decision != once.Review || !strings.Contains(r.Reason, "--max-attempts") {
+		t.Fatalf("%+v", r)
+	}
+	ws, _ := s.Waiting(context.Background())
+	if len(ws) != 1 || ws[0].Slot != "s" {
+		t.Fatalf("waiting: %+v", ws)
+	}
+	if _, err := s.Resolve(context.Background(), store.ResolveRequest{Task: "t", Slot: "s", As: store.Failed, By: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := do(t, o, ok); r.Decision != once.Ran || r.Attempt.Number != 3 {
+		t.Fatalf("after resolve: %+v", r)
+	}
+}
+
+// vanish leaves a running attempt behind whose lease expires, as a kill -9 would.
+func vanish(t *testing.T, s store.Store, task, slot string) {
+	t.Helper()
+	ctx := context.Background()
+	g, err := s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "ghost", RunID: "ghost-run", TTL: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ctx, store.Attempt{Task: task, Slot: slot, RunID: "ghost-run", Number: 1, Holder: "ghost", Token: g.Token, State: store.Running}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+}
+
+func TestUnknownPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy once.Policy
+		want   once.Decision
+	}{{once.PolicyReview, once.Review}, {once.PolicySkip, once.Skipped}, {once.PolicyRerun, once.Ran}} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			s, _ := newStore(t)
+			vanish(t, s, "t", "s")
+			var prev store.State
+			r := do(t, once.Options{Store: s, Task: "t", Slot: "s", TTL: time.Second, OnUnknown: tc.policy},
+				func(_ context.Context, r *once.Run) error { prev = r.Previous; return nil })
+			if r.Decision != tc.want {
+				t.Fatalf("decision %s, want %s (%s)", r.Decision, tc.want, r.Reason)
+			}
+			if tc.want == once.Ran && (prev != store.Unknown || r.Attempt.Number != 2) {
+				t.Errorf("rerun: previous %q attempt %d", prev, r.Attempt.Number)
+			}
+			h, _ := s.History(context.Background(), store.HistoryQuery{Task: "t"})
+			if h[len(h)-1].State != store.Unknown {
+				t.Errorf("the ghost's attempt is %s, want unknown", h[len(h)-1].State)
+			}
+		})
+	}
+}
+
+func TestBusyWhileHeldElsewhere(t *testing.T) {
+	s, dsn := newStore(t)
+	other, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	started, release := make(chan struct{}), make(chan struct{})
+	go once.Do(context.Background(), once.Options{Store: other, Task: "t", Holder: "A", TTL: 2 * time.Second}, func(context.Context, *once.Run) error {
+		close(started)
+		<-release
+		return nil
+	})
+	<-started
+	r := do(t, once.Options{Store: s, Task: "t", Holder: "B", TTL: time.Second}, ok)
+	close(release)
+	if r.Decision != once.Busy || r.Holder == nil || r.Holder.Holder != "A" {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestLocalLockMakesConcurrentCallsBusy(t *testing.T) {
+	s, _ := newStore(t)
+	dir := filepath.Join(t.TempDir(), "locks")
+	var ran, busy atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := once.Do(context.Background(), once.Options{Store: s, Task: "t", LockDir: dir, TTL: time.Second}, func(context.Context, *once.Run) error {
+				time.Sleep(300 * time.Millisecond)
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			switch r.Decision {
+			case once.Ran:
+				ran.Add(1)
+			case once.Busy:
+				busy.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if ran.Load() != 1 || busy.Load() != 7 {
+		t.Fatalf("ran %d busy %d", ran.Load(), busy.Load())
+	}
+}
+
+func TestMinHold(t *testing.T) {
+	s, _ := newStore(t)
+	start := time.Now()
+	do(t, once.Options{Store: s, Task: "t", TTL: time.Second, MinHold: 700 * time.Millisecond}, ok)
+	if d := time.Since(start); d < 700*time.Millisecond {
+		t.Fatalf("returned after %s, before --min-hold", d)
+	}
+}
+
+func TestExitCoderAndBadOptions(t *testing.T) {
+	s, _ := newStore(t)
+	r := do(t, once.Options{Store: s, Task: "t", TTL: time.Second}, func(context.Context, *once.Run) error { return exitErr(3) })
+	if r.Attempt.State != store.Failed || *r.Attempt.ExitCode != 3 {
+		t.Fatalf("%+v", r.Attempt)
+	}
+	for _, o := range []once.Options{{Task: "t"}, {Store: s, Task: "bad task"}, {Store: s, Task: "t", OnUnknown: "maybe"}, {Store: s, Task: "t", TTL: time.Millisecond}} {
+		if _, err := once.Do(context.Background(), o, ok); !errors.Is(err, once.ErrInvalid) {
+			t.Errorf("%+v: err %v, want ErrInvalid", o, err)
+		}
+	}
+}
+
+type exitErr int
+
+func (e exitErr) Error() string { return "exit" }
+func (e exitErr) ExitCode() int { return int(e) }
+
+func TestValidateTask(t *testing.T) {
+	for _, name := range []string{"a", "nightly-sync", "team/app:job@eu-1.v2_x", strings.Repeat("x", 200)} {
+		if err := once.ValidateTask(name); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+	for _, name := range []string{"", " ", "a b", "ä", "a\nb", "a\x00", strings.Repeat("x", 201), "a;rm", "$(x)"} {
+		if err := once.ValidateTask(name); !errors.Is(err, once.ErrInvalid) {
+			t.Errorf("%q accepted", name)
+		}
+	}
+}
+
+func FuzzValidateTask(f *testing.F) {
+	for _, s := range []string{"a", "a b", "team/app:job@eu", "ä", "\x00", strings.Repeat("y", 201)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		err := once.ValidateTask(name)
+		if err != nil {
+			if !errors.Is(err, once.ErrInvalid) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("bad error for %q: %v", name, err)
+			}
+			return
+		}
+		if len(name) == 0 || len(name) > once.MaxTaskLen {
+			t.Fatalf("accepted %q", name)
+		}
+		if q := once.ShellQuote(name); q != name {
+			t.Fatalf("a valid task name needs quoting: %q", q)
+		}
+	})
+}
+
+// The work's context is cancelled, with lease.ErrLost as its cause, when the lease is lost; the
+// outcome then cannot be recorded and the next holder will see the attempt as unknown.
+func TestWorkCancelledWhenLeaseLost(t *testing.T) {
+	s, dsn := newStore(t)
+	other, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var cause error
+	r := do(t, once.Options{Store: s, Task: "t", Slot: "s", TTL: 900 * time.Millisecond}, func(ctx context.Context, run *once.Run) error {
+		// Forge a takeover behind the keeper's back, as if this process had been paused past the TTL.
+		if err := other.Release(ctx, store.Lease{Task: "t", Holder: run.Holder, Token: run.Token}); err != nil {
+			return err
+		}
+		if _, err := other.Acquire(ctx, store.AcquireRequest{Task: "t", Holder: "thief", TTL: time.Minute}); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		return ctx.Err()
+	})
+	if !errors.Is(cause, lease.ErrLost) {
+		t.Fatalf("cause %v, want lease.ErrLost", cause)
+	}
+	if r.RecordErr == nil || !errors.Is(r.RecordErr, store.ErrNotHeld) {
+		t.Fatalf("RecordErr %v: a stale holder's outcome must be refused", r.RecordErr)
+	}
+}
