@@ -206,4 +206,3 @@ func (p *Process) wait(c *exec.Cmd, st *shimStatus) {
 	}
 	close(p.done)
 }
-

@@ -20,7 +20,7 @@ const shimMarker = "once-shim-v1"
 
 // Timings of the shim's cleanup.
 const (
-	parentDeathGrace = 300 * time.Millisecond // SIGTERM → SIGKILL when once died; the group is dead well within 1s
+	parentDeathGrace = 200 * time.Millisecond // SIGTERM → SIGKILL when once died; the group is dead well within 1s
 	stragglerGrace   = time.Second            // SIGTERM → SIGKILL for what is left after the command exited
 	parentPoll       = 250 * time.Millisecond // belt and braces next to the parent-death signal
 )
@@ -126,8 +126,7 @@ func ShimMain(args []string) int {
 		case <-tick.C:
 		}
 		if os.Getppid() != ppid {
-			cleanup(self, syscall.SIGTERM, parentDeathGrace)
-			_ = syscall.Kill(-self, syscall.SIGKILL) // the group, us included: nobody is left to report to
+			parentDied(self)
 			return 137
 		}
 	}
@@ -145,13 +144,10 @@ func cleanup(self int, sig syscall.Signal, grace time.Duration) {
 	for _, pid := range left {
 		_ = syscall.Kill(pid, sig) // reaches the orphans that left the group
 	}
-	deadline := time.Now().Add(grace)
-	for time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	// Poll the known pids only (cheap); new ones are caught by the rescans below.
+	for deadline := time.Now().Add(grace); time.Now().Before(deadline) && anyAlive(left); {
+		time.Sleep(10 * time.Millisecond)
 		reap()
-		if len(members(self)) == 0 {
-			return
-		}
 	}
 	for range 200 {
 		left := members(self)
@@ -161,9 +157,37 @@ func cleanup(self int, sig syscall.Signal, grace time.Duration) {
 		for _, pid := range left {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 		reap()
 	}
+}
+
+func anyAlive(pids []int) bool {
+	for _, pid := range pids {
+		if _, _, state, ok := procStat(pid); ok && state != 'Z' && state != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// parentDied kills everything: SIGTERM, a short pause, then SIGKILL to orphans outside the group and to the
+// group, us included (nobody is left to report to).
+func parentDied(self int) {
+	left := members(self)
+	_ = syscall.Kill(-self, syscall.SIGTERM)
+	for _, pid := range left {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	for deadline := time.Now().Add(parentDeathGrace); time.Now().Before(deadline) && anyAlive(left); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, pid := range members(self) {
+		if pgid, _ := syscall.Getpgid(pid); pgid != self {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	_ = syscall.Kill(-self, syscall.SIGKILL)
 }
 
 // reap collects exited orphans that were reparented to us.

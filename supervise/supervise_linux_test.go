@@ -186,6 +186,17 @@ func waitFile(t *testing.T, path string) string {
 	return ""
 }
 
+// waitComm waits until pid runs the program comm (has exec'd it).
+func waitComm(t *testing.T, pid int, comm string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(b)) == comm {
+			return
+		}
+	}
+	t.Fatalf("pid %d never became %s", pid, comm)
+}
+
 // alive reports whether pid exists and is not a zombie (a zombie whose parent died may linger in a container).
 func alive(pid int) bool {
 	_, _, state, ok := procStat(pid)
@@ -268,6 +279,8 @@ func TestSignalGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 		grandchild := pids(t, waitFile(t, f))[0]
+		// Until the background child has exec'd sleep it still runs sh's trap handler, which would swallow HUP.
+		waitComm(t, grandchild, "sleep")
 		if err := p.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
@@ -326,9 +339,9 @@ func groupMembers(pgid int) []int {
 	return out
 }
 
-func testParentKill(t *testing.T, trap bool) {
+func testParentKill(t *testing.T, trap bool, prefix string) {
 	ready := filepath.Join(t.TempDir(), "ready")
-	script := `sh -c 'sleep 300 & sleep 300; wait' & sleep 300 & echo > ` + ready + `; wait`
+	script := prefix + `sh -c 'sleep 300 & sleep 300; wait' & sleep 300 & echo > ` + ready + `; wait`
 	c := exec.Command(os.Args[0])
 	c.Env = append(os.Environ(), "SUPERVISE_TEST_PARENT="+script)
 	if trap {
@@ -348,9 +361,13 @@ func testParentKill(t *testing.T, trap bool) {
 		t.Fatal("fake parent:", err)
 	}
 	waitFile(t, ready)
-	time.Sleep(100 * time.Millisecond) // let the inner sh start its sleeps
-	before := groupMembers(pgid)
-	if len(before) < 6 { // shim, sh, sh, 3×sleep
+	// Wait for the inner sh to start its sleeps: shim, sh, sh, 3×sleep.
+	var before []int
+	for deadline := time.Now().Add(10 * time.Second); len(before) < 6 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		before = groupMembers(pgid)
+	}
+	if len(before) < 6 {
 		t.Fatalf("group %d has %v", pgid, before)
 	}
 	if trap {
@@ -389,8 +406,11 @@ func testParentKill(t *testing.T, trap bool) {
 	t.Logf("all %d group members gone %v after the parent's SIGKILL", len(before), d)
 }
 
-func TestParentSIGKILL(t *testing.T)           { testParentKill(t, false) }
-func TestParentSIGKILLThreadTrap(t *testing.T) { testParentKill(t, true) }
+func TestParentSIGKILL(t *testing.T)           { testParentKill(t, false, "") }
+func TestParentSIGKILLThreadTrap(t *testing.T) { testParentKill(t, true, "") }
+
+// Everything in the group ignores SIGTERM: only the shim's SIGKILL ends it.
+func TestParentSIGKILLIgnoringTERM(t *testing.T) { testParentKill(t, false, `trap "" TERM; `) }
 
 // TestPdeathsigTrapIsReal is the control for TestParentSIGKILLThreadTrap: a child started with Pdeathsig
 // from a locked goroutine that then exits is killed although this process lives on (golang/go#27505).
