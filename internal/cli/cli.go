@@ -17,19 +17,22 @@ import (
 	"github.com/once-run/once/flock"
 	"github.com/once-run/once/store"
 
-	// The embedded store is always available.
+	// Stores compiled into the command.
+	_ "github.com/once-run/once/store/mysql"
+	_ "github.com/once-run/once/store/postgres"
 	_ "github.com/once-run/once/store/sqlite"
 )
 
 // Exit codes of the contract (../shared/spec/cli.md).
 const (
-	ExitOK          = 0
-	ExitUsage       = 64
-	ExitUnavailable = 69
-	ExitInternal    = 70
-	ExitBusy        = 75
-	ExitReview      = 76
-	ExitNotFound    = 127
+	ExitOK            = 0
+	ExitUsage         = 64
+	ExitUnavailable   = 69
+	ExitInternal      = 70
+	ExitBusy          = 75
+	ExitReview        = 76
+	ExitNotExecutable = 126
+	ExitNotFound      = 127
 )
 
 // exitError carries an exit code and the one line to print (empty: print nothing).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -115,7 +116,11 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	}
 	path, err := exec.LookPath(args[0])
 	if err != nil {
-		return exit(ExitNotFound, "command not found: %s (nothing was run)", args[0])
+		var ee *exec.Error
+		if errors.As(err, &ee) && (errors.Is(ee.Err, exec.ErrNotFound) || errors.Is(ee.Err, fs.ErrNotExist)) {
+			return exit(ExitNotFound, "command not found: %s (nothing was run)", args[0])
+		}
+		return exit(ExitNotExecutable, "cannot run %s: %v (nothing was run)", args[0], errors.Unwrap(err))
 	}
 	home, err := once.Home()
 	if err != nil {
@@ -157,6 +162,14 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		p, err := supervise.Start(supervise.Config{Args: append([]string{path}, args[1:]...), Env: env,
 			Shim: []string{"/proc/self/exe", supervise.ShimArg}})
 		if err != nil {
+			// Recorded like a shell would report it.
+			fmt.Fprintf(a.stderr, "once: %v\n", err)
+			switch {
+			case errors.Is(err, supervise.ErrNotFound):
+				return exitCode{ExitNotFound}
+			case errors.Is(err, supervise.ErrNotExecutable):
+				return exitCode{ExitNotExecutable}
+			}
 			return err
 		}
 		proc.Store(p)
@@ -198,9 +211,6 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 			return exit(ec.ExitCode(), "")
 		}
 		if res.WorkErr != nil {
-			if errors.Is(res.WorkErr, supervise.ErrNotFound) {
-				return exit(ExitNotFound, "%v", res.WorkErr)
-			}
 			return exit(ExitInternal, "could not run the command: %v", res.WorkErr)
 		}
 		return nil
