@@ -113,7 +113,8 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 }
 
 // running loads the attempt runID for a fenced write: ErrNotFound, ErrNotHeld (token is not
-// the task's latest, or not the token the attempt began with) or ErrConflict (not running).
+// the task's latest), ErrConflict (not running), then ErrNotHeld (not the token the attempt
+// began with: a later holder cannot write another run's attempt).
 func (s *Store) running(ctx context.Context, tx *sql.Tx, runID string, token int64) (store.Attempt, error) {
 	a, err := s.attemptByRun(ctx, tx, runID)
 	if err != nil {
@@ -122,11 +123,11 @@ func (s *Store) running(ctx context.Context, tx *sql.Tx, runID string, token int
 	if err := s.fence(ctx, tx, a.Task, token); err != nil {
 		return a, err
 	}
-	if a.Token != token {
-		return a, fmt.Errorf("%w: run %s began under token %d, not %d", store.ErrNotHeld, runID, a.Token, token)
-	}
 	if a.State != store.Running {
 		return a, fmt.Errorf("%w: run %s is %s, not running", store.ErrConflict, runID, a.State)
+	}
+	if a.Token != token {
+		return a, fmt.Errorf("%w: run %s began under token %d, not %d", store.ErrNotHeld, runID, a.Token, token)
 	}
 	return a, nil
 }

@@ -156,7 +156,14 @@ func mkdirs(dir string) error {
 		}
 		return err
 	}
-	return os.Chmod(dir, 0o700)
+	// fchmod through an O_NOFOLLOW handle: if the new directory was swapped for a symbolic
+	// link, this fails instead of changing the link's target.
+	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(0o700)
 }
 
 func unwrapPathErr(err error) error {
