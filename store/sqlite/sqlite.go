@@ -93,7 +93,29 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.db.Close()
 		return nil, err
 	}
+	if err := s.persistWAL(ctx); err != nil {
+		s.db.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// persistWAL keeps the -wal and -shm files when the last connection closes. `once run` opens
+// and closes the store on every run; deleting and recreating the WAL each time costs an extra
+// fsync and two unlinks per run.
+func (s *Store) persistWAL(ctx context.Context) error {
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	defer c.Close()
+	return s.mapErr(c.Raw(func(dc any) error {
+		if fc, ok := dc.(msqlite.FileControl); ok {
+			_, err := fc.FileControlPersistWAL("main", 1)
+			return err
+		}
+		return nil
+	}))
 }
 
 // prepareFile creates the parent directories (0700) and the database file (0600) when missing,

@@ -337,14 +337,14 @@ func TestFileModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	if _, err := s.Acquire(context.Background(), store.AcquireRequest{Task: "x", Holder: "h", TTL: time.Second}); err != nil {
 		t.Fatal(err)
 	}
+	s.Close() // the WAL persists after the last close
 	for _, c := range []struct {
 		path string
 		mode os.FileMode
-	}{{filepath.Join(root, "a"), 0o700}, {filepath.Join(root, "a", "b"), 0o700}, {path, 0o600}, {path + "-wal", 0o600}} {
+	}{{filepath.Join(root, "a"), 0o700}, {filepath.Join(root, "a", "b"), 0o700}, {path, 0o600}, {path + "-wal", 0o600}, {path + "-shm", 0o600}} {
 		fi, err := os.Stat(c.path)
 		if err != nil {
 			t.Fatal(err)
