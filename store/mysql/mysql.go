@@ -443,6 +443,8 @@ func (d *dialect) MapError(err error) error {
 		switch n := myErr.Number; {
 		case n == 1062, n == 3819, n == 4025: // duplicate key; check constraint (MySQL, MariaDB)
 			return fmt.Errorf("%w: mysql %s: %s", store.ErrConflict, d.where, msg)
+		case n == 1193, n == 1231, n == 1232: // unknown variable, bad value: the driver sends unknown DSN parameters as settings
+			return fmt.Errorf("%w: mysql %s: %s; fix or remove the parameter in the DSN", store.ErrBadDSN, d.where, msg)
 		default:
 			if hint, ok := unavailableNumbers[n]; ok {
 				if hint != "" {

@@ -379,6 +379,9 @@ func (d *dialect) MapError(err error) error {
 			return fmt.Errorf("%w: postgres %s: %s; check the user and password in the DSN", store.ErrUnavailable, d.where, msg)
 		case pgErr.Code == "3D000":
 			return fmt.Errorf("%w: postgres %s: %s; check the database name in the DSN", store.ErrUnavailable, d.where, msg)
+		case pgErr.Code == "42704" && strings.Contains(pgErr.Message, "configuration parameter"):
+			// pgx sends unknown DSN parameters to the server as settings.
+			return fmt.Errorf("%w: postgres %s: %s; remove the parameter from the DSN", store.ErrBadDSN, d.where, msg)
 		case pgErr.Code == "42501":
 			return fmt.Errorf("%w: postgres %s: %s; grant the privileges in docs/stores/postgres.md", store.ErrUnavailable, d.where, msg)
 		case unavailableCode(pgErr.Code):

@@ -109,3 +109,47 @@ func RunContended(b *testing.B, n int, mk func(i int) (Op, func())) {
 	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 }
+
+// Named is an operation with a name, for RunInterleaved.
+type Named struct {
+	Name string
+	Op   Op
+}
+
+// RunInterleaved runs the operations round-robin b.N times each on one goroutine, so that load from
+// elsewhere on the machine hits them all alike, and reports each one's p50 and p99 latency and its
+// p50 as a ratio of the last operation's (the baseline).
+func RunInterleaved(b *testing.B, ops []Named) {
+	ctx := context.Background()
+	lat := make([][]time.Duration, len(ops))
+	for _, o := range ops { // warm up
+		if err := o.Op(ctx); err != nil {
+			b.Fatalf("%s: %v", o.Name, err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k, o := range ops {
+			t0 := time.Now()
+			if err := o.Op(ctx); err != nil {
+				b.Fatalf("%s: %v", o.Name, err)
+			}
+			lat[k] = append(lat[k], time.Since(t0))
+		}
+	}
+	b.StopTimer()
+	p50 := make([]time.Duration, len(ops))
+	for k, o := range ops {
+		l := lat[k]
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		p50[k] = l[len(l)/2]
+		b.ReportMetric(float64(p50[k].Microseconds()), o.Name+"-p50-µs")
+		b.ReportMetric(float64(l[len(l)*99/100].Microseconds()), o.Name+"-p99-µs")
+	}
+	base := p50[len(ops)-1]
+	for k, o := range ops[:len(ops)-1] {
+		if base > 0 {
+			b.ReportMetric(float64(p50[k])/float64(base), o.Name+"/"+ops[len(ops)-1].Name+"-p50-x")
+		}
+	}
+}
