@@ -74,6 +74,9 @@ type Options struct {
 	// Logger receives one line at the start and end of every attempt and one for every skip, busy
 	// and review; nil discards them.
 	Logger *slog.Logger
+	// Now is the clock that CatchUp uses to tell which slots are due; nil means time.Now. Tests
+	// set it to simulate downtime. Lease expiry never uses it: that is the store's clock.
+	Now func() time.Time
 }
 
 // Decision says what a guarded call did.
@@ -143,31 +146,81 @@ type Result struct {
 	// RecordErr is set when the work ran but its outcome could not be recorded (lease lost or store
 	// unavailable): the slot will show as unknown to the next holder.
 	RecordErr error
+	// Slot is the slot this result is about.
+	Slot string
+	// Abandoned lists the running attempts of earlier holders that vanished, found and marked
+	// unknown when the lease was taken (first result of a sequence only).
+	Abandoned []store.Attempt
 }
 
 // ExitCoder is implemented by work errors that carry a process exit code (exec.ExitError does).
 type ExitCoder interface{ ExitCode() int }
+
+// Work is the guarded work: it runs as the attempt run and must stop when ctx is cancelled (the
+// lease was lost: context.Cause(ctx) wraps lease.ErrLost). A nil error records success with exit
+// code 0; an ExitCoder error records its code (0 is success); any other error records failed with
+// exit code 1 and the error as note.
+type Work = func(ctx context.Context, run *Run) error
 
 // Do runs work under the guard. It returns an error only when it could not decide (store
 // unavailable, bad options); busy, skipped and review are Results. The work's context is cancelled
 // (with lease.ErrLost as its cause) when the lease is lost. A nil error from work records the
 // attempt as succeeded with exit code 0; an ExitCoder error records its code (0 is success); any
 // other error records failed with exit code 1 and the error as note.
-func Do(ctx context.Context, o Options, work func(ctx context.Context, run *Run) error) (Result, error) {
+func Do(ctx context.Context, o Options, work Work) (Result, error) {
 	if err := o.fill(); err != nil {
 		return Result{}, err
 	}
-	runID, err := uuid.NewV7()
+	rs, err := sequence(ctx, o, []string{o.Slot}, SeqOptions{}, work)
 	if err != nil {
-		return Result{}, fmt.Errorf("run id: %w", err)
+		return Result{}, err
 	}
-	g := &guard{o: o, runID: runID.String(), log: o.Logger.With("task", o.Task, "slot", o.Slot, "run_id", runID.String(), "holder", o.Holder)}
-	return g.do(ctx, work)
+	return rs[0], nil
+}
+
+// SeqOptions tunes Sequence.
+type SeqOptions struct {
+	// KeepGoing goes on to the next slot after a failed attempt or a slot that needs review;
+	// without it the sequence stops there.
+	KeepGoing bool
+	// Quiet skips slots that already succeeded without a log line at Info or a skipped event in
+	// history (a backfill or catch-up window lists many done slots on every run).
+	Quiet bool
+	// OnResult, when set, is called after each slot is decided (and run), in order.
+	OnResult func(r Result)
+
+	loudLast bool // CatchUp: the current slot is skipped as loudly as by Do
+}
+
+// Sequence runs work for each of slots, in the order given, under one local lock and one lease
+// held for the whole sequence, each slot through the ledger exactly as Do would (its own run id,
+// attempt number, skip, review and max-attempts rules). o.Slot is ignored. It stops after the
+// first slot that failed or needs review unless KeepGoing, and always when the lease is lost, an
+// outcome could not be recorded or ctx is cancelled. It returns one Result per slot decided, in
+// order (a single Busy result when the task is held elsewhere); the error is as for Do, with the
+// results decided before it.
+func Sequence(ctx context.Context, o Options, slots []string, so SeqOptions, work Work) ([]Result, error) {
+	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	if len(slots) == 0 {
+		return nil, nil
+	}
+	return sequence(ctx, o, slots, so, work)
+}
+
+func newRunID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("run id: %w", err)
+	}
+	return id.String(), nil
 }
 
 type guard struct {
 	o     Options
 	runID string
+	slot  string
 	log   *slog.Logger
 }
 
@@ -199,6 +252,9 @@ func (o *Options) fill() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return nil
 }
 
@@ -212,15 +268,30 @@ func DefaultHolder() string {
 }
 
 func (g *guard) event(ctx context.Context, kind store.State, token int64, attempt int, note string) {
-	err := g.o.Store.Record(ctx, store.Event{Task: g.o.Task, Slot: g.o.Slot, Kind: kind, RunID: g.runID,
+	err := g.o.Store.Record(ctx, store.Event{Task: g.o.Task, Slot: g.slot, Kind: kind, RunID: g.runID,
 		Holder: g.o.Holder, Token: token, Attempt: attempt, Note: note})
 	if err != nil {
 		g.log.Warn("could not record event", "event", string(kind), "err", err)
 	}
 }
 
-func (g *guard) do(ctx context.Context, work func(context.Context, *Run) error) (res Result, err error) {
-	o := g.o
+// sequence takes the local lock and the lease once, then decides and runs each slot in turn.
+func sequence(ctx context.Context, o Options, slots []string, so SeqOptions, work Work) (rs []Result, err error) {
+	runID, err := newRunID()
+	if err != nil {
+		return nil, err
+	}
+	// Busy events name the last slot: for a catch-up that is the current one, as for a plain run.
+	g := &guard{o: o, runID: runID, slot: slots[len(slots)-1]}
+	g.log = o.Logger.With("task", o.Task, "slot", g.slot, "run_id", runID, "holder", o.Holder)
+	busy := func(r Result) ([]Result, error) {
+		r.Slot = g.slot
+		if so.OnResult != nil {
+			so.OnResult(r)
+		}
+		return []Result{r}, nil
+	}
+
 	// 1. Local lock.
 	if o.LockDir != "" {
 		lk, err := flock.Acquire(ctx, o.LockDir, o.Task, o.Wait)
@@ -228,90 +299,146 @@ func (g *guard) do(ctx context.Context, work func(context.Context, *Run) error) 
 			reason := "another once on this machine holds the task's lock"
 			g.log.Info("busy", "reason", reason)
 			g.event(ctx, store.Busy, 0, 0, reason)
-			return Result{Decision: Busy, Reason: reason}, nil
+			return busy(Result{Decision: Busy, Reason: reason})
 		}
 		if err != nil {
-			return Result{}, fmt.Errorf("local lock: %w", err)
+			return nil, fmt.Errorf("local lock: %w", err)
 		}
 		defer lk.Release()
 	}
 
-	// 2. Lease.
-	ls, err := lease.Acquire(ctx, o.Store, store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: g.runID, TTL: o.TTL}, o.Wait)
-	var busy *store.BusyError
-	if errors.As(err, &busy) {
-		reason := fmt.Sprintf("held by %s (token %d, run %s) until %s", busy.Lease.Holder, busy.Lease.Token,
-			busy.Lease.RunID, busy.Lease.Expires.UTC().Format(time.RFC3339))
+	// 2. Lease, held for every slot of the sequence.
+	ls, err := lease.Acquire(ctx, o.Store, store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: runID, TTL: o.TTL}, o.Wait)
+	var be *store.BusyError
+	if errors.As(err, &be) {
+		reason := fmt.Sprintf("held by %s (token %d, run %s) until %s", be.Lease.Holder, be.Lease.Token,
+			be.Lease.RunID, be.Lease.Expires.UTC().Format(time.RFC3339))
 		g.log.Info("busy", "reason", reason)
 		g.event(ctx, store.Busy, 0, 0, reason)
-		return Result{Decision: Busy, Holder: &busy.Lease, Reason: reason}, nil
+		return busy(Result{Decision: Busy, Holder: &be.Lease, Reason: reason})
 	}
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	token := ls.Token()
-	log := g.log.With("token", token)
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if rerr := ls.Release(rctx); rerr != nil {
-			log.Warn("could not release the lease; it will expire by itself", "err", rerr)
+			g.log.Warn("could not release the lease; it will expire by itself", "token", token, "err", rerr)
 		}
 	}()
 
-	// 3. Ledger. Attempts left running by holders whose leases are gone are unknown now.
+	// 3. Attempts left running by holders whose leases are gone are unknown now.
 	abandoned, err := o.Store.Abandon(ctx, o.Task, token)
 	if err != nil {
-		return Result{}, fmt.Errorf("ledger: %w", err)
+		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	for _, a := range abandoned {
-		log.Warn("previous attempt's holder vanished; its outcome is unknown",
+		g.log.Warn("previous attempt's holder vanished; its outcome is unknown", "token", token,
 			"prev_slot", a.Slot, "prev_run_id", a.RunID, "prev_holder", a.Holder, "prev_token", a.Token)
 	}
-	st, err := o.Store.Slot(ctx, o.Task, o.Slot)
-	if err != nil {
-		return Result{}, fmt.Errorf("ledger: %w", err)
+
+	var firstStart time.Time
+	for i, sl := range slots {
+		if i > 0 {
+			if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
+				return rs, fmt.Errorf("interrupted before slot %s: %w", sl, err)
+			}
+			if runID, err = newRunID(); err != nil {
+				return rs, err
+			}
+		}
+		sg := &guard{o: o, runID: runID, slot: sl}
+		sg.log = o.Logger.With("task", o.Task, "slot", sl, "run_id", runID, "holder", o.Holder, "token", token)
+		r, started, err := sg.attempt(ctx, ls, so.Quiet && !(so.loudLast && i == len(slots)-1), work)
+		if err != nil {
+			return rs, err
+		}
+		r.Slot = sl
+		if i == 0 {
+			r.Abandoned = abandoned
+		}
+		if firstStart.IsZero() && !started.IsZero() {
+			firstStart = started
+		}
+		rs = append(rs, r)
+		if so.OnResult != nil {
+			so.OnResult(r)
+		}
+		if r.Decision == Busy || r.RecordErr != nil || ls.Err() != nil {
+			break
+		}
+		if !so.KeepGoing && (r.Decision == Review || r.Decision == Ran && r.Attempt.State != store.Succeeded) {
+			break
+		}
 	}
-	run := &Run{Task: o.Task, Slot: o.Slot, RunID: g.runID, Holder: o.Holder, Token: token,
+
+	// 5. Min-hold, then release (deferred).
+	if !firstStart.IsZero() {
+		if hold := o.MinHold - time.Since(firstStart); hold > 0 {
+			select {
+			case <-time.After(hold):
+			case <-ls.Lost():
+			case <-ctx.Done():
+			}
+		}
+	}
+	return rs, nil
+}
+
+// attempt decides one slot under the held lease and runs the work when the ledger says so. It
+// returns the local instant the work started (zero when it did not run).
+func (g *guard) attempt(ctx context.Context, ls *lease.Lease, quiet bool, work Work) (res Result, started time.Time, err error) {
+	o, log, token := g.o, g.log, ls.Token()
+	st, err := o.Store.Slot(ctx, o.Task, g.slot)
+	if err != nil {
+		return Result{}, started, fmt.Errorf("ledger: %w", err)
+	}
+	run := &Run{Task: o.Task, Slot: g.slot, RunID: g.runID, Holder: o.Holder, Token: token,
 		Attempt: 1, Checkpoint: st.Checkpoint, lease: ls}
-	if o.Slot == "" {
+	if g.slot == "" {
 		run.IdempotencyKey = g.runID
 	} else {
-		run.IdempotencyKey = o.Task + "/" + o.Slot
+		run.IdempotencyKey = o.Task + "/" + g.slot
 	}
 	if last := st.Last; last != nil {
 		run.Attempt = last.Number + 1
 		if last.State == store.Failed || last.State == store.Unknown {
 			run.Previous = last.State
 		}
-		if o.Slot != "" {
+		if g.slot != "" {
 			if d, reason := g.decide(st); d != Ran {
 				switch d {
 				case Skipped:
+					if quiet {
+						log.Debug("skipped", "reason", reason, "attempt", last.Number)
+						break
+					}
 					log.Info("skipped", "reason", reason, "attempt", last.Number)
 					g.event(ctx, store.Skipped, token, last.Number, reason)
 				case Review:
 					log.Warn("needs review", "reason", reason, "attempt", last.Number,
-						"rerun_with", ResolveCommand(o.Task, o.Slot, store.Failed))
+						"rerun_with", ResolveCommand(o.Task, g.slot, store.Failed))
 					g.event(ctx, store.Review, token, last.Number, reason)
 				}
-				return Result{Decision: d, Attempt: last, Reason: reason}, nil
+				return Result{Decision: d, Attempt: last, Reason: reason}, started, nil
 			}
 		}
 	}
 
 	// 4. Work.
-	att, err := o.Store.Begin(ctx, store.Attempt{Task: o.Task, Slot: o.Slot, RunID: g.runID, Number: run.Attempt,
+	att, err := o.Store.Begin(ctx, store.Attempt{Task: o.Task, Slot: g.slot, RunID: g.runID, Number: run.Attempt,
 		Holder: o.Holder, Token: token, State: store.Running})
 	if err != nil {
 		if errors.Is(err, store.ErrNotHeld) {
 			reason := "lost the lease before starting"
 			log.Info("busy", "reason", reason)
-			return Result{Decision: Busy, Reason: reason}, nil
+			return Result{Decision: Busy, Reason: reason}, started, nil
 		}
-		return Result{}, fmt.Errorf("ledger: begin attempt: %w", err)
+		return Result{}, started, fmt.Errorf("ledger: begin attempt: %w", err)
 	}
-	start := time.Now()
+	started = time.Now()
 	log = log.With("attempt", run.Attempt)
 	log.Info("start", "previous", string(run.Previous))
 
@@ -327,7 +454,7 @@ func (g *guard) do(ctx context.Context, work func(context.Context, *Run) error) 
 	werr := work(wctx, run)
 	cancel(nil)
 
-	// 5. Outcome, min-hold, release.
+	// Outcome.
 	out := store.Outcome{State: store.Succeeded}
 	code := 0
 	var ec ExitCoder
@@ -351,8 +478,8 @@ func (g *guard) do(ctx context.Context, work func(context.Context, *Run) error) 
 		res.RecordErr = ferr
 		att.State = store.Running
 		log.Error("end: outcome NOT recorded; the next holder will see this attempt as unknown",
-			"state", string(out.State), "exit_code", code, "duration", time.Since(start).Round(time.Millisecond).String(), "err", ferr)
-		return res, nil
+			"state", string(out.State), "exit_code", code, "duration", time.Since(started).Round(time.Millisecond).String(), "err", ferr)
+		return res, started, nil
 	}
 	res.Attempt = &fin
 	lvl := slog.LevelInfo
@@ -360,15 +487,8 @@ func (g *guard) do(ctx context.Context, work func(context.Context, *Run) error) 
 		lvl = slog.LevelWarn
 	}
 	log.Log(ctx, lvl, "end", "state", string(fin.State), "exit_code", code,
-		"duration", time.Since(start).Round(time.Millisecond).String(), "records", fin.Records)
-	if hold := o.MinHold - time.Since(start); hold > 0 {
-		select {
-		case <-time.After(hold):
-		case <-ls.Lost():
-		case <-ctx.Done():
-		}
-	}
-	return res, nil
+		"duration", time.Since(started).Round(time.Millisecond).String(), "records", fin.Records)
+	return res, started, nil
 }
 
 // finish records the outcome, retrying a store that is briefly unavailable while the lease holds.
