@@ -178,11 +178,11 @@ func running(d *Doc, runID string, token int64) (*store.Attempt, error) {
 		if a.RunID != runID {
 			continue
 		}
-		if a.Token != token {
-			return nil, fmt.Errorf("%w: run %s began under token %d, not %d", store.ErrNotHeld, runID, a.Token, token)
-		}
 		if a.State != store.Running {
 			return nil, fmt.Errorf("%w: run %s is %s, not running", store.ErrConflict, runID, a.State)
+		}
+		if a.Token != token {
+			return nil, fmt.Errorf("%w: run %s began under token %d, not %d", store.ErrNotHeld, runID, a.Token, token)
 		}
 		return a, nil
 	}

@@ -1,0 +1,192 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/internal/sqlstore/sqltest"
+	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
+)
+
+func serverDSN(tb testing.TB) string { return sqltest.ServerDSN(tb, "ONCE_TEST_ETCD", "etcd") }
+
+// withPrefix returns the server DSN with a fresh ?prefix=.
+func withPrefix(tb testing.TB) string {
+	return serverDSN(tb) + "?prefix=t" + sqltest.RandHex(tb)
+}
+
+func harness() storetest.Harness {
+	return storetest.Harness{DSN: func(t *testing.T) string { return withPrefix(t) }}
+}
+
+func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestLost: a lease revoked behind the holder's back (as etcd does on expiry) closes Lost at once.
+func TestLost(t *testing.T) {
+	dsn := withPrefix(t)
+	ctx := ctxT(t, 30*time.Second)
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "h", RunID: "r", TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := s.Lost(l)
+	select {
+	case <-lost:
+		t.Fatal("lost before anything happened")
+	case <-time.After(300 * time.Millisecond):
+	}
+	_, id, err := s.current(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if _, err := s.c.Revoke(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+		t.Logf("loss noticed after %s", time.Since(began))
+	case <-time.After(5 * time.Second):
+		t.Fatal("revoked lease not reported lost")
+	}
+	_, err = s.Renew(ctx, l, 30*time.Second)
+	if !errors.Is(err, store.ErrNotHeld) {
+		t.Fatalf("renew after revocation: %v", err)
+	}
+}
+
+// TestRestart: etcd stops and starts while a lease is held. While it is down calls fail with
+// ErrUnavailable; afterwards the grant is either still the same (renew keeps the token) or lost
+// (renew says ErrNotHeld and Lost is closed), never granted to a second holder while kept.
+func TestRestart(t *testing.T) {
+	dsn := withPrefix(t)
+	ctl := os.Getenv("ONCE_TEST_ETCD_CTL")
+	if ctl == "" {
+		t.Skip("ONCE_TEST_ETCD_CTL is not set (a server of your own)")
+	}
+	ctx := ctxT(t, 90*time.Second)
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "r", Holder: "h", RunID: "run", TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := s.Lost(l)
+	if out, err := exec.Command(ctl, "stop").CombinedOutput(); err != nil {
+		t.Fatalf("ctl stop: %v %s", err, out)
+	}
+	started := false
+	t.Cleanup(func() {
+		if !started {
+			_ = exec.Command(ctl, "start").Run()
+		}
+	})
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = s.Renew(dctx, l, 10*time.Second)
+	cancel()
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("renew while the server is down: %v, want ErrUnavailable", err)
+	}
+	if out, err := exec.Command(ctl, "start").CombinedOutput(); err != nil {
+		t.Fatalf("ctl start: %v %s", err, out)
+	}
+	started = true
+	other, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	l2, rerr := s.Renew(ctx, l, 10*time.Second)
+	_, aerr := other.Acquire(ctx, store.AcquireRequest{Task: "r", Holder: "h2", RunID: "run2", TTL: 10 * time.Second})
+	switch {
+	case rerr == nil:
+		if l2.Token != l.Token || !errors.Is(aerr, store.ErrBusy) {
+			t.Fatalf("kept lease %+v but other acquire: %v", l2, aerr)
+		}
+		if err := s.Release(ctx, l2); err != nil {
+			t.Fatal(err)
+		}
+	case errors.Is(rerr, store.ErrNotHeld):
+		select {
+		case <-lost:
+		case <-time.After(5 * time.Second):
+			t.Fatal("lease lost but Lost not closed")
+		}
+	default:
+		t.Fatalf("renew after restart: %v", rerr)
+	}
+	l3, err := other.Acquire(ctx, store.AcquireRequest{Task: "r", Holder: "h3", RunID: "run3", TTL: 10 * time.Second})
+	if errors.Is(err, store.ErrBusy) && aerr == nil {
+		err = nil // other already holds it
+	}
+	if err != nil || (aerr != nil && l3.Token <= l.Token) {
+		t.Fatalf("acquire after the restart: %+v, %v", l3, err)
+	}
+}
+
+func TestBadDSN(t *testing.T) {
+	for _, c := range []struct{ dsn, want string }{
+		{"etcd://h:1?prefix=a/b", "prefix"},
+		{"etcd://u:sekrit@h:1?x=1", "xxxxx"},
+		{"etcd://h:1,,h2:2", "empty"},
+		{"etcd://h:1/path", "path"},
+		{"etcd://h:1?dial_timeout=soon", "dial_timeout"},
+	} {
+		_, err := ParseDSN(c.dsn)
+		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "sekrit") {
+			t.Errorf("ParseDSN(%q) = %v; want ErrBadDSN mentioning %q", c.dsn, err, c.want)
+		}
+	}
+	cfg, err := ParseDSN("etcd://alice:p%40w@h1:2379,h2?prefix=blue&dial_timeout=2s")
+	if err != nil || cfg.Prefix != "blue" || cfg.Username != "alice" || cfg.Password != "p@w" || len(cfg.Endpoints) != 2 ||
+		cfg.Endpoints[1] != "h2:2379" || cfg.Dial != 2*time.Second {
+		t.Fatalf("ParseDSN = %+v, %v", cfg, err)
+	}
+	_, err = Open(ctxT(t, 10*time.Second), "etcd://127.0.0.1:1?dial_timeout=1s")
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "127.0.0.1:1") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("open of a closed port: %v", err)
+	}
+}
+
+func FuzzParseDSN(f *testing.F) {
+	for _, s := range []string{"etcd://127.0.0.1:2379", "etcd://u:p@h1:1,h2:2/?prefix=a.b", "etcd://h?prefix=", "etcd://:p@h", "etcd://h/x", "etcd://h?dial_timeout=1s&prefix=x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, dsn string) {
+		cfg, err := ParseDSN(dsn)
+		if err != nil {
+			if !errors.Is(err, store.ErrBadDSN) {
+				t.Fatalf("ParseDSN(%q): %v does not wrap ErrBadDSN", dsn, err)
+			}
+			return
+		}
+		if !validPrefix(cfg.Prefix) || len(cfg.Endpoints) == 0 || cfg.Dial <= 0 {
+			t.Fatalf("ParseDSN(%q) = %+v", dsn, cfg)
+		}
+		for _, e := range cfg.Endpoints {
+			if e == "" || strings.ContainsAny(e, "@/?,") {
+				t.Fatalf("ParseDSN(%q) endpoint %q", dsn, e)
+			}
+		}
+	})
+}
