@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/once-run/once/store"
@@ -49,7 +50,9 @@ type Store struct {
 	// exponential backoff from Backoff; never past the caller's ctx.
 	Retries int
 	Backoff time.Duration
-	closed  bool
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Q expands {p} and {now} and rebinds the placeholders of query.
@@ -103,11 +106,8 @@ func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx)
 
 // Close closes the connection pool. Leases are not released.
 func (s *Store) Close() error {
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	return s.DB.Close()
+	s.closeOnce.Do(func() { s.closeErr = s.DB.Close() })
+	return s.closeErr
 }
 
 // Now returns the database's current time (store.Clock).
@@ -198,20 +198,20 @@ func (s *Store) fence(ctx context.Context, tx *sql.Tx, task string, token int64)
 
 // Begin records a new running attempt (store.Ledger). When a.Number is 0 the next number is used.
 func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
+	if a.Number < 0 {
+		return store.Attempt{}, fmt.Errorf("%w: attempt number %d for task %q slot %q must be at least 1", store.ErrConflict, a.Number, a.Task, a.Slot)
+	}
 	var out store.Attempt
+	n := a.Number
 	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := s.fence(ctx, tx, a.Task, a.Token); err != nil {
 			return err
 		}
-		n := a.Number
-		if n == 0 {
+		if a.Number == 0 {
 			if err := tx.QueryRowContext(ctx, s.Q(`SELECT COALESCE(MAX(attempt), 0) + 1 FROM {p}attempts
 				WHERE task = ? AND slot = ?`), a.Task, a.Slot).Scan(&n); err != nil {
 				return err
 			}
-		}
-		if n < 1 {
-			return fmt.Errorf("%w: attempt number %d for task %q slot %q must be at least 1", store.ErrConflict, n, a.Task, a.Slot)
 		}
 		// The unique constraints turn a duplicate number or a second running attempt into ErrConflict.
 		if _, err := tx.ExecContext(ctx, s.Q(`INSERT INTO {p}attempts
@@ -225,13 +225,15 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 			WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, n))
 		return err
 	})
-	if err != nil && errors.Is(err, store.ErrConflict) && !strings.Contains(err.Error(), "attempt number") {
-		err = fmt.Errorf("%w: task %q slot %q already has attempt %d or a running attempt", store.ErrConflict, a.Task, a.Slot, a.Number)
+	if errors.Is(err, store.ErrConflict) {
+		// Only a unique constraint raises it here: say which rule in words.
+		err = fmt.Errorf("%w: task %q slot %q already has attempt %d or a running attempt (%s)", store.ErrConflict,
+			a.Task, a.Slot, n, strings.TrimPrefix(err.Error(), store.ErrConflict.Error()+": "))
 	}
 	return out, err
 }
 
-// runningAttempt reads the attempt runID (its latest, if the run id was reused) for update.
+// attemptByRun reads the attempt runID (its latest, if the run id was reused) for update.
 func (s *Store) attemptByRun(ctx context.Context, tx *sql.Tx, runID string) (store.Attempt, error) {
 	a, err := scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
 		WHERE run_id = ? ORDER BY id DESC LIMIT 1`), runID))
