@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Business idempotency keys (once keys, once effect, the HTTP middleware), kept by the store.
+//
+// A key is claimed once per scope, forever unless forgotten. A claim is either final (KeyDone at once)
+// or two-phase: KeyPending, owned by a claimant, until Complete marks it done. A pending key whose
+// claimant is gone is not handed out again: readers see it as KeyUnknown and a person (or a
+// reconciler) decides, through Reclaim.
+
+// KeyState is the state of a claimed key.
+type KeyState string
+
+// Key states.
+const (
+	KeyPending KeyState = "pending" // claimed by a claimant that may still be working on it
+	KeyDone    KeyState = "done"    // the work for the key happened
+	KeyUnknown KeyState = "unknown" // pending, and its claimant is gone: the outcome is not known
+)
+
+// ErrFingerprint is returned (wrapped) when a key is claimed again with a different payload
+// fingerprint than the one it was first claimed with.
+var ErrFingerprint = errors.New("store: key reused with a different payload")
+
+// Claimant identifies who claims keys as pending, and how to tell later whether it is gone.
+// A claimant is gone when its Expires has passed by the store's clock (HTTP requests, effects
+// outside a run) or, for a claimant inside a once run (RunID and Token set), when the task's lease
+// token has moved past Token.
+type Claimant struct {
+	Task    string
+	RunID   string
+	Token   int64
+	Expires time.Duration // time-to-live of a pending claim from now by the store's clock; 0: none
+}
+
+// ClaimRequest claims keys in one scope.
+type ClaimRequest struct {
+	Scope string   // 1–200 bytes, like a task name
+	Keys  []string // valid keys (see keys.Validate); duplicates within one request count once
+	// Fingerprints, when not nil, has one payload fingerprint per key; a key already claimed with a
+	// different fingerprint fails the whole request with ErrFingerprint.
+	Fingerprints []string
+	// Pending claims the keys two-phase, owned by Claimant; otherwise they are done at once.
+	Pending  bool
+	Claimant Claimant
+}
+
+// Key is a claimed key as stored.
+type Key struct {
+	Scope       string    `json:"scope"`
+	Key         string    `json:"key"`
+	State       KeyState  `json:"state"`
+	Fingerprint string    `json:"fingerprint,omitempty"`
+	RunID       string    `json:"run_id,omitempty"`
+	ClaimedAt   time.Time `json:"claimed_at"`
+	DoneAt      time.Time `json:"done_at,omitzero"`
+	// Result is an opaque value stored by Complete (e.g. a replayable HTTP response).
+	Result []byte `json:"-"`
+}
+
+// Keys is implemented by stores that keep business idempotency keys.
+//
+// Contract:
+//   - Claim returns, in input order, true for each key this call claimed (it was never claimed in the
+//     scope) and false for keys claimed before (by anyone, in any state). Concurrent claimers never both
+//     get true for one key. A batch is one round trip (one statement or script) where the store allows.
+//   - Complete moves pending keys claimed by runID to done, storing result (may be nil); ErrConflict for
+//     keys not pending under runID.
+//   - Lookup returns the stored keys (missing keys are absent), pending ones reported KeyUnknown when
+//     their claimant is gone.
+//   - Reclaim hands pending keys whose claimant is gone (KeyUnknown) to a new claimant: as pending again
+//     when c is set, or deletes them (asDone false, c zero) or marks them done (asDone true). It returns
+//     the keys it changed. Keys still pending under a live claimant are left alone.
+//   - Forget deletes keys of the scope claimed before `before`; done keys only when includeDone.
+type Keys interface {
+	Claim(ctx context.Context, req ClaimRequest) ([]bool, error)
+	Complete(ctx context.Context, scope string, keys []string, runID string, result []byte) error
+	Lookup(ctx context.Context, scope string, keys []string) ([]Key, error)
+	Reclaim(ctx context.Context, scope string, keys []string, c *Claimant, asDone bool) ([]string, error)
+	Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error)
+}
