@@ -1,0 +1,274 @@
+// Package notify tells people and monitors what once did: JSON events posted to a webhook
+// (--notify) and Healthchecks.io-style pings (--ping).
+//
+// Deliveries are asynchronous and bounded: each one is retried a few times with backoff within a
+// total budget, and Wait gives pending deliveries a deadline, so a slow or dead endpoint can delay
+// once's own exit by at most that deadline and never blocks the job. Delivery is best effort:
+// once's exit code and ledger never depend on it.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// Event kinds posted to a --notify URL.
+const (
+	Failed    = "failed"     // the command ran and failed
+	Unknown   = "unknown"    // an attempt's outcome is unknown (its holder vanished, or it could not be recorded)
+	Review    = "review"     // a slot waits for a person (once resolve)
+	LeaseLost = "lease_lost" // the lease was lost while the command ran; it is being stopped
+)
+
+// Event is the JSON body posted to a --notify URL.
+type Event struct {
+	Event    string    `json:"event"` // one of the kinds above
+	Task     string    `json:"task"`
+	Slot     string    `json:"slot"`
+	RunID    string    `json:"run_id,omitempty"`
+	Attempt  int       `json:"attempt,omitempty"`
+	Holder   string    `json:"holder,omitempty"`
+	Token    int64     `json:"token,omitempty"`
+	ExitCode *int      `json:"exit_code,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Resolve  string    `json:"resolve,omitempty"` // the command that resolves a slot waiting for review
+	Host     string    `json:"host"`
+	Time     time.Time `json:"time"`
+}
+
+// Options tunes a Sender. Zero values take the defaults.
+type Options struct {
+	// Tries per delivery, the first included; default 3.
+	Tries int
+	// Budget is the total time one delivery may take, retries and backoff included; default 5s.
+	Budget time.Duration
+	// Backoff before the second try, doubling after; default 250ms.
+	Backoff time.Duration
+	// Client makes the requests; default an http.Client without redirects' surprises and with
+	// timeouts on every phase.
+	Client *http.Client
+	// Logger receives one warning per delivery that failed for good (URLs redacted); nil discards.
+	Logger *slog.Logger
+}
+
+// Sender delivers events and pings in the background. It is safe for concurrent use; call Wait
+// before the process exits.
+type Sender struct {
+	o      Options
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	busy   atomic.Int32 // deliveries in flight
+}
+
+// New returns a Sender.
+func New(o Options) *Sender {
+	if o.Tries <= 0 {
+		o.Tries = 3
+	}
+	if o.Budget <= 0 {
+		o.Budget = 5 * time.Second
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 250 * time.Millisecond
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			TLSHandshakeTimeout:   3 * time.Second,
+			ResponseHeaderTimeout: 3 * time.Second,
+			MaxIdleConns:          4,
+			IdleConnTimeout:       10 * time.Second,
+		}}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Sender{o: o, ctx: ctx, cancel: cancel}
+}
+
+// Event posts ev as JSON to rawURL in the background. Host and Time are filled when empty.
+func (s *Sender) Event(rawURL string, ev Event) {
+	if rawURL == "" {
+		return
+	}
+	if ev.Host == "" {
+		ev.Host, _ = os.Hostname()
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	body, err := json.Marshal(ev)
+	if err != nil { // cannot happen for this type
+		s.o.Logger.Warn("notification not sent", "event", ev.Event, "err", err)
+		return
+	}
+	s.goDeliver(http.MethodPost, rawURL, body, "event "+ev.Event)
+}
+
+// Ping kinds for Sender.Ping.
+const (
+	PingStart   = "start"
+	PingSuccess = "success"
+	PingFail    = "fail"
+)
+
+// Ping sends a Healthchecks.io-style ping in the background: base/start?rid=RID when the command
+// starts, base?rid=RID on success, base/fail?rid=RID on failure, or base/CODE?rid=RID for an
+// exit code (kind given as the decimal code).
+func (s *Sender) Ping(base, kind, rid string) {
+	if base == "" {
+		return
+	}
+	u, err := PingURL(base, kind, rid)
+	if err != nil {
+		s.o.Logger.Warn("ping not sent", "err", err)
+		return
+	}
+	s.goDeliver(http.MethodGet, u, nil, "ping "+kind)
+}
+
+// PingURL builds the URL of a ping (see Ping). base must be an absolute http or https URL; its
+// query is kept. kind is PingStart, PingSuccess, PingFail or an exit code 0–255. Errors are one
+// line with the URL redacted.
+func PingURL(base, kind, rid string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("--ping %q: give an http or https URL such as https://hc-ping.com/UUID", store.Redact(base))
+	}
+	suffix := ""
+	switch kind {
+	case PingSuccess:
+	case PingStart, PingFail:
+		suffix = "/" + kind
+	default:
+		n, err := strconv.Atoi(kind)
+		if err != nil || n < 0 || n > 255 || strconv.Itoa(n) != kind {
+			return "", fmt.Errorf("ping kind %q: want start, success, fail or an exit code", kind)
+		}
+		suffix = "/" + kind
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + suffix
+	u.RawPath = ""
+	if rid != "" {
+		q := u.Query()
+		q.Set("rid", rid)
+		u.RawQuery = q.Encode()
+	}
+	return u.String(), nil
+}
+
+// CheckURL validates a --notify or --ping URL: absolute http or https.
+func CheckURL(flag, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s %q: give an http or https URL", flag, store.Redact(raw))
+	}
+	return nil
+}
+
+func (s *Sender) goDeliver(method, rawURL string, body []byte, what string) {
+	s.wg.Add(1)
+	s.busy.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.busy.Add(-1)
+		if err := s.deliver(s.ctx, method, rawURL, body); err != nil {
+			s.o.Logger.Warn("notification not delivered", "what", what, "err", err)
+		}
+	}()
+}
+
+// errPermanent marks a response that retrying will not fix (4xx other than 408 and 429).
+var errPermanent = errors.New("permanent")
+
+// deliver makes up to Tries requests within Budget.
+func (s *Sender) deliver(ctx context.Context, method, rawURL string, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, s.o.Budget)
+	defer cancel()
+	backoff := s.o.Backoff
+	var last error
+	for try := 1; ; try++ {
+		last = s.once(ctx, method, rawURL, body)
+		if last == nil {
+			return nil
+		}
+		if errors.Is(last, errPermanent) || try >= s.o.Tries {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s %s: gave up after %d tries: %v", method, store.Redact(rawURL), try, last)
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+	return fmt.Errorf("%s %s: %v", method, store.Redact(rawURL), last)
+}
+
+func (s *Sender) once(ctx context.Context, method, rawURL string, body []byte) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, rd)
+	if err != nil {
+		return fmt.Errorf("%w: bad URL", errPermanent)
+	}
+	req.Header.Set("User-Agent", "once")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := s.o.Client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text repeats the URL, password included
+		}
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return fmt.Errorf("%w: HTTP %d", errPermanent, resp.StatusCode)
+}
+
+// Wait waits for pending deliveries, at most max; then it cancels those still pending and returns
+// how many it cancelled. Call it last: deliveries started after Wait fail at once.
+func (s *Sender) Wait(max time.Duration) int {
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	t := time.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-done:
+		s.cancel()
+		return 0
+	case <-t.C:
+	}
+	n := int(s.busy.Load())
+	s.cancel()
+	<-done // cancelled requests return promptly
+	return n
+}

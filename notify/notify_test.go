@@ -1,0 +1,176 @@
+package notify_test
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/notify"
+)
+
+func TestEventRetriedUntilDelivered(t *testing.T) {
+	var tries atomic.Int32
+	var mu sync.Mutex
+	var got []notify.Event
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tries.Add(1) < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		var ev notify.Event
+		if err := json.NewDecoder(r.Body).Decode(&ev); err != nil || r.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("body: %v", err)
+		}
+		mu.Lock()
+		got = append(got, ev)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	s := notify.New(notify.Options{Backoff: 10 * time.Millisecond})
+	code := 3
+	s.Event(srv.URL+"/hook", notify.Event{Event: notify.Failed, Task: "t", Slot: "2026-11-29", ExitCode: &code})
+	if n := s.Wait(5 * time.Second); n != 0 {
+		t.Fatalf("%d pending", n)
+	}
+	if tries.Load() != 3 || len(got) != 1 || got[0].Event != "failed" || *got[0].ExitCode != 3 || got[0].Host == "" {
+		t.Fatalf("tries %d, got %+v", tries.Load(), got)
+	}
+}
+
+func TestPermanentErrorNotRetried(t *testing.T) {
+	var tries atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tries.Add(1)
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer srv.Close()
+	s := notify.New(notify.Options{Backoff: 10 * time.Millisecond})
+	s.Event(srv.URL, notify.Event{Event: notify.Review})
+	s.Wait(5 * time.Second)
+	if tries.Load() != 1 {
+		t.Fatalf("%d tries for a 404, want 1", tries.Load())
+	}
+}
+
+// deadEndpoint accepts connections and never answers.
+func deadEndpoint(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return "http://user:secret@" + ln.Addr().String() + "/hook"
+}
+
+func TestDeadEndpointBoundedByWait(t *testing.T) {
+	u := deadEndpoint(t)
+	s := notify.New(notify.Options{})
+	s.Event(u, notify.Event{Event: notify.Failed})
+	s.Ping(u, notify.PingStart, "r1")
+	start := time.Now()
+	n := s.Wait(300 * time.Millisecond)
+	if d := time.Since(start); d > time.Second || n != 2 {
+		t.Fatalf("Wait took %s with %d pending, want ~300ms and 2", d, n)
+	}
+}
+
+func TestDeadEndpointBudget(t *testing.T) {
+	u := deadEndpoint(t)
+	var logs strings.Builder
+	var mu sync.Mutex
+	s := notify.New(notify.Options{Budget: 400 * time.Millisecond, Logger: newLogger(&logs, &mu)})
+	s.Event(u, notify.Event{Event: notify.Failed})
+	start := time.Now()
+	s.Wait(10 * time.Second)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("delivery budget 400ms took %s", d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "not delivered") || strings.Contains(logs.String(), "secret") {
+		t.Fatalf("log: %s", logs.String())
+	}
+}
+
+func TestPingURL(t *testing.T) {
+	for _, c := range []struct{ base, kind, want string }{
+		{"https://hc-ping.com/abc", notify.PingStart, "https://hc-ping.com/abc/start?rid=r1"},
+		{"https://hc-ping.com/abc/", notify.PingSuccess, "https://hc-ping.com/abc?rid=r1"},
+		{"https://hc-ping.com/abc", notify.PingFail, "https://hc-ping.com/abc/fail?rid=r1"},
+		{"http://h/p?create=1", "3", "http://h/p/3?create=1&rid=r1"},
+	} {
+		if got, err := notify.PingURL(c.base, c.kind, "r1"); err != nil || got != c.want {
+			t.Errorf("PingURL(%q, %q) = %q, %v; want %q", c.base, c.kind, got, err, c.want)
+		}
+	}
+	for _, c := range [][2]string{{"ftp://h/x", "start"}, {"hc-ping.com/x", "start"}, {"https://h/x", "256"}, {"https://h/x", "03"}, {"https://u:pw@h/x", "bogus"}} {
+		if _, err := notify.PingURL(c[0], c[1], "r"); err == nil || strings.Contains(err.Error(), "pw@") {
+			t.Errorf("PingURL(%q, %q): %v", c[0], c[1], err)
+		}
+	}
+}
+
+func TestPingsDelivered(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	s := notify.New(notify.Options{})
+	s.Ping(srv.URL+"/u", notify.PingStart, "r1")
+	s.Wait(5 * time.Second)
+	s = notify.New(notify.Options{})
+	s.Ping(srv.URL+"/u", "2", "r1")
+	s.Wait(5 * time.Second)
+	if strings.Join(paths, ",") != "GET /u/start?rid=r1,GET /u/2?rid=r1" {
+		t.Fatalf("paths %v", paths)
+	}
+}
+
+func FuzzPingURL(f *testing.F) {
+	for _, s := range []string{"https://hc-ping.com/abc", "http://u:p@h:1/x/?a=b#f", "https://h/%2F", "ftp://x", ""} {
+		f.Add(s, "start", "r1")
+		f.Add(s, "7", "")
+	}
+	f.Fuzz(func(t *testing.T, base, kind, rid string) {
+		got, err := notify.PingURL(base, kind, rid)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if !strings.HasPrefix(got, "http://") && !strings.HasPrefix(got, "https://") {
+			t.Fatalf("PingURL(%q) = %q", base, got)
+		}
+	})
+}
