@@ -557,3 +557,18 @@ func joinNote(a, b string) string {
 func ResolveCommand(task, slot string, as store.State) string {
 	return "once resolve --task " + ShellQuote(task) + " --slot " + ShellQuote(slot) + " --as " + string(as)
 }
+
+// Decide says what a guarded run of o.Slot would do given the slot's ledger state st, without
+// taking the lease: Ran (run it), Skipped or Review, with the reason. Dry runs use it; the guard
+// itself decides again under the lease.
+func Decide(o Options, st store.SlotState) (Decision, string, error) {
+	if err := o.fill(); err != nil {
+		return "", "", err
+	}
+	if st.Last == nil || o.Slot == "" {
+		return Ran, "", nil
+	}
+	g := &guard{o: o, slot: o.Slot}
+	d, reason := g.decide(st)
+	return d, reason, nil
+}

@@ -124,7 +124,8 @@ Store: --store DSN, else $ONCE_STORE, else the embedded SQLite file $ONCE_HOME/o
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usage("%v (see 'once %s --help')", err, c.Name())
 	})
-	root.AddCommand(a.runCmd(), a.statusCmd(), a.historyCmd(), a.resolveCmd(), a.reportCmd(), a.versionCmd())
+	root.AddCommand(a.runCmd(), a.statusCmd(), a.historyCmd(), a.resolveCmd(), a.reportCmd(), a.versionCmd(),
+		a.backfillCmd())
 	return root
 }
 

@@ -5,17 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/notify"
 	"github.com/once-run/once/slot"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/supervise"
@@ -27,6 +31,10 @@ type runFlags struct {
 	ttl, minHold, wait, grace time.Duration
 	onUnknown                 string
 	maxAttempts, busyExit     int
+	catchUp                   string
+	catchUpMax                int
+	notifyURL, pingURL        string
+	notifyTimeout             time.Duration
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -37,11 +45,18 @@ func (a *app) runCmd() *cobra.Command {
 		Long: `Run COMMAND under the guard: a kernel file lock in $ONCE_HOME/locks, a lease in the store (renewed
 every ttl/3, with a fencing token), and the ledger for the slot.
 
+With --catch-up WINDOW (and --per or --schedule), every slot that started within the window and has
+not succeeded runs first, oldest first, each with its own ONCE_SLOT, then the current slot. The
+sequence stops at the first slot that fails or needs review; the next run starts again there.
+
 Exit status: COMMAND's own (128+N if killed by signal N); 0 when the slot already succeeded; 75 when
 the task is running elsewhere (--busy-exit); 76 when the slot needs review; 69 when the store is
 unavailable; 64 on bad usage. In every case but the first, COMMAND was not run.`,
 		Example: `  # replace "flock -n /tmp/sync.lock sync-orders" in a crontab:
   0 2 * * * once run --task sync-orders --per day -- /usr/local/bin/sync-orders
+
+  # after the machine was off for a weekend, run each missed day once, oldest first
+  0 2 * * * once run --task sync-orders --per day --catch-up 7d -- /usr/local/bin/sync-orders
 
   # a schedule-aligned slot in a zone, and a lease shared by every host through PostgreSQL
   once run --store postgres://once@db/once --task report --schedule "30 2 * * *" --tz Europe/Berlin -- ./report.sh`,
@@ -54,11 +69,21 @@ unavailable; 64 on bad usage. In every case but the first, COMMAND was not run.`
 		},
 	}
 	fl := c.Flags()
+	addRunFlags(fl, f, true)
+	fl.StringVar(&f.catchUp, "catch-up", "", "with --per/--schedule: first run every slot of this window (e.g. 3d, 12h) that has not succeeded, oldest first")
+	fl.IntVar(&f.catchUpMax, "catch-up-max", 100, "refuse (64) when catch-up would run more than this many missed slots")
+	return c
+}
+
+// addRunFlags registers the flags of once run that backfill and drill share. slotFlag adds --slot.
+func addRunFlags(fl *pflag.FlagSet, f *runFlags, slotFlag bool) {
 	fl.StringVar(&f.task, "task", "", "the task's identity: 1–200 of A-Z a-z 0-9 . _ : @ / - (required)")
 	fl.StringVar(&f.holder, "holder", os.Getenv("ONCE_HOLDER"), "this process's identity in leases and history (env ONCE_HOLDER; default hostname:pid)")
 	fl.StringVar(&f.per, "per", "", "slot = start of the current day|hour|minute|week|month in --tz")
 	fl.StringVar(&f.schedule, "schedule", "", `slot = latest fire time of a 5-field cron or @daily-style schedule`)
-	fl.StringVar(&f.slot, "slot", "", "explicit slot, e.g. a batch number")
+	if slotFlag {
+		fl.StringVar(&f.slot, "slot", "", "explicit slot, e.g. a batch number")
+	}
 	fl.StringVar(&f.tz, "tz", "", "IANA zone for --per and --schedule (default local)")
 	durationVar(fl, &f.ttl, "ttl", 60*time.Second, "lease time-to-live; renewed every ttl/3 while COMMAND runs")
 	durationVar(fl, &f.minHold, "min-hold", 0, "keep the lease at least this long after start (short tasks, clock skew)")
@@ -67,7 +92,9 @@ unavailable; 64 on bad usage. In every case but the first, COMMAND was not run.`
 	fl.StringVar(&f.onUnknown, "on-unknown", "review", "when the slot's last attempt ended unknown: review, rerun or skip")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "failed attempts allowed per slot, then review (0: no limit)")
 	fl.IntVar(&f.busyExit, "busy-exit", ExitBusy, "exit code when the task is running elsewhere")
-	return c
+	fl.StringVar(&f.notifyURL, "notify", os.Getenv("ONCE_NOTIFY"), "POST a JSON event here on failed, unknown, review and lease lost (env ONCE_NOTIFY)")
+	fl.StringVar(&f.pingURL, "ping", os.Getenv("ONCE_PING"), "Healthchecks.io-style ping URL: URL/start, URL (success), URL/EXIT_CODE (env ONCE_PING)")
+	durationVar(fl, &f.notifyTimeout, "notify-timeout", 5*time.Second, "longest once waits at exit for notifications and pings to be delivered")
 }
 
 func orDefault(s, d string) string {
@@ -77,130 +104,308 @@ func orDefault(s, d string) string {
 	return s
 }
 
-func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
-	// Validate everything before touching the store: bad input runs nothing.
+// runner runs COMMAND as the work of guarded attempts, for run, backfill and drill.
+type runner struct {
+	a      *app
+	f      *runFlags
+	path   string
+	args   []string
+	dsn    string
+	home   string
+	spec   slot.Spec
+	policy once.Policy
+	log    *slog.Logger
+	out    *notify.Sender
+
+	proc   atomic.Pointer[supervise.Process]
+	gotSig atomic.Value
+	// before, when set, is called as each attempt starts (backfill progress).
+	before func(run *once.Run)
+}
+
+// validate checks the flags and the command before anything touches the store: bad input runs
+// nothing.
+func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, error) {
 	if err := once.ValidateTask(f.task); err != nil {
-		return err
+		return nil, err
 	}
 	if len(args) == 0 {
-		return usage("missing command: once run --task %s [flags] -- COMMAND [ARG...]", f.task)
+		return nil, usage("missing command: once %s --task %s [flags] -- COMMAND [ARG...]", cmdName, f.task)
 	}
 	policy, err := once.ParsePolicy(f.onUnknown)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ttl", f.ttl}, {"min-hold", f.minHold}, {"wait", f.wait}, {"grace", f.grace}} {
+	}{{"ttl", f.ttl}, {"min-hold", f.minHold}, {"wait", f.wait}, {"grace", f.grace}, {"notify-timeout", f.notifyTimeout}} {
 		if d.v < 0 {
-			return usage("--%s %s is negative: give a duration such as 30s, 5m or 1h", d.name, d.v)
+			return nil, usage("--%s %s is negative: give a duration such as 30s, 5m or 1h", d.name, d.v)
 		}
 	}
 	if f.ttl < time.Second {
-		return usage("--ttl %s is too short: use at least 1s", f.ttl)
+		return nil, usage("--ttl %s is too short: use at least 1s", f.ttl)
 	}
 	if f.maxAttempts < 0 {
-		return usage("--max-attempts %d is negative: give 0 (no limit) or more", f.maxAttempts)
+		return nil, usage("--max-attempts %d is negative: give 0 (no limit) or more", f.maxAttempts)
 	}
 	if f.busyExit < 0 || f.busyExit > 255 {
-		return usage("--busy-exit %d: give an exit code from 0 to 255", f.busyExit)
+		return nil, usage("--busy-exit %d: give an exit code from 0 to 255", f.busyExit)
+	}
+	if f.notifyURL != "" {
+		if err := notify.CheckURL("--notify", f.notifyURL); err != nil {
+			return nil, usage("%v", err)
+		}
+	}
+	if f.pingURL != "" {
+		if err := notify.CheckURL("--ping", f.pingURL); err != nil {
+			return nil, usage("%v", err)
+		}
 	}
 	spec, err := slot.New(f.per, f.schedule, f.slot, f.tz)
 	if err != nil {
-		return usage("%v", err)
+		return nil, usage("%v", err)
 	}
 	log, err := a.logger()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	path, err := exec.LookPath(args[0])
 	if err != nil {
 		var ee *exec.Error
 		if errors.As(err, &ee) && (errors.Is(ee.Err, exec.ErrNotFound) || errors.Is(ee.Err, fs.ErrNotExist)) {
-			return exit(ExitNotFound, "command not found: %s (nothing was run)", args[0])
+			return nil, exit(ExitNotFound, "command not found: %s (nothing was run)", args[0])
 		}
-		return exit(ExitNotExecutable, "cannot run %s: %v (nothing was run)", args[0], errors.Unwrap(err))
+		return nil, exit(ExitNotExecutable, "cannot run %s: %v (nothing was run)", args[0], errors.Unwrap(err))
 	}
 	home, err := once.Home()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return &runner{a: a, f: f, path: path, args: args, home: home, spec: spec, policy: policy, log: log,
+		out: notify.New(notify.Options{Logger: log})}, nil
+}
 
-	// Signals: before the command starts they cancel; after, they are forwarded to its group.
+// handleSignals: before the command starts signals cancel ctx; after, they are forwarded to its
+// group. The returned stop undoes it.
+func (rn *runner) handleSignals(ctx context.Context) (context.Context, func()) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var proc atomic.Pointer[supervise.Process]
-	var gotSig atomic.Value
 	go func() {
 		for s := range sigs {
 			sig := s.(syscall.Signal)
-			gotSig.Store(sig)
-			if p := proc.Load(); p != nil {
-				p.Stop(sig, f.grace)
+			rn.gotSig.Store(sig)
+			if p := rn.proc.Load(); p != nil {
+				p.Stop(sig, rn.f.grace)
 				continue
 			}
 			cancel(fmt.Errorf("interrupted by %v", sig))
 		}
 	}()
+	return ctx, func() { signal.Stop(sigs); close(sigs); cancel(nil) }
+}
+
+// interrupted turns an error caused by a signal before the command started into 128+N.
+func (rn *runner) interrupted(ctx context.Context, err error) error {
+	if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+		if v := rn.gotSig.Load(); v != nil {
+			return exit(128+int(v.(syscall.Signal)), "%v before the command started (nothing was run)", c)
+		}
+	}
+	return err
+}
+
+func (rn *runner) options(s store.Store) once.Options {
+	f := rn.f
+	return once.Options{Store: s, Task: f.task, Holder: f.holder, TTL: f.ttl, MinHold: f.minHold,
+		Wait: f.wait, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: once.LockDir(rn.home), Logger: rn.log}
+}
+
+// work runs COMMAND as the attempt run, supervised, and pings as it starts and ends.
+func (rn *runner) work(ctx context.Context, run *once.Run) error {
+	if rn.before != nil {
+		rn.before(run)
+	}
+	rn.out.Ping(rn.f.pingURL, notify.PingStart, run.RunID)
+	code, err := rn.supervise(run)
+	switch {
+	case err != nil:
+		rn.out.Ping(rn.f.pingURL, notify.PingFail, run.RunID)
+		return err
+	case code != 0:
+		rn.out.Ping(rn.f.pingURL, strconv.Itoa(code), run.RunID)
+		return exitCode{code}
+	}
+	rn.out.Ping(rn.f.pingURL, notify.PingSuccess, run.RunID)
+	return nil
+}
+
+func (rn *runner) supervise(run *once.Run) (int, error) {
+	env := append(withoutOnceVars(os.Environ()), run.Env()...)
+	env = append(env, "ONCE_STORE="+rn.dsn)
+	p, err := supervise.Start(supervise.Config{Args: append([]string{rn.path}, rn.args[1:]...), Env: env,
+		Shim: []string{"/proc/self/exe", supervise.ShimArg}})
+	if err != nil {
+		// Recorded like a shell would report it.
+		fmt.Fprintf(rn.a.stderr, "once: %v\n", err)
+		switch {
+		case errors.Is(err, supervise.ErrNotFound):
+			return ExitNotFound, nil
+		case errors.Is(err, supervise.ErrNotExecutable):
+			return ExitNotExecutable, nil
+		}
+		return 0, err
+	}
+	rn.proc.Store(p)
+	defer rn.proc.Store(nil)
+	if v := rn.gotSig.Load(); v != nil { // a signal that arrived while starting
+		p.Stop(v.(syscall.Signal), rn.f.grace)
+	}
+	select {
+	case <-p.Done():
+	case <-run.Lost():
+		grace := min(rn.f.grace, max(time.Until(run.StopBy()), 0))
+		rn.log.Error("lease lost: stopping the command", "task", run.Task, "run_id", run.RunID,
+			"token", run.Token, "grace", grace.String(), "err", run.LostErr())
+		rn.out.Event(rn.f.notifyURL, notify.Event{Event: notify.LeaseLost, Task: run.Task, Slot: run.Slot, RunID: run.RunID,
+			Attempt: run.Attempt, Holder: run.Holder, Token: run.Token, Reason: errString(run.LostErr())})
+		p.Stop(syscall.SIGTERM, grace)
+	}
+	ex, err := p.Wait()
+	if err != nil {
+		return 0, err
+	}
+	return ex.Code, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// notifyResult posts the events a result calls for.
+func (rn *runner) notifyResult(r once.Result) {
+	f := rn.f
+	if f.notifyURL == "" && f.pingURL == "" {
+		return
+	}
+	for _, a := range r.Abandoned {
+		rn.out.Event(f.notifyURL, notify.Event{Event: notify.Unknown, Task: a.Task, Slot: a.Slot, RunID: a.RunID,
+			Attempt: a.Number, Holder: a.Holder, Token: a.Token, Reason: "the attempt's holder vanished; its outcome is unknown",
+			Resolve: resolveHint(a.Task, a.Slot)})
+	}
+	switch r.Decision {
+	case once.Ran:
+		a := r.Attempt
+		switch {
+		case r.RecordErr != nil:
+			rn.out.Event(f.notifyURL, notify.Event{Event: notify.Unknown, Task: a.Task, Slot: a.Slot, RunID: a.RunID,
+				Attempt: a.Number, Holder: a.Holder, Token: a.Token, Reason: "outcome not recorded: " + r.RecordErr.Error()})
+		case a.State == store.Failed:
+			rn.out.Event(f.notifyURL, notify.Event{Event: notify.Failed, Task: a.Task, Slot: a.Slot, RunID: a.RunID,
+				Attempt: a.Number, Holder: a.Holder, Token: a.Token, ExitCode: a.ExitCode, Reason: a.Note})
+		}
+	case once.Review:
+		ev := notify.Event{Event: notify.Review, Task: f.task, Slot: r.Slot, Holder: f.holder, Reason: r.Reason,
+			Resolve: resolveHint(f.task, r.Slot)}
+		if a := r.Attempt; a != nil {
+			ev.RunID, ev.Attempt, ev.Holder = a.RunID, a.Number, a.Holder
+		}
+		rn.out.Event(f.notifyURL, ev)
+		rn.out.Ping(f.pingURL, notify.PingFail, "")
+	}
+}
+
+func resolveHint(task, slot string) string {
+	if slot == "" {
+		return ""
+	}
+	return once.ResolveCommand(task, slot, store.Failed)
+}
+
+// finish waits (bounded) for notifications.
+func (rn *runner) finish() {
+	if n := rn.out.Wait(rn.f.notifyTimeout); n > 0 {
+		rn.log.Warn("gave up on notifications still pending", "pending", n, "after", rn.f.notifyTimeout.String())
+	}
+}
+
+func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
+	rn, err := a.validate(f, args, "run")
+	if err != nil {
+		return err
+	}
+	var window time.Duration
+	if f.catchUp != "" {
+		if window, err = once.ParseWindow(f.catchUp); err != nil {
+			return err
+		}
+		if k := rn.spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {
+			return usage("--catch-up needs --per or --schedule: a %s has no missed periods", rn.spec)
+		}
+		if f.catchUpMax < 0 {
+			return usage("--catch-up-max %d is negative: give 0 or more", f.catchUpMax)
+		}
+	} else if f.catchUpMax != 100 {
+		return usage("--catch-up-max needs --catch-up WINDOW")
+	}
+	ctx, stop := rn.handleSignals(ctx)
+	defer stop()
+	defer rn.finish()
 
 	s, dsn, err := a.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	rn.dsn = dsn
 
-	value := spec.At(time.Now())
-	opts := once.Options{Store: s, Task: f.task, Holder: f.holder, Slot: value, TTL: f.ttl, MinHold: f.minHold,
-		Wait: f.wait, OnUnknown: policy, MaxAttempts: f.maxAttempts, LockDir: once.LockDir(home), Logger: log}
-	res, err := once.Do(ctx, opts, func(ctx context.Context, run *once.Run) error {
-		env := append(withoutOnceVars(os.Environ()), run.Env()...)
-		env = append(env, "ONCE_STORE="+dsn)
-		p, err := supervise.Start(supervise.Config{Args: append([]string{path}, args[1:]...), Env: env,
-			Shim: []string{"/proc/self/exe", supervise.ShimArg}})
-		if err != nil {
-			// Recorded like a shell would report it.
-			fmt.Fprintf(a.stderr, "once: %v\n", err)
-			switch {
-			case errors.Is(err, supervise.ErrNotFound):
-				return exitCode{ExitNotFound}
-			case errors.Is(err, supervise.ErrNotExecutable):
-				return exitCode{ExitNotExecutable}
-			}
-			return err
-		}
-		proc.Store(p)
-		if v := gotSig.Load(); v != nil { // a signal that arrived while starting
-			p.Stop(v.(syscall.Signal), f.grace)
-		}
-		select {
-		case <-p.Done():
-		case <-run.Lost():
-			grace := min(f.grace, max(time.Until(run.StopBy()), 0))
-			log.Error("lease lost: stopping the command", "task", run.Task, "run_id", run.RunID,
-				"token", run.Token, "grace", grace.String(), "err", run.LostErr())
-			p.Stop(syscall.SIGTERM, grace)
-		}
-		ex, err := p.Wait()
-		if err != nil {
-			return err
-		}
-		if ex.Code != 0 {
-			return exitCode{ex.Code}
-		}
-		return nil
-	})
-	if err != nil {
-		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
-			if v := gotSig.Load(); v != nil {
-				return exit(128+int(v.(syscall.Signal)), "%v before the command started (nothing was run)", c)
-			}
-		}
-		return err
+	opts := rn.options(s)
+	var rs []once.Result
+	if window > 0 {
+		rs, err = once.CatchUp(ctx, opts, rn.spec, window, f.catchUpMax, rn.work)
+	} else {
+		opts.Slot = rn.spec.At(time.Now())
+		var r once.Result
+		r, err = once.Do(ctx, opts, rn.work)
+		rs = []once.Result{r}
 	}
+	for _, r := range rs {
+		rn.notifyResult(r)
+	}
+	if err != nil {
+		return rn.interrupted(ctx, err)
+	}
+	last := rs[len(rs)-1]
+	if window > 0 && len(rs) > 0 {
+		if cur := rn.spec.At(time.Now()); last.Slot != cur && last.Decision != once.Busy {
+			fmt.Fprintf(a.stderr, "once: catch-up stopped at slot %s (%s); later slots were not run, the next run starts again there\n",
+				last.Slot, describe(last))
+		}
+	}
+	return rn.exitFor(last, dsn)
+}
+
+func describe(r once.Result) string {
+	if r.Decision == once.Ran && r.Attempt != nil {
+		if c := r.Attempt.ExitCode; c != nil {
+			return fmt.Sprintf("%s, exit %d", r.Attempt.State, *c)
+		}
+		return string(r.Attempt.State)
+	}
+	if r.Reason != "" {
+		return string(r.Decision) + ": " + r.Reason
+	}
+	return string(r.Decision)
+}
+
+// exitFor maps a result to once run's exit status, printing what a person must do for review.
+func (rn *runner) exitFor(res once.Result, dsn string) error {
+	a, f := rn.a, rn.f
 	switch res.Decision {
 	case once.Ran:
 		if res.RecordErr != nil {
@@ -223,9 +428,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		if a.storeFlag != "" {
 			hint = " --store " + once.ShellQuote(store.Redact(dsn))
 		}
-		fmt.Fprintf(a.stderr, "once: task %s slot %s needs review: %s\n", f.task, value, res.Reason)
-		fmt.Fprintf(a.stderr, "once: to run it again:  %s%s --note '…'\n", once.ResolveCommand(f.task, value, store.Failed), hint)
-		fmt.Fprintf(a.stderr, "once: to mark it done:  %s%s --note '…'\n", once.ResolveCommand(f.task, value, store.Succeeded), hint)
+		fmt.Fprintf(a.stderr, "once: task %s slot %s needs review: %s\n", f.task, res.Slot, res.Reason)
+		fmt.Fprintf(a.stderr, "once: to run it again:  %s%s --note '…'\n", once.ResolveCommand(f.task, res.Slot, store.Failed), hint)
+		fmt.Fprintf(a.stderr, "once: to mark it done:  %s%s --note '…'\n", once.ResolveCommand(f.task, res.Slot, store.Succeeded), hint)
 		return exit(ExitReview, "")
 	}
 	return fmt.Errorf("unexpected decision %q", res.Decision)

@@ -1,0 +1,259 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/slot"
+	"github.com/once-run/once/store"
+)
+
+type backfillFlags struct {
+	runFlags
+	from, to  string
+	dryRun    bool
+	keepGoing bool
+	max       int
+}
+
+func (a *app) backfillCmd() *cobra.Command {
+	f := &backfillFlags{}
+	c := &cobra.Command{
+		Use:   "backfill --task NAME (--per P | --schedule CRON) --from A --to B [flags] -- COMMAND [ARG...]",
+		Short: "Run COMMAND for every slot from A to B (inclusive) that has not succeeded, oldest first",
+		Long: `Run COMMAND once for every slot from --from to --to, inclusive, that has not succeeded, oldest first,
+each through the same guard as once run (its own ONCE_SLOT, attempt numbers, --on-unknown and
+--max-attempts), all under one lease: the task's regular runs are busy meanwhile.
+
+--from and --to are slot values (2026-11-29, 2026-11-29T02, 2026-W48, 2026-11, or a fire time for
+--schedule), or dates (YYYY-MM-DD) and RFC 3339 times: --from a date starts with the slot that
+contains its midnight (for --schedule: the first fire time at or after it), --to a date ends with the
+last slot that starts on that day.
+
+It stops at the first slot that fails or needs review, unless --keep-going. A reversed range, or one
+of more than --max slots, is refused (64) and nothing runs. --dry-run lists the slots with their
+state and what a backfill would do, and runs nothing.
+
+Exit status: 0 when every slot succeeded or was already done; else the exit code of the first slot
+that failed, 76 when a slot needs review, 75 when the task is running elsewhere.`,
+		Example: `  # the nightly sync missed last week: see, then run, each missing day, oldest first
+  once backfill --task sync-orders --per day --from 2026-11-20 --to 2026-11-26 --dry-run -- /usr/local/bin/sync-orders
+  once backfill --task sync-orders --per day --from 2026-11-20 --to 2026-11-26 -- /usr/local/bin/sync-orders`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if c.ArgsLenAtDash() != 0 && len(args) > 0 {
+				return usage("put the command after --: once backfill --task %s [flags] -- %s", orDefault(f.task, "NAME"), args[0])
+			}
+			return a.backfill(c.Context(), f, args)
+		},
+	}
+	fl := c.Flags()
+	addRunFlags(fl, &f.runFlags, false)
+	fl.StringVar(&f.from, "from", "", "first slot (slot value, date or RFC 3339 time), inclusive (required)")
+	fl.StringVar(&f.to, "to", "", "last slot (slot value, date or RFC 3339 time), inclusive (required)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "list the slots with their state and what would happen; run nothing")
+	fl.BoolVar(&f.keepGoing, "keep-going", false, "go on after a slot fails or needs review")
+	fl.IntVar(&f.max, "max", 1000, "refuse (64) a range of more than this many slots")
+	return c
+}
+
+// parseBound turns --from or --to into an instant for spec.Range: an exact slot value is its
+// start; a date YYYY-MM-DD or an RFC 3339 time t is, for --from, the start of the --per period
+// containing t (for --schedule, t itself), and for --to, t (a date: the end of that day).
+func parseBound(spec slot.Spec, value string, isTo bool) (time.Time, error) {
+	flag := "--from"
+	if isTo {
+		flag = "--to"
+	}
+	if value == "" {
+		return time.Time{}, usage("%s is required: give a slot value or a date such as 2026-11-29", flag)
+	}
+	if t, err := spec.Parse(value); err == nil {
+		return t, nil
+	}
+	var t time.Time
+	date := false
+	if d, err := time.ParseInLocation("2006-01-02", value, spec.Location()); err == nil {
+		t, date = d, true
+	} else if x, err := time.Parse(time.RFC3339, value); err == nil {
+		t = x
+	} else {
+		return time.Time{}, usage("%s %q: not a slot of %s, a date (2026-11-29) or an RFC 3339 time", flag, value, spec)
+	}
+	if isTo {
+		if date {
+			y, m, d := t.Date()
+			t = time.Date(y, m, d+1, 0, 0, 0, 0, spec.Location()).Add(-time.Nanosecond)
+		}
+		return t, nil
+	}
+	if spec.Kind() == slot.KindPer {
+		s, err := spec.Start(t)
+		if err != nil {
+			return time.Time{}, usage("%s %q: %v", flag, value, err)
+		}
+		return s, nil
+	}
+	return t, nil
+}
+
+// backfillSlots lists the slots of the range, oldest first.
+func backfillSlots(f *backfillFlags, spec slot.Spec) ([]slot.Slot, error) {
+	if k := spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {
+		return nil, usage("backfill needs --per or --schedule: give the task's period or schedule")
+	}
+	if f.max < 1 {
+		return nil, usage("--max %d: give 1 or more", f.max)
+	}
+	from, err := parseBound(spec, f.from, false)
+	if err != nil {
+		return nil, err
+	}
+	to, err := parseBound(spec, f.to, true)
+	if err != nil {
+		return nil, err
+	}
+	if to.Before(from) {
+		return nil, usage("--from %s is after --to %s: the range is reversed", f.from, f.to)
+	}
+	slots, err := spec.Range(from, to, f.max)
+	if err != nil {
+		if errors.Is(err, slot.ErrInvalid) {
+			return nil, usage("%v: narrow --from/--to, or raise --max", err)
+		}
+		return nil, err
+	}
+	return slots, nil
+}
+
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) error {
+	rn, err := a.validate(&f.runFlags, args, "backfill")
+	if err != nil {
+		return err
+	}
+	slots, err := backfillSlots(f, rn.spec)
+	if err != nil {
+		return err
+	}
+	ctx, stop := rn.handleSignals(ctx)
+	defer stop()
+	defer rn.finish()
+	s, dsn, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rn.dsn = dsn
+	opts := rn.options(s)
+	if f.dryRun {
+		return a.backfillPlan(ctx, s, opts, slots)
+	}
+
+	values := make([]string, len(slots))
+	for i, sl := range slots {
+		values[i] = sl.Value
+	}
+	tty := isTerminal(a.stderr)
+	n, done := len(values), 0
+	var started time.Time
+	rn.before = func(run *once.Run) {
+		started = time.Now()
+		if tty {
+			fmt.Fprintf(a.stderr, "once: backfill [%d/%d] %s: running (attempt %d)\n", done+1, n, run.Slot, run.Attempt)
+		}
+	}
+	counts := map[string]int{}
+	var firstBad *once.Result
+	rs, err := once.Sequence(ctx, opts, values, once.SeqOptions{KeepGoing: f.keepGoing, Quiet: true, OnResult: func(r once.Result) {
+		done++
+		rn.notifyResult(r)
+		what := string(r.Decision)
+		if r.Decision == once.Ran {
+			what = string(r.Attempt.State)
+		}
+		counts[what]++
+		if firstBad == nil && (what == string(store.Failed) || r.Decision == once.Review || r.Decision == once.Busy || r.RecordErr != nil) {
+			firstBad = &r
+		}
+		if tty {
+			line := describe(r)
+			if r.Decision == once.Ran {
+				line += " in " + time.Since(started).Round(time.Millisecond).String()
+			} else if r.Decision == once.Skipped {
+				line = "already done"
+			}
+			fmt.Fprintf(a.stderr, "once: backfill [%d/%d] %s: %s\n", done, n, r.Slot, line)
+		}
+	}}, rn.work)
+	if err != nil {
+		return rn.interrupted(ctx, err)
+	}
+	left := n - len(rs)
+	fmt.Fprintf(a.stderr, "once: backfill of task %s: %d slots: %d ran (%d succeeded, %d failed), %d already done, %d need review, %d not reached\n",
+		f.task, n, counts["succeeded"]+counts["failed"], counts["succeeded"], counts["failed"], counts["skipped"], counts["review"], left)
+	if firstBad == nil {
+		return nil
+	}
+	if left > 0 && firstBad.Decision != once.Busy {
+		fmt.Fprintf(a.stderr, "once: stopped at slot %s (%s); run the backfill again to resume there, or add --keep-going\n", firstBad.Slot, describe(*firstBad))
+	}
+	return rn.exitFor(*firstBad, dsn)
+}
+
+// backfillPlan prints each slot, its state and what a backfill would do; it runs nothing.
+func (a *app) backfillPlan(ctx context.Context, s store.Store, opts once.Options, slots []slot.Slot) error {
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SLOT\tSTATE\tATTEMPTS\tACTION")
+	plan := map[once.Decision]int{}
+	for _, sl := range slots {
+		st, err := s.Slot(ctx, opts.Task, sl.Value)
+		if err != nil {
+			return err
+		}
+		o := opts
+		o.Slot = sl.Value
+		d, reason, err := once.Decide(o, st)
+		if err != nil {
+			return err
+		}
+		plan[d]++
+		state, attempts := "never run", 0
+		if st.Last != nil {
+			state, attempts = string(st.Last.State), st.Last.Number
+			if r := st.Last.Resolution; r != nil {
+				state += " (resolved as " + string(r.As) + ")"
+			}
+		}
+		action := "run"
+		switch d {
+		case once.Skipped:
+			action = "skip: " + reason
+		case once.Review:
+			action = "stop for review: " + reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", sl.Value, state, attempts, action)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%d slots: %d to run, %d done, %d need review (dry run: nothing was run)\n",
+		len(slots), plan[once.Ran], plan[once.Skipped], plan[once.Review])
+	return nil
+}
