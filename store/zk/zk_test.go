@@ -1,0 +1,173 @@
+package zk
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/internal/sqlstore/sqltest"
+	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
+)
+
+func serverDSN(tb testing.TB) string { return sqltest.ServerDSN(tb, "ONCE_TEST_ZK", "zk") }
+
+func withPrefix(tb testing.TB) string { return serverDSN(tb) + "?prefix=t" + sqltest.RandHex(tb) }
+
+func harness() storetest.Harness {
+	return storetest.Harness{DSN: func(t *testing.T) string { return withPrefix(t) }}
+}
+
+func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestLost: the holder's lock node deleted behind its back closes Lost at once.
+func TestLost(t *testing.T) {
+	dsn := withPrefix(t)
+	ctx := ctxT(t, 30*time.Second)
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "h", RunID: "r", TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := s.Lost(l)
+	select {
+	case <-lost:
+		t.Fatal("lost before anything happened")
+	case <-time.After(300 * time.Millisecond):
+	}
+	path, _, _, err := s.find(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.Delete(path, -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(5 * time.Second):
+		t.Fatal("deleted lock node not reported lost")
+	}
+	_, err = s.Renew(ctx, l, 30*time.Second)
+	if !errors.Is(err, store.ErrNotHeld) {
+		t.Fatalf("renew after deletion: %v", err)
+	}
+}
+
+// TestRestart: ZooKeeper stops and starts while a lease is held. Lost closes at the disconnection
+// (the holder must stop before the session can expire); afterwards the grant is either kept (same
+// token, another client is busy) or gone, never held twice.
+func TestRestart(t *testing.T) {
+	dsn := withPrefix(t)
+	ctl := os.Getenv("ONCE_TEST_ZK_CTL")
+	if ctl == "" {
+		t.Skip("ONCE_TEST_ZK_CTL is not set (a server of your own)")
+	}
+	ctx := ctxT(t, 120*time.Second)
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "r", Holder: "h", RunID: "run", TTL: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := s.Lost(l)
+	if out, err := exec.Command(ctl, "stop").CombinedOutput(); err != nil {
+		t.Fatalf("ctl stop: %v %s", err, out)
+	}
+	started := false
+	t.Cleanup(func() {
+		if !started {
+			_ = exec.Command(ctl, "start").Run()
+		}
+	})
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("disconnection not reported through Lost")
+	}
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = s.Renew(dctx, l, 20*time.Second)
+	cancel()
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("renew while the server is down: %v, want ErrUnavailable", err)
+	}
+	if out, err := exec.Command(ctl, "start").CombinedOutput(); err != nil {
+		t.Fatalf("ctl start: %v %s", err, out)
+	}
+	started = true
+	other, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	_, aerr := other.Acquire(ctx, store.AcquireRequest{Task: "r", Holder: "h2", RunID: "run2", TTL: 20 * time.Second})
+	l2, rerr := s.Renew(ctx, l, 20*time.Second)
+	if rerr == nil && aerr == nil {
+		t.Fatalf("double grant: renew kept %+v and another client acquired", l2)
+	}
+	if rerr == nil && (l2.Token != l.Token || !errors.Is(aerr, store.ErrBusy)) {
+		t.Fatalf("kept %+v, other acquire %v", l2, aerr)
+	}
+}
+
+func TestBadDSN(t *testing.T) {
+	for _, c := range []struct{ dsn, want string }{
+		{"zk://h:1?prefix=a/b", "prefix"},
+		{"zk://h:1,,h2:2", "endpoint"},
+		{"zk://h:1/path", "path"},
+		{"zk://h:1?session_timeout=1ms", "session_timeout"},
+		{"zk://h?x=1", "unknown"},
+	} {
+		_, err := ParseDSN(c.dsn)
+		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseDSN(%q) = %v; want ErrBadDSN mentioning %q", c.dsn, err, c.want)
+		}
+	}
+	cfg, err := ParseDSN("zk://h1:2181,h2/?prefix=blue&session_timeout=4s")
+	if err != nil || cfg.Prefix != "blue" || len(cfg.Servers) != 2 || cfg.Servers[1] != "h2:2181" || cfg.Session != 4*time.Second {
+		t.Fatalf("ParseDSN = %+v, %v", cfg, err)
+	}
+	_, err = Open(ctxT(t, 3*time.Second), "zk://127.0.0.1:1")
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "127.0.0.1:1") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("open of a closed port: %v", err)
+	}
+}
+
+func FuzzParseDSN(f *testing.F) {
+	for _, s := range []string{"zk://127.0.0.1:2181", "zk://h1:1,h2:2/?prefix=a.b", "zk://h?prefix=", "zk://h/x", "zk://h?session_timeout=4s&prefix=x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, dsn string) {
+		cfg, err := ParseDSN(dsn)
+		if err != nil {
+			if !errors.Is(err, store.ErrBadDSN) {
+				t.Fatalf("ParseDSN(%q): %v does not wrap ErrBadDSN", dsn, err)
+			}
+			return
+		}
+		if !validPrefix(cfg.Prefix) || len(cfg.Servers) == 0 || cfg.Session < time.Second {
+			t.Fatalf("ParseDSN(%q) = %+v", dsn, cfg)
+		}
+		for _, e := range cfg.Servers {
+			if e == "" || strings.ContainsAny(e, "@/?,") {
+				t.Fatalf("ParseDSN(%q) endpoint %q", dsn, e)
+			}
+		}
+	})
+}
