@@ -1,0 +1,295 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/store"
+)
+
+type drillFlags struct {
+	runFlags
+	check       string
+	allowNoSlot bool
+}
+
+// drillHolderPrefix starts the holder of every launch a drill makes; doctor leaves these out of
+// its burst scan, since a drill is a burst on purpose.
+const drillHolderPrefix = "drill-"
+
+func (a *app) drillCmd() *cobra.Command {
+	f := &drillFlags{}
+	c := &cobra.Command{
+		Use:   "drill [run flags] [--check CMD] -- COMMAND [ARG...]",
+		Short: "Pre-launch test: launch COMMAND twice at once and once more after, and check for duplicates",
+		Long: `The pre-launch drill. It launches "once run" with the given flags and COMMAND twice at the same
+moment, then once more after both ended, on the real task and store (run it in a test environment),
+and reports which launch ran and which were blocked (busy) or skipped, and why. Then it runs CMD
+with sh -c (your duplicate count, for instance: exit 0 means no duplicates) and prints PASS or FAIL
+with the figures.
+
+PASS needs: at most one of the two simultaneous launches ran; the launch after them did not run the
+slot again; every launch that ran succeeded; and CMD exited 0. Without --per, --schedule or --slot
+once only stops overlapping runs: the third launch runs again, which is a FAIL unless
+--allow-no-slot says that is what you want.
+
+The launches run as holders drill-1/…, drill-2/…, drill-3/… so that history shows them (and doctor
+does not count them as a double trigger). Exit status: 0 on PASS, 1 on FAIL, 64 on bad usage.`,
+		Example: `  once drill --task sync-orders --per day --check 'psql -tAc "select count(*) - count(distinct order_id) from synced" | grep -qx 0' -- ./sync-orders`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if c.ArgsLenAtDash() != 0 && len(args) > 0 {
+				return usage("put the command after --: once drill --task %s [flags] -- %s", orDefault(f.task, "NAME"), args[0])
+			}
+			return a.drill(c.Context(), c.Flags(), f, args)
+		},
+	}
+	fl := c.Flags()
+	addRunFlags(fl, &f.runFlags, true)
+	fl.StringVar(&f.check, "check", "", "after the launches, run this with sh -c; exit 0 means no duplicates")
+	fl.BoolVar(&f.allowNoSlot, "allow-no-slot", false, "accept that without a slot a later launch runs again")
+	return c
+}
+
+type launch struct {
+	n       int
+	holder  string
+	code    int
+	stderr  string
+	entries []store.Entry // this launch's history, oldest first
+	dur     time.Duration
+}
+
+// outcome is what the launch did: ran, blocked, skipped, review or unknown.
+func (l *launch) outcome() (kind, detail string) {
+	for _, e := range l.entries {
+		switch e.State {
+		case store.Busy:
+			return "blocked", e.Note
+		case store.Skipped:
+			return "skipped", e.Note
+		case store.Review:
+			return "review", e.Note
+		}
+	}
+	for _, e := range l.entries {
+		if e.EndedAt != nil || e.State == store.Running {
+			d := fmt.Sprintf("attempt %d, %s", e.Number, e.State)
+			if e.ExitCode != nil {
+				d += fmt.Sprintf(", exit %d", *e.ExitCode)
+			}
+			return "ran", d
+		}
+	}
+	return "unknown", "no trace in history; its stderr: " + lastLine(l.stderr)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if s == "" {
+		return "(empty)"
+	}
+	return s
+}
+
+func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args []string) error {
+	if _, err := a.validate(&f.runFlags, args, "drill"); err != nil {
+		return err
+	}
+	dsn, err := a.dsn()
+	if err != nil {
+		return err
+	}
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	base := f.holder
+	if base == "" {
+		base = once.DefaultHolder()
+	}
+	// The children get every run flag given here, the store resolved, and their own holder.
+	var fwd []string
+	fs.Visit(func(fl *pflag.Flag) {
+		switch fl.Name {
+		case "check", "allow-no-slot", "holder", "store", "log-format":
+			return
+		}
+		fwd = append(fwd, "--"+fl.Name+"="+fl.Value.String())
+	})
+	self, err := os.Executable()
+	if err != nil {
+		self = "/proc/self/exe"
+	}
+	start := func(n int) (*exec.Cmd, *launch, *bytes.Buffer) {
+		l := &launch{n: n, holder: fmt.Sprintf("%s%d/%s", drillHolderPrefix, n, base)}
+		cargs := append([]string{"run", "--store", dsn, "--log-format", a.logFormat, "--holder", l.holder}, fwd...)
+		cmd := exec.CommandContext(ctx, self, append(append(cargs, "--"), args...)...)
+		var se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = a.stdout, &se
+		cmd.Env = withoutOnceVars(os.Environ())
+		return cmd, l, &se
+	}
+	wait := func(cmd *exec.Cmd, l *launch, se *bytes.Buffer, t0 time.Time) {
+		err := cmd.Wait()
+		l.dur = time.Since(t0)
+		l.stderr = se.String()
+		l.code = cmd.ProcessState.ExitCode()
+		if err != nil && cmd.ProcessState == nil {
+			l.code, l.stderr = -1, err.Error()
+		}
+	}
+	var launches []*launch
+	var wg sync.WaitGroup
+	type started struct {
+		cmd *exec.Cmd
+		l   *launch
+		se  *bytes.Buffer
+	}
+	var pair []started
+	for n := 1; n <= 2; n++ {
+		cmd, l, se := start(n)
+		pair = append(pair, started{cmd, l, se})
+		launches = append(launches, l)
+	}
+	t0 := time.Now()
+	for _, p := range pair { // back to back: the same moment, as a double trigger would
+		if err := p.cmd.Start(); err != nil {
+			return fmt.Errorf("drill: start launch %d: %w", p.l.n, err)
+		}
+	}
+	for _, p := range pair {
+		wg.Add(1)
+		go func() { defer wg.Done(); wait(p.cmd, p.l, p.se, t0) }()
+	}
+	wg.Wait()
+	cmd, l3, se := start(3)
+	launches = append(launches, l3)
+	t3 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("drill: start launch 3: %w", err)
+	}
+	wait(cmd, l3, se, t3)
+
+	hist, err := s.History(ctx, store.HistoryQuery{Task: f.task, Limit: 200})
+	if err != nil {
+		return err
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		for _, l := range launches {
+			if hist[i].Holder == l.holder {
+				l.entries = append(l.entries, hist[i])
+			}
+		}
+	}
+
+	// Report.
+	w := a.stdout
+	slotDesc := "no slot"
+	switch {
+	case f.slot != "":
+		slotDesc = "slot " + f.slot
+	case f.per != "" || f.schedule != "":
+		for _, l := range launches {
+			for _, e := range l.entries {
+				if e.Slot != "" {
+					slotDesc = "slot " + e.Slot
+				}
+			}
+		}
+	}
+	fmt.Fprintf(w, "once drill: task %s, %s, store %s\n", f.task, slotDesc, store.Redact(dsn))
+	var fails, warns []string
+	ran := map[int]string{}
+	for _, l := range launches {
+		kind, detail := l.outcome()
+		when := "at the same moment"
+		if l.n == 3 {
+			when = "after both ended"
+		}
+		fmt.Fprintf(w, "  launch %d (%s): %-7s exit %d, %s: %s\n", l.n, when, kind, l.code, l.dur.Round(time.Millisecond), detail)
+		if kind == "ran" {
+			ran[l.n] = detail
+			if !strings.HasSuffix(detail, "succeeded, exit 0") {
+				fails = append(fails, fmt.Sprintf("launch %d: COMMAND did not succeed (%s); fix it before the drill can vouch for it", l.n, detail))
+			}
+		}
+		if kind == "unknown" {
+			fails = append(fails, fmt.Sprintf("launch %d left no trace in history (exit %d)", l.n, l.code))
+		}
+	}
+	noSlot := f.slot == "" && f.per == "" && f.schedule == ""
+	if _, ok1 := ran[1]; ok1 {
+		if _, ok2 := ran[2]; ok2 {
+			fails = append(fails, "both simultaneous launches ran: the guard did not block the second")
+		}
+	}
+	if _, ok3 := ran[3]; ok3 && len(ran) > 1 {
+		if noSlot {
+			msg := "no slot is configured (--per, --schedule or --slot): once only stops overlapping runs, so the launch after both ended ran again; a double trigger after the job ends runs it twice"
+			if f.allowNoSlot {
+				warns = append(warns, msg+" (accepted: --allow-no-slot)")
+			} else {
+				fails = append(fails, msg+"; give a slot, or --allow-no-slot if that is what you want")
+			}
+		} else {
+			fails = append(fails, "the launch after both ended ran the same slot again")
+		}
+	} else if noSlot {
+		warns = append(warns, "no slot is configured (--per, --schedule or --slot): a second launch after the first ended would run again")
+	}
+	if len(ran) == 0 {
+		warns = append(warns, "nothing ran (the slot was already done or needs review): the drill saw no block; drill on a fresh slot, e.g. --slot drill-"+time.Now().UTC().Format("20060102T150405"))
+	}
+	if f.check != "" {
+		cmd := exec.CommandContext(ctx, "sh", "-c", f.check)
+		slotVal := ""
+		if strings.HasPrefix(slotDesc, "slot ") {
+			slotVal = strings.TrimPrefix(slotDesc, "slot ")
+		}
+		cmd.Env = append(withoutOnceVars(os.Environ()), "ONCE_TASK="+f.task, "ONCE_SLOT="+slotVal, "ONCE_STORE="+dsn)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if err != nil {
+			code = -1
+			if cmd.ProcessState != nil {
+				code = cmd.ProcessState.ExitCode()
+			}
+		}
+		fmt.Fprintf(w, "  check (sh -c %s): exit %d\n", once.ShellQuote(f.check), code)
+		for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+			if line != "" {
+				fmt.Fprintf(w, "    | %s\n", line)
+			}
+		}
+		if code != 0 {
+			fails = append(fails, fmt.Sprintf("the check exited %d", code))
+		}
+	}
+	for _, m := range warns {
+		fmt.Fprintf(w, "WARNING: %s\n", m)
+	}
+	if len(fails) > 0 {
+		for _, m := range fails {
+			fmt.Fprintf(w, "FAIL: %s\n", m)
+		}
+		fmt.Fprintf(w, "FAIL: %d of 3 launches ran\n", len(ran))
+		return exit(1, "")
+	}
+	fmt.Fprintf(w, "PASS: %d of 3 launches ran; the others were blocked or skipped%s\n", len(ran), map[bool]string{true: "; check passed", false: ""}[f.check != ""])
+	return nil
+}
