@@ -46,7 +46,7 @@ once only stops overlapping runs: the third launch runs again, which is a FAIL u
 The launches run as holders drill-1/…, drill-2/…, drill-3/… so that history shows them (and doctor
 does not count them as a double trigger). Exit status: 0 on PASS, 1 on FAIL, 64 on bad usage.`,
 		Example: `  once drill --task sync-orders --per day --check 'psql -tAc "select count(*) - count(distinct order_id) from synced" | grep -qx 0' -- ./sync-orders`,
-		Args: cobra.ArbitraryArgs,
+		Args:    cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if c.ArgsLenAtDash() != 0 && len(args) > 0 {
 				return usage("put the command after --: once drill --task %s [flags] -- %s", orDefault(f.task, "NAME"), args[0])

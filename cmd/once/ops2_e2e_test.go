@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+	_ "github.com/once-run/once/store/sqlite"
+)
+
+func TestDoctorHealthy(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("run", "--task", "ok", "--per", "day", "--", "true"); r.code != 0 {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	r := e.run("doctor")
+	if r.code != 0 || !strings.Contains(r.stdout, "OK    clock") || !strings.Contains(r.stdout, "healthy") {
+		t.Fatalf("doctor: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestDoctorFindsProblems(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("run", "--task", "twice", "--slot", "x", "--", "true"); r.code != 0 {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	e.run("run", "--task", "twice", "--slot", "x", "--", "true") // a double trigger: skipped at once
+	ctx := context.Background()
+	s, err := store.Open(ctx, "sqlite://"+filepath.Join(e.home, "once.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// An overlap, forged: A's lease expires while its attempt still runs, B takes over and runs
+	// without marking A's attempt unknown.
+	la, err := s.Acquire(ctx, store.AcquireRequest{Task: "ov", Holder: "hostA:1", RunID: "run-a", TTL: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ctx, store.Attempt{Task: "ov", Slot: "s1", RunID: "run-a", Number: 1, Holder: "hostA:1", Token: la.Token, State: store.Running}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	lb, err := s.Acquire(ctx, store.AcquireRequest{Task: "ov", Holder: "hostB:2", RunID: "run-b", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ctx, store.Attempt{Task: "ov", Slot: "s2", RunID: "run-b", Number: 1, Holder: "hostB:2", Token: lb.Token, State: store.Running}); err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	if _, err := s.Finish(ctx, "run-b", lb.Token, store.Outcome{State: store.Succeeded, ExitCode: &code}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	// A stale lease: held by a process of this host that is gone.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if _, err := s.Acquire(ctx, store.AcquireRequest{Task: "sl", Holder: host + ":" + strconv.Itoa(dead.Process.Pid), RunID: "run-s", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	// A world-writable lock directory.
+	locks := filepath.Join(e.home, "locks")
+	if err := os.MkdirAll(locks, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(locks, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("doctor")
+	t.Log(r.stdout)
+	for _, want := range []string{"OVERLAP: attempt 1 of slot \"s1\" (run run-a, holder hostA:1", "run run-b, holder hostB:2",
+		"stale lease: held by " + host + ":", "group/world-writable", "task twice: launched 2 times", "OK    clock"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("doctor output lacks %q", want)
+		}
+	}
+	if r.code != 1 || t.Failed() {
+		t.Fatalf("doctor: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = e.run("doctor", "--json")
+	var rep struct {
+		Healthy  bool
+		Findings []store.Finding
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Healthy || r.code != 1 {
+		t.Fatalf("doctor --json: %d %v\n%s", r.code, err, r.stdout)
+	}
+	fails := map[string]bool{}
+	for _, f := range rep.Findings {
+		if f.Level == store.LevelFail {
+			fails[f.Check] = true
+		}
+	}
+	if !fails["overlap"] || !fails["lease"] || !fails["locks"] {
+		t.Fatalf("json fails: %v\n%s", fails, r.stdout)
+	}
+}
+
+type hook struct {
+	mu    sync.Mutex
+	reqs  []string // "METHOD PATH?QUERY BODY"
+	fails int      // answer 503 to this many requests first
+}
+
+func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reqs = append(h.reqs, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery+" "+string(b))
+	if h.fails > 0 && r.Method == http.MethodPost {
+		h.fails--
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+}
+
+func (h *hook) all() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.reqs, "\n")
+}
+
+func TestNotifyAndPing(t *testing.T) {
+	e := newEnv(t)
+	h := &hook{fails: 1}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	r := e.run("run", "--task", "nt", "--slot", "s1", "--notify", srv.URL+"/hook", "--ping", srv.URL+"/ping", "--", "sh", "-c", "exit 3")
+	if r.code != 3 {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	got := h.all()
+	if strings.Count(got, "POST /hook") != 2 || !strings.Contains(got, `"event":"failed"`) || !strings.Contains(got, `"exit_code":3`) {
+		t.Fatalf("want the failed event retried once after a 503; got\n%s", got)
+	}
+	if !strings.Contains(got, "GET /ping/start?rid=") || !strings.Contains(got, "GET /ping/3?rid=") {
+		t.Fatalf("pings: %s", got)
+	}
+	h2 := &hook{}
+	srv2 := httptest.NewServer(h2)
+	defer srv2.Close()
+	e.vars = append(e.vars, "ONCE_NOTIFY="+srv2.URL+"/env")
+	if r := e.run("run", "--task", "nt", "--slot", "s1", "--max-attempts", "1", "--", "true"); r.code != 76 {
+		t.Fatalf("review: %d %s", r.code, r.stderr)
+	}
+	if got := h2.all(); !strings.Contains(got, `"event":"review"`) || !strings.Contains(got, "once resolve --task nt --slot s1") {
+		t.Fatalf("review event via ONCE_NOTIFY: %s", got)
+	}
+}
+
+func TestNotifyDeadEndpointDoesNotHang(t *testing.T) {
+	e := newEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // accepted, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	url := "http://u:hunter2@" + ln.Addr().String()
+	r := e.run("run", "--task", "dead", "--notify", url+"/hook", "--ping", url+"/ping", "--notify-timeout", "1s", "--", "false")
+	t.Logf("exit %d after %s: %s", r.code, r.dur, r.stderr)
+	if r.code != 1 || r.dur > 4*time.Second {
+		t.Fatalf("exit %d after %s, want 1 within ~1s of the job\n%s", r.code, r.dur, r.stderr)
+	}
+	if strings.Contains(r.stderr, "hunter2") {
+		t.Fatalf("password in log: %s", r.stderr)
+	}
+}

@@ -1,0 +1,382 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/flock"
+	"github.com/once-run/once/store"
+)
+
+type doctorFlags struct {
+	asJSON    bool
+	scan      int
+	burst     time.Duration
+	maxOffset time.Duration
+}
+
+func (a *app) doctorCmd() *cobra.Command {
+	f := &doctorFlags{}
+	c := &cobra.Command{
+		Use:   "doctor [--json]",
+		Short: "Check the store, the clocks, leases, slots waiting for review, lock directory and history",
+		Long: `Check what once depends on and what history shows:
+
+  store       reachable, schema current (and durability where the store can tell: SQLite's
+              journal and sync settings, and whether its file is on a network filesystem)
+  clock       offset between this host and the store's clock (lease expiry uses the store's)
+  lease       leases held now; stale ones (held by a process of this host that is gone)
+  stale       attempts still "running" whose holder's lease is gone (the next run marks them unknown)
+  review      slots waiting for a person (once resolve)
+  locks       ownership and mode of the lock directory $ONCE_HOME/locks and its files
+  overlap     two attempts of one task that ran at the same time (must never happen)
+  burst       several launches of one task within --burst (a double trigger: two crontabs, a
+              timer and a cron entry, two replicas); drill launches are not counted
+
+Exit status: 0 when every finding is ok or info, 1 when any is warn or fail.`,
+		Example: `  once doctor
+  once doctor --json | jq '.findings[] | select(.level != "ok")'`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return a.doctor(c.Context(), f) },
+	}
+	fl := c.Flags()
+	fl.BoolVar(&f.asJSON, "json", false, `print {"healthy":…,"store":…,"findings":[…]}`)
+	fl.IntVar(&f.scan, "scan", 10000, "history entries to scan for overlaps and bursts, newest first")
+	durationVar(fl, &f.burst, "burst", 10*time.Second, "launches of one task closer than this count as a burst")
+	durationVar(fl, &f.maxOffset, "max-offset", time.Second, "clock offset to the store above which doctor warns")
+	return c
+}
+
+type report struct {
+	Healthy  bool            `json:"healthy"`
+	Store    string          `json:"store"`
+	Findings []store.Finding `json:"findings"`
+}
+
+func (r *report) add(check string, l store.Level, task, format string, a ...any) {
+	r.Findings = append(r.Findings, store.Finding{Check: check, Level: l, Task: task, Message: fmt.Sprintf(format, a...)})
+}
+
+func (a *app) doctor(ctx context.Context, f *doctorFlags) error {
+	if f.scan < 1 || f.burst <= 0 || f.maxOffset <= 0 {
+		return usage("--scan, --burst and --max-offset must be positive")
+	}
+	dsn, err := a.dsn()
+	if err != nil {
+		return err
+	}
+	r := &report{Store: store.Redact(dsn)}
+	a.doctorChecks(ctx, f, dsn, r)
+	r.Healthy = true
+	for _, x := range r.Findings {
+		if x.Level == store.LevelWarn || x.Level == store.LevelFail {
+			r.Healthy = false
+		}
+	}
+	if f.asJSON {
+		if err := writeJSON(a.stdout, r); err != nil {
+			return err
+		}
+	} else {
+		for _, x := range r.Findings {
+			task := ""
+			if x.Task != "" {
+				task = "task " + x.Task + ": "
+			}
+			fmt.Fprintf(a.stdout, "%-4s  %-10s  %s%s\n", strings.ToUpper(string(x.Level)), x.Check, task, x.Message)
+		}
+		if r.Healthy {
+			fmt.Fprintln(a.stdout, "healthy")
+		} else {
+			fmt.Fprintln(a.stdout, "problems found")
+		}
+	}
+	if !r.Healthy {
+		return exit(1, "")
+	}
+	return nil
+}
+
+func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *report) {
+	// Lock directory: local, so checked even when the store is down.
+	if home, err := once.Home(); err != nil {
+		r.add("locks", store.LevelWarn, "", "%v", err)
+	} else {
+		dir := once.LockDir(home)
+		if err := flock.Check(dir); err != nil {
+			r.add("locks", store.LevelFail, "", "%v", err)
+		} else if _, err := os.Lstat(dir); err != nil {
+			r.add("locks", store.LevelOK, "", "%s does not exist yet (created with mode 0700 on first run)", dir)
+		} else {
+			r.add("locks", store.LevelOK, "", "%s is private to uid %d", dir, os.Geteuid())
+		}
+	}
+
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		r.add("store", store.LevelFail, "", "%v", err)
+		return
+	}
+	defer s.Close()
+	r.add("store", store.LevelOK, "", "%s reachable, schema created or current", store.Redact(dsn))
+	if in, ok := s.(store.Inspector); ok {
+		fs, err := in.Inspect(ctx)
+		if err != nil {
+			r.add("durability", store.LevelWarn, "", "could not inspect the store: %v", err)
+		}
+		r.Findings = append(r.Findings, fs...)
+	} else {
+		scheme, _ := store.Scheme(dsn)
+		r.add("durability", store.LevelInfo, "", "%s stores do not report their durability here; see docs/stores", scheme)
+	}
+
+	// Clock: the midpoint of the round trip against the store's answer.
+	storeNow := time.Now()
+	if c, ok := s.(store.Clock); ok {
+		t0 := time.Now()
+		st, err := c.Now(ctx)
+		rtt := time.Since(t0)
+		if err != nil {
+			r.add("clock", store.LevelWarn, "", "could not read the store's clock: %v", err)
+		} else {
+			storeNow = st
+			off := st.Sub(t0.Add(rtt / 2))
+			dir := "ahead of"
+			if off < 0 {
+				dir = "behind"
+			}
+			lvl := store.LevelOK
+			msg := fmt.Sprintf("the store's clock is %s %s this host's (round trip %s)", absDur(off), dir, rtt.Round(time.Microsecond))
+			if absDur(off) > f.maxOffset {
+				lvl = store.LevelWarn
+				msg += fmt.Sprintf("; above %s: fix NTP on this host or the store's; lease expiry uses the store's clock, --min-hold and log times use this host's", f.maxOffset)
+			}
+			r.add("clock", lvl, "", "%s", msg)
+		}
+	} else {
+		r.add("clock", store.LevelInfo, "", "this store cannot tell its time; lease expiry is measured by the store itself")
+	}
+
+	leases, err := s.Leases(ctx)
+	if err != nil {
+		r.add("lease", store.LevelFail, "", "cannot list leases: %v", err)
+		return
+	}
+	host, _ := os.Hostname()
+	for _, l := range leases {
+		if pid, ok := localPid(l.Holder, host); ok && !pidAlive(pid) {
+			r.add("lease", store.LevelFail, l.Task, "stale lease: held by %s (token %d, run %s), a process of this host that is gone; it expires at %s, then the next run takes over and marks its attempt unknown",
+				l.Holder, l.Token, l.RunID, l.Expires.Local().Format(time.RFC3339))
+			continue
+		}
+		r.add("lease", store.LevelOK, l.Task, "held by %s (token %d, run %s) until %s", l.Holder, l.Token, l.RunID, l.Expires.Local().Format(time.RFC3339))
+	}
+
+	waiting, err := s.Waiting(ctx)
+	if err != nil {
+		r.add("review", store.LevelFail, "", "cannot list slots waiting for review: %v", err)
+	}
+	for _, w := range waiting {
+		why := "waits for review"
+		if w.Last != nil {
+			why = fmt.Sprintf("attempt %d %s (holder %s) and the slot waits for review", w.Last.Number, w.Last.State, w.Last.Holder)
+		}
+		r.add("review", store.LevelWarn, w.Task, "slot %s: %s; decide with: %s, or --as succeeded", w.Slot, why, once.ResolveCommand(w.Task, w.Slot, store.Failed))
+	}
+
+	hist, err := s.History(ctx, store.HistoryQuery{Limit: f.scan})
+	if err != nil {
+		r.add("history", store.LevelFail, "", "cannot read history: %v", err)
+		return
+	}
+	r.add("history", store.LevelOK, "", "scanned %d entries (--scan %d)", len(hist), f.scan)
+	staleRunning(ctx, s, hist, leases, r)
+	overlaps(hist, storeNow, r)
+	bursts(hist, f.burst, r)
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// localPid reads a default holder "HOST:PID" of this host.
+func localPid(holder, host string) (int, bool) {
+	h, p, ok := strings.Cut(holder, ":")
+	if i := strings.IndexByte(h, '/'); i >= 0 { // drill-N/HOST:PID
+		h = h[i+1:]
+	}
+	if !ok || h != host {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(p)
+	return pid, err == nil && pid > 0
+}
+
+func pidAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// staleRunning reports attempts still running whose holder's lease is gone.
+func staleRunning(ctx context.Context, s store.Store, hist []store.Entry, leases []store.Lease, r *report) {
+	held := map[string]int64{}
+	for _, l := range leases {
+		held[l.Task] = l.Token
+	}
+	for _, e := range hist {
+		if e.State != store.Running || held[e.Task] == e.Token {
+			continue
+		}
+		// Re-read: it may have begun under a lease taken after we listed them.
+		st, err := s.Slot(ctx, e.Task, e.Slot)
+		if err != nil || st.Last == nil || st.Last.RunID != e.RunID || st.Last.State != store.Running {
+			continue
+		}
+		if ls, err := s.Leases(ctx); err == nil && leaseToken(ls, e.Task) == e.Token {
+			continue
+		}
+		r.add("stale", store.LevelFail, e.Task, "slot %q attempt %d (run %s, holder %s, token %d) is still running but its holder's lease is gone: the holder died or was cut off; the next run marks it unknown",
+			e.Slot, e.Number, e.RunID, e.Holder, e.Token)
+	}
+}
+
+func leaseToken(ls []store.Lease, task string) int64 {
+	for _, l := range ls {
+		if l.Task == task {
+			return l.Token
+		}
+	}
+	return -1
+}
+
+// overlaps reports attempts of one task whose [start, end] intervals intersect.
+func overlaps(hist []store.Entry, now time.Time, r *report) {
+	byTask := map[string][]store.Attempt{}
+	for _, e := range hist {
+		switch e.State {
+		case store.Running, store.Succeeded, store.Failed, store.Unknown:
+			byTask[e.Task] = append(byTask[e.Task], e.Attempt)
+		}
+	}
+	end := func(a store.Attempt) time.Time {
+		if a.EndedAt != nil {
+			return *a.EndedAt
+		}
+		return now
+	}
+	found := 0
+	for _, task := range sortedKeys(byTask) {
+		as := byTask[task]
+		sort.Slice(as, func(i, j int) bool { return as[i].StartedAt.Before(as[j].StartedAt) })
+		var prev *store.Attempt // the attempt seen so far that ends last
+		for i := range as {
+			a := &as[i]
+			if prev != nil && a.StartedAt.Before(end(*prev)) && a.RunID != prev.RunID {
+				found++
+				r.add("overlap", store.LevelFail, task, "OVERLAP: attempt %d of slot %q (run %s, holder %s, token %d, %s–%s) and attempt %d of slot %q (run %s, holder %s, token %d, %s–%s) ran at the same time; this must never happen: check that every host uses the same store (--store/ONCE_STORE) and report it",
+					prev.Number, prev.Slot, prev.RunID, prev.Holder, prev.Token, fmtT(prev.StartedAt), fmtT(end(*prev)),
+					a.Number, a.Slot, a.RunID, a.Holder, a.Token, fmtT(a.StartedAt), fmtT(end(*a)))
+			}
+			if prev == nil || end(*a).After(end(*prev)) {
+				prev = a
+			}
+		}
+	}
+	if found == 0 {
+		r.add("overlap", store.LevelOK, "", "no overlapping attempts in %d tasks", len(byTask))
+	}
+}
+
+func fmtT(t time.Time) string { return t.Local().Format("2006-01-02T15:04:05.000Z07:00") }
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// bursts reports tasks launched several times within window. A launch is one lease (all the
+// attempts and events under one token) or one busy event; drill launches are left out.
+func bursts(hist []store.Entry, window time.Duration, r *report) {
+	type launch struct {
+		at     time.Time
+		holder string
+	}
+	byTask := map[string]map[string]launch{}
+	for _, e := range hist {
+		if strings.HasPrefix(e.Holder, drillHolderPrefix) {
+			continue
+		}
+		key := ""
+		switch {
+		case e.State == store.Busy:
+			key = "busy/" + e.RunID + "/" + e.StartedAt.String()
+		case e.Token > 0:
+			key = "token/" + strconv.FormatInt(e.Token, 10)
+		default:
+			continue
+		}
+		m := byTask[e.Task]
+		if m == nil {
+			m = map[string]launch{}
+			byTask[e.Task] = m
+		}
+		if l, ok := m[key]; !ok || e.StartedAt.Before(l.at) {
+			m[key] = launch{e.StartedAt, e.Holder}
+		}
+	}
+	found := 0
+	for _, task := range sortedKeys(byTask) {
+		var ls []launch
+		for _, l := range byTask[task] {
+			ls = append(ls, l)
+		}
+		sort.Slice(ls, func(i, j int) bool { return ls[i].at.Before(ls[j].at) })
+		n, last := 0, -1 // bursts found; end of the last burst reported
+		var worst []launch
+		for i := range ls {
+			if i <= last {
+				continue
+			}
+			j := i
+			for j+1 < len(ls) && ls[j+1].at.Sub(ls[i].at) < window {
+				j++
+			}
+			if j > i {
+				n++
+				last = j
+				worst = ls[i : j+1] // the most recent burst wins: ls is oldest first
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		found++
+		holders := map[string]bool{}
+		for _, l := range worst {
+			holders[l.holder] = true
+		}
+		r.add("burst", store.LevelWarn, task, "launched %d times within %s at %s (holders %s)%s: a double trigger? look for two crontab lines, a cron entry and a timer, or several replicas starting the job",
+			len(worst), worst[len(worst)-1].at.Sub(worst[0].at).Round(time.Millisecond), fmtT(worst[0].at), strings.Join(sortedKeys(holders), ", "),
+			map[bool]string{true: fmt.Sprintf("; %d such bursts in the history scanned", n), false: ""}[n > 1])
+	}
+	if found == 0 {
+		r.add("burst", store.LevelOK, "", "no task was launched twice within %s", window)
+	}
+}
