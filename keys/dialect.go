@@ -1,0 +1,371 @@
+package keys
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Dialect names a SQL dialect.
+type Dialect string
+
+// Dialects.
+const (
+	Postgres Dialect = "postgres"
+	MySQL    Dialect = "mysql" // MySQL 8 and MariaDB 10.5+
+	SQLite   Dialect = "sqlite"
+)
+
+// DefaultTable is the keys table used when Options.Table is empty.
+const DefaultTable = "once_keys"
+
+// ParseDialect accepts postgres (postgresql, pgx), mysql (mariadb) and sqlite (sqlite3).
+func ParseDialect(s string) (Dialect, error) {
+	switch strings.ToLower(s) {
+	case "postgres", "postgresql", "pgx":
+		return Postgres, nil
+	case "mysql", "mariadb":
+		return MySQL, nil
+	case "sqlite", "sqlite3":
+		return SQLite, nil
+	}
+	return "", fmt.Errorf("keys: unknown dialect %q: use postgres, mysql or sqlite", s)
+}
+
+var tableRE = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,49}\.)?[A-Za-z_][A-Za-z0-9_]{0,49}$`)
+
+// ValidateTable checks a table name: 1 to 50 letters, digits and underscores, not starting with a
+// digit, optionally qualified by a schema (or database) of the same form. Names are used unquoted.
+func ValidateTable(name string) error {
+	if !tableRE.MatchString(name) {
+		return fmt.Errorf("keys: table name %q: use letters, digits and underscores (at most 50, optionally schema.table)", name)
+	}
+	return nil
+}
+
+// Schema returns the DDL that Ensure runs for dialect and table (empty table: DefaultTable): the
+// keys table and table+"_checkpoints", as statements ending in ";", for users who manage their own
+// migrations.
+func Schema(dialect Dialect, table string) (string, error) {
+	d, err := dialectOf(dialect)
+	if err != nil {
+		return "", err
+	}
+	if table == "" {
+		table = DefaultTable
+	}
+	if err := ValidateTable(table); err != nil {
+		return "", err
+	}
+	return strings.Join(d.ddl(table, table+"_checkpoints"), ";\n\n") + ";\n", nil
+}
+
+type dialect interface {
+	ddl(table, ckpt string) []string
+	// claim inserts chunk (sorted, unique) and reports which were new; fps is empty or parallel.
+	claim(ctx context.Context, k *Keys, tx Execer, scope string, chunk, fps []string, now int64) ([]bool, error)
+	fingerprints(ctx context.Context, k *Keys, tx Execer, scope string, chunk []string) (map[string]string, error)
+	// rebind turns ? placeholders into the dialect's.
+	rebind(q string) string
+	upsertCheckpoint(ckpt string) string
+}
+
+func dialectOf(d Dialect) (dialect, error) {
+	switch d {
+	case Postgres:
+		return pgDialect{}, nil
+	case MySQL:
+		return myDialect{}, nil
+	case SQLite:
+		return liteDialect{}, nil
+	case "":
+		return nil, fmt.Errorf("keys: no dialect: set Options.Dialect to keys.Postgres, keys.MySQL or keys.SQLite")
+	}
+	_, err := ParseDialect(string(d))
+	return nil, err
+}
+
+// readKeys collects the first column of rows.
+func readKeys(rows Rows, err error) (map[string]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	m := map[string]string{}
+	for rows.Next() {
+		var k string
+		var f *string
+		if err := rows.Scan(&k, &f); err != nil {
+			return nil, err
+		}
+		if f != nil {
+			m[k] = *f
+		} else {
+			m[k] = ""
+		}
+	}
+	return m, rows.Err()
+}
+
+func marks(chunk []string, got map[string]string) []bool {
+	out := make([]bool, len(chunk))
+	for i, k := range chunk {
+		_, out[i] = got[k]
+	}
+	return out
+}
+
+// ---- PostgreSQL: one INSERT … SELECT FROM unnest(array) … RETURNING per batch.
+
+type pgDialect struct{}
+
+func (pgDialect) ddl(t, c string) []string {
+	return []string{
+		`CREATE TABLE IF NOT EXISTS ` + t + ` (
+  scope       text   NOT NULL,
+  ikey        text   NOT NULL,
+  fingerprint text,
+  created_ms  bigint NOT NULL,
+  PRIMARY KEY (scope, ikey)
+)`,
+		`CREATE TABLE IF NOT EXISTS ` + c + ` (
+  task       text   NOT NULL,
+  slot       text   NOT NULL,
+  value      text   NOT NULL,
+  updated_ms bigint NOT NULL,
+  PRIMARY KEY (task, slot)
+)`,
+	}
+}
+
+func (pgDialect) rebind(q string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (pgDialect) claim(ctx context.Context, k *Keys, tx Execer, scope string, chunk, fps []string, now int64) ([]bool, error) {
+	var rows Rows
+	var err error
+	if len(fps) == 0 {
+		q := k.stmt(stmtKey{kind: "claim"}, func() string {
+			return `INSERT INTO ` + k.table + ` (scope, ikey, created_ms) SELECT $1, u.k, $3 FROM unnest($2::text[]) AS u(k)` +
+				` ON CONFLICT (scope, ikey) DO NOTHING RETURNING ikey, NULL::text`
+		})
+		rows, err = tx.Query(ctx, q, scope, chunk, now)
+	} else {
+		q := k.stmt(stmtKey{kind: "claim", fp: true}, func() string {
+			return `INSERT INTO ` + k.table + ` (scope, ikey, fingerprint, created_ms) SELECT $1, u.k, NULLIF(u.f, ''), $4` +
+				` FROM unnest($2::text[], $3::text[]) AS u(k, f) ON CONFLICT (scope, ikey) DO NOTHING RETURNING ikey, NULL::text`
+		})
+		rows, err = tx.Query(ctx, q, scope, chunk, fps, now)
+	}
+	got, err := readKeys(rows, err)
+	if err != nil {
+		return nil, err
+	}
+	return marks(chunk, got), nil
+}
+
+func (pgDialect) fingerprints(ctx context.Context, k *Keys, tx Execer, scope string, chunk []string) (map[string]string, error) {
+	return readKeys(tx.Query(ctx, `SELECT ikey, fingerprint FROM `+k.table+` WHERE scope = $1 AND ikey = ANY($2::text[])`, scope, chunk))
+}
+
+func (pgDialect) upsertCheckpoint(c string) string {
+	return `INSERT INTO ` + c + ` (task, slot, value, updated_ms) VALUES ($1, $2, $3, $4)` +
+		` ON CONFLICT (task, slot) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms`
+}
+
+// ---- SQLite: one multi-row INSERT … ON CONFLICT DO NOTHING RETURNING per batch, with numbered
+// parameters so a batch of 1,000 binds about 2,000 variables (the limit is 32,766).
+
+type liteDialect struct{}
+
+func (liteDialect) ddl(t, c string) []string {
+	return []string{
+		`CREATE TABLE IF NOT EXISTS ` + t + ` (
+  scope       TEXT    NOT NULL,
+  ikey        TEXT    NOT NULL,
+  fingerprint TEXT,
+  created_ms  INTEGER NOT NULL,
+  PRIMARY KEY (scope, ikey)
+) WITHOUT ROWID`,
+		`CREATE TABLE IF NOT EXISTS ` + c + ` (
+  task       TEXT    NOT NULL,
+  slot       TEXT    NOT NULL,
+  value      TEXT    NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  PRIMARY KEY (task, slot)
+) WITHOUT ROWID`,
+	}
+}
+
+func (liteDialect) rebind(q string) string { return q }
+
+func (liteDialect) claim(ctx context.Context, k *Keys, tx Execer, scope string, chunk, fps []string, now int64) ([]bool, error) {
+	fp := len(fps) > 0
+	q := k.stmt(stmtKey{kind: "claim", n: len(chunk), fp: fp}, func() string {
+		var b strings.Builder
+		b.WriteString(`INSERT INTO ` + k.table + ` (scope, ikey, fingerprint, created_ms) VALUES `)
+		p := 3
+		for i := range chunk {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if fp {
+				fmt.Fprintf(&b, "(?1,?%d,NULLIF(?%d,''),?2)", p, p+1)
+				p += 2
+			} else {
+				fmt.Fprintf(&b, "(?1,?%d,NULL,?2)", p)
+				p++
+			}
+		}
+		b.WriteString(` ON CONFLICT (scope, ikey) DO NOTHING RETURNING ikey, NULL`)
+		return b.String()
+	})
+	args := make([]any, 0, 2+len(chunk)+len(fps))
+	args = append(args, scope, now)
+	for i, key := range chunk {
+		args = append(args, key)
+		if fp {
+			args = append(args, fps[i])
+		}
+	}
+	got, err := readKeys(tx.Query(ctx, q, args...))
+	if err != nil {
+		return nil, err
+	}
+	return marks(chunk, got), nil
+}
+
+func inList(k *Keys, kind string, n int, prefix string) string {
+	return k.stmt(stmtKey{kind: kind, n: n}, func() string {
+		return prefix + "(" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
+	})
+}
+
+func keyArgs(first []any, chunk []string) []any {
+	args := make([]any, 0, len(first)+len(chunk))
+	args = append(args, first...)
+	for _, k := range chunk {
+		args = append(args, k)
+	}
+	return args
+}
+
+func (liteDialect) fingerprints(ctx context.Context, k *Keys, tx Execer, scope string, chunk []string) (map[string]string, error) {
+	q := inList(k, "fp", len(chunk), `SELECT ikey, fingerprint FROM `+k.table+` WHERE scope = ? AND ikey IN `)
+	return readKeys(tx.Query(ctx, q, keyArgs([]any{scope}, chunk)...))
+}
+
+func (liteDialect) upsertCheckpoint(c string) string {
+	return `INSERT INTO ` + c + ` (task, slot, value, updated_ms) VALUES (?, ?, ?, ?)` +
+		` ON CONFLICT (task, slot) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms`
+}
+
+// ---- MySQL/MariaDB: no RETURNING. One INSERT IGNORE per batch stamps every row it inserts with
+// this call's random claim_id. Its affected-rows count settles the all-new and all-old cases; a
+// partly new batch is resolved by reading back, through the primary key, which of the batch's
+// rows carry our claim_id. That is exact under concurrency: a row with our claim_id can only have
+// been inserted by this statement (16 random bytes), our transaction always sees its own inserts,
+// and InnoDB makes INSERT IGNORE wait on another transaction's uncommitted row with the same key
+// (ignored if it commits, inserted if it rolls back). Keys are validated and the columns are
+// binary and wide enough, so IGNORE can only ever skip duplicate keys, never truncate.
+
+type myDialect struct{}
+
+func (myDialect) ddl(t, c string) []string {
+	// Binary columns: the default collations are case- and accent-insensitive and ignore trailing
+	// spaces, which would merge distinct keys.
+	return []string{
+		"CREATE TABLE IF NOT EXISTS " + t + ` (
+  scope       VARBINARY(255)  NOT NULL,
+  ikey        VARBINARY(1024) NOT NULL,
+  fingerprint VARBINARY(255)  NULL,
+  created_ms  BIGINT          NOT NULL,
+  claim_id    BINARY(16)      NOT NULL,
+  PRIMARY KEY (scope, ikey)
+) ENGINE=InnoDB`,
+		"CREATE TABLE IF NOT EXISTS " + c + ` (
+  task       VARBINARY(255) NOT NULL,
+  slot       VARBINARY(255) NOT NULL,
+  value      MEDIUMBLOB     NOT NULL,
+  updated_ms BIGINT         NOT NULL,
+  PRIMARY KEY (task, slot)
+) ENGINE=InnoDB`,
+	}
+}
+
+func (myDialect) rebind(q string) string { return q }
+
+func (myDialect) claim(ctx context.Context, k *Keys, tx Execer, scope string, chunk, fps []string, now int64) ([]bool, error) {
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	// now and the claim id are ours, so they are inlined; only scope, keys and fingerprints bind.
+	lit := fmt.Sprintf("%d,X'%s'", now, hex.EncodeToString(id[:]))
+	fp := len(fps) > 0
+	row := "(?,?,NULL," + lit + ")"
+	if fp {
+		row = "(?,?,NULLIF(?,'')," + lit + ")"
+	}
+	var b strings.Builder
+	b.WriteString("INSERT IGNORE INTO " + k.table + " (scope, ikey, fingerprint, created_ms, claim_id) VALUES ")
+	args := make([]any, 0, 3*len(chunk))
+	for i, key := range chunk {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+		args = append(args, scope, key)
+		if fp {
+			args = append(args, fps[i])
+		}
+	}
+	n, err := tx.Exec(ctx, b.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(chunk))
+	switch {
+	case n == 0:
+		return out, nil
+	case n == int64(len(chunk)):
+		for i := range out {
+			out[i] = true
+		}
+		return out, nil
+	}
+	q := inList(k, "mine", len(chunk), `SELECT ikey, NULL FROM `+k.table+` WHERE scope = ? AND claim_id = ? AND ikey IN `)
+	got, err := readKeys(tx.Query(ctx, q, keyArgs([]any{scope, id[:]}, chunk)...))
+	if err != nil {
+		return nil, err
+	}
+	if len(got) != int(n) {
+		return nil, fmt.Errorf("inserted %d keys but found %d with this claim's id; is the table's primary key (scope, ikey)?", n, len(got))
+	}
+	return marks(chunk, got), nil
+}
+
+func (myDialect) fingerprints(ctx context.Context, k *Keys, tx Execer, scope string, chunk []string) (map[string]string, error) {
+	q := inList(k, "fp", len(chunk), `SELECT ikey, fingerprint FROM `+k.table+` WHERE scope = ? AND ikey IN `)
+	return readKeys(tx.Query(ctx, q, keyArgs([]any{scope}, chunk)...))
+}
+
+func (myDialect) upsertCheckpoint(c string) string {
+	return `INSERT INTO ` + c + ` (task, slot, value, updated_ms) VALUES (?, ?, ?, ?)` +
+		` ON DUPLICATE KEY UPDATE value = VALUES(value), updated_ms = VALUES(updated_ms)`
+}
