@@ -25,8 +25,9 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// SchemaVersion is the version of the tables this package creates and understands.
-const SchemaVersion = 1
+// SchemaVersion is the version of the tables this package creates and understands. Version 2
+// added the keys table (store.Keys); a version 1 file is upgraded in place when opened.
+const SchemaVersion = 2
 
 func init() {
 	store.Register("sqlite", func(ctx context.Context, dsn string) (store.Store, error) {
@@ -52,7 +53,7 @@ var (
 	_ store.Clock = (*Store)(nil)
 )
 
-type tables struct{ meta, leases, attempts, events string }
+type tables struct{ meta, leases, attempts, events, keys string }
 
 // Open opens (creating when missing) the SQLite store at path. A missing parent directory is
 // created with mode 0700 and a missing file with mode 0600, whatever the umask; a path that is
@@ -77,7 +78,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	p := opts.Prefix
-	s := &Store{path: abs, busy: opts.BusyTimeout, t: tables{p + "meta", p + "leases", p + "attempts", p + "events"}}
+	s := &Store{path: abs, busy: opts.BusyTimeout, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys"}}
 	// busy_timeout is applied first by the driver; journal_mode=WAL is a no-op once the file is WAL.
 	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
 		abs, opts.BusyTimeout.Milliseconds())
@@ -196,8 +197,9 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-// ensureSchema reads the schema version (one statement when current) and creates the tables
-// in one IMMEDIATE transaction when they are missing.
+// ensureSchema reads the schema version (one statement when current) and, when the tables are
+// missing or older, creates or upgrades them in one IMMEDIATE transaction, safely when many
+// processes do it at once.
 func (s *Store) ensureSchema(ctx context.Context) error {
 	var v int
 	err := s.db.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v)
@@ -212,23 +214,65 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", s.t.meta).Scan(&n); err != nil {
 			return err
 		}
+		v = 0
 		if n > 0 {
 			if err := tx.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v); err != nil {
 				return err
 			}
-			if v != SchemaVersion {
+			if v > SchemaVersion {
 				return fmt.Errorf("%w: sqlite %s: schema version %d, this once understands %d; upgrade once", store.ErrUnavailable, s.path, v, SchemaVersion)
 			}
-			return nil
-		}
-		for _, stmt := range s.ddl() {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return err
+			if v == SchemaVersion {
+				return nil
 			}
 		}
-		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t.meta+"(key, value) VALUES ('schema_version', ?)", SchemaVersion)
+		if v == 0 {
+			for _, stmt := range s.ddl() {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return err
+				}
+			}
+			v = 1
+		}
+		for ; v < SchemaVersion; v++ {
+			for _, stmt := range s.upgrade(v + 1) {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return err
+				}
+			}
+		}
+		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t.meta+"(key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", SchemaVersion)
 		return err
 	})
+}
+
+// upgrade returns the statements that bring version to-1 of the schema to version to.
+func (s *Store) upgrade(to int) []string {
+	t := s.t
+	switch to {
+	case 2:
+		return []string{
+			// One row per claimed key. A pending key names its claimant: a run (task, run_id,
+			// token: gone when the task's live lease has another token) or an expiring claim
+			// (run_id, expires_at: gone after it); 0 means none.
+			`CREATE TABLE ` + t.keys + ` (
+				scope TEXT NOT NULL,
+				key TEXT NOT NULL,
+				state TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+				fingerprint TEXT NOT NULL,
+				task TEXT NOT NULL,
+				run_id TEXT NOT NULL,
+				token INTEGER NOT NULL,
+				expires_at INTEGER NOT NULL,
+				claimed_at INTEGER NOT NULL,
+				done_at INTEGER CHECK ((state = 'done') = (done_at IS NOT NULL)),
+				result BLOB,
+				PRIMARY KEY (scope, key)
+			) STRICT, WITHOUT ROWID`,
+			`CREATE INDEX ` + t.keys + `_claimed ON ` + t.keys + ` (scope, claimed_at)`,
+		}
+	}
+	return nil
 }
 
 func (s *Store) ddl() []string {
@@ -323,7 +367,7 @@ func (s *Store) mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, sentinel := range []error{store.ErrBusy, store.ErrNotHeld, store.ErrConflict, store.ErrNotFound, store.ErrUnavailable, store.ErrBadDSN} {
+	for _, sentinel := range []error{store.ErrBusy, store.ErrNotHeld, store.ErrConflict, store.ErrNotFound, store.ErrUnavailable, store.ErrBadDSN, store.ErrFingerprint} {
 		if errors.Is(err, sentinel) {
 			return err
 		}

@@ -1,0 +1,403 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// RunKeys runs the conformance suite for store.Keys (business idempotency keys). A store that does
+// not implement store.Keys fails the suite. Subtests run in parallel, each on its own DSN, and use
+// several clients (separate store.Open calls) where concurrency matters.
+func RunKeys(t *testing.T, h Harness) {
+	t.Helper()
+	if h.DSN == nil {
+		t.Fatal("storetest: Harness.DSN is nil")
+	}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"ClaimInputOrder", testKeysOrder},
+		{"ClaimLargeBatch", testKeysLarge},
+		{"ClaimScopes", testKeysScopes},
+		{"ClaimConcurrentUnionOnce", testKeysConcurrent},
+		{"Fingerprint", testKeysFingerprint},
+		{"PendingComplete", testKeysComplete},
+		{"ExpiredClaimantReclaim", testKeysExpired},
+		{"RunClaimantTokenMovedOn", testKeysRunClaimant},
+		{"Forget", testKeysForget},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, h)
+		})
+	}
+}
+
+// keysClient opens a separate client on dsn as store.Keys.
+func keysClient(t *testing.T, dsn string) store.Keys {
+	t.Helper()
+	s := client(t, dsn)
+	k, ok := s.(store.Keys)
+	if !ok {
+		t.Fatalf("storetest: %T does not implement store.Keys", s)
+	}
+	return k
+}
+
+func claim(t *testing.T, k store.Keys, req store.ClaimRequest) []bool {
+	t.Helper()
+	got, err := k.Claim(ctxT(t), req)
+	if err != nil {
+		t.Fatalf("Claim(%q, %d keys): %v", req.Scope, len(req.Keys), err)
+	}
+	if len(got) != len(req.Keys) {
+		t.Fatalf("Claim returned %d results for %d keys", len(got), len(req.Keys))
+	}
+	return got
+}
+
+func lookup(t *testing.T, k store.Keys, scope string, keys ...string) map[string]store.Key {
+	t.Helper()
+	got, err := k.Lookup(ctxT(t), scope, keys)
+	if err != nil {
+		t.Fatalf("Lookup: %v", err)
+	}
+	m := map[string]store.Key{}
+	for _, x := range got {
+		if _, dup := m[x.Key]; dup {
+			t.Fatalf("Lookup returned key %q twice", x.Key)
+		}
+		m[x.Key] = x
+	}
+	return m
+}
+
+func stateOf(t *testing.T, k store.Keys, scope, key string) store.KeyState {
+	t.Helper()
+	x, ok := lookup(t, k, scope, key)[key]
+	if !ok {
+		return ""
+	}
+	return x.State
+}
+
+// waitState polls until key is in state want, for at most ttl plus the suite's tolerances.
+func waitState(t *testing.T, k store.Keys, scope, key string, want store.KeyState, ttl time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(ttl + granularity + 2*time.Second)
+	for {
+		got := stateOf(t, k, scope, key)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("key %q: state %q, want %q within %s", key, got, want, ttl+granularity+2*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func testKeysOrder(t *testing.T, h Harness) {
+	k := keysClient(t, h.DSN(t))
+	got := claim(t, k, store.ClaimRequest{Scope: "s", Keys: []string{"a", "b", "c"}})
+	if !slices.Equal(got, []bool{true, true, true}) {
+		t.Fatalf("first claim: %v, want all true", got)
+	}
+	// Old keys false, new keys true, a repeat inside one request counts once (its first place).
+	got = claim(t, k, store.ClaimRequest{Scope: "s", Keys: []string{"d", "b", "a", "e", "d", "c", "e"}})
+	if want := []bool{true, false, false, true, false, false, false}; !slices.Equal(got, want) {
+		t.Fatalf("second claim: %v, want %v", got, want)
+	}
+	got = claim(t, k, store.ClaimRequest{Scope: "s", Keys: nil})
+	if len(got) != 0 {
+		t.Fatalf("empty claim: %v", got)
+	}
+	m := lookup(t, k, "s", "a", "b", "c", "d", "e", "zz")
+	if len(m) != 5 {
+		t.Fatalf("Lookup found %d keys, want 5 (a missing key is absent): %v", len(m), m)
+	}
+	for _, x := range m {
+		if x.State != store.KeyDone || x.Scope != "s" || x.ClaimedAt.IsZero() {
+			t.Fatalf("key %+v: want done with scope and claim time", x)
+		}
+	}
+}
+
+func testKeysLarge(t *testing.T, h Harness) {
+	k := keysClient(t, h.DSN(t))
+	keys := make([]string, 20000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("order-%06d", i)
+	}
+	half := claim(t, k, store.ClaimRequest{Scope: "big", Keys: keys[:10000]})
+	if slices.Contains(half, false) {
+		t.Fatal("first half: a new key was not claimed")
+	}
+	got := claim(t, k, store.ClaimRequest{Scope: "big", Keys: keys})
+	for i, ok := range got {
+		if ok != (i >= 10000) {
+			t.Fatalf("key %d: claimed %v, want %v", i, ok, i >= 10000)
+		}
+	}
+	if n := len(lookup(t, k, "big", keys...)); n != len(keys) {
+		t.Fatalf("Lookup found %d of %d keys", n, len(keys))
+	}
+}
+
+func testKeysScopes(t *testing.T, h Harness) {
+	k := keysClient(t, h.DSN(t))
+	for _, scope := range []string{"one", "two"} {
+		if got := claim(t, k, store.ClaimRequest{Scope: scope, Keys: []string{"k"}}); !got[0] {
+			t.Fatalf("scope %s: key not claimed; scopes must be independent", scope)
+		}
+	}
+	if _, err := k.Claim(ctxT(t), store.ClaimRequest{Scope: "", Keys: []string{"k"}}); err == nil {
+		t.Fatal("Claim with an empty scope: no error")
+	}
+}
+
+// testKeysConcurrent: clients claim overlapping sets in batches, in different orders; every key
+// of the union is claimed by exactly one of them.
+func testKeysConcurrent(t *testing.T, h Harness) {
+	dsn := h.DSN(t)
+	const clients, perClient, batch = 4, 1500, 250
+	union := map[string]int{}
+	sets := make([][]string, clients)
+	for c := range clients {
+		for i := range perClient {
+			key := fmt.Sprintf("k%05d", c*perClient/2+i) // each set overlaps half of the next
+			sets[c] = append(sets[c], key)
+			union[key] = 0
+		}
+		if c%2 == 1 {
+			slices.Reverse(sets[c])
+		}
+	}
+	ks := make([]store.Keys, clients)
+	for c := range ks {
+		ks[c] = keysClient(t, dsn)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := range clients {
+		wg.Go(func() {
+			for lo := 0; lo < len(sets[c]); lo += batch {
+				b := sets[c][lo:min(lo+batch, len(sets[c]))]
+				got, err := ks[c].Claim(ctxT(t), store.ClaimRequest{Scope: "race", Keys: b})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for i, ok := range got {
+					if ok {
+						union[b[i]]++
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent Claim: %v", err)
+	}
+	for key, n := range union {
+		if n != 1 {
+			t.Fatalf("key %q claimed %d times by concurrent clients, want exactly 1", key, n)
+		}
+	}
+}
+
+func testKeysFingerprint(t *testing.T, h Harness) {
+	k := keysClient(t, h.DSN(t))
+	ctx := ctxT(t)
+	claim(t, k, store.ClaimRequest{Scope: "fp", Keys: []string{"a", "b"}, Fingerprints: []string{"fa", "fb"}})
+	got := claim(t, k, store.ClaimRequest{Scope: "fp", Keys: []string{"a", "c"}, Fingerprints: []string{"fa", "fc"}})
+	if !slices.Equal(got, []bool{false, true}) {
+		t.Fatalf("same fingerprint: %v, want [false true]", got)
+	}
+	_, err := k.Claim(ctx, store.ClaimRequest{Scope: "fp", Keys: []string{"new", "b"}, Fingerprints: []string{"fn", "OTHER"}})
+	if !errors.Is(err, store.ErrFingerprint) {
+		t.Fatalf("different fingerprint: %v, want ErrFingerprint", err)
+	}
+	if st := stateOf(t, k, "fp", "new"); st != "" {
+		t.Fatalf("a request failing with ErrFingerprint claimed key \"new\" (%s): it must claim nothing", st)
+	}
+	_, err = k.Claim(ctx, store.ClaimRequest{Scope: "fp", Keys: []string{"x", "x"}, Fingerprints: []string{"1", "2"}})
+	if !errors.Is(err, store.ErrFingerprint) {
+		t.Fatalf("one key twice with two fingerprints in one request: %v, want ErrFingerprint", err)
+	}
+	if x := lookup(t, k, "fp", "a")["a"]; x.Fingerprint != "fa" {
+		t.Fatalf("Lookup fingerprint %q, want fa", x.Fingerprint)
+	}
+}
+
+func testKeysComplete(t *testing.T, h Harness) {
+	k := keysClient(t, h.DSN(t))
+	ctx := ctxT(t)
+	c := store.Claimant{RunID: "run-1", Expires: time.Minute}
+	got := claim(t, k, store.ClaimRequest{Scope: "p", Keys: []string{"a", "b"}, Pending: true, Claimant: c})
+	if !slices.Equal(got, []bool{true, true}) {
+		t.Fatalf("pending claim: %v", got)
+	}
+	if got := claim(t, k, store.ClaimRequest{Scope: "p", Keys: []string{"a"}, Pending: true, Claimant: store.Claimant{RunID: "run-2", Expires: time.Minute}}); got[0] {
+		t.Fatal("a pending key was claimed again by another claimant")
+	}
+	x := lookup(t, k, "p", "a")["a"]
+	if x.State != store.KeyPending || x.RunID != "run-1" {
+		t.Fatalf("pending key: %+v, want pending under run-1", x)
+	}
+	if ch, err := k.Reclaim(ctx, "p", []string{"a"}, &store.Claimant{RunID: "thief", Expires: time.Minute}, false); err != nil || len(ch) != 0 {
+		t.Fatalf("Reclaim of a key under a live claimant: changed %v, err %v; want nothing changed", ch, err)
+	}
+	if err := k.Complete(ctx, "p", []string{"a"}, "run-2", nil); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Complete by another run: %v, want ErrConflict", err)
+	}
+	if err := k.Complete(ctx, "p", []string{"never"}, "run-1", nil); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Complete of a key never claimed: %v, want ErrConflict", err)
+	}
+	if err := k.Complete(ctx, "p", []string{"a", "b"}, "run-1", []byte("result\x00bytes")); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	m := lookup(t, k, "p", "a", "b")
+	for _, key := range []string{"a", "b"} {
+		if x := m[key]; x.State != store.KeyDone || string(x.Result) != "result\x00bytes" || x.DoneAt.IsZero() {
+			t.Fatalf("completed key %q: %+v, want done with the result bytes and a done time", key, x)
+		}
+	}
+	// Done keys, claimed as done at once, have no result.
+	claim(t, k, store.ClaimRequest{Scope: "p", Keys: []string{"d"}})
+	if x := lookup(t, k, "p", "d")["d"]; x.State != store.KeyDone || len(x.Result) != 0 {
+		t.Fatalf("key claimed done: %+v", x)
+	}
+}
+
+func testKeysExpired(t *testing.T, h Harness) {
+	dsn := h.DSN(t)
+	k, other := keysClient(t, dsn), keysClient(t, dsn)
+	ctx := ctxT(t)
+	ttl := time.Second
+	c := store.Claimant{RunID: "dies", Expires: ttl}
+	claim(t, k, store.ClaimRequest{Scope: "e", Keys: []string{"a", "b", "c"}, Pending: true, Claimant: c})
+	waitState(t, other, "e", "a", store.KeyUnknown, ttl)
+	// Unknown keys are not handed out again by Claim.
+	if got := claim(t, other, store.ClaimRequest{Scope: "e", Keys: []string{"a"}}); got[0] {
+		t.Fatal("Claim handed out a key whose claimant is gone (unknown)")
+	}
+	// Reclaim: a to a new claimant, b as done, c deleted.
+	next := &store.Claimant{RunID: "next", Expires: time.Minute}
+	ch, err := other.Reclaim(ctx, "e", []string{"a", "zz"}, next, false)
+	if err != nil || !slices.Equal(ch, []string{"a"}) {
+		t.Fatalf("Reclaim to a claimant: %v, %v; want [a]", ch, err)
+	}
+	if ch, err := k.Reclaim(ctx, "e", []string{"a"}, &store.Claimant{RunID: "late", Expires: time.Minute}, false); err != nil || len(ch) != 0 {
+		t.Fatalf("second Reclaim of the same key: %v, %v; want nothing (it is pending under a live claimant)", ch, err)
+	}
+	if x := lookup(t, other, "e", "a")["a"]; x.State != store.KeyPending || x.RunID != "next" {
+		t.Fatalf("reclaimed key: %+v, want pending under next", x)
+	}
+	if err := k.Complete(ctx, "e", []string{"a"}, "dies", nil); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Complete by the gone claimant after Reclaim: %v, want ErrConflict", err)
+	}
+	if err := other.Complete(ctx, "e", []string{"a"}, "next", []byte("ok")); err != nil {
+		t.Fatalf("Complete by the new claimant: %v", err)
+	}
+	if ch, err := other.Reclaim(ctx, "e", []string{"b"}, nil, true); err != nil || !slices.Equal(ch, []string{"b"}) {
+		t.Fatalf("Reclaim as done: %v, %v", ch, err)
+	}
+	if st := stateOf(t, other, "e", "b"); st != store.KeyDone {
+		t.Fatalf("key reclaimed as done: state %q", st)
+	}
+	if ch, err := other.Reclaim(ctx, "e", []string{"c"}, nil, false); err != nil || !slices.Equal(ch, []string{"c"}) {
+		t.Fatalf("Reclaim to delete: %v, %v", ch, err)
+	}
+	if got := claim(t, other, store.ClaimRequest{Scope: "e", Keys: []string{"c"}}); !got[0] {
+		t.Fatal("a key deleted by Reclaim could not be claimed again")
+	}
+	if ch, err := other.Reclaim(ctx, "e", []string{"a", "b"}, nil, false); err != nil || len(ch) != 0 {
+		t.Fatalf("Reclaim of done keys: %v, %v; want nothing changed", ch, err)
+	}
+}
+
+func testKeysRunClaimant(t *testing.T, h Harness) {
+	dsn := h.DSN(t)
+	s := client(t, dsn)
+	k := keysClient(t, dsn)
+	ctx := ctxT(t)
+	ttl := time.Second
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "h1", RunID: "run-a", TTL: ttl})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	c := store.Claimant{Task: "job", RunID: "run-a", Token: l.Token}
+	claim(t, k, store.ClaimRequest{Scope: "job", Keys: []string{"a", "b"}, Pending: true, Claimant: c})
+	if st := stateOf(t, k, "job", "a"); st != store.KeyPending {
+		t.Fatalf("key pending under a live run: state %q, want pending", st)
+	}
+	// The run dies; its lease expires and another run takes the task over.
+	var l2 store.Lease
+	deadline := time.Now().Add(ttl + granularity + 2*time.Second)
+	for {
+		l2, err = s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "h2", RunID: "run-b", TTL: time.Minute})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrBusy) || time.Now().After(deadline) {
+			t.Fatalf("Acquire after expiry: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := stateOf(t, k, "job", "a"); st != store.KeyUnknown {
+		t.Fatalf("key pending under a run whose lease token moved on: state %q, want unknown", st)
+	}
+	c2 := &store.Claimant{Task: "job", RunID: "run-b", Token: l2.Token}
+	if ch, err := k.Reclaim(ctx, "job", []string{"a"}, c2, false); err != nil || !slices.Equal(ch, []string{"a"}) {
+		t.Fatalf("Reclaim by the next run: %v, %v", ch, err)
+	}
+	if st := stateOf(t, k, "job", "a"); st != store.KeyPending {
+		t.Fatalf("key reclaimed by the live run: state %q, want pending", st)
+	}
+	if err := k.Complete(ctx, "job", []string{"a"}, "run-b", nil); err != nil {
+		t.Fatalf("Complete by the next run: %v", err)
+	}
+}
+
+func testKeysForget(t *testing.T, h Harness) {
+	dsn := h.DSN(t)
+	k := keysClient(t, dsn)
+	ctx := ctxT(t)
+	claim(t, k, store.ClaimRequest{Scope: "f", Keys: []string{"d1", "d2"}})
+	claim(t, k, store.ClaimRequest{Scope: "f", Keys: []string{"p1"}, Pending: true, Claimant: store.Claimant{RunID: "r", Expires: time.Minute}})
+	claim(t, k, store.ClaimRequest{Scope: "other", Keys: []string{"d1", "p1"}})
+	if n, err := k.Forget(ctx, "f", time.Now().Add(-time.Hour), true); err != nil || n != 0 {
+		t.Fatalf("Forget before an hour ago: %d, %v; want 0", n, err)
+	}
+	later := time.Now().Add(time.Minute)
+	n, err := k.Forget(ctx, "f", later, false)
+	if err != nil || n != 1 {
+		t.Fatalf("Forget without done keys: %d, %v; want 1 (the pending key)", n, err)
+	}
+	if m := lookup(t, k, "f", "d1", "d2", "p1"); len(m) != 2 || m["p1"].Key != "" {
+		t.Fatalf("after Forget: %v, want d1 and d2 kept", m)
+	}
+	if n, err := k.Forget(ctx, "f", later, true); err != nil || n != 2 {
+		t.Fatalf("Forget with done keys: %d, %v; want 2", n, err)
+	}
+	if got := claim(t, k, store.ClaimRequest{Scope: "f", Keys: []string{"d1"}}); !got[0] {
+		t.Fatal("a forgotten key could not be claimed again")
+	}
+	if m := lookup(t, k, "other", "d1", "p1"); len(m) != 2 {
+		t.Fatalf("Forget of scope f touched scope other: %v", m)
+	}
+}
