@@ -3,11 +3,14 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/store"
@@ -189,4 +192,60 @@ func FuzzParseDSN(f *testing.F) {
 			}
 		}
 	})
+}
+
+// --- benchmarks: p50/p99 of acquire+release against concurrency.Mutex, same server ---
+
+// BenchmarkLease measures one acquire+release round (busy counts as a round) with 1 and 16
+// contenders, each with its own client: this store (lease grant + txn, then txn + revoke) and
+// etcd's concurrency.Mutex with a session created once and reused (TryLock + Unlock; no per-run
+// TTL, no ledger).
+func BenchmarkLease(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{1, 16} {
+		b.Run(fmt.Sprintf("store/c%d", n), func(b *testing.B) {
+			dsn := withPrefix(b)
+			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
+				s, err := Open(ctx, dsn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				req := store.AcquireRequest{Task: "bench", Holder: fmt.Sprintf("h%d", i), RunID: "r", TTL: time.Minute}
+				return func(ctx context.Context) error {
+					l, err := s.Acquire(ctx, req)
+					if errors.Is(err, store.ErrBusy) {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					return s.Release(ctx, l)
+				}, func() { s.Close() }
+			})
+		})
+		b.Run(fmt.Sprintf("mutex/c%d", n), func(b *testing.B) {
+			key := "/bench-mutex/" + sqltest.RandHex(b)
+			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
+				s, err := Open(ctx, withPrefix(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				sess, err := concurrency.NewSession(s.c, concurrency.WithTTL(60))
+				if err != nil {
+					b.Fatal(err)
+				}
+				m := concurrency.NewMutex(sess, key)
+				return func(ctx context.Context) error {
+					err := m.TryLock(ctx)
+					if errors.Is(err, concurrency.ErrLocked) {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					return m.Unlock(ctx)
+				}, func() { sess.Close(); s.Close() }
+			})
+		})
+	}
 }

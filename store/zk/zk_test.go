@@ -3,11 +3,14 @@ package zk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/store"
@@ -170,4 +173,51 @@ func FuzzParseDSN(f *testing.F) {
 			}
 		}
 	})
+}
+
+// --- benchmarks: p50/p99 of acquire+release against a plain go-zookeeper lock, same server ---
+
+// BenchmarkLease measures one acquire+release round (busy counts as a round) with 1 and 16
+// contenders, each with its own session: this store (non-blocking recipe) and go-zookeeper's
+// zk.NewLock (Lock blocks until held, so under contention its rounds include the wait).
+func BenchmarkLease(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{1, 16} {
+		b.Run(fmt.Sprintf("store/c%d", n), func(b *testing.B) {
+			dsn := withPrefix(b)
+			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
+				s, err := Open(ctx, dsn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				req := store.AcquireRequest{Task: "bench", Holder: fmt.Sprintf("h%d", i), RunID: "r", TTL: time.Minute}
+				return func(ctx context.Context) error {
+					l, err := s.Acquire(ctx, req)
+					if errors.Is(err, store.ErrBusy) {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					return s.Release(ctx, l)
+				}, func() { s.Close() }
+			})
+		})
+		b.Run(fmt.Sprintf("zklock/c%d", n), func(b *testing.B) {
+			path := "/bench-zklock-" + sqltest.RandHex(b)
+			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
+				s, err := Open(ctx, withPrefix(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				l := zk.NewLock(s.c, path, acl)
+				return func(ctx context.Context) error {
+					if err := l.Lock(); err != nil {
+						return err
+					}
+					return l.Unlock()
+				}, func() { s.Close() }
+			})
+		})
+	}
 }
