@@ -341,3 +341,19 @@ func (s *Store) Forget(ctx context.Context, scope string, before time.Time, incl
 	})
 	return n, err
 }
+
+// ReleaseKeys deletes keys still pending under runID (a claim whose work did not happen), so they can
+// be claimed again; keys in any other state or under another claimant are left alone. It is not
+// part of store.Keys: package effect uses it through its Releaser interface.
+func (s *Store) ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error {
+	if err := checkScope(scope); err != nil {
+		return err
+	}
+	return s.tx(ctx, func(tx *sql.Tx, now int64) error {
+		return forChunks(keys, func(chunk []string) error {
+			_, err := tx.ExecContext(ctx, `DELETE FROM `+s.t.keys+` WHERE scope = ?2 AND key IN (SELECT value FROM json_each(?3))
+				AND state = 'pending' AND run_id = ?4 AND ?1 IS NOT NULL`, append(keyArgs(now, scope, chunk), runID)...)
+			return err
+		})
+	})
+}

@@ -1,0 +1,139 @@
+// Package effect calls a downstream operation (a payment, an e-mail, a POST to a partner) at most
+// once per key, across retries, re-runs and crashes, on any store that implements store.Keys.
+//
+// Do claims the key as pending under a claimant, makes the call, and marks the key done. The states:
+//
+//   - new: Do claims it, calls, and marks it done (Called). A call that returns an error is taken as
+//     not applied: the claim is released (on stores that implement Releaser), so a retry calls again.
+//   - done: Do returns AlreadyDone without calling.
+//   - pending under a live claimant: another attempt is calling now; ErrInFlight.
+//   - unknown (pending, and its claimant died mid-call): nobody knows whether the call happened.
+//     Do never repeats it blindly: the Reconciler asks the downstream system. Happened → the key is
+//     marked done without calling (Reconciled); did not happen → Do takes the key over and calls.
+//     Without a Reconciler, or when it cannot tell, Do returns ErrUnknown and a person decides.
+package effect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// Outcome is what Do did.
+type Outcome string
+
+// Outcomes.
+const (
+	Called      Outcome = "called"     // the call ran and returned nil; the key is done
+	Failed      Outcome = "failed"     // the call ran and returned an error; the claim was released
+	AlreadyDone Outcome = "done"       // the key was done before; no call
+	Reconciled  Outcome = "reconciled" // an earlier attempt's call happened (per the Reconciler); marked done, no call
+)
+
+var (
+	// ErrUnknown: an earlier attempt died during the call and whether it happened is not known.
+	ErrUnknown = errors.New("effect: an earlier attempt died during the call and its outcome is unknown")
+	// ErrInFlight: another attempt holds the key and is calling now.
+	ErrInFlight = errors.New("effect: another attempt is making this call now")
+)
+
+// Reconciler tells whether the effect for a key happened downstream, for a key whose earlier
+// attempt died mid-call. An error means it cannot tell: the key is held for review (ErrUnknown).
+type Reconciler interface {
+	Happened(ctx context.Context, scope, key string) (bool, error)
+}
+
+// ReconcilerFunc adapts a function to Reconciler.
+type ReconcilerFunc func(ctx context.Context, scope, key string) (bool, error)
+
+// Happened calls f.
+func (f ReconcilerFunc) Happened(ctx context.Context, scope, key string) (bool, error) {
+	return f(ctx, scope, key)
+}
+
+// Releaser is implemented by stores that can delete keys pending under a run id through ReleaseKeys (the embedded
+// SQLite store does). Without it, a failed call leaves its key pending, to be reconciled once the
+// claimant is gone.
+type Releaser interface {
+	ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error
+}
+
+// Do calls call at most once for (scope, key), as claimant c (c.RunID set; a run's Task and Token, or
+// an Expires TTL that must outlast the call). It returns the outcome and, for Failed, call's error
+// unchanged; ErrUnknown, ErrInFlight and store errors are wrapped. If call succeeds but the key
+// cannot be marked done, Do returns Called with the store error: the key stays pending and becomes
+// unknown, so the call is not repeated blindly.
+func Do(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, call func(ctx context.Context) error, rec Reconciler) (Outcome, error) {
+	if c.RunID == "" {
+		return "", errors.New("effect: the claimant needs a run id")
+	}
+	for range 4 { // rounds lost to a concurrent Reclaim or Forget
+		got, err := s.Claim(ctx, store.ClaimRequest{Scope: scope, Keys: []string{key}, Pending: true, Claimant: c})
+		if err != nil {
+			return "", err
+		}
+		if got[0] {
+			return callAndRecord(ctx, s, scope, key, c, call)
+		}
+		ks, err := s.Lookup(ctx, scope, []string{key})
+		if err != nil {
+			return "", err
+		}
+		if len(ks) == 0 {
+			continue // forgotten in between: claim again
+		}
+		switch k := ks[0]; k.State {
+		case store.KeyDone:
+			return AlreadyDone, nil
+		case store.KeyPending:
+			return "", fmt.Errorf("%w: key %q in scope %q is held by run %s", ErrInFlight, key, scope, k.RunID)
+		}
+		if rec == nil {
+			return "", fmt.Errorf("%w: key %q in scope %q (left pending by run %s)", ErrUnknown, key, scope, ks[0].RunID)
+		}
+		happened, err := rec.Happened(ctx, scope, key)
+		if err != nil {
+			return "", fmt.Errorf("%w: key %q in scope %q: the reconciler cannot tell: %v", ErrUnknown, key, scope, err)
+		}
+		if happened {
+			ch, err := s.Reclaim(ctx, scope, []string{key}, nil, true)
+			if err != nil {
+				return "", err
+			}
+			if len(ch) == 1 {
+				return Reconciled, nil
+			}
+			continue
+		}
+		ch, err := s.Reclaim(ctx, scope, []string{key}, &c, false)
+		if err != nil {
+			return "", err
+		}
+		if len(ch) == 1 {
+			return callAndRecord(ctx, s, scope, key, c, call)
+		}
+	}
+	return "", fmt.Errorf("%w: key %q in scope %q changed hands repeatedly; retry", ErrInFlight, key, scope)
+}
+
+func callAndRecord(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, call func(ctx context.Context) error) (Outcome, error) {
+	if err := call(ctx); err != nil {
+		// The call failed, so it did not apply (the caller's contract): release the claim even when
+		// ctx is done, so a retry can call again.
+		if r, ok := s.(Releaser); ok {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if rerr := r.ReleaseKeys(rctx, scope, []string{key}, c.RunID); rerr != nil {
+				return Failed, fmt.Errorf("%w (and the claim on key %q was not released: %v)", err, key, rerr)
+			}
+		}
+		return Failed, err
+	}
+	if err := s.Complete(ctx, scope, []string{key}, c.RunID, nil); err != nil {
+		return Called, fmt.Errorf("effect: the call for key %q succeeded but was not recorded as done (it will be reported unknown): %w", key, err)
+	}
+	return Called, nil
+}

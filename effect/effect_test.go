@@ -1,0 +1,127 @@
+package effect_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/effect"
+	"github.com/once-run/once/store"
+	_ "github.com/once-run/once/store/sqlite"
+)
+
+func open(t *testing.T, dsn string) store.Keys {
+	t.Helper()
+	s, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s.(store.Keys)
+}
+
+func newDSN(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "once.db") }
+
+func claimant(id string) store.Claimant { return store.Claimant{RunID: id, Expires: time.Minute} }
+
+func TestCalledOnceThenDone(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, newDSN(t))
+	var calls atomic.Int32
+	call := func(context.Context) error { calls.Add(1); return nil }
+	if out, err := effect.Do(ctx, s, "pay", "order-1", claimant("a"), call, nil); out != effect.Called || err != nil {
+		t.Fatalf("first: %v, %v", out, err)
+	}
+	if out, err := effect.Do(ctx, s, "pay", "order-1", claimant("b"), call, nil); out != effect.AlreadyDone || err != nil {
+		t.Fatalf("second: %v, %v", out, err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("%d calls, want 1", calls.Load())
+	}
+}
+
+func TestFailedCallReleasesClaim(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, newDSN(t))
+	boom := errors.New("503 from downstream")
+	out, err := effect.Do(ctx, s, "pay", "k", claimant("a"), func(context.Context) error { return boom }, nil)
+	if out != effect.Failed || !errors.Is(err, boom) {
+		t.Fatalf("failed call: %v, %v", out, err)
+	}
+	if out, err := effect.Do(ctx, s, "pay", "k", claimant("b"), func(context.Context) error { return nil }, nil); out != effect.Called || err != nil {
+		t.Fatalf("retry after a failed call: %v, %v; want called", out, err)
+	}
+}
+
+func TestInFlight(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, newDSN(t))
+	if _, err := s.Claim(ctx, store.ClaimRequest{Scope: "pay", Keys: []string{"k"}, Pending: true, Claimant: claimant("live")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := effect.Do(ctx, s, "pay", "k", claimant("b"), func(context.Context) error { t.Fatal("called"); return nil }, nil)
+	if !errors.Is(err, effect.ErrInFlight) {
+		t.Fatalf("key pending under a live claimant: %v, want ErrInFlight", err)
+	}
+}
+
+func TestUnknownReconciled(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, newDSN(t))
+	dead := store.Claimant{RunID: "dead", Expires: time.Millisecond}
+	if _, err := s.Claim(ctx, store.ClaimRequest{Scope: "pay", Keys: []string{"a", "b", "c"}, Pending: true, Claimant: dead}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	var calls atomic.Int32
+	call := func(context.Context) error { calls.Add(1); return nil }
+	if _, err := effect.Do(ctx, s, "pay", "a", claimant("x"), call, nil); !errors.Is(err, effect.ErrUnknown) {
+		t.Fatalf("unknown without a reconciler: %v, want ErrUnknown", err)
+	}
+	cannot := effect.ReconcilerFunc(func(context.Context, string, string) (bool, error) { return false, errors.New("timeout") })
+	if _, err := effect.Do(ctx, s, "pay", "a", claimant("x"), call, cannot); !errors.Is(err, effect.ErrUnknown) {
+		t.Fatalf("reconciler that cannot tell: %v, want ErrUnknown", err)
+	}
+	yes := effect.ReconcilerFunc(func(context.Context, string, string) (bool, error) { return true, nil })
+	if out, err := effect.Do(ctx, s, "pay", "b", claimant("x"), call, yes); out != effect.Reconciled || err != nil {
+		t.Fatalf("reconciled as happened: %v, %v", out, err)
+	}
+	no := effect.ReconcilerFunc(func(context.Context, string, string) (bool, error) { return false, nil })
+	if out, err := effect.Do(ctx, s, "pay", "c", claimant("x"), call, no); out != effect.Called || err != nil {
+		t.Fatalf("reconciled as not happened: %v, %v", out, err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("%d calls, want 1 (only the key that did not happen)", calls.Load())
+	}
+	if out, _ := effect.Do(ctx, s, "pay", "b", claimant("y"), call, nil); out != effect.AlreadyDone {
+		t.Fatalf("reconciled key afterwards: %v, want done", out)
+	}
+}
+
+// TestConcurrentAttemptsOneCall: attempts on separate clients race for one key; exactly one calls.
+func TestConcurrentAttemptsOneCall(t *testing.T) {
+	dsn := newDSN(t)
+	var calls atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		s := open(t, dsn)
+		wg.Go(func() {
+			_, err := effect.Do(context.Background(), s, "pay", "k", claimant(string(rune('a'+i))), func(context.Context) error {
+				calls.Add(1)
+				time.Sleep(20 * time.Millisecond)
+				return nil
+			}, nil)
+			if err != nil && !errors.Is(err, effect.ErrInFlight) {
+				t.Errorf("attempt %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if calls.Load() != 1 {
+		t.Fatalf("%d calls, want exactly 1", calls.Load())
+	}
+}
