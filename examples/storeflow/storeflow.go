@@ -1,0 +1,363 @@
+// Package storeflow is the seed's story as a program: a chain of stores syncs each day's uploaded
+// flows into an orders table. One night the run dies two thirds of the way through; cron and a
+// catch-up service both launch it again at once; a person reviews and re-runs it; someone even runs
+// it by hand twice, unguarded. With the flow id claimed by package keys in the same transaction as
+// the order, and the job guarded by once.Do, the table ends with exactly one order per flow.
+//
+// The orders table deliberately has no unique index on flow_id (the seed's schema could not be
+// changed), so a duplicate would be visible: Count reports rows and distinct flows.
+package storeflow
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/keys"
+	"github.com/once-run/once/store"
+)
+
+// Flow is one uploaded sales flow; ID is its stable business key.
+type Flow struct {
+	ID          string
+	Store       int
+	AmountCents int64
+}
+
+// Flows returns n deterministic flows of day.
+func Flows(day string, n int) []Flow {
+	out := make([]Flow, n)
+	for i := range out {
+		out[i] = Flow{ID: fmt.Sprintf("%s/flow-%05d", day, i+1), Store: 1 + i%17, AmountCents: int64(1000 + (i*7919)%50000)}
+	}
+	return out
+}
+
+// Crash is a point in a batch's transaction where a run can die.
+type Crash int
+
+// Crash points, in transaction order.
+const (
+	NoCrash              Crash = iota
+	BeforeClaim                // transaction open, nothing done
+	BetweenClaimAndWrite       // keys claimed, orders not written
+	AfterWrite                 // orders written, not committed
+	AfterCommit                // batch committed, next batch not started
+)
+
+func (c Crash) String() string {
+	return [...]string{"none", "before the claim", "between claim and write", "after the write", "after the commit"}[c]
+}
+
+// Crashed is the panic value of an injected crash.
+type Crashed struct {
+	At  Crash
+	Row int
+}
+
+func (c Crashed) Error() string { return fmt.Sprintf("crashed %s at row %d", c.At, c.Row) }
+
+// Shop is the orders database and how the sync job uses it.
+type Shop struct {
+	DB      *sql.DB
+	Dialect keys.Dialect
+	Keys    *keys.Keys
+	// Batch is the number of flows per transaction; default 100.
+	Batch int
+	// Checkpoint makes Sync resume after the last committed batch (keys.SaveCheckpoint). Without
+	// it every run starts from the first flow and the claims alone skip what is done.
+	Checkpoint bool
+	// Crash, when set, panics with Crashed at that point of the transaction holding flow CrashAt
+	// (1-based), after rolling the transaction back as a dying connection would.
+	Crash   Crash
+	CrashAt int
+	// Naive skips the claims: the seed's job, to show what the claims prevent.
+	Naive bool
+	// Orders is the orders table; default "orders".
+	Orders string
+}
+
+func (s *Shop) orders() string {
+	if s.Orders == "" {
+		return "orders"
+	}
+	return s.Orders
+}
+
+// Scope is the keys scope of order flows.
+const Scope = "orders"
+
+// Setup creates the orders table (no unique index, like the seed's) and the keys tables.
+func (s *Shop) Setup(ctx context.Context) error {
+	var ddl string
+	switch s.Dialect {
+	case keys.Postgres:
+		ddl = `CREATE TABLE IF NOT EXISTS ` + s.orders() + ` (id bigserial PRIMARY KEY, flow_id text NOT NULL, store int NOT NULL, amount_cents bigint NOT NULL)`
+	case keys.MySQL:
+		ddl = `CREATE TABLE IF NOT EXISTS ` + s.orders() + ` (id BIGINT AUTO_INCREMENT PRIMARY KEY, flow_id VARCHAR(64) NOT NULL, store INT NOT NULL, amount_cents BIGINT NOT NULL)`
+	default:
+		ddl = `CREATE TABLE IF NOT EXISTS ` + s.orders() + ` (id INTEGER PRIMARY KEY, flow_id TEXT NOT NULL, store INTEGER NOT NULL, amount_cents INTEGER NOT NULL)`
+	}
+	if _, err := s.DB.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("create orders: %w", err)
+	}
+	return s.Keys.Ensure(ctx, keys.SQL(s.DB))
+}
+
+// Count returns the number of orders and of distinct flows among them.
+func (s *Shop) Count(ctx context.Context) (rows, distinct int, err error) {
+	err = s.DB.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(DISTINCT flow_id) FROM `+s.orders()).Scan(&rows, &distinct)
+	return rows, distinct, err
+}
+
+// Sync writes one order per flow not yet claimed, a batch per transaction: claim the batch's flow
+// ids, insert orders for the new ones, save the checkpoint, commit. It returns the orders written.
+func (s *Shop) Sync(ctx context.Context, task, slot string, flows []Flow) (written int, err error) {
+	batch := s.Batch
+	if batch <= 0 {
+		batch = 100
+	}
+	start := 0
+	if s.Checkpoint {
+		v, ok, err := s.Keys.LoadCheckpoint(ctx, keys.SQL(s.DB), task, slot)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			if start, err = strconv.Atoi(v); err != nil {
+				return 0, fmt.Errorf("checkpoint %q is not a flow index: %w", v, err)
+			}
+		}
+	}
+	for lo := start; lo < len(flows); lo += batch {
+		part := flows[lo:min(lo+batch, len(flows))]
+		n, err := s.syncBatch(ctx, task, slot, lo, part)
+		written += n
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+func (s *Shop) syncBatch(ctx context.Context, task, slot string, lo int, part []Flow) (int, error) {
+	crash := func(at Crash) {
+		if s.Crash == at && s.CrashAt > lo && s.CrashAt <= lo+len(part) {
+			panic(Crashed{At: at, Row: s.CrashAt})
+		}
+	}
+	tx, err := s.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit; on a crash the server does it
+	crash(BeforeClaim)
+	ids := make([]string, len(part))
+	for i, f := range part {
+		ids[i] = f.ID
+	}
+	fresh := make([]bool, len(ids))
+	if s.Naive {
+		for i := range fresh {
+			fresh[i] = true
+		}
+	} else if fresh, err = s.Keys.Claim(ctx, keys.SQL(tx), Scope, ids...); err != nil {
+		return 0, err
+	}
+	crash(BetweenClaimAndWrite)
+	var q strings.Builder
+	var args []any
+	q.WriteString("INSERT INTO " + s.orders() + " (flow_id, store, amount_cents) VALUES ")
+	for i, f := range part {
+		if !fresh[i] {
+			continue
+		}
+		if len(args) > 0 {
+			q.WriteByte(',')
+		}
+		if s.Dialect == keys.Postgres {
+			fmt.Fprintf(&q, "($%d,$%d,$%d)", len(args)+1, len(args)+2, len(args)+3)
+		} else {
+			q.WriteString("(?,?,?)")
+		}
+		args = append(args, f.ID, f.Store, f.AmountCents)
+	}
+	n := len(args) / 3
+	if n > 0 {
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return 0, fmt.Errorf("insert orders: %w", err)
+		}
+	}
+	crash(AfterWrite)
+	if s.Checkpoint {
+		if err := s.Keys.SaveCheckpoint(ctx, keys.SQL(tx), task, slot, strconv.Itoa(lo+len(part))); err != nil {
+			return 0, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	crash(AfterCommit)
+	return n, nil
+}
+
+// Story configures Run.
+type Story struct {
+	Shop  *Shop
+	Guard store.Store // the once store of the guard (any backend)
+	Task  string      // default "store-flow-sync"
+	Day   string      // the slot; default "2026-11-29"
+	Flows int         // default 3000
+	Log   io.Writer   // narration; nil discards
+}
+
+// Report is what happened in each act of the story.
+type Report struct {
+	Crashed     *Crashed        // act 1: the run that died (nil if no crash was injected)
+	Launches    []once.Decision // act 2: "cron" and "catch-up" at once
+	Rerun       []once.Decision // act 3: after review, launched twice at once again
+	RerunWrote  int             // orders written by act 3
+	ByHandWrote int             // act 4: two unguarded runs by hand at once
+	Rows        int             // orders at the end
+	Distinct    int             // distinct flows among them
+}
+
+// Run plays the story: a guarded run that crashes as st.Shop says, two concurrent launches, a
+// review that resolves the slot as failed and a re-run launched twice at once, then two unguarded
+// runs by hand. It returns an error only when something other than an injected crash fails.
+func Run(ctx context.Context, st Story) (rep Report, err error) {
+	if st.Task == "" {
+		st.Task = "store-flow-sync"
+	}
+	if st.Day == "" {
+		st.Day = "2026-11-29"
+	}
+	if st.Flows == 0 {
+		st.Flows = 3000
+	}
+	say := func(format string, a ...any) {
+		if st.Log != nil {
+			fmt.Fprintf(st.Log, format+"\n", a...)
+		}
+	}
+	shop := *st.Shop
+	flows := Flows(st.Day, st.Flows)
+	if err := shop.Setup(ctx); err != nil {
+		return rep, err
+	}
+	opts := once.Options{Store: st.Guard, Task: st.Task, Slot: st.Day, TTL: 5 * time.Second}
+	var wrote sync.Map
+	job := func(s *Shop, who string) once.Work {
+		return func(ctx context.Context, run *once.Run) error {
+			n, err := s.Sync(ctx, run.Task, run.Slot, flows)
+			wrote.Store(who, n)
+			return err
+		}
+	}
+
+	// Act 1: 02:00, the nightly run; the machine dies mid-run.
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				c, ok := r.(Crashed)
+				if !ok {
+					panic(r)
+				}
+				rep.Crashed = &c
+			}
+		}()
+		var res once.Result
+		res, err = once.Do(ctx, opts, job(&shop, "nightly"))
+		if err == nil && res.WorkErr != nil {
+			err = res.WorkErr
+		}
+	}()
+	if err != nil {
+		return rep, fmt.Errorf("act 1: %w", err)
+	}
+	rows, _, _ := shop.Count(ctx)
+	say("act 1: nightly run: %v; %d orders in the table", rep.Crashed, rows)
+
+	// Act 2: after the reboot, cron and the catch-up service launch the job at the same moment.
+	clean := shop
+	clean.Crash = NoCrash
+	launch := func(act string, o once.Options) ([]once.Decision, error) {
+		var wg sync.WaitGroup
+		ds := make([]once.Decision, 2)
+		errs := make([]error, 2)
+		for i, who := range []string{"cron", "catch-up"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o := o
+				o.Holder = who
+				res, err := once.Do(ctx, o, job(&clean, act+who))
+				ds[i], errs[i] = res.Decision, errors.Join(err, res.WorkErr)
+				say("%s: %-8s -> %s %s", act, who, res.Decision, res.Reason)
+			}()
+		}
+		wg.Wait()
+		return ds, errors.Join(errs...)
+	}
+	if rep.Launches, err = launch("act 2", opts); err != nil {
+		return rep, err
+	}
+
+	// Act 3: a person reviews the unknown attempt, resolves it as failed (the claims make a re-run
+	// harmless) and re-runs; cron fires at the same time again.
+	if rep.Crashed != nil {
+		if _, err := st.Guard.Resolve(ctx, store.ResolveRequest{Task: st.Task, Slot: st.Day, As: store.Failed,
+			By: "reviewer", Note: "died mid-run; orders are claimed per flow, re-run is safe"}); err != nil {
+			return rep, fmt.Errorf("act 3: resolve: %w", err)
+		}
+		say("act 3: reviewer resolved %s/%s as failed", st.Task, st.Day)
+	}
+	o3 := opts
+	o3.MinHold = time.Second // the winner keeps the lease while the other launch knocks
+	if rep.Rerun, err = launch("act 3", o3); err != nil {
+		return rep, err
+	}
+	wrote.Range(func(k, v any) bool {
+		if strings.HasPrefix(k.(string), "act 3") {
+			rep.RerunWrote += v.(int)
+		}
+		return true
+	})
+	say("act 3: the re-run wrote %d orders", rep.RerunWrote)
+
+	// Act 4: two people run the sync by hand, without the guard and from the first flow.
+	byHand := clean
+	byHand.Checkpoint = false
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := byHand.Sync(ctx, st.Task, st.Day, flows)
+			mu.Lock()
+			rep.ByHandWrote += n
+			errs = append(errs, err)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return rep, fmt.Errorf("act 4: %w", err)
+	}
+	say("act 4: two unguarded runs by hand wrote %d orders", rep.ByHandWrote)
+
+	if rep.Rows, rep.Distinct, err = shop.Count(ctx); err != nil {
+		return rep, err
+	}
+	say("end: %d orders, %d distinct flows, %d duplicates", rep.Rows, rep.Distinct, rep.Rows-rep.Distinct)
+	return rep, nil
+}
