@@ -134,6 +134,9 @@ type Store struct {
 	ctx    context.Context // cancelled by Close: watches and background revokes
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	idle map[int64][]*clientv3.LeaseGrantResponse // etcd leases no key uses, by TTL, for reuse
 }
 
 // Open connects to etcd and checks that it answers.
@@ -144,7 +147,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, Username: cfg.Username, Password: cfg.Password,
 		DialTimeout: cfg.Dial, Logger: zap.NewNop(), Context: context.WithoutCancel(ctx)})
-	s := &Store{c: c, p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ",")}
+	s := &Store{c: c, p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]*clientv3.LeaseGrantResponse{}}
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
@@ -162,6 +165,22 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 
 // Close stops the watches and closes the client. Leases are not released.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	var ids []clientv3.LeaseID
+	for _, gs := range s.idle {
+		for _, g := range gs {
+			ids = append(ids, g.ID)
+		}
+	}
+	s.idle = map[int64][]*clientv3.LeaseGrantResponse{}
+	s.mu.Unlock()
+	if len(ids) > 0 {
+		ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+		for _, id := range ids {
+			_, _ = s.c.Revoke(ctx, id)
+		}
+		cancel()
+	}
 	s.cancel()
 	s.wg.Wait()
 	return s.c.Close()
@@ -187,6 +206,7 @@ func (s *Store) mapErr(err error) error {
 func esc(s string) string { return url.PathEscape(s) }
 
 func (s *Store) leaseKey(task string) string     { return s.p + "l/" + esc(task) }
+func (s *Store) holderKey(task string) string    { return s.p + "h/" + esc(task) }
 func (s *Store) fenceKey(task string) string     { return s.p + "f/" + esc(task) }
 func (s *Store) docKey(task, slot string) string { return s.p + "d/" + esc(task) + "/" + esc(slot) }
 func (s *Store) runKey(run string) string        { return s.p + "r/" + esc(run) }
@@ -196,6 +216,7 @@ type leaseValue struct {
 	RunID    string `json:"run_id"`
 	Acquired int64  `json:"acquired_us"`
 	Expires  int64  `json:"expires_us"`
+	TTL      int64  `json:"ttl_s"` // the etcd lease's granted TTL
 }
 
 func (s *Store) decode(task string, kv *clientv3.GetResponse) (store.Lease, int64, error) {
@@ -218,22 +239,23 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
 	sent := time.Now()
-	g, err := s.c.Grant(ctx, seconds(req.TTL))
+	g, err := s.grant(ctx, seconds(req.TTL))
 	if err != nil {
-		return store.Lease{}, s.mapErr(err)
+		return store.Lease{}, err
 	}
 	ttl := time.Duration(g.TTL) * time.Second
-	v, _ := json.Marshal(leaseValue{Holder: req.Holder, RunID: req.RunID, Acquired: sent.UnixMicro(), Expires: sent.Add(ttl).UnixMicro()})
+	v, _ := json.Marshal(leaseValue{Holder: req.Holder, RunID: req.RunID, Acquired: sent.UnixMicro(), Expires: sent.Add(ttl).UnixMicro(), TTL: g.TTL})
 	key := s.leaseKey(req.Task)
 	r, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(v), clientv3.WithLease(g.ID)), clientv3.OpPut(s.fenceKey(req.Task), "")).
+		Then(clientv3.OpPut(key, string(v), clientv3.WithLease(g.ID)), clientv3.OpPut(s.holderKey(req.Task), req.Holder, clientv3.WithLease(g.ID)),
+			clientv3.OpPut(s.fenceKey(req.Task), "")).
 		Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		s.revoke(g.ID)
 		return store.Lease{}, s.mapErr(err)
 	}
 	if !r.Succeeded {
-		s.revoke(g.ID)
+		s.putBack(g)
 		gr := (*clientv3.GetResponse)(r.Responses[0].GetResponseRange())
 		if len(gr.Kvs) == 0 { // expired between compare and read: report busy without a holder
 			return store.Lease{}, &store.BusyError{Lease: store.Lease{Task: req.Task}}
@@ -246,6 +268,47 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	}
 	return store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: r.Header.Revision,
 		Acquired: time.UnixMicro(sent.UnixMicro()), Expires: time.UnixMicro(sent.Add(ttl).UnixMicro())}, nil
+}
+
+// grant returns an etcd lease of ttl seconds with its full TTL ahead: an idle one this store kept
+// (refreshed by KeepAliveOnce, which is not a raft write) or a new grant. Reusing leases keeps an
+// acquire+release at two raft writes, like concurrency.Mutex.
+func (s *Store) grant(ctx context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error) {
+	for {
+		s.mu.Lock()
+		idle := s.idle[ttl]
+		var g *clientv3.LeaseGrantResponse
+		if n := len(idle); n > 0 {
+			g, s.idle[ttl] = idle[n-1], idle[:n-1]
+		}
+		s.mu.Unlock()
+		if g == nil {
+			break
+		}
+		if ka, err := s.c.KeepAliveOnce(ctx, g.ID); err == nil && ka.TTL == g.TTL {
+			return g, nil
+		}
+	}
+	g, err := s.c.Grant(ctx, ttl)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	g.TTL = max(g.TTL, 1)
+	return g, nil
+}
+
+// putBack keeps an etcd lease that no key uses any more for the next Acquire with its TTL.
+func (s *Store) putBack(g *clientv3.LeaseGrantResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := g.TTL
+	if len(s.idle[key]) >= 4 {
+		s.mu.Unlock()
+		s.revoke(g.ID)
+		s.mu.Lock()
+		return
+	}
+	s.idle[key] = append(s.idle[key], g)
 }
 
 // revoke gives an unused etcd lease back in the background (it would expire anyway).
@@ -302,10 +365,10 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 		newID, got = g.ID, time.Duration(g.TTL)*time.Second
 	}
 	cur.Expires = time.UnixMicro(sent.Add(got).UnixMicro())
-	v, _ := json.Marshal(leaseValue{Holder: cur.Holder, RunID: cur.RunID, Acquired: cur.Acquired.UnixMicro(), Expires: cur.Expires.UnixMicro()})
+	v, _ := json.Marshal(leaseValue{Holder: cur.Holder, RunID: cur.RunID, Acquired: cur.Acquired.UnixMicro(), Expires: cur.Expires.UnixMicro(), TTL: int64(got / time.Second)})
 	key := s.leaseKey(l.Task)
 	r, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", l.Token), clientv3.Compare(clientv3.LeaseValue(key), "=", id)).
-		Then(clientv3.OpPut(key, string(v), clientv3.WithLease(newID))).Commit()
+		Then(clientv3.OpPut(key, string(v), clientv3.WithLease(newID)), clientv3.OpPut(s.holderKey(l.Task), cur.Holder, clientv3.WithLease(newID))).Commit()
 	if err != nil {
 		return store.Lease{}, s.mapErr(err)
 	}
@@ -321,35 +384,33 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	return cur, nil
 }
 
-// Release deletes l's key and revokes its etcd lease. An expired grant nobody replaced (the fence
-// still carries its token) releases fine. See store.Leaser.
+// Release deletes l's keys in one transaction that compares the token (create revision) and the
+// holder, then revokes the etcd lease in the background. An expired grant nobody replaced (the
+// fence still carries its token) releases fine. See store.Leaser.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
-	_, id, err := s.current(ctx, l)
-	if errors.Is(err, store.ErrNotHeld) {
-		latest, lerr := kv{s}.Latest(ctx, l.Task)
-		if lerr != nil {
-			return lerr
-		}
-		if latest == l.Token {
-			if gr, gerr := s.c.Get(ctx, s.leaseKey(l.Task)); gerr == nil && len(gr.Kvs) == 0 {
-				return nil
-			}
-		}
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	key := s.leaseKey(l.Task)
-	r, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", l.Token)).Then(clientv3.OpDelete(key)).Commit()
+	key, hkey := s.leaseKey(l.Task), s.holderKey(l.Task)
+	r, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", l.Token), clientv3.Compare(clientv3.Value(hkey), "=", l.Holder)).
+		Then(clientv3.OpDelete(key, clientv3.WithPrevKV()), clientv3.OpDelete(hkey)).
+		Else(clientv3.OpGet(key), clientv3.OpGet(s.fenceKey(l.Task))).Commit()
 	if err != nil {
 		return s.mapErr(err)
 	}
-	s.revoke(id)
-	if !r.Succeeded {
-		return fmt.Errorf("%w: task %q token %d was replaced during release", store.ErrNotHeld, l.Task, l.Token)
+	if r.Succeeded {
+		if prev := r.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) > 0 && prev[0].Lease != 0 {
+			var v leaseValue
+			if json.Unmarshal(prev[0].Value, &v) == nil && v.TTL > 0 {
+				s.putBack(&clientv3.LeaseGrantResponse{ID: clientv3.LeaseID(prev[0].Lease), TTL: v.TTL})
+			} else {
+				s.revoke(clientv3.LeaseID(prev[0].Lease))
+			}
+		}
+		return nil
 	}
-	return nil
+	cur, fence := r.Responses[0].GetResponseRange().Kvs, r.Responses[1].GetResponseRange().Kvs
+	if len(cur) == 0 && len(fence) > 0 && fence[0].ModRevision == l.Token {
+		return nil
+	}
+	return fmt.Errorf("%w: task %q token %d held by %q is not the current grant", store.ErrNotHeld, l.Task, l.Token, l.Holder)
 }
 
 // Leases lists the grants whose keys exist and whose recorded expiry has not passed.
