@@ -125,7 +125,7 @@ Store: --store DSN, else $ONCE_STORE, else the embedded SQLite file $ONCE_HOME/o
 		return usage("%v (see 'once %s --help')", err, c.Name())
 	})
 	root.AddCommand(a.runCmd(), a.statusCmd(), a.historyCmd(), a.resolveCmd(), a.reportCmd(), a.versionCmd(),
-		a.backfillCmd(), a.drillCmd(), a.doctorCmd())
+		a.backfillCmd(), a.drillCmd(), a.doctorCmd(), a.keysCmd(), a.effectCmd())
 	return root
 }
 

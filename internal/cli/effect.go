@@ -1,0 +1,177 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/effect"
+	"github.com/once-run/once/keys"
+	"github.com/once-run/once/store"
+	"github.com/once-run/once/supervise"
+)
+
+func (a *app) effectCmd() *cobra.Command {
+	var key, scope, reconcile string
+	var claimTTL time.Duration
+	c := &cobra.Command{
+		Use:   "effect --key K [--scope S] [--reconcile CMD] [--claim-ttl D] -- COMMAND [ARG...]",
+		Short: "Call COMMAND at most once per key (a payment, an e-mail, a POST downstream)",
+		Long: `Call COMMAND at most once per key, with ONCE_EFFECT_KEY=K in its environment (send it downstream as
+the Idempotency-Key header). The scope defaults to $ONCE_TASK, else "effect".
+
+  key done before                       → exit 0 without calling
+  key new                               → call; exit 0 marks it done; a non-zero exit releases the
+                                          claim (a failed call is taken as not applied) and passes
+                                          the exit status through, so a retry calls again
+  an earlier attempt died mid-call      → run CMD with sh -c: exit 0 = it happened (mark done, do
+                                          not call), 1 = it did not (call); else, or without
+                                          --reconcile, exit 76 and print how to decide
+  another attempt is calling now        → exit 75
+
+Inside once run the claim belongs to the run (gone when its lease ends). Outside, it expires after
+--claim-ttl, which must outlast the call: past it, the call counts as died mid-call.`,
+		Example: `  once effect --key "invoice-$ID" --reconcile "./invoice-exists $ID" -- ./send-invoice "$ID"`,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if c.ArgsLenAtDash() != 0 {
+				return usage("put COMMAND after --: once effect --key K -- COMMAND")
+			}
+			if err := keys.Validate(key); err != nil {
+				return usage("--key: %v", err)
+			}
+			if scope == "" {
+				scope = os.Getenv("ONCE_TASK")
+			}
+			if scope == "" {
+				scope = "effect"
+			}
+			if err := checkScope(scope); err != nil {
+				return err
+			}
+			if claimTTL < time.Second {
+				return usage("--claim-ttl %s: give at least 1s, longer than the call can take", claimTTL)
+			}
+			cl, err := effectClaimant(claimTTL)
+			if err != nil {
+				return err
+			}
+			ks, closeStore, err := a.keysStore(c.Context())
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			var rec effect.Reconciler
+			if reconcile != "" {
+				rec = effect.ReconcilerFunc(func(ctx context.Context, scope, key string) (bool, error) {
+					return a.reconcile(ctx, reconcile, scope, key)
+				})
+			}
+			out, err := effect.Do(c.Context(), ks, scope, key, cl, func(ctx context.Context) error {
+				return a.callEffect(args, scope, key)
+			}, rec)
+			switch {
+			case out == effect.AlreadyDone || out == effect.Reconciled:
+				fmt.Fprintf(a.stderr, "once: effect %q in scope %q already happened (%s); not calling\n", key, scope, out)
+				return nil
+			case errors.Is(err, effect.ErrUnknown):
+				redo := "once effect --key " + once.ShellQuote(key) + " --scope " + once.ShellQuote(scope)
+				fmt.Fprintf(a.stderr, "once: %v\n", err)
+				fmt.Fprintf(a.stderr, "once: check downstream, then:  %s --reconcile 'exit 0' -- …  (it happened)  or  --reconcile 'exit 1' (call again)\n", redo)
+				return exit(ExitReview, "")
+			case errors.Is(err, effect.ErrInFlight):
+				return exit(ExitBusy, "%v", err)
+			}
+			var ec exitCode
+			if out == effect.Failed && errors.As(err, &ec) {
+				return exit(ec.code, "") // COMMAND's own status; the claim was released
+			}
+			return err
+		},
+	}
+	c.Flags().StringVar(&key, "key", "", "the effect's key, e.g. invoice-42 (required)")
+	c.Flags().StringVar(&scope, "scope", "", `the set of keys (default $ONCE_TASK, else "effect")`)
+	c.Flags().StringVar(&reconcile, "reconcile", "", "shell command that tells whether an interrupted call happened: exit 0 yes, 1 no")
+	durationVar(c.Flags(), &claimTTL, "claim-ttl", 10*time.Minute, "outside once run: how long the claim lasts; must outlast the call")
+	_ = c.MarkFlagRequired("key")
+	return c
+}
+
+// effectClaimant is the current run (inside once run) or a fresh expiring claim.
+func effectClaimant(ttl time.Duration) (store.Claimant, error) {
+	if os.Getenv("ONCE_RUN_ID") != "" {
+		return runClaimant("once effect")
+	}
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return store.Claimant{}, err
+	}
+	return store.Claimant{RunID: "effect-" + hex.EncodeToString(b[:]), Expires: ttl}, nil
+}
+
+// callEffect runs COMMAND in its own process group with ONCE_EFFECT_KEY set, forwarding SIGINT,
+// SIGTERM and SIGHUP; a non-zero exit is returned as exitCode.
+func (a *app) callEffect(args []string, scope, key string) error {
+	env := append(os.Environ(), "ONCE_EFFECT_KEY="+key, "ONCE_EFFECT_SCOPE="+scope)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	p, err := supervise.Start(supervise.Config{Args: args, Env: env, Stdin: a.stdin, Stdout: a.stdout, Stderr: a.stderr,
+		Shim: []string{"/proc/self/exe", supervise.ShimArg}})
+	if err != nil {
+		fmt.Fprintf(a.stderr, "once: %v\n", err)
+		switch {
+		case errors.Is(err, supervise.ErrNotFound):
+			return exitCode{ExitNotFound}
+		case errors.Is(err, supervise.ErrNotExecutable):
+			return exitCode{ExitNotExecutable}
+		}
+		return err
+	}
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				p.Stop(s.(syscall.Signal), 10*time.Second)
+			case <-p.Done():
+				return
+			}
+		}
+	}()
+	ex, err := p.Wait()
+	if err != nil {
+		return err
+	}
+	if ex.Code != 0 {
+		return exitCode{ex.Code}
+	}
+	return nil
+}
+
+// reconcile runs CMD with sh -c: exit 0 means the effect happened, 1 that it did not.
+func (a *app) reconcile(ctx context.Context, cmd, scope, key string) (bool, error) {
+	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
+	c.Env = append(os.Environ(), "ONCE_EFFECT_KEY="+key, "ONCE_EFFECT_SCOPE="+scope)
+	c.Stdout, c.Stderr = a.stderr, a.stderr
+	err := c.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ee) && ee.ExitCode() == 1:
+		return false, nil
+	case errors.As(err, &ee):
+		return false, fmt.Errorf("--reconcile %q exited %d (0 means it happened, 1 that it did not)", cmd, ee.ExitCode())
+	}
+	return false, fmt.Errorf("--reconcile %q: %v", cmd, err)
+}
