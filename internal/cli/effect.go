@@ -42,7 +42,7 @@ the Idempotency-Key header). The scope defaults to $ONCE_TASK, else "effect".
 Inside once run the claim belongs to the run (gone when its lease ends). Outside, it expires after
 --claim-ttl, which must outlast the call: past it, the call counts as died mid-call.`,
 		Example: `  once effect --key "invoice-$ID" --reconcile "./invoice-exists $ID" -- ./send-invoice "$ID"`,
-		Args:  cobra.MinimumNArgs(1),
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if c.ArgsLenAtDash() != 0 {
 				return usage("put COMMAND after --: once effect --key K -- COMMAND")
