@@ -108,8 +108,9 @@ type Store struct {
 	epoch  string
 	kvl    kvledger.Ledger
 
-	mu  sync.Mutex
-	hwm map[string]int64 // highest token seen per task: a counter below it means Redis lost data
+	mu    sync.Mutex
+	hwm   map[string]int64 // highest token seen per task: a counter below it means Redis lost data
+	known map[string]bool  // tasks this client added to the task index
 }
 
 // quiet drops go-redis's own log lines (pool dial retries); the store reports errors itself.
@@ -132,7 +133,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	quietOnce.Do(func() { goredis.SetLogger(quiet{}) })
 	cfg.Opts.DisableIdentity = true
 	cfg.Opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	s := &Store{c: goredis.NewClient(cfg.Opts), prefix: cfg.Prefix, addr: cfg.Opts.Addr, hwm: map[string]int64{}}
+	s := &Store{c: goredis.NewClient(cfg.Opts), prefix: cfg.Prefix, addr: cfg.Opts.Addr, hwm: map[string]int64{}, known: map[string]bool{}}
 	s.kvl = kvledger.Ledger{KV: kv{s}}
 	if err := s.init(ctx); err != nil {
 		_ = s.c.Close()
@@ -188,6 +189,13 @@ func (s *Store) tkey(task, name string) string {
 // escape keeps task names from closing the hash tag early.
 func escape(s string) string {
 	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(s)
+}
+
+// indexed reports whether this client already added task to the task index.
+func (s *Store) indexed(task string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.known[task]
 }
 
 func (s *Store) seen(task string) int64 {
@@ -365,12 +373,22 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	}
 	keys := s.taskKeys(req.Task)
 	args := []any{s.epoch, s.seen(req.Task), req.Holder, req.RunID, ttlMillis(req.TTL)}
-	p := s.c.Pipeline()
-	p.SAdd(ctx, s.key("tasks"), req.Task)
-	res := acquireScript.EvalSha(ctx, p, keys, args...)
-	_, _ = p.Exec(ctx)
-	if err := res.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+	var res *goredis.Cmd
+	if s.indexed(req.Task) {
 		res = acquireScript.Run(ctx, s.c, keys, args...)
+	} else { // first acquire of the task by this client: index it in the same round trip
+		p := s.c.Pipeline()
+		add := p.SAdd(ctx, s.key("tasks"), req.Task)
+		res = acquireScript.EvalSha(ctx, p, keys, args...)
+		_, _ = p.Exec(ctx)
+		if err := res.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			res = acquireScript.Run(ctx, s.c, keys, args...)
+		}
+		if add.Err() == nil {
+			s.mu.Lock()
+			s.known[req.Task] = true
+			s.mu.Unlock()
+		}
 	}
 	r, err := res.Slice()
 	if err != nil {
