@@ -1,0 +1,287 @@
+package idemhttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/idemhttp"
+	"github.com/once-run/once/store"
+	_ "github.com/once-run/once/store/sqlite"
+)
+
+type server struct {
+	*httptest.Server
+	calls   atomic.Int32
+	release chan struct{} // when set, the handler waits for it
+	keys    store.Keys
+}
+
+func newServer(t *testing.T, o idemhttp.Options, h func(s *server, w http.ResponseWriter, r *http.Request)) *server {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s := &server{keys: st.(store.Keys)}
+	o.Store = s.keys
+	mw, err := idemhttp.Middleware(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h == nil {
+		h = func(s *server, w http.ResponseWriter, r *http.Request) {
+			n := s.calls.Add(1)
+			if s.release != nil {
+				<-s.release
+			}
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Location", "/orders/1")
+			w.Header().Set("X-Not-Kept", "1")
+			w.WriteHeader(http.StatusCreated)
+			json.NewEncoder(w).Encode(map[string]any{"call": n, "body": string(body)})
+		}
+	}
+	s.Server = httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })))
+	t.Cleanup(s.Close)
+	return s
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (s *server) do(t *testing.T, method, key, body string) resp {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.URL+"/orders", strings.NewReader(body))
+	if key != "" {
+		req.Header.Set(idemhttp.Header, key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{res.StatusCode, res.Header, string(b)}
+}
+
+func wantProblem(t *testing.T, r resp, status int) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q, want application/problem+json", ct)
+	}
+	var p map[string]any
+	if err := json.Unmarshal([]byte(r.body), &p); err != nil || p["status"] != float64(status) || p["type"] == "" || p["title"] == "" {
+		t.Fatalf("problem body %q: want type, title and status %d", r.body, status)
+	}
+}
+
+func TestFirstExecutesRetryReplays(t *testing.T) {
+	s := newServer(t, idemhttp.Options{}, nil)
+	first := s.do(t, "POST", `"order-1"`, `{"amount":5}`)
+	if first.status != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	again := s.do(t, "POST", `"order-1"`, `{"amount":5}`)
+	if again.status != first.status || again.body != first.body || again.header.Get("Location") != "/orders/1" ||
+		again.header.Get("Content-Type") != "application/json" || again.header.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("replay: %d %v %q; want the first response again", again.status, again.header, again.body)
+	}
+	if again.header.Get("X-Not-Kept") != "" {
+		t.Fatal("a header outside KeepHeaders was replayed")
+	}
+	if bare := s.do(t, "POST", `order-1`, `{"amount":5}`); bare.body != first.body {
+		t.Fatalf("bare (unquoted) key: %d %q, want the replay", bare.status, bare.body)
+	}
+	if n := s.calls.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+	if r := s.do(t, "GET", `"order-1"`, ""); r.status != http.StatusCreated || s.calls.Load() != 2 {
+		t.Fatalf("GET is not guarded: %d, calls %d", r.status, s.calls.Load())
+	}
+}
+
+func TestStoredErrorIsReplayed(t *testing.T) {
+	var n atomic.Int32
+	s := newServer(t, idemhttp.Options{}, func(_ *server, w http.ResponseWriter, _ *http.Request) {
+		n.Add(1)
+		http.Error(w, "downstream refused", http.StatusInternalServerError)
+	})
+	a, b := s.do(t, "POST", `"k"`, "x"), s.do(t, "POST", `"k"`, "x")
+	if a.status != 500 || b.status != 500 || a.body != b.body || n.Load() != 1 {
+		t.Fatalf("500 replay: %d/%d, %d calls", a.status, b.status, n.Load())
+	}
+}
+
+func TestPayloadMismatch422(t *testing.T) {
+	s := newServer(t, idemhttp.Options{}, nil)
+	s.do(t, "POST", `"k"`, "one")
+	wantProblem(t, s.do(t, "POST", `"k"`, "two"), http.StatusUnprocessableEntity)
+	wantProblem(t, s.do(t, "PATCH", `"k"`, "one"), http.StatusUnprocessableEntity)
+	if s.calls.Load() != 1 {
+		t.Fatalf("%d calls", s.calls.Load())
+	}
+}
+
+func TestMissingAndBadKey400(t *testing.T) {
+	req := newServer(t, idemhttp.Options{Required: true}, nil)
+	wantProblem(t, req.do(t, "POST", "", "x"), http.StatusBadRequest)
+	wantProblem(t, req.do(t, "POST", `"unterminated`, "x"), http.StatusBadRequest)
+	wantProblem(t, req.do(t, "POST", `"a" ; p=1`, "x"), http.StatusBadRequest)
+	r, _ := http.NewRequest("POST", req.URL, strings.NewReader("x"))
+	r.Header.Add(idemhttp.Header, `"a"`)
+	r.Header.Add(idemhttp.Header, `"b"`)
+	res, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 400 {
+		t.Fatalf("two keys: %d, want 400", res.StatusCode)
+	}
+	if req.calls.Load() != 0 {
+		t.Fatal("a request with a bad or missing key reached the handler")
+	}
+	opt := newServer(t, idemhttp.Options{}, nil)
+	if r := opt.do(t, "POST", "", "x"); r.status != http.StatusCreated {
+		t.Fatalf("key not required: %d, want pass-through", r.status)
+	}
+}
+
+func TestTooLarge413(t *testing.T) {
+	s := newServer(t, idemhttp.Options{MaxBody: 10}, nil)
+	wantProblem(t, s.do(t, "POST", `"k"`, strings.Repeat("x", 11)), http.StatusRequestEntityTooLarge)
+}
+
+// TestConcurrentDuplicates409: N duplicates while the first executes: exactly one handler run, the
+// others 409; afterwards every retry gets the replay.
+func TestConcurrentDuplicates409(t *testing.T) {
+	s := newServer(t, idemhttp.Options{}, nil)
+	s.release = make(chan struct{})
+	const n = 16
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { statuses <- s.do(t, "POST", `"dup"`, "same").status })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	conflicts := 0
+	for conflicts < n-1 && time.Now().Before(deadline) {
+		select {
+		case st := <-statuses:
+			if st != http.StatusConflict {
+				t.Fatalf("a duplicate while the first executes got %d, want 409", st)
+			}
+			conflicts++
+		case <-time.After(10 * time.Second):
+		}
+	}
+	close(s.release)
+	wg.Wait()
+	close(statuses)
+	if st := <-statuses; st != http.StatusCreated {
+		t.Fatalf("the executing request got %d", st)
+	}
+	if s.calls.Load() != 1 {
+		t.Fatalf("handler ran %d times for %d concurrent duplicates, want 1", s.calls.Load(), n)
+	}
+	if r := s.do(t, "POST", `"dup"`, "same"); r.status != http.StatusCreated || r.header.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("after completion: %d, want the replay", r.status)
+	}
+}
+
+// TestExpiredPendingExecutesAgain: a request whose handler died without a response (its pending
+// claim expired) is executed by the next retry.
+func TestExpiredPendingExecutesAgain(t *testing.T) {
+	s := newServer(t, idemhttp.Options{PendingTTL: time.Minute}, nil)
+	dead := store.Claimant{RunID: "crashed", Expires: time.Millisecond}
+	fp := idemhttp.DefaultFingerprint(httptest.NewRequest("POST", "/orders", nil), []byte("x"))
+	if _, err := s.keys.Claim(context.Background(), store.ClaimRequest{Scope: "http", Keys: []string{"k"}, Fingerprints: []string{fp}, Pending: true, Claimant: dead}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if r := s.do(t, "POST", `"k"`, "x"); r.status != http.StatusCreated || s.calls.Load() != 1 {
+		t.Fatalf("retry after the pending TTL: %d, %d calls", r.status, s.calls.Load())
+	}
+}
+
+func TestPanicReleasesClaim(t *testing.T) {
+	var n atomic.Int32
+	s := newServer(t, idemhttp.Options{}, func(_ *server, w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1) == 1 {
+			panic(http.ErrAbortHandler)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	req, _ := http.NewRequest("POST", s.URL, strings.NewReader("x"))
+	req.Header.Set(idemhttp.Header, `"k"`)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+	}
+	if r := s.do(t, "POST", `"k"`, "x"); r.status != http.StatusNoContent || n.Load() != 2 {
+		t.Fatalf("retry after a panic: %d, %d calls; want the handler run again", r.status, n.Load())
+	}
+}
+
+func TestTransportSetsKey(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = append(got, r.Header.Get(idemhttp.Header)) }))
+	defer srv.Close()
+	t.Setenv("ONCE_EFFECT_KEY", `inv "7"`)
+	c := &http.Client{Transport: &idemhttp.Transport{}}
+	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("x"))
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if req.Header.Get(idemhttp.Header) != "" {
+		t.Fatal("Transport modified the caller's request")
+	}
+	res, _ = c.Get(srv.URL)
+	res.Body.Close()
+	if len(got) != 2 || got[0] != `"inv \"7\""` || got[1] != "" {
+		t.Fatalf("headers sent: %q; want the sf-string on POST only", got)
+	}
+	if k, err := idemhttp.ParseKey(got[0]); err != nil || k != `inv "7"` {
+		t.Fatalf("ParseKey(%q) = %q, %v", got[0], k, err)
+	}
+}
+
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{`"abc"`, `abc`, `"a\"b\\c"`, `"unterminated`, `"a"x`, `""`, ` "x" `, "\"\x00\"", `"\q"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		k, err := idemhttp.ParseKey(v)
+		if err != nil {
+			return
+		}
+		if k == "" || len(k) > 255 {
+			t.Fatalf("ParseKey(%q) = %q: bad length", v, k)
+		}
+		enc, err := idemhttp.FormatKey(k)
+		if err != nil {
+			t.Fatalf("FormatKey(%q) after ParseKey(%q): %v", k, v, err)
+		}
+		if k2, err := idemhttp.ParseKey(enc); err != nil || k2 != k {
+			t.Fatalf("round trip %q → %q → %q, %v", k, enc, k2, err)
+		}
+	})
+}

@@ -1,0 +1,284 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// Options configure Middleware. Only Store is required.
+type Options struct {
+	Store store.Keys
+	// Scope is the key scope (default "http"). ScopeFunc, when set, returns it per request, e.g.
+	// "http/" + the authenticated client, so two clients' keys never meet (the draft's composite key).
+	Scope     string
+	ScopeFunc func(*http.Request) string
+	// Required answers 400 to a request of Methods without a key; otherwise such requests pass
+	// through unguarded.
+	Required bool
+	// Methods are the guarded methods (default POST and PATCH); others pass through.
+	Methods []string
+	// PendingTTL bounds how long a request may execute (default 1 minute). A request whose handler
+	// died (crash, panic, timeout) without storing a response is executed again by a retry after it.
+	PendingTTL time.Duration
+	// MaxBody is the largest request body read for the fingerprint (default 1 MiB); larger → 413.
+	MaxBody int64
+	// Fingerprint of the payload (default: hex SHA-256 of method, path and body).
+	Fingerprint func(r *http.Request, body []byte) string
+	// KeepHeaders are the response headers stored and replayed (default Content-Type,
+	// Content-Location, Location, ETag, Last-Modified, Cache-Control).
+	KeepHeaders []string
+	// ErrorLog receives store errors that happen after the handler ran (default: none).
+	ErrorLog func(error)
+}
+
+// ReplayedHeader is set to "true" on a replayed response.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// stored is the response kept as the key's result.
+type stored struct {
+	Status int                 `json:"status"`
+	Header map[string][]string `json:"header,omitempty"`
+	Body   []byte              `json:"body,omitempty"`
+}
+
+type releaser interface {
+	ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error
+}
+
+// Middleware returns a net/http middleware that executes each keyed request once (see the package
+// documentation). Handlers behind it must not stream: the response is buffered, stored, then sent.
+func Middleware(o Options) (func(http.Handler) http.Handler, error) {
+	if o.Store == nil {
+		return nil, errors.New("idemhttp: Options.Store is nil")
+	}
+	if o.Scope == "" {
+		o.Scope = "http"
+	}
+	if o.Methods == nil {
+		o.Methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	if o.PendingTTL <= 0 {
+		o.PendingTTL = time.Minute
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 1 << 20
+	}
+	if o.Fingerprint == nil {
+		o.Fingerprint = DefaultFingerprint
+	}
+	if o.KeepHeaders == nil {
+		o.KeepHeaders = []string{"Content-Type", "Content-Location", "Location", "ETag", "Last-Modified", "Cache-Control"}
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !slices.Contains(o.Methods, r.Method) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			serve(&o, next, w, r)
+		})
+	}, nil
+}
+
+// DefaultFingerprint is the hex SHA-256 of the method, the path and the body.
+func DefaultFingerprint(r *http.Request, body []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", r.Method, r.URL.EscapedPath())
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func serve(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request) {
+	vals := r.Header.Values(Header)
+	if len(vals) == 0 {
+		if o.Required {
+			problem(w, http.StatusBadRequest, "missing-key", "Idempotency-Key is missing",
+				"this endpoint requires an Idempotency-Key header; send a unique key per operation and reuse it on retries")
+			return
+		}
+		next.ServeHTTP(w, r)
+		return
+	}
+	if len(vals) > 1 {
+		problem(w, http.StatusBadRequest, "bad-key", "more than one Idempotency-Key", "send exactly one Idempotency-Key header")
+		return
+	}
+	key, err := ParseKey(vals[0])
+	if err != nil {
+		problem(w, http.StatusBadRequest, "bad-key", "malformed Idempotency-Key", err.Error())
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, o.MaxBody+1))
+	if err != nil {
+		problem(w, http.StatusBadRequest, "bad-body", "request body could not be read", err.Error())
+		return
+	}
+	if int64(len(body)) > o.MaxBody {
+		problem(w, http.StatusRequestEntityTooLarge, "too-large", "request body too large for an idempotent request",
+			fmt.Sprintf("the body is over %d bytes", o.MaxBody))
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	scope := o.Scope
+	if o.ScopeFunc != nil {
+		scope = o.ScopeFunc(r)
+	}
+	fp := o.Fingerprint(r, body)
+	c := store.Claimant{RunID: newID(), Expires: o.PendingTTL}
+	ctx := r.Context()
+	for range 3 { // rounds lost to a concurrent reclaim or forget
+		got, err := o.Store.Claim(ctx, store.ClaimRequest{Scope: scope, Keys: []string{key}, Fingerprints: []string{fp}, Pending: true, Claimant: c})
+		if errors.Is(err, store.ErrFingerprint) {
+			problem(w, http.StatusUnprocessableEntity, "key-reused", "Idempotency-Key reused with another payload",
+				"this key was first used with a different method, path or body; use a new key for a new operation")
+			return
+		}
+		if err != nil {
+			unavailable(w, err)
+			return
+		}
+		if got[0] {
+			execute(o, next, w, r, scope, key, c)
+			return
+		}
+		ks, err := o.Store.Lookup(ctx, scope, []string{key})
+		if err != nil {
+			unavailable(w, err)
+			return
+		}
+		if len(ks) == 0 {
+			continue
+		}
+		switch ks[0].State {
+		case store.KeyDone:
+			replay(w, ks[0].Result)
+			return
+		case store.KeyPending:
+			problem(w, http.StatusConflict, "in-progress", "a request with this Idempotency-Key is in progress",
+				"the first request with this key has not finished; retry later to get its response")
+			return
+		}
+		// Unknown: the first request's handler died without a response. Take it over.
+		ch, err := o.Store.Reclaim(ctx, scope, []string{key}, &c, false)
+		if err != nil {
+			unavailable(w, err)
+			return
+		}
+		if len(ch) == 1 {
+			execute(o, next, w, r, scope, key, c)
+			return
+		}
+	}
+	problem(w, http.StatusConflict, "in-progress", "a request with this Idempotency-Key is in progress", "retry later")
+}
+
+// execute runs the handler into a buffer, stores the response as the key's result, and sends it.
+// A panic releases the claim (where the store allows) and propagates.
+func execute(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request, scope, key string, c store.Claimant) {
+	rec := &recorder{header: http.Header{}}
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		if rl, ok := o.Store.(releaser); ok {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+			defer cancel()
+			_ = rl.ReleaseKeys(ctx, scope, []string{key}, c.RunID)
+		}
+	}()
+	next.ServeHTTP(rec, r)
+	done = true
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	s := stored{Status: rec.status, Header: map[string][]string{}, Body: rec.body.Bytes()}
+	for _, h := range o.KeepHeaders {
+		if v := rec.header.Values(h); len(v) > 0 {
+			s.Header[http.CanonicalHeaderKey(h)] = v
+		}
+	}
+	res, _ := json.Marshal(s) // plain types always encode
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	if err := o.Store.Complete(ctx, scope, []string{key}, c.RunID, res); err != nil && o.ErrorLog != nil {
+		o.ErrorLog(fmt.Errorf("idemhttp: response for key %q in scope %q not stored (a retry after the pending TTL executes again): %w", key, scope, err))
+	}
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.status)
+	_, _ = w.Write(s.Body)
+}
+
+func replay(w http.ResponseWriter, result []byte) {
+	var s stored
+	if err := json.Unmarshal(result, &s); err != nil || s.Status < 100 || s.Status > 999 {
+		problem(w, http.StatusInternalServerError, "bad-stored-response", "the stored response cannot be replayed",
+			"the key was completed without a replayable response (e.g. by once keys or effect); use a new key")
+		return
+	}
+	for k, v := range s.Header {
+		w.Header()[k] = v
+	}
+	w.Header().Set(ReplayedHeader, "true")
+	w.WriteHeader(s.Status)
+	_, _ = w.Write(s.Body)
+}
+
+func unavailable(w http.ResponseWriter, err error) {
+	w.Header().Set("Retry-After", "1")
+	problem(w, http.StatusServiceUnavailable, "store-unavailable", "the idempotency store is unavailable",
+		"nothing was executed; retry with the same key ("+err.Error()+")")
+}
+
+// problemBase is the type URI prefix of the problems this package sends.
+const problemBase = "https://github.com/once-run/once/blob/main/docs/idempotency-http.md#"
+
+// problem writes an RFC 9457 problem+json response.
+func problem(w http.ResponseWriter, status int, typ, title, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": problemBase + typ, "title": title, "status": status, "detail": detail})
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
+	return "http-" + hex.EncodeToString(b[:])
+}
+
+// recorder buffers a handler's response.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(p)
+}
