@@ -65,6 +65,9 @@ unavailable; 64 on bad usage. In every case but the first, COMMAND was not run.`
 			if c.ArgsLenAtDash() != 0 && len(args) > 0 {
 				return usage("put the command after --: once run --task %s [flags] -- %s", orDefault(f.task, "NAME"), strings.Join(args, " "))
 			}
+			if c.Flags().Changed("catch-up-max") && f.catchUp == "" {
+				return usage("--catch-up-max needs --catch-up WINDOW")
+			}
 			return a.run(c.Context(), f, args)
 		},
 	}
@@ -350,8 +353,6 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		if f.catchUpMax < 0 {
 			return usage("--catch-up-max %d is negative: give 0 or more", f.catchUpMax)
 		}
-	} else if f.catchUpMax != 100 {
-		return usage("--catch-up-max needs --catch-up WINDOW")
 	}
 	ctx, stop := rn.handleSignals(ctx)
 	defer stop()
