@@ -1,0 +1,326 @@
+package main
+
+// End-to-end tests of once keys and once effect with the real binary and the embedded store.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// keysEnv is an env whose PATH finds the once binary, for jobs that call once.
+func keysEnv(t *testing.T) *env {
+	e := newEnv(t)
+	for i, v := range e.vars {
+		if strings.HasPrefix(v, "PATH=") {
+			e.vars[i] = "PATH=" + filepath.Dir(bin) + ":" + strings.TrimPrefix(v, "PATH=")
+		}
+	}
+	return e
+}
+
+// runIn runs once with stdin and extra environment variables.
+func (e *env) runIn(stdin string, extra []string, args ...string) result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := e.cmd(ctx, args...)
+	c.Env = append(slices.Clone(e.vars), extra...)
+	c.Stdin = strings.NewReader(stdin)
+	var so, se bytes.Buffer
+	c.Stdout, c.Stderr = &so, &se
+	start := time.Now()
+	err := c.Run()
+	r := result{stdout: so.String(), stderr: se.String(), dur: time.Since(start)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatalf("once %v: %v", args, err)
+	}
+	return r
+}
+
+func lines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+func keyList(prefix string, from, to int) []string {
+	out := make([]string, 0, to-from)
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("%s%06d", prefix, i))
+	}
+	return out
+}
+
+// Test100kKeysPrintedOnceThenNever: 100,000 keys on stdin are printed once, in input order; the
+// same input again prints nothing.
+func Test100kKeysPrintedOnceThenNever(t *testing.T) {
+	e := keysEnv(t)
+	keys := keyList("order-", 0, 100_000)
+	in := strings.Join(keys, "\n") + "\n"
+	r := e.runIn(in, nil, "keys", "claim", "--scope", "orders")
+	if r.code != 0 {
+		t.Fatalf("claim: %d %s", r.code, r.stderr)
+	}
+	if got := lines(r.stdout); !slices.Equal(got, keys) {
+		t.Fatalf("first claim printed %d keys, want all %d in input order", len(got), len(keys))
+	}
+	t.Logf("100k keys claimed in %s (%.0f keys/s, whole process)", r.dur, float64(len(keys))/r.dur.Seconds())
+	r = e.runIn(in, nil, "keys", "claim", "--scope", "orders")
+	if r.code != 0 || r.stdout != "" {
+		t.Fatalf("second claim: %d, printed %d keys, want none", r.code, len(lines(r.stdout)))
+	}
+}
+
+// TestConcurrentClaimersPrintUnionOnce: two processes claim overlapping sets at once; every key
+// of the union is printed by exactly one of them.
+func TestConcurrentClaimersPrintUnionOnce(t *testing.T) {
+	e := keysEnv(t)
+	a, b := keyList("k", 0, 30_000), keyList("k", 15_000, 45_000)
+	slices.Reverse(b)
+	var outs [2]string
+	var wg sync.WaitGroup
+	for i, set := range [][]string{a, b} {
+		wg.Go(func() {
+			r := e.runIn(strings.Join(set, "\n")+"\n", nil, "keys", "claim", "--scope", "race")
+			if r.code != 0 {
+				t.Errorf("claimer %d: %d %s", i, r.code, r.stderr)
+			}
+			outs[i] = r.stdout
+		})
+	}
+	wg.Wait()
+	seen := map[string]int{}
+	for _, o := range outs {
+		for _, k := range lines(o) {
+			seen[k]++
+		}
+	}
+	if len(seen) != 45_000 {
+		t.Fatalf("union printed: %d keys, want 45000", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("key %s printed %d times", k, n)
+		}
+	}
+}
+
+func TestBadKeysExit64WithLineNothingClaimed(t *testing.T) {
+	e := keysEnv(t)
+	for name, bad := range map[string]string{
+		"NUL":         "a\x00b",
+		"10KB":        strings.Repeat("x", 10_000),
+		"invalidUTF8": "caf\xe9",
+		"CR":          "a\rb",
+	} {
+		r := e.runIn("ok-1\nok-2\n"+bad+"\nok-3\n", nil, "keys", "claim", "--scope", "s")
+		if r.code != 64 || !strings.Contains(r.stderr, "line 3") || r.stdout != "" {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %q; want 64 naming line 3, nothing printed", name, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := e.runIn("", nil, "keys", "claim", "--scope", "s", "ok", "bad\nkey")
+	if r.code != 64 || !strings.Contains(r.stderr, "argument 2") {
+		t.Fatalf("bad argument: %d %q", r.code, r.stderr)
+	}
+	if r := e.runIn("ok-1\nok-2\nok\n", nil, "keys", "claim", "--scope", "s"); r.stdout != "ok-1\nok-2\nok\n" {
+		t.Fatalf("after the bad inputs, keys were already claimed: %q", r.stdout)
+	}
+	if r := e.runIn("", nil, "keys", "claim", "--scope", "s", "--pending", "x"); r.code != 64 {
+		t.Fatalf("--pending outside once run: %d, want 64", r.code)
+	}
+}
+
+// TestPendingLeftByDeadRunIsUnknown: keys claimed --pending by a run that died are not handed out
+// (76, listed on stderr) until --reclaim-unknown.
+func TestPendingLeftByDeadRunIsUnknown(t *testing.T) {
+	e := keysEnv(t)
+	r := e.runIn("", nil, "run", "--task", "job", "--", "sh", "-c",
+		`printf 'a\nb\nc\n' | once keys claim --scope job --pending >/dev/null && once keys done --scope job a && kill -9 $$`)
+	if r.code != 137 {
+		t.Fatalf("crashing run: %d %s", r.code, r.stderr)
+	}
+	r = e.runIn("", nil, "run", "--task", "job", "--", "sh", "-c", `printf 'a\nb\nc\nd\n' | once keys claim --scope job --pending`)
+	if r.code != 76 || r.stdout != "d\n" || !strings.Contains(r.stderr, `"b"`) || !strings.Contains(r.stderr, "2 keys") {
+		t.Fatalf("claim after the crash: %d, stdout %q, stderr %s; want d printed, b and c unknown, 76", r.code, r.stdout, r.stderr)
+	}
+	r = e.runIn("", nil, "keys", "status", "--scope", "job", "--json", "a", "b", "z")
+	if !strings.Contains(r.stdout, `"key":"b","state":"unknown"`) || !strings.Contains(r.stdout, `"key":"a","state":"done"`) ||
+		!strings.Contains(r.stdout, `"key":"z","state":"unclaimed"`) {
+		t.Fatalf("status: %s", r.stdout)
+	}
+	r = e.runIn("", nil, "run", "--task", "job", "--", "sh", "-c",
+		`printf 'b\nc\n' | once keys claim --scope job --pending --reclaim-unknown > todo && cat todo && once keys done --scope job < todo`)
+	if r.code != 0 || r.stdout != "b\nc\n" {
+		t.Fatalf("--reclaim-unknown: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := e.runIn("", nil, "keys", "done", "--scope", "job", "b"); r.code != 64 {
+		t.Fatalf("keys done outside a run: %d, want 64", r.code)
+	}
+	if r := e.runIn("", nil, "keys", "forget", "--scope", "job", "--older-than", "1ms"); r.code != 0 || !strings.Contains(r.stdout, "forgot 1 keys") { // d, left pending by the run that exited 76
+		t.Fatalf("forget without done keys: %d %q", r.code, r.stdout)
+	}
+	if r := e.runIn("", nil, "keys", "forget", "--scope", "job", "--older-than", "1ms", "--include-done"); r.code != 0 || !strings.Contains(r.stdout, "forgot 3 keys") {
+		t.Fatalf("forget with done keys: %d %q", r.code, r.stdout)
+	}
+}
+
+func TestEffectCallsOncePerKey(t *testing.T) {
+	e := keysEnv(t)
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	call := `echo "$ONCE_EFFECT_KEY" >> ` + calls
+	if r := e.runIn("", nil, "effect", "--key", "inv-1", "--", "sh", "-c", call); r.code != 0 {
+		t.Fatalf("first: %d %s", r.code, r.stderr)
+	}
+	if r := e.runIn("", nil, "effect", "--key", "inv-1", "--", "sh", "-c", call); r.code != 0 {
+		t.Fatalf("done: %d %s", r.code, r.stderr)
+	}
+	// A failed call (exit 3) passes its status through and releases the key.
+	if r := e.runIn("", nil, "effect", "--key", "inv-2", "--", "sh", "-c", "exit 3"); r.code != 3 {
+		t.Fatalf("failed call: %d, want 3", r.code)
+	}
+	if r := e.runIn("", nil, "effect", "--key", "inv-2", "--", "sh", "-c", call); r.code != 0 {
+		t.Fatalf("retry: %d %s", r.code, r.stderr)
+	}
+	// once dies mid-call (SIGKILL of once itself): unknown → 76 until reconciled.
+	kill := `kill -9 $(ps -o ppid= -p $PPID); sleep 5`
+	if r := e.runIn("", nil, "effect", "--key", "inv-3", "--claim-ttl", "1s", "--", "sh", "-c", call+"; "+kill); r.code != 137 && r.code != -1 {
+		t.Fatalf("killed once: %d %s", r.code, r.stderr)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	r := e.runIn("", nil, "effect", "--key", "inv-3", "--", "sh", "-c", call)
+	if r.code != 76 || !strings.Contains(r.stderr, "--reconcile") {
+		t.Fatalf("after a death mid-call: %d %s; want 76 with how to decide", r.code, r.stderr)
+	}
+	if r := e.runIn("", nil, "effect", "--key", "inv-3", "--reconcile", "exit 7", "--", "sh", "-c", call); r.code != 76 {
+		t.Fatalf("reconciler that cannot tell: %d, want 76", r.code)
+	}
+	if r := e.runIn("", nil, "effect", "--key", "inv-3", "--reconcile", `grep -qx "$ONCE_EFFECT_KEY" `+calls, "--", "sh", "-c", call); r.code != 0 {
+		t.Fatalf("reconciled: %d %s", r.code, r.stderr)
+	}
+	got := lines(readFile(t, calls))
+	if want := []string{"inv-1", "inv-2", "inv-3"}; !slices.Equal(got, want) {
+		t.Fatalf("calls: %q, want %q", got, want)
+	}
+	if r := e.runIn("", nil, "effect", "--key", "inv-4", "--", "sh", "-c", "exit 0", "extra"); r.code != 0 {
+		t.Fatalf("effect without --: %d", r.code)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// storeFlowJob is the seed's sync as a shell job: 3,000 flows in chunks of 100; each chunk is
+// claimed --pending, written to orders (the business table), then marked done. CRASH_AT=<point>
+// kills the job (SIGKILL) at that point of chunk 20 (two thirds in). Unknown keys (left by a dead
+// run) are not written; the job reports them and exits 76 after the other chunks.
+const storeFlowJob = `
+set -u
+status=0
+for i in $(seq 0 29); do
+  sed -n "$((i*100+1)),$((i*100+100))p" "$DIR/flows" > "$DIR/chunk.$$"
+  [ "$i" = 20 ] && [ "${CRASH_AT:-}" = before-claim ] && kill -9 $$
+  once keys claim --scope orders --pending ${RECLAIM:-} < "$DIR/chunk.$$" > "$DIR/todo.$$" || status=$?
+  [ "$i" = 20 ] && [ "${CRASH_AT:-}" = between-claim-and-write ] && kill -9 $$
+  cat "$DIR/todo.$$" >> "$DIR/orders"
+  [ "$i" = 20 ] && [ "${CRASH_AT:-}" = after-write ] && kill -9 $$
+  once keys done --scope orders < "$DIR/todo.$$" || exit 1
+  [ "$i" = 20 ] && [ "${CRASH_AT:-}" = after-commit ] && kill -9 $$
+done
+exit $status
+`
+
+// TestStoreFlowShellNoDuplicates: the store-flow story, variant (b): killed at two thirds, launched
+// twice at once ("cron" and "catch-up"), reviewed by a person, re-run: exactly 3,000 orders, each once.
+func TestStoreFlowShellNoDuplicates(t *testing.T) {
+	for _, crash := range []string{"before-claim", "between-claim-and-write", "after-write", "after-commit"} {
+		t.Run(crash, func(t *testing.T) {
+			t.Parallel()
+			e := keysEnv(t)
+			dir := t.TempDir()
+			flows := keyList("flow-", 0, 3000)
+			if err := os.WriteFile(filepath.Join(dir, "flows"), []byte(strings.Join(flows, "\n")+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			job := []string{"run", "--task", "store-flow", "--", "sh", "-c", storeFlowJob}
+			vars := []string{"DIR=" + dir}
+			if r := e.runIn("", append(vars, "CRASH_AT="+crash), job...); r.code != 137 {
+				t.Fatalf("crashing run: %d %s", r.code, r.stderr)
+			}
+			if n := countLines(t, filepath.Join(dir, "orders")); n < 2000 || n > 2100 {
+				t.Fatalf("%d orders after the crash, want 2000–2100", n)
+			}
+			// cron and catch-up launch it at the same moment: one runs, the other is busy (75) or
+			// runs after it and finds nothing left.
+			var wg sync.WaitGroup
+			codes := make([]int, 2)
+			for i := range codes {
+				wg.Go(func() { codes[i] = e.runIn("", vars, job...).code })
+			}
+			wg.Wait()
+			wantUnknown := crash == "between-claim-and-write" || crash == "after-write"
+			for _, c := range codes {
+				if c != 0 && c != 75 && !(wantUnknown && c == 76) {
+					t.Fatalf("concurrent launches exited %v", codes)
+				}
+			}
+			if wantUnknown != slices.Contains(codes, 76) {
+				t.Fatalf("concurrent launches exited %v; unknown keys expected: %v", codes, wantUnknown)
+			}
+			// The person's review: unknown keys whose order exists are marked done; the rest are
+			// handed out again by the final re-run.
+			r := e.runIn(strings.Join(flows, "\n"), nil, "keys", "status", "--scope", "orders", "--json")
+			orders := readFile(t, filepath.Join(dir, "orders"))
+			written := map[string]bool{}
+			for _, o := range lines(orders) {
+				written[o] = true
+			}
+			var happened []string
+			for _, l := range lines(r.stdout) {
+				if strings.Contains(l, `"state":"unknown"`) {
+					k := strings.Split(strings.Split(l, `"key":"`)[1], `"`)[0]
+					if written[k] {
+						happened = append(happened, k)
+					}
+				}
+			}
+			if len(happened) > 0 {
+				if r := e.runIn(strings.Join(happened, "\n"), nil, "keys", "claim", "--scope", "orders", "--reclaim-unknown"); r.code != 0 {
+					t.Fatalf("marking reviewed keys done: %d %s", r.code, r.stderr)
+				}
+			}
+			if r := e.runIn("", append(vars, "RECLAIM=--reclaim-unknown"), job...); r.code != 0 {
+				t.Fatalf("re-run after review: %d %s", r.code, r.stderr)
+			}
+			got := lines(readFile(t, filepath.Join(dir, "orders")))
+			seen := map[string]bool{}
+			for _, o := range got {
+				if seen[o] {
+					t.Fatalf("duplicate order %s", o)
+				}
+				seen[o] = true
+			}
+			if len(seen) != 3000 {
+				t.Fatalf("%d orders, want 3000", len(seen))
+			}
+		})
+	}
+}
