@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +40,8 @@ func backends() []backend {
 // SQLiteDSN is how SQLite should be opened for concurrent claimers: WAL, a busy timeout, and
 // BEGIN IMMEDIATE so a transaction takes the write lock up front instead of failing on upgrade.
 func sqliteDSN(path string) string {
-	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	path = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) // a URI path
+	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=cache_size(-65536)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 }
 
 func openSQLite(t testing.TB) (*sql.DB, *pgxpool.Pool) {

@@ -1,0 +1,165 @@
+package keys_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/keys"
+)
+
+// BenchmarkClaim measures bulk claim throughput in batches of 1,000 keys (one transaction each)
+// against, in the same run on the same database: the floor, a raw multi-row INSERT … ON CONFLICT DO
+// NOTHING (MySQL: INSERT IGNORE) into a bare table with one unique column; and the naive loop, one
+// INSERT per key (one transaction per 1,000). Metrics: keys/s of each, claim as % of the floor, and
+// claim as a multiple of naive. The naive loop runs on a tenth of the keys (it is slow).
+//
+// ONCE_KEYS_BENCH_N sets the number of keys (default 100,000). The 1M run:
+//
+//	ONCE_KEYS_BENCH_N=1000000 go test -run '^$' -bench BenchmarkClaim -benchtime 1x ./keys/
+func BenchmarkClaim(b *testing.B) {
+	n := 100_000
+	if s := os.Getenv("ONCE_KEYS_BENCH_N"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1000 {
+			b.Fatalf("ONCE_KEYS_BENCH_N=%q: want an integer >= 1000", s)
+		}
+	}
+	all := make([]string, n)
+	for i := range all {
+		all[i] = fmt.Sprintf("%016x", mix(uint64(i)))
+	}
+	for _, be := range backends() {
+		if be.name == "postgres" {
+			continue // PostgreSQL runs through pgx; database/sql differs only in the driver
+		}
+		b.Run(be.name, func(b *testing.B) {
+			for _, dup := range []int{0, 50, 100} {
+				b.Run(fmt.Sprintf("dup=%d%%", dup), func(b *testing.B) {
+					var claimR, floorR, naiveR float64
+					for i := 0; i < b.N; i++ {
+						claimR += benchOne(b, be, "claim", all, dup)
+						floorR += benchOne(b, be, "floor", all, dup)
+						naiveR += benchOne(b, be, "naive", all[:n/10], dup)
+					}
+					claimR, floorR, naiveR = claimR/float64(b.N), floorR/float64(b.N), naiveR/float64(b.N)
+					b.ReportMetric(0, "ns/op")
+					b.ReportMetric(claimR, "claim_keys/s")
+					b.ReportMetric(floorR, "floor_keys/s")
+					b.ReportMetric(naiveR, "naive_keys/s")
+					b.ReportMetric(100*claimR/floorR, "%floor")
+					b.ReportMetric(claimR/naiveR, "x_naive")
+				})
+			}
+		})
+	}
+}
+
+func mix(x uint64) uint64 { // splitmix64: distinct, well spread keys
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// benchOne claims all (with dup% of them already present) by method and returns keys per second.
+func benchOne(b *testing.B, be backend, method string, all []string, dup int) float64 {
+	b.StopTimer()
+	f := newFixture(b, be)
+	ctx := context.Background()
+	floor := f.table + "_floor"
+	if method == "floor" {
+		col := map[keys.Dialect]string{keys.Postgres: "text", keys.SQLite: "TEXT", keys.MySQL: "VARBINARY(1024)"}[be.dialect]
+		if _, err := f.db.Exec("CREATE TABLE " + floor + " (k " + col + " PRIMARY KEY)"); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _, _ = f.db.Exec("DROP TABLE IF EXISTS " + floor) })
+	}
+	run := func(ks []string) {
+		for lo := 0; lo < len(ks); lo += 1000 {
+			chunk := ks[lo:min(lo+1000, len(ks))]
+			err := f.inTx(ctx, func(tx keys.Execer) error {
+				switch method {
+				case "claim":
+					_, err := f.k.Claim(ctx, tx, "bench", chunk...)
+					return err
+				case "floor":
+					_, err := tx.Exec(ctx, floorInsert(be.dialect, floor, len(chunk)), strArgs(chunk)...)
+					return err
+				default:
+					q := naiveInsert(be.dialect, f.table)
+					for _, k := range chunk {
+						if _, err := tx.Exec(ctx, q, "bench", k); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if dup > 0 {
+		var pre []string
+		for i, k := range all {
+			if dup == 100 || i%2 == 0 {
+				pre = append(pre, k)
+			}
+		}
+		run(pre)
+	}
+	b.StartTimer()
+	t0 := time.Now()
+	run(all)
+	el := time.Since(t0)
+	b.StopTimer()
+	return float64(len(all)) / el.Seconds()
+}
+
+func strArgs(ks []string) []any {
+	out := make([]any, len(ks))
+	for i, k := range ks {
+		out[i] = k
+	}
+	return out
+}
+
+func floorInsert(d keys.Dialect, table string, n int) string {
+	var b strings.Builder
+	if d == keys.MySQL {
+		b.WriteString("INSERT IGNORE INTO " + table + " (k) VALUES ")
+	} else {
+		b.WriteString("INSERT INTO " + table + " (k) VALUES ")
+	}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if d == keys.Postgres {
+			fmt.Fprintf(&b, "($%d)", i+1)
+		} else {
+			b.WriteString("(?)")
+		}
+	}
+	if d != keys.MySQL {
+		b.WriteString(" ON CONFLICT DO NOTHING")
+	}
+	return b.String()
+}
+
+// naiveInsert is one key per statement into the same keys table.
+func naiveInsert(d keys.Dialect, table string) string {
+	switch d {
+	case keys.Postgres:
+		return "INSERT INTO " + table + " (scope, ikey, created_ms) VALUES ($1, $2, 0) ON CONFLICT DO NOTHING"
+	case keys.MySQL:
+		return "INSERT IGNORE INTO " + table + " (scope, ikey, created_ms, claim_id) VALUES (?, ?, 0, X'00000000000000000000000000000000')"
+	}
+	return "INSERT INTO " + table + " (scope, ikey, created_ms) VALUES (?, ?, 0) ON CONFLICT DO NOTHING"
+}
