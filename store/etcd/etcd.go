@@ -14,16 +14,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
-
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/once-run/once/internal/kvledger"
 	"github.com/once-run/once/store"
@@ -127,7 +123,7 @@ func validPrefix(p string) bool {
 
 // Store is an etcd store. Safe for concurrent use.
 type Store struct {
-	c      *clientv3.Client
+	c      *client
 	p      string // "/once/<prefix>/"
 	where  string // endpoints, for errors
 	kvl    kvledger.Ledger
@@ -136,68 +132,88 @@ type Store struct {
 	wg     sync.WaitGroup
 
 	mu   sync.Mutex
-	idle map[int64][]*clientv3.LeaseGrantResponse // etcd leases no key uses, by TTL, for reuse
+	idle map[int64][]idleLease // etcd leases no key uses, by TTL, for reuse
 }
 
-// Open connects to etcd and checks that it answers.
+// idleLease is an etcd lease this store granted or kept alive and no key uses any more.
+type idleLease struct {
+	id, ttl int64
+	fresh   time.Time // when its TTL last restarted, at the latest (a request's send time)
+}
+
+// Open connects to etcd's gRPC gateway, authenticates when the DSN has a user, and checks that the
+// cluster answers.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, Username: cfg.Username, Password: cfg.Password,
-		DialTimeout: cfg.Dial, Logger: zap.NewNop(), Context: context.WithoutCancel(ctx)})
-	s := &Store{c: c, p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]*clientv3.LeaseGrantResponse{}}
-	if err != nil {
-		return nil, s.mapErr(err)
-	}
+	s := &Store{c: newClient(cfg), p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]idleLease{}}
 	s.kvl = kvledger.Ledger{KV: kv{s}}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	// One read proves the endpoints and credentials.
 	pctx, cancel := context.WithTimeout(ctx, cfg.Dial)
 	defer cancel()
-	if _, err := c.Get(pctx, s.p+"epoch"); err != nil {
-		_ = c.Close()
+	if cfg.Username != "" {
+		if err := s.c.login(pctx); err != nil {
+			s.c.close()
+			return nil, s.mapErr(err)
+		}
+	}
+	// One read proves the endpoints, the gateway and the credentials.
+	if _, err := s.c.get(pctx, s.p+"epoch"); err != nil {
+		s.c.close()
 		return nil, s.mapErr(err)
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
 
-// Close stops the watches and closes the client. Leases are not released.
+// Close stops the watches, revokes the idle etcd leases and closes connections. Leases held by
+// callers are not released.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	var ids []clientv3.LeaseID
+	var ids []int64
 	for _, gs := range s.idle {
 		for _, g := range gs {
-			ids = append(ids, g.ID)
+			ids = append(ids, g.id)
 		}
 	}
-	s.idle = map[int64][]*clientv3.LeaseGrantResponse{}
+	s.idle = map[int64][]idleLease{}
 	s.mu.Unlock()
 	if len(ids) > 0 {
 		ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
 		for _, id := range ids {
-			_, _ = s.c.Revoke(ctx, id)
+			_ = s.c.revoke(ctx, id)
 		}
 		cancel()
 	}
 	s.cancel()
 	s.wg.Wait()
-	return s.c.Close()
+	s.c.close()
+	return nil
 }
 
-// mapErr maps every etcd client error to a store sentinel, in one line.
+// mapErr maps every error of the gateway client to a store sentinel, in one line.
 func (s *Store) mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	switch {
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		return fmt.Errorf("%w: etcd lease not found (expired or revoked)", store.ErrNotHeld)
-	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrUserEmpty):
-		return fmt.Errorf("%w: etcd at %s refused the credentials: %s; check user and password in the DSN", store.ErrUnavailable, s.where, msg)
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), status.Code(err) == codes.Unavailable:
+	var ae *apiError
+	if errors.As(err, &ae) {
+		switch {
+		case ae.Code == codeNotFound && strings.Contains(ae.Message, "lease not found"):
+			return fmt.Errorf("%w: etcd lease not found (expired or revoked)", store.ErrNotHeld)
+		case ae.Code == codeUnauthenticated, ae.Code == codePermission, strings.Contains(ae.Message, "user name is empty"),
+			strings.Contains(ae.Message, "authentication is not enabled"):
+			return fmt.Errorf("%w: etcd at %s refused the credentials: %s; check user and password in the DSN", store.ErrUnavailable, s.where, msg)
+		case ae.Code == codeUnavailable, ae.Code == codeDeadline:
+			return fmt.Errorf("%w: etcd at %s: %s; check that the cluster is running and has a leader", store.ErrUnavailable, s.where, msg)
+		}
+		return fmt.Errorf("%w: etcd at %s: %s", store.ErrUnavailable, s.where, msg)
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &ne) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%w: etcd at %s: %s; check that the cluster is running and reachable", store.ErrUnavailable, s.where, msg)
 	}
 	return fmt.Errorf("%w: etcd at %s: %s", store.ErrUnavailable, s.where, msg)
@@ -219,129 +235,185 @@ type leaseValue struct {
 	TTL      int64  `json:"ttl_s"` // the etcd lease's granted TTL
 }
 
-func (s *Store) decode(task string, kv *clientv3.GetResponse) (store.Lease, int64, error) {
-	k := kv.Kvs[0]
+func (s *Store) decode(task string, k keyValue) (store.Lease, leaseValue, error) {
 	var v leaseValue
 	if err := json.Unmarshal(k.Value, &v); err != nil {
-		return store.Lease{}, 0, fmt.Errorf("%w: corrupt lease of task %q in etcd: %v", store.ErrUnavailable, task, err)
+		return store.Lease{}, v, fmt.Errorf("%w: corrupt lease of task %q in etcd: %v", store.ErrUnavailable, task, err)
 	}
-	return store.Lease{Task: task, Holder: v.Holder, RunID: v.RunID, Token: k.CreateRevision,
-		Acquired: time.UnixMicro(v.Acquired), Expires: time.UnixMicro(v.Expires)}, k.Lease, nil
+	return store.Lease{Task: task, Holder: v.Holder, RunID: v.RunID, Token: int64(k.CreateRevision),
+		Acquired: time.UnixMicro(v.Acquired), Expires: time.UnixMicro(v.Expires)}, v, nil
 }
 
 // seconds rounds a TTL up to whole seconds, etcd's lease granularity.
 func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/time.Second)) }
 
-// Acquire grants the lease when the key does not exist: an etcd lease grant plus one transaction.
-// Times are this client's clock; expiry itself is enforced by etcd. See store.Leaser.
+// acquireTxn is the acquire transaction: put the keys on etcd lease id if the key does not exist.
+func (s *Store) acquireTxn(ctx context.Context, req store.AcquireRequest, id int64, v []byte) (*txnResp, error) {
+	key := s.leaseKey(req.Task)
+	return s.c.txn(ctx, txnReq{
+		Compare: []compare{cmpCreate(key, 0)},
+		Success: []op{opPut(key, string(v), id), opPut(s.holderKey(req.Task), req.Holder, id), opPut(s.fenceKey(req.Task), "", 0)},
+		Failure: []op{opGet(key)},
+	})
+}
+
+// Acquire grants the lease when the key does not exist: one transaction on an etcd lease of
+// ceil(ttl) seconds. The etcd lease is a reused idle one, renewed by a keep-alive sent alongside
+// the transaction, or a new grant. Times are this client's clock; expiry itself is enforced by
+// etcd. See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if req.TTL < time.Millisecond {
 		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
 	sent := time.Now()
-	g, err := s.grant(ctx, seconds(req.TTL))
-	if err != nil {
-		return store.Lease{}, err
+	want := seconds(req.TTL)
+	value := func(ttl int64) []byte {
+		v, _ := json.Marshal(leaseValue{Holder: req.Holder, RunID: req.RunID, Acquired: sent.UnixMicro(),
+			Expires: sent.Add(time.Duration(ttl) * time.Second).UnixMicro(), TTL: ttl})
+		return v
 	}
-	ttl := time.Duration(g.TTL) * time.Second
-	v, _ := json.Marshal(leaseValue{Holder: req.Holder, RunID: req.RunID, Acquired: sent.UnixMicro(), Expires: sent.Add(ttl).UnixMicro(), TTL: g.TTL})
-	key := s.leaseKey(req.Task)
-	r, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(v), clientv3.WithLease(g.ID)), clientv3.OpPut(s.holderKey(req.Task), req.Holder, clientv3.WithLease(g.ID)),
-			clientv3.OpPut(s.fenceKey(req.Task), "")).
-		Else(clientv3.OpGet(key)).Commit()
-	if err != nil {
-		s.revoke(g.ID)
-		return store.Lease{}, s.mapErr(err)
+	var (
+		r   *txnResp
+		g   idleLease
+		err error
+	)
+	if g0, ok := s.takeIdle(want, sent); ok {
+		// The idle lease has at least half its TTL left, so it outlives both requests: send the
+		// keep-alive that restarts its TTL and the transaction at once (one round trip).
+		type kaResult struct {
+			r   leaseResp
+			err error
+		}
+		kc := make(chan kaResult, 1)
+		go func() {
+			kr, kerr := s.c.keepAliveOnce(ctx, g0.id)
+			kc <- kaResult{kr, kerr}
+		}()
+		r, err = s.acquireTxn(ctx, req, g0.id, value(g0.ttl))
+		ka := <-kc
+		switch {
+		case ka.err == nil && int64(ka.r.TTL) == g0.ttl && err == nil:
+			g = idleLease{id: g0.id, ttl: g0.ttl, fresh: sent}
+		case err == nil && r.Succeeded:
+			// Granted on a lease whose renewal failed: its expiry is not what the value says. Undo,
+			// fail closed.
+			_, _ = s.c.txn(ctx, txnReq{Compare: []compare{cmpCreate(s.leaseKey(req.Task), int64(r.Header.Revision))},
+				Success: []op{opDel(s.leaseKey(req.Task), false), opDel(s.holderKey(req.Task), false)}})
+			s.revoke(g0.id)
+			if ka.err == nil {
+				ka.err = fmt.Errorf("etcd lease %d vanished during acquire", g0.id)
+			}
+			return store.Lease{}, s.mapErr(ka.err)
+		case err == nil: // busy, and the idle lease is gone or was not renewed
+			s.revoke(g0.id)
+		default:
+			if ka.err == nil && int64(ka.r.TTL) == g0.ttl { // a transport error: the lease is still good
+				s.putBack(idleLease{id: g0.id, ttl: g0.ttl, fresh: sent})
+			}
+			if !errors.Is(s.mapErr(err), store.ErrNotHeld) {
+				return store.Lease{}, s.mapErr(err)
+			}
+			r = nil // the lease is gone: take a new one below
+		}
+	}
+	if r == nil {
+		lr, gerr := s.c.grant(ctx, want)
+		if gerr != nil {
+			return store.Lease{}, s.mapErr(gerr)
+		}
+		g = idleLease{id: int64(lr.ID), ttl: max(int64(lr.TTL), 1), fresh: sent}
+		r, err = s.acquireTxn(ctx, req, g.id, value(g.ttl))
+		if err != nil {
+			s.revoke(g.id)
+			return store.Lease{}, s.mapErr(err)
+		}
 	}
 	if !r.Succeeded {
-		s.putBack(g)
-		gr := (*clientv3.GetResponse)(r.Responses[0].GetResponseRange())
-		if len(gr.Kvs) == 0 { // expired between compare and read: report busy without a holder
+		if g.id != 0 {
+			s.putBack(g)
+		}
+		var kvs []keyValue
+		if len(r.Responses) > 0 && r.Responses[0].Range != nil {
+			kvs = r.Responses[0].Range.Kvs
+		}
+		if len(kvs) == 0 { // expired between compare and read: report busy without a holder
 			return store.Lease{}, &store.BusyError{Lease: store.Lease{Task: req.Task}}
 		}
-		l, _, err := s.decode(req.Task, gr)
+		l, _, err := s.decode(req.Task, kvs[0])
 		if err != nil {
 			return store.Lease{}, err
 		}
 		return store.Lease{}, &store.BusyError{Lease: l}
 	}
-	return store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: r.Header.Revision,
+	ttl := time.Duration(g.ttl) * time.Second
+	return store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: int64(r.Header.Revision),
 		Acquired: time.UnixMicro(sent.UnixMicro()), Expires: time.UnixMicro(sent.Add(ttl).UnixMicro())}, nil
 }
 
-// grant returns an etcd lease of ttl seconds with its full TTL ahead: an idle one this store kept
-// (refreshed by KeepAliveOnce, which is not a raft write) or a new grant. Reusing leases keeps an
-// acquire+release at two raft writes, like concurrency.Mutex.
-func (s *Store) grant(ctx context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error) {
-	for {
-		s.mu.Lock()
-		idle := s.idle[ttl]
-		var g *clientv3.LeaseGrantResponse
-		if n := len(idle); n > 0 {
-			g, s.idle[ttl] = idle[n-1], idle[:n-1]
+// takeIdle returns an idle etcd lease of ttl seconds with at least half of it left at now.
+// Reusing leases keeps an acquire+release at two raft writes, like concurrency.Mutex.
+func (s *Store) takeIdle(ttl int64, now time.Time) (idleLease, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for idle := s.idle[ttl]; len(idle) > 0; idle = s.idle[ttl] {
+		g := idle[len(idle)-1]
+		s.idle[ttl] = idle[:len(idle)-1]
+		if now.Sub(g.fresh) < time.Duration(ttl)*time.Second/2 {
+			return g, true
 		}
-		s.mu.Unlock()
-		if g == nil {
-			break
-		}
-		if ka, err := s.c.KeepAliveOnce(ctx, g.ID); err == nil && ka.TTL == g.TTL {
-			return g, nil
-		}
+		s.revokeLocked(g.id)
 	}
-	g, err := s.c.Grant(ctx, ttl)
-	if err != nil {
-		return nil, s.mapErr(err)
-	}
-	g.TTL = max(g.TTL, 1)
-	return g, nil
+	return idleLease{}, false
 }
 
 // putBack keeps an etcd lease that no key uses any more for the next Acquire with its TTL.
-func (s *Store) putBack(g *clientv3.LeaseGrantResponse) {
+func (s *Store) putBack(g idleLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := g.TTL
-	if len(s.idle[key]) >= 4 {
-		s.mu.Unlock()
-		s.revoke(g.ID)
-		s.mu.Lock()
+	if len(s.idle[g.ttl]) >= 4 || time.Since(g.fresh) >= time.Duration(g.ttl)*time.Second/2 {
+		s.revokeLocked(g.id)
 		return
 	}
-	s.idle[key] = append(s.idle[key], g)
+	s.idle[g.ttl] = append(s.idle[g.ttl], g)
 }
 
 // revoke gives an unused etcd lease back in the background (it would expire anyway).
-func (s *Store) revoke(id clientv3.LeaseID) {
+func (s *Store) revoke(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revokeLocked(id)
+}
+
+func (s *Store) revokeLocked(id int64) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 		defer cancel()
-		_, _ = s.c.Revoke(ctx, id)
+		_ = s.c.revoke(ctx, id)
 	}()
 }
 
 // current returns the grant of l.Task when it is l's (same token and holder), with its etcd lease.
-func (s *Store) current(ctx context.Context, l store.Lease) (store.Lease, clientv3.LeaseID, error) {
-	gr, err := s.c.Get(ctx, s.leaseKey(l.Task))
+func (s *Store) current(ctx context.Context, l store.Lease) (store.Lease, int64, error) {
+	gr, err := s.c.get(ctx, s.leaseKey(l.Task))
 	if err != nil {
 		return store.Lease{}, 0, s.mapErr(err)
 	}
 	if len(gr.Kvs) == 0 {
 		return store.Lease{}, 0, fmt.Errorf("%w: task %q has no lease (expired or released)", store.ErrNotHeld, l.Task)
 	}
-	cur, id, err := s.decode(l.Task, gr)
+	cur, _, err := s.decode(l.Task, gr.Kvs[0])
 	if err != nil {
 		return store.Lease{}, 0, err
 	}
 	if cur.Token != l.Token || cur.Holder != l.Holder {
 		return store.Lease{}, 0, fmt.Errorf("%w: task %q is held by %q with token %d, not %q with token %d", store.ErrNotHeld, l.Task, cur.Holder, cur.Token, l.Holder, l.Token)
 	}
-	return cur, clientv3.LeaseID(id), nil
+	return cur, int64(gr.Kvs[0].Lease), nil
 }
 
-// Renew keeps l's etcd lease alive (KeepAliveOnce) and records the new expiry. A ttl that rounds
+// Renew keeps l's etcd lease alive (one keep-alive) and records the new expiry. A ttl that rounds
 // to a different number of seconds than the grant moves the key to a fresh etcd lease.
 func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
 	cur, id, err := s.current(ctx, l)
@@ -351,24 +423,28 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	sent := time.Now()
 	want := seconds(ttl)
 	newID := id
-	var got time.Duration
-	ka, err := s.c.KeepAliveOnce(ctx, id)
+	ka, err := s.c.keepAliveOnce(ctx, id)
 	if err != nil {
 		return store.Lease{}, s.mapErr(err)
 	}
-	got = time.Duration(ka.TTL) * time.Second
-	if ka.TTL < want || ka.TTL > max(want, 2) { // etcd's minimum lease is 2s by default
-		g, err := s.c.Grant(ctx, want)
+	if ka.TTL <= 0 {
+		return store.Lease{}, fmt.Errorf("%w: etcd lease of task %q token %d not found (expired or revoked)", store.ErrNotHeld, l.Task, l.Token)
+	}
+	got := time.Duration(ka.TTL) * time.Second
+	if int64(ka.TTL) < want || int64(ka.TTL) > max(want, 2) { // etcd's minimum lease is 2s by default
+		g, err := s.c.grant(ctx, want)
 		if err != nil {
 			return store.Lease{}, s.mapErr(err)
 		}
-		newID, got = g.ID, time.Duration(g.TTL)*time.Second
+		newID, got = int64(g.ID), time.Duration(g.TTL)*time.Second
 	}
 	cur.Expires = time.UnixMicro(sent.Add(got).UnixMicro())
 	v, _ := json.Marshal(leaseValue{Holder: cur.Holder, RunID: cur.RunID, Acquired: cur.Acquired.UnixMicro(), Expires: cur.Expires.UnixMicro(), TTL: int64(got / time.Second)})
 	key := s.leaseKey(l.Task)
-	r, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", l.Token), clientv3.Compare(clientv3.LeaseValue(key), "=", id)).
-		Then(clientv3.OpPut(key, string(v), clientv3.WithLease(newID)), clientv3.OpPut(s.holderKey(l.Task), cur.Holder, clientv3.WithLease(newID))).Commit()
+	r, err := s.c.txn(ctx, txnReq{
+		Compare: []compare{cmpCreate(key, l.Token), cmpLease(key, id)},
+		Success: []op{opPut(key, string(v), newID), opPut(s.holderKey(l.Task), cur.Holder, newID)},
+	})
 	if err != nil {
 		return store.Lease{}, s.mapErr(err)
 	}
@@ -385,29 +461,37 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 }
 
 // Release deletes l's keys in one transaction that compares the token (create revision) and the
-// holder, then revokes the etcd lease in the background. An expired grant nobody replaced (the
-// fence still carries its token) releases fine. See store.Leaser.
+// holder, then keeps the etcd lease for reuse. An expired grant nobody replaced (the fence still
+// carries its token) releases fine. See store.Leaser.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	key, hkey := s.leaseKey(l.Task), s.holderKey(l.Task)
-	r, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", l.Token), clientv3.Compare(clientv3.Value(hkey), "=", l.Holder)).
-		Then(clientv3.OpDelete(key, clientv3.WithPrevKV()), clientv3.OpDelete(hkey)).
-		Else(clientv3.OpGet(key), clientv3.OpGet(s.fenceKey(l.Task))).Commit()
+	r, err := s.c.txn(ctx, txnReq{
+		Compare: []compare{cmpCreate(key, l.Token), cmpValue(hkey, l.Holder)},
+		Success: []op{opDel(key, true), opDel(hkey, false)},
+		Failure: []op{opGet(key), opGet(s.fenceKey(l.Task))},
+	})
 	if err != nil {
 		return s.mapErr(err)
 	}
 	if r.Succeeded {
-		if prev := r.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) > 0 && prev[0].Lease != 0 {
-			var v leaseValue
-			if json.Unmarshal(prev[0].Value, &v) == nil && v.TTL > 0 {
-				s.putBack(&clientv3.LeaseGrantResponse{ID: clientv3.LeaseID(prev[0].Lease), TTL: v.TTL})
-			} else {
-				s.revoke(clientv3.LeaseID(prev[0].Lease))
+		if len(r.Responses) > 0 && r.Responses[0].Delete != nil {
+			if prev := r.Responses[0].Delete.PrevKvs; len(prev) > 0 && prev[0].Lease != 0 {
+				var v leaseValue
+				if json.Unmarshal(prev[0].Value, &v) == nil && v.TTL > 0 {
+					// Its TTL last restarted when the recorded expiry was computed.
+					s.putBack(idleLease{id: int64(prev[0].Lease), ttl: v.TTL, fresh: time.UnixMicro(v.Expires).Add(-time.Duration(v.TTL) * time.Second)})
+				} else {
+					s.revoke(int64(prev[0].Lease))
+				}
 			}
 		}
 		return nil
 	}
-	cur, fence := r.Responses[0].GetResponseRange().Kvs, r.Responses[1].GetResponseRange().Kvs
-	if len(cur) == 0 && len(fence) > 0 && fence[0].ModRevision == l.Token {
+	var cur, fence []keyValue
+	if len(r.Responses) == 2 && r.Responses[0].Range != nil && r.Responses[1].Range != nil {
+		cur, fence = r.Responses[0].Range.Kvs, r.Responses[1].Range.Kvs
+	}
+	if len(cur) == 0 && len(fence) > 0 && int64(fence[0].ModRevision) == l.Token {
 		return nil
 	}
 	return fmt.Errorf("%w: task %q token %d held by %q is not the current grant", store.ErrNotHeld, l.Task, l.Token, l.Holder)
@@ -415,7 +499,7 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 
 // Leases lists the grants whose keys exist and whose recorded expiry has not passed.
 func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
-	gr, err := s.c.Get(ctx, s.p+"l/", clientv3.WithPrefix())
+	gr, err := s.c.getPrefix(ctx, s.p+"l/")
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
@@ -426,15 +510,14 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 		if err != nil {
 			continue
 		}
-		var v leaseValue
-		if err := json.Unmarshal(k.Value, &v); err != nil {
-			return nil, fmt.Errorf("%w: corrupt lease of task %q in etcd: %v", store.ErrUnavailable, task, err)
+		l, _, err := s.decode(task, k)
+		if err != nil {
+			return nil, err
 		}
-		if time.UnixMicro(v.Expires).Before(now) {
+		if l.Expires.Before(now) {
 			continue
 		}
-		out = append(out, store.Lease{Task: task, Holder: v.Holder, RunID: v.RunID, Token: k.CreateRevision,
-			Acquired: time.UnixMicro(v.Acquired), Expires: time.UnixMicro(v.Expires)})
+		out = append(out, l)
 	}
 	return out, nil
 }
@@ -447,24 +530,10 @@ func (s *Store) Lost(l store.Lease) <-chan struct{} {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
-		defer cancel()
 		for s.ctx.Err() == nil {
-			wc := s.c.Watch(ctx, key, clientv3.WithRev(l.Token))
-			for wr := range wc {
-				if wr.CompactRevision != 0 { // history gone: look at the key itself
-					gr, err := s.c.Get(ctx, key)
-					if err == nil && (len(gr.Kvs) == 0 || gr.Kvs[0].CreateRevision != l.Token) {
-						close(ch)
-						return
-					}
-				}
-				for _, ev := range wr.Events {
-					if ev.Type == clientv3.EventTypeDelete || ev.Kv.CreateRevision != l.Token {
-						close(ch)
-						return
-					}
-				}
+			if s.watchLoss(key, l.Token) {
+				close(ch)
+				return
 			}
 			select { // the watch ended (no leader, connection): retry
 			case <-s.ctx.Done():
@@ -475,12 +544,41 @@ func (s *Store) Lost(l store.Lease) <-chan struct{} {
 	return ch
 }
 
+// watchLoss watches key from revision token until the stream ends; true when the grant is gone.
+func (s *Store) watchLoss(key string, token int64) bool {
+	st, err := s.c.watch(s.ctx, key, token)
+	if err != nil {
+		return false
+	}
+	defer st.close()
+	for {
+		var wr watchResp
+		if err := st.next(&wr); err != nil {
+			return false
+		}
+		if wr.CompactRevision != 0 { // history gone: look at the key itself
+			gr, err := s.c.get(s.ctx, key)
+			if err == nil && (len(gr.Kvs) == 0 || int64(gr.Kvs[0].CreateRevision) != token) {
+				return true
+			}
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == "DELETE" || int64(ev.Kv.CreateRevision) != token {
+				return true
+			}
+		}
+		if wr.Canceled {
+			return false
+		}
+	}
+}
+
 // --- ledger ---
 
 type kv struct{ s *Store }
 
 func (k kv) Load(ctx context.Context, task, slot string) (*kvledger.Doc, kvledger.Version, time.Time, error) {
-	gr, err := k.s.c.Get(ctx, k.s.docKey(task, slot))
+	gr, err := k.s.c.get(ctx, k.s.docKey(task, slot))
 	if err != nil {
 		return nil, 0, time.Time{}, k.s.mapErr(err)
 	}
@@ -489,22 +587,22 @@ func (k kv) Load(ctx context.Context, task, slot string) (*kvledger.Doc, kvledge
 		return nil, 0, now, nil
 	}
 	d, err := kvledger.Unmarshal(gr.Kvs[0].Value)
-	return d, gr.Kvs[0].ModRevision, now, err
+	return d, int64(gr.Kvs[0].ModRevision), now, err
 }
 
 func (k kv) Save(ctx context.Context, d *kvledger.Doc, ver kvledger.Version, token int64, run string) error {
 	s := k.s
 	key := s.docKey(d.Task, d.Slot)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", ver)}
+	cmps := []compare{cmpMod(key, ver)}
 	if token > 0 {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.fenceKey(d.Task)), "=", token))
+		cmps = append(cmps, cmpMod(s.fenceKey(d.Task), token))
 	}
-	ops := []clientv3.Op{clientv3.OpPut(key, string(d.Marshal()))}
+	ops := []op{opPut(key, string(d.Marshal()), 0)}
 	if run != "" {
 		b, _ := json.Marshal([2]string{d.Task, d.Slot})
-		ops = append(ops, clientv3.OpPut(s.runKey(run), string(b)))
+		ops = append(ops, opPut(s.runKey(run), string(b), 0))
 	}
-	r, err := s.c.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.fenceKey(d.Task))).Commit()
+	r, err := s.c.txn(ctx, txnReq{Compare: cmps, Success: ops, Failure: []op{opGet(s.fenceKey(d.Task))}})
 	if err != nil {
 		return s.mapErr(err)
 	}
@@ -512,10 +610,9 @@ func (k kv) Save(ctx context.Context, d *kvledger.Doc, ver kvledger.Version, tok
 		return nil
 	}
 	if token > 0 {
-		gr := r.Responses[0].GetResponseRange()
 		latest := int64(0)
-		if len(gr.Kvs) > 0 {
-			latest = gr.Kvs[0].ModRevision
+		if len(r.Responses) > 0 && r.Responses[0].Range != nil && len(r.Responses[0].Range.Kvs) > 0 {
+			latest = int64(r.Responses[0].Range.Kvs[0].ModRevision)
 		}
 		if latest != token {
 			return fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %d)", store.ErrNotHeld, token, d.Task, latest)
@@ -525,7 +622,7 @@ func (k kv) Save(ctx context.Context, d *kvledger.Doc, ver kvledger.Version, tok
 }
 
 func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
-	gr, err := k.s.c.Get(ctx, k.s.runKey(runID))
+	gr, err := k.s.c.get(ctx, k.s.runKey(runID))
 	if err != nil {
 		return "", "", k.s.mapErr(err)
 	}
@@ -540,14 +637,14 @@ func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
 }
 
 func (k kv) Latest(ctx context.Context, task string) (int64, error) {
-	gr, err := k.s.c.Get(ctx, k.s.fenceKey(task))
+	gr, err := k.s.c.get(ctx, k.s.fenceKey(task))
 	if err != nil {
 		return 0, k.s.mapErr(err)
 	}
 	if len(gr.Kvs) == 0 {
 		return 0, nil
 	}
-	return gr.Kvs[0].ModRevision, nil
+	return int64(gr.Kvs[0].ModRevision), nil
 }
 
 func (k kv) Docs(ctx context.Context, task string) ([]*kvledger.Doc, error) {
@@ -555,7 +652,7 @@ func (k kv) Docs(ctx context.Context, task string) ([]*kvledger.Doc, error) {
 	if task != "" {
 		p += esc(task) + "/"
 	}
-	gr, err := k.s.c.Get(ctx, p, clientv3.WithPrefix())
+	gr, err := k.s.c.getPrefix(ctx, p)
 	if err != nil {
 		return nil, k.s.mapErr(err)
 	}
