@@ -1,0 +1,629 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Fault is a kind of fault injected into the first holder of a trial.
+type Fault string
+
+// Faults. Network faults and store restarts apply to networked stores only.
+const (
+	FaultNone       Fault = "none"          // three holders compete, nothing is injected
+	FaultKillOnce   Fault = "kill9-once"    // kill -9 of the holder's once process
+	FaultKillCmd    Fault = "kill9-cmd"     // kill -9 of the holder's command
+	FaultPauseShort Fault = "pause<ttl"     // SIGSTOP of once's and the command's groups for ttl/2
+	FaultPauseLong  Fault = "pause>ttl"     // SIGSTOP until another holder has run (> ttl)
+	FaultRestart    Fault = "store-restart" // the store's server stopped for a ttl, then started
+	FaultCut        Fault = "net-cut"       // the holder's connections closed and refused for 2 ttl
+	FaultBlackhole  Fault = "net-blackhole" // the holder's bytes silently dropped for 2 ttl
+	FaultReview     Fault = "kill9-review"  // kill -9 of once; the others use --on-unknown review
+)
+
+// Faults lists every fault that applies to a store (networked: whether it is reached over TCP;
+// restart: whether a control script can stop and start its server).
+func Faults(networked, restart bool) []Fault {
+	fs := []Fault{FaultNone, FaultKillOnce, FaultKillCmd, FaultPauseShort, FaultPauseLong, FaultReview}
+	if networked {
+		fs = append(fs, FaultCut, FaultBlackhole)
+	}
+	if restart {
+		fs = append(fs, FaultRestart)
+	}
+	return fs
+}
+
+// Backend is a store under test: its name (sqlite, postgres, …), DSN and, for a private server,
+// the control script (ctl stop|start|restart).
+type Backend struct{ Name, DSN, Ctl string }
+
+// Networked reports whether the store is reached over TCP (and so can sit behind a Proxy).
+func (b Backend) Networked() bool { return b.Name != "sqlite" }
+
+// Config configures a Runner.
+type Config struct {
+	Once    string        // path of the once binary
+	Witness []string      // argv that runs WitnessMain (e.g. the test binary itself)
+	Store   Backend       // the DSN must already carry an isolating ?prefix= when shared
+	TTL     time.Duration // --ttl of every holder
+	Grace   time.Duration // --grace of every holder
+	Dir     string        // scratch directory
+	Logf    func(format string, args ...any)
+}
+
+// Runner runs trials of one store with three simulated hosts, each with its own ONCE_HOME and
+// (networked stores) its own Proxy.
+type Runner struct {
+	cfg   Config
+	hosts [3]*simHost
+	seq   int
+}
+
+type simHost struct {
+	name, home, dsn string
+	proxy           *Proxy
+}
+
+// NewRunner prepares the hosts and their proxies. Close releases them.
+func NewRunner(ctx context.Context, cfg Config) (*Runner, error) {
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	r := &Runner{cfg: cfg}
+	for i, n := range []string{"host-a", "host-b", "host-c"} {
+		h := &simHost{name: n, home: filepath.Join(cfg.Dir, n), dsn: cfg.Store.DSN}
+		if cfg.Store.Networked() {
+			u, err := url.Parse(cfg.Store.DSN)
+			if err != nil || u.Host == "" {
+				r.Close()
+				return nil, fmt.Errorf("chaos: store %s: DSN has no host:port to proxy", cfg.Store.Name)
+			}
+			p, err := NewProxy(ctx, u.Host)
+			if err != nil {
+				r.Close()
+				return nil, err
+			}
+			u.Host = p.Addr()
+			h.proxy, h.dsn = p, u.String()
+		}
+		r.hosts[i] = h
+	}
+	return r, nil
+}
+
+// Close stops the proxies.
+func (r *Runner) Close() {
+	for _, h := range r.hosts {
+		if h != nil && h.proxy != nil {
+			h.proxy.Close()
+		}
+	}
+}
+
+// proc is one once process of a trial.
+type proc struct {
+	id         string
+	cmd        *exec.Cmd
+	start, end time.Time
+	code       int
+	done       chan struct{}
+	stderr     string // file
+}
+
+func (r *Runner) launch(h *simHost, id, task, wdir string, sleep time.Duration, args ...string) (*proc, error) {
+	argv := append([]string{"--log-format", "json", "run", "--task", task, "--slot", "s", "--holder", h.name + "/" + id,
+		"--ttl", r.cfg.TTL.String(), "--grace", r.cfg.Grace.String()}, args...)
+	argv = append(append(argv, "--"), r.cfg.Witness...)
+	c := exec.Command(r.cfg.Once, argv...)
+	c.Env = []string{"ONCE_HOME=" + h.home, "ONCE_STORE=" + h.dsn, "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		EnvWitness + "=1", EnvDir + "=" + wdir, EnvProc + "=" + id, EnvWrites + "=4",
+		EnvSleep + "=" + strconv.FormatInt(sleep.Milliseconds(), 10)}
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group: a pause stops all of once
+	p := &proc{id: id, cmd: c, done: make(chan struct{}), stderr: filepath.Join(wdir, id+".stderr")}
+	f, err := os.Create(p.stderr)
+	if err != nil {
+		return nil, err
+	}
+	c.Stderr, c.Stdout = f, f
+	p.start = time.Now()
+	if err := c.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("chaos: start once: %w", err)
+	}
+	go func() {
+		err := c.Wait()
+		p.end = time.Now()
+		f.Close()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			p.code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.code = 128 + int(ws.Signal())
+			}
+		case err != nil:
+			p.code = -1
+		}
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *proc) wait(d time.Duration) bool {
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+func (p *proc) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Outcome is what one trial showed.
+type Outcome struct {
+	Store string
+	Fault Fault
+	// Overlaps counts executions that started while another held the witness's kernel lock, not
+	// counting Excused ones: a paused stale holder's, all of whose later writes were rejected.
+	Overlaps, Excused int
+	// StaleAccepted counts writes the register accepted from an execution after another execution
+	// with an equal or higher token had entered (a stale holder or a reused token).
+	StaleAccepted int
+	// TokenOrder counts entries whose token was not higher than the previous entry's.
+	TokenOrder int
+	// Lost is set when the slot did not end succeeded (backed by a completed execution).
+	Lost bool
+	// ReviewBroken counts executions that ran after an unknown outcome under --on-unknown review
+	// before the slot was resolved.
+	ReviewBroken int
+	// Linearizable is the porcupine verdict on the acquire/release history.
+	Linearizable bool
+	// Takeover is the time from the kill -9 of a holder to the next execution's entry (kill9-once).
+	Takeover time.Duration
+	// StaleStop is the time from SIGCONT to the stale command's death (pause>ttl).
+	StaleStop time.Duration
+	// Executions is the number of executions the witness saw.
+	Executions int
+	// Problems describes each violation in one line.
+	Problems []string
+}
+
+// OK reports whether the trial kept every promise.
+func (o Outcome) OK() bool { return len(o.Problems) == 0 }
+
+func (o *Outcome) problem(format string, args ...any) {
+	o.Problems = append(o.Problems, fmt.Sprintf(format, args...))
+}
+
+// Trial runs one trial: host A starts the task's slot, B and C compete with --wait, the fault hits
+// A, and the slot is then driven to success; the witness log is checked.
+func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
+	r.seq++
+	out := Outcome{Store: r.cfg.Store.Name, Fault: f, Takeover: -1, StaleStop: -1}
+	task := fmt.Sprintf("chaos-%d-%d", os.Getpid(), r.seq)
+	wdir := filepath.Join(r.cfg.Dir, task)
+	if err := os.MkdirAll(wdir, 0o755); err != nil {
+		return out, err
+	}
+	ttl := r.cfg.TTL
+	for _, h := range r.hosts {
+		if h.proxy != nil {
+			h.proxy.Heal()
+		}
+	}
+	var procs []*proc
+	defer func() {
+		for _, p := range procs {
+			select {
+			case <-p.done:
+			default:
+				p.kill()
+			}
+		}
+	}()
+	start := func(h *simHost, id string, sleep time.Duration, args ...string) (*proc, error) {
+		p, err := r.launch(h, id, task, wdir, sleep, args...)
+		if err == nil {
+			procs = append(procs, p)
+		}
+		return p, err
+	}
+	policy := "rerun"
+	if f == FaultReview {
+		policy = "review"
+	}
+	// A runs long enough for every fault to land while it holds the lease.
+	a, err := start(r.hosts[0], "A", 3*ttl, "--on-unknown", "rerun")
+	if err != nil {
+		return out, err
+	}
+	entryA, err := waitRecord(ctx, wdir, 15*time.Second, func(rec Record) bool { return rec.Proc == "A" && rec.Kind == KindEntry })
+	if err != nil {
+		a.wait(time.Second)
+		return out, fmt.Errorf("holder A never started its command (exit %d): %w; %s", a.code, err, tail(a.stderr))
+	}
+	wait := (4 * ttl).String()
+	b, err := start(r.hosts[1], "B", ttl/2, "--on-unknown", policy, "--wait", wait)
+	if err != nil {
+		return out, err
+	}
+	c, err := start(r.hosts[2], "C", ttl/2, "--on-unknown", policy, "--wait", wait)
+	if err != nil {
+		return out, err
+	}
+	time.Sleep(50 * time.Millisecond) // let B and C reach the store and find it busy
+	wpid := entryA.PID
+	faultAt := time.Now()
+	other := func(rec Record) bool { return rec.Proc != "A" && rec.Kind == KindEntry }
+	switch f {
+	case FaultNone:
+	case FaultKillOnce, FaultReview:
+		_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGKILL)
+	case FaultKillCmd:
+		_ = syscall.Kill(wpid, syscall.SIGKILL)
+	case FaultPauseShort, FaultPauseLong:
+		wpg, _ := syscall.Getpgid(wpid)
+		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGSTOP)
+		if wpg > 0 {
+			_ = syscall.Kill(-wpg, syscall.SIGSTOP)
+		}
+		if f == FaultPauseShort {
+			time.Sleep(ttl / 2)
+		} else if _, err := waitRecord(ctx, wdir, 4*ttl+5*time.Second, other); err != nil {
+			out.problem("pause>ttl: no other holder ran while A was paused for %s", time.Since(faultAt).Round(time.Millisecond))
+		} else {
+			time.Sleep(ttl / 4) // let the new holder's fenced writes land before the stale one wakes
+		}
+		wake := time.Now()
+		if wpg > 0 {
+			_ = syscall.Kill(-wpg, syscall.SIGCONT)
+		}
+		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGCONT)
+		if f == FaultPauseLong {
+			dead := waitDead(wpid, r.cfg.Grace+10*time.Second)
+			out.StaleStop = dead.Sub(wake)
+		}
+	case FaultCut, FaultBlackhole:
+		p := r.hosts[0].proxy
+		p.Set(map[Fault]Mode{FaultCut: Cut, FaultBlackhole: Blackhole}[f])
+		time.Sleep(2 * ttl)
+		p.Heal()
+	case FaultRestart:
+		if err := ctl(ctx, r.cfg.Store.Ctl, "stop"); err != nil {
+			return out, err
+		}
+		time.Sleep(ttl)
+		if err := ctl(ctx, r.cfg.Store.Ctl, "start"); err != nil {
+			return out, err
+		}
+	}
+	limit := 8*ttl + 30*time.Second
+	for _, p := range []*proc{a, b, c} {
+		if !p.wait(limit) {
+			out.problem("once %s did not exit within %s; %s", p.id, limit, tail(p.stderr))
+			p.kill()
+		}
+	}
+	if f == FaultKillOnce || f == FaultReview {
+		waitDead(wpid, 5*time.Second)
+	}
+
+	var resolved time.Time
+	if f == FaultReview {
+		for _, p := range []*proc{b, c} {
+			if p.code != 76 && p.code != 0 {
+				out.problem("review: once %s exited %d, want 76 (needs review); %s", p.id, p.code, tail(p.stderr))
+			}
+		}
+		resolved = time.Now()
+		rc := exec.CommandContext(ctx, r.cfg.Once, "resolve", "--task", task, "--slot", "s", "--as", "failed", "--note", "chaos")
+		rc.Env = []string{"ONCE_HOME=" + r.hosts[2].home, "ONCE_STORE=" + r.hosts[2].dsn, "PATH=" + os.Getenv("PATH")}
+		if o, err := rc.CombinedOutput(); err != nil {
+			out.problem("resolve: %v: %s", err, strings.TrimSpace(string(o)))
+		}
+	}
+	// Drive the slot to success: an idempotent job with --on-unknown rerun must get there.
+	var final *proc
+	for i := 0; i < 4; i++ {
+		p, err := start(r.hosts[2], fmt.Sprintf("F%d", i), ttl/4, "--on-unknown", "rerun", "--wait", (3 * ttl).String())
+		if err != nil {
+			return out, err
+		}
+		if !p.wait(limit) {
+			p.kill()
+		}
+		final = p
+		if p.code == 0 {
+			break
+		}
+	}
+	end := time.Now()
+
+	recs, err := ReadLog(wdir)
+	if err != nil {
+		return out, err
+	}
+	analyze(&out, recs, procs, f, faultAt, resolved, end)
+	if final.code != 0 {
+		out.Lost = true
+		out.problem("lost slot: the final run exited %d; %s", final.code, tail(final.stderr))
+	}
+	if !out.OK() {
+		r.cfg.Logf("%s %s trial %s: %s", r.cfg.Store.Name, f, task, strings.Join(out.Problems, "; "))
+	}
+	return out, nil
+}
+
+type execution struct {
+	run, proc      string
+	token          int64
+	entry          Record
+	entrySeq       int
+	last           int64
+	completed      bool // exit record and every write accepted
+	allOK          bool
+	writesAfterSeq []Record
+}
+
+// analyze checks the witness log of one trial and fills the outcome.
+func analyze(out *Outcome, recs []Record, procs []*proc, f Fault, faultAt, resolved, end time.Time) {
+	execs := map[string]*execution{}
+	var order []*execution
+	for i, rec := range recs {
+		e := execs[rec.RunID]
+		if e == nil {
+			e = &execution{run: rec.RunID, proc: rec.Proc, token: rec.Token, entrySeq: -1, allOK: true}
+			execs[rec.RunID] = e
+			order = append(order, e)
+		}
+		e.last = rec.Time
+		switch rec.Kind {
+		case KindEntry:
+			e.entry, e.entrySeq = rec, i
+		case KindExit:
+			e.completed = e.allOK
+		}
+		if rec.Kind == KindEntry || rec.Kind == KindWrite {
+			e.allOK = e.allOK && rec.OK
+		}
+	}
+	out.Executions = len(order)
+	// Entries in register order must carry strictly increasing tokens.
+	var prev int64 = -1 << 62
+	var entries []*execution
+	for _, rec := range recs {
+		if rec.Kind == KindEntry {
+			if rec.Token <= prev {
+				out.TokenOrder++
+				out.problem("token order: entry of %s (proc %s) has token %d after token %d", rec.RunID, rec.Proc, rec.Token, prev)
+			}
+			prev = rec.Token
+			entries = append(entries, execs[rec.RunID])
+		}
+	}
+	// Stale writes accepted: an accepted write after another execution with an equal or higher
+	// token entered.
+	for i, rec := range recs {
+		if (rec.Kind != KindWrite && rec.Kind != KindEntry) || !rec.OK {
+			continue
+		}
+		for _, e := range entries {
+			if e.entrySeq < i && e.run != rec.RunID && e.token >= rec.Token {
+				out.StaleAccepted++
+				out.problem("stale write accepted: run %s token %d after run %s token %d entered", rec.RunID, rec.Token, e.run, e.token)
+				break
+			}
+		}
+	}
+	// Overlaps: excused only for a paused stale holder whose writes after the overlap were all
+	// rejected.
+	for i, rec := range recs {
+		if rec.Kind != KindOverlap {
+			continue
+		}
+		excused := f == FaultPauseLong
+		for _, w := range recs[i+1:] {
+			if w.Proc == "A" && (w.Kind == KindWrite || w.Kind == KindEntry) && w.OK {
+				excused = false
+			}
+		}
+		if excused {
+			out.Excused++
+		} else {
+			out.Overlaps++
+			out.problem("overlap: run %s (proc %s, token %d) started while another execution was running", rec.RunID, rec.Proc, rec.Token)
+		}
+	}
+	// Review: nothing may run between the unknown (A's death) and the resolution.
+	if f == FaultReview {
+		for _, e := range order {
+			if e.proc != "A" && e.entrySeq >= 0 && e.entry.Time < resolved.UnixNano() {
+				out.ReviewBroken++
+				out.problem("review: run %s (proc %s) ran after an unknown outcome before it was resolved", e.run, e.proc)
+			}
+		}
+	}
+	// Lost slot: some execution must have completed with every write accepted.
+	done := false
+	for _, e := range order {
+		done = done || e.completed
+	}
+	if !done {
+		out.Lost = true
+		out.problem("lost slot: no execution completed with all writes accepted")
+	}
+	if f == FaultKillOnce {
+		for _, e := range entries {
+			if e.proc != "A" {
+				out.Takeover = time.Duration(e.entry.Time - faultAt.UnixNano())
+				break
+			}
+		}
+	}
+	byID := map[string]*proc{}
+	for _, p := range procs {
+		byID[p.id] = p
+	}
+	out.Linearizable = checkMutex(order, byID, f, faultAt, end)
+	if !out.Linearizable {
+		out.problem("porcupine: the acquire/release history is not linearizable as a mutex")
+	}
+}
+
+func waitRecord(ctx context.Context, dir string, d time.Duration, match func(Record) bool) (Record, error) {
+	deadline := time.Now().Add(d)
+	for {
+		recs, err := ReadLog(dir)
+		if err != nil {
+			return Record{}, err
+		}
+		for _, rec := range recs {
+			if match(rec) {
+				return rec, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return Record{}, fmt.Errorf("no such witness record within %s", d)
+		}
+		select {
+		case <-ctx.Done():
+			return Record{}, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// waitDead polls until pid is gone or a zombie, and returns when it saw that.
+func waitDead(pid int, d time.Duration) time.Time {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !alive(pid) {
+			return time.Now()
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Now()
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 {
+		return s[i+2] != 'Z' && s[i+2] != 'X'
+	}
+	return true
+}
+
+func ctl(ctx context.Context, script, verb string) error {
+	if script == "" {
+		return errors.New("chaos: store restart needs the server's control script (ONCE_TEST_*_CTL)")
+	}
+	out, err := exec.CommandContext(ctx, script, verb).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("chaos: %s %s: %w: %s", script, verb, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	s := strings.TrimSpace(string(b))
+	if len(s) > 600 {
+		s = "…" + s[len(s)-600:]
+	}
+	return s
+}
+
+// Summary aggregates the outcomes of one store.
+type Summary struct {
+	Store                                     string
+	Trials                                    int
+	ByFault                                   map[Fault]int
+	Overlaps, Excused, StaleAccepted, Lost    int
+	TokenOrder, ReviewBroken, NotLinearizable int
+	Takeover, StaleStop                       []time.Duration
+	Failed                                    int
+}
+
+// Add counts an outcome.
+func (s *Summary) Add(o Outcome) {
+	if s.ByFault == nil {
+		s.ByFault = map[Fault]int{}
+	}
+	s.Store = o.Store
+	s.Trials++
+	s.ByFault[o.Fault]++
+	s.Overlaps += o.Overlaps
+	s.Excused += o.Excused
+	s.StaleAccepted += o.StaleAccepted
+	s.TokenOrder += o.TokenOrder
+	s.ReviewBroken += o.ReviewBroken
+	if o.Lost {
+		s.Lost++
+	}
+	if !o.Linearizable {
+		s.NotLinearizable++
+	}
+	if o.Takeover >= 0 {
+		s.Takeover = append(s.Takeover, o.Takeover)
+	}
+	if o.StaleStop >= 0 {
+		s.StaleStop = append(s.StaleStop, o.StaleStop)
+	}
+	if !o.OK() {
+		s.Failed++
+	}
+}
+
+// Percentile returns the p-th percentile (0–100) of ds, or -1 when empty.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return -1
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1)*p/100 + 0.5)
+	return s[i]
+}
+
+// String is the summary as the figures of issue 7, one store per block.
+func (s *Summary) String() string {
+	var b strings.Builder
+	var kinds []string
+	for f, n := range s.ByFault {
+		kinds = append(kinds, fmt.Sprintf("%s=%d", f, n))
+	}
+	sort.Strings(kinds)
+	d := func(x time.Duration) string {
+		if x < 0 {
+			return "n/a"
+		}
+		return x.Round(time.Millisecond).String()
+	}
+	fmt.Fprintf(&b, "store %s: trials %d (%s)\n", s.Store, s.Trials, strings.Join(kinds, " "))
+	fmt.Fprintf(&b, "  overlaps %d (excused paused-stale %d), stale writes accepted %d, lost slots %d, token order violations %d, review violations %d, not linearizable %d, failed trials %d\n",
+		s.Overlaps, s.Excused, s.StaleAccepted, s.Lost, s.TokenOrder, s.ReviewBroken, s.NotLinearizable, s.Failed)
+	fmt.Fprintf(&b, "  takeover after kill -9 p50 %s p99 %s (n=%d); stale stop after wake p50 %s p99 %s (n=%d)\n",
+		d(Percentile(s.Takeover, 50)), d(Percentile(s.Takeover, 99)), len(s.Takeover),
+		d(Percentile(s.StaleStop, 50)), d(Percentile(s.StaleStop, 99)), len(s.StaleStop))
+	return b.String()
+}
