@@ -75,8 +75,8 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, erro
 	state, c := "done", store.Claimant{}
 	if req.Pending {
 		state, c = "pending", req.Claimant
-		if c.RunID == "" {
-			return nil, errors.New("sqlite: a pending claim needs a claimant with a run id")
+		if c.RunID == "" || (c.Token > 0) != (c.Task != "") {
+			return nil, errors.New("sqlite: a pending claim needs a claimant with a run id, and a task exactly when it has a token")
 		}
 	}
 	// First occurrence of each key, and its fingerprint (a repeat with another one is a mismatch).
@@ -275,7 +275,7 @@ func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *sto
 	if err := checkScope(scope); err != nil {
 		return nil, err
 	}
-	if c != nil && (c.RunID == "" || asDone) {
+	if c != nil && (c.RunID == "" || asDone || (c.Token > 0) != (c.Task != "")) {
 		return nil, errors.New("sqlite: reclaim to a claimant needs its run id and asDone false")
 	}
 	changed := map[string]bool{}
