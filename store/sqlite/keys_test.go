@@ -47,3 +47,5 @@ func TestSchemaUpgradeFromV1(t *testing.T) {
 		t.Fatalf("claim after upgrade: %v, %v", got, err)
 	}
 }
+
+func BenchmarkKeys(b *testing.B) { storetest.RunKeysBenchmarks(b, benchHarness(b)) }

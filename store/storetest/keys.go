@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -399,5 +400,44 @@ func testKeysForget(t *testing.T, h Harness) {
 	}
 	if m := lookup(t, k, "other", "d1", "p1"); len(m) != 2 {
 		t.Fatalf("Forget of scope f touched scope other: %v", m)
+	}
+}
+
+// RunKeysBenchmarks measures Claim in batches of 1,000 keys (one client) at 0%, 50% and 100%
+// duplicates, reporting keys/s. Each benchmark uses a fresh DSN (see RunBenchmarks on Harness.DSN).
+func RunKeysBenchmarks(b *testing.B, h Harness) {
+	const batch = 1000
+	for _, dup := range []int{0, 50, 100} {
+		b.Run(fmt.Sprintf("ClaimBatch1000/dup%d", dup), func(b *testing.B) {
+			ctx := context.Background()
+			s, err := store.Open(ctx, benchDSN(b, h))
+			if err != nil {
+				b.Fatalf("open: %v", err)
+			}
+			defer s.Close()
+			k, ok := s.(store.Keys)
+			if !ok {
+				b.Skipf("%T does not implement store.Keys", s)
+			}
+			next := 0
+			keys := make([]string, batch)
+			b.ResetTimer()
+			for b.Loop() {
+				// dup% of each batch repeats keys of the previous batch; the rest are new.
+				old := batch * dup / 100
+				for i := range keys {
+					if i < old && next >= batch {
+						keys[i] = fmt.Sprintf("key-%012d", next-batch+i)
+					} else {
+						keys[i] = fmt.Sprintf("key-%012d", next)
+						next++
+					}
+				}
+				if _, err := k.Claim(ctx, store.ClaimRequest{Scope: "bench", Keys: keys}); err != nil {
+					b.Fatalf("claim: %v", err)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "keys/s")
+		})
 	}
 }
