@@ -200,6 +200,13 @@ type Outcome struct {
 	StaleStop time.Duration
 	// Executions is the number of executions the witness saw.
 	Executions int
+	// LeaseLost is set when the faulted holder's once logged that it lost its lease (evidence
+	// that the fault hit it).
+	LeaseLost bool
+	// StopMargin is, when another execution followed the faulted one, the time from the faulted
+	// command's death to the next execution's entry (positive: stopped before the takeover ran).
+	StopMargin time.Duration
+	HasMargin  bool
 	// Problems describes each violation in one line.
 	Problems []string
 }
@@ -270,6 +277,8 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 	time.Sleep(50 * time.Millisecond) // let B and C reach the store and find it busy
 	wpid := entryA.PID
 	faultAt := time.Now()
+	aDead := make(chan time.Time, 1)
+	go func() { aDead <- waitDead(wpid, 20*ttl+60*time.Second) }()
 	other := func(rec Record) bool { return rec.Proc != "A" && rec.Kind == KindEntry }
 	switch f {
 	case FaultNone:
@@ -320,8 +329,9 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 			p.kill()
 		}
 	}
-	if f == FaultKillOnce || f == FaultReview {
-		waitDead(wpid, 5*time.Second)
+	deadAt := <-aDead
+	if b, _ := os.ReadFile(a.stderr); strings.Contains(string(b), "lease lost") {
+		out.LeaseLost = true
 	}
 
 	var resolved time.Time
@@ -360,6 +370,15 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 		return out, err
 	}
 	analyze(&out, recs, procs, f, faultAt, resolved, end)
+	for _, rec := range recs {
+		if rec.Kind == KindEntry && rec.Proc != "A" {
+			out.StopMargin, out.HasMargin = time.Duration(rec.Time-deadAt.UnixNano()), true
+			break
+		}
+	}
+	if out.HasMargin && out.StopMargin < 0 && f != FaultPauseLong {
+		out.problem("the faulted command was still running %s after the next execution started", -out.StopMargin)
+	}
 	if final.code != 0 {
 		out.Lost = true
 		out.problem("lost slot: the final run exited %d; %s", final.code, tail(final.stderr))
@@ -411,9 +430,9 @@ func analyze(out *Outcome, recs []Record, procs []*proc, f Fault, faultAt, resol
 		if rec.Kind == KindEntry {
 			if rec.Token <= prev {
 				out.TokenOrder++
-				out.problem("token order: entry of %s (proc %s) has token %d after token %d", rec.RunID, rec.Proc, rec.Token, prev)
+				out.problem("token order: entry of %s (proc %s) has token %d, not above the highest earlier entry token %d", rec.RunID, rec.Proc, rec.Token, prev)
 			}
-			prev = rec.Token
+			prev = max(prev, rec.Token)
 			entries = append(entries, execs[rec.RunID])
 		}
 	}
@@ -560,7 +579,8 @@ type Summary struct {
 	ByFault                                   map[Fault]int
 	Overlaps, Excused, StaleAccepted, Lost    int
 	TokenOrder, ReviewBroken, NotLinearizable int
-	Takeover, StaleStop                       []time.Duration
+	Takeover, StaleStop, Margin               []time.Duration
+	LeaseLost                                 int
 	Failed                                    int
 }
 
@@ -588,6 +608,12 @@ func (s *Summary) Add(o Outcome) {
 	}
 	if o.StaleStop >= 0 {
 		s.StaleStop = append(s.StaleStop, o.StaleStop)
+	}
+	if o.LeaseLost {
+		s.LeaseLost++
+	}
+	if o.HasMargin && o.Fault != FaultPauseLong {
+		s.Margin = append(s.Margin, o.StopMargin)
 	}
 	if !o.OK() {
 		s.Failed++
@@ -625,5 +651,7 @@ func (s *Summary) String() string {
 	fmt.Fprintf(&b, "  takeover after kill -9 p50 %s p99 %s (n=%d); stale stop after wake p50 %s p99 %s (n=%d)\n",
 		d(Percentile(s.Takeover, 50)), d(Percentile(s.Takeover, 99)), len(s.Takeover),
 		d(Percentile(s.StaleStop, 50)), d(Percentile(s.StaleStop, 99)), len(s.StaleStop))
+	fmt.Fprintf(&b, "  faulted holder lost its lease in %d trials; faulted command dead before the next entry by min %s p50 %s (n=%d)\n",
+		s.LeaseLost, d(Percentile(s.Margin, 0)), d(Percentile(s.Margin, 50)), len(s.Margin))
 	return b.String()
 }

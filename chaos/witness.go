@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -208,12 +209,17 @@ func ReadLog(dir string) ([]Record, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return ParseLog(f)
+}
+
+// ParseLog parses witness records, one JSON object a line; it stops at the first bad line.
+func ParseLog(rd io.Reader) ([]Record, error) {
 	var out []Record
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(rd)
 	for sc.Scan() {
 		var r Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("witness log %s: %w", dir, err)
+			return out, fmt.Errorf("witness log line %d: %w", len(out)+1, err)
 		}
 		out = append(out, r)
 	}

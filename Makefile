@@ -1,0 +1,26 @@
+# Entry points for people and CI. `make help` lists them.
+
+TRIALS ?= 1000
+TTL ?= 2s
+GRACE ?= 2s
+CHAOS_REPORT ?= chaos-report.txt
+
+.PHONY: help test chaos chaos-short
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+test: ## the project's test command: private servers, vet, staticcheck, gofmt, go test -race
+	./scripts/test
+
+chaos: ## long fault-injection run on every store: TRIALS per store (default 1000), figures in $(CHAOS_REPORT)
+	rm -f $(CHAOS_REPORT)
+	ONCE_TEST_REQUIRE=$${ONCE_TEST_REQUIRE:-all} ./scripts/with-servers sh -c '\
+	  go test ./chaos -run "^TestChaos$$" -trials=$(TRIALS) -ttl=$(TTL) -grace=$(GRACE) -timeout 0 -count=1 -v -report=$(CURDIR)/$(CHAOS_REPORT) && \
+	  go test ./chaos -run "^TestRestartStoreChaos$$" -trials=$(TRIALS) -ttl=$(TTL) -grace=$(GRACE) -timeout 0 -count=1 -v -report=$(CURDIR)/$(CHAOS_REPORT)'
+	@cat $(CHAOS_REPORT)
+
+chaos-short: ## the bounded chaos run of the test command (a few trials per fault per store, < 3 minutes)
+	ONCE_TEST_REQUIRE=$${ONCE_TEST_REQUIRE:-all} ./scripts/with-servers sh -c '\
+	  go test ./chaos -count=1 -v -skip "^TestRestart" && \
+	  go test ./chaos -count=1 -v -run "^TestRestart"'

@@ -1,0 +1,93 @@
+package chaos
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// roundTrip writes a byte and reads it back within d; it reports what happened.
+func roundTrip(c net.Conn, d time.Duration) string {
+	_ = c.SetDeadline(time.Now().Add(d))
+	if _, err := c.Write([]byte{'x'}); err != nil {
+		return "write error"
+	}
+	b := make([]byte, 1)
+	_, err := io.ReadFull(c, b)
+	switch {
+	case err == nil:
+		return "echo"
+	case isTimeout(err):
+		return "silence"
+	}
+	return "closed"
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+func TestProxyModes(t *testing.T) {
+	p, err := NewProxy(context.Background(), echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	old := dial()
+	if got := roundTrip(old, time.Second); got != "echo" {
+		t.Fatalf("forward: %s", got)
+	}
+	p.Cut()
+	if got := roundTrip(old, time.Second); got != "closed" {
+		t.Fatalf("cut, open connection: %s, want closed", got)
+	}
+	if got := roundTrip(dial(), time.Second); got != "closed" {
+		t.Fatalf("cut, new connection: %s, want closed", got)
+	}
+	p.Heal()
+	live := dial()
+	if got := roundTrip(live, time.Second); got != "echo" {
+		t.Fatalf("healed: %s", got)
+	}
+	p.Blackhole()
+	if got := roundTrip(live, 300*time.Millisecond); got != "silence" {
+		t.Fatalf("blackhole, open connection: %s, want silence", got)
+	}
+	if got := roundTrip(dial(), 300*time.Millisecond); got != "silence" {
+		t.Fatalf("blackhole, new connection: %s, want silence", got)
+	}
+	p.Heal()
+	if got := roundTrip(dial(), time.Second); got != "echo" {
+		t.Fatalf("healed after blackhole: %s", got)
+	}
+}
