@@ -82,6 +82,7 @@ type LineError struct {
 	Err  error
 }
 
+// Error is "line N: cause".
 func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
 
 // Unwrap returns the cause (ErrInvalidKey, a read error or the callback's error).
@@ -139,6 +140,7 @@ type FingerprintError struct {
 	Stored, Have string
 }
 
+// Error names the scope, the key and both fingerprints on one line.
 func (e *FingerprintError) Error() string {
 	return fmt.Sprintf("%v: key %s in scope %q was claimed with fingerprint %q, now %q; use a new key for a different payload",
 		ErrFingerprint, quote(e.Key), e.Scope, e.Stored, e.Have)

@@ -52,6 +52,7 @@ const (
 	AfterCommit                // batch committed, next batch not started
 )
 
+// String names the crash point as the docs do.
 func (c Crash) String() string {
 	return [...]string{"none", "before the claim", "between claim and write", "after the write", "after the commit"}[c]
 }
@@ -62,6 +63,7 @@ type Crashed struct {
 	Row int
 }
 
+// Error says where the run crashed.
 func (c Crashed) Error() string { return fmt.Sprintf("crashed %s at row %d", c.At, c.Row) }
 
 // Shop is the orders database and how the sync job uses it.
