@@ -203,8 +203,8 @@ func (s *Store) mapErr(err error) error {
 		switch {
 		case ae.Code == codeNotFound && strings.Contains(ae.Message, "lease not found"):
 			return fmt.Errorf("%w: etcd lease not found (expired or revoked)", store.ErrNotHeld)
-		case ae.Code == codeUnauthenticated, ae.Code == codePermission, strings.Contains(ae.Message, "user name is empty"),
-			strings.Contains(ae.Message, "authentication is not enabled"):
+		case ae.Code == codeUnauthenticated, ae.Code == codePermission, strings.Contains(ae.Message, "authentication failed"),
+			strings.Contains(ae.Message, "user name is empty"), strings.Contains(ae.Message, "authentication is not enabled"):
 			return fmt.Errorf("%w: etcd at %s refused the credentials: %s; check user and password in the DSN", store.ErrUnavailable, s.where, msg)
 		case ae.Code == codeUnavailable, ae.Code == codeDeadline:
 			return fmt.Errorf("%w: etcd at %s: %s; check that the cluster is running and has a leader", store.ErrUnavailable, s.where, msg)
