@@ -22,7 +22,8 @@ testenv_user() {
 # testenv_as USER CMD...: run CMD as USER (runuser when we are root and USER is someone else).
 testenv_as() {
   local u=$1; shift
-  if [ "$(id -u)" = 0 ] && [ "$u" != root ]; then runuser -u "$u" -- "$@"; else "$@"; fi
+  # from /: the user may not be allowed into the current directory
+  if [ "$(id -u)" = 0 ] && [ "$u" != root ]; then (cd / && runuser -u "$u" -- "$@"); else "$@"; fi
 }
 
 postgres_bin() {
@@ -55,7 +56,7 @@ start_postgres() {
 #!/bin/sh
 # Stop or start the private PostgreSQL of this test run, keeping its data.
 set -e
-as() { if [ "\$(id -u)" = 0 ] && [ "$user" != root ]; then runuser -u "$user" -- "\$@"; else "\$@"; fi; }
+as() { if [ "\$(id -u)" = 0 ] && [ "$user" != root ]; then (cd / && runuser -u "$user" -- "\$@"); else "\$@"; fi; }
 case "\$1" in
   stop) as "$bin/pg_ctl" stop -D "$dir/data" -m fast -w -t 30 >/dev/null ;;
   start) as "$bin/pg_ctl" start -D "$dir/data" -l "$dir/server.log" -w -t 30 -o "$opts" </dev/null >/dev/null 2>&1 ;;
