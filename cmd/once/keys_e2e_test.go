@@ -160,8 +160,8 @@ func TestPendingLeftByDeadRunIsUnknown(t *testing.T) {
 		!strings.Contains(r.stdout, `"key":"z","state":"unclaimed"`) {
 		t.Fatalf("status: %s", r.stdout)
 	}
-	r = e.runIn("", nil, "run", "--task", "job", "--", "sh", "-c",
-		`printf 'b\nc\n' | once keys claim --scope job --pending --reclaim-unknown > todo && cat todo && once keys done --scope job < todo`)
+	r = e.runIn("", []string{"DIR=" + t.TempDir()}, "run", "--task", "job", "--", "sh", "-c",
+		`printf 'b\nc\n' | once keys claim --scope job --pending --reclaim-unknown > "$DIR/todo" && cat "$DIR/todo" && once keys done --scope job < "$DIR/todo"`)
 	if r.code != 0 || r.stdout != "b\nc\n" {
 		t.Fatalf("--reclaim-unknown: %d %q %s", r.code, r.stdout, r.stderr)
 	}
