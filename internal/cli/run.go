@@ -22,6 +22,7 @@ import (
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/slot"
 	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/sqlite"
 	"github.com/once-run/once/supervise"
 )
 
@@ -362,7 +363,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer closeQuickly(s)
 	rn.dsn = dsn
 
 	opts := rn.options(s)
@@ -455,4 +456,16 @@ func withoutOnceVars(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
+}
+
+// closeQuickly closes a store at the end of a command, except the embedded one: closing SQLite's last
+// connection checkpoints the WAL into the database file (two more fsyncs, about a fifth of a short
+// `once run`), and this process exits right after. Every commit is already durable, and an unclosed
+// WAL is what SQLite recovers after a crash, by design; auto-checkpoints still bound its size.
+// Networked stores are closed: that ends ZooKeeper sessions and etcd keep-alives at once.
+func closeQuickly(s store.Store) {
+	if _, ok := s.(*sqlite.Store); ok {
+		return
+	}
+	s.Close()
 }
