@@ -4,7 +4,7 @@
 // Do claims the key as pending under a claimant, makes the call, and marks the key done. The states:
 //
 //   - new: Do claims it, calls, and marks it done (Called). A call that returns an error is taken as
-//     not applied: the claim is released (on stores that implement Releaser), so a retry calls again.
+//     not applied: the claim is released (store.Keys.ReleaseKeys), so a retry calls again.
 //   - done: Do returns AlreadyDone without calling.
 //   - pending under a live claimant: another attempt is calling now; ErrInFlight.
 //   - unknown (pending, and its claimant died mid-call): nobody knows whether the call happened.
@@ -52,13 +52,6 @@ type ReconcilerFunc func(ctx context.Context, scope, key string) (bool, error)
 // Happened calls f.
 func (f ReconcilerFunc) Happened(ctx context.Context, scope, key string) (bool, error) {
 	return f(ctx, scope, key)
-}
-
-// Releaser is implemented by stores that can delete keys pending under a run id through ReleaseKeys (the embedded
-// SQLite store does). Without it, a failed call leaves its key pending, to be reconciled once the
-// claimant is gone.
-type Releaser interface {
-	ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error
 }
 
 // Do calls call at most once for (scope, key), as claimant c (c.RunID set; a run's Task and Token, or
@@ -123,12 +116,10 @@ func callAndRecord(ctx context.Context, s store.Keys, scope, key string, c store
 	if err := call(ctx); err != nil {
 		// The call failed, so it did not apply (the caller's contract): release the claim even when
 		// ctx is done, so a retry can call again.
-		if r, ok := s.(Releaser); ok {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			if rerr := r.ReleaseKeys(rctx, scope, []string{key}, c.RunID); rerr != nil {
-				return Failed, fmt.Errorf("%w (and the claim on key %q was not released: %v)", err, key, rerr)
-			}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := s.ReleaseKeys(rctx, scope, []string{key}, c.RunID); rerr != nil {
+			return Failed, fmt.Errorf("%w (and the claim on key %q was not released: %v)", err, key, rerr)
 		}
 		return Failed, err
 	}

@@ -53,10 +53,6 @@ type stored struct {
 	Body   []byte              `json:"body,omitempty"`
 }
 
-type releaser interface {
-	ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error
-}
-
 // Middleware returns a net/http middleware that executes each keyed request once (see the package
 // documentation). Handlers behind it must not stream: the response is buffered, stored, then sent.
 func Middleware(o Options) (func(http.Handler) http.Handler, error) {
@@ -185,7 +181,7 @@ func serve(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request
 }
 
 // execute runs the handler into a buffer, stores the response as the key's result, and sends it.
-// A panic releases the claim (where the store allows) and propagates.
+// A panic releases the claim and propagates.
 func execute(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request, scope, key string, c store.Claimant) {
 	rec := &recorder{header: http.Header{}}
 	done := false
@@ -193,11 +189,9 @@ func execute(o *Options, next http.Handler, w http.ResponseWriter, r *http.Reque
 		if done {
 			return
 		}
-		if rl, ok := o.Store.(releaser); ok {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
-			defer cancel()
-			_ = rl.ReleaseKeys(ctx, scope, []string{key}, c.RunID)
-		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+		defer cancel()
+		_ = o.Store.ReleaseKeys(ctx, scope, []string{key}, c.RunID)
 	}()
 	next.ServeHTTP(rec, r)
 	done = true

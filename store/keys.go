@@ -77,10 +77,15 @@ type Key struct {
 //     when c is set, or deletes them (asDone false, c zero) or marks them done (asDone true). It returns
 //     the keys it changed. Keys still pending under a live claimant are left alone.
 //   - Forget deletes keys of the scope claimed before `before`; done keys only when includeDone.
+//   - ReleaseKeys deletes keys still pending under runID (the claimant's work did not happen: a
+//     failed effect call, a panicking HTTP handler), so they can be claimed again. Keys not pending
+//     under runID (done, another claimant's, missing) are left alone without error. It is named
+//     ReleaseKeys, not Release, because stores implement store.Leaser's Release too.
 type Keys interface {
 	Claim(ctx context.Context, req ClaimRequest) ([]bool, error)
 	Complete(ctx context.Context, scope string, keys []string, runID string, result []byte) error
 	Lookup(ctx context.Context, scope string, keys []string) ([]Key, error)
 	Reclaim(ctx context.Context, scope string, keys []string, c *Claimant, asDone bool) ([]string, error)
 	Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error)
+	ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error
 }

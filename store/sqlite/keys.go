@@ -343,8 +343,7 @@ func (s *Store) Forget(ctx context.Context, scope string, before time.Time, incl
 }
 
 // ReleaseKeys deletes keys still pending under runID (a claim whose work did not happen), so they can
-// be claimed again; keys in any other state or under another claimant are left alone. It is not
-// part of store.Keys: package effect uses it through its Releaser interface.
+// be claimed again; keys in any other state or under another claimant are left alone (store.Keys).
 func (s *Store) ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error {
 	if err := checkScope(scope); err != nil {
 		return err

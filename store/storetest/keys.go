@@ -33,6 +33,7 @@ func RunKeys(t *testing.T, h Harness) {
 		{"ExpiredClaimantReclaim", testKeysExpired},
 		{"RunClaimantTokenMovedOn", testKeysRunClaimant},
 		{"Forget", testKeysForget},
+		{"ReleaseKeys", testKeysRelease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -400,6 +401,50 @@ func testKeysForget(t *testing.T, h Harness) {
 	}
 	if m := lookup(t, k, "other", "d1", "p1"); len(m) != 2 {
 		t.Fatalf("Forget of scope f touched scope other: %v", m)
+	}
+}
+
+// testKeysRelease: a claimant releases its own pending keys, which can then be claimed again; keys
+// done, pending under another claimant, or never claimed are left alone without error.
+func testKeysRelease(t *testing.T, h Harness) {
+	dsn := h.DSN(t)
+	k, other := keysClient(t, dsn), keysClient(t, dsn)
+	ctx := ctxT(t)
+	mine := store.Claimant{RunID: "mine", Expires: time.Minute}
+	claim(t, k, store.ClaimRequest{Scope: "r", Keys: []string{"p1", "p2", "d"}, Pending: true, Claimant: mine})
+	claim(t, other, store.ClaimRequest{Scope: "r", Keys: []string{"theirs"}, Pending: true, Claimant: store.Claimant{RunID: "theirs", Expires: time.Minute}})
+	claim(t, other, store.ClaimRequest{Scope: "r", Keys: []string{"done"}})
+	claim(t, other, store.ClaimRequest{Scope: "other", Keys: []string{"p1"}, Pending: true, Claimant: mine})
+	if err := k.Complete(ctx, "r", []string{"d"}, "mine", nil); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if err := k.ReleaseKeys(ctx, "r", []string{"p1", "p2", "d", "theirs", "done", "never", "p1"}, "mine"); err != nil {
+		t.Fatalf("ReleaseKeys: %v", err)
+	}
+	m := lookup(t, other, "r", "p1", "p2", "d", "theirs", "done", "never")
+	if _, ok := m["p1"]; ok {
+		t.Fatalf("released key p1 still stored: %+v", m["p1"])
+	}
+	if _, ok := m["p2"]; ok {
+		t.Fatalf("released key p2 still stored: %+v", m["p2"])
+	}
+	if m["d"].State != store.KeyDone || m["done"].State != store.KeyDone {
+		t.Fatalf("ReleaseKeys touched done keys: %+v, %+v", m["d"], m["done"])
+	}
+	if x := m["theirs"]; x.State != store.KeyPending || x.RunID != "theirs" {
+		t.Fatalf("ReleaseKeys by run mine touched a key pending under run theirs: %+v", x)
+	}
+	if _, ok := m["never"]; ok {
+		t.Fatal("ReleaseKeys created a key")
+	}
+	if st := stateOf(t, other, "other", "p1"); st != store.KeyPending {
+		t.Fatalf("ReleaseKeys of scope r touched scope other: state %q", st)
+	}
+	if got := claim(t, other, store.ClaimRequest{Scope: "r", Keys: []string{"p1", "p2", "theirs"}}); !slices.Equal(got, []bool{true, true, false}) {
+		t.Fatalf("claim after release: %v, want [true true false]", got)
+	}
+	if err := k.Complete(ctx, "r", []string{"p1"}, "mine", nil); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Complete of a released (then re-claimed as done) key by its old claimant: %v, want ErrConflict", err)
 	}
 }
 
