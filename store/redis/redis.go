@@ -169,11 +169,8 @@ func (s *Store) checkPersistence(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	switch {
-	case m["appendonly"] == "no":
-		slog.Default().Warn("redis: appendonly is off; a restart loses the run ledger and lease tokens (set appendonly yes, appendfsync always)", "server", s.addr)
-	case m["appendfsync"] == "no":
-		slog.Default().Warn("redis: appendfsync is no; a crash can lose the last seconds of the run ledger (set appendfsync always)", "server", s.addr)
+	if lvl, msg := durability(m); lvl != store.LevelOK {
+		slog.Default().Warn("redis: "+msg, "server", s.addr)
 	}
 }
 

@@ -1,0 +1,38 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/once-run/once/store"
+)
+
+var _ store.Inspector = (*Store)(nil)
+
+// durability grades Redis's persistence settings (CONFIG GET append*) for the run ledger.
+func durability(m map[string]string) (store.Level, string) {
+	switch {
+	case m["appendonly"] == "no":
+		return store.LevelFail, "appendonly is off: a restart loses the run ledger and lease tokens (set appendonly yes, appendfsync always)"
+	case m["appendfsync"] == "no":
+		return store.LevelWarn, "appendfsync is no: a crash can lose the last seconds of the run ledger (set appendfsync always)"
+	case m["appendfsync"] == "everysec":
+		return store.LevelWarn, "appendfsync is everysec: a crash can lose the last second of the run ledger (set appendfsync always)"
+	}
+	return store.LevelOK, fmt.Sprintf("appendonly %s, appendfsync %s: every change is on disk when the call returns", m["appendonly"], m["appendfsync"])
+}
+
+// Inspect reports the persistence that decides whether the ledger survives a restart, and whether
+// the server still holds the prefix's epoch marker (see ErrLedgerLost).
+func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
+	var out []store.Finding
+	m, err := s.c.ConfigGet(ctx, "append*").Result()
+	if err != nil {
+		out = append(out, store.Finding{Check: "durability", Level: store.LevelInfo,
+			Message: "redis " + s.addr + ": CONFIG is not allowed here, persistence could not be checked: make sure appendonly is yes with appendfsync always"})
+	} else {
+		lvl, msg := durability(m)
+		out = append(out, store.Finding{Check: "durability", Level: lvl, Message: "redis " + s.addr + ": " + msg})
+	}
+	return out, nil
+}
