@@ -208,7 +208,7 @@ type Outcome struct {
 	// StopMargin is, when another execution followed the faulted one, the time from the faulted
 	// command's death to the next execution's entry (positive: stopped before the takeover ran).
 	StopMargin time.Duration
-	HasMargin  bool
+	HasMargin  bool // StopMargin was measured
 	// Problems describes each violation in one line.
 	Problems []string
 }
@@ -580,7 +580,9 @@ func tail(path string) string {
 	return s
 }
 
-// Summary aggregates the outcomes of one store.
+// Summary aggregates the outcomes of one store: counts summed over trials (Lost, NotLinearizable,
+// LeaseLost, Blocked and Failed count trials), and the measured durations for percentiles (Margin:
+// the faulted command's death to the next entry, pause>ttl excluded).
 type Summary struct {
 	Store                                     string
 	Trials                                    int

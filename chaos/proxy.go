@@ -24,6 +24,7 @@ const (
 	Blackhole             // accept, read and drop every byte, answer nothing
 )
 
+// String names the mode as in the figures: forward, cut, blackhole.
 func (m Mode) String() string {
 	switch m {
 	case Forward:
