@@ -46,6 +46,9 @@ type Store struct {
 	DB      *sql.DB
 	Dialect Dialect
 	Prefix  string // table name prefix, e.g. "once_"
+	// Flavor is Postgres or MySQL: it selects the statements of store.Keys and names the backend in
+	// their errors.
+	Flavor string
 	// Retries is how many times an operation is retried after transient connection trouble, with
 	// exponential backoff from Backoff; never past the caller's ctx.
 	Retries int

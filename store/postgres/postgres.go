@@ -117,7 +117,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Retries: 3, Backoff: 50 * time.Millisecond}, d: d}
+	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.Postgres, Retries: 3, Backoff: 50 * time.Millisecond}, d: d}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

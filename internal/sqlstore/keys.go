@@ -1,0 +1,516 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/once-run/once/store"
+)
+
+// Flavors select the keys statements (store.Keys), the one place where PostgreSQL and MySQL/MariaDB
+// need different SQL: PostgreSQL has INSERT … RETURNING, MySQL/MariaDB does not.
+const (
+	Postgres = "postgres"
+	MySQL    = "mysql"
+)
+
+// keysChunk is the most keys one statement carries: one array (PostgreSQL) or one JSON document
+// (MySQL) per Claim statement, and an IN list of placeholders for the other operations.
+const keysChunk = 1000
+
+// Column limits of the keys table (migration 002): checked before a write, so that MySQL's INSERT
+// IGNORE can only ever skip duplicates, never truncate.
+const (
+	maxScope = 200
+	maxKey   = 1024
+	maxFP    = 255
+	maxRunID = 255
+	maxTask  = 200
+)
+
+// goneExpr is true for a pending key (alias k) whose claimant is gone by the database's clock: its
+// own expiry has passed, or it belongs to a run (token > 0) whose lease is no longer the task's live
+// grant with that token (expired, released, or taken over). It binds no parameters.
+const goneExpr = `(k.state = 'pending' AND ((k.expires_at IS NOT NULL AND k.expires_at <= {now}) OR
+	(k.token > 0 AND NOT EXISTS (SELECT 1 FROM {p}leases l WHERE l.task = k.task AND l.token = k.token AND l.expires_at > {now}))))`
+
+func (s *Store) keysErr(format string, a ...any) error {
+	return fmt.Errorf(s.Flavor+": "+format, a...)
+}
+
+func (s *Store) checkScope(scope string) error {
+	if scope == "" || len(scope) > maxScope {
+		return s.keysErr("key scope %q must be 1 to %d bytes", scope, maxScope)
+	}
+	return nil
+}
+
+func (s *Store) checkClaimant(c store.Claimant) error {
+	if c.RunID == "" || (c.Token > 0) != (c.Task != "") {
+		return s.keysErr("a pending claim needs a claimant with a run id, and a task exactly when it has a token")
+	}
+	if len(c.RunID) > maxRunID || len(c.Task) > maxTask {
+		return s.keysErr("claimant run id (%d bytes) or task (%d bytes) too long: at most %d and %d", len(c.RunID), len(c.Task), maxRunID, maxTask)
+	}
+	return nil
+}
+
+// expiresExpr is the SQL for "now plus the microseconds in the next parameter, or NULL for 0".
+func (s *Store) expiresExpr() string {
+	if s.Flavor == Postgres {
+		return `CASE WHEN ?::bigint > 0 THEN now() + ?::bigint * interval '1 microsecond' END`
+	}
+	return `IF(? > 0, NOW(6) + INTERVAL ? MICROSECOND, NULL)`
+}
+
+// inList returns "(?, ?, …)" with n placeholders.
+func inList(n int) string {
+	return "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")"
+}
+
+// keyArgs returns prefix followed by the keys, as query arguments.
+func keyArgs(prefix []any, keys []string) []any {
+	out := append(make([]any, 0, len(prefix)+len(keys)), prefix...)
+	for _, k := range keys {
+		out = append(out, k)
+	}
+	return out
+}
+
+// forChunks calls fn with consecutive chunks of the deduplicated keys.
+func forChunks(keys []string, fn func(chunk []string) error) error {
+	u := dedupe(keys)
+	for lo := 0; lo < len(u); lo += keysChunk {
+		if err := fn(u[lo:min(lo+keysChunk, len(u))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dedupe returns keys without repeats, in first-occurrence order.
+func dedupe(keys []string) []string {
+	seen := make(map[string]struct{}, len(keys))
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if _, ok := seen[k]; !ok {
+			seen[k] = struct{}{}
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Claim claims req.Keys (store.Keys) in one transaction, one INSERT statement per chunk of up to 1,000
+// keys, in sorted order so that concurrent claimers of overlapping sets take row locks in the same
+// order. PostgreSQL: INSERT … SELECT FROM unnest … ON CONFLICT DO NOTHING RETURNING. MySQL/MariaDB:
+// INSERT IGNORE … SELECT FROM JSON_TABLE tagged with a random claim id, read back by that id only
+// when the batch was partly new (see docs/keys.md for why that is exact). Fingerprints are checked
+// in the same transaction; a mismatch rolls everything back.
+func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
+	if err := s.checkScope(req.Scope); err != nil {
+		return nil, err
+	}
+	if req.Fingerprints != nil && len(req.Fingerprints) != len(req.Keys) {
+		return nil, s.keysErr("claim has %d fingerprints for %d keys", len(req.Fingerprints), len(req.Keys))
+	}
+	for i, k := range req.Keys {
+		if k == "" || len(k) > maxKey || !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0 {
+			return nil, s.keysErr("claim of key %.40q: keys are 1 to %d bytes of valid UTF-8 without NUL", k, maxKey)
+		}
+		if req.Fingerprints != nil && (len(req.Fingerprints[i]) > maxFP || !utf8.ValidString(req.Fingerprints[i]) || strings.IndexByte(req.Fingerprints[i], 0) >= 0) {
+			return nil, s.keysErr("fingerprint of key %.40q: at most %d bytes of valid UTF-8 without NUL", k, maxFP)
+		}
+	}
+	state, c := "done", store.Claimant{}
+	if req.Pending {
+		state, c = "pending", req.Claimant
+		if err := s.checkClaimant(c); err != nil {
+			return nil, err
+		}
+	}
+	first := make(map[string]int, len(req.Keys))
+	uniq := make([]string, 0, len(req.Keys))
+	for i, k := range req.Keys {
+		j, ok := first[k]
+		if !ok {
+			first[k] = i
+			uniq = append(uniq, k)
+			continue
+		}
+		if req.Fingerprints != nil && req.Fingerprints[i] != req.Fingerprints[j] {
+			return nil, fmt.Errorf("%w: key %q appears twice in one claim with different fingerprints", store.ErrFingerprint, k)
+		}
+	}
+	slices.Sort(uniq)
+	fp := func(k string) string {
+		if req.Fingerprints == nil {
+			return ""
+		}
+		return req.Fingerprints[first[k]]
+	}
+	var exp int64
+	if req.Pending && c.Expires > 0 {
+		exp = max(c.Expires.Microseconds(), 1)
+	}
+	var claimed map[string]bool
+	var fpErr error // kept aside: the dialect's MapError does not know ErrFingerprint
+	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		claimed, fpErr = make(map[string]bool, len(uniq)), nil
+		for lo := 0; lo < len(uniq); lo += keysChunk {
+			chunk := uniq[lo:min(lo+keysChunk, len(uniq))]
+			fps := make([]string, len(chunk))
+			for i, k := range chunk {
+				fps[i] = fp(k)
+			}
+			var err error
+			if s.Flavor == Postgres {
+				err = s.claimPG(ctx, tx, req.Scope, state, c, exp, chunk, fps, claimed)
+			} else {
+				err = s.claimMySQL(ctx, tx, req.Scope, state, c, exp, chunk, fps, claimed)
+			}
+			if err != nil {
+				return err
+			}
+			if req.Fingerprints != nil {
+				if fpErr = s.checkFingerprints(ctx, tx, req.Scope, chunk, claimed, fp); fpErr != nil {
+					return fpErr
+				}
+			}
+		}
+		return nil
+	})
+	if errors.Is(fpErr, store.ErrFingerprint) {
+		return nil, fpErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(req.Keys))
+	for i, k := range req.Keys {
+		out[i] = claimed[k] && first[k] == i
+	}
+	return out, nil
+}
+
+func (s *Store) claimPG(ctx context.Context, tx *sql.Tx, scope, state string, c store.Claimant, exp int64, chunk, fps []string, claimed map[string]bool) error {
+	rows, err := tx.QueryContext(ctx, s.Q(`INSERT INTO {p}keys (scope, ikey, state, fingerprint, task, run_id, token, expires_at, claimed_at, done_at)
+		SELECT ?::text, u.k, ?::text, u.f, ?::text, ?::text, ?::bigint, `+s.expiresExpr()+`, now(), CASE WHEN ?::text = 'done' THEN now() END
+		FROM unnest(?::text[], ?::text[]) AS u(k, f)
+		ON CONFLICT (scope, ikey) DO NOTHING RETURNING ikey`),
+		scope, state, c.Task, c.RunID, c.Token, exp, exp, state, chunk, fps)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return err
+		}
+		claimed[k] = true
+	}
+	return rows.Err()
+}
+
+// jsonTable reads a JSON array of strings as rows with column k.
+const jsonTable = `JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$')) AS j`
+
+func (s *Store) claimMySQL(ctx context.Context, tx *sql.Tx, scope, state string, c store.Claimant, exp int64, chunk, fps []string, claimed map[string]bool) error {
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	pairs := make([][2]string, len(chunk))
+	for i := range chunk {
+		pairs[i] = [2]string{chunk[i], fps[i]}
+	}
+	doc, err := json.Marshal(pairs)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, s.Q(`INSERT IGNORE INTO {p}keys (scope, ikey, state, fingerprint, task, run_id, token, expires_at, claimed_at, done_at, claim_id)
+		SELECT ?, j.k, ?, j.f, ?, ?, ?, `+s.expiresExpr()+`, NOW(6), IF(? = 'done', NOW(6), NULL), ?
+		FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[0]',
+			f VARCHAR(255) CHARACTER SET utf8mb4 PATH '$[1]')) AS j`),
+		scope, state, c.Task, c.RunID, c.Token, exp, exp, state, id[:], string(doc))
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	switch n {
+	case 0:
+		return nil
+	case int64(len(chunk)):
+		for _, k := range chunk {
+			claimed[k] = true
+		}
+		return nil
+	}
+	// Partly new: the rows carrying this statement's claim id are exactly the ones it inserted.
+	keysDoc, err := json.Marshal(chunk)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, s.Q(`SELECT t.ikey FROM `+jsonTable+`
+		JOIN {p}keys t ON t.scope = ? AND t.ikey = j.k WHERE t.claim_id = ?`), string(keysDoc), scope, id[:])
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var got int64
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return err
+		}
+		claimed[k] = true
+		got++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if got != n {
+		return s.keysErr("claim inserted %d keys but found %d with its claim id; is the keys table's primary key (scope, ikey)?", n, got)
+	}
+	return nil
+}
+
+// checkFingerprints fails with ErrFingerprint when a key of chunk claimed before has another
+// fingerprint than the one given now.
+func (s *Store) checkFingerprints(ctx context.Context, tx *sql.Tx, scope string, chunk []string, claimed map[string]bool, fp func(string) string) error {
+	var old []string
+	for _, k := range chunk {
+		if !claimed[k] {
+			old = append(old, k)
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, s.Q(`SELECT ikey, fingerprint FROM {p}keys WHERE scope = ? AND ikey IN `+inList(len(old))),
+		keyArgs([]any{scope}, old)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, f string
+		if err := rows.Scan(&k, &f); err != nil {
+			return err
+		}
+		if f != fp(k) {
+			return fmt.Errorf("%w: key %q in scope %q was claimed with fingerprint %q, now %q", store.ErrFingerprint, k, scope, f, fp(k))
+		}
+	}
+	return rows.Err()
+}
+
+// Complete marks keys pending under runID done with result (store.Keys), all or none, in one
+// transaction that locks the rows first. Keys already done under runID are accepted again (a
+// retried completion); any other key is ErrConflict.
+func (s *Store) Complete(ctx context.Context, scope string, keys []string, runID string, result []byte) error {
+	if err := s.checkScope(scope); err != nil {
+		return err
+	}
+	if runID == "" {
+		return s.keysErr("complete needs a run id")
+	}
+	return s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return forChunks(keys, func(chunk []string) error {
+			in := inList(len(chunk))
+			rows, err := tx.QueryContext(ctx, s.Q(`SELECT ikey FROM {p}keys WHERE scope = ? AND ikey IN `+in+`
+				AND run_id = ? AND state IN ('pending', 'done') FOR UPDATE`), append(keyArgs([]any{scope}, chunk), runID)...)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if n != len(chunk) {
+				return fmt.Errorf("%w: %d of %d keys in scope %q are not claimed by run %s (never claimed, forgotten, or reclaimed by another)",
+					store.ErrConflict, len(chunk)-n, len(chunk), scope, runID)
+			}
+			_, err = tx.ExecContext(ctx, s.Q(`UPDATE {p}keys SET state = 'done', done_at = {now}, result = ?, expires_at = NULL
+				WHERE scope = ? AND ikey IN `+in+` AND run_id = ? AND state = 'pending'`),
+				append(keyArgs([]any{result, scope}, chunk), runID)...)
+			return err
+		})
+	})
+}
+
+// Lookup returns the stored keys among keys (store.Keys), in input order without repeats; pending
+// keys whose claimant is gone by the database's clock are reported KeyUnknown.
+func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]store.Key, error) {
+	if err := s.checkScope(scope); err != nil {
+		return nil, err
+	}
+	var found map[string]store.Key
+	err := s.Do(ctx, func(ctx context.Context) error {
+		found = make(map[string]store.Key, len(keys))
+		return forChunks(keys, func(chunk []string) error {
+			rows, err := s.DB.QueryContext(ctx, s.Q(`SELECT k.ikey, k.state, `+goneExpr+`, k.fingerprint, k.run_id, k.claimed_at, k.done_at, k.result
+				FROM {p}keys k WHERE k.scope = ? AND k.ikey IN `+inList(len(chunk))), keyArgs([]any{scope}, chunk)...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				k := store.Key{Scope: scope}
+				var gone bool
+				var doneAt sql.NullTime
+				if err := rows.Scan(&k.Key, &k.State, &gone, &k.Fingerprint, &k.RunID, &k.ClaimedAt, &doneAt, &k.Result); err != nil {
+					return err
+				}
+				if gone {
+					k.State = store.KeyUnknown
+				}
+				k.ClaimedAt = k.ClaimedAt.UTC()
+				if doneAt.Valid {
+					k.DoneAt = doneAt.Time.UTC()
+				}
+				found[k.Key] = k
+			}
+			return rows.Err()
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Key, 0, len(found))
+	for _, k := range dedupe(keys) {
+		if v, ok := found[k]; ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// Reclaim changes the keys whose claimant is gone (store.Keys), in one transaction that locks them
+// first: pending under c when c is set, else done (asDone) or deleted. It returns the changed keys in
+// input order.
+func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *store.Claimant, asDone bool) ([]string, error) {
+	if err := s.checkScope(scope); err != nil {
+		return nil, err
+	}
+	if c != nil {
+		if asDone {
+			return nil, s.keysErr("reclaim to a claimant needs asDone false")
+		}
+		if err := s.checkClaimant(*c); err != nil {
+			return nil, err
+		}
+	}
+	var changed map[string]bool
+	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		changed = map[string]bool{}
+		return forChunks(keys, func(chunk []string) error {
+			rows, err := tx.QueryContext(ctx, s.Q(`SELECT k.ikey FROM {p}keys k WHERE k.scope = ? AND k.ikey IN `+inList(len(chunk))+`
+				AND `+goneExpr+` FOR UPDATE`), keyArgs([]any{scope}, chunk)...)
+			if err != nil {
+				return err
+			}
+			var gone []string
+			for rows.Next() {
+				var k string
+				if err := rows.Scan(&k); err != nil {
+					rows.Close()
+					return err
+				}
+				gone = append(gone, k)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(gone) == 0 {
+				return nil
+			}
+			var q string
+			var args []any
+			where := ` WHERE scope = ? AND ikey IN ` + inList(len(gone))
+			switch {
+			case c != nil:
+				var exp int64
+				if c.Expires > 0 {
+					exp = max(c.Expires.Microseconds(), 1)
+				}
+				q = `UPDATE {p}keys SET task = ?, run_id = ?, token = ?, expires_at = ` + s.expiresExpr() + `, claimed_at = {now}` + where
+				args = []any{c.Task, c.RunID, c.Token, exp, exp}
+			case asDone:
+				q = `UPDATE {p}keys SET state = 'done', done_at = {now}, expires_at = NULL` + where
+			default:
+				q = `DELETE FROM {p}keys` + where
+			}
+			if _, err := tx.ExecContext(ctx, s.Q(q), keyArgs(append(args, scope), gone)...); err != nil {
+				return err
+			}
+			for _, k := range gone {
+				changed[k] = true
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, k := range dedupe(keys) {
+		if changed[k] {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// Forget deletes the scope's keys claimed before before (store.Keys); done keys only when includeDone.
+func (s *Store) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
+	if err := s.checkScope(scope); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.Do(ctx, func(ctx context.Context) error {
+		r, err := s.DB.ExecContext(ctx, s.Q(`DELETE FROM {p}keys WHERE scope = ? AND claimed_at < ? AND (state <> 'done' OR ?)`),
+			scope, before.UTC(), includeDone)
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// ReleaseKeys deletes keys still pending under runID (store.Keys), so they can be claimed again; keys
+// in any other state or under another claimant are left alone.
+func (s *Store) ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error {
+	if err := s.checkScope(scope); err != nil {
+		return err
+	}
+	if runID == "" {
+		return errors.New(s.Flavor + ": release needs a run id")
+	}
+	return s.Do(ctx, func(ctx context.Context) error {
+		return forChunks(keys, func(chunk []string) error {
+			_, err := s.DB.ExecContext(ctx, s.Q(`DELETE FROM {p}keys WHERE scope = ? AND ikey IN `+inList(len(chunk))+`
+				AND state = 'pending' AND run_id = ?`), append(keyArgs([]any{scope}, chunk), runID)...)
+			return err
+		})
+	})
+}
