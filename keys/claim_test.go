@@ -249,3 +249,11 @@ func TestSchema(t *testing.T) {
 		t.Fatal("New without dialect: want an error")
 	}
 }
+
+func TestValidateTableAccepts(t *testing.T) {
+	for _, ok := range []string{"once_keys", "_t", "s.t", "Orders2", strings.Repeat("a", 50), strings.Repeat("a", 50) + "." + strings.Repeat("b", 50)} {
+		if err := keys.ValidateTable(ok); err != nil {
+			t.Errorf("ValidateTable(%q) = %v", ok, err)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -36,15 +35,33 @@ func ParseDialect(s string) (Dialect, error) {
 	return "", fmt.Errorf("keys: unknown dialect %q: use postgres, mysql or sqlite", s)
 }
 
-var tableRE = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,49}\.)?[A-Za-z_][A-Za-z0-9_]{0,49}$`)
-
 // ValidateTable checks a table name: 1 to 50 letters, digits and underscores, not starting with a
 // digit, optionally qualified by a schema (or database) of the same form. Names are used unquoted.
+// (Written out rather than a regexp: a package-level regexp compiles at every start of the once
+// binary, which imports this package.)
 func ValidateTable(name string) error {
-	if !tableRE.MatchString(name) {
+	schema, table, qualified := strings.Cut(name, ".")
+	if !qualified {
+		schema, table = "", name
+	}
+	if qualified && !identifier(schema) || !identifier(table) {
 		return fmt.Errorf("keys: table name %q: use letters, digits and underscores (at most 50, optionally schema.table)", name)
 	}
 	return nil
+}
+
+// identifier reports whether s is 1 to 50 of [A-Za-z0-9_], not starting with a digit.
+func identifier(s string) bool {
+	if len(s) == 0 || len(s) > 50 || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // Schema returns the DDL that Ensure runs for dialect and table (empty table: DefaultTable): the
