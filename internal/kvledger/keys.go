@@ -1,0 +1,550 @@
+package kvledger
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/once-run/once/store"
+)
+
+// KeyRec is one business idempotency key as the key-value stores keep it (store.Keys), encoded as
+// JSON. Times are Unix microseconds by the store's clock.
+type KeyRec struct {
+	State   store.KeyState `json:"s"`
+	FP      string         `json:"f,omitempty"`
+	Task    string         `json:"t,omitempty"`
+	RunID   string         `json:"r,omitempty"`
+	Token   int64          `json:"k,omitempty"`
+	TTL     int64          `json:"l,omitempty"` // µs a pending claim lives from Claimed; 0: no expiry
+	Claimed int64          `json:"c,omitempty"` // 0 in a record given to Create: the backend stamps it
+	Done    int64          `json:"d,omitempty"`
+	Nonce   string         `json:"n,omitempty"` // the Claim call that created the record
+	Result  []byte         `json:"x,omitempty"`
+}
+
+// Encode returns the record's JSON.
+func (r *KeyRec) Encode() []byte {
+	b, err := json.Marshal(r)
+	if err != nil { // only plain data: cannot fail
+		panic(err)
+	}
+	return b
+}
+
+// DecodeKeyRec decodes a stored record; a corrupt one is ErrUnavailable.
+func DecodeKeyRec(b []byte) (KeyRec, error) {
+	var r KeyRec
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%w: corrupt key record: %v", store.ErrUnavailable, err)
+	}
+	return r, nil
+}
+
+// StoredKey is a record with the backend's opaque version of it.
+type StoredKey struct {
+	Rec KeyRec
+	Ver string
+}
+
+// KeyChange replaces the record of Key, still at version Ver, with Rec, or deletes it (Rec nil).
+type KeyChange struct {
+	Key string
+	Ver string
+	Rec *KeyRec
+}
+
+// KeyKV is what a key-value backend provides for store.Keys. Methods return store sentinels.
+type KeyKV interface {
+	// Create stores recs[i] under keys[i] in scope where that key does not exist, and reports which
+	// it created; concurrent creators of one key never both succeed. keys are unique and at most
+	// Batch() long. A record with Claimed 0 is stamped with the store's time of the write.
+	Create(ctx context.Context, scope string, keys []string, recs []KeyRec) ([]bool, error)
+	// Get returns the records of keys that exist (at most Batch() keys), with their versions.
+	Get(ctx context.Context, scope string, keys []string) (map[string]StoredKey, error)
+	// List returns every record of scope.
+	List(ctx context.Context, scope string) (map[string]StoredKey, error)
+	// Apply makes all changes (at most Batch()) at once when every record is still at its version,
+	// and reports false, changing nothing, when one moved.
+	Apply(ctx context.Context, scope string, changes []KeyChange) (bool, error)
+	// Now returns the store's clock (the client's when the store has none).
+	Now(ctx context.Context) (time.Time, error)
+	// Leases lists the live lease grants (store.Leaser's Leases).
+	Leases(ctx context.Context) ([]store.Lease, error)
+	// Batch is the most keys one Create, Get or Apply takes.
+	Batch() int
+}
+
+// Keys implements store.Keys over a KeyKV. Name prefixes its errors ("redis", "etcd", "zk").
+//
+// A claim is Create per batch; every other operation reads the records, decides in Go, and writes
+// with Apply (a compare-and-set on the versions read), trying again when a record moved. A pending
+// key's claimant is gone when its TTL has passed by Now, or, for a run claimant, when Leases has no
+// live grant of its task with its token: both only ever turn from live to gone, so a decision read
+// before the compare-and-set stays true as long as the record did not move.
+type Keys struct {
+	KV   KeyKV
+	Name string
+}
+
+var _ store.Keys = (*Keys)(nil)
+
+// applyRounds bounds the read-decide-write rounds lost to concurrent writers.
+const applyRounds = 16
+
+// Column-like limits, the same as the SQL stores', so a key claimed on one store fits all.
+const (
+	maxScope = 200
+	maxKey   = 1024
+	maxFP    = 255
+)
+
+func (k *Keys) errf(format string, a ...any) error {
+	return fmt.Errorf(k.Name+": "+format, a...)
+}
+
+func (k *Keys) checkScope(scope string) error {
+	if scope == "" || len(scope) > maxScope {
+		return k.errf("key scope %q must be 1 to %d bytes", scope, maxScope)
+	}
+	return nil
+}
+
+func (k *Keys) checkClaimant(c store.Claimant) error {
+	if c.RunID == "" || (c.Token > 0) != (c.Task != "") {
+		return k.errf("a pending claim needs a claimant with a run id, and a task exactly when it has a token")
+	}
+	return nil
+}
+
+func ttlMicros(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return max(d.Microseconds(), 1)
+}
+
+func dedupe(keys []string) []string {
+	seen := make(map[string]struct{}, len(keys))
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if _, ok := seen[k]; !ok {
+			seen[k] = struct{}{}
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// chunks splits keys into consecutive pieces of at most n.
+func chunks(keys []string, n int) [][]string {
+	var out [][]string
+	for lo := 0; lo < len(keys); lo += n {
+		out = append(out, keys[lo:min(lo+n, len(keys))])
+	}
+	return out
+}
+
+// get reads the records of keys (any number), batch by batch.
+func (k *Keys) get(ctx context.Context, scope string, keys []string) (map[string]StoredKey, error) {
+	out := map[string]StoredKey{}
+	for _, c := range chunks(keys, k.KV.Batch()) {
+		m, err := k.KV.Get(ctx, scope, c)
+		if err != nil {
+			return nil, err
+		}
+		for key, v := range m {
+			out[key] = v
+		}
+	}
+	return out, nil
+}
+
+// judge tells, for the pending records among recs, whether their claimant is gone now.
+type judge struct {
+	now  int64
+	live map[string]int64 // task → live token
+}
+
+// judge reads what deciding about recs needs: the store's clock (always when withNow) and the
+// live leases, each only when some pending record depends on it.
+func (k *Keys) judge(ctx context.Context, recs map[string]StoredKey, withNow bool) (judge, error) {
+	j := judge{}
+	needNow, needLeases := withNow, false
+	for _, r := range recs {
+		if r.Rec.State == store.KeyPending {
+			needNow = needNow || r.Rec.TTL > 0
+			needLeases = needLeases || r.Rec.Token > 0
+		}
+	}
+	if needNow {
+		t, err := k.KV.Now(ctx)
+		if err != nil {
+			return j, err
+		}
+		j.now = t.UnixMicro()
+	}
+	if needLeases {
+		ls, err := k.KV.Leases(ctx)
+		if err != nil {
+			return j, err
+		}
+		j.live = make(map[string]int64, len(ls))
+		for _, l := range ls {
+			j.live[l.Task] = l.Token
+		}
+	}
+	return j, nil
+}
+
+func (j judge) gone(r KeyRec) bool {
+	if r.State != store.KeyPending {
+		return false
+	}
+	if r.TTL > 0 && r.Claimed+r.TTL <= j.now {
+		return true
+	}
+	return r.Token > 0 && j.live[r.Task] != r.Token
+}
+
+// Claim claims req.Keys (store.Keys): one Create per batch of sorted unique keys. Fingerprints are
+// checked against the records read before the writes and, for keys another claimer created in
+// between, after them: a mismatch then deletes the records this call created (tagged with its
+// nonce) before failing with ErrFingerprint, so a failed request claims nothing.
+func (k *Keys) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
+	if err := k.checkScope(req.Scope); err != nil {
+		return nil, err
+	}
+	if req.Fingerprints != nil && len(req.Fingerprints) != len(req.Keys) {
+		return nil, k.errf("claim has %d fingerprints for %d keys", len(req.Fingerprints), len(req.Keys))
+	}
+	for i, key := range req.Keys {
+		if key == "" || len(key) > maxKey || !utf8.ValidString(key) {
+			return nil, k.errf("claim of key %.40q: keys are 1 to %d bytes of valid UTF-8", key, maxKey)
+		}
+		if req.Fingerprints != nil && len(req.Fingerprints[i]) > maxFP {
+			return nil, k.errf("fingerprint of key %.40q is longer than %d bytes", key, maxFP)
+		}
+	}
+	tmpl := KeyRec{State: store.KeyDone}
+	if req.Pending {
+		c := req.Claimant
+		if err := k.checkClaimant(c); err != nil {
+			return nil, err
+		}
+		tmpl = KeyRec{State: store.KeyPending, Task: c.Task, RunID: c.RunID, Token: c.Token, TTL: ttlMicros(c.Expires)}
+	}
+	first := make(map[string]int, len(req.Keys))
+	uniq := make([]string, 0, len(req.Keys))
+	for i, key := range req.Keys {
+		j, ok := first[key]
+		if !ok {
+			first[key] = i
+			uniq = append(uniq, key)
+			continue
+		}
+		if req.Fingerprints != nil && req.Fingerprints[i] != req.Fingerprints[j] {
+			return nil, fmt.Errorf("%w: key %q appears twice in one claim with different fingerprints", store.ErrFingerprint, key)
+		}
+	}
+	slices.Sort(uniq)
+	fp := func(key string) string {
+		if req.Fingerprints == nil {
+			return ""
+		}
+		return req.Fingerprints[first[key]]
+	}
+	checkFP := func(recs map[string]StoredKey) error {
+		for key, r := range recs {
+			if r.Rec.FP != fp(key) {
+				return fmt.Errorf("%w: key %q in scope %q was claimed with fingerprint %q, now %q", store.ErrFingerprint, key, req.Scope, r.Rec.FP, fp(key))
+			}
+		}
+		return nil
+	}
+	if req.Fingerprints != nil {
+		old, err := k.get(ctx, req.Scope, uniq)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkFP(old); err != nil {
+			return nil, err
+		}
+	}
+	var nb [8]byte
+	_, _ = rand.Read(nb[:])
+	tmpl.Nonce = hex.EncodeToString(nb[:])
+	claimed := make(map[string]bool, len(uniq))
+	var created, lost []string
+	for _, c := range chunks(uniq, k.KV.Batch()) {
+		recs := make([]KeyRec, len(c))
+		for i, key := range c {
+			recs[i] = tmpl
+			recs[i].FP = fp(key)
+		}
+		got, err := k.KV.Create(ctx, req.Scope, c, recs)
+		if err != nil {
+			return nil, err
+		}
+		for i, ok := range got {
+			if ok {
+				claimed[c[i]] = true
+				created = append(created, c[i])
+			} else {
+				lost = append(lost, c[i])
+			}
+		}
+	}
+	if req.Fingerprints != nil && len(lost) > 0 {
+		old, err := k.get(ctx, req.Scope, lost)
+		if err != nil {
+			return nil, err
+		}
+		if fpErr := checkFP(old); fpErr != nil {
+			if err := k.undo(ctx, req.Scope, created, tmpl.Nonce); err != nil {
+				return nil, fmt.Errorf("%w (and the keys this claim created were not all deleted: %v)", fpErr, err)
+			}
+			return nil, fpErr
+		}
+	}
+	out := make([]bool, len(req.Keys))
+	for i, key := range req.Keys {
+		out[i] = claimed[key] && first[key] == i
+	}
+	return out, nil
+}
+
+// undo deletes the records of keys still carrying nonce.
+func (k *Keys) undo(ctx context.Context, scope string, keys []string, nonce string) error {
+	_, err := k.apply(ctx, scope, keys, func(_ judge, key string, r KeyRec) (*KeyRec, bool) {
+		return nil, r.Nonce == nonce
+	}, false)
+	return err
+}
+
+// apply runs read → decide → Apply over keys, batch by batch, until each batch applies. decide
+// returns the new record (nil: delete) and whether to change the key at all. It returns the changed
+// keys.
+func (k *Keys) apply(ctx context.Context, scope string, keys []string, decide func(j judge, key string, r KeyRec) (*KeyRec, bool), needJudge bool) (map[string]bool, error) {
+	changed := map[string]bool{}
+	for _, c := range chunks(dedupe(keys), k.KV.Batch()) {
+		for round := 0; ; round++ {
+			if round == applyRounds {
+				return nil, fmt.Errorf("%w: %s: keys in scope %q kept changing under %d attempts to update them; retry", store.ErrConflict, k.Name, scope, applyRounds)
+			}
+			recs, err := k.KV.Get(ctx, scope, c)
+			if err != nil {
+				return nil, err
+			}
+			var j judge
+			if needJudge {
+				if j, err = k.judge(ctx, recs, true); err != nil {
+					return nil, err
+				}
+			}
+			var ch []KeyChange
+			for _, key := range c {
+				r, ok := recs[key]
+				if !ok {
+					continue
+				}
+				if nr, do := decide(j, key, r.Rec); do {
+					ch = append(ch, KeyChange{Key: key, Ver: r.Ver, Rec: nr})
+				}
+			}
+			if len(ch) == 0 {
+				break
+			}
+			ok, err := k.KV.Apply(ctx, scope, ch)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				for _, x := range ch {
+					changed[x.Key] = true
+				}
+				break
+			}
+		}
+	}
+	return changed, nil
+}
+
+// Complete marks keys pending under runID done with result (store.Keys). Keys already done under
+// runID are accepted again; any other key is ErrConflict and nothing changes. Batches of Batch()
+// keys are each all-or-none; a call with more keys may complete some batches before failing.
+func (k *Keys) Complete(ctx context.Context, scope string, keys []string, runID string, result []byte) error {
+	if err := k.checkScope(scope); err != nil {
+		return err
+	}
+	if runID == "" {
+		return k.errf("complete needs a run id")
+	}
+	for _, c := range chunks(dedupe(keys), k.KV.Batch()) {
+		for round := 0; ; round++ {
+			if round == applyRounds {
+				return fmt.Errorf("%w: %s: keys in scope %q kept changing; retry", store.ErrConflict, k.Name, scope)
+			}
+			recs, err := k.KV.Get(ctx, scope, c)
+			if err != nil {
+				return err
+			}
+			bad := 0
+			var ch []KeyChange
+			var now int64
+			for _, key := range c {
+				r, ok := recs[key]
+				if !ok || r.Rec.RunID != runID {
+					bad++
+					continue
+				}
+				if r.Rec.State == store.KeyPending {
+					if now == 0 {
+						t, err := k.KV.Now(ctx)
+						if err != nil {
+							return err
+						}
+						now = t.UnixMicro()
+					}
+					nr := r.Rec
+					nr.State, nr.Done, nr.Result, nr.TTL = store.KeyDone, now, result, 0
+					ch = append(ch, KeyChange{Key: key, Ver: r.Ver, Rec: &nr})
+				}
+			}
+			if bad > 0 {
+				return fmt.Errorf("%w: %d of %d keys in scope %q are not claimed by run %s (never claimed, forgotten, or reclaimed by another)",
+					store.ErrConflict, bad, len(c), scope, runID)
+			}
+			if len(ch) == 0 {
+				break
+			}
+			ok, err := k.KV.Apply(ctx, scope, ch)
+			if err != nil {
+				return err
+			}
+			if ok {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// Lookup returns the stored keys among keys (store.Keys), in input order without repeats; pending
+// keys whose claimant is gone are reported KeyUnknown.
+func (k *Keys) Lookup(ctx context.Context, scope string, keys []string) ([]store.Key, error) {
+	if err := k.checkScope(scope); err != nil {
+		return nil, err
+	}
+	u := dedupe(keys)
+	recs, err := k.get(ctx, scope, u)
+	if err != nil {
+		return nil, err
+	}
+	j, err := k.judge(ctx, recs, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Key, 0, len(recs))
+	for _, key := range u {
+		r, ok := recs[key]
+		if !ok {
+			continue
+		}
+		x := store.Key{Scope: scope, Key: key, State: r.Rec.State, Fingerprint: r.Rec.FP, RunID: r.Rec.RunID,
+			ClaimedAt: time.UnixMicro(r.Rec.Claimed).UTC(), Result: r.Rec.Result}
+		if r.Rec.Done > 0 {
+			x.DoneAt = time.UnixMicro(r.Rec.Done).UTC()
+		}
+		if j.gone(r.Rec) {
+			x.State = store.KeyUnknown
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// Reclaim changes the keys whose claimant is gone (store.Keys): pending under c when c is set, else
+// done (asDone) or deleted. It returns the changed keys in input order.
+func (k *Keys) Reclaim(ctx context.Context, scope string, keys []string, c *store.Claimant, asDone bool) ([]string, error) {
+	if err := k.checkScope(scope); err != nil {
+		return nil, err
+	}
+	if c != nil {
+		if asDone {
+			return nil, k.errf("reclaim to a claimant needs asDone false")
+		}
+		if err := k.checkClaimant(*c); err != nil {
+			return nil, err
+		}
+	}
+	changed, err := k.apply(ctx, scope, keys, func(j judge, _ string, r KeyRec) (*KeyRec, bool) {
+		if !j.gone(r) {
+			return nil, false
+		}
+		now := j.now
+		switch {
+		case c != nil:
+			r.Task, r.RunID, r.Token, r.TTL, r.Claimed = c.Task, c.RunID, c.Token, ttlMicros(c.Expires), now
+			return &r, true
+		case asDone:
+			r.State, r.Done, r.TTL = store.KeyDone, now, 0
+			return &r, true
+		}
+		return nil, true
+	}, true)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, key := range dedupe(keys) {
+		if changed[key] {
+			out = append(out, key)
+		}
+	}
+	return out, nil
+}
+
+// Forget deletes the scope's keys claimed before before (store.Keys); done keys only when
+// includeDone. It lists the scope, so its cost grows with the scope's size.
+func (k *Keys) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
+	if err := k.checkScope(scope); err != nil {
+		return 0, err
+	}
+	all, err := k.KV.List(ctx, scope)
+	if err != nil {
+		return 0, err
+	}
+	b := before.UnixMicro()
+	var keys []string
+	for key, r := range all {
+		if r.Rec.Claimed < b && (includeDone || r.Rec.State != store.KeyDone) {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	changed, err := k.apply(ctx, scope, keys, func(_ judge, _ string, r KeyRec) (*KeyRec, bool) {
+		return nil, r.Claimed < b && (includeDone || r.State != store.KeyDone)
+	}, false)
+	return int64(len(changed)), err
+}
+
+// ReleaseKeys deletes keys still pending under runID (store.Keys); others are left alone.
+func (k *Keys) ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error {
+	if err := k.checkScope(scope); err != nil {
+		return err
+	}
+	if runID == "" {
+		return errors.New(k.Name + ": release needs a run id")
+	}
+	_, err := k.apply(ctx, scope, keys, func(_ judge, _ string, r KeyRec) (*KeyRec, bool) {
+		return nil, r.State == store.KeyPending && r.RunID == runID
+	}, false)
+	return err
+}
