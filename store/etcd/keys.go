@@ -1,0 +1,187 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/once-run/once/internal/kvledger"
+	"github.com/once-run/once/store"
+)
+
+// Business idempotency keys (store.Keys) through internal/kvledger: one etcd key per idempotency key,
+// /once/<prefix>/k/<scope>/<key> (both path-escaped), holding the record's JSON.
+//
+// etcd transactions are all-or-nothing and take at most 128 operations (--max-txn-ops), so a claim
+// goes in batches of 128 and claims per key inside a batch like this: one transaction compares
+// create_revision == 0 for every key of the batch, puts them all on success and, on failure, reads
+// them all (its failure branch). All new: one round trip. Otherwise the keys read are the old ones
+// and the next transaction does the same on the rest: 100% duplicates costs two round trips, a mix
+// two (three or more only when other claimers create keys of the batch in between). Reads are one
+// transaction of ranges per batch; writes compare each record's mod revision.
+//
+// etcd has no clock a client can read: claim times and the expiry of pending claims with a TTL
+// are judged by the clock of the client (as the etcd store's Leases does); a run claimant is gone
+// when its task's lease key is gone or has another create revision, which etcd decides.
+
+var _ store.Keys = (*Store)(nil)
+
+func (s *Store) keys() *kvledger.Keys { return &kvledger.Keys{KV: keyKV{s}, Name: "etcd"} }
+
+// Claim claims keys (store.Keys): transactions of up to 128 keys, see above.
+func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
+	return s.keys().Claim(ctx, req)
+}
+
+// Complete marks keys pending under runID done (store.Keys).
+func (s *Store) Complete(ctx context.Context, scope string, keys []string, runID string, result []byte) error {
+	return s.keys().Complete(ctx, scope, keys, runID, result)
+}
+
+// Lookup returns the stored keys (store.Keys).
+func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]store.Key, error) {
+	return s.keys().Lookup(ctx, scope, keys)
+}
+
+// Reclaim hands keys whose claimant is gone to c, or marks them done, or deletes them (store.Keys).
+func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *store.Claimant, asDone bool) ([]string, error) {
+	return s.keys().Reclaim(ctx, scope, keys, c, asDone)
+}
+
+// Forget deletes the scope's keys claimed before before (store.Keys).
+func (s *Store) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
+	return s.keys().Forget(ctx, scope, before, includeDone)
+}
+
+// ReleaseKeys deletes keys still pending under runID (store.Keys).
+func (s *Store) ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error {
+	return s.keys().ReleaseKeys(ctx, scope, keys, runID)
+}
+
+type keyKV struct{ s *Store }
+
+func (k keyKV) dir(scope string) string              { return k.s.p + "k/" + esc(scope) + "/" }
+func (k keyKV) path(scope, key string) string        { return k.dir(scope) + esc(key) }
+func (keyKV) Batch() int                             { return 128 }
+func (keyKV) Now(context.Context) (time.Time, error) { return time.Now(), nil }
+func (k keyKV) Leases(ctx context.Context) ([]store.Lease, error) {
+	return k.s.Leases(ctx)
+}
+
+// createRounds bounds the transactions one batch takes when other claimers keep creating its keys.
+const createRounds = 16
+
+func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []kvledger.KeyRec) ([]bool, error) {
+	now := time.Now().UnixMicro()
+	out := make([]bool, len(keys))
+	todo := make([]int, len(keys))
+	for i := range todo {
+		todo[i] = i
+	}
+	for round := 0; len(todo) > 0; round++ {
+		if round == createRounds {
+			return nil, errors.New("etcd: other claimers kept creating keys of this batch; retry")
+		}
+		t := txnReq{}
+		for _, i := range todo {
+			p := k.path(scope, keys[i])
+			r := recs[i]
+			if r.Claimed == 0 {
+				r.Claimed = now
+			}
+			t.Compare = append(t.Compare, cmpCreate(p, 0))
+			t.Success = append(t.Success, opPut(p, string(r.Encode()), 0))
+			t.Failure = append(t.Failure, opGet(p))
+		}
+		r, err := k.s.c.txn(ctx, t)
+		if err != nil {
+			return nil, k.s.mapErr(err)
+		}
+		if r.Succeeded {
+			for _, i := range todo {
+				out[i] = true
+			}
+			return out, nil
+		}
+		var rest []int
+		for j, i := range todo {
+			if j >= len(r.Responses) || r.Responses[j].Range == nil || len(r.Responses[j].Range.Kvs) == 0 {
+				rest = append(rest, i)
+			}
+		}
+		todo = rest
+	}
+	return out, nil
+}
+
+func (k keyKV) decode(m map[string]kvledger.StoredKey, key string, kv keyValue) error {
+	r, err := kvledger.DecodeKeyRec(kv.Value)
+	if err != nil {
+		return err
+	}
+	m[key] = kvledger.StoredKey{Rec: r, Ver: strconv.FormatInt(int64(kv.ModRevision), 10)}
+	return nil
+}
+
+func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string]kvledger.StoredKey, error) {
+	t := txnReq{}
+	for _, key := range keys {
+		t.Success = append(t.Success, opGet(k.path(scope, key)))
+	}
+	r, err := k.s.c.txn(ctx, t)
+	if err != nil {
+		return nil, k.s.mapErr(err)
+	}
+	m := make(map[string]kvledger.StoredKey, len(keys))
+	for j, key := range keys {
+		if j < len(r.Responses) && r.Responses[j].Range != nil && len(r.Responses[j].Range.Kvs) > 0 {
+			if err := k.decode(m, key, r.Responses[j].Range.Kvs[0]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (k keyKV) List(ctx context.Context, scope string) (map[string]kvledger.StoredKey, error) {
+	dir := k.dir(scope)
+	gr, err := k.s.c.getPrefix(ctx, dir)
+	if err != nil {
+		return nil, k.s.mapErr(err)
+	}
+	m := make(map[string]kvledger.StoredKey, len(gr.Kvs))
+	for _, kv := range gr.Kvs {
+		key, err := url.PathUnescape(string(kv.Key[len(dir):]))
+		if err != nil {
+			continue
+		}
+		if err := k.decode(m, key, kv); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (k keyKV) Apply(ctx context.Context, scope string, ch []kvledger.KeyChange) (bool, error) {
+	t := txnReq{}
+	for _, c := range ch {
+		p := k.path(scope, c.Key)
+		rev, err := strconv.ParseInt(c.Ver, 10, 64)
+		if err != nil {
+			return false, err
+		}
+		t.Compare = append(t.Compare, cmpMod(p, rev))
+		if c.Rec == nil {
+			t.Success = append(t.Success, opDel(p, false))
+		} else {
+			t.Success = append(t.Success, opPut(p, string(c.Rec.Encode()), 0))
+		}
+	}
+	r, err := k.s.c.txn(ctx, t)
+	if err != nil {
+		return false, k.s.mapErr(err)
+	}
+	return r.Succeeded, nil
+}
