@@ -1,0 +1,231 @@
+package zk
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/once-run/once/internal/kvledger"
+	"github.com/once-run/once/store"
+)
+
+// Business idempotency keys (store.Keys) through internal/kvledger: one persistent znode per key,
+// /once/<prefix>/k/<scope>/<key> (names escaped), holding the record's JSON. A claim is one multi of
+// creates per batch of 256 keys (a multi must fit ZooKeeper's 1 MB jute.maxbuffer with 1 KB keys);
+// a multi fails whole on the first existing key, and then the batch falls back to one create per
+// key, sent concurrently so that the session pipelines them (about one more round trip). Reads are
+// concurrent getData calls; writes are a multi of versioned setData/delete. Claim times are the
+// znode's ctime and expiry is judged by ZooKeeper's clock (Now), like leases.
+
+var _ store.Keys = (*Store)(nil)
+
+func (s *Store) keys() *kvledger.Keys { return &kvledger.Keys{KV: keyKV{s}, Name: "zk"} }
+
+// Claim claims keys (store.Keys): a multi of creates per batch of 256, see above.
+func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
+	return s.keys().Claim(ctx, req)
+}
+
+// Complete marks keys pending under runID done (store.Keys).
+func (s *Store) Complete(ctx context.Context, scope string, keys []string, runID string, result []byte) error {
+	return s.keys().Complete(ctx, scope, keys, runID, result)
+}
+
+// Lookup returns the stored keys (store.Keys).
+func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]store.Key, error) {
+	return s.keys().Lookup(ctx, scope, keys)
+}
+
+// Reclaim hands keys whose claimant is gone to c, or marks them done, or deletes them (store.Keys).
+func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *store.Claimant, asDone bool) ([]string, error) {
+	return s.keys().Reclaim(ctx, scope, keys, c, asDone)
+}
+
+// Forget deletes the scope's keys claimed before before (store.Keys).
+func (s *Store) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
+	return s.keys().Forget(ctx, scope, before, includeDone)
+}
+
+// ReleaseKeys deletes keys still pending under runID (store.Keys).
+func (s *Store) ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error {
+	return s.keys().ReleaseKeys(ctx, scope, keys, runID)
+}
+
+type keyKV struct{ s *Store }
+
+// ensuredDirs remembers the scope directories a store created, to skip the round trip next time.
+var ensuredDirs sync.Map // dirKey → bool
+
+type dirKey struct {
+	s    *Store
+	path string
+}
+
+func (k keyKV) dir(scope string) string                           { return k.s.p + "/k/" + esc(scope) }
+func (k keyKV) path(scope, key string) string                     { return k.dir(scope) + "/" + esc(key) }
+func (keyKV) Batch() int                                          { return 256 }
+func (k keyKV) Now(ctx context.Context) (time.Time, error)        { return k.s.Now(ctx) }
+func (k keyKV) Leases(ctx context.Context) ([]store.Lease, error) { return k.s.Leases(ctx) }
+
+func (k keyKV) ensureDir(ctx context.Context, scope string) error {
+	d := dirKey{k.s, k.dir(scope)}
+	if _, ok := ensuredDirs.Load(d); ok {
+		return nil
+	}
+	if err := k.s.ensure(ctx, k.s.p+"/k"); err != nil {
+		return err
+	}
+	if err := k.s.ensure(ctx, d.path); err != nil {
+		return err
+	}
+	ensuredDirs.Store(d, true)
+	return nil
+}
+
+// each runs f(i) for i in [0, n) concurrently: go-zookeeper pipelines requests on its one session.
+func each(ctx context.Context, n int, f func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = f(i) })
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return errors.Join(errs...)
+}
+
+func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []kvledger.KeyRec) ([]bool, error) {
+	if err := k.ensureDir(ctx, scope); err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(keys))
+	ops := make([]any, len(keys))
+	for i, key := range keys {
+		ops[i] = &zk.CreateRequest{Path: k.path(scope, key), Data: recs[i].Encode(), Acl: acl}
+	}
+	_, err := call(ctx, k.s, func() ([]zk.MultiResponse, error) { return k.s.c.Multi(ops...) })
+	if err == nil {
+		for i := range out {
+			out[i] = true
+		}
+		return out, nil
+	}
+	if !errors.Is(err, zk.ErrNodeExists) {
+		return nil, k.s.mapErr(err)
+	}
+	// Some key exists: create one by one, concurrently.
+	err = each(ctx, len(keys), func(i int) error {
+		r := ops[i].(*zk.CreateRequest)
+		_, err := k.s.c.Create(r.Path, r.Data, 0, acl)
+		switch {
+		case err == nil:
+			out[i] = true
+		case errors.Is(err, zk.ErrNodeExists):
+		default:
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, k.s.mapErr(err)
+	}
+	return out, nil
+}
+
+func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string]kvledger.StoredKey, error) {
+	return k.get(ctx, k.dir(scope), keys)
+}
+
+func (k keyKV) get(ctx context.Context, dir string, keys []string) (map[string]kvledger.StoredKey, error) {
+	recs := make([]*kvledger.StoredKey, len(keys))
+	err := each(ctx, len(keys), func(i int) error {
+		b, st, err := k.s.c.Get(dir + "/" + esc(keys[i]))
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r, err := kvledger.DecodeKeyRec(b)
+		if err != nil {
+			return err
+		}
+		if r.Claimed == 0 {
+			r.Claimed = st.Ctime * 1000 // ZooKeeper's clock, ms
+		}
+		recs[i] = &kvledger.StoredKey{Rec: r, Ver: strconv.FormatInt(int64(st.Version), 10)}
+		return nil
+	})
+	if err != nil {
+		return nil, k.s.mapErr(err)
+	}
+	m := make(map[string]kvledger.StoredKey, len(keys))
+	for i, r := range recs {
+		if r != nil {
+			m[keys[i]] = *r
+		}
+	}
+	return m, nil
+}
+
+func (k keyKV) List(ctx context.Context, scope string) (map[string]kvledger.StoredKey, error) {
+	dir := k.dir(scope)
+	names, err := call(ctx, k.s, func() ([]string, error) {
+		names, _, err := k.s.c.Children(dir)
+		return names, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return map[string]kvledger.StoredKey{}, nil
+	}
+	if err != nil {
+		return nil, k.s.mapErr(err)
+	}
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = unesc(n)
+	}
+	m := map[string]kvledger.StoredKey{}
+	for lo := 0; lo < len(keys); lo += k.Batch() {
+		part, err := k.get(ctx, dir, keys[lo:min(lo+k.Batch(), len(keys))])
+		if err != nil {
+			return nil, err
+		}
+		for key, v := range part {
+			m[key] = v
+		}
+	}
+	return m, nil
+}
+
+func (k keyKV) Apply(ctx context.Context, scope string, ch []kvledger.KeyChange) (bool, error) {
+	ops := make([]any, len(ch))
+	for i, c := range ch {
+		v, err := strconv.ParseInt(c.Ver, 10, 32)
+		if err != nil {
+			return false, err
+		}
+		p := k.path(scope, c.Key)
+		if c.Rec == nil {
+			ops[i] = &zk.DeleteRequest{Path: p, Version: int32(v)}
+		} else {
+			ops[i] = &zk.SetDataRequest{Path: p, Data: c.Rec.Encode(), Version: int32(v)}
+		}
+	}
+	_, err := call(ctx, k.s, func() ([]zk.MultiResponse, error) { return k.s.c.Multi(ops...) })
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+		return false, nil
+	}
+	return false, k.s.mapErr(err)
+}
