@@ -45,7 +45,7 @@ func (a *app) keysStore(ctx context.Context) (store.Keys, func(), error) {
 	k, ok := s.(store.Keys)
 	if !ok {
 		s.Close()
-		return nil, nil, usage("the store %s does not keep business keys yet; use the embedded SQLite store", store.Redact(dsn))
+		return nil, nil, usage("the store %s does not implement store.Keys (business keys); use one of the built-in stores", store.Redact(dsn))
 	}
 	return k, func() { s.Close() }, nil
 }
