@@ -343,6 +343,9 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 		out.LeaseLost = true
 	}
 
+	if f == FaultNone && a.code != 0 {
+		out.problem("liveness: the unfaulted first holder exited %d, want 0 (its command runs 3 TTL); %s", a.code, tail(a.stderr))
+	}
 	var resolved time.Time
 	if f == FaultReview {
 		for _, p := range []*proc{b, c} {
@@ -394,6 +397,11 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 	}
 	if !out.OK() {
 		r.cfg.Logf("%s %s trial %s: %s", r.cfg.Store.Name, f, task, strings.Join(out.Problems, "; "))
+		for _, p := range procs {
+			r.cfg.Logf("once %s exited %d:\n%s", p.id, p.code, tail(p.stderr))
+		}
+		b, _ := os.ReadFile(filepath.Join(wdir, "log"))
+		r.cfg.Logf("witness log:\n%s", b)
 	}
 	return out, nil
 }
@@ -574,8 +582,8 @@ func ctl(ctx context.Context, script, verb string) error {
 func tail(path string) string {
 	b, _ := os.ReadFile(path)
 	s := strings.TrimSpace(string(b))
-	if len(s) > 600 {
-		s = "…" + s[len(s)-600:]
+	if len(s) > 2500 {
+		s = "…" + s[len(s)-2500:]
 	}
 	return s
 }
