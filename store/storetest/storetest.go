@@ -327,6 +327,11 @@ func testLeaseRenew(t *testing.T, h Harness) {
 	began := time.Now()
 	l := acquire(t, a, "job", "a", ttl)
 	first := l
+	// A store that announces lost leases must not announce its holder's own renewals.
+	var lost <-chan struct{}
+	if n, ok := a.(store.LossNotifier); ok {
+		lost = n.Lost(l)
+	}
 	for time.Since(began) < ttl+granularity+500*time.Millisecond {
 		time.Sleep(400 * time.Millisecond)
 		nl, err := a.Renew(ctx, l, ttl)
@@ -343,6 +348,11 @@ func testLeaseRenew(t *testing.T, h Harness) {
 	}
 	if !l.Expires.After(first.Expires) {
 		t.Fatalf("renewals did not extend the lease: %s", l.Expires)
+	}
+	select {
+	case <-lost:
+		t.Fatal("LossNotifier reported the lease lost while its holder renewed it")
+	default:
 	}
 	_, err := b.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "b", RunID: "run-b", TTL: ttl})
 	wantBusy(t, "acquire past the original TTL of a renewed lease", err, l)

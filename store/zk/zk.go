@@ -516,13 +516,22 @@ func (s *Store) Lost(l store.Lease) <-chan struct{} {
 		if path == "" {
 			return
 		}
-		ok, _, ev, err := s.c.ExistsW(path)
-		if err != nil || !ok {
-			return
-		}
-		select {
-		case <-ev:
-		case <-down:
+		for {
+			ok, _, ev, err := s.c.ExistsW(path)
+			if err != nil || !ok {
+				return
+			}
+			select {
+			case e := <-ev:
+				// A watch fires on any change to the node, and every renewal rewrites it (its
+				// mtime carries the TTL): only a deletion, or a watch the server dropped
+				// (session gone), means the lease is lost. Anything else re-arms the watch.
+				if e.Type == zk.EventNodeDeleted || e.Type == zk.EventNotWatching {
+					return
+				}
+			case <-down:
+				return
+			}
 		}
 	}()
 	return ch
