@@ -201,6 +201,7 @@ func report(t *testing.T, s *Summary) {
 // -trials) does one trial per fault; network faults are then covered by
 // TestNetworkFaultStopsCommandBeforeTakeover and server restarts by TestRestartStoreChaos.
 func TestChaos(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t, false) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
@@ -218,6 +219,7 @@ func TestChaos(t *testing.T) {
 // command is stopped before another holder runs (no overlap at all: the stale holder is not
 // paused, so nothing is excused), and the slot still succeeds exactly once.
 func TestNetworkFaultStopsCommandBeforeTakeover(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t, true) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
