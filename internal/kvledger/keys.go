@@ -124,6 +124,9 @@ func (k *Keys) checkClaimant(c store.Claimant) error {
 	if c.RunID == "" || (c.Token > 0) != (c.Task != "") {
 		return k.errf("a pending claim needs a claimant with a run id, and a task exactly when it has a token")
 	}
+	if !utf8.ValidString(c.RunID) || !utf8.ValidString(c.Task) {
+		return k.errf("claimant run id %q and task %q must be valid UTF-8", c.RunID, c.Task)
+	}
 	return nil
 }
 
@@ -232,8 +235,8 @@ func (k *Keys) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error
 		if key == "" || len(key) > maxKey || !utf8.ValidString(key) {
 			return nil, k.errf("claim of key %.40q: keys are 1 to %d bytes of valid UTF-8", key, maxKey)
 		}
-		if req.Fingerprints != nil && len(req.Fingerprints[i]) > maxFP {
-			return nil, k.errf("fingerprint of key %.40q is longer than %d bytes", key, maxFP)
+		if req.Fingerprints != nil && (len(req.Fingerprints[i]) > maxFP || !utf8.ValidString(req.Fingerprints[i])) {
+			return nil, k.errf("fingerprint of key %.40q: at most %d bytes of valid UTF-8", key, maxFP)
 		}
 	}
 	tmpl := KeyRec{State: store.KeyDone}
