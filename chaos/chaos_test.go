@@ -151,21 +151,19 @@ func runTrials(t *testing.T, r *Runner, faults []Fault, n int) *Summary {
 // knownBugs names, per store, a liveness bug found by this harness that the store's owner must fix:
 // for these stores liveness problems (an unfaulted holder failing, a slot not completed) are logged,
 // not failed; safety problems still fail. Remove the entry with the fix.
-var knownBugs = map[string]string{
-	"zk": "store/zk Lost fires on the renewal's own NodeDataChanged; see TestZKLeaseOutlivesFirstRenewal",
-}
+var knownBugs = map[string]string{}
 
-// Regression test for the bug in knownBugs["zk"]: a command running longer than TTL/3 on ZooKeeper
+// Regression test for a bug this harness found (fixed in store/zk by 2e6ecc5): a command running longer than TTL/3 on ZooKeeper
 // loses its lease at the first renewal ("lease lost: the store ended the lease") and is stopped,
 // although nothing happened. Cause: store/zk's Lost arms ExistsW on the lock node and closes its
 // channel on any watch event, and Renew's Set on that node triggers NodeDataChanged. Fix: re-arm
 // the watch on NodeDataChanged; end only on NodeDeleted or session loss.
 func TestZKLeaseOutlivesFirstRenewal(t *testing.T) {
-	if os.Getenv("ONCE_CHAOS_KNOWN_BUGS") == "" {
-		t.Skip("known bug: store/zk Lost treats the renewal's own data change as lease loss, so every command longer than TTL/3 is stopped; set ONCE_CHAOS_KNOWN_BUGS=1 to run")
-	}
 	dsn := os.Getenv("ONCE_TEST_ZK")
 	if dsn == "" {
+		if r := os.Getenv("ONCE_TEST_REQUIRE"); r == "all" || strings.Contains(r, "zk") {
+			t.Fatal("zk is required but ONCE_TEST_ZK is not set: run ./scripts/test")
+		}
 		t.Skip("ONCE_TEST_ZK not set")
 	}
 	b := isolate(t, Backend{Name: "zk", DSN: dsn})
