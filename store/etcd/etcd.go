@@ -127,13 +127,13 @@ func validPrefix(p string) bool {
 
 // Store is an etcd store. Safe for concurrent use.
 type Store struct {
-	c      *client
-	p      string // "/once/<prefix>/"
-	where  string // endpoints, for errors
-	kvl    kvledger.Ledger
-	ctx    context.Context // cancelled by Close: watches and background revokes
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	c               *client
+	p               string          // "/once/<prefix>/"
+	where           string          // endpoints, for errors
+	kvledger.Ledger                 // the run ledger (store.Ledger), written once for the KV stores
+	ctx             context.Context // cancelled by Close: watches and background revokes
+	cancel          context.CancelFunc
+	wg              sync.WaitGroup
 
 	mu   sync.Mutex
 	idle map[int64][]idleLease // etcd leases no key uses, by TTL, for reuse
@@ -153,7 +153,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{c: newClient(cfg), p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]idleLease{}}
-	s.kvl = kvledger.Ledger{KV: kv{s}}
+	s.Ledger = kvledger.Ledger{KV: kv{s}}
 	pctx, cancel := context.WithTimeout(ctx, cfg.Dial)
 	defer cancel()
 	if cfg.Username != "" {
@@ -669,49 +669,4 @@ func (k kv) Docs(ctx context.Context, task string) ([]*kvledger.Doc, error) {
 		out = append(out, d)
 	}
 	return out, nil
-}
-
-// Ledger methods: see store.Ledger; the logic is internal/kvledger's.
-
-// Begin records a running attempt, fenced by a.Token.
-func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
-	return s.kvl.Begin(ctx, a)
-}
-
-// Finish ends the running attempt runID, fenced by token.
-func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
-	return s.kvl.Finish(ctx, runID, token, o)
-}
-
-// Report attaches figures to the running attempt runID, fenced by token.
-func (s *Store) Report(ctx context.Context, runID string, token int64, r store.Report) error {
-	return s.kvl.Report(ctx, runID, token, r)
-}
-
-// Abandon marks task's running attempts under older tokens unknown.
-func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.Attempt, error) {
-	return s.kvl.Abandon(ctx, task, token)
-}
-
-// Resolve attaches a person's decision to a slot's last attempt.
-func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Attempt, error) {
-	return s.kvl.Resolve(ctx, r)
-}
-
-// Record keeps an event.
-func (s *Store) Record(ctx context.Context, e store.Event) error { return s.kvl.Record(ctx, e) }
-
-// Slot reads one slot.
-func (s *Store) Slot(ctx context.Context, task, slot string) (store.SlotState, error) {
-	return s.kvl.Slot(ctx, task, slot)
-}
-
-// History lists attempts and events, newest first.
-func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
-	return s.kvl.History(ctx, q)
-}
-
-// Waiting lists the slots waiting for a person, oldest first.
-func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
-	return s.kvl.Waiting(ctx)
 }

@@ -116,10 +116,10 @@ func validPrefix(p string) bool {
 
 // Store is a ZooKeeper store over one session. Safe for concurrent use.
 type Store struct {
-	c     *zk.Conn
-	p     string // /once/<prefix>
-	where string
-	kvl   kvledger.Ledger
+	c               *zk.Conn
+	p               string // /once/<prefix>
+	where           string
+	kvledger.Ledger // the run ledger (store.Ledger), written once for the KV stores
 
 	mu    sync.Mutex
 	down  chan struct{} // closed when the session disconnects or expires; replaced after
@@ -146,7 +146,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, s.mapErr(err)
 	}
 	s.c = c
-	s.kvl = kvledger.Ledger{KV: kv{s}}
+	s.Ledger = kvledger.Ledger{KV: kv{s}}
 	ready := make(chan struct{})
 	go s.watchSession(events, ready)
 	select {
@@ -665,49 +665,4 @@ func (k kv) Docs(ctx context.Context, task string) ([]*kvledger.Doc, error) {
 		}
 	}
 	return out, nil
-}
-
-// Ledger methods: see store.Ledger; the logic is internal/kvledger's.
-
-// Begin records a running attempt, fenced by a.Token.
-func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
-	return s.kvl.Begin(ctx, a)
-}
-
-// Finish ends the running attempt runID, fenced by token.
-func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
-	return s.kvl.Finish(ctx, runID, token, o)
-}
-
-// Report attaches figures to the running attempt runID, fenced by token.
-func (s *Store) Report(ctx context.Context, runID string, token int64, r store.Report) error {
-	return s.kvl.Report(ctx, runID, token, r)
-}
-
-// Abandon marks task's running attempts under older tokens unknown.
-func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.Attempt, error) {
-	return s.kvl.Abandon(ctx, task, token)
-}
-
-// Resolve attaches a person's decision to a slot's last attempt.
-func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Attempt, error) {
-	return s.kvl.Resolve(ctx, r)
-}
-
-// Record keeps an event.
-func (s *Store) Record(ctx context.Context, e store.Event) error { return s.kvl.Record(ctx, e) }
-
-// Slot reads one slot.
-func (s *Store) Slot(ctx context.Context, task, slot string) (store.SlotState, error) {
-	return s.kvl.Slot(ctx, task, slot)
-}
-
-// History lists attempts and events, newest first.
-func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
-	return s.kvl.History(ctx, q)
-}
-
-// Waiting lists the slots waiting for a person, oldest first.
-func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
-	return s.kvl.Waiting(ctx)
 }
