@@ -540,3 +540,16 @@ func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
 	})
 	return out, err
 }
+
+// CheckAcquire refuses an AcquireRequest no backend could honour, before it reaches the database.
+func CheckAcquire(req store.AcquireRequest) error {
+	switch {
+	case req.Task == "":
+		return errors.New("store: acquire: empty task")
+	case req.Holder == "":
+		return fmt.Errorf("store: acquire task %q: empty holder", req.Task)
+	case req.TTL < time.Millisecond:
+		return fmt.Errorf("store: acquire task %q: ttl %v is below 1ms", req.Task, req.TTL)
+	}
+	return nil
+}

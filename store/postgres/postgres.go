@@ -182,7 +182,7 @@ const acquireSQL = `INSERT INTO {p}leases AS l (task, holder, run_id, token, acq
 // Acquire takes the task's lease when it is free or expired by the server's clock (store.Leaser), in
 // one statement; a busy answer costs a second query to name the holder.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
-	if err := checkRequest(req); err != nil {
+	if err := sqlstore.CheckAcquire(req); err != nil {
 		return store.Lease{}, err
 	}
 	l := store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID}
@@ -278,18 +278,6 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	}
 	if n != 1 {
 		return fmt.Errorf("%w: task %q: token %d of %s was released or replaced", store.ErrNotHeld, l.Task, l.Token, l.Holder)
-	}
-	return nil
-}
-
-func checkRequest(req store.AcquireRequest) error {
-	switch {
-	case req.Task == "":
-		return errors.New("store: acquire: empty task")
-	case req.Holder == "":
-		return fmt.Errorf("store: acquire task %q: empty holder", req.Task)
-	case req.TTL < time.Millisecond:
-		return fmt.Errorf("store: acquire task %q: ttl %v is below 1ms", req.Task, req.TTL)
 	}
 	return nil
 }
