@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -88,4 +89,46 @@ type Keys interface {
 	Reclaim(ctx context.Context, scope string, keys []string, c *Claimant, asDone bool) ([]string, error)
 	Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error)
 	ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error
+}
+
+// Helpers for backends implementing Keys.
+
+// Distinct returns keys without repeats, in first-occurrence order.
+func Distinct(keys []string) []string {
+	seen := make(map[string]struct{}, len(keys))
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if _, ok := seen[k]; !ok {
+			seen[k] = struct{}{}
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Distinct returns the request's keys without repeats, in first-occurrence order, and the index in
+// r.Keys of each key's first occurrence. A key repeated with another fingerprint is ErrFingerprint.
+func (r ClaimRequest) Distinct() (keys []string, first map[string]int, err error) {
+	first = make(map[string]int, len(r.Keys))
+	keys = make([]string, 0, len(r.Keys))
+	for i, k := range r.Keys {
+		j, ok := first[k]
+		if !ok {
+			first[k] = i
+			keys = append(keys, k)
+			continue
+		}
+		if r.Fingerprints != nil && r.Fingerprints[i] != r.Fingerprints[j] {
+			return nil, nil, fmt.Errorf("%w: key %q appears twice in one claim with different fingerprints", ErrFingerprint, k)
+		}
+	}
+	return keys, first, nil
+}
+
+// Fingerprint returns the fingerprint of r.Keys[i], "" when the request carries none.
+func (r ClaimRequest) Fingerprint(i int) string {
+	if r.Fingerprints == nil {
+		return ""
+	}
+	return r.Fingerprints[i]
 }

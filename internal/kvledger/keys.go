@@ -137,18 +137,6 @@ func ttlMicros(d time.Duration) int64 {
 	return max(d.Microseconds(), 1)
 }
 
-func dedupe(keys []string) []string {
-	seen := make(map[string]struct{}, len(keys))
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if _, ok := seen[k]; !ok {
-			seen[k] = struct{}{}
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
 // chunks splits keys into consecutive pieces of at most n.
 func chunks(keys []string, n int) [][]string {
 	var out [][]string
@@ -247,26 +235,12 @@ func (k *Keys) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error
 		}
 		tmpl = KeyRec{State: store.KeyPending, Task: c.Task, RunID: c.RunID, Token: c.Token, TTL: ttlMicros(c.Expires)}
 	}
-	first := make(map[string]int, len(req.Keys))
-	uniq := make([]string, 0, len(req.Keys))
-	for i, key := range req.Keys {
-		j, ok := first[key]
-		if !ok {
-			first[key] = i
-			uniq = append(uniq, key)
-			continue
-		}
-		if req.Fingerprints != nil && req.Fingerprints[i] != req.Fingerprints[j] {
-			return nil, fmt.Errorf("%w: key %q appears twice in one claim with different fingerprints", store.ErrFingerprint, key)
-		}
+	uniq, first, err := req.Distinct()
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(uniq)
-	fp := func(key string) string {
-		if req.Fingerprints == nil {
-			return ""
-		}
-		return req.Fingerprints[first[key]]
-	}
+	fp := func(key string) string { return req.Fingerprint(first[key]) }
 	checkFP := func(recs map[string]StoredKey) error {
 		for key, r := range recs {
 			if r.Rec.FP != fp(key) {
@@ -359,7 +333,7 @@ func (k *Keys) undo(ctx context.Context, scope string, keys []string, nonce stri
 // keys.
 func (k *Keys) apply(ctx context.Context, scope string, keys []string, decide func(j judge, key string, r KeyRec) (*KeyRec, bool), needJudge bool) (map[string]bool, error) {
 	changed := map[string]bool{}
-	for _, c := range chunks(dedupe(keys), k.KV.Batch()) {
+	for _, c := range chunks(store.Distinct(keys), k.KV.Batch()) {
 		for round := 0; ; round++ {
 			if round == applyRounds {
 				return nil, fmt.Errorf("%w: %s: keys in scope %q kept changing under %d attempts to update them; retry", store.ErrConflict, k.Name, scope, applyRounds)
@@ -412,7 +386,7 @@ func (k *Keys) Complete(ctx context.Context, scope string, keys []string, runID 
 	if runID == "" {
 		return k.errf("complete needs a run id")
 	}
-	for _, c := range chunks(dedupe(keys), k.KV.Batch()) {
+	for _, c := range chunks(store.Distinct(keys), k.KV.Batch()) {
 		for round := 0; ; round++ {
 			if round == applyRounds {
 				return fmt.Errorf("%w: %s: keys in scope %q kept changing; retry", store.ErrConflict, k.Name, scope)
@@ -468,7 +442,7 @@ func (k *Keys) Lookup(ctx context.Context, scope string, keys []string) ([]store
 	if err := k.checkScope(scope); err != nil {
 		return nil, err
 	}
-	u := dedupe(keys)
+	u := store.Distinct(keys)
 	recs, err := k.get(ctx, scope, u)
 	if err != nil {
 		return nil, err
@@ -529,7 +503,7 @@ func (k *Keys) Reclaim(ctx context.Context, scope string, keys []string, c *stor
 		return nil, err
 	}
 	out := []string{}
-	for _, key := range dedupe(keys) {
+	for _, key := range store.Distinct(keys) {
 		if changed[key] {
 			out = append(out, key)
 		}

@@ -87,26 +87,13 @@ func keyArgs(prefix []any, keys []string) []any {
 
 // forChunks calls fn with consecutive chunks of the deduplicated keys.
 func forChunks(keys []string, fn func(chunk []string) error) error {
-	u := dedupe(keys)
+	u := store.Distinct(keys)
 	for lo := 0; lo < len(u); lo += keysChunk {
 		if err := fn(u[lo:min(lo+keysChunk, len(u))]); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// dedupe returns keys without repeats, in first-occurrence order.
-func dedupe(keys []string) []string {
-	seen := make(map[string]struct{}, len(keys))
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if _, ok := seen[k]; !ok {
-			seen[k] = struct{}{}
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // Claim claims req.Keys (store.Keys) in one transaction, one INSERT statement per chunk of up to 1,000
@@ -137,33 +124,19 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, erro
 			return nil, err
 		}
 	}
-	first := make(map[string]int, len(req.Keys))
-	uniq := make([]string, 0, len(req.Keys))
-	for i, k := range req.Keys {
-		j, ok := first[k]
-		if !ok {
-			first[k] = i
-			uniq = append(uniq, k)
-			continue
-		}
-		if req.Fingerprints != nil && req.Fingerprints[i] != req.Fingerprints[j] {
-			return nil, fmt.Errorf("%w: key %q appears twice in one claim with different fingerprints", store.ErrFingerprint, k)
-		}
+	uniq, first, err := req.Distinct()
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(uniq)
-	fp := func(k string) string {
-		if req.Fingerprints == nil {
-			return ""
-		}
-		return req.Fingerprints[first[k]]
-	}
+	fp := func(k string) string { return req.Fingerprint(first[k]) }
 	var exp int64
 	if req.Pending && c.Expires > 0 {
 		exp = max(c.Expires.Microseconds(), 1)
 	}
 	var claimed map[string]bool
 	var fpErr error // kept aside: the dialect's MapError does not know ErrFingerprint
-	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		claimed, fpErr = make(map[string]bool, len(uniq)), nil
 		for lo := 0; lo < len(uniq); lo += keysChunk {
 			chunk := uniq[lo:min(lo+keysChunk, len(uniq))]
@@ -394,7 +367,7 @@ func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]stor
 		return nil, err
 	}
 	out := make([]store.Key, 0, len(found))
-	for _, k := range dedupe(keys) {
+	for _, k := range store.Distinct(keys) {
 		if v, ok := found[k]; ok {
 			out = append(out, v)
 		}
@@ -471,7 +444,7 @@ func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *sto
 		return nil, err
 	}
 	out := []string{}
-	for _, k := range dedupe(keys) {
+	for _, k := range store.Distinct(keys) {
 		if changed[k] {
 			out = append(out, k)
 		}

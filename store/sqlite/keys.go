@@ -36,19 +36,6 @@ func checkScope(scope string) error {
 	return nil
 }
 
-// dedupe returns keys without repeats, in first-occurrence order.
-func dedupe(keys []string) []string {
-	seen := make(map[string]struct{}, len(keys))
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if _, ok := seen[k]; !ok {
-			seen[k] = struct{}{}
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
 // jsonKeys encodes keys as a JSON array, bound as one parameter and read with json_each: one
 // statement per batch, without SQLite's limit on bound variables. Keys are valid UTF-8, so the
 // encoding round-trips byte for byte.
@@ -79,28 +66,13 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, erro
 			return nil, errors.New("sqlite: a pending claim needs a claimant with a run id, and a task exactly when it has a token")
 		}
 	}
-	// First occurrence of each key, and its fingerprint (a repeat with another one is a mismatch).
-	first := make(map[string]int, len(req.Keys))
-	uniq := make([]string, 0, len(req.Keys))
-	for i, k := range req.Keys {
-		j, ok := first[k]
-		if !ok {
-			first[k] = i
-			uniq = append(uniq, k)
-			continue
-		}
-		if req.Fingerprints != nil && req.Fingerprints[i] != req.Fingerprints[j] {
-			return nil, fmt.Errorf("%w: key %q appears twice in one claim with different fingerprints", store.ErrFingerprint, k)
-		}
+	uniq, first, err := req.Distinct()
+	if err != nil {
+		return nil, err
 	}
-	fp := func(k string) string {
-		if req.Fingerprints == nil {
-			return ""
-		}
-		return req.Fingerprints[first[k]]
-	}
+	fp := func(k string) string { return req.Fingerprint(first[k]) }
 	claimed := make(map[string]bool, len(uniq))
-	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+	err = s.tx(ctx, func(tx *sql.Tx, now int64) error {
 		var exp int64
 		if req.Pending && c.Expires > 0 {
 			exp = now + ttlMicros(c.Expires)
@@ -182,7 +154,7 @@ func (s *Store) checkFingerprints(ctx context.Context, tx *sql.Tx, scope string,
 
 // forChunks calls fn with consecutive chunks of the deduplicated keys.
 func forChunks(keys []string, fn func(chunk []string) error) error {
-	u := dedupe(keys)
+	u := store.Distinct(keys)
 	for lo := 0; lo < len(u); lo += keysChunk {
 		if err := fn(u[lo:min(lo+keysChunk, len(u))]); err != nil {
 			return err
@@ -261,7 +233,7 @@ func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]stor
 		return nil, s.mapErr(err)
 	}
 	out := make([]store.Key, 0, len(found))
-	for _, k := range dedupe(keys) {
+	for _, k := range store.Distinct(keys) {
 		if v, ok := found[k]; ok {
 			out = append(out, v)
 		}
@@ -316,7 +288,7 @@ func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *sto
 		return nil, err
 	}
 	out := []string{}
-	for _, k := range dedupe(keys) {
+	for _, k := range store.Distinct(keys) {
 		if changed[k] {
 			out = append(out, k)
 		}
