@@ -19,7 +19,24 @@ var (
 	ttlFlag    = flag.Duration("ttl", 2*time.Second, "--ttl of the holders")
 	graceFlag  = flag.Duration("grace", 2*time.Second, "--grace of the holders")
 	reportFlag = flag.String("report", "", "append the per-store figures to this file")
+	faultsFlag = flag.String("faults", "", "comma-separated faults to run (default: every fault that applies)")
 )
+
+// only keeps the faults -faults names (all of them when it is empty).
+func only(fs []Fault) []Fault {
+	if *faultsFlag == "" {
+		return fs
+	}
+	var out []Fault
+	for _, f := range fs {
+		for _, n := range strings.Split(*faultsFlag, ",") {
+			if strings.TrimSpace(n) == string(f) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(EnvWitness) == "1" {
@@ -36,6 +53,7 @@ func TestMain(m *testing.M) {
 var (
 	buildOnce sync.Once
 	onceBin   string
+	skewedBin string
 	onceDir   string
 	buildErr  error
 )
@@ -53,7 +71,10 @@ func onceBinary(t *testing.T) string {
 		out, err := exec.Command("go", "build", "-o", onceBin, "github.com/once-run/once/cmd/once").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
 		}
+		skewedBin = filepath.Join(onceDir, "once-skewed")
+		buildErr = BuildSkewed(context.Background(), "github.com/once-run/once/cmd/once", skewedBin, onceDir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -110,7 +131,8 @@ func newRunner(t *testing.T, b Backend) *Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRunner(context.Background(), Config{Once: onceBinary(t), Witness: []string{exe}, Store: isolate(t, b),
+	bin := onceBinary(t) // also builds skewedBin
+	r, err := NewRunner(context.Background(), Config{Once: bin, Skewed: skewedBin, Witness: []string{exe}, Store: isolate(t, b),
 		TTL: *ttlFlag, Grace: *graceFlag, Dir: t.TempDir(), Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
@@ -207,6 +229,9 @@ func TestChaos(t *testing.T) {
 			faults := Faults(false, false)
 			if *trialsFlag > 0 {
 				faults = Faults(b.Networked(), false)
+			}
+			if faults = only(faults); len(faults) == 0 {
+				t.Skipf("-faults %s names none of this store's faults", *faultsFlag)
 			}
 			runTrials(t, r, faults, *trialsFlag)
 		})

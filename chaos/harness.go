@@ -29,12 +29,14 @@ const (
 	FaultCut        Fault = "net-cut"       // the holder's connections closed and refused for 2 ttl
 	FaultBlackhole  Fault = "net-blackhole" // the holder's bytes silently dropped for 2 ttl
 	FaultReview     Fault = "kill9-review"  // kill -9 of once; the others use --on-unknown review
+	FaultClockBack  Fault = "clock-behind"  // the holder's wall clock is SkewOffset behind
+	FaultClockAhead Fault = "clock-ahead"   // a competing holder's (B's) wall clock is SkewOffset ahead
 )
 
 // Faults lists every fault that applies to a store (networked: whether it is reached over TCP;
 // restart: whether a control script can stop and start its server).
 func Faults(networked, restart bool) []Fault {
-	fs := []Fault{FaultNone, FaultKillOnce, FaultKillCmd, FaultPauseShort, FaultPauseLong, FaultReview}
+	fs := []Fault{FaultNone, FaultKillOnce, FaultKillCmd, FaultPauseShort, FaultPauseLong, FaultReview, FaultClockBack, FaultClockAhead}
 	if networked {
 		fs = append(fs, FaultCut, FaultBlackhole)
 	}
@@ -54,6 +56,7 @@ func (b Backend) Networked() bool { return b.Name != "sqlite" }
 // Config configures a Runner.
 type Config struct {
 	Once    string        // path of the once binary
+	Skewed  string        // once built with BuildSkewed, for the clock faults
 	Witness []string      // argv that runs WitnessMain (e.g. the test binary itself)
 	Store   Backend       // the DSN must already carry an isolating ?prefix= when shared
 	TTL     time.Duration // --ttl of every holder
@@ -121,14 +124,24 @@ type proc struct {
 	stderr     string // file
 }
 
-func (r *Runner) launch(h *simHost, id, task, wdir string, sleep time.Duration, args ...string) (*proc, error) {
+func (r *Runner) launch(h *simHost, id, task, wdir string, sleep, skew time.Duration, args ...string) (*proc, error) {
 	argv := append([]string{"--log-format", "json", "run", "--task", task, "--slot", "s", "--holder", h.name + "/" + id,
 		"--ttl", r.cfg.TTL.String(), "--grace", r.cfg.Grace.String()}, args...)
 	argv = append(append(argv, "--"), r.cfg.Witness...)
-	c := exec.Command(r.cfg.Once, argv...)
+	bin := r.cfg.Once
+	if skew != 0 {
+		if r.cfg.Skewed == "" {
+			return nil, errors.New("chaos: a clock fault needs Config.Skewed (once built with BuildSkewed)")
+		}
+		bin = r.cfg.Skewed
+	}
+	c := exec.Command(bin, argv...)
 	c.Env = []string{"ONCE_HOME=" + h.home, "ONCE_STORE=" + h.dsn, "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		EnvWitness + "=1", EnvDir + "=" + wdir, EnvProc + "=" + id, EnvWrites + "=4",
 		EnvSleep + "=" + strconv.FormatInt(sleep.Milliseconds(), 10)}
+	if skew != 0 {
+		c.Env = append(c.Env, skewEnv(skew))
+	}
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group: a pause stops all of once
 	p := &proc{id: id, cmd: c, done: make(chan struct{}), stderr: filepath.Join(wdir, id+".stderr")}
 	f, err := os.Create(p.stderr)
@@ -246,8 +259,16 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 			}
 		}
 	}()
+	// The clock faults run one holder on a binary whose wall clock is off by SkewOffset.
+	skew := map[string]time.Duration{}
+	switch f {
+	case FaultClockBack:
+		skew["A"] = -SkewOffset
+	case FaultClockAhead:
+		skew["B"] = SkewOffset
+	}
 	start := func(h *simHost, id string, sleep time.Duration, args ...string) (*proc, error) {
-		p, err := r.launch(h, id, task, wdir, sleep, args...)
+		p, err := r.launch(h, id, task, wdir, sleep, skew[id], args...)
 		if err == nil {
 			procs = append(procs, p)
 		}
@@ -283,7 +304,7 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 	go func() { aDead <- waitDead(wpid, 20*ttl+60*time.Second) }()
 	other := func(rec Record) bool { return rec.Proc != "A" && rec.Kind == KindEntry }
 	switch f {
-	case FaultNone:
+	case FaultNone, FaultClockBack, FaultClockAhead:
 	case FaultKillOnce, FaultReview:
 		_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGKILL)
 	case FaultKillCmd:
@@ -343,8 +364,8 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 		out.LeaseLost = true
 	}
 
-	if f == FaultNone && a.code != 0 {
-		out.problem("liveness: the unfaulted first holder exited %d, want 0 (its command runs 3 TTL); %s", a.code, tail(a.stderr))
+	if (f == FaultNone || f == FaultClockBack || f == FaultClockAhead) && a.code != 0 {
+		out.problem("liveness: the first holder, not killed or paused, exited %d, want 0 (its command runs 3 TTL); %s", a.code, tail(a.stderr))
 	}
 	var resolved time.Time
 	if f == FaultReview {

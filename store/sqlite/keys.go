@@ -202,8 +202,11 @@ func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]stor
 		return nil, err
 	}
 	found := make(map[string]store.Key, len(keys))
-	now := time.Now().UnixMicro()
-	err := forChunks(keys, func(chunk []string) error {
+	now, err := s.now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = forChunks(keys, func(chunk []string) error {
 		rows, err := s.db.QueryContext(ctx, `SELECT k.key, k.state, `+s.goneExpr()+`, k.fingerprint, k.run_id, k.claimed_at, k.done_at, k.result
 			FROM `+s.t.keys+` k WHERE k.scope = ?2 AND k.key IN (SELECT value FROM json_each(?3))`, keyArgs(now, scope, chunk)...)
 		if err != nil {

@@ -22,7 +22,7 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// Acquire grants req.Task's lease when it is free or expired by this machine's clock, with a
+// Acquire grants req.Task's lease when it is free or expired by the store's clock (clock.go), with a
 // token one above the task's previous token. Otherwise it returns a *store.BusyError naming the
 // current grant.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
@@ -92,7 +92,7 @@ func (s *Store) current(ctx context.Context, tx *sql.Tx, l store.Lease) (store.L
 	return cur, nil
 }
 
-// Renew extends the current, unexpired grant l to ttl from now by this machine's clock,
+// Renew extends the current, unexpired grant l to ttl from now by the store's clock,
 // keeping its token; ErrNotHeld otherwise, leaving the stored lease unchanged.
 func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
 	if err := checkTTL(ttl); err != nil {
@@ -131,10 +131,14 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	})
 }
 
-// Leases lists the grants that have not expired by this machine's clock, by task.
+// Leases lists the grants that have not expired by the store's clock, by task.
 func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
+	now, err := s.now(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.db.QueryContext(ctx, `SELECT task, holder, run_id, token, acquired_at, expires_at FROM `+s.t.leases+
-		` WHERE expires_at > ? ORDER BY task`, time.Now().UnixMicro())
+		` WHERE expires_at > ? ORDER BY task`, now)
 	if err != nil {
 		return nil, s.mapErr(err)
 	}

@@ -46,6 +46,8 @@ type Store struct {
 	path string
 	busy time.Duration
 	t    tables
+	clk  machineClock
+	cs   clockState
 }
 
 var (
@@ -78,7 +80,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	p := opts.Prefix
-	s := &Store{path: abs, busy: opts.BusyTimeout, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys"}}
+	s := &Store{clk: sysClock, path: abs, busy: opts.BusyTimeout, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys"}}
 	// busy_timeout is applied first by the driver; journal_mode=WAL is a no-op once the file is WAL.
 	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
 		abs, opts.BusyTimeout.Milliseconds())
@@ -209,7 +211,7 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return s.mapErr(ctx.Err())
 	}
-	return s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+	return s.txRaw(ctx, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", s.t.meta).Scan(&n); err != nil {
 			return err
@@ -338,23 +340,36 @@ func (s *Store) Close() error { return s.db.Close() }
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
-// Now returns the store's clock, which is this machine's clock.
+// Now returns the store's clock: this machine's boot clock from the epoch the boot's first
+// transaction fixed (see clock.go), or the wall clock where there is no boot clock.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, s.mapErr(err)
 	}
-	return time.Now().UTC(), nil
+	n, err := s.now(ctx)
+	return micros(n), err
 }
 
-// tx runs fn in one BEGIN IMMEDIATE transaction (the write lock is taken up front, so a read
-// never has to be upgraded under contention) and commits it; now is the store's clock in unix
-// microseconds, read after the lock is held.
+// tx runs fn in one BEGIN IMMEDIATE transaction and commits it; now is the store's clock in
+// unix microseconds, read after the lock is held.
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, now int64) error) error {
+	return s.txRaw(ctx, func(tx *sql.Tx) error {
+		now, err := s.nowTx(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return fn(tx, now)
+	})
+}
+
+// txRaw runs fn in one BEGIN IMMEDIATE transaction (the write lock is taken up front, so a read
+// never has to be upgraded under contention) and commits it.
+func (s *Store) txRaw(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.mapErr(err)
 	}
-	if err := fn(tx, time.Now().UnixMicro()); err != nil {
+	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return s.mapErr(err)
 	}

@@ -1,0 +1,100 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"time"
+)
+
+// The store's clock.
+//
+// SQLite has no server to ask the time, so the processes sharing a file must agree on "now" by
+// themselves, and a lease is only as safe as that agreement. The wall clock will not do: it is
+// stepped (NTP at boot, a VM resumed, a hand with date -s) and can be wrong in one process and
+// not another; a holder whose clock read an hour ahead would take over a live lease, and one an
+// hour behind would write a lease that others read as long expired (the chaos harness's clock
+// faults showed both). CLOCK_BOOTTIME is one counter for every process of the machine, never
+// steps, and keeps counting through suspend. So the first transaction of each boot fixes
+// epoch = wall − boottime in the meta table (key clock_epoch:BOOT_ID), and every process's
+// now is epoch + boottime: the wall clock as it read at that moment, then advancing by a clock
+// nobody can set. After a reboot a new epoch is fixed, so rows of the previous boot are judged
+// by the wall clock of the new boot's first transaction, as they were before. Where there is
+// no boot clock (not Linux), now is the wall clock.
+
+// machineClock is how this process reads the machine's clocks; tests replace wall.
+type machineClock struct {
+	wall func() time.Time
+	boot func() (id string, micros int64, ok bool)
+}
+
+var sysClock = machineClock{wall: time.Now, boot: bootClock}
+
+// clockState caches this process's epoch once it is known (it cannot change within one boot).
+type clockState struct {
+	mu    sync.Mutex
+	known bool
+	boot  string
+	epoch int64 // unix µs at boottime 0
+}
+
+// nowTx returns the store's now in unix µs inside a transaction that holds the write lock,
+// fixing this boot's epoch when it is the first to need it.
+func (s *Store) nowTx(ctx context.Context, tx *sql.Tx) (int64, error) {
+	id, bt, ok := s.clk.boot()
+	if !ok {
+		return s.clk.wall().UnixMicro(), nil
+	}
+	s.cs.mu.Lock()
+	defer s.cs.mu.Unlock()
+	if s.cs.known && s.cs.boot == id {
+		return s.cs.epoch + bt, nil
+	}
+	key := epochKey(id)
+	var epoch int64
+	err := tx.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = ?", key).Scan(&epoch)
+	if errors.Is(err, sql.ErrNoRows) {
+		epoch = s.clk.wall().UnixMicro() - bt
+		if _, err = tx.ExecContext(ctx, "DELETE FROM "+s.t.meta+" WHERE key LIKE 'clock\\_epoch:%' ESCAPE '\\'"); err != nil {
+			return 0, err
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t.meta+" (key, value) VALUES (?, ?)", key, epoch)
+	}
+	if err != nil {
+		return 0, err
+	}
+	s.cs.known, s.cs.boot, s.cs.epoch = true, id, epoch
+	return epoch + bt, nil
+}
+
+// now returns the store's now in unix µs outside a transaction, for reads: from the cached
+// epoch or by reading it (a read works while another process writes). When this boot has no
+// epoch yet, no row was written in this boot, and the epoch the next write fixes is the wall
+// clock of that moment: the wall clock is the answer.
+func (s *Store) now(ctx context.Context) (int64, error) {
+	id, bt, ok := s.clk.boot()
+	if !ok {
+		return s.clk.wall().UnixMicro(), nil
+	}
+	s.cs.mu.Lock()
+	if s.cs.known && s.cs.boot == id {
+		defer s.cs.mu.Unlock()
+		return s.cs.epoch + bt, nil
+	}
+	s.cs.mu.Unlock()
+	var epoch int64
+	err := s.db.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = ?", epochKey(id)).Scan(&epoch)
+	if err == nil {
+		s.cs.mu.Lock()
+		s.cs.known, s.cs.boot, s.cs.epoch = true, id, epoch
+		s.cs.mu.Unlock()
+		return epoch + bt, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, s.mapErr(err)
+	}
+	return s.clk.wall().UnixMicro(), nil
+}
+
+func epochKey(bootID string) string { return "clock_epoch:" + bootID }
