@@ -150,6 +150,7 @@ func runTrials(t *testing.T, r *Runner, faults []Fault, n int) *Summary {
 	}
 	s := &Summary{Store: r.cfg.Store.Name}
 	ctx := context.Background()
+	aborted := 0
 	for i := 0; i < n; i++ {
 		f := faults[i%len(faults)]
 		o, err := r.Trial(ctx, f)
@@ -158,6 +159,12 @@ func runTrials(t *testing.T, r *Runner, faults []Fault, n int) *Summary {
 			continue
 		}
 		s.Add(o)
+		if o.Aborted != "" && aborted < 3 {
+			aborted++ // the fault was not injected: try it again, a few times at most
+			i--
+			continue
+		}
+		aborted = 0
 		for _, p := range o.Problems {
 			if bug := knownBugs[r.cfg.Store.Name]; bug != "" && (strings.HasPrefix(p, "liveness:") || strings.HasPrefix(p, "lost slot:")) {
 				t.Logf("KNOWN BUG (%s): %s trial %d (%s): %s", bug, r.cfg.Store.Name, i, f, p)
