@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/once-run/once/store"
 )
 
 // The store's clock.
@@ -22,6 +24,12 @@ import (
 // nobody can set. After a reboot a new epoch is fixed, so rows of the previous boot are judged
 // by the wall clock of the new boot's first transaction, as they were before. Where there is
 // no boot clock (not Linux), now is the wall clock.
+//
+// Only lease and claim expiry use the store's clock. Times recorded for people (attempts, events,
+// claims) are this host's wall clock, and a lease's Acquired and Expires are converted to it when
+// they leave the package, so a wall clock stepped after the epoch was fixed (a board without a
+// real-time clock synchronising after the first run, a VM restored from a snapshot) shows the
+// right times and shifts no expiry.
 
 // machineClock is how this process reads the machine's clocks; tests replace wall.
 type machineClock struct {
@@ -98,3 +106,15 @@ func (s *Store) now(ctx context.Context) (int64, error) {
 }
 
 func epochKey(bootID string) string { return "clock_epoch:" + bootID }
+
+// wall is this host's wall clock in unix µs: the times recorded for people (attempts, events,
+// key claims) use it, as every other store's times are a clock people can read.
+func (s *Store) wall() int64 { return s.clk.wall().UnixMicro() }
+
+// shown converts a lease's times from the store's clock (now) to this host's wall clock, so
+// Acquired and Expires read as wall times and still differ by the TTL.
+func (s *Store) shown(l store.Lease, now int64) store.Lease {
+	d := time.Duration(s.wall()-now) * time.Microsecond
+	l.Acquired, l.Expires = l.Acquired.Add(d).UTC(), l.Expires.Add(d).UTC()
+	return l
+}

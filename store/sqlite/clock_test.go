@@ -94,3 +94,61 @@ func TestLeaseExpiresByBootClock(t *testing.T) {
 		t.Fatalf("takeover after the TTL: %+v %v", l, err)
 	}
 }
+
+// The epoch of a boot may be fixed by a process whose wall clock was wrong (a board without a
+// real-time clock before NTP, a VM restored from a snapshot): expiry is unaffected, and times
+// still read as each host's wall clock, a lease's Expires − Acquired still the TTL.
+func TestTimesShownOnWallClock(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "once.db")
+	early, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
+	sqlite.SkewWall(early, -5*time.Hour)
+	if _, err := early.Acquire(ctx, store.AcquireRequest{Task: "boot", Holder: "early", TTL: time.Millisecond}); err != nil {
+		t.Fatal(err) // fixes this boot's epoch five hours early
+	}
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	near := func(what string, got time.Time, want time.Time) {
+		t.Helper()
+		if d := got.Sub(want); d < -2*time.Second || d > 2*time.Second {
+			t.Errorf("%s = %s, want about %s", what, got, want)
+		}
+	}
+	now := time.Now()
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "t", Holder: "h", RunID: "r1", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near("Acquired", l.Acquired, now)
+	if d := l.Expires.Sub(l.Acquired); d != time.Minute {
+		t.Errorf("Expires - Acquired = %s, want the TTL", d)
+	}
+	a, err := s.Begin(ctx, store.Attempt{Task: "t", Slot: "s", RunID: "r1", Number: 1, Holder: "h", Token: l.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near("StartedAt", a.StartedAt, now)
+	ls, err := s.Leases(ctx)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("Leases: %v %v", ls, err)
+	}
+	near("listed Expires", ls[0].Expires, now.Add(time.Minute))
+	_, err = early.Acquire(ctx, store.AcquireRequest{Task: "t", Holder: "e", TTL: time.Second})
+	var be *store.BusyError
+	if !errors.As(err, &be) {
+		t.Fatalf("acquire of a live lease: %v", err)
+	}
+	near("Expires as the early process shows it", be.Lease.Expires, now.Add(time.Minute-5*time.Hour))
+	sn, err := s.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near("Now", sn, time.Now())
+}

@@ -73,10 +73,11 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, erro
 	fp := func(k string) string { return req.Fingerprint(first[k]) }
 	claimed := make(map[string]bool, len(uniq))
 	err = s.tx(ctx, func(tx *sql.Tx, now int64) error {
-		var exp int64
+		var exp int64 // decided by the store's clock; claimed_at and done_at are shown: the wall clock
 		if req.Pending && c.Expires > 0 {
 			exp = now + ttlMicros(c.Expires)
 		}
+		wall := s.wall()
 		for lo := 0; lo < len(uniq); lo += keysChunk {
 			chunk := uniq[lo:min(lo+keysChunk, len(uniq))]
 			pairs := make([][2]string, len(chunk))
@@ -89,11 +90,11 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, erro
 			}
 			var doneAt any
 			if !req.Pending {
-				doneAt = now
+				doneAt = wall
 			}
 			rows, err := tx.QueryContext(ctx, `INSERT INTO `+s.t.keys+` (scope, key, state, fingerprint, task, run_id, token, expires_at, claimed_at, done_at)
 				SELECT ?1, j.value ->> 0, ?2, j.value ->> 1, ?3, ?4, ?5, ?6, ?7, ?8 FROM json_each(?9) j WHERE true
-				ON CONFLICT (scope, key) DO NOTHING RETURNING key`, req.Scope, state, c.Task, c.RunID, c.Token, exp, now, doneAt, string(js))
+				ON CONFLICT (scope, key) DO NOTHING RETURNING key`, req.Scope, state, c.Task, c.RunID, c.Token, exp, wall, doneAt, string(js))
 			if err != nil {
 				return err
 			}
@@ -189,7 +190,7 @@ func (s *Store) Complete(ctx context.Context, scope string, keys []string, runID
 				return fmt.Errorf("%w: %d of %d keys in scope %q are not claimed by run %s (never claimed, forgotten, or reclaimed by another)",
 					store.ErrConflict, len(chunk)-n, len(chunk), scope, runID)
 			}
-			_, err := tx.ExecContext(ctx, `UPDATE `+s.t.keys+` SET state = 'done', done_at = ?1, result = ?4, expires_at = 0 WHERE scope = ?2 AND key IN (`+in+`) AND state = 'pending'`, append(args, result)...)
+			_, err := tx.ExecContext(ctx, `UPDATE `+s.t.keys+` SET state = 'done', done_at = ?5, result = ?4, expires_at = 0 WHERE scope = ?2 AND key IN (`+in+`) AND state = 'pending'`, append(args, result, s.wall())...)
 			return err
 		})
 	})
@@ -265,10 +266,11 @@ func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *sto
 				if c.Expires > 0 {
 					exp = now + ttlMicros(c.Expires)
 				}
-				q = `UPDATE ` + s.t.keys + ` AS k SET task = ?4, run_id = ?5, token = ?6, expires_at = ?7, claimed_at = ?1`
-				args = append(args, c.Task, c.RunID, c.Token, exp)
+				q = `UPDATE ` + s.t.keys + ` AS k SET task = ?4, run_id = ?5, token = ?6, expires_at = ?7, claimed_at = ?8`
+				args = append(args, c.Task, c.RunID, c.Token, exp, s.wall())
 			case asDone:
-				q = `UPDATE ` + s.t.keys + ` AS k SET state = 'done', done_at = ?1, expires_at = 0`
+				q = `UPDATE ` + s.t.keys + ` AS k SET state = 'done', done_at = ?4, expires_at = 0`
+				args = append(args, s.wall())
 			default:
 				q = `DELETE FROM ` + s.t.keys + ` AS k`
 			}

@@ -78,7 +78,8 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 		return store.Attempt{}, fmt.Errorf("%w: attempt number %d is negative", store.ErrConflict, a.Number)
 	}
 	var out store.Attempt
-	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		now := s.wall() // recorded times are for people: this host's wall clock
 		if err := s.fence(ctx, tx, a.Task, a.Token); err != nil {
 			return err
 		}
@@ -138,7 +139,8 @@ func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.O
 		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded or failed, not %q", store.ErrConflict, o.State)
 	}
 	var out store.Attempt
-	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		now := s.wall() // recorded times are for people: this host's wall clock
 		a, err := s.running(ctx, tx, runID, token)
 		if err != nil {
 			return err
@@ -199,7 +201,8 @@ func (s *Store) Report(ctx context.Context, runID string, token int64, r store.R
 // them; token must be the task's latest lease token.
 func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.Attempt, error) {
 	var out []store.Attempt
-	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		now := s.wall() // recorded times are for people: this host's wall clock
 		if err := s.fence(ctx, tx, task, token); err != nil {
 			return err
 		}
@@ -235,7 +238,8 @@ func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Atte
 		return store.Attempt{}, fmt.Errorf("%w: a slot can only be resolved as succeeded or failed, not %q", store.ErrConflict, r.As)
 	}
 	var out store.Attempt
-	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		now := s.wall() // recorded times are for people: this host's wall clock
 		a, err := s.last(ctx, tx, r.Task, r.Slot)
 		if err != nil {
 			return err
@@ -267,7 +271,8 @@ func (s *Store) Record(ctx context.Context, e store.Event) error {
 	default:
 		return fmt.Errorf("%w: event kind %q is not skipped, busy or review", store.ErrConflict, e.Kind)
 	}
-	return s.tx(ctx, func(tx *sql.Tx, now int64) error {
+	return s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		now := s.wall() // recorded times are for people: this host's wall clock
 		_, err := tx.ExecContext(ctx, `INSERT INTO `+s.t.events+` (task, slot, kind, run_id, holder, token, attempt, at, note)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.Task, e.Slot, string(e.Kind), e.RunID, e.Holder, e.Token, e.Attempt, now, e.Note)
 		return err

@@ -340,14 +340,14 @@ func (s *Store) Close() error { return s.db.Close() }
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
-// Now returns the store's clock: this machine's boot clock from the epoch the boot's first
-// transaction fixed (see clock.go), or the wall clock where there is no boot clock.
+// Now returns the store's time as shown: this machine's wall clock. (Expiry is decided by the
+// machine's boot clock, see clock.go, and lease times are converted to the wall clock, so a
+// host and this store never disagree.)
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, s.mapErr(err)
 	}
-	n, err := s.now(ctx)
-	return micros(n), err
+	return micros(s.wall()), nil
 }
 
 // tx runs fn in one BEGIN IMMEDIATE transaction and commits it; now is the store's clock in
