@@ -203,7 +203,15 @@ func (p *Proxy) serve(c net.Conn) {
 	toUp := make(chan struct{})
 	go func() {
 		defer close(toUp)
-		_, _ = io.Copy(up, c)
+		if _, err := io.Copy(up, c); err == nil {
+			// The client hung up (or was killed): pass its FIN on, as a direct connection would,
+			// so the server ends the session and rolls back its open transaction instead of
+			// waiting for a next command, and for wait_timeout, with the rows it locked.
+			if tc, ok := up.(*net.TCPConn); ok {
+				_ = tc.CloseWrite()
+			}
+			return
+		}
 		// The upstream side is gone: drop what the client still sends until it hangs up.
 		_, _ = io.Copy(io.Discard, c)
 	}()

@@ -91,3 +91,47 @@ func TestProxyModes(t *testing.T) {
 		t.Fatalf("healed after blackhole: %s", got)
 	}
 }
+
+// A client that hangs up (a holder killed with kill -9) must look the same to the server as
+// without the proxy: the server reads EOF. Before this, the proxy kept the upstream connection
+// open, so a MariaDB session killed mid-transaction held its row locks until wait_timeout and
+// the next holders waited out innodb_lock_wait_timeout (50 s).
+func TestProxyPassesClientHangUpToServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	eof := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			eof <- err
+			return
+		}
+		defer c.Close()
+		_, err = io.Copy(io.Discard, c) // returns nil at EOF
+		eof <- err
+	}()
+	p, err := NewProxy(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("BEGIN")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	select {
+	case err := <-eof:
+		if err != nil {
+			t.Fatalf("server read: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server never saw the client hang up")
+	}
+}
