@@ -65,6 +65,13 @@ func (s *Store) Q(query string) string {
 	return s.Dialect.Rebind(query)
 }
 
+// IdleTxTimeout is how long the server lets a session sit idle inside a transaction before ending
+// it (PostgreSQL idle_in_transaction_session_timeout, MariaDB idle_transaction_timeout; a DSN
+// parameter of that name overrides it). once's transactions take milliseconds; a session idle
+// that long belongs to a holder that is gone or frozen, and its locks on the task's lease row
+// would block every next holder.
+const IdleTxTimeout = 10 * time.Second
+
 // Do runs fn, retrying it after transient connection trouble (at most s.Retries more times, with
 // exponential backoff, never past ctx), and returns its error mapped by the dialect. fn must be safe to
 // repeat: every write the stores make is either conditional or fails closed when repeated.

@@ -135,6 +135,14 @@ func ParseDSN(dsn string) (*Config, error) {
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
 	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'"
+	// A holder that vanishes inside a ledger transaction without its FIN reaching the server (a
+	// partition, a frozen VM) would keep the task's lease row locked until wait_timeout (8 hours by
+	// default). MariaDB ≥ 10.3 ends a session idle in a transaction after idle_transaction_timeout;
+	// the driver sends the params as one SET, and the executable comment runs on MariaDB only
+	// (MySQL has no such variable and skips the comment).
+	if _, set := cfg.Params["idle_transaction_timeout"]; !set {
+		cfg.Params["sql_mode"] += fmt.Sprintf(" /*M!100300 , idle_transaction_timeout = %d */", int(sqlstore.IdleTxTimeout/time.Second))
+	}
 	return &Config{Driver: cfg, Prefix: prefix, Where: addr + "/" + db}, nil
 }
 

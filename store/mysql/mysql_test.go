@@ -15,6 +15,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/once-run/once/internal/sqlstore"
 	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
@@ -338,4 +339,16 @@ func rawDB(b *testing.B, dsn string) *sql.DB {
 	db := sql.OpenDB(conn)
 	db.SetMaxOpenConns(1)
 	return db
+}
+
+// A holder gone inside a ledger transaction blocks the task only until MariaDB ends its idle
+// session (idle_transaction_timeout), not for wait_timeout's eight hours.
+func TestIdleTransactionEnded(t *testing.T) {
+	sqltest.IdleTx(t, withPrefix(t, serverDSN(t)), func(ctx context.Context, dsn string) (store.Store, *sqlstore.Store, error) {
+		s, err := Open(ctx, dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Store, nil
+	}, "SELECT CAST(@@idle_transaction_timeout AS DOUBLE)", "&idle_transaction_timeout=1")
 }

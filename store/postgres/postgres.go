@@ -25,6 +25,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -100,6 +101,13 @@ func ParseDSN(dsn string) (*Config, error) {
 	}
 	if cfg.Database == "" {
 		return nil, fmt.Errorf("%w: %s names no database; add /DBNAME to the URL", store.ErrBadDSN, store.Redact(dsn))
+	}
+	// A holder that vanishes inside a ledger transaction without its FIN reaching the server (a
+	// partition, a frozen VM) would keep the task's lease row locked until TCP keepalive gives up
+	// (two hours by default), and every next holder would wait on it. once's transactions take
+	// milliseconds, so the server ends a session idle in a transaction for IdleTxTimeout.
+	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(sqlstore.IdleTxTimeout/time.Millisecond)) + "ms"
 	}
 	return &Config{Conn: cfg, Prefix: prefix, Where: fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)}, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/once-run/once/internal/sqlstore"
 	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
@@ -334,4 +335,17 @@ func rawDB(b *testing.B, dsn string) *sql.DB {
 	db := stdlib.OpenDB(*cfg.Conn)
 	db.SetMaxOpenConns(1)
 	return db
+}
+
+// A holder gone inside a ledger transaction blocks the task only until the server ends its idle
+// session (idle_in_transaction_session_timeout), not for TCP keepalive's two hours.
+func TestIdleTransactionEnded(t *testing.T) {
+	sqltest.IdleTx(t, withPrefix(t, serverDSN(t)), func(ctx context.Context, dsn string) (store.Store, *sqlstore.Store, error) {
+		s, err := Open(ctx, dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Store, nil
+	}, "SELECT EXTRACT(EPOCH FROM current_setting('idle_in_transaction_session_timeout')::interval)::float8",
+		"&idle_in_transaction_session_timeout=1s")
 }
