@@ -111,10 +111,33 @@ func epochKey(bootID string) string { return "clock_epoch:" + bootID }
 // key claims) use it, as every other store's times are a clock people can read.
 func (s *Store) wall() int64 { return s.clk.wall().UnixMicro() }
 
-// shown converts a lease's times from the store's clock (now) to this host's wall clock, so
-// Acquired and Expires read as wall times and still differ by the TTL.
-func (s *Store) shown(l store.Lease, now int64) store.Lease {
-	d := time.Duration(s.wall()-now) * time.Microsecond
-	l.Acquired, l.Expires = l.Acquired.Add(d).UTC(), l.Expires.Add(d).UTC()
+// shown converts a lease's times from the store's clock to this host's wall clock (see
+// wallOffset), so Acquired and Expires read as wall times and still differ by the TTL.
+func (s *Store) shown(l store.Lease) store.Lease {
+	if d := s.wallOffset(); d != 0 {
+		l.Acquired, l.Expires = l.Acquired.Add(d).UTC(), l.Expires.Add(d).UTC()
+	}
 	return l
+}
+
+// wallOffset is this host's wall clock minus the store's clock, the two read back to back. It is
+// 0 while they agree within a second — always, unless the wall clock was stepped after this
+// boot's epoch was fixed or this process's clock is off — so a lease reads back exactly as it
+// was returned.
+func (s *Store) wallOffset() time.Duration {
+	id, bt, ok := s.clk.boot()
+	if !ok {
+		return 0
+	}
+	s.cs.mu.Lock()
+	known, boot, epoch := s.cs.known, s.cs.boot, s.cs.epoch
+	s.cs.mu.Unlock()
+	if !known || boot != id {
+		return 0
+	}
+	d := time.Duration(s.wall()-(epoch+bt)) * time.Microsecond
+	if d > -time.Second && d < time.Second {
+		return 0
+	}
+	return d
 }

@@ -41,7 +41,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		token := int64(1)
 		if found {
 			if cur.Expires.UnixMicro() > now {
-				return &store.BusyError{Lease: s.shown(cur, now)}
+				return &store.BusyError{Lease: s.shown(cur)}
 			}
 			token = cur.Token + 1
 		}
@@ -53,7 +53,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 			req.Task, req.Holder, req.RunID, token, now, exp); err != nil {
 			return err
 		}
-		out = s.shown(store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: token, Acquired: micros(now), Expires: micros(exp)}, now)
+		out = s.shown(store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: token, Acquired: micros(now), Expires: micros(exp)})
 		return nil
 	})
 	return out, err
@@ -105,14 +105,14 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 			return err
 		}
 		if cur.Expires.UnixMicro() <= now {
-			return fmt.Errorf("%w: task %q token %d expired at %s", store.ErrNotHeld, l.Task, l.Token, s.shown(cur, now).Expires.Format(time.RFC3339Nano))
+			return fmt.Errorf("%w: task %q token %d expired at %s", store.ErrNotHeld, l.Task, l.Token, s.shown(cur).Expires.Format(time.RFC3339Nano))
 		}
 		exp := now + ttlMicros(ttl)
 		if _, err := tx.ExecContext(ctx, `UPDATE `+s.t.leases+` SET expires_at = ? WHERE task = ? AND token = ?`, exp, l.Task, l.Token); err != nil {
 			return err
 		}
 		cur.Expires = micros(exp)
-		out = s.shown(cur, now)
+		out = s.shown(cur)
 		return nil
 	})
 	return out, err
@@ -151,7 +151,7 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 			return nil, s.mapErr(err)
 		}
 		l.Acquired, l.Expires = micros(acq), micros(exp)
-		out = append(out, s.shown(l, now))
+		out = append(out, s.shown(l))
 	}
 	return out, s.mapErr(rows.Err())
 }
