@@ -471,6 +471,12 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, quiet bool, work W
 	out.ExitCode = &code
 	if lerr := ls.Err(); lerr != nil {
 		out.Note = joinNote(out.Note, lerr.Error())
+		if out.State != store.Succeeded {
+			// The work was stopped because the lease was lost: it may have done all, some or none
+			// of its effects, so running the slot again is the unknown policy's call, not a retry.
+			out.State = store.Unknown
+			out.Note = joinNote(out.Note, "stopped because the lease was lost; whether the work happened is unknown")
+		}
 	}
 	res = Result{Decision: Ran, Attempt: &att, WorkErr: werr}
 	fin, ferr := g.finish(ctx, ls, out)

@@ -86,14 +86,19 @@ type Clock interface {
 // State is the state of an attempt, or the kind of an event, in history.
 type State string
 
-// Attempt states. A slot's attempt moves running → succeeded | failed (by its own run) or
-// running → unknown (when a later lease holder finds its holder gone). Nothing else is legal.
+// Attempt states. A slot's attempt moves running → succeeded | failed | unknown (by its own run;
+// unknown when it stopped its work because it lost the lease) or running → unknown (when a later
+// lease holder finds its holder gone). Nothing else is legal.
 const (
 	Running   State = "running"
 	Succeeded State = "succeeded"
 	Failed    State = "failed"
 	Unknown   State = "unknown"
 )
+
+// Finishable reports whether a run may finish its attempt as st (Ledger.Finish): succeeded,
+// failed, or unknown.
+func (st State) Finishable() bool { return st == Succeeded || st == Failed || st == Unknown }
 
 // Event kinds: things that happened without an attempt being made.
 const (
@@ -203,7 +208,9 @@ type Entry struct {
 //     already has an attempt numbered a.Number or a running attempt: two writers racing on one slot
 //     never both record a running attempt. The store sets StartedAt by its clock and returns the
 //     attempt as stored.
-//   - Finish moves the running attempt runID to o.State. ErrNotHeld unless token is still the task's
+//   - Finish moves the running attempt runID to o.State (succeeded, failed, or unknown: a run that
+//     stopped its work because it lost the lease cannot say whether the work happened; ErrConflict
+//     for other states). ErrNotHeld unless token is still the task's
 //     latest lease token; ErrConflict when the attempt is not running (e.g. already marked unknown);
 //     ErrNotFound when there is no such attempt.
 //   - Report attaches figures to the running attempt runID, fenced like Finish.

@@ -216,8 +216,8 @@ func (l Ledger) onRun(ctx context.Context, runID string, token int64, f func(a *
 
 // Finish: see store.Ledger.
 func (l Ledger) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
-	if o.State != store.Succeeded && o.State != store.Failed {
-		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded or failed, not %q", store.ErrConflict, o.State)
+	if !o.State.Finishable() {
+		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
 	}
 	return l.onRun(ctx, runID, token, func(a *store.Attempt, now time.Time) {
 		end := now

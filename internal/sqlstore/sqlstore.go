@@ -255,8 +255,8 @@ func (s *Store) attemptByRun(ctx context.Context, tx *sql.Tx, runID string) (sto
 
 // Finish moves the running attempt runID to o.State (store.Ledger).
 func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
-	if o.State != store.Succeeded && o.State != store.Failed {
-		return store.Attempt{}, fmt.Errorf("%w: cannot finish run %q as %q (only succeeded or failed)", store.ErrConflict, runID, o.State)
+	if !o.State.Finishable() {
+		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
 	}
 	var out store.Attempt
 	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {

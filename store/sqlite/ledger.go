@@ -133,10 +133,10 @@ func (s *Store) running(ctx context.Context, tx *sql.Tx, runID string, token int
 	return a, nil
 }
 
-// Finish moves the running attempt runID to o.State (succeeded or failed), fenced by token.
+// Finish moves the running attempt runID to o.State (succeeded, failed or unknown), fenced by token.
 func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
-	if o.State != store.Succeeded && o.State != store.Failed {
-		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded or failed, not %q", store.ErrConflict, o.State)
+	if !o.State.Finishable() {
+		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
 	}
 	var out store.Attempt
 	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {

@@ -59,6 +59,7 @@ func Run(t *testing.T, h Harness) {
 		{"LeaseTasksIndependent", testTasksIndependent},
 		{"StoreClock", testStoreClock},
 		{"LedgerBeginFinish", testBeginFinish},
+		{"LedgerFinishUnknown", testFinishUnknown},
 		{"LedgerStaleToken", testStaleToken},
 		{"LedgerAbandonResolve", testAbandonResolve},
 		{"LedgerReport", testReport},
@@ -575,6 +576,24 @@ func entryRuns(es []store.Entry) string {
 		fmt.Fprintf(&b, "%s/%s:%s:%s", e.Task, e.Slot, e.State, e.RunID)
 	}
 	return b.String()
+}
+
+// testFinishUnknown: a run that stopped its work because it lost its lease finishes its attempt
+// as unknown; the slot then waits for review. Running is not a final state.
+func testFinishUnknown(t *testing.T, h Harness) {
+	s := client(t, h.DSN(t))
+	ctx := ctxT(t)
+	l := acquire(t, s, "job", "a", time.Minute)
+	begin(t, s, l, "u1", "r1", 1)
+	_, err := s.Finish(ctx, "r1", l.Token, store.Outcome{State: store.Running})
+	wantErr(t, "finish as running", err, store.ErrConflict)
+	u := finish(t, s, "r1", l.Token, store.Unknown, 143)
+	if u.State != store.Unknown || u.EndedAt == nil || u.ExitCode == nil || *u.ExitCode != 143 {
+		t.Fatalf("finished as unknown: %+v", u)
+	}
+	if st := slotState(t, s, "job", "u1"); st.Last == nil || st.Last.State != store.Unknown || !st.Waiting || st.Failures != 1 {
+		t.Fatalf("slot after an unknown finish: %+v", st)
+	}
 }
 
 func testBeginFinish(t *testing.T, h Harness) {
