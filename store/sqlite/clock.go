@@ -47,23 +47,34 @@ type clockState struct {
 	epoch int64 // unix µs at boottime 0
 }
 
+// get returns the cached epoch of boot id, if known.
+func (c *clockState) get(id string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epoch, c.known && c.boot == id
+}
+
+func (c *clockState) set(id string, epoch int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.known, c.boot, c.epoch = true, id, epoch
+}
+
 // nowTx returns the store's now in unix µs inside a transaction that holds the write lock,
 // fixing this boot's epoch when it is the first to need it.
 func (s *Store) nowTx(ctx context.Context, tx *sql.Tx) (int64, error) {
 	id, bt, ok := s.clk.boot()
 	if !ok {
-		return s.clk.wall().UnixMicro(), nil
+		return s.wall(), nil
 	}
-	s.cs.mu.Lock()
-	defer s.cs.mu.Unlock()
-	if s.cs.known && s.cs.boot == id {
-		return s.cs.epoch + bt, nil
+	if epoch, ok := s.cs.get(id); ok {
+		return epoch + bt, nil
 	}
 	key := epochKey(id)
 	var epoch int64
 	err := tx.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = ?", key).Scan(&epoch)
 	if errors.Is(err, sql.ErrNoRows) {
-		epoch = s.clk.wall().UnixMicro() - bt
+		epoch = s.wall() - bt
 		if _, err = tx.ExecContext(ctx, "DELETE FROM "+s.t.meta+" WHERE key LIKE 'clock\\_epoch:%' ESCAPE '\\'"); err != nil {
 			return 0, err
 		}
@@ -72,7 +83,7 @@ func (s *Store) nowTx(ctx context.Context, tx *sql.Tx) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.cs.known, s.cs.boot, s.cs.epoch = true, id, epoch
+	s.cs.set(id, epoch)
 	return epoch + bt, nil
 }
 
@@ -83,26 +94,22 @@ func (s *Store) nowTx(ctx context.Context, tx *sql.Tx) (int64, error) {
 func (s *Store) now(ctx context.Context) (int64, error) {
 	id, bt, ok := s.clk.boot()
 	if !ok {
-		return s.clk.wall().UnixMicro(), nil
+		return s.wall(), nil
 	}
-	s.cs.mu.Lock()
-	if s.cs.known && s.cs.boot == id {
-		defer s.cs.mu.Unlock()
-		return s.cs.epoch + bt, nil
-	}
-	s.cs.mu.Unlock()
-	var epoch int64
-	err := s.db.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = ?", epochKey(id)).Scan(&epoch)
-	if err == nil {
-		s.cs.mu.Lock()
-		s.cs.known, s.cs.boot, s.cs.epoch = true, id, epoch
-		s.cs.mu.Unlock()
+	if epoch, ok := s.cs.get(id); ok {
 		return epoch + bt, nil
 	}
-	if !errors.Is(err, sql.ErrNoRows) {
+	var epoch int64
+	err := s.db.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = ?", epochKey(id)).Scan(&epoch)
+	switch {
+	case err == nil:
+		s.cs.set(id, epoch)
+		return epoch + bt, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return s.wall(), nil
+	default:
 		return 0, s.mapErr(err)
 	}
-	return s.clk.wall().UnixMicro(), nil
 }
 
 func epochKey(bootID string) string { return "clock_epoch:" + bootID }
@@ -129,10 +136,8 @@ func (s *Store) wallOffset() time.Duration {
 	if !ok {
 		return 0
 	}
-	s.cs.mu.Lock()
-	known, boot, epoch := s.cs.known, s.cs.boot, s.cs.epoch
-	s.cs.mu.Unlock()
-	if !known || boot != id {
+	epoch, known := s.cs.get(id)
+	if !known {
 		return 0
 	}
 	d := time.Duration(s.wall()-(epoch+bt)) * time.Microsecond
