@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"LedgerReviewFailures", testReviewFailures},
 		{"LedgerResolveIllegal", testResolveIllegal},
 		{"LedgerBeginRace", testBeginRace},
+		{"LedgerLimits", testLimits},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
