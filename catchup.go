@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +38,7 @@ func CatchUp(ctx context.Context, o Options, spec slot.Spec, window time.Duratio
 	if err != nil {
 		return nil, err
 	}
-	return sequence(ctx, o, slots, SeqOptions{Quiet: true, loudLast: true}, work)
+	return sequence(ctx, o, slices.Values(slots), slots[len(slots)-1], SeqOptions{Quiet: true, loudLast: true}, work)
 }
 
 // DueSlots lists what CatchUp would run now, oldest first: the missed slots of the window that
@@ -48,7 +49,7 @@ func DueSlots(ctx context.Context, o Options, spec slot.Spec, window time.Durati
 		return nil, err
 	}
 	if k := spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {
-		return nil, invalidf("--catch-up needs --per or --schedule (the %s has no missed periods)", spec)
+		return nil, invalidf("catch-up needs a --per or --schedule spec: %s has no missed periods", noMissed(spec))
 	}
 	if window <= 0 {
 		return nil, invalidf("--catch-up %s: give a positive window such as 6h, 3d or 2w", window)
@@ -86,6 +87,15 @@ func DueSlots(ctx context.Context, o Options, spec slot.Spec, window time.Durati
 			len(due), o.Task, due[0], due[len(due)-1], max)
 	}
 	return append(due, cur), nil
+}
+
+// noMissed names a spec that has no periods, for messages: "a task without a slot", "an explicit
+// --slot".
+func noMissed(spec slot.Spec) string {
+	if spec.Kind() == slot.KindSlot {
+		return "an explicit " + spec.String()
+	}
+	return "a task without a slot"
 }
 
 // Done reports whether a slot needs no more runs: its last attempt succeeded, or a person

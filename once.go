@@ -19,8 +19,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -54,7 +56,8 @@ func ParsePolicy(s string) (Policy, error) {
 type Options struct {
 	Store store.Store // required
 	Task  string      // required; see ValidateTask
-	// Holder names this process in leases and history; default "hostname:pid".
+	// Holder names this process in leases and history; default "hostname:pid". At most
+	// store.MaxHolderLen bytes of printable UTF-8 (store.CheckName).
 	Holder string
 	// Slot is the slot value (see package slot); "" runs without per-slot memory: only mutual
 	// exclusion and history.
@@ -74,6 +77,10 @@ type Options struct {
 	// Logger receives one line at the start and end of every attempt and one for every skip, busy
 	// and review; nil discards them.
 	Logger *slog.Logger
+	// ResolveHint, when set, returns the command a person runs to let slot, which needs review,
+	// run again; the "needs review" log line carries it as rerun_with. The once command sets it
+	// to a complete `once resolve` line for its store.
+	ResolveHint func(slot string) string
 	// Now is the clock that CatchUp uses to tell which slots are due; nil means time.Now. Tests
 	// set it to simulate downtime. Lease expiry never uses it: that is the store's clock.
 	Now func() time.Time
@@ -171,7 +178,7 @@ func Do(ctx context.Context, o Options, work Work) (Result, error) {
 	if err := o.fill(); err != nil {
 		return Result{}, err
 	}
-	rs, err := sequence(ctx, o, []string{o.Slot}, SeqOptions{}, work)
+	rs, err := sequence(ctx, o, slices.Values([]string{o.Slot}), o.Slot, SeqOptions{}, work)
 	if err != nil {
 		return Result{}, err
 	}
@@ -189,7 +196,8 @@ type SeqOptions struct {
 	// OnResult, when set, is called after each slot is decided (and run), in order.
 	OnResult func(r Result)
 
-	loudLast bool // CatchUp: the current slot is skipped as loudly as by Do
+	loudLast bool // CatchUp: the current slot (the last) is skipped as loudly as by Do
+	discard  bool // SequenceStream: results go to OnResult only
 }
 
 // Sequence runs work for each of slots, in the order given, under one local lock and one lease
@@ -206,7 +214,21 @@ func Sequence(ctx context.Context, o Options, slots []string, so SeqOptions, wor
 	if len(slots) == 0 {
 		return nil, nil
 	}
-	return sequence(ctx, o, slots, so, work)
+	return sequence(ctx, o, slices.Values(slots), slots[len(slots)-1], so, work)
+}
+
+// SequenceStream is Sequence over the slots that slots yields, one at a time, keeping none of
+// them nor their results: each Result goes to so.OnResult (set it) as the slot is decided, so
+// memory stays the same whatever the number of slots (a backfill over years of minutes). A busy
+// result is recorded against busySlot (Sequence uses its last slot). The error is as for
+// Sequence.
+func SequenceStream(ctx context.Context, o Options, slots iter.Seq[string], busySlot string, so SeqOptions, work Work) error {
+	if err := o.fill(); err != nil {
+		return err
+	}
+	so.discard = true
+	_, err := sequence(ctx, o, slots, busySlot, so, work)
+	return err
 }
 
 func newRunID() (string, error) {
@@ -233,6 +255,9 @@ func (o *Options) fill() error {
 	}
 	if o.Holder == "" {
 		o.Holder = DefaultHolder()
+	}
+	if err := store.CheckName("Holder", o.Holder, store.MaxHolderLen); err != nil {
+		return invalid(err)
 	}
 	if o.TTL == 0 {
 		o.TTL = 60 * time.Second
@@ -269,20 +294,21 @@ func DefaultHolder() string {
 
 func (g *guard) event(ctx context.Context, kind store.State, token int64, attempt int, note string) {
 	err := g.o.Store.Record(ctx, store.Event{Task: g.o.Task, Slot: g.slot, Kind: kind, RunID: g.runID,
-		Holder: g.o.Holder, Token: token, Attempt: attempt, Note: note})
+		Holder: g.o.Holder, Token: token, Attempt: attempt, Note: store.Clip(note, store.MaxNoteLen)})
 	if err != nil {
 		g.log.Warn("could not record event", "event", string(kind), "err", err)
 	}
 }
 
 // sequence takes the local lock and the lease once, then decides and runs each slot in turn.
-func sequence(ctx context.Context, o Options, slots []string, so SeqOptions, work Work) (rs []Result, err error) {
+// last is the last slot: busy events name it (for a catch-up, the current slot, as for a plain
+// run).
+func sequence(ctx context.Context, o Options, slots iter.Seq[string], last string, so SeqOptions, work Work) (rs []Result, err error) {
 	runID, err := newRunID()
 	if err != nil {
 		return nil, err
 	}
-	// Busy events name the last slot: for a catch-up that is the current one, as for a plain run.
-	g := &guard{o: o, runID: runID, slot: slots[len(slots)-1]}
+	g := &guard{o: o, runID: runID, slot: last}
 	g.log = o.Logger.With("task", o.Task, "slot", g.slot, "run_id", runID, "holder", o.Holder)
 	busy := func(r Result) ([]Result, error) {
 		r.Slot = g.slot
@@ -340,8 +366,9 @@ func sequence(ctx context.Context, o Options, slots []string, so SeqOptions, wor
 	}
 
 	var firstStart time.Time
-	for i, sl := range slots {
-		if i > 0 {
+	i := -1
+	for sl := range slots {
+		if i++; i > 0 {
 			if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
 				return rs, fmt.Errorf("interrupted before slot %s: %w", sl, err)
 			}
@@ -351,7 +378,7 @@ func sequence(ctx context.Context, o Options, slots []string, so SeqOptions, wor
 		}
 		sg := &guard{o: o, runID: runID, slot: sl}
 		sg.log = o.Logger.With("task", o.Task, "slot", sl, "run_id", runID, "holder", o.Holder, "token", token)
-		r, started, err := sg.attempt(ctx, ls, so.Quiet && !(so.loudLast && i == len(slots)-1), work)
+		r, started, err := sg.attempt(ctx, ls, so.Quiet && !(so.loudLast && sl == last), work)
 		if err != nil {
 			return rs, err
 		}
@@ -362,7 +389,9 @@ func sequence(ctx context.Context, o Options, slots []string, so SeqOptions, wor
 		if firstStart.IsZero() && !started.IsZero() {
 			firstStart = started
 		}
-		rs = append(rs, r)
+		if !so.discard {
+			rs = append(rs, r)
+		}
 		if so.OnResult != nil {
 			so.OnResult(r)
 		}
@@ -418,8 +447,11 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, quiet bool, work W
 					log.Info("skipped", "reason", reason, "attempt", last.Number)
 					g.event(ctx, store.Skipped, token, last.Number, reason)
 				case Review:
-					log.Warn("needs review", "reason", reason, "attempt", last.Number,
-						"rerun_with", ResolveCommand(o.Task, g.slot, store.Failed))
+					args := []any{"reason", reason, "attempt", last.Number}
+					if o.ResolveHint != nil {
+						args = append(args, "rerun_with", o.ResolveHint(g.slot))
+					}
+					log.Warn("needs review", args...)
 					g.event(ctx, store.Review, token, last.Number, reason)
 				}
 				return Result{Decision: d, Attempt: last, Reason: reason}, started, nil
@@ -478,6 +510,7 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, quiet bool, work W
 			out.Note = joinNote(out.Note, "stopped because the lease was lost; whether the work happened is unknown")
 		}
 	}
+	out.Note = store.Clip(out.Note, store.MaxNoteLen) // a work error's text may be anything
 	res = Result{Decision: Ran, Attempt: &att, WorkErr: werr}
 	fin, ferr := g.finish(ctx, ls, out)
 	if ferr != nil {
@@ -556,12 +589,6 @@ func joinNote(a, b string) string {
 		return b
 	}
 	return a + "; " + b
-}
-
-// ResolveCommand is the command a person runs to resolve a slot waiting for review: as
-// store.Failed to let the next run try the slot again, as store.Succeeded to mark it done.
-func ResolveCommand(task, slot string, as store.State) string {
-	return "once resolve --task " + ShellQuote(task) + " --slot " + ShellQuote(slot) + " --as " + string(as)
 }
 
 // Decide says what a guarded run of o.Slot would do given the slot's ledger state st, without

@@ -242,8 +242,8 @@ func FuzzValidateTask(f *testing.F) {
 		if len(name) == 0 || len(name) > once.MaxTaskLen {
 			t.Fatalf("accepted %q", name)
 		}
-		if q := once.ShellQuote(name); q != name {
-			t.Fatalf("a valid task name needs quoting: %q", q)
+		if strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:@/-") != "" {
+			t.Fatalf("accepted %q: a task name never needs shell quoting", name)
 		}
 	})
 }

@@ -6,18 +6,31 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalid matches every error about bad options or input (errors.Is). Their messages are one
 // line saying what was wrong and how to fix it.
 var ErrInvalid = errors.New("invalid input")
 
-type invalidError struct{ msg string }
+type invalidError struct {
+	msg string
+	err error // the error it stands for, if any (store.ErrInvalid)
+}
 
 func (e *invalidError) Error() string        { return e.msg }
 func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+func (e *invalidError) Unwrap() error        { return e.err }
 
 func invalidf(format string, a ...any) error { return &invalidError{msg: fmt.Sprintf(format, a...)} }
+
+// invalid makes err match ErrInvalid too, keeping its message.
+func invalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &invalidError{msg: err.Error(), err: err}
+}
 
 // MaxTaskLen is the longest task name.
 const MaxTaskLen = 200
@@ -30,12 +43,17 @@ func ValidateTask(name string) error {
 	if len(name) > MaxTaskLen {
 		return invalidf("task name is %d characters long: use at most %d", len(name), MaxTaskLen)
 	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:@/-", c) >= 0 {
+	for i, r := range name {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:@/-", r) {
 			continue
 		}
-		return invalidf("task name %q has %q at byte %d: use only letters, digits and . _ : @ / -", name, rune(c), i)
+		what := fmt.Sprintf("%q", r) // the character itself, escaped if it does not print
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(name[i:]); size == 1 {
+				what = fmt.Sprintf("the byte 0x%02x (not UTF-8)", name[i])
+			}
+		}
+		return invalidf("task name %q has %s at byte %d: use only ASCII letters, digits and . _ : @ / -", name, what, i)
 	}
 	return nil
 }
@@ -64,11 +82,3 @@ func DefaultStore(home string) string { return "sqlite://" + filepath.Join(home,
 
 // LockDir is the directory of the kernel file locks under home.
 func LockDir(home string) string { return filepath.Join(home, "locks") }
-
-// ShellQuote quotes s for a POSIX shell when it needs quoting.
-func ShellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:@/-=+,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}

@@ -46,9 +46,16 @@ type Event struct {
 	Token    int64     `json:"token,omitempty"`
 	ExitCode *int      `json:"exit_code,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
-	Resolve  string    `json:"resolve,omitempty"` // the command that resolves a slot waiting for review
+	Resolve  *Resolve  `json:"resolve,omitempty"` // the commands that decide a slot waiting for review
 	Host     string    `json:"host"`
 	Time     time.Time `json:"time"`
+}
+
+// Resolve holds the commands that decide a slot waiting for review: each one complete shell
+// line, safe to paste, that records the decision it names.
+type Resolve struct {
+	Failed    string `json:"failed"`    // once resolve … --as failed: run the slot again
+	Succeeded string `json:"succeeded"` // once resolve … --as succeeded: the slot is done
 }
 
 // Options tunes a Sender. Zero values take the defaults.

@@ -19,6 +19,9 @@ type Finding struct {
 	Level   Level  `json:"level"`
 	Message string `json:"message"` // one line; says how to fix a problem; no passwords
 	Task    string `json:"task,omitempty"`
+	// Command, when set, is one complete shell line that acts on the finding (doctor's
+	// resolve commands), printed after the message.
+	Command string `json:"command,omitempty"`
 }
 
 // Inspector is implemented by stores that can report on their own health for once doctor: the

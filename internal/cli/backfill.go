@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -105,8 +105,40 @@ func parseBound(spec slot.Spec, value string, isTo bool) (time.Time, error) {
 	return t, nil
 }
 
-// backfillSlots lists the slots of the range, oldest first.
-func backfillSlots(f *backfillFlags, spec slot.Spec) ([]slot.Slot, error) {
+// slotRange is the slots of a backfill, oldest first. They are produced one at a time and never
+// listed, so memory is the same whatever --max is; n (at most --max) and last are counted up
+// front, so that a range over --max is refused before anything runs.
+type slotRange struct {
+	spec     slot.Spec
+	from, to time.Time
+	n        int
+	last     string
+}
+
+// all yields the slots whose start lies in [from, to], oldest first.
+func (r *slotRange) all() iter.Seq[slot.Slot] {
+	return func(yield func(slot.Slot) bool) {
+		for s := r.spec.Next(r.from.Add(-time.Nanosecond)); s.Value != "" && !s.Start.After(r.to); s = r.spec.Next(s.Start) {
+			if !yield(s) {
+				return
+			}
+		}
+	}
+}
+
+// values yields the slot values.
+func (r *slotRange) values() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for s := range r.all() {
+			if !yield(s.Value) {
+				return
+			}
+		}
+	}
+}
+
+// backfillSlots checks the range and counts its slots.
+func backfillSlots(f *backfillFlags, spec slot.Spec) (*slotRange, error) {
 	if k := spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {
 		return nil, usage("backfill needs --per or --schedule: give the task's period or schedule")
 	}
@@ -124,14 +156,16 @@ func backfillSlots(f *backfillFlags, spec slot.Spec) ([]slot.Slot, error) {
 	if to.Before(from) {
 		return nil, usage("--from %s is after --to %s: the range is reversed", f.from, f.to)
 	}
-	slots, err := spec.Range(from, to, f.max)
-	if err != nil {
-		if errors.Is(err, slot.ErrInvalid) {
-			return nil, usage("%v: narrow --from/--to, or raise --max", err)
+	r := &slotRange{spec: spec, from: from, to: to}
+	for s := range r.all() {
+		if r.n == f.max {
+			return nil, usage("range %s to %s holds more than %d slots of %s: narrow --from/--to, or raise --max",
+				from.Format(time.RFC3339), to.Format(time.RFC3339), f.max, spec)
 		}
-		return nil, err
+		r.n++
+		r.last = s.Value
 	}
-	return slots, nil
+	return r, nil
 }
 
 func isTerminal(f any) bool {
@@ -166,12 +200,8 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 		return a.backfillPlan(ctx, s, opts, slots)
 	}
 
-	values := make([]string, len(slots))
-	for i, sl := range slots {
-		values[i] = sl.Value
-	}
-	tty := isTerminal(a.stderr)
-	n, done := len(values), 0
+	tty := isTerminal(a.rawStderr)
+	n, done := slots.n, 0
 	var started time.Time
 	rn.before = func(run *once.Run) {
 		started = time.Now()
@@ -181,7 +211,11 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 	}
 	counts := map[string]int{}
 	var firstBad *once.Result
-	rs, err := once.Sequence(ctx, opts, values, once.SeqOptions{KeepGoing: f.keepGoing, Quiet: true, OnResult: func(r once.Result) {
+	if n == 0 {
+		fmt.Fprintf(a.stderr, "once: backfill of task %s: no slot of %s starts in the range\n", f.task, rn.spec)
+		return nil
+	}
+	err = once.SequenceStream(ctx, opts, slots.values(), slots.last, once.SeqOptions{KeepGoing: f.keepGoing, Quiet: true, OnResult: func(r once.Result) {
 		done++
 		rn.notifyResult(r)
 		what := string(r.Decision)
@@ -199,30 +233,33 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 			} else if r.Decision == once.Skipped {
 				line = "already done"
 			}
-			fmt.Fprintf(a.stderr, "once: backfill [%d/%d] %s: %s\n", done, n, r.Slot, line)
+			fmt.Fprintf(a.stderr, "once: backfill [%d/%d] %s: %s\n", done, n, r.Slot, cell(line))
 		}
 	}}, rn.work)
 	if err != nil {
 		return rn.interrupted(ctx, err)
 	}
-	left := n - len(rs)
+	left := n - done
 	fmt.Fprintf(a.stderr, "once: backfill of task %s: %d slots: %d ran (%d succeeded, %d failed), %d already done, %d need review, %d not reached\n",
 		f.task, n, counts["succeeded"]+counts["failed"], counts["succeeded"], counts["failed"], counts["skipped"], counts["review"], left)
 	if firstBad == nil {
 		return nil
 	}
 	if left > 0 && firstBad.Decision != once.Busy {
-		fmt.Fprintf(a.stderr, "once: stopped at slot %s (%s); run the backfill again to resume there, or add --keep-going\n", firstBad.Slot, describe(*firstBad))
+		fmt.Fprintf(a.stderr, "once: stopped at slot %s (%s); run the backfill again to resume there, or add --keep-going\n", firstBad.Slot, cell(describe(*firstBad)))
 	}
 	return rn.exitFor(*firstBad, dsn)
 }
 
-// backfillPlan prints each slot, its state and what a backfill would do; it runs nothing.
-func (a *app) backfillPlan(ctx context.Context, s store.Store, opts once.Options, slots []slot.Slot) error {
+// backfillPlan prints each slot, its state and what a backfill would do; it runs nothing. Rows
+// are written as the slots are read, a block at a time, so memory does not grow with the range.
+func (a *app) backfillPlan(ctx context.Context, s store.Store, opts once.Options, slots *slotRange) error {
+	const block = 1000 // rows aligned together
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tSTATE\tATTEMPTS\tACTION")
 	plan := map[once.Decision]int{}
-	for _, sl := range slots {
+	rows := 0
+	for sl := range slots.all() {
 		st, err := s.Slot(ctx, opts.Task, sl.Value)
 		if err != nil {
 			return err
@@ -248,12 +285,17 @@ func (a *app) backfillPlan(ctx context.Context, s store.Store, opts once.Options
 		case once.Review:
 			action = "stop for review: " + reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", sl.Value, state, attempts, action)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", sl.Value, cell(state), attempts, cell(action))
+		if rows++; rows%block == 0 {
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "%d slots: %d to run, %d done, %d need review (dry run: nothing was run)\n",
-		len(slots), plan[once.Ran], plan[once.Skipped], plan[once.Review])
+		slots.n, plan[once.Ran], plan[once.Skipped], plan[once.Review])
 	return nil
 }

@@ -51,27 +51,33 @@ func usage(format string, a ...any) error { return exit(ExitUsage, format, a...)
 
 // app is the state shared by the commands of one invocation.
 type app struct {
-	stdin          io.Reader
+	stdin io.Reader
+	// stdout and stderr carry everything once prints, escaped for terminals (text.go).
 	stdout, stderr io.Writer
-	storeFlag      string
-	logFormat      string
+	// rawStdout and rawStderr are the streams as given: the output of the commands once runs.
+	rawStdout, rawStderr io.Writer
+	storeFlag            string
+	logFormat            string
 }
 
 // Run runs the once command line with args (without the program name) and returns the exit code.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	out, errOut := newEscWriter(stdout), newEscWriter(stderr)
+	defer out.Flush()
+	defer errOut.Flush()
+	a := &app{stdin: stdin, stdout: out, stderr: errOut, rawStdout: stdout, rawStderr: stderr}
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(out)
+	root.SetErr(errOut)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
 	}
 	code, msg := classify(err)
 	if msg != "" {
-		fmt.Fprintln(stderr, "once: "+msg)
+		fmt.Fprintln(errOut, "once: "+msg)
 	}
 	return code
 }
@@ -82,7 +88,7 @@ func classify(err error) (int, string) {
 	switch {
 	case errors.As(err, &ee):
 		return ee.code, ee.msg
-	case errors.Is(err, once.ErrInvalid), errors.Is(err, store.ErrBadDSN):
+	case errors.Is(err, once.ErrInvalid), errors.Is(err, store.ErrBadDSN), errors.Is(err, store.ErrInvalid):
 		return ExitUsage, err.Error()
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, flock.ErrUnsafe):
 		return ExitUnavailable, err.Error() + " (nothing was run)"
@@ -118,6 +124,8 @@ Store: --store DSN, else $ONCE_STORE, else the embedded SQLite file $ONCE_HOME/o
   once history --task nightly-sync`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Every command: a flag given with an empty value is refused, not taken as absent.
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error { return checkFlags(c) },
 	}
 	root.PersistentFlags().StringVar(&a.storeFlag, "store", "", "store DSN (default $ONCE_STORE, else sqlite in $ONCE_HOME)")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "format of once's own log lines on stderr: text or json")

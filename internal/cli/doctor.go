@@ -52,8 +52,8 @@ Exit status: 0 when every finding is ok or info, 1 when any is warn or fail.`,
 	fl := c.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, `print {"healthy":…,"store":…,"findings":[…]}`)
 	fl.IntVar(&f.scan, "scan", 10000, "history entries to scan for overlaps and bursts, newest first")
-	durationVar(fl, &f.burst, "burst", 10*time.Second, "launches of one task closer than this count as a burst")
-	durationVar(fl, &f.maxOffset, "max-offset", time.Second, "clock offset to the store above which doctor warns")
+	durationVar(fl, &f.burst, "burst", 10*time.Second, maxBurst, "launches of one task closer than this count as a burst")
+	durationVar(fl, &f.maxOffset, "max-offset", time.Second, maxOffset, "clock offset to the store above which doctor warns")
 	return c
 }
 
@@ -91,9 +91,13 @@ func (a *app) doctor(ctx context.Context, f *doctorFlags) error {
 		for _, x := range r.Findings {
 			task := ""
 			if x.Task != "" {
-				task = "task " + x.Task + ": "
+				task = "task " + cell(x.Task) + ": "
 			}
-			fmt.Fprintf(a.stdout, "%-4s  %-10s  %s%s\n", strings.ToUpper(string(x.Level)), x.Check, task, x.Message)
+			msg := cell(x.Message)
+			if x.Command != "" {
+				msg += " " + cell(x.Command)
+			}
+			fmt.Fprintf(a.stdout, "%-4s  %-10s  %s%s\n", strings.ToUpper(string(x.Level)), cell(x.Check), task, msg)
 		}
 		if r.Healthy {
 			fmt.Fprintln(a.stdout, "healthy")
@@ -191,7 +195,12 @@ func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *r
 		if w.Last != nil {
 			why = fmt.Sprintf("attempt %d %s (holder %s) and the slot waits for review", w.Last.Number, w.Last.State, w.Last.Holder)
 		}
-		r.add("review", store.LevelWarn, w.Task, "slot %s: %s; decide with: %s, or --as succeeded", w.Slot, why, once.ResolveCommand(w.Task, w.Slot, store.Failed))
+		// One finding per decision, each with its complete command.
+		cmds := a.resolveCommands(dsn, w.Task, w.Slot)
+		r.add("review", store.LevelWarn, w.Task, "slot %s: %s; to run it again:", w.Slot, why)
+		r.Findings[len(r.Findings)-1].Command = cmds.Failed
+		r.add("review", store.LevelInfo, w.Task, "slot %s: or, to mark it done:", w.Slot)
+		r.Findings[len(r.Findings)-1].Command = cmds.Succeeded
 	}
 
 	hist, err := s.History(ctx, store.HistoryQuery{Limit: f.scan})

@@ -122,6 +122,10 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 	if base == "" {
 		base = once.DefaultHolder()
 	}
+	// Launches run as drill-N/BASE: that must fit the limit too.
+	if err := store.CheckName("--holder", drillHolderPrefix+"3/"+base, store.MaxHolderLen); err != nil {
+		return usage("%v (once drill adds %q to it)", err, drillHolderPrefix+"N/")
+	}
 	// The children get every run flag given here, the store resolved, and their own holder.
 	var fwd []string
 	fs.Visit(func(fl *pflag.Flag) {
@@ -140,7 +144,7 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 		cargs := append([]string{"run", "--store", dsn, "--log-format", a.logFormat, "--holder", l.holder}, fwd...)
 		cmd := exec.CommandContext(ctx, self, append(append(cargs, "--"), args...)...)
 		var se bytes.Buffer
-		cmd.Stdout, cmd.Stderr = a.stdout, &se
+		cmd.Stdout, cmd.Stderr = a.rawStdout, &se
 		cmd.Env = withoutOnceVars(os.Environ())
 		return cmd, l, &se
 	}
@@ -270,7 +274,7 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 				code = cmd.ProcessState.ExitCode()
 			}
 		}
-		fmt.Fprintf(w, "  check (sh -c %s): exit %d\n", once.ShellQuote(f.check), code)
+		fmt.Fprintf(w, "  check (sh -c %s): exit %d\n", shellQuote(f.check), code)
 		for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 			if line != "" {
 				fmt.Fprintf(w, "    | %s\n", line)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/once-run/once"
 	"github.com/once-run/once/effect"
 	"github.com/once-run/once/keys"
 	"github.com/once-run/once/store"
@@ -85,7 +84,7 @@ Inside once run the claim belongs to the run (gone when its lease ends). Outside
 				fmt.Fprintf(a.stderr, "once: effect %q in scope %q already happened (%s); not calling\n", key, scope, out)
 				return nil
 			case errors.Is(err, effect.ErrUnknown):
-				redo := "once effect --key " + once.ShellQuote(key) + " --scope " + once.ShellQuote(scope)
+				redo := "once effect --key " + shellQuote(key) + " --scope " + shellQuote(scope)
 				fmt.Fprintf(a.stderr, "once: %v\n", err)
 				fmt.Fprintf(a.stderr, "once: check downstream, then:  %s --reconcile 'exit 0' -- …  (it happened)  or  --reconcile 'exit 1' (call again)\n", redo)
 				return exit(ExitReview, "")
@@ -102,7 +101,7 @@ Inside once run the claim belongs to the run (gone when its lease ends). Outside
 	c.Flags().StringVar(&key, "key", "", "the effect's key, e.g. invoice-42 (required)")
 	c.Flags().StringVar(&scope, "scope", "", `the set of keys (default $ONCE_TASK, else "effect")`)
 	c.Flags().StringVar(&reconcile, "reconcile", "", "shell command that tells whether an interrupted call happened: exit 0 yes, 1 no")
-	durationVar(c.Flags(), &claimTTL, "claim-ttl", 10*time.Minute, "outside once run: how long the claim lasts; must outlast the call")
+	durationVar(c.Flags(), &claimTTL, "claim-ttl", 10*time.Minute, maxClaimTTL, "outside once run: how long the claim lasts; must outlast the call")
 	_ = c.MarkFlagRequired("key")
 	return c
 }
@@ -126,7 +125,7 @@ func (a *app) callEffect(args []string, scope, key string) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	p, err := supervise.Start(supervise.Config{Args: args, Env: env, Stdin: a.stdin, Stdout: a.stdout, Stderr: a.stderr,
+	p, err := supervise.Start(supervise.Config{Args: args, Env: env, Stdin: a.stdin, Stdout: a.rawStdout, Stderr: a.rawStderr,
 		Shim: []string{"/proc/self/exe", supervise.ShimArg}})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "once: %v\n", err)
@@ -162,7 +161,7 @@ func (a *app) callEffect(args []string, scope, key string) error {
 func (a *app) reconcile(ctx context.Context, cmd, scope, key string) (bool, error) {
 	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
 	c.Env = append(os.Environ(), "ONCE_EFFECT_KEY="+key, "ONCE_EFFECT_SCOPE="+scope)
-	c.Stdout, c.Stderr = a.stderr, a.stderr
+	c.Stdout, c.Stderr = a.rawStderr, a.rawStderr
 	err := c.Run()
 	var ee *exec.ExitError
 	switch {

@@ -5,12 +5,19 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/once-run/once/store"
 )
 
 // durationFlag is a time.Duration flag whose parse error says how to write one. A bare number is
 // refused rather than guessed at: "--ttl 5" could mean seconds (flock) or nanoseconds (Go).
-type durationFlag struct{ d *time.Duration }
+// Negative durations and durations above max are refused too.
+type durationFlag struct {
+	d   *time.Duration
+	max time.Duration
+}
 
 func (f durationFlag) String() string {
 	if f.d == nil {
@@ -27,13 +34,103 @@ func (f durationFlag) Set(s string) error {
 		}
 		return fmt.Errorf("%q is not a duration: write it like 30s, 5m, 1h30m or 500ms", s)
 	}
+	if d < 0 {
+		return fmt.Errorf("%s is negative: give a duration such as 30s, 5m or 1h", s)
+	}
+	if d > f.max {
+		return fmt.Errorf("%s is longer than the maximum, %s", s, fmtMax(f.max))
+	}
 	*f.d = d
 	return nil
 }
 
 func (durationFlag) Type() string { return "duration" }
 
-func durationVar(fs *pflag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+// durationVar defines a duration flag of at most max; its usage line states the maximum.
+func durationVar(fs *pflag.FlagSet, p *time.Duration, name string, def, max time.Duration, usage string) {
 	*p = def
-	fs.Var(durationFlag{p}, name, usage)
+	fs.Var(durationFlag{p, max}, name, usage+" (at most "+fmtMax(max)+")")
+}
+
+// fmtMax writes a maximum the way people say it: 24h, 7d, 10y.
+func fmtMax(d time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case d >= 365*day && d%(365*day) == 0:
+		return strconv.Itoa(int(d/(365*day))) + "y (" + shortDur(d) + ")"
+	case d > day && d%day == 0:
+		return strconv.Itoa(int(d/day)) + "d (" + shortDur(d) + ")"
+	}
+	return shortDur(d)
+}
+
+// shortDur is d without zero minutes and seconds: 24h, 1h, 5m.
+func shortDur(d time.Duration) string {
+	s := d.String()
+	for _, z := range []string{"0s", "0m"} {
+		if len(s) > len(z) && s[len(s)-len(z):] == z && s[len(s)-len(z)-1] >= 'a' {
+			s = s[:len(s)-len(z)]
+		}
+	}
+	return s
+}
+
+// Maxima of the duration flags (docs/cli.md "Bounds"). A lease or a wait longer than a day is a
+// typo or a misunderstanding: a holder that dies keeps its task blocked until its TTL runs out.
+const (
+	maxTTL           = 24 * time.Hour
+	maxMinHold       = 24 * time.Hour
+	maxWait          = 24 * time.Hour
+	maxGrace         = time.Hour
+	maxNotifyTimeout = 5 * time.Minute
+	maxBurst         = 24 * time.Hour
+	maxOffset        = time.Hour
+	maxClaimTTL      = 7 * 24 * time.Hour
+	maxOlderThan     = 10 * 365 * 24 * time.Hour
+)
+
+// emptyOK marks a string flag for which an explicitly empty value means something (documented
+// in docs/cli.md); checkFlags lets it through.
+const emptyOK = "once-empty-ok"
+
+func allowEmpty(fs *pflag.FlagSet, name string) {
+	_ = fs.SetAnnotation(name, emptyOK, []string{"true"})
+}
+
+// emptyHints says, per flag, what leaving it out means: the fix for an empty value.
+var emptyHints = map[string]string{
+	"store":    "give a DSN, or leave --store out to use $ONCE_STORE or the embedded store",
+	"per":      "give day, hour, minute, week or month, or leave --per out to run without a slot",
+	"schedule": `give a schedule such as "0 2 * * *", or leave --schedule out to run without a slot`,
+	"slot":     "give a slot value, or leave --slot out to run without a slot",
+	"tz":       "give a zone such as Europe/Berlin, or leave --tz out for local time",
+	"holder":   "give a name, or leave --holder out for hostname:pid",
+	"notify":   "give a URL, or leave --notify out",
+	"ping":     "give a URL, or leave --ping out",
+}
+
+// checkFlags refuses, on every command, a string flag given with an empty value ("--store
+// $DSN" with DSN unset in a crontab): taking it as absent would fall back to a default the user
+// did not choose (the local store, no slot). It also refuses a --store whose password once
+// itself hid (a DSN pasted from once's output).
+func checkFlags(c *cobra.Command) error {
+	var err error
+	c.Flags().Visit(func(f *pflag.Flag) {
+		if err != nil || f.Value.Type() != "string" {
+			return
+		}
+		v := f.Value.String()
+		switch {
+		case v == "" && f.Annotations[emptyOK] == nil:
+			hint := emptyHints[f.Name]
+			if hint == "" {
+				hint = "give a value, or leave --" + f.Name + " out"
+			}
+			err = usage("--%s is given but empty (an unset variable?): %s", f.Name, hint)
+		case f.Name == "store" && store.IsRedacted(v):
+			err = usage("--store %s: once hid this DSN's password (%s): write the password in its place, or set ONCE_STORE to the DSN and leave --store out",
+				shellQuote(v), store.RedactedPassword)
+		}
+	})
+	return err
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/notify"
+	"github.com/once-run/once/slot"
 	"github.com/once-run/once/store"
 )
 
@@ -48,7 +51,7 @@ func (a *app) statusCmd() *cobra.Command {
   once status --json | jq '.review[]'`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			s, _, err := a.open(c.Context())
+			s, dsn, err := a.open(c.Context())
 			if err != nil {
 				return err
 			}
@@ -64,33 +67,49 @@ func (a *app) statusCmd() *cobra.Command {
 			if leases == nil {
 				leases = []store.Lease{}
 			}
-			if waiting == nil {
-				waiting = []store.SlotState{}
+			type review struct {
+				store.SlotState
+				Resolve *notify.Resolve `json:"resolve"` // one complete command per decision
+			}
+			reviews := make([]review, len(waiting))
+			for i, w := range waiting {
+				reviews[i] = review{w, a.resolveCommands(dsn, w.Task, w.Slot)}
 			}
 			if asJSON {
-				return writeJSON(a.stdout, map[string]any{"leases": leases, "review": waiting})
+				return writeJSON(a.stdout, map[string]any{"leases": leases, "review": reviews})
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "LEASES (%d)\n", len(leases))
 			if len(leases) > 0 {
 				fmt.Fprintln(tw, "TASK\tHOLDER\tRUN ID\tTOKEN\tACQUIRED\tEXPIRES")
 				for _, l := range leases {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", l.Task, l.Holder, dash(l.RunID), l.Token, fmtTime(l.Acquired), fmtTime(l.Expires))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", cell(l.Task), cell(l.Holder), cell(dash(l.RunID)), l.Token, fmtTime(l.Acquired), fmtTime(l.Expires))
 				}
 			}
 			fmt.Fprintf(tw, "\nWAITING FOR REVIEW (%d)\n", len(waiting))
 			if len(waiting) > 0 {
-				fmt.Fprintln(tw, "TASK\tSLOT\tATTEMPT\tSTATE\tHOLDER\tSTARTED\tRESOLVE WITH")
+				fmt.Fprintln(tw, "TASK\tSLOT\tATTEMPT\tSTATE\tHOLDER\tSTARTED")
 				for _, w := range waiting {
 					l := w.Last
 					if l == nil {
 						continue
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", w.Task, dash(w.Slot), l.Number, l.State, l.Holder,
-						fmtTime(l.StartedAt), once.ResolveCommand(w.Task, w.Slot, store.Failed)+"|succeeded")
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(w.Task), cell(dash(w.Slot)), l.Number, cell(string(l.State)), cell(l.Holder), fmtTime(l.StartedAt))
 				}
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			// The commands below the table, each alone on its line: a line pasted whole runs
+			// exactly one decision.
+			for _, r := range reviews {
+				fmt.Fprintf(a.stdout, "\ntask %s slot %s: to run it again (add --note TEXT to say why):\n  %s\nor to mark it done:\n  %s\n",
+					cell(r.Task), cell(dash(r.Slot)), r.Resolve.Failed, r.Resolve.Succeeded)
+			}
+			if note := a.hiddenPassword(dsn); note != "" && len(reviews) > 0 {
+				fmt.Fprintf(a.stdout, "%s\n", note)
+			}
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, `print {"leases":[…],"review":[…]}`)
@@ -110,6 +129,11 @@ func (a *app) historyCmd() *cobra.Command {
 			if q.Task != "" {
 				if err := once.ValidateTask(q.Task); err != nil {
 					return err
+				}
+			}
+			if q.Slot != "" {
+				if err := slot.CheckValue(q.Slot); err != nil {
+					return usage("%v", err)
 				}
 			}
 			if q.Limit < 0 {
@@ -154,8 +178,8 @@ func (a *app) historyCmd() *cobra.Command {
 				if e.Number > 0 {
 					att = strconv.Itoa(e.Number)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", fmtTime(e.StartedAt), e.Task, dash(e.Slot), att,
-					e.State, exit, dur, e.Records, e.Holder, e.Token, dash(e.RunID), strings.ReplaceAll(note, "\n", " "))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", fmtTime(e.StartedAt), cell(e.Task), cell(dash(e.Slot)), att,
+					cell(string(e.State)), exit, dur, e.Records, cell(e.Holder), e.Token, cell(dash(e.RunID)), oneLineText(note))
 			}
 			return tw.Flush()
 		},
@@ -185,14 +209,26 @@ it done. The decision, who made it and when are kept in history.`,
 			if !c.Flags().Changed("slot") {
 				return usage("give --slot S (the slot shown by once status; --slot '' for a task without slots)")
 			}
+			if r.Slot != "" {
+				if err := slot.CheckValue(r.Slot); err != nil {
+					return usage("%v", err)
+				}
+			}
 			switch store.State(as) {
 			case store.Succeeded, store.Failed:
 				r.As = store.State(as)
 			default:
 				return usage("--as %q: use succeeded (the slot is done) or failed (run it again)", as)
 			}
-			if r.By == "" {
-				r.By = whoami()
+			byName := "--by"
+			if !c.Flags().Changed("by") {
+				r.By, byName = whoami(), "the default --by (user@host)"
+			}
+			if err := store.CheckName(byName, r.By, store.MaxByLen); err != nil {
+				return err
+			}
+			if err := store.CheckText("--note", r.Note, store.MaxNoteLen); err != nil {
+				return err
 			}
 			s, _, err := a.open(c.Context())
 			if err != nil {
@@ -204,20 +240,40 @@ it done. The decision, who made it and when are kept in history.`,
 			case errors.Is(err, store.ErrNotFound):
 				return usage("task %s has no attempt in slot %q: nothing to resolve (see once history --task %s)", r.Task, r.Slot, r.Task)
 			case errors.Is(err, store.ErrConflict):
-				return exit(1, "task %s slot %q cannot be resolved: %v", r.Task, r.Slot, err)
+				return resolveConflict(c.Context(), s, r)
 			case err != nil:
 				return err
 			}
-			fmt.Fprintf(a.stdout, "resolved task %s slot %s (attempt %d, %s) as %s by %s\n", r.Task, dash(r.Slot), att.Number, att.State, r.As, r.By)
+			fmt.Fprintf(a.stdout, "resolved task %s slot %s (attempt %d, %s) as %s by %s\n", r.Task, cell(dash(r.Slot)), att.Number, att.State, r.As, r.By)
 			return nil
 		},
 	}
 	c.Flags().StringVar(&r.Task, "task", "", "the task (required)")
 	c.Flags().StringVar(&r.Slot, "slot", "", "the slot (required)")
+	allowEmpty(c.Flags(), "slot") // --slot '' names the slot of a task without slots
 	c.Flags().StringVar(&as, "as", "", "succeeded or failed (required)")
 	c.Flags().StringVar(&r.Note, "note", "", "why: kept in history")
 	c.Flags().StringVar(&r.By, "by", "", "who decides (default user@host)")
 	return c
+}
+
+// resolveConflict explains why the store refused a decision, with a contract code: the slot is
+// not waiting for review (already done, already decided, never failed) is bad input, 64, like a
+// slot with no attempt; an attempt running now is busy, 75: decide after it ends. Nothing was
+// recorded either way.
+func resolveConflict(ctx context.Context, s store.Store, r store.ResolveRequest) error {
+	st, err := s.Slot(ctx, r.Task, r.Slot)
+	if err != nil || st.Last == nil {
+		return usage("task %s slot %q is not waiting for review: nothing was recorded (see once history --task %s)", r.Task, r.Slot, r.Task)
+	}
+	l := st.Last
+	switch {
+	case l.State == store.Running:
+		return exit(ExitBusy, "task %s slot %q: attempt %d is running now (holder %s): nothing was recorded; decide after it ends", r.Task, r.Slot, l.Number, cell(l.Holder))
+	case l.Resolution != nil:
+		return usage("task %s slot %q: attempt %d was already resolved as %s by %s: nothing was recorded", r.Task, r.Slot, l.Number, l.Resolution.As, cell(l.Resolution.By))
+	}
+	return usage("task %s slot %q: attempt %d %s, so the slot is not waiting for review: nothing was recorded", r.Task, r.Slot, l.Number, l.State)
 }
 
 func whoami() string {
@@ -266,8 +322,11 @@ A checkpoint is handed to the slot's next attempt as ONCE_CHECKPOINT. Outside a 
 				}
 				r.Progress = progress
 			}
-			if len(checkpoint) > 4096 || len(note) > 4096 {
-				return usage("--checkpoint and --note take at most 4096 bytes")
+			if err := store.CheckText("--checkpoint", checkpoint, store.MaxCheckpointLen); err != nil {
+				return err
+			}
+			if err := store.CheckText("--note", note, store.MaxNoteLen); err != nil {
+				return err
 			}
 			r.Checkpoint, r.Note = checkpoint, note
 			if r == (store.Report{}) {

@@ -397,7 +397,7 @@ reach back that far.`,
 		},
 	}
 	c.Flags().StringVar(&scope, "scope", "", "the set of keys (required)")
-	durationVar(c.Flags(), &older, "older-than", 0, "forget keys claimed longer ago than this, e.g. 720h (required)")
+	durationVar(c.Flags(), &older, "older-than", 0, maxOlderThan, "forget keys claimed longer ago than this, e.g. 720h (required)")
 	c.Flags().BoolVar(&includeDone, "include-done", false, "forget done keys too (they can then be claimed again)")
 	_ = c.MarkFlagRequired("scope")
 	_ = c.MarkFlagRequired("older-than")

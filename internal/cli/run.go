@@ -89,16 +89,16 @@ func addRunFlags(fl *pflag.FlagSet, f *runFlags, slotFlag bool) {
 		fl.StringVar(&f.slot, "slot", "", "explicit slot, e.g. a batch number")
 	}
 	fl.StringVar(&f.tz, "tz", "", "IANA zone for --per and --schedule (default local)")
-	durationVar(fl, &f.ttl, "ttl", 60*time.Second, "lease time-to-live; renewed every ttl/3 while COMMAND runs")
-	durationVar(fl, &f.minHold, "min-hold", 0, "keep the lease at least this long after start (short tasks, clock skew)")
-	durationVar(fl, &f.wait, "wait", 0, "wait up to this long for a busy lock or lease instead of failing at once")
-	durationVar(fl, &f.grace, "grace", 10*time.Second, "after a signal or a lost lease: SIGTERM the command's group, SIGKILL after this")
+	durationVar(fl, &f.ttl, "ttl", 60*time.Second, maxTTL, "lease time-to-live; renewed every ttl/3 while COMMAND runs")
+	durationVar(fl, &f.minHold, "min-hold", 0, maxMinHold, "keep the lease at least this long after start (short tasks, clock skew)")
+	durationVar(fl, &f.wait, "wait", 0, maxWait, "wait up to this long for a busy lock or lease instead of failing at once")
+	durationVar(fl, &f.grace, "grace", 10*time.Second, maxGrace, "after a signal or a lost lease: SIGTERM the command's group, SIGKILL after this")
 	fl.StringVar(&f.onUnknown, "on-unknown", "review", "when the slot's last attempt ended unknown: review, rerun or skip")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "failed attempts allowed per slot, then review (0: no limit)")
 	fl.IntVar(&f.busyExit, "busy-exit", ExitBusy, "exit code when the task is running elsewhere")
 	fl.StringVar(&f.notifyURL, "notify", os.Getenv("ONCE_NOTIFY"), "POST a JSON event here on failed, unknown, review and lease lost (env ONCE_NOTIFY)")
 	fl.StringVar(&f.pingURL, "ping", os.Getenv("ONCE_PING"), "Healthchecks.io-style ping URL: URL/start, URL (success), URL/EXIT_CODE (env ONCE_PING)")
-	durationVar(fl, &f.notifyTimeout, "notify-timeout", 5*time.Second, "longest once waits at exit for notifications and pings to be delivered")
+	durationVar(fl, &f.notifyTimeout, "notify-timeout", 5*time.Second, maxNotifyTimeout, "longest once waits at exit for notifications and pings to be delivered")
 }
 
 func orDefault(s, d string) string {
@@ -140,12 +140,9 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"ttl", f.ttl}, {"min-hold", f.minHold}, {"wait", f.wait}, {"grace", f.grace}, {"notify-timeout", f.notifyTimeout}} {
-		if d.v < 0 {
-			return nil, usage("--%s %s is negative: give a duration such as 30s, 5m or 1h", d.name, d.v)
+	if f.holder != "" {
+		if err := store.CheckName("--holder (or ONCE_HOLDER)", f.holder, store.MaxHolderLen); err != nil {
+			return nil, err
 		}
 	}
 	if f.ttl < time.Second {
@@ -224,7 +221,8 @@ func (rn *runner) interrupted(ctx context.Context, err error) error {
 func (rn *runner) options(s store.Store) once.Options {
 	f := rn.f
 	return once.Options{Store: s, Task: f.task, Holder: f.holder, TTL: f.ttl, MinHold: f.minHold,
-		Wait: f.wait, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: once.LockDir(rn.home), Logger: rn.log}
+		Wait: f.wait, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: once.LockDir(rn.home), Logger: rn.log,
+		ResolveHint: func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
 }
 
 // work runs COMMAND as the attempt run, supervised, and pings as it starts and ends.
@@ -300,7 +298,7 @@ func (rn *runner) notifyResult(r once.Result) {
 	for _, a := range r.Abandoned {
 		rn.out.Event(f.notifyURL, notify.Event{Event: notify.Unknown, Task: a.Task, Slot: a.Slot, RunID: a.RunID,
 			Attempt: a.Number, Holder: a.Holder, Token: a.Token, Reason: "the attempt's holder vanished; its outcome is unknown",
-			Resolve: resolveHint(a.Task, a.Slot)})
+			Resolve: rn.resolve(a.Slot)})
 	}
 	switch r.Decision {
 	case once.Ran:
@@ -315,7 +313,7 @@ func (rn *runner) notifyResult(r once.Result) {
 		}
 	case once.Review:
 		ev := notify.Event{Event: notify.Review, Task: f.task, Slot: r.Slot, Holder: f.holder, Reason: r.Reason,
-			Resolve: resolveHint(f.task, r.Slot)}
+			Resolve: rn.resolve(r.Slot)}
 		if a := r.Attempt; a != nil {
 			ev.RunID, ev.Attempt, ev.Holder = a.RunID, a.Number, a.Holder
 		}
@@ -324,11 +322,13 @@ func (rn *runner) notifyResult(r once.Result) {
 	}
 }
 
-func resolveHint(task, slot string) string {
+// resolve is the commands that decide slot of the task, for a notification (nil without a slot:
+// only a slot can wait for review).
+func (rn *runner) resolve(slot string) *notify.Resolve {
 	if slot == "" {
-		return ""
+		return nil
 	}
-	return once.ResolveCommand(task, slot, store.Failed)
+	return rn.a.resolveCommands(rn.dsn, rn.f.task, slot)
 }
 
 // finish waits (bounded) for notifications.
@@ -349,7 +349,11 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 			return err
 		}
 		if k := rn.spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {
-			return usage("--catch-up needs --per or --schedule: a %s has no missed periods", rn.spec)
+			what := "without a slot there are no missed periods"
+			if k == slot.KindSlot {
+				what = "an explicit --slot has no missed periods"
+			}
+			return usage("--catch-up needs --per or --schedule: %s", what)
 		}
 		if f.catchUpMax < 0 {
 			return usage("--catch-up-max %d is negative: give 0 or more", f.catchUpMax)
@@ -386,7 +390,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if window > 0 && len(rs) > 0 {
 		if cur := rn.spec.At(time.Now()); last.Slot != cur && last.Decision != once.Busy {
 			fmt.Fprintf(a.stderr, "once: catch-up stopped at slot %s (%s); later slots were not run, the next run starts again there\n",
-				last.Slot, describe(last))
+				last.Slot, cell(describe(last)))
 		}
 	}
 	return rn.exitFor(last, dsn)
@@ -426,13 +430,13 @@ func (rn *runner) exitFor(res once.Result, dsn string) error {
 	case once.Busy:
 		return exit(f.busyExit, "")
 	case once.Review:
-		hint := ""
-		if a.storeFlag != "" {
-			hint = " --store " + once.ShellQuote(store.Redact(dsn))
+		// Each command on a line of its own, complete: the whole line can be pasted.
+		fmt.Fprintf(a.stderr, "once: task %s slot %s needs review: %s\n", f.task, cell(res.Slot), cell(res.Reason))
+		fmt.Fprintf(a.stderr, "once: to run it again (add --note TEXT to say why):\n  %s\n", a.resolveCommand(dsn, f.task, res.Slot, store.Failed))
+		fmt.Fprintf(a.stderr, "once: to mark it done instead:\n  %s\n", a.resolveCommand(dsn, f.task, res.Slot, store.Succeeded))
+		if note := a.hiddenPassword(dsn); note != "" {
+			fmt.Fprintf(a.stderr, "once: %s\n", note)
 		}
-		fmt.Fprintf(a.stderr, "once: task %s slot %s needs review: %s\n", f.task, res.Slot, res.Reason)
-		fmt.Fprintf(a.stderr, "once: to run it again:  %s%s --note '…'\n", once.ResolveCommand(f.task, res.Slot, store.Failed), hint)
-		fmt.Fprintf(a.stderr, "once: to mark it done:  %s%s --note '…'\n", once.ResolveCommand(f.task, res.Slot, store.Succeeded), hint)
 		return exit(ExitReview, "")
 	}
 	return fmt.Errorf("unexpected decision %q", res.Decision)
