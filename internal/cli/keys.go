@@ -161,7 +161,9 @@ UTF-8, over 1024 bytes) exits 64 naming its line.`,
 				return err
 			}
 			defer closeStore()
-			out := bufio.NewWriterSize(a.stdout, 64*1024)
+			// The keys are data for a pipe, printed byte for byte (Validate keeps control
+			// characters out of them).
+			out := bufio.NewWriterSize(a.rawStdout, 64*1024)
 			var unknown int
 			err = a.eachBatch(args, func(batch []string) error {
 				err := claimBatch(c.Context(), ks, req, batch, reclaim, out, func(k store.Key) {
