@@ -123,12 +123,12 @@ func TestIsRedacted(t *testing.T) {
 			t.Errorf("IsRedacted(%s) = true for a DSN with its password", dsn)
 		}
 	}
-	for _, dsn := range []string{"sqlite:///var/lib/once/once.db", "redis://127.0.0.1:6379/0", "etcd://a:2379,b:2379", "zk://h:2181", "postgres://once@db/once"} {
+	for _, dsn := range []string{"sqlite:///var/lib/once/once.db", "redis://127.0.0.1:6379/0?prefix=xxxxx", "etcd://a:2379,b:2379", "zk://h:2181", "postgres://once@db/once"} {
 		if store.IsRedacted(dsn) || store.IsRedacted(store.Redact(dsn)) {
 			t.Errorf("IsRedacted(%s) = true for a DSN without a password", dsn)
 		}
 	}
-	if !store.IsRedacted("host=db user=once password=xxxxx") {
+	if !store.IsRedacted("host=db user=once password=xxxxx") || store.IsRedacted("host=db user=xxxxx") {
 		t.Error("a key=value DSN with the redacted password is not recognised")
 	}
 }

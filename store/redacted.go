@@ -19,16 +19,28 @@ func IsRedacted(dsn string) bool {
 		if p, ok := u.User.Password(); ok && p == RedactedPassword {
 			return true
 		}
-		for _, vs := range u.Query() {
+		for k, vs := range u.Query() {
 			for _, v := range vs {
-				if v == RedactedPassword {
+				if v == RedactedPassword && secretKey(k) {
 					return true
 				}
 			}
 		}
 	}
 	for _, f := range strings.Fields(dsn) { // key=value DSNs: password=xxxxx
-		if _, v, ok := strings.Cut(f, "="); ok && strings.Trim(v, `'"`) == RedactedPassword {
+		if k, v, ok := strings.Cut(f, "="); ok && strings.Trim(v, `'"`) == RedactedPassword && secretKey(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// secretKey reports whether a DSN parameter named k holds a secret (password, sslpassword, pwd,
+// token, secret), the parameters Redact hides; ?prefix=xxxxx is only a prefix.
+func secretKey(k string) bool {
+	k = strings.ToLower(k)
+	for _, s := range []string{"pass", "pwd", "token", "secret"} {
+		if strings.Contains(k, s) {
 			return true
 		}
 	}
