@@ -45,6 +45,12 @@ func WithPassword(dsn, password string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	mu.RLock()
+	_, known := openers[scheme]
+	mu.RUnlock()
+	if !known {
+		return "", fmt.Errorf("%w: unknown scheme %q in %q (known: %s)", ErrBadDSN, scheme, Redact(dsn), strings.Join(Schemes(), ", "))
+	}
 	if !AcceptsPassword(scheme) {
 		return "", fmt.Errorf("%w: %s DSNs take no password", ErrBadDSN, scheme)
 	}
