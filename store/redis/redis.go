@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -120,9 +119,6 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 var quietOnce sync.Once
 
-// warned remembers the servers whose persistence was already warned about in this process.
-var warned sync.Map
-
 // Open connects, checks the server and initialises the prefix (its epoch marker).
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := ParseDSN(dsn)
@@ -159,10 +155,10 @@ func (s *Store) init(ctx context.Context) error {
 	return nil
 }
 
-// checkPersistence warns once per server when Redis would not keep the ledger across a restart.
-// CONFIG may be disabled (managed Redis): then nothing is said.
+// checkPersistence warns (store.Warn: once per process and server) when Redis would not keep the
+// ledger across a restart. CONFIG may be disabled (managed Redis): then nothing is said.
 func (s *Store) checkPersistence(ctx context.Context) {
-	if _, done := warned.LoadOrStore(s.addr, true); done {
+	if _, done := checked.LoadOrStore(s.addr, true); done {
 		return
 	}
 	m, err := s.c.ConfigGet(ctx, "append*").Result()
@@ -170,9 +166,12 @@ func (s *Store) checkPersistence(ctx context.Context) {
 		return
 	}
 	if lvl, msg := durability(m); lvl != store.LevelOK {
-		slog.Default().Warn("redis: "+msg, "server", s.addr)
+		store.Warn("durability", durabilityMessage(s.addr, msg))
 	}
 }
+
+// checked remembers the servers whose persistence this process asked about (one CONFIG GET each).
+var checked sync.Map
 
 // Close closes the connection pool. Leases are not released.
 func (s *Store) Close() error { return s.c.Close() }
