@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/url"
@@ -161,6 +162,7 @@ func ParseDSN(dsn string) (*Config, error) {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
+	cfg.Logger = slogger{}
 	cfg.MultiStatements = true
 	cfg.InterpolateParams = true
 	cfg.ParseTime = true
@@ -183,6 +185,14 @@ func ParseDSN(dsn string) (*Config, error) {
 		cfg.Params["sql_mode"] += fmt.Sprintf(" /*M!100300 , idle_transaction_timeout = %d */", int(sqlstore.IdleTxTimeout/time.Second))
 	}
 	return &Config{Driver: cfg, Prefix: prefix, Where: addr + "/" + db}, nil
+}
+
+// slogger sends go-sql-driver's own log lines (e.g. "closing bad idle connection") through slog's
+// default logger, which the CLI makes its own, instead of straight to stderr in its own format.
+type slogger struct{}
+
+func (slogger) Print(v ...any) {
+	slog.Default().Warn("mysql: " + oneLine(strings.TrimSpace(fmt.Sprint(v...))))
 }
 
 // Open connects, creates or upgrades the schema (under GET_LOCK, so many processes may open an empty

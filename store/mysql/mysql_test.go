@@ -234,7 +234,7 @@ func TestParseDSNStrict(t *testing.T) {
 			t.Errorf("ParseDSN(%q): %v", dsn, err)
 			continue
 		}
-		if cfg.Driver.Passwd != "pw" || cfg.Prefix == "" || !cfg.Driver.ParseTime || !cfg.Driver.MultiStatements {
+		if _, ok := cfg.Driver.Logger.(slogger); !ok || cfg.Driver.Passwd != "pw" || cfg.Prefix == "" || !cfg.Driver.ParseTime || !cfg.Driver.MultiStatements {
 			t.Errorf("ParseDSN(%q) = %+v", dsn, cfg)
 		}
 	}
