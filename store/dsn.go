@@ -182,8 +182,8 @@ func badText(s string) bool {
 	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
-// Get returns the value of key and removes it, for parameters the backend handles itself.
-func (p Params) Get(key string) (string, bool) {
+// Take returns the value of key and removes it, for parameters the backend handles itself.
+func (p Params) Take(key string) (string, bool) {
 	v, ok := p[key]
 	delete(p, key)
 	return v, ok

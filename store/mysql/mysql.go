@@ -121,7 +121,7 @@ func ParseDSN(dsn string) (*Config, error) {
 	if db == "" || strings.Contains(db, "/") {
 		return nil, bad("name one database: mysql://user:password@host:port/database")
 	}
-	prefixVal, _ := q.Get("prefix")
+	prefixVal, _ := q.Take("prefix")
 	prefix, err := sqlstore.TablePrefix(prefixVal)
 	if err != nil {
 		return nil, err

@@ -110,7 +110,7 @@ func ParseDSN(dsn string) (*Config, error) {
 			return nil, fmt.Errorf("%w: postgres parameter %q: also given in the URL's %s; keep one", store.ErrBadDSN, c.key, c.where)
 		}
 	}
-	prefixVal, _ := q.Get("prefix")
+	prefixVal, _ := q.Take("prefix")
 	prefix, err := sqlstore.TablePrefix(prefixVal)
 	if err != nil {
 		return nil, err

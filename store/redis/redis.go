@@ -81,7 +81,7 @@ func ParseDSN(dsn string) (Config, error) {
 	if _, ok := q["skip_verify"]; ok && u.Scheme != "rediss" {
 		return Config{}, fmt.Errorf("%w: redis parameter \"skip_verify\": only for TLS, rediss://", store.ErrBadDSN)
 	}
-	prefix, ok := q.Get("prefix")
+	prefix, ok := q.Take("prefix")
 	if !ok {
 		prefix = "once"
 	}
