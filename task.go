@@ -3,6 +3,7 @@ package once
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,8 +78,11 @@ func Home() (string, error) {
 	return filepath.Join(home, ".local", "state", "once"), nil
 }
 
-// DefaultStore is the DSN of the embedded store under home.
-func DefaultStore(home string) string { return "sqlite://" + filepath.Join(home, "once.db") }
+// DefaultStore is the DSN of the embedded store under home, its path percent-encoded where a DSN
+// needs it ('%', '?', '#', spaces), so that any directory name gives the file it names.
+func DefaultStore(home string) string {
+	return "sqlite://" + (&url.URL{Path: filepath.Join(home, "once.db")}).EscapedPath()
+}
 
 // LockDir is the directory of the kernel file locks under home.
 func LockDir(home string) string { return filepath.Join(home, "locks") }

@@ -23,8 +23,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/once-run/once/store"
 )
 
 // Event kinds posted to a --notify URL.
@@ -157,7 +155,7 @@ func (s *Sender) Ping(base, kind, rid string) {
 func PingURL(base, kind, rid string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("--ping %q: give an http or https URL such as https://hc-ping.com/UUID", store.Redact(base))
+		return "", fmt.Errorf("--ping %s: give an http or https URL such as https://hc-ping.com/UUID", RedactURL(base))
 	}
 	suffix := ""
 	switch kind {
@@ -181,11 +179,26 @@ func PingURL(base, kind, rid string) (string, error) {
 	return u.String(), nil
 }
 
+// RedactURL is rawURL as logs and errors show it: scheme and host only, then "/…" when there is
+// more. The rest is often the secret: a Slack or Teams webhook's path, a ping's UUID, a token in the
+// query, a password in the user info. Text that is not a URL with a host shows as "(hidden URL)".
+func RedactURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" || u.Scheme == "" {
+		return "(hidden URL)"
+	}
+	out := u.Scheme + "://" + u.Host
+	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		out += "/…"
+	}
+	return out
+}
+
 // CheckURL validates a --notify or --ping URL: absolute http or https.
 func CheckURL(flag, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%s %q: give an http or https URL", flag, store.Redact(raw))
+		return fmt.Errorf("%s %s: give an http or https URL", flag, RedactURL(raw))
 	}
 	return nil
 }
@@ -221,12 +234,12 @@ func (s *Sender) deliver(ctx context.Context, method, rawURL string, body []byte
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s %s: gave up after %d tries: %v", method, store.Redact(rawURL), try, last)
+			return fmt.Errorf("%s %s: gave up after %d tries: %v", method, RedactURL(rawURL), try, last)
 		case <-time.After(backoff):
 		}
 		backoff *= 2
 	}
-	return fmt.Errorf("%s %s: %v", method, store.Redact(rawURL), last)
+	return fmt.Errorf("%s %s: %v", method, RedactURL(rawURL), last)
 }
 
 func (s *Sender) once(ctx context.Context, method, rawURL string, body []byte) error {

@@ -85,7 +85,7 @@ func deadEndpoint(t *testing.T) string {
 		}
 		mu.Unlock()
 	})
-	return "http://user:secret@" + ln.Addr().String() + "/hook"
+	return "http://user:secret@" + ln.Addr().String() + "/hook/T0001/B0002/XXXXsecretpath"
 }
 
 func TestDeadEndpointBoundedByWait(t *testing.T) {
@@ -113,8 +113,32 @@ func TestDeadEndpointBudget(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !strings.Contains(logs.String(), "not delivered") || strings.Contains(logs.String(), "secret") {
+	if !strings.Contains(logs.String(), "not delivered") || strings.Contains(logs.String(), "secret") || strings.Contains(logs.String(), "T0001") {
 		t.Fatalf("log: %s", logs.String())
+	}
+}
+
+// Webhook paths and ping UUIDs are secrets: logs and errors show scheme and host only.
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://hooks.slack.com/services/T000/B000/XXXX":          "https://hooks.slack.com/…",
+		"https://hc-ping.com/eb095278-f28d-448d-87fb-7b75c171a6aa": "https://hc-ping.com/…",
+		"https://u:pw@example.com":                                 "https://example.com/…",
+		"http://example.com:8080/":                                 "http://example.com:8080",
+		"https://example.com?token=abc":                            "https://example.com/…",
+		"hooks.slack.com/services/T000":                            "(hidden URL)",
+		"https://u:p#w@example.com/x":                              "(hidden URL)",
+		"%zz":                                                      "(hidden URL)",
+	} {
+		if got := notify.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if err := notify.CheckURL("--notify", "ftp://example.com/T000/secret"); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("CheckURL: %v", err)
+	}
+	if _, err := notify.PingURL("hc-ping.com/eb095278", notify.PingStart, ""); err == nil || strings.Contains(err.Error(), "eb095278") {
+		t.Errorf("PingURL: %v", err)
 	}
 }
 

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -13,14 +12,22 @@ import (
 // ErrBadDSN for malformed DSNs and ErrUnavailable when the store cannot be reached.
 type Opener func(ctx context.Context, dsn string) (Store, error)
 
+// RegisterOption describes a scheme to Register.
+type RegisterOption int
+
+// TakesPassword: the scheme's DSNs carry a password in their user info (scheme://user:password@host),
+// so WithPassword may put one there. Without it, WithPassword refuses the scheme.
+const TakesPassword RegisterOption = 1
+
 var (
-	mu      sync.RWMutex
-	openers = map[string]Opener{}
+	mu        sync.RWMutex
+	openers   = map[string]Opener{}
+	passwords = map[string]bool{}
 )
 
 // Register makes a backend available for a DSN scheme ("sqlite", "postgres", …). It panics when the
 // scheme is registered twice, like database/sql.Register.
-func Register(scheme string, open Opener) {
+func Register(scheme string, open Opener, opts ...RegisterOption) {
 	mu.Lock()
 	defer mu.Unlock()
 	if open == nil {
@@ -30,6 +37,11 @@ func Register(scheme string, open Opener) {
 		panic("store: Register called twice for scheme " + scheme)
 	}
 	openers[scheme] = open
+	for _, o := range opts {
+		if o == TakesPassword {
+			passwords[scheme] = true
+		}
+	}
 }
 
 // Schemes lists the registered schemes, sorted.
@@ -46,6 +58,9 @@ func Schemes() []string {
 
 // Scheme returns the scheme of a DSN ("sqlite" for "sqlite:./x.db"), lower-cased.
 func Scheme(dsn string) (string, error) {
+	if !strings.Contains(dsn, "://") && looksLikeConninfo(dsn) {
+		return "", fmt.Errorf("%w: %q is a key=value connection string; give a URL instead, e.g. postgres://USER@HOST:5432/DB", ErrBadDSN, Redact(dsn))
+	}
 	i := strings.Index(dsn, ":")
 	if i <= 0 {
 		return "", fmt.Errorf("%w: %q has no scheme; use e.g. sqlite:///path/once.db or postgres://host/db", ErrBadDSN, Redact(dsn))
@@ -72,41 +87,4 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 		return nil, fmt.Errorf("%w: unknown scheme %q in %q (known: %s)", ErrBadDSN, scheme, Redact(dsn), strings.Join(Schemes(), ", "))
 	}
 	return open(ctx, dsn)
-}
-
-// Redact returns dsn with any password replaced by "xxxxx", for logs, errors and status output.
-// It handles URL user info and password-like query parameters; text it cannot parse is returned
-// with everything between "://" and the last "@" hidden.
-func Redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		if i, j := strings.Index(dsn, "://"), strings.LastIndex(dsn, "@"); i >= 0 && j > i {
-			return dsn[:i+3] + "xxxxx" + dsn[j:]
-		}
-		return dsn
-	}
-	changed := false
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			changed = true
-		}
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			switch strings.ToLower(k) {
-			case "password", "pass", "pwd", "token", "secret":
-				q.Set(k, "xxxxx")
-				changed = true
-			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
-	}
-	if !changed {
-		return dsn
-	}
-	return u.String()
 }

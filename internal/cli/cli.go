@@ -57,7 +57,9 @@ type app struct {
 	// rawStdout and rawStderr are the streams as given: the output of the commands once runs.
 	rawStdout, rawStderr io.Writer
 	storeFlag            string
+	passwordFlag         string // --store-password-file
 	logFormat            string
+	log                  *slog.Logger // the one logger, once made (see logger)
 }
 
 // Run runs the once command line with args (without the program name) and returns the exit code.
@@ -116,7 +118,8 @@ func (a *app) rootCmd() *cobra.Command {
 		Long: `once runs a command under a kernel file lock, a lease in a shared store (with a fencing token)
 and a run ledger per slot, so that a job started twice by cron, systemd, Kubernetes or a person runs once.
 
-Store: --store DSN, else $ONCE_STORE, else the embedded SQLite file $ONCE_HOME/once.db.`,
+Store: --store DSN, else $ONCE_STORE, else the embedded SQLite file $ONCE_HOME/once.db.
+Its password: in the DSN, or in --store-password-file FILE ($ONCE_STORE_PASSWORD_FILE).`,
 		Example: `  # at most one at a time, and at most once successfully per day
   once run --task nightly-sync --per day -- /usr/local/bin/sync-orders
 
@@ -128,6 +131,7 @@ Store: --store DSN, else $ONCE_STORE, else the embedded SQLite file $ONCE_HOME/o
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error { return checkFlags(c) },
 	}
 	root.PersistentFlags().StringVar(&a.storeFlag, "store", "", "store DSN (default $ONCE_STORE, else sqlite in $ONCE_HOME)")
+	root.PersistentFlags().StringVar(&a.passwordFlag, "store-password-file", "", "read the store's password from FILE (mode 0600, yours), keeping it out of --store, ps and the job's environment (env ONCE_STORE_PASSWORD_FILE)")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "format of once's own log lines on stderr: text or json")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usage("%v (see 'once %s --help')", err, c.Name())
@@ -137,12 +141,18 @@ Store: --store DSN, else $ONCE_STORE, else the embedded SQLite file $ONCE_HOME/o
 	return root
 }
 
-// dsn resolves the store DSN: --store, $ONCE_STORE, the embedded default.
+// dsn resolves the store DSN: --store, $ONCE_STORE, the embedded default. It is the DSN as given:
+// a password from --store-password-file is never in it (see openStore). ONCE_STORE set but empty
+// (an unset $DSN expanded into a crontab or unit) is refused rather than taken as absent: falling
+// back to the local SQLite file would drop the exclusion across machines without a word.
 func (a *app) dsn() (string, error) {
 	if a.storeFlag != "" {
 		return a.storeFlag, nil
 	}
-	if s := os.Getenv("ONCE_STORE"); s != "" {
+	if s, set := os.LookupEnv("ONCE_STORE"); set {
+		if s == "" {
+			return "", usage("ONCE_STORE is set but empty: unset it to use the embedded store, or give a DSN")
+		}
 		return s, nil
 	}
 	home, err := once.Home()
@@ -152,25 +162,34 @@ func (a *app) dsn() (string, error) {
 	return once.DefaultStore(home), nil
 }
 
-// open opens the store the flags name.
+// open opens the store the flags name. The DSN it returns is the one given (see dsn).
 func (a *app) open(ctx context.Context) (store.Store, string, error) {
 	dsn, err := a.dsn()
 	if err != nil {
 		return nil, "", err
 	}
-	s, err := store.Open(ctx, dsn)
+	s, err := a.openStore(ctx, dsn)
 	if err != nil {
 		return nil, "", err
 	}
 	return s, dsn, nil
 }
 
+// logger is the one logger of this invocation, in --log-format, on stderr. It is also made
+// log/slog's default (and so the standard log package's), so that every line once writes —
+// a store's warning, a library's — comes out in the same format.
 func (a *app) logger() (*slog.Logger, error) {
+	if a.log != nil {
+		return a.log, nil
+	}
 	switch a.logFormat {
 	case "text":
-		return slog.New(slog.NewTextHandler(a.stderr, nil)), nil
+		a.log = slog.New(slog.NewTextHandler(a.stderr, nil))
 	case "json":
-		return slog.New(slog.NewJSONHandler(a.stderr, nil)), nil
+		a.log = slog.New(slog.NewJSONHandler(a.stderr, nil))
+	default:
+		return nil, usage("--log-format %q: use text or json", a.logFormat)
 	}
-	return nil, usage("--log-format %q: use text or json", a.logFormat)
+	slog.SetDefault(a.log)
+	return a.log, nil
 }

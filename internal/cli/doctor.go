@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -76,7 +77,15 @@ func (a *app) doctor(ctx context.Context, f *doctorFlags) error {
 		return err
 	}
 	r := &report{Store: store.Redact(dsn)}
+	log, err := a.logger()
+	if err != nil {
+		return err
+	}
+	ws := newWarnings(log.Handler())
+	slog.SetDefault(slog.New(ws))
 	a.doctorChecks(ctx, f, dsn, r)
+	slog.SetDefault(log)
+	r.Findings = ws.addTo(r.Findings)
 	r.Healthy = true
 	for _, x := range r.Findings {
 		if x.Level == store.LevelWarn || x.Level == store.LevelFail {
@@ -126,7 +135,7 @@ func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *r
 		}
 	}
 
-	s, err := store.Open(ctx, dsn)
+	s, err := a.openStore(ctx, dsn)
 	if err != nil {
 		r.add("store", store.LevelFail, "", "%v", err)
 		return

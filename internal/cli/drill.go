@@ -113,7 +113,7 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 	if err != nil {
 		return err
 	}
-	s, err := store.Open(ctx, dsn)
+	s, err := a.openStore(ctx, dsn)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 	var fwd []string
 	fs.Visit(func(fl *pflag.Flag) {
 		switch fl.Name {
-		case "check", "allow-no-slot", "holder", "store", "log-format":
+		case "check", "allow-no-slot", "holder", "store", "store-password-file", "log-format":
 			return
 		}
 		fwd = append(fwd, "--"+fl.Name+"="+fl.Value.String())
@@ -141,11 +141,12 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 	}
 	start := func(n int) (*exec.Cmd, *launch, *bytes.Buffer) {
 		l := &launch{n: n, holder: fmt.Sprintf("%s%d/%s", drillHolderPrefix, n, base)}
-		cargs := append([]string{"run", "--store", dsn, "--log-format", a.logFormat, "--holder", l.holder}, fwd...)
+		// The store goes by environment, not argv: ps shows argv to every local user.
+		cargs := append([]string{"run", "--log-format", a.logFormat, "--holder", l.holder}, fwd...)
 		cmd := exec.CommandContext(ctx, self, append(append(cargs, "--"), args...)...)
 		var se bytes.Buffer
 		cmd.Stdout, cmd.Stderr = a.rawStdout, &se
-		cmd.Env = withoutOnceVars(os.Environ())
+		cmd.Env = append(withoutOnceVars(os.Environ()), a.storeEnv(dsn)...)
 		return cmd, l, &se
 	}
 	wait := func(cmd *exec.Cmd, l *launch, se *bytes.Buffer, t0 time.Time) {
@@ -265,7 +266,7 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 		if strings.HasPrefix(slotDesc, "slot ") {
 			slotVal = strings.TrimPrefix(slotDesc, "slot ")
 		}
-		cmd.Env = append(withoutOnceVars(os.Environ()), "ONCE_TASK="+f.task, "ONCE_SLOT="+slotVal, "ONCE_STORE="+dsn)
+		cmd.Env = append(append(withoutOnceVars(os.Environ()), "ONCE_TASK="+f.task, "ONCE_SLOT="+slotVal), a.storeEnv(dsn)...)
 		out, err := cmd.CombinedOutput()
 		code := 0
 		if err != nil {

@@ -246,7 +246,7 @@ func (rn *runner) work(ctx context.Context, run *once.Run) error {
 
 func (rn *runner) supervise(run *once.Run) (int, error) {
 	env := append(withoutOnceVars(os.Environ()), run.Env()...)
-	env = append(env, "ONCE_STORE="+rn.dsn)
+	env = append(env, rn.a.storeEnv(rn.dsn)...)
 	p, err := supervise.Start(supervise.Config{Args: append([]string{rn.path}, rn.args[1:]...), Env: env,
 		Shim: []string{"/proc/self/exe", supervise.ShimArg}})
 	if err != nil {
@@ -454,7 +454,7 @@ func withoutOnceVars(env []string) []string {
 	for _, kv := range env {
 		switch k, _, _ := strings.Cut(kv, "="); k {
 		case "ONCE_TASK", "ONCE_SLOT", "ONCE_RUN_ID", "ONCE_ATTEMPT", "ONCE_FENCING_TOKEN",
-			"ONCE_IDEMPOTENCY_KEY", "ONCE_PREVIOUS", "ONCE_CHECKPOINT", "ONCE_STORE":
+			"ONCE_IDEMPOTENCY_KEY", "ONCE_PREVIOUS", "ONCE_CHECKPOINT", "ONCE_STORE", "ONCE_STORE_PASSWORD_FILE":
 			continue
 		}
 		out = append(out, kv)

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/once-run/once/store"
 )
 
 // Migration is one versioned schema change, read from an embedded NNN_name.sql file.
@@ -79,21 +81,14 @@ func SplitStatements(src string) []string {
 // DefaultPrefix is the table prefix when the DSN has no ?prefix=.
 const DefaultPrefix = "once_"
 
-// TablePrefix turns the value of ?prefix= into a table name prefix: "" → DefaultPrefix, "blue" →
-// "blue_". A prefix is 1–32 characters of a–z, 0–9 and _, starting with a letter, so that it is a
-// valid, unquoted identifier in both databases and cannot be confused between deployments.
+// TablePrefix turns the value of ?prefix= into a table name prefix: "" (no parameter) →
+// DefaultPrefix, "blue" → "blue_". The value follows store.CheckPrefix, the rule every store shares.
 func TablePrefix(v string) (string, error) {
 	if v == "" {
 		return DefaultPrefix, nil
 	}
-	if len(v) > 32 {
-		return "", fmt.Errorf("prefix %q is longer than 32 characters", v)
-	}
-	for i, c := range v {
-		ok := c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '_')
-		if !ok {
-			return "", fmt.Errorf("prefix %q: use 1-32 characters of a-z, 0-9 and _, starting with a letter", v)
-		}
+	if err := store.CheckPrefix(v); err != nil {
+		return "", err
 	}
 	return v + "_", nil
 }

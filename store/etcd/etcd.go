@@ -30,7 +30,7 @@ import (
 )
 
 func init() {
-	store.Register("etcd", func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) })
+	store.Register("etcd", func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) }, store.TakesPassword)
 }
 
 var (
@@ -47,18 +47,22 @@ type Config struct {
 	Dial      time.Duration // dial_timeout, default 5s
 }
 
-// ParseDSN parses etcd://[user:password@]host:port[,host:port…][/][?prefix=&dial_timeout=].
-// Errors wrap store.ErrBadDSN and never contain the password.
+// Params are the query parameters an etcd:// DSN accepts (docs/stores/etcd.md).
+var Params = []string{"prefix", "dial_timeout"}
+
+var spec = store.QuerySpec{Store: "etcd", Doc: "docs/stores/etcd.md", Known: Params}
+
+// ParseDSN parses etcd://[user:password@]host:port[,host:port…][/][?prefix=&dial_timeout=]
+// strictly (store.SplitDSN, Params). Errors wrap store.ErrBadDSN and never contain the password.
 func ParseDSN(dsn string) (Config, error) {
 	bad := func(format string, a ...any) (Config, error) {
 		return Config{}, fmt.Errorf("%w: %s in %q; use etcd://host:2379[,host:2379]?prefix=name", store.ErrBadDSN, fmt.Sprintf(format, a...), store.Redact(dsn))
 	}
-	rest, ok := strings.CutPrefix(dsn, "etcd://")
-	if !ok {
-		return bad("scheme is not etcd://")
+	hostpart, q, err := store.SplitDSN(spec, dsn, "etcd")
+	if err != nil {
+		return Config{}, err
 	}
 	cfg := Config{Prefix: "once", Dial: 5 * time.Second}
-	hostpart, query, _ := strings.Cut(rest, "?")
 	hostpart = strings.TrimSuffix(hostpart, "/")
 	if i := strings.LastIndex(hostpart, "@"); i >= 0 {
 		ui := hostpart[:i]
@@ -68,7 +72,10 @@ func ParseDSN(dsn string) (Config, error) {
 		cfg.Username, err1 = url.PathUnescape(user)
 		cfg.Password, err2 = url.PathUnescape(pw)
 		if err1 != nil || err2 != nil {
-			return bad("bad escape in user info")
+			return bad("bad percent-escape in the user or password (write '%%' as %%25)")
+		}
+		if cfg.Username == "" && cfg.Password != "" {
+			return bad("a password without a user name (etcd authenticates a user: etcd://USER:PASSWORD@host)")
 		}
 	}
 	if strings.Contains(hostpart, "/") {
@@ -86,43 +93,17 @@ func ParseDSN(dsn string) (Config, error) {
 		}
 		cfg.Endpoints = append(cfg.Endpoints, h)
 	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return bad("bad query")
+	if v, ok := q["prefix"]; ok {
+		cfg.Prefix = v
 	}
-	for k, v := range q {
-		if len(v) != 1 {
-			return bad("parameter %q given %d times", k, len(v))
+	if v, ok := q["dial_timeout"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond || d > time.Hour {
+			return Config{}, fmt.Errorf("%w: etcd parameter \"dial_timeout\" is %q: give a duration between 1ms and 1h, e.g. 5s", store.ErrBadDSN, v)
 		}
-		switch k {
-		case "prefix":
-			if !validPrefix(v[0]) {
-				return bad("prefix %q must be 1-64 letters, digits, '_', '-' or '.'", v[0])
-			}
-			cfg.Prefix = v[0]
-		case "dial_timeout":
-			d, err := time.ParseDuration(v[0])
-			if err != nil || d <= 0 || d > time.Hour {
-				return bad("dial_timeout %q is not a duration between 1ns and 1h", v[0])
-			}
-			cfg.Dial = d
-		default:
-			return bad("unknown parameter %q (known: prefix, dial_timeout)", k)
-		}
+		cfg.Dial = d
 	}
 	return cfg, nil
-}
-
-func validPrefix(p string) bool {
-	if p == "" || len(p) > 64 {
-		return false
-	}
-	for _, c := range p {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // Store is an etcd store. Safe for concurrent use.

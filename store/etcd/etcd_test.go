@@ -152,7 +152,14 @@ func TestRestart(t *testing.T) {
 func TestBadDSN(t *testing.T) {
 	for _, c := range []struct{ dsn, want string }{
 		{"etcd://h:1?prefix=a/b", "prefix"},
-		{"etcd://u:sekrit@h:1?x=1", "xxxxx"},
+		{"etcd://u:sekrit@h:1?x=1", `"x"`},
+		{"etcd://u:sekrit@h:1/x", "xxxxx"},
+		{"etcd://:sekrit@h:1", "without a user"},
+		{"etcd://h:1?prefix=teamA;x", `"prefix"`},
+		{"etcd://h:1?prefix=a.b", `"prefix"`},
+		{"etcd://h:1?prefx=b", `did you mean "prefix"`},
+		{"etcd://h:1?prefix=a%zz", `"prefix"`},
+		{"etcd://h:1#x", "'#'"},
 		{"etcd://h:1,,h2:2", "empty"},
 		{"etcd://h:1/path", "path"},
 		{"etcd://h:1?dial_timeout=soon", "dial_timeout"},
@@ -185,7 +192,7 @@ func FuzzParseDSN(f *testing.F) {
 			}
 			return
 		}
-		if !validPrefix(cfg.Prefix) || len(cfg.Endpoints) == 0 || cfg.Dial <= 0 {
+		if store.CheckPrefix(cfg.Prefix) != nil || len(cfg.Endpoints) == 0 || cfg.Dial <= 0 {
 			t.Fatalf("ParseDSN(%q) = %+v", dsn, cfg)
 		}
 		for _, e := range cfg.Endpoints {

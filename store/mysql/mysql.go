@@ -33,8 +33,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -57,7 +60,7 @@ var migrations = func() []sqlstore.Migration {
 }()
 
 func init() {
-	store.Register("mysql", func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) })
+	store.Register("mysql", func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) }, store.TakesPassword)
 }
 
 // Store is a MySQL/MariaDB store. It is safe for concurrent use.
@@ -78,18 +81,38 @@ type Config struct {
 	Where  string // "host:port/database", for messages
 }
 
-// ParseDSN parses mysql://user:password@host[:port]/database[?params]. Parameters are
-// go-sql-driver/mysql's (tls, timeout, readTimeout, writeTimeout, …) plus prefix=NAME, which isolates
-// a deployment's tables. The store always sets parseTime, UTC, time_zone '+00:00', a strict sql_mode,
+// Params are the query parameters a mysql:// DSN accepts (docs/stores/mysql.md): prefix, MariaDB's
+// idle_transaction_timeout, and go-sql-driver/mysql's connection parameters that leave once's
+// session as once needs it. Anything else is refused before connecting: the driver would send an
+// unknown name to the server as a session variable, so a typo that happens to name one would be
+// applied without a word.
+var Params = []string{
+	"prefix", "idle_transaction_timeout",
+	"tls", "timeout", "readTimeout", "writeTimeout", "charset", "collation", "compress",
+	"allowCleartextPasswords", "allowFallbackToPlaintext", "allowNativePasswords", "allowOldPasswords",
+	"checkConnLiveness", "maxAllowedPacket", "rejectReadOnly", "serverPubKey", "connectionAttributes",
+}
+
+var spec = store.QuerySpec{Store: "mysql", Doc: "docs/stores/mysql.md", Known: Params, Refused: map[string]string{
+	"parseTime": "once sets it itself", "loc": "once sets it itself (UTC)", "time_zone": "once sets it itself ('+00:00')",
+	"sql_mode": "once sets it itself (strict)", "multiStatements": "once sets it itself", "interpolateParams": "once sets it itself",
+	"clientFoundRows": "once sets it itself (false)",
+}}
+
+// unescaped are the parameters go-sql-driver/mysql percent-decodes itself; it takes the others as written.
+var unescaped = map[string]bool{"tls": true, "serverPubKey": true, "connectionAttributes": true, "idle_transaction_timeout": true}
+
+// ParseDSN parses mysql://user:password@host[:port]/database[?params] strictly (store.ParseURL,
+// Params). The store always sets parseTime, UTC, time_zone '+00:00', a strict sql_mode,
 // multiStatements and interpolateParams (the lease batch needs the last two). Errors wrap
-// store.ErrBadDSN and never contain the password.
+// store.ErrBadDSN, name what is wrong and never contain the password.
 func ParseDSN(dsn string) (*Config, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: %s: %s", store.ErrBadDSN, store.Redact(dsn), why)
 	}
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme != "mysql" || u.Opaque != "" {
-		return nil, fmt.Errorf("%w: %q is not a mysql://user:password@host:port/database URL", store.ErrBadDSN, store.Redact(dsn))
+	u, q, err := store.ParseURL(spec, dsn, "mysql")
+	if err != nil {
+		return nil, err
 	}
 	if u.Host == "" {
 		return nil, bad("no host; use mysql://user:password@host:port/database")
@@ -98,30 +121,48 @@ func ParseDSN(dsn string) (*Config, error) {
 	if db == "" || strings.Contains(db, "/") {
 		return nil, bad("name one database: mysql://user:password@host:port/database")
 	}
-	q := u.Query()
-	prefix, err := sqlstore.TablePrefix(q.Get("prefix"))
+	prefixVal, _ := q.Take("prefix")
+	prefix, err := sqlstore.TablePrefix(prefixVal)
 	if err != nil {
-		return nil, bad(err.Error())
+		return nil, err
 	}
-	q.Del("prefix")
+	if v, ok := q["idle_transaction_timeout"]; ok && strings.Trim(v, "0123456789") != "" {
+		return nil, fmt.Errorf("%w: mysql parameter \"idle_transaction_timeout\" is %q: give whole seconds, e.g. 10", store.ErrBadDSN, v)
+	}
 	host, port := u.Hostname(), u.Port()
 	if port == "" {
 		port = "3306"
 	}
 	addr := net.JoinHostPort(host, port)
-	params := ""
-	if len(q) > 0 {
-		params = "?" + q.Encode()
+	base := "tcp(" + addr + ")/" + url.PathEscape(db)
+	var params []string
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		v := q[k]
+		if unescaped[k] {
+			v = url.QueryEscape(v)
+		} else if strings.ContainsAny(v, "&=") {
+			return nil, fmt.Errorf("%w: mysql parameter %q is %q: '&' and '=' cannot be part of it", store.ErrBadDSN, k, v)
+		}
+		// One at a time, so that an error names the parameter (the driver's do not).
+		if _, err := gomysql.ParseDSN(base + "?" + k + "=" + v); err != nil {
+			return nil, fmt.Errorf("%w: mysql parameter %q is %q: %s", store.ErrBadDSN, k, q[k], oneLine(err.Error()))
+		}
+		params = append(params, k+"="+v)
 	}
-	cfg, err := gomysql.ParseDSN("tcp(" + addr + ")/" + url.PathEscape(db) + params)
+	query := ""
+	if len(params) > 0 {
+		query = "?" + strings.Join(params, "&")
+	}
+	cfg, err := gomysql.ParseDSN(base + query)
 	if err != nil {
-		return nil, bad(err.Error())
+		return nil, bad(oneLine(err.Error()))
 	}
 	cfg.DBName = db
 	if u.User != nil {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
+	cfg.Logger = slogger{}
 	cfg.MultiStatements = true
 	cfg.InterpolateParams = true
 	cfg.ParseTime = true
@@ -146,6 +187,14 @@ func ParseDSN(dsn string) (*Config, error) {
 	return &Config{Driver: cfg, Prefix: prefix, Where: addr + "/" + db}, nil
 }
 
+// slogger sends go-sql-driver's own log lines (e.g. "closing bad idle connection") through slog's
+// default logger, which the CLI makes its own, instead of straight to stderr in its own format.
+type slogger struct{}
+
+func (slogger) Print(v ...any) {
+	slog.Default().Warn("mysql: " + oneLine(strings.TrimSpace(fmt.Sprint(v...))))
+}
+
 // Open connects, creates or upgrades the schema (under GET_LOCK, so many processes may open an empty
 // database at once) and returns the store. Connection, authentication and permission trouble is an
 // error wrapping store.ErrUnavailable that names host and database.
@@ -158,7 +207,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", store.ErrBadDSN, store.Redact(dsn), err)
 	}
-	d := &dialect{where: cfg.Where, password: cfg.Driver.Passwd}
+	d := &dialect{where: cfg.Where}
 	db := sql.OpenDB(conn)
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
@@ -367,8 +416,7 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 
 // dialect is MySQL's half of sqlstore.
 type dialect struct {
-	where    string // host:port/database
-	password string // scrubbed from every message
+	where string // host:port/database
 }
 
 func (d *dialect) Now() string            { return "NOW(6)" }
@@ -435,7 +483,7 @@ func (d *dialect) MapError(err error) error {
 	}
 	var myErr *gomysql.MySQLError
 	if errors.As(err, &myErr) {
-		msg := d.scrub(fmt.Sprintf("%s (error %d)", oneLine(myErr.Message), myErr.Number))
+		msg := fmt.Sprintf("%s (error %d)", oneLine(myErr.Message), myErr.Number)
 		switch n := myErr.Number; {
 		case n == 1062, n == 3819, n == 4025: // duplicate key; check constraint (MySQL, MariaDB)
 			return fmt.Errorf("%w: mysql %s: %s", store.ErrConflict, d.where, msg)
@@ -454,20 +502,13 @@ func (d *dialect) MapError(err error) error {
 	for _, authErr := range []error{gomysql.ErrNoTLS, gomysql.ErrCleartextPassword, gomysql.ErrNativePassword,
 		gomysql.ErrOldPassword, gomysql.ErrUnknownPlugin, gomysql.ErrOldProtocol} {
 		if errors.Is(err, authErr) {
-			return fmt.Errorf("%w: mysql %s: %s", store.ErrUnavailable, d.where, d.scrub(oneLine(err.Error())))
+			return fmt.Errorf("%w: mysql %s: %s", store.ErrUnavailable, d.where, oneLine(err.Error()))
 		}
 	}
 	if isConnErr(err) {
-		return fmt.Errorf("%w: mysql %s: %s; is the server up and the host and port right?", store.ErrUnavailable, d.where, d.scrub(oneLine(err.Error())))
+		return fmt.Errorf("%w: mysql %s: %s; is the server up and the host and port right?", store.ErrUnavailable, d.where, oneLine(err.Error()))
 	}
-	return fmt.Errorf("mysql %s: %s", d.where, d.scrub(oneLine(err.Error())))
-}
-
-func (d *dialect) scrub(s string) string {
-	if d.password != "" {
-		s = strings.ReplaceAll(s, d.password, "xxxxx")
-	}
-	return s
+	return fmt.Errorf("mysql %s: %s", d.where, oneLine(err.Error()))
 }
 
 func oneLine(s string) string {

@@ -201,6 +201,45 @@ func TestRestart(t *testing.T) {
 	}
 }
 
+// TestParseDSNStrict: the query is parsed by store.ParseQuery, every refusal names the parameter, and
+// the password never shows; no server needed.
+func TestParseDSNStrict(t *testing.T) {
+	for _, c := range []struct{ tail, want string }{
+		{"?prefix=teamA;x", `"prefix"`},
+		{"?prefix=teamb;x", `"prefix"`},
+		{"?prefix=a%zz", `"prefix"`},
+		{"?prefx=teamb", `did you mean "prefix"`},
+		{"?prefix=", `"prefix" is empty`},
+		{"?prefix=a&prefix=b", `given twice`},
+		{"?parseTime=false", `once sets it itself`},
+		{"?sql_mode=ANSI", `once sets it itself`},
+		{"?wait_timeout=10", `"wait_timeout"`},
+		{"?idle_transaction_timeout=10s", `whole seconds`},
+		{"?readTimeout=zz", "readTimeout"},
+		{"#x", "'#'"},
+	} {
+		_, err := ParseDSN("mysql://u:pw@h:3306/db" + c.tail)
+		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw@") ||
+			strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("ParseDSN(…%s) = %v; want ErrBadDSN naming %s", c.tail, err, c.want)
+		}
+	}
+	for _, tail := range []string{
+		"?tls=false&timeout=2s&readTimeout=5s&charset=utf8mb4",
+		"?prefix=team_b&idle_transaction_timeout=30",
+	} {
+		dsn := "mysql://u:pw@h:3306/db" + tail
+		cfg, err := ParseDSN(dsn)
+		if err != nil {
+			t.Errorf("ParseDSN(%q): %v", dsn, err)
+			continue
+		}
+		if _, ok := cfg.Driver.Logger.(slogger); !ok || cfg.Driver.Passwd != "pw" || cfg.Prefix == "" || !cfg.Driver.ParseTime || !cfg.Driver.MultiStatements {
+			t.Errorf("ParseDSN(%q) = %+v", dsn, cfg)
+		}
+	}
+}
+
 func FuzzParseDSN(f *testing.F) {
 	for _, s := range []string{
 		"mysql://u:p@127.0.0.1:3306/db",

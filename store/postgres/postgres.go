@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,8 +50,8 @@ var migrations = func() []sqlstore.Migration {
 
 func init() {
 	open := func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) }
-	store.Register("postgres", open)
-	store.Register("postgresql", open)
+	store.Register("postgres", open, store.TakesPassword)
+	store.Register("postgresql", open, store.TakesPassword)
 }
 
 // Store is a PostgreSQL store. It is safe for concurrent use.
@@ -73,34 +72,64 @@ type Config struct {
 	Where  string // "host:port/database", for messages
 }
 
-// ParseDSN parses a postgres:// or postgresql:// DSN. Besides everything pgx understands (sslmode,
-// connect_timeout, …) it takes prefix=NAME, which isolates a deployment's tables. Errors wrap
-// store.ErrBadDSN and never contain the password.
+// Params are the query parameters a postgres:// DSN accepts (docs/stores/postgres.md): prefix; the
+// libpq connection parameters pgx implements; and the server settings once lets through to the
+// session (any other setting can go in options=-c NAME=VALUE, which the server checks). Anything else
+// is refused before connecting, so a typo is never silently sent to the server as a setting.
+var Params = []string{
+	"prefix",
+	"host", "port", "dbname", "user", "password", "passfile", "connect_timeout",
+	"sslmode", "sslkey", "sslcert", "sslcertmode", "sslrootcert", "sslnegotiation", "sslpassword", "sslsni",
+	"krbspn", "krbsrvname", "target_session_attrs", "service", "servicefile",
+	"min_protocol_version", "max_protocol_version", "channel_binding", "require_auth",
+	"application_name", "options", "search_path", "statement_timeout", "lock_timeout",
+	"idle_in_transaction_session_timeout",
+}
+
+var spec = store.QuerySpec{Store: "postgres", Doc: "docs/stores/postgres.md", Known: Params}
+
+// ParseDSN parses a postgres:// or postgresql:// DSN strictly (store.ParseURL, Params). Errors wrap
+// store.ErrBadDSN, name what is wrong and never contain the password.
 func ParseDSN(dsn string) (*Config, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" && u.Path == "" {
-		return nil, fmt.Errorf("%w: %q is not a postgres://user:password@host:port/database URL", store.ErrBadDSN, store.Redact(dsn))
-	}
-	q := u.Query()
-	prefix, err := sqlstore.TablePrefix(q.Get("prefix"))
+	u, q, err := store.ParseURL(spec, dsn, "postgres", "postgresql")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", store.ErrBadDSN, store.Redact(dsn), err)
+		return nil, err
 	}
-	q.Del("prefix")
-	if q.Get("connect_timeout") == "" {
-		q.Set("connect_timeout", "5")
+	_, hasPW := u.User.Password()
+	for _, c := range []struct {
+		key, where string
+		set        bool
+	}{
+		{"user", "user info", u.User.Username() != ""},
+		{"password", "user info", hasPW},
+		{"host", "host", u.Hostname() != ""},
+		{"port", "host", u.Port() != ""},
+		{"dbname", "path", strings.Trim(u.Path, "/") != ""},
+	} {
+		if _, dup := q[c.key]; dup && c.set {
+			return nil, fmt.Errorf("%w: postgres parameter %q: also given in the URL's %s; keep one", store.ErrBadDSN, c.key, c.where)
+		}
+	}
+	prefixVal, _ := q.Take("prefix")
+	prefix, err := sqlstore.TablePrefix(prefixVal)
+	if err != nil {
+		return nil, err
+	}
+	if _, set := q["connect_timeout"]; !set {
+		q["connect_timeout"] = "5"
 	}
 	u.RawQuery = q.Encode()
 	cfg, err := pgx.ParseConfig(u.String())
 	if err != nil {
-		msg := err.Error()
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		// pgx quotes the connection string (best-effort redacted): drop it, keep what is wrong.
+		var pe *pgconn.ParseConfigError
+		if errors.As(err, &pe) {
+			pe.ConnString = ""
 		}
-		return nil, fmt.Errorf("%w: %s: %s", store.ErrBadDSN, store.Redact(dsn), oneLine(msg))
+		return nil, fmt.Errorf("%w: %s: %s", store.ErrBadDSN, store.Redact(dsn), strings.TrimPrefix(oneLine(err.Error()), "cannot parse ``: "))
 	}
 	if cfg.Database == "" {
-		return nil, fmt.Errorf("%w: %s names no database; add /DBNAME to the URL", store.ErrBadDSN, store.Redact(dsn))
+		return nil, fmt.Errorf("%w: %s names no database: add /DBNAME to the URL", store.ErrBadDSN, store.Redact(dsn))
 	}
 	// A holder that vanishes inside a ledger transaction without its FIN reaching the server (a
 	// partition, a frozen VM) would keep the task's lease row locked until TCP keepalive gives up
@@ -120,7 +149,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &dialect{where: cfg.Where, password: cfg.Conn.Password}
+	d := &dialect{where: cfg.Where}
 	db := stdlib.OpenDB(*cfg.Conn)
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
@@ -292,8 +321,7 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 
 // dialect is PostgreSQL's half of sqlstore.
 type dialect struct {
-	where    string // host:port/database
-	password string // scrubbed from every message
+	where string // host:port/database
 }
 
 func (d *dialect) Now() string { return "now()" }
@@ -367,7 +395,7 @@ func (d *dialect) MapError(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		msg := d.scrub(pgErr.Message + " (SQLSTATE " + pgErr.Code + ")")
+		msg := pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
 		switch {
 		case pgErr.Code == "23505", pgErr.Code == "23514":
 			return fmt.Errorf("%w: postgres %s: %s", store.ErrConflict, d.where, msg)
@@ -386,16 +414,9 @@ func (d *dialect) MapError(err error) error {
 		return fmt.Errorf("postgres %s: %s", d.where, msg)
 	}
 	if isConnErr(err) {
-		return fmt.Errorf("%w: postgres %s: %s; is the server up and the host and port right?", store.ErrUnavailable, d.where, d.scrub(rootCause(err)))
+		return fmt.Errorf("%w: postgres %s: %s; is the server up and the host and port right?", store.ErrUnavailable, d.where, rootCause(err))
 	}
-	return fmt.Errorf("postgres %s: %s", d.where, d.scrub(oneLine(err.Error())))
-}
-
-func (d *dialect) scrub(s string) string {
-	if d.password != "" {
-		s = strings.ReplaceAll(s, d.password, "xxxxx")
-	}
-	return s
+	return fmt.Errorf("postgres %s: %s", d.where, oneLine(err.Error()))
 }
 
 // rootCause is the innermost useful message of a connection error, on one line.

@@ -202,6 +202,45 @@ func TestRestart(t *testing.T) {
 	}
 }
 
+// TestParseDSNStrict: the query is parsed by store.ParseQuery, every refusal names the parameter, and
+// the password never shows; no server needed.
+func TestParseDSNStrict(t *testing.T) {
+	for _, c := range []struct{ tail, want string }{
+		{"?prefix=teamA;x", `"prefix"`},
+		{"?prefix=teamb;x", `"prefix"`},
+		{"?prefix=a%zz", `"prefix"`},
+		{"?prefx=teamb", `did you mean "prefix"`},
+		{"?prefix=", `"prefix" is empty`},
+		{"?prefix=a&prefix=b", `given twice`},
+		{"?no_such_setting=1", `"no_such_setting"`},
+		{"?sslmode=maybe", "sslmode"},
+		{"?password=other", `"password": also given`},
+		{"?timezone=UTC", `"timezone"`},
+		{"?sslpassword=s3cr3t;x", `"sslpassword"`},
+		{"#x", "'#'"},
+	} {
+		_, err := ParseDSN("postgres://u:pw@h:5432/db" + c.tail)
+		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw@") ||
+			strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("ParseDSN(…%s) = %v; want ErrBadDSN naming %s", c.tail, err, c.want)
+		}
+	}
+	for _, tail := range []string{
+		"?sslmode=disable&application_name=once%20job&search_path=jobs&options=-c%20lock_timeout%3D5s",
+		"?connect_timeout=2&prefix=team_b&target_session_attrs=read-write",
+	} {
+		dsn := "postgres://u:pw@h:5432/db" + tail
+		cfg, err := ParseDSN(dsn)
+		if err != nil {
+			t.Errorf("ParseDSN(%q): %v", dsn, err)
+			continue
+		}
+		if cfg.Conn.Password != "pw" || cfg.Prefix == "" {
+			t.Errorf("ParseDSN(%q) = %+v", dsn, cfg)
+		}
+	}
+}
+
 func FuzzParseDSN(f *testing.F) {
 	for _, s := range []string{
 		"postgres://u:p@127.0.0.1:5432/db?sslmode=disable",

@@ -22,6 +22,10 @@ func durability(m map[string]string) (store.Level, string) {
 	return store.LevelOK, fmt.Sprintf("appendonly %s, appendfsync %s: every change is on disk when the call returns", m["appendonly"], m["appendfsync"])
 }
 
+// durabilityMessage is the one wording of a durability finding, in the warning Open logs and in
+// Inspect's report, so that once doctor can tell them for one.
+func durabilityMessage(addr, msg string) string { return "redis " + addr + ": " + msg }
+
 // Inspect reports the persistence that decides whether the ledger survives a restart, and whether
 // the server still holds the prefix's epoch marker (see ErrLedgerLost).
 func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
@@ -32,7 +36,7 @@ func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 			Message: "redis " + s.addr + ": CONFIG is not allowed here, persistence could not be checked: make sure appendonly is yes with appendfsync always"})
 	} else {
 		lvl, msg := durability(m)
-		out = append(out, store.Finding{Check: "durability", Level: lvl, Message: "redis " + s.addr + ": " + msg})
+		out = append(out, store.Finding{Check: "durability", Level: lvl, Message: durabilityMessage(s.addr, msg)})
 	}
 	return out, nil
 }

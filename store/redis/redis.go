@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -37,8 +36,9 @@ import (
 )
 
 func init() {
-	store.Register("redis", func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) })
-	store.Register("rediss", func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) })
+	open := func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) }
+	store.Register("redis", open, store.TakesPassword)
+	store.Register("rediss", open, store.TakesPassword)
 }
 
 var (
@@ -57,47 +57,46 @@ type Config struct {
 	Prefix string // key prefix, default "once"
 }
 
-// ParseDSN parses a redis:// or rediss:// DSN. Besides go-redis's own query options it takes
-// prefix= (letters, digits, '_', '-', '.'; default "once"). Errors wrap store.ErrBadDSN.
-func ParseDSN(dsn string) (Config, error) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return Config{}, fmt.Errorf("%w: %q is not a URL; use redis://[user:password@]host:port/db?prefix=name", store.ErrBadDSN, store.Redact(dsn))
-	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return Config{}, fmt.Errorf("%w: scheme %q is not redis or rediss", store.ErrBadDSN, u.Scheme)
-	}
-	q := u.Query()
-	prefix := "once"
-	if q.Has("prefix") {
-		prefix = q.Get("prefix")
-		if !validPrefix(prefix) {
-			return Config{}, fmt.Errorf("%w: prefix %q in %q must be 1-64 letters, digits, '_', '-' or '.'", store.ErrBadDSN, prefix, store.Redact(dsn))
-		}
-		q.Del("prefix")
-		u.RawQuery = q.Encode()
-	}
-	opts, err := goredis.ParseURL(u.String())
-	if err != nil {
-		msg := err.Error()
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
-		}
-		return Config{}, fmt.Errorf("%w: %s in %q", store.ErrBadDSN, msg, store.Redact(dsn))
-	}
-	return Config{Opts: opts, Prefix: prefix}, nil
+// Params are the query parameters a redis:// DSN accepts (docs/stores/redis.md): prefix and
+// go-redis's own URL options.
+var Params = []string{
+	"prefix", "protocol", "client_name", "max_retries", "min_retry_backoff", "max_retry_backoff",
+	"dial_timeout", "read_timeout", "write_timeout", "pool_fifo", "pool_size", "pool_timeout",
+	"min_idle_conns", "max_idle_conns", "max_active_conns", "conn_max_idle_time", "conn_max_lifetime",
+	"skip_verify",
 }
 
-func validPrefix(p string) bool {
-	if p == "" || len(p) > 64 {
-		return false
+var spec = store.QuerySpec{Store: "redis", Doc: "docs/stores/redis.md", Known: Params, Refused: map[string]string{
+	"db":       "give the database number in the path: redis://host:6379/13",
+	"password": "give it in the user info: redis://:PASSWORD@host, or use a password file",
+}}
+
+// ParseDSN parses a redis:// or rediss:// DSN strictly (store.ParseURL, Params; prefix default
+// "once"). Errors wrap store.ErrBadDSN, name what is wrong and never contain the password.
+func ParseDSN(dsn string) (Config, error) {
+	u, q, err := store.ParseURL(spec, dsn, "redis", "rediss")
+	if err != nil {
+		return Config{}, err
 	}
-	for _, c := range p {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
+	if _, ok := q["skip_verify"]; ok && u.Scheme != "rediss" {
+		return Config{}, fmt.Errorf("%w: redis parameter \"skip_verify\": only for TLS, rediss://", store.ErrBadDSN)
+	}
+	prefix, ok := q.Take("prefix")
+	if !ok {
+		prefix = "once"
+	}
+	u.RawQuery = q.Encode()
+	opts, err := goredis.ParseURL(u.String())
+	if err != nil {
+		// go-redis names the option and the value it could not read; only net/url quotes the URL.
+		msg := strings.TrimPrefix(err.Error(), "redis: ")
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			msg = "not a valid URL"
 		}
+		return Config{}, fmt.Errorf("%w: %s: %s", store.ErrBadDSN, store.Redact(dsn), msg)
 	}
-	return true
+	return Config{Opts: opts, Prefix: prefix}, nil
 }
 
 // Store is a Redis store. Safe for concurrent use.
@@ -119,9 +118,6 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...any) {}
 
 var quietOnce sync.Once
-
-// warned remembers the servers whose persistence was already warned about in this process.
-var warned sync.Map
 
 // Open connects, checks the server and initialises the prefix (its epoch marker).
 func Open(ctx context.Context, dsn string) (*Store, error) {
@@ -159,10 +155,10 @@ func (s *Store) init(ctx context.Context) error {
 	return nil
 }
 
-// checkPersistence warns once per server when Redis would not keep the ledger across a restart.
-// CONFIG may be disabled (managed Redis): then nothing is said.
+// checkPersistence warns (store.Warn: once per process and server) when Redis would not keep the
+// ledger across a restart. CONFIG may be disabled (managed Redis): then nothing is said.
 func (s *Store) checkPersistence(ctx context.Context) {
-	if _, done := warned.LoadOrStore(s.addr, true); done {
+	if _, done := checked.LoadOrStore(s.addr, true); done {
 		return
 	}
 	m, err := s.c.ConfigGet(ctx, "append*").Result()
@@ -170,9 +166,12 @@ func (s *Store) checkPersistence(ctx context.Context) {
 		return
 	}
 	if lvl, msg := durability(m); lvl != store.LevelOK {
-		slog.Default().Warn("redis: "+msg, "server", s.addr)
+		store.Warn("durability", durabilityMessage(s.addr, msg))
 	}
 }
+
+// checked remembers the servers whose persistence this process asked about (one CONFIG GET each).
+var checked sync.Map
 
 // Close closes the connection pool. Leases are not released.
 func (s *Store) Close() error { return s.c.Close() }

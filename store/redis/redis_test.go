@@ -211,7 +211,17 @@ func TestBadDSN(t *testing.T) {
 		{"redis://h:1/0?prefix=a{b", "prefix"},
 		{"redis://u:sekrit@h:1/x", "xxxxx"},
 		{"redis://h:1/0?nosuch=1", "nosuch"},
-		{"http://h/", "scheme"},
+		{"http://h/", "redis://"},
+		{"redis://h:1/13?prefix=teamA;x", `"prefix"`},
+		{"redis://h:1/13?prefix=teamb;x", `"prefix"`},
+		{"redis://h:1/13?prefx=teamb", `"prefx"`},
+		{"redis://h:1/13?prefix=a%zz", `"prefix"`},
+		{"redis://h:1/13?prefix=", `"prefix"`},
+		{"redis://h:1/13?prefix=a&prefix=b", `"prefix"`},
+		{"redis://h:1/13#prefix=a", "'#'"},
+		{"redis://h:1/13?db=2", `"db"`},
+		{"redis://h:1/13?skip_verify=true", `"skip_verify"`},
+		{"redis://h:1/13?dial_timeout=soon", "dial_timeout"},
 	} {
 		_, err := ParseDSN(c.dsn)
 		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "sekrit") {
@@ -246,7 +256,7 @@ func FuzzParseDSN(f *testing.F) {
 			}
 			return
 		}
-		if !validPrefix(cfg.Prefix) || cfg.Opts == nil {
+		if store.CheckPrefix(cfg.Prefix) != nil || cfg.Opts == nil {
 			t.Fatalf("ParseDSN(%q) = %+v", dsn, cfg)
 		}
 	})

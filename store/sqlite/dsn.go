@@ -10,6 +10,11 @@ import (
 	"github.com/once-run/once/store"
 )
 
+// Params are the query parameters a sqlite DSN accepts (docs/stores/sqlite.md).
+var Params = []string{"prefix", "busy_timeout"}
+
+var spec = store.QuerySpec{Store: "sqlite", Doc: "docs/stores/sqlite.md", Known: Params}
+
 // DefaultBusyTimeout is how long a write waits for another process's transaction before the
 // store reports ErrUnavailable.
 const DefaultBusyTimeout = 10 * time.Second
@@ -17,7 +22,7 @@ const DefaultBusyTimeout = 10 * time.Second
 // Options tune a SQLite store. The zero value is ready to use.
 type Options struct {
 	// Prefix is prepended to every table name so several deployments can share one file.
-	// It matches [a-z0-9_]{0,32}; "" means no prefix.
+	// "" means no prefix; any other follows store.CheckPrefix, the rule every store shares.
 	Prefix string
 	// BusyTimeout is how long a statement waits for a lock held by another connection or
 	// process before failing with ErrUnavailable. 0 means DefaultBusyTimeout.
@@ -25,12 +30,9 @@ type Options struct {
 }
 
 func (o Options) validate() error {
-	if len(o.Prefix) > 32 {
-		return fmt.Errorf("%w: sqlite prefix %q is longer than 32 characters", store.ErrBadDSN, o.Prefix)
-	}
-	for _, c := range o.Prefix {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return fmt.Errorf("%w: sqlite prefix %q may only contain a-z, 0-9 and _", store.ErrBadDSN, o.Prefix)
+	if o.Prefix != "" {
+		if err := store.CheckPrefix(o.Prefix); err != nil {
+			return err
 		}
 	}
 	if o.BusyTimeout < 0 || o.BusyTimeout > time.Hour {
@@ -43,12 +45,12 @@ func (o Options) validate() error {
 //
 // Accepted forms: sqlite:///abs/path.db, sqlite://localhost/abs/path.db, sqlite:/abs/path.db,
 // sqlite:relative/path.db and sqlite:./path.db (relative to the working directory). The path is
-// percent-decoded. Query parameters: prefix=NAME ([a-z0-9_]{1,32}) and busy_timeout=DURATION
-// (a Go duration such as 5s, between 1ms and 1h). Anything else, a repeated parameter, a
+// percent-decoded. Query parameters (parsed by store.ParseQuery): prefix=NAME (store.CheckPrefix)
+// and busy_timeout=DURATION (a Go duration such as 5s, between 1ms and 1h). Anything else, a
 // fragment, a host or an empty path is an error wrapping store.ErrBadDSN.
 func ParseDSN(dsn string) (path string, opts Options, err error) {
 	bad := func(format string, args ...any) (string, Options, error) {
-		return "", Options{}, fmt.Errorf("%w: sqlite DSN %q: %s", store.ErrBadDSN, dsn, fmt.Sprintf(format, args...))
+		return "", Options{}, fmt.Errorf("%w: sqlite DSN %q: %s", store.ErrBadDSN, store.Redact(dsn), fmt.Sprintf(format, args...))
 	}
 	i := strings.IndexByte(dsn, ':')
 	if i < 0 || !strings.EqualFold(dsn[:i], "sqlite") {
@@ -62,7 +64,7 @@ func ParseDSN(dsn string) (path string, opts Options, err error) {
 	if strings.HasPrefix(raw, "//") {
 		host, p, ok := strings.Cut(raw[2:], "/")
 		if host != "" && !strings.EqualFold(host, "localhost") {
-			return bad("host %q is not supported: SQLite stores are local files; use sqlite:///absolute/path.db", host)
+			return bad("a host is not supported: SQLite stores are local files; use sqlite:///absolute/path.db")
 		}
 		if !ok {
 			return bad("no file path; use sqlite:///absolute/path.db or sqlite:./relative.db")
@@ -79,32 +81,17 @@ func ParseDSN(dsn string) (path string, opts Options, err error) {
 	if strings.HasSuffix(p, "/") {
 		return bad("path names a directory; name the database file, e.g. %sonce.db", p)
 	}
-	if query != "" {
-		q, qerr := url.ParseQuery(query)
-		if qerr != nil {
-			return bad("bad query: %v", qerr)
+	q, err := store.ParseQuery(spec, query)
+	if err != nil {
+		return "", Options{}, err
+	}
+	opts.Prefix = q["prefix"]
+	if v, ok := q["busy_timeout"]; ok {
+		d, derr := time.ParseDuration(v)
+		if derr != nil || d < time.Millisecond {
+			return "", Options{}, fmt.Errorf("%w: sqlite parameter \"busy_timeout\" is %q: give a duration between 1ms and 1h, e.g. 5s", store.ErrBadDSN, v)
 		}
-		for k, vs := range q {
-			if len(vs) != 1 {
-				return bad("parameter %q given %d times", k, len(vs))
-			}
-			v := vs[0]
-			switch k {
-			case "prefix":
-				if v == "" {
-					return bad("prefix is empty")
-				}
-				opts.Prefix = v
-			case "busy_timeout":
-				d, derr := time.ParseDuration(v)
-				if derr != nil || d < time.Millisecond {
-					return bad("busy_timeout %q must be a duration such as 5s (at least 1ms)", v)
-				}
-				opts.BusyTimeout = d
-			default:
-				return bad("unknown parameter %q (known: prefix, busy_timeout)", k)
-			}
-		}
+		opts.BusyTimeout = d
 	}
 	if err := opts.validate(); err != nil {
 		return "", Options{}, err

@@ -503,6 +503,11 @@ func TestParseDSN(t *testing.T) {
 		{dsn: "sqlite:///a%zz.db", bad: true},
 		{dsn: "sqlite:///a%00.db", bad: true},
 		{dsn: "sqlite:///x.db?%zz", bad: true},
+		{dsn: "sqlite:///x.db?prefix=teama;x", bad: true},
+		{dsn: "sqlite:///x.db?prefix=a%zz", bad: true},
+		{dsn: "sqlite:///x.db?prefx=a", bad: true},
+		{dsn: "sqlite:///x.db?prefix=1a", bad: true},
+		{dsn: "sqlite:///x.db?prefix=a&", bad: true},
 	} {
 		path, opts, err := sqlite.ParseDSN(c.dsn)
 		if c.bad {
@@ -540,10 +545,8 @@ func FuzzParseDSN(f *testing.F) {
 		if len(opts.Prefix) > 32 || opts.BusyTimeout < 0 {
 			t.Fatalf("ParseDSN(%q) opts %+v", dsn, opts)
 		}
-		for _, c := range opts.Prefix {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-				t.Fatalf("ParseDSN(%q) prefix %q", dsn, opts.Prefix)
-			}
+		if opts.Prefix != "" && store.CheckPrefix(opts.Prefix) != nil {
+			t.Fatalf("ParseDSN(%q) prefix %q", dsn, opts.Prefix)
 		}
 	})
 }

@@ -50,21 +50,28 @@ type Config struct {
 	Session time.Duration // requested session timeout; the server clamps it to [2, 20] × tickTime
 }
 
-// ParseDSN parses zk://host:port[,host:port…][/][?prefix=&session_timeout=]. Errors wrap
-// store.ErrBadDSN.
+// Params are the query parameters a zk:// DSN accepts (docs/stores/zookeeper.md).
+var Params = []string{"prefix", "session_timeout"}
+
+var spec = store.QuerySpec{Store: "zk", Doc: "docs/stores/zookeeper.md", Known: Params}
+
+// ParseDSN parses zk://host:port[,host:port…][/][?prefix=&session_timeout=] strictly
+// (store.SplitDSN, Params). Errors wrap store.ErrBadDSN.
 func ParseDSN(dsn string) (Config, error) {
 	bad := func(format string, a ...any) (Config, error) {
 		return Config{}, fmt.Errorf("%w: %s in %q; use zk://host:2181[,host:2181]?prefix=name", store.ErrBadDSN, fmt.Sprintf(format, a...), store.Redact(dsn))
 	}
-	rest, ok := strings.CutPrefix(dsn, "zk://")
-	if !ok {
-		return bad("scheme is not zk://")
+	hosts, q, err := store.SplitDSN(spec, dsn, "zk")
+	if err != nil {
+		return Config{}, err
 	}
 	cfg := Config{Prefix: "once", Session: 10 * time.Second}
-	hosts, query, _ := strings.Cut(rest, "?")
 	hosts = strings.TrimSuffix(hosts, "/")
-	if strings.ContainsAny(hosts, "/@") {
-		return bad("paths and user info are not supported")
+	if strings.Contains(hosts, "@") {
+		return bad("user info is not supported (once does not authenticate to ZooKeeper)")
+	}
+	if strings.Contains(hosts, "/") {
+		return bad("a path (chroot) is not supported")
 	}
 	for _, h := range strings.Split(hosts, ",") {
 		if h == "" || strings.ContainsAny(h, " \t\n%") {
@@ -75,43 +82,17 @@ func ParseDSN(dsn string) (Config, error) {
 		}
 		cfg.Servers = append(cfg.Servers, h)
 	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return bad("bad query")
+	if v, ok := q["prefix"]; ok {
+		cfg.Prefix = v
 	}
-	for k, v := range q {
-		if len(v) != 1 {
-			return bad("parameter %q given %d times", k, len(v))
+	if v, ok := q["session_timeout"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > time.Hour {
+			return Config{}, fmt.Errorf("%w: zk parameter \"session_timeout\" is %q: give a duration between 1s and 1h, e.g. 10s", store.ErrBadDSN, v)
 		}
-		switch k {
-		case "prefix":
-			if !validPrefix(v[0]) {
-				return bad("prefix %q must be 1-64 letters, digits, '_', '-' or '.'", v[0])
-			}
-			cfg.Prefix = v[0]
-		case "session_timeout":
-			d, err := time.ParseDuration(v[0])
-			if err != nil || d < time.Second || d > time.Hour {
-				return bad("session_timeout %q is not a duration between 1s and 1h", v[0])
-			}
-			cfg.Session = d
-		default:
-			return bad("unknown parameter %q (known: prefix, session_timeout)", k)
-		}
+		cfg.Session = d
 	}
 	return cfg, nil
-}
-
-func validPrefix(p string) bool {
-	if p == "" || len(p) > 64 || p == "." || p == ".." {
-		return false
-	}
-	for _, c := range p {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // Store is a ZooKeeper store over one session. Safe for concurrent use.

@@ -147,7 +147,13 @@ func TestBadDSN(t *testing.T) {
 		{"zk://h:1,,h2:2", "endpoint"},
 		{"zk://h:1/path", "path"},
 		{"zk://h:1?session_timeout=1ms", "session_timeout"},
-		{"zk://h?x=1", "unknown"},
+		{"zk://h?x=1", `"x" is not a parameter`},
+		{"zk://u:p@h", "user info"},
+		{"zk://h:1?prefix=teamA;x", `"prefix"`},
+		{"zk://h:1?prefix=a.b", `"prefix"`},
+		{"zk://h:1?prefix=.", `"prefix"`},
+		{"zk://h:1?prefix=a&prefix=a", `"prefix"`},
+		{"zk://h:1?session_timeot=4s", `did you mean "session_timeout"`},
 	} {
 		_, err := ParseDSN(c.dsn)
 		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) {
@@ -176,7 +182,7 @@ func FuzzParseDSN(f *testing.F) {
 			}
 			return
 		}
-		if !validPrefix(cfg.Prefix) || len(cfg.Servers) == 0 || cfg.Session < time.Second {
+		if store.CheckPrefix(cfg.Prefix) != nil || len(cfg.Servers) == 0 || cfg.Session < time.Second {
 			t.Fatalf("ParseDSN(%q) = %+v", dsn, cfg)
 		}
 		for _, e := range cfg.Servers {
