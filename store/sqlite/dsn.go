@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/once-run/once/store"
 )
@@ -22,6 +23,11 @@ type Options struct {
 	// BusyTimeout is how long a statement waits for a lock held by another connection or
 	// process before failing with ErrUnavailable. 0 means DefaultBusyTimeout.
 	BusyTimeout time.Duration
+	// Group, a group name or number, opts in to a ledger shared by the group's members: its
+	// directory must be owned by root (or this user), belong to the group, be setgid and not
+	// writable by others, and its files belong to the group (mode 0660). Every member can then
+	// rewrite any record. "" means the files are private to this user.
+	Group string
 }
 
 func (o Options) validate() error {
@@ -32,6 +38,9 @@ func (o Options) validate() error {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
 			return fmt.Errorf("%w: sqlite prefix %q may only contain a-z, 0-9 and _", store.ErrBadDSN, o.Prefix)
 		}
+	}
+	if len(o.Group) > 64 || strings.ContainsAny(o.Group, "/:") || strings.ContainsFunc(o.Group, unicode.IsControl) {
+		return fmt.Errorf("%w: sqlite group %q is not a group name or number", store.ErrBadDSN, o.Group)
 	}
 	if o.BusyTimeout < 0 || o.BusyTimeout > time.Hour {
 		return fmt.Errorf("%w: sqlite busy_timeout %s must be between 1ms and 1h", store.ErrBadDSN, o.BusyTimeout)
@@ -44,7 +53,8 @@ func (o Options) validate() error {
 // Accepted forms: sqlite:///abs/path.db, sqlite://localhost/abs/path.db, sqlite:/abs/path.db,
 // sqlite:relative/path.db and sqlite:./path.db (relative to the working directory). The path is
 // percent-decoded. Query parameters: prefix=NAME ([a-z0-9_]{1,32}) and busy_timeout=DURATION
-// (a Go duration such as 5s, between 1ms and 1h). Anything else, a repeated parameter, a
+// (a Go duration such as 5s, between 1ms and 1h) and group=NAME (a ledger shared by a group, see
+// Options.Group). Anything else, a repeated parameter, a
 // fragment, a host or an empty path is an error wrapping store.ErrBadDSN.
 func ParseDSN(dsn string) (path string, opts Options, err error) {
 	bad := func(format string, args ...any) (string, Options, error) {
@@ -101,8 +111,13 @@ func ParseDSN(dsn string) (path string, opts Options, err error) {
 					return bad("busy_timeout %q must be a duration such as 5s (at least 1ms)", v)
 				}
 				opts.BusyTimeout = d
+			case "group":
+				if v == "" {
+					return bad("group is empty")
+				}
+				opts.Group = v
 			default:
-				return bad("unknown parameter %q (known: prefix, busy_timeout)", k)
+				return bad("unknown parameter %q (known: prefix, busy_timeout, group)", k)
 			}
 		}
 	}
