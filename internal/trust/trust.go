@@ -129,7 +129,7 @@ func checkParent(dir string, st *unix.Stat_t) error {
 	euid := uint32(os.Geteuid())
 	q := Quote(dir)
 	if st.Uid != 0 && st.Uid != euid {
-		return unsafef("%s is owned by uid %d, who can replace anything below it; fix: keep once's state in a directory that only uid %d and root can change (ONCE_HOME, or the path in the DSN)", dir, st.Uid, euid)
+		return unsafef("%s is owned by uid %d, who can replace anything below it; fix: keep once's state in a directory that only %s can change (ONCE_HOME, or the path in the DSN)", dir, st.Uid, you())
 	}
 	if st.Mode&unix.S_ISVTX != 0 {
 		return nil
@@ -179,7 +179,7 @@ func resolve(path string, last bool) (real string, st unix.Stat_t, exists bool, 
 		final := len(todo) == 0
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			if st.Uid != 0 && st.Uid != euid {
-				return "", st, false, unsafef("%s is a symbolic link owned by uid %d, who can point it elsewhere; fix: use the real path, or a link owned by uid %d or root", next, st.Uid, euid)
+				return "", st, false, unsafef("%s is a symbolic link owned by uid %d, who can point it elsewhere; fix: use the real path, or a link owned by %s", next, st.Uid, you())
 			}
 			if links++; links > maxLinks {
 				return "", st, false, fmt.Errorf("%s: too many levels of symbolic links", path)
@@ -210,6 +210,14 @@ func resolve(path string, last bool) (real string, st unix.Stat_t, exists bool, 
 		return "", st, false, fmt.Errorf("%s: %w", cur, err)
 	}
 	return cur, st, true, nil
+}
+
+// you names who may own what is trusted: "root", or "uid N or root".
+func you() string {
+	if euid := os.Geteuid(); euid != 0 {
+		return fmt.Sprintf("uid %d or root", euid)
+	}
+	return "root"
 }
 
 // split returns the non-empty components of p other than ".".
