@@ -52,7 +52,12 @@ type Store struct {
 	pol  trust.Policy
 	id   string      // the ledger's id (files.go)
 	mk   *markerFile // the marker, updated after each commit; nil until open
-	w    watch       // the files opened; checked around each write
+	w    watch       // the files opened; checked after each write
+	// count is the prepared statement that counts a write (compiling it anew would cost more
+	// than running it); counted is the connection's total_changes() after the last counted
+	// write (txRaw runs on the one connection, serialized).
+	count   *sql.Stmt
+	counted int64
 }
 
 var (
@@ -139,6 +144,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if err := s.checkLedger(m, s.id, seq); err != nil {
 		return fail(err)
+	}
+	if s.count, err = s.db.PrepareContext(ctx, "UPDATE "+ledgerTable+" SET seq = seq + 1 WHERE total_changes() > ? RETURNING seq, total_changes()"); err != nil {
+		return fail(s.mapErr(err))
 	}
 	if err := s.persistWAL(ctx); err != nil {
 		return fail(err)
@@ -423,6 +431,9 @@ func (s *Store) ddl() []string {
 
 // Close closes the connection. Leases are kept.
 func (s *Store) Close() error {
+	if s.count != nil {
+		s.count.Close()
+	}
 	err := s.db.Close()
 	s.mk.close()
 	return err
@@ -457,35 +468,28 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, now int64) error) er
 // never has to be upgraded under contention) and commits it.
 //
 // Once the store is open, each transaction that changed rows also counts itself in the ledger's
-// write counter, and every transaction checks under the write lock and again after its commit
-// that the files are still the ones opened (files.go): a commit into a deleted file is reported
-// as an error, never as recorded.
+// write counter, and every transaction checks after its commit that the files are still the ones
+// opened (files.go): a commit into a deleted file is reported as an error, never as recorded.
 func (s *Store) txRaw(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.mapErr(err)
-	}
-	if err := s.still(); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	var before int64
-	if s.mk != nil {
-		if err := tx.QueryRowContext(ctx, "SELECT total_changes()").Scan(&before); err != nil {
-			_ = tx.Rollback()
-			return s.mapErr(err)
-		}
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return s.mapErr(err)
 	}
 	var seq int64
-	if s.mk != nil {
-		// Counted only when fn changed rows: a transaction that only read commits nothing and
-		// costs no fsync, and must stay so.
-		err := tx.QueryRowContext(ctx, "UPDATE "+ledgerTable+" SET seq = seq + 1 WHERE total_changes() > ? RETURNING seq", before).Scan(&seq)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if s.count != nil {
+		// Counted only when fn changed rows (the connection's total_changes() moved since the
+		// last count): a transaction that only read commits nothing and costs no fsync, and
+		// must stay so. RETURNING sees total_changes() before this UPDATE's own row.
+		var tc int64
+		err := tx.StmtContext(ctx, s.count).QueryRowContext(ctx, s.counted).Scan(&seq, &tc)
+		switch {
+		case err == nil:
+			s.counted = tc + 1
+		case !errors.Is(err, sql.ErrNoRows):
 			_ = tx.Rollback()
 			return s.mapErr(err)
 		}
@@ -493,6 +497,7 @@ func (s *Store) txRaw(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return s.mapErr(err)
 	}
+	// After the commit: a commit into a deleted or replaced file is an error, never recorded.
 	if err := s.still(); err != nil {
 		return err
 	}
