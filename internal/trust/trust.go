@@ -88,7 +88,13 @@ func Stat(path string, st *unix.Stat_t, p Policy) error {
 	q := Quote(path)
 	switch {
 	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
-		return unsafef("%s is a symbolic link, which could point anywhere; fix: replace it with the file it points to (mv TARGET %s)", path, q)
+		target, err := os.Readlink(path)
+		if err != nil {
+			target = "TARGET"
+		} else if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		return unsafef("%s is a symbolic link, which could point anywhere; fix: replace it with the file it points to: mv %s %s", path, Quote(target), q)
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return unsafef("%s is not a regular file; fix: move it away (mv %s %s.bad)", path, q, q)
 	case p.Shared && st.Gid != uint32(p.Group):

@@ -32,9 +32,9 @@ import (
 // fsync (it guards against files removed by hand, not against power loss, which SQLite's own
 // fsyncs cover). Opening fails closed (ErrGone) when the marker exists and the database is
 // missing, empty, holds another ledger or has fewer writes than the marker has seen (its -wal
-// deleted, an older copy restored). While open, every write transaction checks, under the
-// write lock and again after its commit, that the database, -wal and -shm paths still name the
-// files that were opened and that the database is not empty.
+// deleted, an older copy restored). While open, every transaction checks after its commit that
+// the database, -wal and -shm paths still name the files that were opened and that the database
+// is not empty: a commit into a deleted file is reported as an error, never as recorded.
 
 // ErrGone matches errors about a ledger file that was deleted, emptied or replaced, or that
 // went back in time. They also match store.ErrUnavailable.
