@@ -361,3 +361,30 @@ func TestLedgerSharedWithGroup(t *testing.T) {
 		t.Fatalf("doctor:\n%s", r.stdout)
 	}
 }
+
+// The ledger deleted while the command runs, and the command ends before the next renewal: its outcome is
+// committed into the deleted file, so it is reported as not recorded, with no misleading retry error.
+func TestLedgerLostBeforeOutcome(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("run", "--task", "x", "--", "true"); r.code != 0 {
+		t.Fatalf("setup: %d %s", r.code, r.stderr)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		for _, x := range []string{"", "-wal", "-shm"} {
+			os.Remove(filepath.Join(e.home, "once.db") + x)
+		}
+	}()
+	r := e.run("run", "--task", "q", "--slot", "s", "--ttl", "3s", "--", "sleep", "0.6")
+	if r.code != 0 {
+		t.Fatalf("exit %d, want the command's 0\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "was not recorded: store: unavailable") || !strings.Contains(r.stderr, "once.db was deleted while in use") ||
+		strings.Contains(r.stderr, "conflict") || strings.Contains(r.stderr, "msg=end ") {
+		t.Fatalf("stderr:\n%s", r.stderr)
+	}
+	if r.dur > 2500*time.Millisecond {
+		t.Errorf("took %s: the outcome's retries should end when the lease is lost, at the next renewal (1s)", r.dur)
+	}
+	refused(t, e.run("run", "--task", "q", "--slot", "s", "--", "true"), "", "the file is missing")
+}

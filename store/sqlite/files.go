@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -231,7 +232,8 @@ type fileID struct{ dev, ino uint64 }
 
 // watch is what the database, -wal and -shm paths named when the store opened them.
 type watch struct {
-	ids [3]fileID // zero: the file did not exist (then it is not watched)
+	ids  [3]fileID // zero: the file did not exist (then it is not watched)
+	lost atomic.Pointer[error]
 }
 
 var watched = [3]string{"", "-wal", "-shm"}
@@ -253,8 +255,21 @@ func (s *Store) remember() error {
 }
 
 // still fails with ErrGone when a watched path no longer names the file that was opened, or
-// the database became empty: writes would go to a file nobody else will ever read.
+// the database became empty: writes would go to a file nobody else will ever read. Once it has
+// failed it keeps failing: the commit that revealed it went into the lost file, and a retry must
+// not read that commit back as the ledger's state.
 func (s *Store) still() error {
+	if err := s.w.lost.Load(); err != nil {
+		return *err
+	}
+	err := s.check()
+	if err != nil && errors.Is(err, ErrGone) {
+		s.w.lost.CompareAndSwap(nil, &err)
+	}
+	return err
+}
+
+func (s *Store) check() error {
 	for i, x := range watched {
 		id := s.w.ids[i]
 		if id == (fileID{}) {

@@ -471,6 +471,9 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, now int64) error) er
 // write counter, and every transaction checks after its commit that the files are still the ones
 // opened (files.go): a commit into a deleted file is reported as an error, never as recorded.
 func (s *Store) txRaw(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.w.lost.Load(); err != nil {
+		return *err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.mapErr(err)
