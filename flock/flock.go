@@ -21,13 +21,17 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/once-run/once/internal/trust"
 )
 
 // ErrBusy means another process holds the lock (and the wait, if any, elapsed).
 var ErrBusy = errors.New("flock: lock is held by another process")
 
 // ErrUnsafe means the lock directory or a lock file could be tampered with by someone else: a symlink, not a
-// directory/regular file, owned by another user, or group/world-writable. The wrapping message says how to fix it.
+// directory/regular file, owned by another user, or group/world-writable; or a directory above it (ONCE_HOME
+// and its parents) that another user could rename or replace (see package internal/trust). The wrapping
+// message says how to fix it.
 var ErrUnsafe = errors.New("flock: unsafe lock directory")
 
 // maxPrefix bounds the readable part of a lock file name.
@@ -84,8 +88,9 @@ func (l *Lock) Release() error {
 // Acquire takes an exclusive flock(2) on dir/FileName(task).
 //
 // dir is created with mode 0700 (missing parents too) if it does not exist. An existing dir must be a real
-// directory (not a symlink), owned by the effective uid and not group/other-writable, else the error wraps
-// ErrUnsafe and says how to fix it. The lock file is opened O_RDWR|O_CREAT|O_NOFOLLOW|O_CLOEXEC with mode 0600
+// directory (not a symlink), owned by the effective uid and not group/other-writable, and the directories
+// above it must be owned by root or the effective uid and not writable by others (unless sticky), else the
+// error wraps ErrUnsafe and says how to fix it. The lock file is opened O_RDWR|O_CREAT|O_NOFOLLOW|O_CLOEXEC with mode 0600
 // and must be a regular file owned by the effective uid.
 //
 // wait 0 fails at once with ErrBusy if the lock is held. wait > 0 retries until the lock is free, wait has
@@ -155,6 +160,9 @@ func ensureDir(dir string) error {
 	if dir == "" {
 		return fmt.Errorf("flock: empty lock directory")
 	}
+	if err := parents(dir); err != nil {
+		return err
+	}
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		// MkdirAll only applies the mode to directories it creates; existing parents are left alone.
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -166,9 +174,12 @@ func ensureDir(dir string) error {
 
 // Check reports a problem with lock directory dir, or nil if it is fine or does not exist yet (Acquire will
 // create it). dir must be a real directory (not a symlink) owned by the effective uid and not group/other-
-// writable; the lock files in it must be regular files owned by the effective uid. Problems wrap ErrUnsafe
-// and carry a one-line fix.
+// writable, under directories that only root and the effective uid can change; the lock files in it must
+// be regular files owned by the effective uid. Problems wrap ErrUnsafe and carry a one-line fix.
 func Check(dir string) error {
+	if err := parents(dir); err != nil {
+		return err
+	}
 	var st unix.Stat_t
 	if err := unix.Lstat(dir, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -203,6 +214,22 @@ func Check(dir string) error {
 		if err := checkStat(&fst, p); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// parents checks the directories above dir: whoever can rename an entry of one of them can swap the lock
+// directory while a lock is held in it, and two processes then hold "the" lock on two inodes.
+func parents(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("flock: lock directory %s: %w", dir, err)
+	}
+	if err := trust.Parents(filepath.Dir(abs)); err != nil {
+		if errors.Is(err, trust.ErrUnsafe) {
+			return fmt.Errorf("%w: %w", ErrUnsafe, err)
+		}
+		return fmt.Errorf("flock: lock directory %s: %w", dir, err)
 	}
 	return nil
 }

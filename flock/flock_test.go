@@ -338,3 +338,43 @@ func TestFileNameDistinct(t *testing.T) {
 		t.Fatalf("generator produced too few distinct tasks: %d", len(seen))
 	}
 }
+
+// The directories above the lock directory (ONCE_HOME and its parents) must not let anyone else rename the
+// lock directory away: a second process would then lock a new file while the first holds the old one.
+func TestUnsafeParents(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(home, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	locks := filepath.Join(home, "locks")
+	_, err := flock.Acquire(context.Background(), locks, "t", 0)
+	if !errors.Is(err, flock.ErrUnsafe) || !strings.Contains(err.Error(), "chmod o-w "+home) {
+		t.Fatalf("0777 home: want ErrUnsafe with the fix, got %v", err)
+	}
+	if _, err := os.Lstat(locks); err == nil {
+		t.Fatal("the lock directory was created in an unsafe home")
+	}
+	if err := flock.Check(locks); !errors.Is(err, flock.ErrUnsafe) {
+		t.Fatalf("Check under a 0777 home: %v", err)
+	}
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l, err := flock.Acquire(context.Background(), locks, "t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the home to another user")
+	}
+	if err := os.Chown(home, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := flock.Acquire(context.Background(), locks, "t", 0); !errors.Is(err, flock.ErrUnsafe) || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Fatalf("home of another user: %v", err)
+	}
+}

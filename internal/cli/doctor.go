@@ -16,7 +16,9 @@ import (
 
 	"github.com/once-run/once"
 	"github.com/once-run/once/flock"
+	"github.com/once-run/once/internal/trust"
 	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/sqlite"
 )
 
 type doctorFlags struct {
@@ -35,11 +37,16 @@ func (a *app) doctorCmd() *cobra.Command {
 
   store       reachable, schema current (and durability where the store can tell: SQLite's
               journal and sync settings, and whether its file is on a network filesystem)
+  files       SQLite: the ledger's directory, its files and the directories above them can be
+              changed by this user and root only (or the ?group= members); else FAIL with the fix
+  ledger      SQLite: the ledger's id and write count match its marker; a deleted, emptied,
+              replaced or older file is a FAIL, with how to restore it or start a new ledger
   clock       offset between this host and the store's clock (lease expiry uses the store's)
   lease       leases held now; stale ones (held by a process of this host that is gone)
   stale       attempts still "running" whose holder's lease is gone (the next run marks them unknown)
   review      slots waiting for a person (once resolve)
-  locks       ownership and mode of the lock directory $ONCE_HOME/locks and its files
+  locks       ownership and mode of the lock directory $ONCE_HOME/locks, its files and the
+              directories above it
   overlap     two attempts of one task that ran at the same time (must never happen)
   burst       several launches of one task within --burst (a double trigger: two crontabs, a
               timer and a cron entry, two replicas); drill launches are not counted
@@ -137,7 +144,14 @@ func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *r
 
 	s, err := a.openStore(ctx, dsn)
 	if err != nil {
-		r.add("store", store.LevelFail, "", "%v", err)
+		check := "store"
+		switch {
+		case errors.Is(err, trust.ErrUnsafe):
+			check = "files"
+		case errors.Is(err, sqlite.ErrGone):
+			check = "ledger"
+		}
+		r.add(check, store.LevelFail, "", "%v", err)
 		return
 	}
 	defer s.Close()

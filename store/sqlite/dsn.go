@@ -6,12 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/once-run/once/store"
 )
 
 // Params are the query parameters a sqlite DSN accepts (docs/stores/sqlite.md).
-var Params = []string{"prefix", "busy_timeout"}
+var Params = []string{"prefix", "busy_timeout", "group"}
 
 var spec = store.QuerySpec{Store: "sqlite", Doc: "docs/stores/sqlite.md", Known: Params}
 
@@ -27,6 +28,11 @@ type Options struct {
 	// BusyTimeout is how long a statement waits for a lock held by another connection or
 	// process before failing with ErrUnavailable. 0 means DefaultBusyTimeout.
 	BusyTimeout time.Duration
+	// Group, a group name or number, opts in to a ledger shared by the group's members: its
+	// directory must be owned by root (or this user), belong to the group, be setgid and not
+	// writable by others, and its files belong to the group (mode 0660). Every member can then
+	// rewrite any record. "" means the files are private to this user.
+	Group string
 }
 
 func (o Options) validate() error {
@@ -34,6 +40,9 @@ func (o Options) validate() error {
 		if err := store.CheckPrefix(o.Prefix); err != nil {
 			return err
 		}
+	}
+	if len(o.Group) > 64 || strings.ContainsAny(o.Group, "/:") || strings.ContainsFunc(o.Group, unicode.IsControl) {
+		return fmt.Errorf("%w: sqlite group %q is not a group name or number", store.ErrBadDSN, o.Group)
 	}
 	if o.BusyTimeout < 0 || o.BusyTimeout > time.Hour {
 		return fmt.Errorf("%w: sqlite busy_timeout %s must be between 1ms and 1h", store.ErrBadDSN, o.BusyTimeout)
@@ -45,8 +54,9 @@ func (o Options) validate() error {
 //
 // Accepted forms: sqlite:///abs/path.db, sqlite://localhost/abs/path.db, sqlite:/abs/path.db,
 // sqlite:relative/path.db and sqlite:./path.db (relative to the working directory). The path is
-// percent-decoded. Query parameters (parsed by store.ParseQuery): prefix=NAME (store.CheckPrefix)
-// and busy_timeout=DURATION (a Go duration such as 5s, between 1ms and 1h). Anything else, a
+// percent-decoded. Query parameters (parsed by store.ParseQuery): prefix=NAME (store.CheckPrefix),
+// busy_timeout=DURATION (a Go duration such as 5s, between 1ms and 1h) and group=NAME (a ledger
+// shared by a group, see Options.Group). Anything else, a
 // fragment, a host or an empty path is an error wrapping store.ErrBadDSN.
 func ParseDSN(dsn string) (path string, opts Options, err error) {
 	bad := func(format string, args ...any) (string, Options, error) {
@@ -86,6 +96,7 @@ func ParseDSN(dsn string) (path string, opts Options, err error) {
 		return "", Options{}, err
 	}
 	opts.Prefix = q["prefix"]
+	opts.Group = q["group"]
 	if v, ok := q["busy_timeout"]; ok {
 		d, derr := time.ParseDuration(v)
 		if derr != nil || d < time.Millisecond {

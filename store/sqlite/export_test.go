@@ -7,3 +7,11 @@ import "time"
 func SkewWall(s *Store, d time.Duration) {
 	s.clk.wall = func() time.Time { return time.Now().Add(d) }
 }
+
+// ParseMarker and FormatMarker expose the marker format to the fuzz test.
+func ParseMarker(b []byte) (id string, seq int64, err error) {
+	m, err := parseMarker(b)
+	return m.id, m.seq, err
+}
+
+func FormatMarker(id string, seq int64) string { return marker{id: id, seq: seq}.String() }

@@ -3,11 +3,14 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/once-run/once/internal/trust"
 	"github.com/once-run/once/store"
 )
 
@@ -29,12 +32,32 @@ var remoteFS = map[int64]string{
 	0x0BD00BD0: "Lustre",
 }
 
-// Inspect reports the schema version, the journal mode and synchronous setting in force, and
-// whether the database file lives on a network or FUSE filesystem.
+// Inspect reports who may write the ledger's files, the ledger's id and write count, the
+// schema version, the journal mode and synchronous setting in force, and whether the database
+// file lives on a network or FUSE filesystem. (Problems with the files or a lost ledger make
+// Open fail; doctor reports that error.)
 func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 	var out []store.Finding
 	add := func(check string, l store.Level, format string, a ...any) {
 		out = append(out, store.Finding{Check: check, Level: l, Message: fmt.Sprintf(format, a...)})
+	}
+	if _, err := s.checkTrust(); err != nil {
+		add("files", store.LevelFail, "%v", err)
+	} else if s.pol.Shared {
+		add("files", store.LevelOK, "%s and its files are shared with the members of group %d (?group=), and nobody else can change them", filepath.Dir(s.path), s.pol.Group)
+	} else {
+		add("files", store.LevelOK, "%s and its files can be changed by uid %d (and root) only", filepath.Dir(s.path), os.Geteuid())
+	}
+	if err := s.still(); err != nil {
+		add("ledger", store.LevelFail, "%v", err)
+	} else {
+		var seq int64
+		if err := s.db.QueryRowContext(ctx, "SELECT seq FROM "+ledgerTable).Scan(&seq); err != nil {
+			return nil, s.mapErr(err)
+		}
+		old := trust.Quote(filepath.Join(filepath.Dir(s.path), "old-ledger-"+time.Now().Format("20060102-150405")))
+		add("ledger", store.LevelOK, "ledger %s, %d writes; %s tells a deleted, emptied or replaced file from a new ledger. To start a new, empty ledger on purpose, move the files aside: mkdir -m 700 %s && mv %s %s %s/",
+			s.id, seq, MarkerPath(s.path), old, trust.Quote(s.path)+"*", trust.Quote(MarkerPath(s.path)), old)
 	}
 	var v int
 	if err := s.db.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v); err != nil {

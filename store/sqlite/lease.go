@@ -93,8 +93,18 @@ func (s *Store) current(ctx context.Context, tx *sql.Tx, l store.Lease) (store.L
 }
 
 // Renew extends the current, unexpired grant l to ttl from now by the store's clock,
-// keeping its token; ErrNotHeld otherwise, leaving the stored lease unchanged.
+// keeping its token; ErrNotHeld otherwise, leaving the stored lease unchanged. A ledger file
+// deleted or replaced while in use (ErrGone) took the grant with it: that error matches
+// ErrNotHeld too, so the holder stops its work at once instead of retrying until the deadline.
 func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	out, err := s.renew(ctx, l, ttl)
+	if errors.Is(err, ErrGone) {
+		return out, fmt.Errorf("%w: %w", store.ErrNotHeld, err)
+	}
+	return out, err
+}
+
+func (s *Store) renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
 	if err := checkTTL(ttl); err != nil {
 		return store.Lease{}, err
 	}

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/once-run/once/internal/trust"
 	"github.com/once-run/once/store"
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -48,6 +49,15 @@ type Store struct {
 	t    tables
 	clk  machineClock
 	cs   clockState
+	pol  trust.Policy
+	id   string      // the ledger's id (files.go)
+	mk   *markerFile // the marker, updated after each commit; nil until open
+	w    watch       // the files opened; checked after each write
+	// count is the prepared statement that counts a write (compiling it anew would cost more
+	// than running it); counted is the connection's total_changes() after the last counted
+	// write (txRaw runs on the one connection, serialized).
+	count   *sql.Stmt
+	counted int64
 }
 
 var (
@@ -58,10 +68,13 @@ var (
 type tables struct{ meta, leases, attempts, events, keys string }
 
 // Open opens (creating when missing) the SQLite store at path. A missing parent directory is
-// created with mode 0700 and a missing file with mode 0600, whatever the umask; a path that is
-// a symbolic link is refused. The schema is created on first use in one transaction, safely
-// when many processes do it at once; later opens only read its version. Errors wrap
-// store.ErrBadDSN for bad options and store.ErrUnavailable when the file cannot be used.
+// created with mode 0700 and a missing file with mode 0600 (0660 with Options.Group), whatever
+// the umask; a path that is a symbolic link is refused. The directory and the files SQLite uses
+// must be changeable by this user and root only, or by the members of Options.Group (files.go);
+// a ledger whose file was deleted, emptied or replaced is refused (ErrGone), except on first
+// creation. The schema is created on first use in one transaction, safely when many processes
+// do it at once; later opens only read its version. Errors wrap store.ErrBadDSN for bad options
+// and store.ErrUnavailable when the file cannot be used or trusted.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -76,11 +89,39 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.BusyTimeout == 0 {
 		opts.BusyTimeout = DefaultBusyTimeout
 	}
-	if err := prepareFile(abs); err != nil {
+	pol, err := opts.policy()
+	if err != nil {
 		return nil, err
 	}
 	p := opts.Prefix
-	s := &Store{clk: sysClock, path: abs, busy: opts.BusyTimeout, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys"}}
+	s := &Store{clk: sysClock, path: abs, busy: opts.BusyTimeout, pol: pol, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys"}}
+	dirExists, err := s.checkTrust()
+	if err != nil {
+		return nil, err
+	}
+	var m *marker
+	if dirExists {
+		// The marker is read before the database, so the database has seen at least every write
+		// the marker counts.
+		if m, err = readMarker(MarkerPath(abs)); err != nil {
+			return nil, fmt.Errorf("%w: sqlite %s: %s; fix: rm %s (it is written again from the ledger)",
+				store.ErrUnavailable, abs, oneLine(err.Error()), trust.Quote(MarkerPath(abs)))
+		}
+		if err := s.checkPresent(m); err != nil {
+			return nil, err
+		}
+	} else if pol.Shared {
+		dir := trust.Quote(filepath.Dir(abs))
+		return nil, fmt.Errorf("%w: sqlite %s: the shared directory does not exist; fix: install -d -o root -g %d -m 2770 %s", store.ErrUnavailable, abs, pol.Group, dir)
+	}
+	if err := prepareFile(abs, s.fileMode()); err != nil {
+		return nil, err
+	}
+	if !dirExists { // created just now: check what was made
+		if _, err := s.checkTrust(); err != nil {
+			return nil, err
+		}
+	}
 	// busy_timeout is applied first by the driver; journal_mode=WAL is a no-op once the file is WAL.
 	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
 		abs, opts.BusyTimeout.Milliseconds())
@@ -92,13 +133,26 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// SQLite's busy handler, and nothing here runs nested statements.
 	s.db.SetMaxOpenConns(1)
 	s.db.SetConnMaxIdleTime(0)
-	if err := s.ensureSchema(ctx); err != nil {
+	fail := func(err error) (*Store, error) {
 		s.db.Close()
+		s.mk.close()
 		return nil, err
 	}
+	seq, err := s.ensureSchema(ctx, m != nil)
+	if err != nil {
+		return fail(err)
+	}
+	if err := s.checkLedger(m, s.id, seq); err != nil {
+		return fail(err)
+	}
+	if s.count, err = s.db.PrepareContext(ctx, "UPDATE "+ledgerTable+" SET seq = seq + 1 WHERE total_changes() > ? RETURNING seq, total_changes()"); err != nil {
+		return fail(s.mapErr(err))
+	}
 	if err := s.persistWAL(ctx); err != nil {
-		s.db.Close()
-		return nil, err
+		return fail(err)
+	}
+	if err := s.remember(); err != nil {
+		return fail(err)
 	}
 	return s, nil
 }
@@ -121,9 +175,9 @@ func (s *Store) persistWAL(ctx context.Context) error {
 	}))
 }
 
-// prepareFile creates the parent directories (0700) and the database file (0600) when missing,
+// prepareFile creates the parent directories (0700) and the database file (mode) when missing,
 // without following a symbolic link at the file's name.
-func prepareFile(path string) error {
+func prepareFile(path string, mode uint32) error {
 	unavailable := func(format string, args ...any) error {
 		return fmt.Errorf("%w: sqlite %s: %s", store.ErrUnavailable, path, fmt.Sprintf(format, args...))
 	}
@@ -143,16 +197,16 @@ func prepareFile(path string) error {
 	if err := mkdirs(filepath.Dir(path)); err != nil {
 		return unavailable("cannot create its directory: %v", unwrapPathErr(err))
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, fs.FileMode(mode))
 	if errors.Is(err, fs.ErrExist) {
-		return prepareFile(path) // another process created it first
+		return prepareFile(path, mode) // another process created it first
 	}
 	if err != nil {
 		return unavailable("cannot create the file: %v", unwrapPathErr(err))
 	}
 	defer f.Close()
-	if err := f.Chmod(0o600); err != nil {
-		return unavailable("cannot set mode 0600: %v", unwrapPathErr(err))
+	if err := f.Chmod(fs.FileMode(mode)); err != nil {
+		return unavailable("cannot set mode %#o: %v", mode, unwrapPathErr(err))
 	}
 	return nil
 }
@@ -199,25 +253,65 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-// ensureSchema reads the schema version (one statement when current) and, when the tables are
-// missing or older, creates or upgrades them in one IMMEDIATE transaction, safely when many
-// processes do it at once.
-func (s *Store) ensureSchema(ctx context.Context) error {
-	var v int
-	err := s.db.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v)
+// ledgerTable holds the file's ledger id and write counter (files.go). It is the one table
+// without the prefix: the id is the file's, shared by every prefix in it.
+const ledgerTable = "once_ledger"
+
+// ensureSchema reads the schema version, the ledger id (into s.id) and the write counter (one
+// statement when current) and, when the tables are missing or older, creates or upgrades them in
+// one IMMEDIATE transaction, safely when many processes do it at once. A file without a ledger
+// id gets one, unless hasMarker says a ledger existed here: then the file was emptied or
+// replaced, and ensureSchema fails with ErrGone before writing anything.
+func (s *Store) ensureSchema(ctx context.Context, hasMarker bool) (int64, error) {
+	var v, seq int64
+	err := s.db.QueryRowContext(ctx, "SELECT m.value, l.id, l.seq FROM "+s.t.meta+" m, "+ledgerTable+" l WHERE m.key = 'schema_version'").Scan(&v, &s.id, &seq)
 	if err == nil && v == SchemaVersion {
-		return nil
+		return seq, nil
 	}
 	if ctx.Err() != nil {
-		return s.mapErr(ctx.Err())
+		return 0, s.mapErr(ctx.Err())
 	}
-	return s.txRaw(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", s.t.meta).Scan(&n); err != nil {
+	err = s.txRaw(ctx, func(tx *sql.Tx) error {
+		has := func(table string) (bool, error) {
+			var n int
+			err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", table).Scan(&n)
+			return n > 0, err
+		}
+		hasLedger, err := has(ledgerTable)
+		if err != nil {
+			return err
+		}
+		if !hasLedger {
+			if hasMarker {
+				return s.gone("the file holds no once ledger, but %s records one here (emptied, or replaced by another database?); %s", MarkerPath(s.path), s.restoreOrNew())
+			}
+			id, err := newLedgerID()
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `CREATE TABLE `+ledgerTable+` (
+				one INTEGER PRIMARY KEY CHECK (one = 1),
+				id TEXT NOT NULL,
+				seq INTEGER NOT NULL CHECK (seq >= 0)
+			) STRICT`); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, "INSERT INTO "+ledgerTable+" (one, id, seq) VALUES (1, ?, 0)", id); err != nil {
+				return err
+			}
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT id, seq FROM "+ledgerTable).Scan(&s.id, &seq); err != nil {
+			return err
+		}
+		if !validID(s.id) {
+			return s.gone("its once_ledger table holds %q, not a ledger id; fix: restore the file from a backup", s.id)
+		}
+		hasMeta, err := has(s.t.meta)
+		if err != nil {
 			return err
 		}
 		v = 0
-		if n > 0 {
+		if hasMeta {
 			if err := tx.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v); err != nil {
 				return err
 			}
@@ -237,15 +331,16 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 			v = 1
 		}
 		for ; v < SchemaVersion; v++ {
-			for _, stmt := range s.upgrade(v + 1) {
+			for _, stmt := range s.upgrade(int(v) + 1) {
 				if _, err := tx.ExecContext(ctx, stmt); err != nil {
 					return err
 				}
 			}
 		}
-		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t.meta+"(key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", SchemaVersion)
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t.meta+"(key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", SchemaVersion)
 		return err
 	})
+	return seq, err
 }
 
 // upgrade returns the statements that bring version to-1 of the schema to version to.
@@ -335,7 +430,14 @@ func (s *Store) ddl() []string {
 }
 
 // Close closes the connection. Leases are kept.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	if s.count != nil {
+		s.count.Close()
+	}
+	err := s.db.Close()
+	s.mk.close()
+	return err
+}
 
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
@@ -364,7 +466,14 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, now int64) error) er
 
 // txRaw runs fn in one BEGIN IMMEDIATE transaction (the write lock is taken up front, so a read
 // never has to be upgraded under contention) and commits it.
+//
+// Once the store is open, each transaction that changed rows also counts itself in the ledger's
+// write counter, and every transaction checks after its commit that the files are still the ones
+// opened (files.go): a commit into a deleted file is reported as an error, never as recorded.
 func (s *Store) txRaw(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.w.lost.Load(); err != nil {
+		return *err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.mapErr(err)
@@ -373,7 +482,30 @@ func (s *Store) txRaw(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		_ = tx.Rollback()
 		return s.mapErr(err)
 	}
-	return s.mapErr(tx.Commit())
+	var seq int64
+	if s.count != nil {
+		// Counted only when fn changed rows (the connection's total_changes() moved since the
+		// last count): a transaction that only read commits nothing and costs no fsync, and
+		// must stay so. RETURNING sees total_changes() before this UPDATE's own row.
+		var tc int64
+		err := tx.StmtContext(ctx, s.count).QueryRowContext(ctx, s.counted).Scan(&seq, &tc)
+		switch {
+		case err == nil:
+			s.counted = tc + 1
+		case !errors.Is(err, sql.ErrNoRows):
+			_ = tx.Rollback()
+			return s.mapErr(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.mapErr(err)
+	}
+	// After the commit: a commit into a deleted or replaced file is an error, never recorded.
+	if err := s.still(); err != nil {
+		return err
+	}
+	s.mk.note(s.id, seq)
+	return nil
 }
 
 // mapErr is the one place where driver errors become store sentinels. Errors that already
@@ -382,7 +514,7 @@ func (s *Store) mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, sentinel := range []error{store.ErrBusy, store.ErrNotHeld, store.ErrConflict, store.ErrNotFound, store.ErrUnavailable, store.ErrBadDSN, store.ErrFingerprint} {
+	for _, sentinel := range []error{ErrGone, store.ErrBusy, store.ErrNotHeld, store.ErrConflict, store.ErrNotFound, store.ErrUnavailable, store.ErrBadDSN, store.ErrFingerprint} {
 		if errors.Is(err, sentinel) {
 			return err
 		}

@@ -329,9 +329,9 @@ func TestProcessesCreateSchema(t *testing.T) {
 }
 
 func TestFileModes(t *testing.T) {
+	root := t.TempDir()
 	old := syscall.Umask(0) // the modes must not depend on the umask
 	defer syscall.Umask(old)
-	root := t.TempDir()
 	path := filepath.Join(root, "a", "b", "once.db")
 	s, err := store.Open(context.Background(), "sqlite://"+path)
 	if err != nil {
@@ -484,6 +484,11 @@ func TestParseDSN(t *testing.T) {
 		{dsn: "sqlite:///x.db?prefix=team_a", path: "/x.db", opts: sqlite.Options{Prefix: "team_a"}},
 		{dsn: "sqlite:./x.db?busy_timeout=5s&prefix=p1", path: "x.db", opts: sqlite.Options{Prefix: "p1", BusyTimeout: 5 * time.Second}},
 		{dsn: "sqlite:///x.db?busy_timeout=250ms", path: "/x.db", opts: sqlite.Options{BusyTimeout: 250 * time.Millisecond}},
+		{dsn: "sqlite:///srv/once/once.db?group=ops", path: "/srv/once/once.db", opts: sqlite.Options{Group: "ops"}},
+		{dsn: "sqlite:///srv/once/once.db?group=", bad: true},
+		{dsn: "sqlite:///srv/once/once.db?group=a:b", bad: true},
+		{dsn: "sqlite:///srv/once/once.db?group=a%0Ab", bad: true},
+		{dsn: "sqlite:///srv/once/once.db?group=a&group=b", bad: true},
 		{dsn: "sqlite:", bad: true},
 		{dsn: "sqlite://", bad: true},
 		{dsn: "sqlite:///", bad: true},
@@ -528,7 +533,8 @@ func TestParseDSN(t *testing.T) {
 
 func FuzzParseDSN(f *testing.F) {
 	for _, s := range []string{"sqlite:///var/lib/once/once.db", "sqlite:./once.db", "sqlite:rel.db?prefix=a_1&busy_timeout=5s",
-		"sqlite://localhost/x.db", "sqlite:", "sqlite:///x.db?prefix=a&prefix=b", "sqlite:///%41.db", "sqlite:/a?b#c"} {
+		"sqlite://localhost/x.db", "sqlite:", "sqlite:///x.db?prefix=a&prefix=b", "sqlite:///%41.db", "sqlite:/a?b#c",
+		"sqlite:///srv/once.db?group=ops", "sqlite:///x.db?group=%00"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dsn string) {
@@ -542,7 +548,7 @@ func FuzzParseDSN(f *testing.F) {
 		if path == "" || strings.ContainsRune(path, 0) || path != filepath.Clean(path) {
 			t.Fatalf("ParseDSN(%q) path %q", dsn, path)
 		}
-		if len(opts.Prefix) > 32 || opts.BusyTimeout < 0 {
+		if len(opts.Prefix) > 32 || opts.BusyTimeout < 0 || len(opts.Group) > 64 || strings.ContainsAny(opts.Group, ":/\x00\n") {
 			t.Fatalf("ParseDSN(%q) opts %+v", dsn, opts)
 		}
 		if opts.Prefix != "" && store.CheckPrefix(opts.Prefix) != nil {
