@@ -81,6 +81,14 @@ type Options struct {
 	// run again; the "needs review" log line carries it as rerun_with. The once command sets it
 	// to a complete `once resolve` line for its store.
 	ResolveHint func(slot string) string
+	// Prepare, when set, is called for each attempt after the ledger has decided to run it and before
+	// the attempt is recorded, with the Run it will be (its RunID, Attempt and Token are final). Whatever
+	// can fail before the work starts belongs here — finding a command, starting its supervisor — so
+	// that work which cannot start uses up no attempt: an error ends the call with an error wrapping
+	// ErrNotStarted and the Prepare error, and nothing is recorded. Work that is prepared may still not
+	// be called (the lease was lost before the attempt was recorded): Prepare's resources must be
+	// released by the caller after Do returns.
+	Prepare func(ctx context.Context, run *Run) error
 	// Now is the clock that CatchUp uses to tell which slots are due; nil means time.Now. Tests
 	// set it to simulate downtime. Lease expiry never uses it: that is the store's clock.
 	Now func() time.Time
@@ -159,6 +167,10 @@ type Result struct {
 	// unknown when the lease was taken (first result of a sequence only).
 	Abandoned []store.Attempt
 }
+
+// ErrNotStarted wraps the error of Options.Prepare: the work could not start, and no attempt was
+// recorded for it.
+var ErrNotStarted = errors.New("the work could not start")
 
 // ExitCoder is implemented by work errors that carry a process exit code (exec.ExitError does).
 type ExitCoder interface{ ExitCode() int }
@@ -321,6 +333,9 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 	// 1. Local lock.
 	if o.LockDir != "" {
 		lk, err := flock.Acquire(ctx, o.LockDir, o.Task, o.Wait)
+		if err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted while waiting for the local lock: %w", context.Cause(ctx))
+		}
 		if errors.Is(err, flock.ErrBusy) {
 			reason := "another once on this machine holds the task's lock"
 			g.log.Info("busy", "reason", reason)
@@ -335,6 +350,10 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 
 	// 2. Lease, held for every slot of the sequence.
 	ls, err := lease.Acquire(ctx, o.Store, store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: runID, TTL: o.TTL}, o.Wait)
+	if err != nil && ctx.Err() != nil {
+		// Cancelled (a signal, in the CLI) while waiting or connecting: not busy, interrupted.
+		return nil, fmt.Errorf("interrupted while taking the lease: %w", context.Cause(ctx))
+	}
 	var be *store.BusyError
 	if errors.As(err, &be) {
 		reason := fmt.Sprintf("held by %s (token %d, run %s) until %s", be.Lease.Holder, be.Lease.Token,
@@ -459,7 +478,12 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, quiet bool, work W
 		}
 	}
 
-	// 4. Work.
+	// 4. Work: prepared first, so that work which cannot start costs no attempt.
+	if o.Prepare != nil {
+		if err := o.Prepare(ctx, run); err != nil {
+			return Result{}, started, fmt.Errorf("%w: %w", ErrNotStarted, err)
+		}
+	}
 	att, err := o.Store.Begin(ctx, store.Attempt{Task: o.Task, Slot: g.slot, RunID: g.runID, Number: run.Attempt,
 		Holder: o.Holder, Token: token, State: store.Running})
 	if err != nil {

@@ -95,3 +95,16 @@ type cmdError struct {
 
 func (e *cmdError) Error() string { return e.msg }
 func (e *cmdError) Unwrap() error { return e.sentinel }
+
+// Check finds cfg.Args[0] and checks that it can be executed, as Prepare does, without starting
+// anything: errors wrap ErrNotFound or ErrNotExecutable.
+func Check(cfg Config) error {
+	if len(cfg.Args) == 0 {
+		return &cmdError{ErrNotFound, "command not found: (none given)"}
+	}
+	path, err := lookPath(cfg.Args[0], cfg.Env, cfg.Dir)
+	if err != nil {
+		return err
+	}
+	return checkExec(cfg.Args[0], path, cfg.Dir)
+}

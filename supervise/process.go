@@ -3,7 +3,6 @@
 package supervise
 
 import (
-	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -13,12 +12,18 @@ import (
 // Process is a started command. Its methods are safe for concurrent use.
 type Process struct {
 	pid  int
+	shim bool // pid is the shim's, which leads the group and is the command's parent
 	done chan struct{}
 
-	mu     sync.Mutex
-	exited bool // the group leader has exited: its pid, and so the pgid, may be reused
-	killAt time.Time
-	timer  *time.Timer
+	mu      sync.Mutex
+	exited  bool // the group leader has exited: once it is reaped its pid, and so the pgid, may be reused
+	killing bool
+	// inFlight counts signals being sent by pid or through a walk from it: the leader is not reaped
+	// until they are done, so no signal can reach a process that reused its pid.
+	inFlight sync.WaitGroup
+	killAt   time.Time
+	timer    *time.Timer
+	leftover int // processes a kill could not end
 
 	// Set before done is closed.
 	exit Exit
@@ -29,37 +34,57 @@ type Process struct {
 // when there is no shim.
 func (p *Process) Pid() int { return p.pid }
 
-// Signal sends sig to the whole process group. It returns os.ErrProcessDone once the group leader has exited.
-func (p *Process) Signal(sig syscall.Signal) error {
+// enter registers a signal in flight; false once the leader has exited.
+func (p *Process) enter() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.signalLocked(sig)
+	if p.exited {
+		return false
+	}
+	p.inFlight.Add(1)
+	return true
 }
 
-func (p *Process) signalLocked(sig syscall.Signal) error {
-	if p.exited {
+// leaderExited is called by the waiter when the leader has exited and before it is reaped.
+func (p *Process) leaderExited() {
+	p.mu.Lock()
+	p.exited = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.mu.Unlock()
+	p.inFlight.Wait()
+}
+
+// Signal sends sig to every process of the run: with a shim, to every descendant of the shim (the
+// command, its children, and the daemons it left behind that were re-parented to the shim); without
+// one, to the command's process group. It returns os.ErrProcessDone once the group leader has exited.
+func (p *Process) Signal(sig syscall.Signal) error {
+	if !p.enter() {
 		return os.ErrProcessDone
 	}
-	if err := syscall.Kill(-p.pid, sig); err != nil {
-		return fmt.Errorf("supervise: signal %v to group %d: %w", sig, p.pid, err)
-	}
-	return nil
+	defer p.inFlight.Done()
+	return p.signal(sig)
 }
 
-// Stop sends sig (usually SIGTERM) to the group now, and SIGKILL to the group after grace unless the group
+// Stop sends sig (usually SIGTERM) to the run now, and kills the whole run after grace unless the group
 // leader has exited by then. It returns at once; Wait reports the outcome. A later Stop with an earlier
-// deadline moves the SIGKILL earlier; a later deadline does not postpone it. grace <= 0 kills at once.
+// deadline moves the kill earlier; a later deadline does not postpone it. grace <= 0 kills at once.
+//
+// The kill leaves nothing behind: with a shim, the shim is frozen (SIGSTOP) so that it can neither exit
+// nor hand its adopted orphans to init, every descendant is SIGKILLed until a walk of the tree finds none
+// alive, and only then the shim's group is killed. Wait returns after that.
 func (p *Process) Stop(sig syscall.Signal, grace time.Duration) {
+	if sig != 0 && sig != syscall.SIGKILL {
+		_ = p.Signal(sig)
+	}
+	if grace <= 0 || sig == syscall.SIGKILL {
+		go p.kill()
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.exited {
-		return
-	}
-	if sig != 0 {
-		_ = p.signalLocked(sig)
-	}
-	if grace <= 0 || sig == syscall.SIGKILL {
-		_ = p.signalLocked(syscall.SIGKILL)
 		return
 	}
 	at := time.Now().Add(grace)
@@ -70,15 +95,30 @@ func (p *Process) Stop(sig syscall.Signal, grace time.Duration) {
 		p.timer.Stop()
 	}
 	p.killAt = at
-	p.timer = time.AfterFunc(grace, func() { _ = p.Signal(syscall.SIGKILL) })
+	p.timer = time.AfterFunc(grace, p.kill)
 }
 
-// Done returns a channel closed when the command has exited and, with a shim, the rest of its group has
+// kill kills the whole run (once; later calls return at once).
+func (p *Process) kill() {
+	p.mu.Lock()
+	if p.exited || p.killing {
+		p.mu.Unlock()
+		return
+	}
+	p.killing = true
+	p.inFlight.Add(1)
+	p.mu.Unlock()
+	defer p.inFlight.Done()
+	p.killAll()
+}
+
+// Done returns a channel closed when the command has exited and, with a shim, the rest of its run has
 // been cleaned up.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Wait blocks until Done and returns how the command ended. It may be called many times. The error is
-// non-nil only if the outcome could not be determined; a non-zero exit is not an error.
+// non-nil only if the outcome could not be determined, or processes of the run could not be killed; a
+// non-zero exit is not an error.
 func (p *Process) Wait() (Exit, error) {
 	<-p.done
 	return p.exit, p.err

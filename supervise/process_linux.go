@@ -20,23 +20,64 @@ import (
 // signal) as "check whether my parent is gone".
 const shimDeathSig = syscall.SIGUSR2
 
-// handshakeTimeout bounds how long Start waits for the shim to report that the command started.
+// handshakeTimeout bounds how long Prepare and Start wait for the shim's reports.
 const handshakeTimeout = 10 * time.Second
 
-// Start starts cfg.Args in a new process group and returns at once. The command's stdio, environment and
-// directory come from cfg. If Args[0] cannot be found, the error wraps ErrNotFound and reads
-// "command not found: X"; if it cannot be executed, it wraps ErrNotExecutable.
+// killTimeout bounds the SIGKILL rounds of a kill (a fork bomb can outrun them).
+const killTimeout = 5 * time.Second
+
+// Prepared is a command that is ready to start: it was found, its interpreter exists, and its shim is
+// running and waiting for Start. Nothing of the command has run yet. Exactly one of Start and Cancel
+// must be called.
+type Prepared struct {
+	cfg     Config
+	path    string
+	p       *Process
+	st      *shimStatus
+	control *os.File // write end of the shim's control pipe; nil without a shim
+	c       *exec.Cmd
+}
+
+// Start starts cfg.Args in a new process group and returns at once: Prepare followed by Prepared.Start.
 func Start(cfg Config) (*Process, error) {
+	pr, err := Prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return pr.Start()
+}
+
+// Prepare checks everything about starting cfg.Args that can fail before it runs, and, with a shim,
+// starts the shim, which then waits for Start. If Args[0] cannot be found, or a script's interpreter or
+// a program's loader is missing, the error wraps ErrNotFound and reads "command not found: X" (or says
+// which interpreter is missing); if it cannot be executed, it wraps ErrNotExecutable. Callers that
+// record an attempt do so between Prepare and Start, so that a command that cannot start costs none.
+func Prepare(cfg Config) (*Prepared, error) {
 	if len(cfg.Args) == 0 {
 		return nil, &cmdError{ErrNotFound, "command not found: (none given)"}
-	}
-	env := cfg.Env
-	if env == nil {
-		env = os.Environ()
 	}
 	path, err := lookPath(cfg.Args[0], cfg.Env, cfg.Dir)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkExec(cfg.Args[0], path, cfg.Dir); err != nil {
+		return nil, err
+	}
+	pr := &Prepared{cfg: cfg, path: path}
+	if len(cfg.Shim) == 0 {
+		return pr, nil
+	}
+	if err := pr.startShim(); err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
+
+func (pr *Prepared) command() *exec.Cmd {
+	cfg := pr.cfg
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
 	}
 	c := &exec.Cmd{Env: env, Dir: cfg.Dir, Stdin: cfg.Stdin, Stdout: cfg.Stdout, Stderr: cfg.Stderr}
 	// exec.Cmd maps nil to /dev/null; we inherit instead.
@@ -51,36 +92,43 @@ func Start(cfg Config) (*Process, error) {
 	}
 	// A straggler holding a copied pipe must not block Wait forever (only matters without a shim).
 	c.WaitDelay = 2 * time.Second
-	var statusR, statusW *os.File
-	if len(cfg.Shim) > 0 {
-		c.Path = cfg.Shim[0]
-		if !strings.Contains(c.Path, "/") {
-			if c.Path, err = exec.LookPath(c.Path); err != nil {
-				return nil, fmt.Errorf("supervise: shim: %w", err)
-			}
-		}
-		c.Args = append(append(append([]string{}, cfg.Shim...), shimMarker, strconv.Itoa(os.Getpid()), path), cfg.Args...)
-		if statusR, statusW, err = os.Pipe(); err != nil {
-			return nil, fmt.Errorf("supervise: %w", err)
-		}
-		c.ExtraFiles = []*os.File{statusW} // fd 3 in the shim
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: shimDeathSig}
-	} else {
-		c.Path, c.Args = path, cfg.Args
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	}
+	return c
+}
 
-	p := &Process{done: make(chan struct{})}
-	started := make(chan error, 1)
-	var st *shimStatus
-	if statusR != nil {
-		st = &shimStatus{first: make(chan shimReport, 1), eof: make(chan struct{})}
+// startShim starts the shim and waits until it reports that it is ready.
+func (pr *Prepared) startShim() error {
+	cfg := pr.cfg
+	c := pr.command()
+	c.Path = cfg.Shim[0]
+	if !strings.Contains(c.Path, "/") {
+		var err error
+		if c.Path, err = exec.LookPath(c.Path); err != nil {
+			return fmt.Errorf("supervise: shim: %w", err)
+		}
 	}
+	c.Args = append(append(append([]string{}, cfg.Shim...), shimMarker, strconv.Itoa(os.Getpid()), pr.path), cfg.Args...)
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	controlR, controlW, err := os.Pipe()
+	if err != nil {
+		statusR.Close()
+		statusW.Close()
+		return fmt.Errorf("supervise: %w", err)
+	}
+	c.ExtraFiles = []*os.File{statusW, controlR} // fds 3 and 4 in the shim
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: shimDeathSig}
+
+	p := &Process{shim: true, done: make(chan struct{})}
+	st := &shimStatus{first: make(chan shimReport, 1), started: make(chan shimReport, 1), eof: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig fires when the forking *thread* exits (golang/go#27505). Keep this goroutine locked to its
 		// thread until the child has exited; it never unlocks, so the thread ends with the goroutine, after.
 		runtime.LockOSThread()
-		if err := c.Start(); err != nil {
+		err := startAdoptable(c)
+		if err != nil {
 			started <- err
 			return
 		}
@@ -88,41 +136,122 @@ func Start(cfg Config) (*Process, error) {
 		started <- nil
 		p.wait(c, st)
 	}()
-	if err := <-started; err != nil {
-		if statusR != nil {
-			statusR.Close()
-			statusW.Close()
-		}
-		return nil, fmt.Errorf("supervise: start %s: %w", cfg.Args[0], err)
-	}
-	if st == nil {
-		return p, nil
-	}
+	err = <-started
 	statusW.Close()
+	controlR.Close()
+	if err != nil {
+		statusR.Close()
+		controlW.Close()
+		return fmt.Errorf("supervise: start the shim %s: %w", cfg.Shim[0], err)
+	}
 	go st.read(statusR)
+	pr.p, pr.st, pr.control, pr.c = p, st, controlW, c
 	timeout := time.NewTimer(handshakeTimeout)
 	defer timeout.Stop()
 	select {
-	case r := <-st.first:
-		switch r.kind {
-		case "pid":
-			return p, nil
-		case "err":
-			<-p.done
-			return nil, r.err
+	case r, ok := <-st.first:
+		if ok && r.kind == "ready" {
+			return nil
 		}
 	case <-timeout.C:
-		_ = p.Signal(syscall.SIGKILL)
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
 	}
+	controlW.Close()
 	<-p.done
-	return nil, fmt.Errorf("supervise: shim %q did not start the command (exit %d); is it the once binary?", cfg.Shim[0], p.exit.Code)
+	return fmt.Errorf("supervise: the shim %q did not get ready (exit %d); is it the once binary?", cfg.Shim[0], p.exit.Code)
 }
 
-// shimStatus collects the shim's status pipe: lines "pid N" or "err ERRNO NAME" first, then "exit WAITSTATUS".
+// Start runs the prepared command and returns once it has started (or failed to exec).
+func (pr *Prepared) Start() (*Process, error) {
+	if pr.control == nil {
+		return pr.startDirect()
+	}
+	p, st := pr.p, pr.st
+	_, werr := pr.control.Write([]byte{'g'})
+	pr.control.Close()
+	timeout := time.NewTimer(handshakeTimeout)
+	defer timeout.Stop()
+	if werr == nil {
+		select {
+		case r, ok := <-st.started:
+			switch {
+			case ok && r.kind == "pid":
+				return p, nil
+			case ok && r.kind == "err":
+				<-p.done
+				return nil, r.err
+			}
+		case <-timeout.C:
+			p.kill()
+		}
+	}
+	<-p.done
+	return nil, fmt.Errorf("supervise: the shim did not start the command (exit %d)", p.exit.Code)
+}
+
+// Cancel ends a prepared command that will not be started: the shim exits without running anything.
+func (pr *Prepared) Cancel() {
+	if pr.control == nil {
+		return
+	}
+	pr.control.Close()
+	<-pr.p.done
+}
+
+// startDirect starts the command without a shim: it leads its own group, with Pdeathsig=SIGKILL.
+func (pr *Prepared) startDirect() (*Process, error) {
+	c := pr.command()
+	c.Path, c.Args = pr.path, pr.cfg.Args
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &Process{done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // as in startShim
+		if err := startAdoptable(c); err != nil {
+			started <- err
+			return
+		}
+		p.pid = c.Process.Pid
+		started <- nil
+		p.wait(c, nil)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("supervise: start %s: %w", pr.cfg.Args[0], err)
+	}
+	return p, nil
+}
+
+func (p *Process) signal(sig syscall.Signal) error {
+	if p.shim {
+		signalTree(p.pid, sig)
+		return nil
+	}
+	if err := syscall.Kill(-p.pid, sig); err != nil {
+		return fmt.Errorf("supervise: signal %v to group %d: %w", sig, p.pid, err)
+	}
+	return nil
+}
+
+// killAll freezes the leader, SIGKILLs its descendants until none is left, then kills its group. A
+// frozen shim cannot exit, so the orphans it adopted stay its descendants until they are dead.
+func (p *Process) killAll() {
+	_ = syscall.Kill(p.pid, syscall.SIGSTOP)
+	if left := killTree(p.pid, time.Now().Add(killTimeout), nil); left > 0 {
+		p.mu.Lock()
+		p.leftover = left
+		p.mu.Unlock()
+	}
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+}
+
+// shimStatus collects the shim's status pipe: "ready" first, then "pid N" or "err ERRNO NAME", then
+// "exit WAITSTATUS", then "left N" if processes of the run survived its cleanup.
 type shimStatus struct {
-	first chan shimReport // the first report; closed without one if the shim died before it
-	eof   chan struct{}   // closed when the pipe is closed; exit is set before
-	exit  *syscall.WaitStatus
+	first   chan shimReport // "ready"; closed without it if the shim died before
+	started chan shimReport // "pid" or "err"; closed without one if the shim died before
+	eof     chan struct{}   // closed when the pipe is closed; exit and left are set before
+	exit    *syscall.WaitStatus
+	left    int
 }
 
 type shimReport struct {
@@ -133,23 +262,35 @@ type shimReport struct {
 func (s *shimStatus) read(r io.ReadCloser) {
 	defer close(s.eof)
 	defer r.Close()
-	sent := false
+	ready, started := false, false
 	defer func() {
-		if !sent {
+		if !ready {
 			close(s.first)
+		}
+		if !started {
+			close(s.started)
 		}
 	}()
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		kind, rest, _ := strings.Cut(sc.Text(), " ")
 		switch kind {
+		case "ready":
+			if !ready {
+				s.first <- shimReport{kind: kind}
+				ready = true
+			}
 		case "exit":
 			if n, err := strconv.ParseUint(rest, 10, 32); err == nil {
 				ws := syscall.WaitStatus(n)
 				s.exit = &ws
 			}
+		case "left":
+			if n, err := strconv.Atoi(rest); err == nil && n > 0 {
+				s.left = n
+			}
 		case "pid", "err":
-			if sent {
+			if started || !ready {
 				continue
 			}
 			rep := shimReport{kind: kind}
@@ -162,15 +303,15 @@ func (s *shimStatus) read(r io.ReadCloser) {
 					rep.err = &cmdError{ErrNotExecutable, "command not executable: " + name + ": " + syscall.Errno(errno).Error()}
 				}
 			}
-			s.first <- rep
-			sent = true
+			s.started <- rep
+			started = true
 		}
 	}
 }
 
 // wait runs on the locked goroutine that started c.
 func (p *Process) wait(c *exec.Cmd, st *shimStatus) {
-	// Wait for the exit without reaping, so Signal can never hit a reused pgid: while the leader is a zombie
+	// Wait for the exit without reaping, so no signal can hit a reused pid: while the leader is a zombie
 	// its pid stays ours.
 	var info unix.Siginfo
 	for {
@@ -179,13 +320,9 @@ func (p *Process) wait(c *exec.Cmd, st *shimStatus) {
 			break
 		}
 	}
-	p.mu.Lock()
-	p.exited = true
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	p.mu.Unlock()
+	p.leaderExited()
 	werr := c.Wait()
+	forget(p.pid)
 	var ws syscall.WaitStatus
 	if c.ProcessState != nil {
 		ws, _ = c.ProcessState.Sys().(syscall.WaitStatus)
@@ -195,14 +332,22 @@ func (p *Process) wait(c *exec.Cmd, st *shimStatus) {
 		p.err = fmt.Errorf("supervise: wait: %w", werr)
 	}
 	p.exit = exitFromStatus(ws)
+	left := p.leftover
 	if st != nil {
 		// The shim reports the command's own status before cleaning up; it wins over the shim's, which
-		// differs only if the shim was killed (e.g. by Stop's SIGKILL) after the command had exited.
+		// differs only if the shim was killed (e.g. by Stop's kill) after the command had exited.
 		// Only the shim holds the pipe's write end (it is close-on-exec for the command), so EOF is near.
 		<-st.eof
 		if st.exit != nil {
 			p.exit = exitFromStatus(*st.exit)
 		}
+		left = max(left, st.left)
+	}
+	// Whatever the shim could not kill, or left behind when it was killed by someone else, was
+	// re-parented to this process if it is a subreaper: kill it now, before the run is reported over.
+	left = max(left, sweepAdopted())
+	if left > 0 && p.err == nil {
+		p.err = fmt.Errorf("supervise: %d processes of the run could not be killed within %s", left, killTimeout)
 	}
 	close(p.done)
 }

@@ -11,21 +11,49 @@ import (
 	"time"
 )
 
+// Prepared is a command that is ready to start. Outside Linux there is no shim: Prepare only finds the
+// command and checks its interpreter.
+type Prepared struct {
+	cfg  Config
+	path string
+}
+
 // Start starts cfg.Args in a new process group. Outside Linux there is no parent-death signal and no shim:
 // cfg.Shim is ignored, and the command survives once's SIGKILL. Errors are as on Linux.
 func Start(cfg Config) (*Process, error) {
+	pr, err := Prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return pr.Start()
+}
+
+// Prepare finds the command and checks its interpreter; see the Linux documentation.
+func Prepare(cfg Config) (*Prepared, error) {
 	if len(cfg.Args) == 0 {
 		return nil, &cmdError{ErrNotFound, "command not found: (none given)"}
-	}
-	env := cfg.Env
-	if env == nil {
-		env = os.Environ()
 	}
 	path, err := lookPath(cfg.Args[0], cfg.Env, cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	c := &exec.Cmd{Path: path, Args: cfg.Args, Env: env, Dir: cfg.Dir, Stdin: cfg.Stdin, Stdout: cfg.Stdout, Stderr: cfg.Stderr,
+	if err := checkExec(cfg.Args[0], path, cfg.Dir); err != nil {
+		return nil, err
+	}
+	return &Prepared{cfg: cfg, path: path}, nil
+}
+
+// Cancel ends a prepared command that will not be started.
+func (pr *Prepared) Cancel() {}
+
+// Start runs the prepared command.
+func (pr *Prepared) Start() (*Process, error) {
+	cfg := pr.cfg
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	c := &exec.Cmd{Path: pr.path, Args: cfg.Args, Env: env, Dir: cfg.Dir, Stdin: cfg.Stdin, Stdout: cfg.Stdout, Stderr: cfg.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}, WaitDelay: 2 * time.Second}
 	if c.Stdin == nil {
 		c.Stdin = os.Stdin
@@ -42,12 +70,7 @@ func Start(cfg Config) (*Process, error) {
 	p := &Process{pid: c.Process.Pid, done: make(chan struct{})}
 	go func() {
 		werr := c.Wait()
-		p.mu.Lock()
-		p.exited = true
-		if p.timer != nil {
-			p.timer.Stop()
-		}
-		p.mu.Unlock()
+		p.leaderExited()
 		var ws syscall.WaitStatus
 		if c.ProcessState != nil {
 			ws, _ = c.ProcessState.Sys().(syscall.WaitStatus)
@@ -61,6 +84,18 @@ func Start(cfg Config) (*Process, error) {
 	}()
 	return p, nil
 }
+
+func (p *Process) signal(sig syscall.Signal) error {
+	if err := syscall.Kill(-p.pid, sig); err != nil {
+		return fmt.Errorf("supervise: signal %v to group %d: %w", sig, p.pid, err)
+	}
+	return nil
+}
+
+func (p *Process) killAll() { _ = syscall.Kill(-p.pid, syscall.SIGKILL) }
+
+// BecomeSubreaper is Linux-only; elsewhere it does nothing.
+func BecomeSubreaper() error { return nil }
 
 // ShimMain is Linux-only; elsewhere it reports that and returns 70.
 func ShimMain(args []string) int {

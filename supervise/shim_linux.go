@@ -16,19 +16,21 @@ import (
 )
 
 // shimMarker starts the shim's own arguments: MARKER PARENT_PID PATH ARGV...
-const shimMarker = "once-shim-v1"
+const shimMarker = "once-shim-v2"
 
 // Timings of the shim's cleanup.
 const (
-	parentDeathGrace = 200 * time.Millisecond // SIGTERM → SIGKILL when once died; the group is dead well within 1s
+	parentDeathGrace = 200 * time.Millisecond // SIGTERM → SIGKILL when once died; the run is dead well within 1s
 	stragglerGrace   = time.Second            // SIGTERM → SIGKILL for what is left after the command exited
 	parentPoll       = 250 * time.Millisecond // belt and braces next to the parent-death signal
 )
 
 // ShimMain is the shim's entry point: cmd/once calls os.Exit(ShimMain(os.Args[2:])) when os.Args[1] == ShimArg
-// (any args slice that contains the shim's own arguments works). It starts the command as its child in its
-// own process group, waits for it, kills the rest of the group, and returns or dies with the command's exact
-// status. If its parent dies first, it kills the whole group, itself included. It is not meant to be run by hand.
+// (any args slice that contains the shim's own arguments works). It reports "ready" on fd 3 and waits for
+// once's go-ahead on fd 4 (EOF instead: it exits having run nothing). Then it starts the command as its
+// child in its own process group, waits for it, kills every other process of the run, and returns or
+// dies with the command's exact status. If its parent dies first, it kills the whole run, itself
+// included. It is not meant to be run by hand.
 func ShimMain(args []string) int {
 	i := slices.Index(args, shimMarker)
 	if i < 0 || len(args) < i+4 {
@@ -43,13 +45,16 @@ func ShimMain(args []string) int {
 	path, argv := args[i+2], args[i+3:]
 	self := os.Getpid()
 
-	// fd 3 is the status pipe to once; the command must not inherit it, or once would wait for its EOF.
+	// fd 3 is the status pipe to once and fd 4 the control pipe from it; the command must inherit
+	// neither, or once would wait for the status pipe's EOF.
 	syscall.CloseOnExec(3)
+	syscall.CloseOnExec(4)
 	status := os.NewFile(3, "once-status")
+	control := os.NewFile(4, "once-control")
 	report := func(format string, a ...any) { _, _ = fmt.Fprintf(status, format+"\n", a...) }
 
-	// Orphaned descendants (double-forked daemons, setsid escapees whose parent exited) are reparented to
-	// us rather than to init, so cleanup can find them.
+	// Orphaned descendants (double-forked daemons, setsid escapees whose parent exited) are re-parented
+	// to us rather than to init, so cleanup can find them.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 	// Signals sent to the group reach us too: catch them all so we keep waiting. Caught (not ignored)
@@ -65,6 +70,32 @@ func ShimMain(args []string) int {
 	if os.Getppid() != ppid {
 		return 1
 	}
+	report("ready")
+	tick := time.NewTicker(parentPoll)
+	defer tick.Stop()
+
+	// Wait for once's go-ahead: it records the attempt in between.
+	goAhead := make(chan bool, 1)
+	go func() {
+		var b [1]byte
+		n, _ := control.Read(b[:])
+		goAhead <- n == 1 && b[0] == 'g'
+	}()
+	for waiting := true; waiting; {
+		select {
+		case ok := <-goAhead:
+			if !ok {
+				return 0 // cancelled: nothing was run
+			}
+			waiting = false
+		case <-sigs:
+		case <-tick.C:
+		}
+		if os.Getppid() != ppid {
+			return 1
+		}
+	}
+	control.Close()
 
 	started := make(chan error, 1)
 	exited := make(chan syscall.WaitStatus, 1)
@@ -96,7 +127,7 @@ func ShimMain(args []string) int {
 				exited <- ws
 				return
 			}
-			// An orphan reparented to us: reaped, nothing to report.
+			// An orphan re-parented to us: reaped, nothing to report.
 		}
 	}()
 	if err := <-started; err != nil {
@@ -112,14 +143,14 @@ func ShimMain(args []string) int {
 	}
 	report("pid %d", pid)
 
-	tick := time.NewTicker(parentPoll)
-	defer tick.Stop()
 	for {
 		select {
 		case ws := <-exited:
 			report("exit %d", uint32(ws))
+			if left := cleanup(self, syscall.SIGTERM, stragglerGrace); left > 0 {
+				report("left %d", left)
+			}
 			status.Close()
-			cleanup(self, syscall.SIGTERM, stragglerGrace)
 			return exitLike(ws)
 		case <-sigs:
 			// A signal to the group (the command got it too), or our parent-death signal.
@@ -132,65 +163,33 @@ func ShimMain(args []string) int {
 	}
 }
 
-// cleanup sends sig to every other member of our group and to our orphaned descendants, then SIGKILLs what
-// is left after grace. It gives up after a few seconds of SIGKILL rounds (a fork bomb can outrun it).
-func cleanup(self int, sig syscall.Signal, grace time.Duration) {
+// cleanup sends sig to every other process of the run — our descendants, which include the orphans we
+// adopted — then SIGKILLs what is left after grace, walking the tree again until none is alive. It
+// returns how many were still alive when it gave up (a fork bomb can outrun it for killTimeout).
+func cleanup(self int, sig syscall.Signal, grace time.Duration) int {
 	reap()
-	left := members(self)
+	left := descendants(self)
 	if len(left) == 0 {
-		return
+		return 0
 	}
-	_ = syscall.Kill(-self, sig) // we catch sig ourselves
-	for _, pid := range left {
-		_ = syscall.Kill(pid, sig) // reaches the orphans that left the group
+	for _, p := range left {
+		p.signal(sig, self)
 	}
-	// Poll the known pids only (cheap); new ones are caught by the rescans below.
+	// Poll the known pids only (cheap); new ones are caught by killTree's walks.
 	for deadline := time.Now().Add(grace); time.Now().Before(deadline) && anyAlive(left); {
 		time.Sleep(10 * time.Millisecond)
 		reap()
 	}
-	for range 200 {
-		left := members(self)
-		if len(left) == 0 {
-			return
-		}
-		for _, pid := range left {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(5 * time.Millisecond)
-		reap()
-	}
+	return killTree(self, time.Now().Add(killTimeout), reap)
 }
 
-func anyAlive(pids []int) bool {
-	for _, pid := range pids {
-		if _, _, state, ok := procStat(pid); ok && state != 'Z' && state != 'X' {
-			return true
-		}
-	}
-	return false
-}
-
-// parentDied kills everything: SIGTERM, a short pause, then SIGKILL to orphans outside the group and to the
-// group, us included (nobody is left to report to).
+// parentDied kills everything: SIGTERM, a short pause, then SIGKILL to every descendant until none is
+// left. Nobody is left to report to.
 func parentDied(self int) {
-	left := members(self)
-	_ = syscall.Kill(-self, syscall.SIGTERM)
-	for _, pid := range left {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-	}
-	for deadline := time.Now().Add(parentDeathGrace); time.Now().Before(deadline) && anyAlive(left); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	for _, pid := range members(self) {
-		if pgid, _ := syscall.Getpgid(pid); pgid != self {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	_ = syscall.Kill(-self, syscall.SIGKILL)
+	cleanup(self, syscall.SIGTERM, parentDeathGrace)
 }
 
-// reap collects exited orphans that were reparented to us.
+// reap collects exited orphans that were re-parented to us.
 func reap() {
 	for {
 		var ws syscall.WaitStatus
@@ -202,17 +201,6 @@ func reap() {
 			return
 		}
 	}
-}
-
-// members lists live processes other than self that are in self's process group or are self's children.
-func members(self int) []int {
-	var out []int
-	scanProcs(func(pid, ppid, pgrp int, state byte) {
-		if pid != self && state != 'Z' && state != 'X' && (pgrp == self || ppid == self) {
-			out = append(out, pid)
-		}
-	})
-	return out
 }
 
 // exitLike ends the shim the way the command ended, so the parent sees the same wait status.

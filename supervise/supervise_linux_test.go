@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ShimArg {
 		os.Exit(ShimMain(os.Args[2:]))
 	}
+	if script := os.Getenv("SUPERVISE_TEST_REAPER"); script != "" {
+		os.Exit(reaperChild(script))
+	}
 	if script := os.Getenv("SUPERVISE_TEST_PARENT"); script != "" {
 		os.Exit(fakeParent(script, os.Getenv("SUPERVISE_TEST_TRAP") != ""))
 	}
@@ -108,8 +111,20 @@ func TestKilledBySignal(t *testing.T) {
 
 // TestShimWaitStatus checks the shim itself dies the way the command did (for callers not reading the pipe).
 func TestShimWaitStatus(t *testing.T) {
+	// shimCmd runs the shim by hand with its status pipe on fd 3 and a control pipe that says "go" on fd 4.
+	shimCmd := func(argv ...string) *exec.Cmd {
+		c := exec.Command(os.Args[0], append([]string{ShimArg, shimMarker, strconv.Itoa(os.Getpid())}, argv...)...)
+		sr, sw, _ := os.Pipe()
+		cr, cw, _ := os.Pipe()
+		cw.Write([]byte{'g'})
+		cw.Close()
+		go io.Copy(io.Discard, sr)
+		c.ExtraFiles = []*os.File{sw, cr}
+		t.Cleanup(func() { sr.Close(); sw.Close(); cr.Close() })
+		return c
+	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGSEGV} {
-		c := exec.Command(os.Args[0], ShimArg, shimMarker, strconv.Itoa(os.Getpid()), "/bin/sh", "sh", "-c", fmt.Sprintf("kill -%d $$", sig))
+		c := shimCmd("/bin/sh", "sh", "-c", fmt.Sprintf("kill -%d $$", sig))
 		var stderr bytes.Buffer
 		c.Stderr = &stderr
 		err := c.Run()
@@ -118,7 +133,7 @@ func TestShimWaitStatus(t *testing.T) {
 			t.Errorf("%v: shim ended with %v (%v), stderr %q", sig, ws, err, stderr.String())
 		}
 	}
-	c := exec.Command(os.Args[0], ShimArg, shimMarker, strconv.Itoa(os.Getpid()), "/bin/sh", "sh", "-c", "exit 42")
+	c := shimCmd("/bin/sh", "sh", "-c", "exit 42")
 	_ = c.Run()
 	if c.ProcessState.ExitCode() != 42 {
 		t.Errorf("exit 42: got %v", c.ProcessState)
@@ -455,20 +470,27 @@ func FuzzParseStat(f *testing.F) {
 }
 
 func FuzzShimStatus(f *testing.F) {
-	f.Add("pid 12\nexit 768\n")
-	f.Add("err 2 foo\n")
-	f.Add("err 8 ./x y\nexit 9\n")
+	f.Add("ready\npid 12\nexit 768\n")
+	f.Add("ready\nerr 2 foo\n")
+	f.Add("ready\nerr 8 ./x y\nexit 9\nleft 3\n")
+	f.Add("pid 12\nready\nleft -1\n")
 	f.Add("exit 99999999999\n\x00")
 	f.Fuzz(func(t *testing.T, in string) {
-		s := &shimStatus{first: make(chan shimReport, 1), eof: make(chan struct{})}
+		s := &shimStatus{first: make(chan shimReport, 1), started: make(chan shimReport, 1), eof: make(chan struct{})}
 		s.read(io.NopCloser(strings.NewReader(in)))
 		<-s.eof
-		r, ok := <-s.first
+		if r, ok := <-s.first; ok && r.kind != "ready" {
+			t.Fatalf("first report %q", r.kind)
+		}
+		r, ok := <-s.started
 		if ok && r.kind == "err" && !errors.Is(r.err, ErrNotFound) && !errors.Is(r.err, ErrNotExecutable) {
 			t.Fatalf("err report %v", r.err)
 		}
 		if ok && r.kind != "err" && r.kind != "pid" {
 			t.Fatalf("kind %q", r.kind)
+		}
+		if s.left < 0 {
+			t.Fatalf("left %d", s.left)
 		}
 	})
 }

@@ -23,8 +23,8 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// refused checks a 69 with one line on stderr that contains every want, and that nothing ran.
-func refused(t *testing.T, r result, ran string, want ...string) {
+// refused69 checks a 69 with one line on stderr that contains every want, and that nothing ran.
+func refused69(t *testing.T, r result, ran string, want ...string) {
 	t.Helper()
 	if r.code != 69 {
 		t.Fatalf("exit %d, want 69\n%s", r.code, r.stderr)
@@ -105,9 +105,9 @@ func TestLedgerOthersCanChangeIsRefused(t *testing.T) {
 		if err := os.Chmod(e.home, 0o777); err != nil {
 			t.Fatal(err)
 		}
-		refused(t, e.run("run", "--task", "t", "--slot", "s1", "--", "sh", "-c", script), ran, "chmod")
-		refused(t, e.run("history"), "", "chmod")
-		refused(t, e.run("status"), "", "chmod")
+		refused69(t, e.run("run", "--task", "t", "--slot", "s1", "--", "sh", "-c", script), ran, "chmod")
+		refused69(t, e.run("history"), "", "chmod")
+		refused69(t, e.run("status"), "", "chmod")
 		doctorFails(t, e, "locks", "chmod o-w "+e.home)
 		if err := os.Chmod(e.home, 0o700); err != nil {
 			t.Fatal(err)
@@ -122,9 +122,9 @@ func TestLedgerOthersCanChangeIsRefused(t *testing.T) {
 		if err := os.Chmod(db, 0o666); err != nil {
 			t.Fatal(err)
 		}
-		refused(t, e.run("run", "--task", "t", "--slot", "s1", "--", "sh", "-c", script), ran, "chmod 600 "+db)
-		refused(t, e.run("resolve", "--task", "t", "--slot", "s0", "--as", "succeeded", "--by", "root"), "", "chmod 600 "+db)
-		refused(t, e.run("history"), "", "chmod 600 "+db)
+		refused69(t, e.run("run", "--task", "t", "--slot", "s1", "--", "sh", "-c", script), ran, "chmod 600 "+db)
+		refused69(t, e.run("resolve", "--task", "t", "--slot", "s0", "--as", "succeeded", "--by", "root"), "", "chmod 600 "+db)
+		refused69(t, e.run("history"), "", "chmod 600 "+db)
 		doctorFails(t, e, "files", "chmod 600 "+db)
 	})
 	t.Run("sticky world-writable directory in the DSN", func(t *testing.T) {
@@ -137,7 +137,7 @@ func TestLedgerOthersCanChangeIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		db := filepath.Join(tmp, "x.db")
-		refused(t, e.run("run", "--store", "sqlite://"+db, "--task", "t", "--", "sh", "-c", script), ran, "chmod 700 "+tmp)
+		refused69(t, e.run("run", "--store", "sqlite://"+db, "--task", "t", "--", "sh", "-c", script), ran, "chmod 700 "+tmp)
 		if _, err := os.Stat(db); err == nil {
 			t.Fatal("the database was created in a world-writable directory")
 		}
@@ -149,10 +149,10 @@ func TestLedgerOthersCanChangeIsRefused(t *testing.T) {
 		if err := os.Chown(e.home, nobody, nobody); err != nil {
 			t.Fatal(err)
 		}
-		refused(t, e.run("run", "--task", "t", "--slot", "s1", "--", "sh", "-c", script), ran, "owned by uid 65534")
-		refused(t, e.run("history"), "", "chown 0 "+e.home)
-		refused(t, e.run("status"), "", "chown 0 "+e.home)
-		refused(t, e.run("resolve", "--task", "t", "--slot", "s0", "--as", "succeeded", "--by", "root"), "", "chown 0 "+e.home)
+		refused69(t, e.run("run", "--task", "t", "--slot", "s1", "--", "sh", "-c", script), ran, "owned by uid 65534")
+		refused69(t, e.run("history"), "", "chown 0 "+e.home)
+		refused69(t, e.run("status"), "", "chown 0 "+e.home)
+		refused69(t, e.run("resolve", "--task", "t", "--slot", "s0", "--as", "succeeded", "--by", "root"), "", "chown 0 "+e.home)
 		doctorFails(t, e, "files", "chown 0 "+e.home)
 		doctorFails(t, e, "locks", "owned by uid 65534")
 	})
@@ -162,7 +162,7 @@ func TestLedgerOthersCanChangeIsRefused(t *testing.T) {
 		if err := os.Chown(db, nobody, nobody); err != nil {
 			t.Fatal(err)
 		}
-		refused(t, e.run("run", "--task", "t", "--slot", "s1", "--", "sh", "-c", script), ran, "chown 0 "+db)
+		refused69(t, e.run("run", "--task", "t", "--slot", "s1", "--", "sh", "-c", script), ran, "chown 0 "+db)
 	})
 	t.Run("their -wal pre-created", func(t *testing.T) {
 		e, ran, script := setup(t)
@@ -177,7 +177,7 @@ func TestLedgerOthersCanChangeIsRefused(t *testing.T) {
 		if err := os.Chown(wal, nobody, nobody); err != nil {
 			t.Fatal(err)
 		}
-		refused(t, e.run("run", "--store", "sqlite://"+filepath.Join(dir, "x.db"), "--task", "t", "--", "sh", "-c", script), ran, wal)
+		refused69(t, e.run("run", "--store", "sqlite://"+filepath.Join(dir, "x.db"), "--task", "t", "--", "sh", "-c", script), ran, wal)
 	})
 	t.Run("symlinked home", func(t *testing.T) {
 		e, ran, script := setup(t)
@@ -193,7 +193,7 @@ func TestLedgerOthersCanChangeIsRefused(t *testing.T) {
 		if err := os.Lchown(link, nobody, nobody); err != nil {
 			t.Fatal(err)
 		}
-		refused(t, e.run("run", "--task", "t", "--slot", "s2", "--", "sh", "-c", script), "", "symbolic link owned by uid 65534")
+		refused69(t, e.run("run", "--task", "t", "--slot", "s2", "--", "sh", "-c", script), "", "symbolic link owned by uid 65534")
 		doctorFails(t, e, "files", "symbolic link owned by uid 65534")
 		if err := os.Lchown(link, 0, 0); err != nil {
 			t.Fatal(err)
@@ -201,7 +201,7 @@ func TestLedgerOthersCanChangeIsRefused(t *testing.T) {
 		if err := os.Chown(e.home, nobody, nobody); err != nil {
 			t.Fatal(err)
 		}
-		refused(t, e.run("run", "--task", "t", "--slot", "s2", "--", "sh", "-c", script), "", "chown 0 "+e.home)
+		refused69(t, e.run("run", "--task", "t", "--slot", "s2", "--", "sh", "-c", script), "", "chown 0 "+e.home)
 		if countLines(t, ran) != 1 {
 			t.Fatal("the command ran through an unsafe link")
 		}
@@ -249,8 +249,8 @@ func TestLedgerLostBetweenRunsIsRefused(t *testing.T) {
 			db := filepath.Join(e.home, "once.db")
 			marker := filepath.Join(e.home, ".once.db.ledger")
 			c.do(t, db)
-			refused(t, e.run("run", "--task", "a", "--slot", "done", "--", "sh", "-c", script), ran, c.want, "rm "+marker)
-			refused(t, e.run("history"), "", c.want)
+			refused69(t, e.run("run", "--task", "a", "--slot", "done", "--", "sh", "-c", script), ran, c.want, "rm "+marker)
+			refused69(t, e.run("history"), "", c.want)
 			doctorFails(t, e, "ledger", "rm "+marker)
 
 			// Starting a new ledger on purpose: remove the marker too.
@@ -327,7 +327,7 @@ func TestLedgerLostDuringRun(t *testing.T) {
 				t.Error("the command was not sent SIGTERM")
 			}
 			ran, script := ranFile(t)
-			refused(t, e.run("run", "--task", "long", "--slot", "s", "--", "sh", "-c", script), ran, "fix: restore")
+			refused69(t, e.run("run", "--task", "long", "--slot", "s", "--", "sh", "-c", script), ran, "fix: restore")
 		})
 	}
 }
@@ -348,7 +348,7 @@ func TestLedgerSharedWithGroup(t *testing.T) {
 	}
 	db := filepath.Join(shared, "once.db")
 	ran, script := ranFile(t)
-	refused(t, e.run("run", "--store", "sqlite://"+db, "--task", "t", "--", "sh", "-c", script), ran, "chmod 700 "+shared)
+	refused69(t, e.run("run", "--store", "sqlite://"+db, "--task", "t", "--", "sh", "-c", script), ran, "chmod 700 "+shared)
 	if r := e.run("run", "--store", "sqlite://"+db+"?group=4242", "--task", "t", "--", "sh", "-c", script); r.code != 0 || countLines(t, ran) != 1 {
 		t.Fatalf("with ?group=: %d %s", r.code, r.stderr)
 	}
@@ -388,5 +388,5 @@ func TestLedgerLostBeforeOutcome(t *testing.T) {
 		t.Errorf("took %s: the outcome's retries should end when the lease is lost, at the next renewal (3s)", r.dur)
 	}
 	t.Logf("once ended %s after it started", r.dur.Round(time.Millisecond))
-	refused(t, e.run("run", "--task", "q", "--slot", "s", "--", "true"), "", "the file is missing")
+	refused69(t, e.run("run", "--task", "q", "--slot", "s", "--", "true"), "", "the file is missing")
 }

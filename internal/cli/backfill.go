@@ -189,12 +189,14 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 	ctx, stop := rn.handleSignals(ctx)
 	defer stop()
 	defer rn.finish()
+	rn.adopt()
 	s, dsn, err := a.open(ctx)
 	if err != nil {
-		return err
+		return rn.interrupted(ctx, err)
 	}
 	defer s.Close()
 	rn.dsn = dsn
+	defer rn.cancelPending()
 	opts := rn.options(s)
 	if f.dryRun {
 		return a.backfillPlan(ctx, s, opts, slots)
@@ -237,7 +239,7 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 		}
 	}}, rn.work)
 	if err != nil {
-		return rn.interrupted(ctx, err)
+		return rn.notStarted(rn.interrupted(ctx, err))
 	}
 	left := n - done
 	fmt.Fprintf(a.stderr, "once: backfill of task %s: %d slots: %d ran (%d succeeded, %d failed), %d already done, %d need review, %d not reached\n",

@@ -125,6 +125,7 @@ func (a *app) callEffect(args []string, scope, key string) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	_ = supervise.BecomeSubreaper() // nothing the call starts escapes to init, even if it kills its shim
 	p, err := supervise.Start(supervise.Config{Args: args, Env: env, Stdin: a.stdin, Stdout: a.rawStdout, Stderr: a.rawStderr,
 		Shim: []string{"/proc/self/exe", supervise.ShimArg}})
 	if err != nil {

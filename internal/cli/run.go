@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -121,8 +122,9 @@ type runner struct {
 	log    *slog.Logger
 	out    *notify.Sender
 
-	proc   atomic.Pointer[supervise.Process]
-	gotSig atomic.Value
+	proc    atomic.Pointer[supervise.Process]
+	gotSig  atomic.Value
+	pending *supervise.Prepared // the next attempt's command, ready to start (guard goroutine only)
 	// before, when set, is called as each attempt starts (backfill progress).
 	before func(run *once.Run)
 }
@@ -172,13 +174,14 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 	if err != nil {
 		return nil, err
 	}
+	// Everything about the command that can fail is checked before the store is touched; the guard
+	// checks again, with the shim started, before it records the attempt (Options.Prepare).
 	path, err := exec.LookPath(args[0])
+	if err == nil {
+		err = supervise.Check(supervise.Config{Args: append([]string{path}, args[1:]...)})
+	}
 	if err != nil {
-		var ee *exec.Error
-		if errors.As(err, &ee) && (errors.Is(ee.Err, exec.ErrNotFound) || errors.Is(ee.Err, fs.ErrNotExist)) {
-			return nil, exit(ExitNotFound, "command not found: %s (nothing was run)", args[0])
-		}
-		return nil, exit(ExitNotExecutable, "cannot run %s: %v (nothing was run)", args[0], errors.Unwrap(err))
+		return nil, notRunnable(args[0], err)
 	}
 	home, err := once.Home()
 	if err != nil {
@@ -188,24 +191,57 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 		out: notify.New(notify.Options{Logger: log})}, nil
 }
 
+// Signals once handles. Before the command starts, each of them cancels the run (exit 128+N, nothing
+// run). After, the stop signals are forwarded to every process of the run, which is killed after
+// --grace; the others are only forwarded. SIGPIPE is caught so that a closed stderr cannot kill once
+// before it records the outcome.
+var (
+	stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+	passSignals = []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM}
+)
+
 // handleSignals: before the command starts signals cancel ctx; after, they are forwarded to its
-// group. The returned stop undoes it.
+// run. The returned stop undoes it.
 func (rn *runner) handleSignals(ctx context.Context) (context.Context, func()) {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, append(append([]os.Signal{syscall.SIGPIPE}, stopSignals...), passSignals...)...)
 	ctx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		for s := range sigs {
 			sig := s.(syscall.Signal)
-			rn.gotSig.Store(sig)
+			if sig == syscall.SIGPIPE {
+				continue
+			}
 			if p := rn.proc.Load(); p != nil {
+				if slices.Contains(passSignals, s) {
+					_ = p.Signal(sig)
+					continue
+				}
+				rn.gotSig.Store(sig)
 				p.Stop(sig, rn.f.grace)
 				continue
 			}
+			rn.gotSig.Store(sig)
 			cancel(fmt.Errorf("interrupted by %v", sig))
 		}
 	}()
 	return ctx, func() { signal.Stop(sigs); close(sigs); cancel(nil) }
+}
+
+// adopt makes this process the subreaper of the runs it supervises, so that nothing a command starts can
+// escape to init even if the command kills its own shim.
+func (rn *runner) adopt() {
+	if err := supervise.BecomeSubreaper(); err != nil {
+		rn.log.Debug("cannot become a child subreaper; a command that kills its own shim may leave orphans", "err", err)
+	}
+}
+
+// notStarted maps an attempt whose command could not start to its exit.
+func (rn *runner) notStarted(err error) error {
+	if errors.Is(err, once.ErrNotStarted) {
+		return notRunnable(rn.args[0], err)
+	}
+	return err
 }
 
 // interrupted turns an error caused by a signal before the command started into 128+N.
@@ -222,7 +258,53 @@ func (rn *runner) options(s store.Store) once.Options {
 	f := rn.f
 	return once.Options{Store: s, Task: f.task, Holder: f.holder, TTL: f.ttl, MinHold: f.minHold,
 		Wait: f.wait, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: once.LockDir(rn.home), Logger: rn.log,
-		ResolveHint: func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
+		ResolveHint: func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) },
+		Prepare:     rn.prepare}
+}
+
+// prepare starts the shim of the attempt's command and waits with it ready, before the guard records
+// the attempt: a command that cannot start (not found, a missing interpreter, no /proc) costs none.
+func (rn *runner) prepare(ctx context.Context, run *once.Run) error {
+	rn.cancelPending()
+	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
+		return err
+	}
+	env := append(withoutOnceVars(os.Environ()), run.Env()...)
+	env = append(env, rn.a.storeEnv(rn.dsn)...)
+	pr, err := supervise.Prepare(supervise.Config{Args: append([]string{rn.path}, rn.args[1:]...), Env: env,
+		Shim: []string{"/proc/self/exe", supervise.ShimArg}})
+	if err != nil {
+		return err
+	}
+	rn.pending = pr
+	return nil
+}
+
+// cancelPending ends a prepared command that the guard did not run (the lease was lost before the
+// attempt was recorded).
+func (rn *runner) cancelPending() {
+	if rn.pending != nil {
+		rn.pending.Cancel()
+		rn.pending = nil
+	}
+}
+
+// notRunnable is the exit for a command that cannot start: 127 or 126 like a shell, 70 otherwise;
+// nothing was run.
+func notRunnable(name string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), once.ErrNotStarted.Error()+": ")
+	var ee *exec.Error
+	switch {
+	case errors.Is(err, supervise.ErrNotFound):
+		return exit(ExitNotFound, "%s (nothing was run)", msg)
+	case errors.Is(err, supervise.ErrNotExecutable):
+		return exit(ExitNotExecutable, "%s (nothing was run)", msg)
+	case errors.As(err, &ee) && (errors.Is(ee.Err, exec.ErrNotFound) || errors.Is(ee.Err, fs.ErrNotExist)):
+		return exit(ExitNotFound, "command not found: %s (nothing was run)", name)
+	case errors.As(err, &ee):
+		return exit(ExitNotExecutable, "cannot run %s: %v (nothing was run)", name, ee.Err)
+	}
+	return exit(ExitInternal, "could not start the command: %s (nothing was run)", msg)
 }
 
 // work runs COMMAND as the attempt run, supervised, and pings as it starts and ends.
@@ -245,12 +327,15 @@ func (rn *runner) work(ctx context.Context, run *once.Run) error {
 }
 
 func (rn *runner) supervise(run *once.Run) (int, error) {
-	env := append(withoutOnceVars(os.Environ()), run.Env()...)
-	env = append(env, rn.a.storeEnv(rn.dsn)...)
-	p, err := supervise.Start(supervise.Config{Args: append([]string{rn.path}, rn.args[1:]...), Env: env,
-		Shim: []string{"/proc/self/exe", supervise.ShimArg}})
+	pr := rn.pending
+	rn.pending = nil
+	if pr == nil {
+		return 0, errors.New("the command was not prepared")
+	}
+	p, err := pr.Start()
 	if err != nil {
-		// Recorded like a shell would report it.
+		// It was checked before the attempt was recorded; it can still fail here if the file changed in
+		// between. Recorded like a shell would report it.
 		fmt.Fprintf(rn.a.stderr, "once: %v\n", err)
 		switch {
 		case errors.Is(err, supervise.ErrNotFound):
@@ -362,13 +447,15 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	ctx, stop := rn.handleSignals(ctx)
 	defer stop()
 	defer rn.finish()
+	rn.adopt()
 
 	s, dsn, err := a.open(ctx)
 	if err != nil {
-		return err
+		return rn.interrupted(ctx, err)
 	}
 	defer closeQuickly(s)
 	rn.dsn = dsn
+	defer rn.cancelPending()
 
 	opts := rn.options(s)
 	var rs []once.Result
@@ -384,7 +471,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		rn.notifyResult(r)
 	}
 	if err != nil {
-		return rn.interrupted(ctx, err)
+		return rn.notStarted(rn.interrupted(ctx, err))
 	}
 	last := rs[len(rs)-1]
 	if window > 0 && len(rs) > 0 {

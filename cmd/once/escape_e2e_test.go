@@ -1,0 +1,289 @@
+package main
+
+// Issue 11, item 1: a command's processes that escape supervision (setsid, double fork, deaf to SIGTERM,
+// re-parented to the shim) are dead on every stop path before once reports the attempt over.
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// escaperScript is a shell fragment that leaves three processes deaf to SIGTERM, each appending its pid to
+// f: a double-forked setsid daemon, a double-forked child that stays in the group, and a plain
+// background child. It returns when all three are running.
+func escaperScript(f string) string {
+	return strings.ReplaceAll(`( setsid sh -c 'trap "" TERM; echo $$ >> F; exec sleep 3603' & ); `+
+		`( sh -c 'trap "" TERM; echo $$ >> F; exec sleep 3604' & ); `+
+		`sh -c 'trap "" TERM; echo $$ >> F; exec sleep 3605' & `+
+		`while [ "$(cat F 2>/dev/null | wc -l)" -lt 3 ]; do sleep 0.02; done; `, "F", f)
+}
+
+// escaperPids reads the pids the fragment wrote, waiting for all three.
+func escaperPids(t *testing.T, f string) []int {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ps := escaperPidsNow(f); len(ps) >= 3 {
+			return ps
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("escapers never started: %v", escaperPidsNow(f))
+		}
+	}
+}
+
+// aliveOf returns the pids still alive and kills them, so a failing test leaves nothing behind.
+func aliveOf(pids []int) []int {
+	var out []int
+	for _, pid := range pids {
+		if alive(pid) {
+			out = append(out, pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return out
+}
+
+// startEscaping starts once running pre + the escapers + post in the background; it returns when the
+// escapers run.
+// once's stderr goes to a file, not a pipe: a surviving escaper holding a pipe would block Wait.
+func startEscaping(t *testing.T, e *env, pidFile, pre, post string, args ...string) (*exec.Cmd, fileText, []int) {
+	t.Helper()
+	c := e.cmd(context.Background(), append(append([]string{"run"}, args...), "--", "sh", "-c", pre+escaperScript(pidFile)+post)...)
+	se := fileText(filepath.Join(t.TempDir(), "stderr"))
+	f, err := os.Create(string(se))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c.Stderr = f
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait(); aliveOf(escaperPidsNow(pidFile)) })
+	return c, se, escaperPids(t, pidFile)
+}
+
+// fileText is a file whose content String returns.
+type fileText string
+
+func (f fileText) String() string { b, _ := os.ReadFile(string(f)); return string(b) }
+
+func escaperPidsNow(f string) []int {
+	b, _ := os.ReadFile(f)
+	var ps []int
+	for _, s := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(s); err == nil {
+			ps = append(ps, n)
+		}
+	}
+	return ps
+}
+
+func exitOf(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// Every stop path through a signal to once, and the command exiting by itself: when once exits, no
+// process of the run is alive, and the attempt is recorded with once's exit status.
+func TestEscapersDeadWhenOnceExits(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		pre, post  string
+		sig        syscall.Signal // sent to once; 0: none
+		grace      string
+		want       int
+		wantState  string
+		wantInHist int
+	}{
+		{"command-exits", "", "exit 0", 0, "10s", 0, "succeeded", 0},
+		{"sigterm-deaf-grace-1s", `trap "" TERM; `, "sleep 300", syscall.SIGTERM, "1s", 137, "failed", 137},
+		{"sigterm-grace-0", "", "sleep 300", syscall.SIGTERM, "0s", -1, "failed", -1},
+		{"sigint", "", "sleep 300", syscall.SIGINT, "5s", 130, "failed", 130},
+		{"sighup", "", "sleep 300", syscall.SIGHUP, "5s", 129, "failed", 129},
+		{"sigquit", "", "sleep 300", syscall.SIGQUIT, "5s", 131, "failed", 131},
+		{"kills-its-shim", "", "sleep 0.2; kill -9 $PPID; sleep 300", 0, "10s", 137, "failed", 137},
+		{"kills-its-group", "", "sleep 0.2; kill -9 0; sleep 300", 0, "10s", 137, "failed", 137},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			pidFile := filepath.Join(t.TempDir(), "pids")
+			task := "esc-" + tc.name
+			c, se, pids := startEscaping(t, e, pidFile, tc.pre, tc.post, "--task", task, "--slot", "s", "--grace", tc.grace)
+			if tc.sig != 0 {
+				time.Sleep(100 * time.Millisecond)
+				c.Process.Signal(tc.sig)
+			}
+			code := exitOf(c.Wait())
+			if left := aliveOf(pids); len(left) > 0 {
+				t.Fatalf("processes %v of the run were alive when once exited %d\n%s", left, code, se.String())
+			}
+			// grace 0: the command dies of SIGTERM or of the SIGKILL that follows at once.
+			if tc.want >= 0 && code != tc.want || tc.want < 0 && code != 143 && code != 137 {
+				t.Errorf("once exited %d, want %d\n%s", code, tc.want, se.String())
+			}
+			if strings.Contains(se.String(), "goroutine ") {
+				t.Errorf("once dumped goroutines:\n%s", se.String())
+			}
+			h := e.history(task)
+			if len(h) == 0 || h[0]["state"] != tc.wantState || h[0]["exit_code"] != float64(code) {
+				t.Errorf("history: %v, want %s with exit %d", h, tc.wantState, code)
+			}
+		})
+	}
+}
+
+// kill -9 of once: the shim's parent-death path kills the whole run, escapers included.
+func TestEscapersDieWithKilledOnce(t *testing.T) {
+	e := newEnv(t)
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	c, _, pids := startEscaping(t, e, pidFile, `trap "" TERM; `, "sleep 300", "--task", "esc-k9", "--slot", "s")
+	killed := time.Now()
+	c.Process.Signal(syscall.SIGKILL)
+	c.Wait()
+	for _, pid := range pids {
+		if !waitDead(pid, 2*time.Second) {
+			t.Fatalf("escaper %d alive 2s after kill -9 of once (all: %v)", pid, aliveOf(pids))
+		}
+	}
+	t.Logf("escapers dead %s after kill -9 of once", time.Since(killed).Round(time.Millisecond))
+}
+
+// The lease is lost (another process holds SQLite's write lock past the renew deadline): the whole
+// run, escapers deaf to SIGTERM included, is dead before the lease's recorded expiry.
+func TestEscapersDeadBeforeLostLeaseExpires(t *testing.T) {
+	e := newEnv(t)
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	c, se, pids := startEscaping(t, e, pidFile, `trap "" TERM; `, "sleep 300",
+		"--task", "esc-lost", "--slot", "s", "--ttl", "3s", "--grace", "10s")
+	time.Sleep(1500 * time.Millisecond) // at least one renewal has happened
+
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(e.home, "once.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	blocked := time.Now()
+	for _, pid := range pids {
+		if !waitDead(pid, 6*time.Second) {
+			t.Fatalf("escaper %d alive %s after the store became unwritable\n%s", pid, time.Since(blocked), se.String())
+		}
+	}
+	dead := time.Now()
+	var exp int64
+	if err := conn.QueryRowContext(ctx, "SELECT expires_at FROM leases WHERE task = 'esc-lost'").Scan(&exp); err != nil {
+		t.Fatal(err)
+	}
+	if expires := time.UnixMicro(exp); !dead.Before(expires) {
+		t.Fatalf("the run's last process died at %s, after the lease expired at %s", dead.Format(time.StampMicro), expires.Format(time.StampMicro))
+	} else {
+		t.Logf("whole run dead %s after the store became unwritable, %s before the lease expired",
+			dead.Sub(blocked).Round(time.Millisecond), expires.Sub(dead).Round(time.Millisecond))
+	}
+	conn.ExecContext(ctx, "ROLLBACK")
+	if code := exitOf(c.Wait()); code != 137 {
+		t.Errorf("once exit %d, want 137 (the deaf command was killed)\n%s", code, se.String())
+	}
+	if h := e.history("esc-lost"); len(h) == 0 || h[0]["state"] != "unknown" {
+		t.Errorf("history: %v, want the attempt unknown (stopped because the lease was lost)", h)
+	}
+}
+
+// Issue 11, item 10: a command that cannot start uses up no attempt and leaves no attempt in history.
+func TestCommandThatCannotStartCostsNoAttempt(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "job")
+	os.WriteFile(script, []byte("#!/usr/bin/no-such-interpreter\necho hi\n"), 0o755)
+	for i := 0; i < 3; i++ {
+		r := e.run("run", "--task", "ns", "--slot", "s", "--max-attempts", "1", "--", script)
+		if r.code != 127 || !strings.Contains(r.stderr, "/usr/bin/no-such-interpreter does not exist") || !strings.Contains(r.stderr, "nothing was run") {
+			t.Fatalf("run %d: exit %d, want 127 naming the missing interpreter\n%s", i, r.code, r.stderr)
+		}
+		if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n > 0 {
+			t.Errorf("want one line, got %d:\n%s", n+1, r.stderr)
+		}
+	}
+	if h := e.history("ns"); len(h) != 0 {
+		t.Fatalf("history has %d entries for a command that never started: %v", len(h), h)
+	}
+	// The interpreter appears (the user fixes the script): the slot's first attempt runs.
+	os.WriteFile(script, []byte("#!/bin/sh\necho ran > "+filepath.Join(dir, "out")+"\n"), 0o755)
+	if r := e.run("run", "--task", "ns", "--slot", "s", "--max-attempts", "1", "--", script); r.code != 0 {
+		t.Fatalf("fixed script: exit %d\n%s", r.code, r.stderr)
+	}
+	if h := e.history("ns"); len(h) != 1 || h[0]["attempt"] != float64(1) || h[0]["state"] != "succeeded" {
+		t.Fatalf("history: %v, want one succeeded attempt 1", h)
+	}
+}
+
+// Issue 11, item 11: signals before the command starts exit 128+N and run nothing: while waiting for a
+// busy lease (--wait), and while connecting to a store that does not answer.
+func TestSignalsBeforeTheCommandStarts(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	holder, _ := startOnce(t, e, dir, "--task", "sw", "--ttl", "30s")
+	defer holder.Process.Kill()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1} {
+		c := e.cmd(context.Background(), "run", "--task", "sw", "--wait", "1m", "--", "sh", "-c", "echo ran >> "+filepath.Join(dir, "waiter"))
+		var se bytes.Buffer
+		c.Stderr = &se
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(700 * time.Millisecond) // waiting for the lease by now
+		c.Process.Signal(sig)
+		code := exitOf(c.Wait())
+		if code != 128+int(sig) || !strings.Contains(se.String(), "nothing was run") {
+			t.Errorf("%v while waiting: exit %d, want %d\n%s", sig, code, 128+int(sig), se.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "waiter")); err == nil {
+		t.Error("a waiter ran its command")
+	}
+
+	// A store that accepts connections and never answers: SIGTERM while connecting.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c := e.cmd(context.Background(), "run", "--store", "postgres://once@"+ln.Addr().String()+"/once", "--task", "sc", "--", "true")
+	var se bytes.Buffer
+	c.Stderr = &se
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	c.Process.Signal(syscall.SIGTERM)
+	if code := exitOf(c.Wait()); code != 143 {
+		t.Errorf("SIGTERM while connecting: exit %d, want 143\n%s", code, se.String())
+	}
+}
