@@ -31,12 +31,25 @@ const (
 	FaultReview     Fault = "kill9-review"  // kill -9 of once; the others use --on-unknown review
 	FaultClockBack  Fault = "clock-behind"  // the holder's wall clock is SkewOffset behind
 	FaultClockAhead Fault = "clock-ahead"   // a competing holder's (B's) wall clock is SkewOffset ahead
+
+	// Escapers: the holder's command is deaf to SIGTERM and leaves three processes that inherit the
+	// witness's kernel lock (a double-forked setsid daemon, a double-forked child re-parented to the
+	// shim, a plain background child), each deaf to SIGTERM. Any of them alive when its once exits,
+	// or when the next holder's command enters (an overlap on the kernel lock), breaks the promise.
+	FaultEscapeExit Fault = "escape-exit"  // the command leaves its escapers and exits 0 by itself
+	FaultEscapeTerm Fault = "escape-term"  // SIGTERM to the holder's once: killed after --grace
+	FaultEscapeKill Fault = "escape-kill9" // kill -9 of the holder's once
+	FaultEscapeLost Fault = "escape-lost"  // the holder loses its lease: its store is cut off for 2 ttl (SQLite: write-locked)
 )
+
+// escapeFaults are the faults whose first holder runs an escaping command.
+var escapeFaults = map[Fault]bool{FaultEscapeExit: true, FaultEscapeTerm: true, FaultEscapeKill: true, FaultEscapeLost: true}
 
 // Faults lists every fault that applies to a store (networked: whether it is reached over TCP;
 // restart: whether a control script can stop and start its server).
 func Faults(networked, restart bool) []Fault {
-	fs := []Fault{FaultNone, FaultKillOnce, FaultKillCmd, FaultPauseShort, FaultPauseLong, FaultReview, FaultClockBack, FaultClockAhead}
+	fs := []Fault{FaultNone, FaultKillOnce, FaultKillCmd, FaultPauseShort, FaultPauseLong, FaultReview, FaultClockBack, FaultClockAhead,
+		FaultEscapeExit, FaultEscapeTerm, FaultEscapeKill, FaultEscapeLost}
 	if networked {
 		fs = append(fs, FaultCut, FaultBlackhole)
 	}
@@ -124,7 +137,7 @@ type proc struct {
 	stderr     string // file
 }
 
-func (r *Runner) launch(h *simHost, id, task, wdir string, sleep, skew time.Duration, args ...string) (*proc, error) {
+func (r *Runner) launch(h *simHost, id, task, wdir string, sleep, skew time.Duration, escape bool, args ...string) (*proc, error) {
 	argv := append([]string{"--log-format", "json", "run", "--task", task, "--slot", "s", "--holder", h.name + "/" + id,
 		"--ttl", r.cfg.TTL.String(), "--grace", r.cfg.Grace.String()}, args...)
 	argv = append(append(argv, "--"), r.cfg.Witness...)
@@ -141,6 +154,9 @@ func (r *Runner) launch(h *simHost, id, task, wdir string, sleep, skew time.Dura
 		EnvSleep + "=" + strconv.FormatInt(sleep.Milliseconds(), 10)}
 	if skew != 0 {
 		c.Env = append(c.Env, skewEnv(skew))
+	}
+	if escape {
+		c.Env = append(c.Env, EnvEscape+"=1")
 	}
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group: a pause stops all of once
 	p := &proc{id: id, cmd: c, done: make(chan struct{}), stderr: filepath.Join(wdir, id+".stderr")}
@@ -222,6 +238,8 @@ type Outcome struct {
 	// command's death to the next execution's entry (positive: stopped before the takeover ran).
 	StopMargin time.Duration
 	HasMargin  bool // StopMargin was measured
+	// Escaped counts escapers (escape-* faults) alive when their once exited (kill9: 2 s after).
+	Escaped int
 	// Aborted says why the trial ended before its fault was injected (then nothing else is set).
 	Aborted string
 	// Problems describes each violation in one line.
@@ -253,6 +271,9 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 	}
 	var procs []*proc
 	defer func() {
+		for _, pid := range aliveEscapers(wdir) { // a failed trial leaves nothing behind
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 		for _, p := range procs {
 			select {
 			case <-p.done:
@@ -270,7 +291,7 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 		skew["B"] = SkewOffset
 	}
 	start := func(h *simHost, id string, sleep time.Duration, args ...string) (*proc, error) {
-		p, err := r.launch(h, id, task, wdir, sleep, skew[id], args...)
+		p, err := r.launch(h, id, task, wdir, sleep, skew[id], id == "A" && escapeFaults[f], args...)
 		if err == nil {
 			procs = append(procs, p)
 		}
@@ -309,13 +330,38 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 	}
 	time.Sleep(50 * time.Millisecond) // let B and C reach the store and find it busy
 	wpid := entryA.PID
+	aChecked := make(chan struct{})
 	faultAt := time.Now()
 	aDead := make(chan time.Time, 1)
 	go func() { aDead <- waitDead(wpid, 20*ttl+60*time.Second) }()
 	other := func(rec Record) bool { return rec.Proc != "A" && rec.Kind == KindEntry }
+	var escLeft []int // escapers alive when A's once exited
+	if escapeFaults[f] {
+		// The fault lands once the escapers run (the witness starts them right after its entry).
+		if err := waitEscapers(ctx, wdir, 10*time.Second); err != nil {
+			return out, fmt.Errorf("holder A's escapers never started: %w; %s", err, tail(a.stderr))
+		}
+		go func() {
+			<-a.done
+			// The moment once reports the attempt over, no process of its run may be alive. (kill -9 of
+			// once: its shim kills the run after once is gone, checked below.)
+			if f != FaultEscapeKill {
+				escLeft = aliveEscapers(wdir)
+			}
+			close(aChecked)
+		}()
+	} else {
+		close(aChecked)
+	}
 	switch f {
-	case FaultNone, FaultClockBack, FaultClockAhead:
-	case FaultKillOnce, FaultReview:
+	case FaultNone, FaultClockBack, FaultClockAhead, FaultEscapeExit:
+	case FaultEscapeTerm:
+		_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGTERM)
+	case FaultEscapeLost:
+		if err := r.cutOff(ctx, r.hosts[0], 2*ttl); err != nil {
+			return out, err
+		}
+	case FaultKillOnce, FaultReview, FaultEscapeKill:
 		_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGKILL)
 	case FaultKillCmd:
 		_ = syscall.Kill(wpid, syscall.SIGKILL)
@@ -370,11 +416,25 @@ func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
 		}
 	}
 	deadAt := <-aDead
+	<-aChecked
+	out.Escaped += len(escLeft)
+	if len(escLeft) > 0 {
+		out.problem("escapers %v of holder A were alive when its once exited %d", escLeft, a.code)
+	}
+	if f == FaultEscapeKill {
+		// once died by SIGKILL: its shim kills the run; give it the parent-death grace.
+		for _, pid := range aliveEscapers(wdir) {
+			if waitDead(pid, 2*time.Second); alive(pid) {
+				out.Escaped++
+				out.problem("escaper %d of holder A alive 2s after kill -9 of its once", pid)
+			}
+		}
+	}
 	if b, _ := os.ReadFile(a.stderr); strings.Contains(string(b), "lease lost") {
 		out.LeaseLost = true
 	}
 
-	if (f == FaultNone || f == FaultClockBack || f == FaultClockAhead) && a.code != 0 {
+	if (f == FaultNone || f == FaultClockBack || f == FaultClockAhead || f == FaultEscapeExit) && a.code != 0 {
 		out.problem("liveness: the first holder, not killed or paused, exited %d, want 0 (its command runs 3 TTL); %s", a.code, tail(a.stderr))
 	}
 	var resolved time.Time
@@ -630,6 +690,7 @@ type Summary struct {
 	TokenOrder, ReviewBroken, NotLinearizable int
 	Takeover, StaleStop, Margin               []time.Duration
 	LeaseLost, Blocked                        int
+	Escaped                                   int // escapers alive when their once exited
 	Failed                                    int
 	Aborted                                   int // trials ended before the fault (not in Trials)
 }
@@ -666,6 +727,7 @@ func (s *Summary) Add(o Outcome) {
 	if o.Blocked {
 		s.Blocked++
 	}
+	s.Escaped += o.Escaped
 	if o.LeaseLost {
 		s.LeaseLost++
 	}
@@ -711,5 +773,6 @@ func (s *Summary) String() string {
 	fmt.Fprintf(&b, "  pause>ttl trials where nobody could take over during the pause: %d; trials aborted before the fault (first holder stopped before its command entered): %d\n", s.Blocked, s.Aborted)
 	fmt.Fprintf(&b, "  faulted holder lost its lease in %d trials; faulted command dead before the next entry by min %s p50 %s (n=%d)\n",
 		s.LeaseLost, d(Percentile(s.Margin, 0)), d(Percentile(s.Margin, 50)), len(s.Margin))
+	fmt.Fprintf(&b, "  escapers alive when their once exited: %d\n", s.Escaped)
 	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -22,7 +23,11 @@ const (
 	EnvProc    = "CHAOS_PROC"     // the harness's id of the once process that runs this witness
 	EnvWrites  = "CHAOS_WRITES"   // number of fenced writes after the entry (default 4)
 	EnvSleep   = "CHAOS_SLEEP_MS" // total time spent between writes, in milliseconds (default 1000)
+	EnvEscape  = "CHAOS_ESCAPE"   // "1": deaf to SIGTERM, and leave escapers holding the kernel lock
 )
+
+// escapersFile, in CHAOS_DIR, lists the escapers' pids, one a line.
+const escapersFile = "escapers"
 
 // Record kinds in the witness log.
 const (
@@ -76,15 +81,20 @@ func WitnessMain() int {
 		Attempt: att, Token: tok, PID: os.Getpid()}
 	reg := &register{dir: dir}
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		r := base
-		r.Kind = KindTerm
-		_ = reg.append(r)
-		os.Exit(143)
-	}()
+	escape := os.Getenv(EnvEscape) == "1"
+	if escape {
+		signal.Ignore(syscall.SIGTERM)
+	} else {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM)
+		go func() {
+			<-sigs
+			r := base
+			r.Kind = KindTerm
+			_ = reg.append(r)
+			os.Exit(143)
+		}()
+	}
 
 	held, err := os.OpenFile(filepath.Join(dir, "held"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
@@ -121,6 +131,12 @@ func WitnessMain() int {
 			return 2
 		}
 		rejected = rejected || !ok
+		if i == 0 && escape {
+			if err := startEscapers(dir, held); err != nil {
+				fmt.Fprintln(os.Stderr, "witness:", err)
+				return 2
+			}
+		}
 	}
 	r := base
 	r.Kind = KindExit
@@ -224,4 +240,43 @@ func ParseLog(rd io.Reader) ([]Record, error) {
 		out = append(out, r)
 	}
 	return out, sc.Err()
+}
+
+// startEscapers leaves three processes deaf to SIGTERM that inherit held (the kernel lock) and append
+// their pids to CHAOS_DIR/escapers: a double-forked setsid daemon (its own session and group,
+// re-parented to the shim), a double-forked child that stays in the group (re-parented to the shim),
+// and a background child of the witness. It returns when all three run.
+func startEscapers(dir string, held *os.File) error {
+	f := filepath.Join(dir, escapersFile)
+	deaf := `trap "" TERM; echo $$ >> ` + f + `; exec sleep 3600`
+	for _, script := range []string{
+		`( setsid sh -c '` + deaf + `' & )`,
+		`( sh -c '` + deaf + `' & )`,
+		deaf,
+	} {
+		c := exec.Command("/bin/sh", "-c", script)
+		c.ExtraFiles = []*os.File{held}
+		if err := c.Start(); err != nil {
+			return err
+		}
+		go func() { _ = c.Wait() }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if len(readPids(f)) >= 3 {
+			return nil
+		}
+	}
+	return fmt.Errorf("escapers did not start: %v", readPids(f))
+}
+
+// readPids reads a file of pids, one a line.
+func readPids(path string) []int {
+	b, _ := os.ReadFile(path)
+	var out []int
+	for _, s := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(s); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
