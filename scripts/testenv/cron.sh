@@ -7,5 +7,5 @@
 
 start_cron() {
   [ "$(id -u)" = 0 ] || return 0
-  need_pkg /usr/sbin/cron --no-install-recommends cron
+  need_pkg /usr/sbin/cron --no-install-recommends cron || log "could not install cron; TestUnderDebianCron will say so"
 }
