@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -376,5 +378,72 @@ func TestUnsafeParents(t *testing.T) {
 	}
 	if _, err := flock.Acquire(context.Background(), locks, "t", 0); !errors.Is(err, flock.ErrUnsafe) || !strings.Contains(err.Error(), "owned by uid 65534") {
 		t.Fatalf("home of another user: %v", err)
+	}
+}
+
+// Issue 12: a waiter gets the lock within a few milliseconds of its release — the holder closing
+// it, or the kernel closing it when the holder is killed — not after a backoff of up to 100 ms.
+func TestWaitWakesWhenReleased(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	const n = 30
+	late := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		task := fmt.Sprint("w", i)
+		l, err := flock.Acquire(ctx, dir, task, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		released := make(chan time.Time, 1)
+		go func() {
+			time.Sleep(300*time.Millisecond + time.Duration(i)*10*time.Millisecond)
+			at := time.Now()
+			l.Release()
+
+			released <- at
+		}()
+		wg.Go(func() {
+			w, err := flock.Acquire(ctx, dir, task, 5*time.Second)
+			got := time.Now()
+			if err != nil {
+				t.Errorf("%s: %v", task, err)
+				return
+			}
+			late[i] = got.Sub(<-released)
+
+			w.Release()
+		})
+	}
+	wg.Wait()
+	slices.Sort(late)
+	p99 := late[n*99/100-1]
+	t.Logf("released by Release: got the lock p50 %s, p99 %s after", late[n/2], p99)
+	if p99 > 15*time.Millisecond {
+		t.Errorf("p99 %s after the release, want a few ms: %v", p99, late)
+	}
+
+	// A holder killed: the kernel closes its descriptor.
+	h, line := startHolder(t, dir, "killed", 0, false)
+	if !strings.HasPrefix(line, "locked") {
+		t.Fatal(line)
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		l, err := flock.Acquire(ctx, dir, "killed", 5*time.Second)
+		got <- time.Now()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		l.Release()
+	}()
+	time.Sleep(400 * time.Millisecond) // the waiter is well into its backoff
+	killed := time.Now()
+	_ = h.cmd.Process.Signal(syscall.SIGKILL)
+	if d := (<-got).Sub(killed); d > 30*time.Millisecond {
+		t.Errorf("got the lock %s after the holder was killed, want a few ms", d)
+	} else {
+		t.Logf("got the lock %s after the holder was killed", d)
 	}
 }
