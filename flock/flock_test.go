@@ -383,7 +383,24 @@ func TestUnsafeParents(t *testing.T) {
 
 // Issue 12: a waiter gets the lock within a few milliseconds of its release — the holder closing
 // it, or the kernel closing it when the holder is killed — not after a backoff of up to 100 ms.
+// A round is measured again (up to three) when it misses: on a loaded machine the scheduler's
+// delays are in the figures too; a waiter that polls every 100 ms misses every round by far.
 func TestWaitWakesWhenReleased(t *testing.T) {
+	var rounds []string
+	for round := range 3 {
+		released, killed := wakeRound(t, fmt.Sprint(round))
+		rounds = append(rounds, fmt.Sprintf("released: p99 %s; killed: %s", released, killed))
+		if released <= 15*time.Millisecond && killed <= 30*time.Millisecond {
+			t.Logf("got the lock after: %s", strings.Join(rounds, "; "))
+			return
+		}
+	}
+	t.Errorf("got the lock after (want p99 ≤ 15ms after a release, ≤ 30ms after a kill): %s", strings.Join(rounds, "; "))
+}
+
+// wakeRound returns the p99 of 30 waiters' delays after their holders released, and one waiter's
+// after its holder (another process) was killed.
+func wakeRound(t *testing.T, round string) (time.Duration, time.Duration) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	const n = 30
@@ -400,7 +417,6 @@ func TestWaitWakesWhenReleased(t *testing.T) {
 			time.Sleep(300*time.Millisecond + time.Duration(i)*10*time.Millisecond)
 			at := time.Now()
 			l.Release()
-
 			released <- at
 		}()
 		wg.Go(func() {
@@ -411,26 +427,19 @@ func TestWaitWakesWhenReleased(t *testing.T) {
 				return
 			}
 			late[i] = got.Sub(<-released)
-
 			w.Release()
 		})
 	}
 	wg.Wait()
 	slices.Sort(late)
-	p99 := late[n*99/100-1]
-	t.Logf("released by Release: got the lock p50 %s, p99 %s after", late[n/2], p99)
-	if p99 > 15*time.Millisecond {
-		t.Errorf("p99 %s after the release, want a few ms: %v", p99, late)
-	}
 
-	// A holder killed: the kernel closes its descriptor.
-	h, line := startHolder(t, dir, "killed", 0, false)
+	h, line := startHolder(t, dir, "killed"+round, 0, false)
 	if !strings.HasPrefix(line, "locked") {
 		t.Fatal(line)
 	}
 	got := make(chan time.Time, 1)
 	go func() {
-		l, err := flock.Acquire(ctx, dir, "killed", 5*time.Second)
+		l, err := flock.Acquire(ctx, dir, "killed"+round, 5*time.Second)
 		got <- time.Now()
 		if err != nil {
 			t.Error(err)
@@ -441,9 +450,5 @@ func TestWaitWakesWhenReleased(t *testing.T) {
 	time.Sleep(400 * time.Millisecond) // the waiter is well into its backoff
 	killed := time.Now()
 	_ = h.cmd.Process.Signal(syscall.SIGKILL)
-	if d := (<-got).Sub(killed); d > 30*time.Millisecond {
-		t.Errorf("got the lock %s after the holder was killed, want a few ms", d)
-	} else {
-		t.Logf("got the lock %s after the holder was killed", d)
-	}
+	return late[n*99/100-1], (<-got).Sub(killed)
 }

@@ -121,13 +121,19 @@ func (e *expiry) next(ctx context.Context, s store.Leaser, err error, giveUp tim
 		e.told, e.late = told, 0
 	}
 	now := time.Now()
-	if at := now.Add(e.told.Add(-e.skew).Sub(now)); at.After(now) {
+	at := now.Add(e.told.Add(-e.skew).Sub(now))
+	if at.After(now) {
 		return at, true
 	}
 	// Past the expiry and still busy: the store has not seen it pass yet (its clock is a little
-	// behind the estimate, or it revokes expired leases on a timer, as etcd does): again, briskly.
+	// behind the estimate, or it revokes expired leases on a timer of its own, as etcd does):
+	// again, briskly, for a second; after that the estimate is off (a clock stepped) and the
+	// backoff alone paces the tries.
+	if now.Sub(at) > time.Second {
+		return time.Time{}, false
+	}
 	e.late++
-	return now.Add(time.Millisecond << min(e.late, 10)), true
+	return now.Add(min(time.Millisecond<<min(e.late, 6), 50*time.Millisecond)), true
 }
 
 // Info returns the grant as last renewed.
