@@ -115,7 +115,7 @@ func Acquire(ctx context.Context, dir, task string, wait time.Duration) (*Lock, 
 		f.Close()
 		return nil, err
 	}
-	if err := lockWait(ctx, fd, wait); err != nil {
+	if err := lockWait(ctx, fd, path, wait); err != nil {
 		f.Close()
 		if errors.Is(err, ErrBusy) {
 			return nil, fmt.Errorf("%w: %s", err, path)
@@ -125,11 +125,17 @@ func Acquire(ctx context.Context, dir, task string, wait time.Duration) (*Lock, 
 	return &Lock{path: path, f: f}, nil
 }
 
-// lockWait polls flock(LOCK_EX|LOCK_NB) with a short backoff: unlike a blocking flock in a goroutine, an
-// abandoned attempt can never take the lock later behind the caller's back.
-func lockWait(ctx context.Context, fd int, wait time.Duration) error {
+// lockWait polls flock(LOCK_EX|LOCK_NB): unlike a blocking flock in a goroutine, an abandoned
+// attempt can never take the lock later behind the caller's back. Between tries it waits for a
+// close of the lock file (inotify): a holder releases the lock by closing its descriptor, or the
+// kernel closes it when the holder dies, so the waiter tries again within a few milliseconds. A
+// backoff up to 100 ms covers hosts without inotify (or out of inotify instances).
+func lockWait(ctx context.Context, fd int, path string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	backoff := 5 * time.Millisecond
+	var w *closeWatch
+	watched := false
+	brisk := time.Duration(0) // after a close: the lock goes a moment after the close is reported
 	for {
 		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		switch {
@@ -144,16 +150,78 @@ func lockWait(ctx context.Context, fd int, wait time.Duration) error {
 		if wait <= 0 || left <= 0 {
 			return ErrBusy
 		}
-		t := time.NewTimer(min(backoff, left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w (%w)", ErrBusy, ctx.Err())
-		case <-t.C:
+		if !watched {
+			watched = true
+			if w = watchClose(path); w != nil {
+				defer w.close()
+				continue // a release before the watch was set is seen by this try
+			}
 		}
-		backoff = min(backoff*2, 100*time.Millisecond)
+		d := backoff
+		if brisk > 0 {
+			d = brisk
+		}
+		until := time.Now().Add(min(d, left))
+		closed := false
+		if w != nil {
+			closed = w.wait(ctx, until)
+		} else {
+			t := time.NewTimer(time.Until(until))
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (%w)", ErrBusy, ctx.Err())
+		}
+		switch {
+		case closed:
+			brisk = 500 * time.Microsecond
+		case brisk > 0 && brisk < backoff:
+			brisk *= 2
+		default:
+			brisk = 0
+			backoff = min(backoff*2, 100*time.Millisecond)
+		}
 	}
 }
+
+// closeWatch reports closes of a lock file (inotify IN_CLOSE_*).
+type closeWatch struct{ f *os.File }
+
+// watchClose watches path for closes, or returns nil when inotify is not available.
+func watchClose(path string) *closeWatch {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil
+	}
+	if _, err := unix.InotifyAddWatch(fd, path, unix.IN_CLOSE_WRITE|unix.IN_CLOSE_NOWRITE|unix.IN_DONT_FOLLOW); err != nil {
+		unix.Close(fd)
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), "inotify "+path)
+	if err := f.SetReadDeadline(time.Time{}); err != nil { // not pollable here: no deadlines
+		f.Close()
+		return nil
+	}
+	return &closeWatch{f: f}
+}
+
+// wait waits until the file is closed by someone (true), until, or ctx is done.
+func (w *closeWatch) wait(ctx context.Context, until time.Time) bool {
+	w.f.SetReadDeadline(until)
+	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Now()) })
+	defer stop()
+	var buf [4096]byte // drains every close reported so far
+	n, err := w.f.Read(buf[:])
+	return err == nil && n > 0
+}
+
+// close closes the watch in the background: closing an inotify descriptor waits for the kernel's
+// grace period (about 10 ms), which the lock's new holder need not wait for.
+func (w *closeWatch) close() { go w.f.Close() }
 
 // ensureDir creates dir (and missing parents) with mode 0700, then checks it with Check.
 func ensureDir(dir string) error {

@@ -41,12 +41,17 @@ type Lease struct {
 
 // Acquire takes the lease for req, retrying while it is busy for up to wait (0: fail at once with the
 // store's *store.BusyError). On success a goroutine renews the grant until Release.
+//
+// While it waits it tries again on a growing backoff (50 ms doubling to 1 s: a holder may release
+// early) and at the expiry the busy answer names: a holder that died is taken over within a round
+// trip of its expiry, not up to a second later (see expiry).
 func Acquire(ctx context.Context, s store.Leaser, req store.AcquireRequest, wait time.Duration) (*Lease, error) {
 	if req.TTL <= 0 {
 		return nil, fmt.Errorf("lease: ttl must be positive, got %s", req.TTL)
 	}
 	giveUp := time.Now().Add(wait)
 	backoff := 50 * time.Millisecond
+	var ex expiry
 	for {
 		sent := time.Now()
 		g, err := s.Acquire(ctx, req)
@@ -68,13 +73,67 @@ func Acquire(ctx context.Context, s store.Leaser, req store.AcquireRequest, wait
 			return nil, err
 		}
 		d := min(backoff+rand.N(backoff/2+1), left)
+		if at, ok := ex.next(ctx, s, err, giveUp); ok {
+			d = min(d, max(time.Until(at), 0))
+		}
+		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil, errors.Join(err, ctx.Err())
-		case <-time.After(d):
+		case <-t.C:
 		}
 		backoff = min(backoff*2, time.Second)
 	}
+}
+
+// expiry turns the expiry that a busy answer names, by the store's clock, into the local instant
+// at which to try again. The offset between the clocks is read once (store.Clock) and biased early
+// by the round trip: the store's time was read somewhere within it. Waking early costs one more
+// busy answer and waking late only latency: whether the lease is free is the store's decision,
+// never this estimate's. Stores that cannot tell their time name expiries by a host's clock (etcd:
+// the holder's), taken as this host's.
+type expiry struct {
+	skew     time.Duration // the store's clock minus this host's, less up to a round trip
+	measured bool
+	told     time.Time // the expiry named by the last busy answer
+	late     int       // busy answers since told passed
+}
+
+// next is when to try again after the busy answer err, or false when it names no expiry.
+func (e *expiry) next(ctx context.Context, s store.Leaser, err error, giveUp time.Time) (time.Time, bool) {
+	var be *store.BusyError
+	if !errors.As(err, &be) || be.Lease.Expires.IsZero() {
+		return time.Time{}, false
+	}
+	if !e.measured {
+		e.measured = true
+		if c, ok := s.(store.Clock); ok {
+			cctx, cancel := context.WithDeadline(ctx, giveUp)
+			t0 := time.Now()
+			if st, err := c.Now(cctx); err == nil {
+				e.skew = st.Sub(t0)
+			}
+			cancel()
+		}
+	}
+	if told := be.Lease.Expires; !told.Equal(e.told) {
+		e.told, e.late = told, 0
+	}
+	now := time.Now()
+	at := now.Add(e.told.Add(-e.skew).Sub(now))
+	if at.After(now) {
+		return at, true
+	}
+	// Past the expiry and still busy: the store has not seen it pass yet (its clock is a little
+	// behind the estimate, or it revokes expired leases on a timer of its own, as etcd does):
+	// again, briskly, for a second; after that the estimate is off (a clock stepped) and the
+	// backoff alone paces the tries.
+	if now.Sub(at) > time.Second {
+		return time.Time{}, false
+	}
+	e.late++
+	return now.Add(min(time.Millisecond<<min(e.late, 6), 50*time.Millisecond)), true
 }
 
 // Info returns the grant as last renewed.

@@ -148,7 +148,7 @@ func TestSlotRunsOnceAndFailedSlotRetries(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("first run: %d %s", r.code, r.stderr)
 	}
-	r = e.run("run", "--task", "daily", "--slot", "batch-7", "--", "sh", "-c", "echo x >> "+marker)
+	r = e.run("run", "-v", "--task", "daily", "--slot", "batch-7", "--", "sh", "-c", "echo x >> "+marker)
 	if r.code != 0 || countLines(t, marker) != 1 {
 		t.Fatalf("second run: code %d, executions %d, want 0 and 1\n%s", r.code, countLines(t, marker), r.stderr)
 	}
@@ -423,7 +423,7 @@ func TestReportShownByHistoryAndCheckpointHandedOn(t *testing.T) {
 
 func TestJSONLogLines(t *testing.T) {
 	e := newEnv(t)
-	r := e.run("run", "--task", "j", "--log-format", "json", "--", "true")
+	r := e.run("run", "--task", "j", "--log-format", "json", "-v", "--", "true")
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 	if r.code != 0 || len(lines) != 2 {
 		t.Fatalf("%d %q", r.code, r.stderr)

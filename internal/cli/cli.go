@@ -59,7 +59,11 @@ type app struct {
 	storeFlag            string
 	passwordFlag         string // --store-password-file
 	logFormat            string
+	logLevel, logFile    string       // --log-level, --log-file (logging.go)
+	verbose              int          // -v
 	log                  *slog.Logger // the one logger, once made (see logger)
+	sinkLog              *slog.Logger // the log file or syslog alone, with --log-file
+	closers              []io.Closer  // the log file or syslog connection
 }
 
 // Run runs the once command line with args (without the program name) and returns the exit code.
@@ -73,6 +77,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(out)
 	root.SetErr(errOut)
+	defer a.closeLog()
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
@@ -80,6 +85,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	code, msg := classify(err)
 	if msg != "" {
 		fmt.Fprintln(errOut, "once: "+msg)
+		if a.sinkLog != nil { // the log file has the reason too, not only cron's mail
+			a.sinkLog.Error(msg, "exit_code", code)
+		}
 	}
 	return code
 }
@@ -133,6 +141,9 @@ Its password: in the DSN, or in --store-password-file FILE ($ONCE_STORE_PASSWORD
 	root.PersistentFlags().StringVar(&a.storeFlag, "store", "", "store DSN (default $ONCE_STORE, else sqlite in $ONCE_HOME)")
 	root.PersistentFlags().StringVar(&a.passwordFlag, "store-password-file", "", "read the store's password from FILE (mode 0600, yours), keeping it out of --store, ps and the job's environment (env ONCE_STORE_PASSWORD_FILE)")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "format of once's own log lines on stderr: text or json")
+	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "", "debug, info, warn or error (env ONCE_LOG_LEVEL; default info on a terminal, else warn: a run that succeeds, skips or is busy prints nothing under cron)")
+	root.PersistentFlags().CountVarP(&a.verbose, "verbose", "v", "-v logs at info (every start, end, skip and busy), -vv at debug")
+	root.PersistentFlags().StringVar(&a.logFile, "log-file", "", "also append once's log lines, at info unless --log-level says otherwise, to FILE, or to the local syslog with 'syslog' (env ONCE_LOG_FILE)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usage("%v (see 'once %s --help')", err, c.Name())
 	})
@@ -173,23 +184,4 @@ func (a *app) open(ctx context.Context) (store.Store, string, error) {
 		return nil, "", err
 	}
 	return s, dsn, nil
-}
-
-// logger is the one logger of this invocation, in --log-format, on stderr. It is also made
-// log/slog's default (and so the standard log package's), so that every line once writes —
-// a store's warning, a library's — comes out in the same format.
-func (a *app) logger() (*slog.Logger, error) {
-	if a.log != nil {
-		return a.log, nil
-	}
-	switch a.logFormat {
-	case "text":
-		a.log = slog.New(slog.NewTextHandler(a.stderr, nil))
-	case "json":
-		a.log = slog.New(slog.NewJSONHandler(a.stderr, nil))
-	default:
-		return nil, usage("--log-format %q: use text or json", a.logFormat)
-	}
-	slog.SetDefault(a.log)
-	return a.log, nil
 }

@@ -48,8 +48,10 @@ func (a *app) doctorCmd() *cobra.Command {
   locks       ownership and mode of the lock directory $ONCE_HOME/locks, its files and the
               directories above it
   overlap     two attempts of one task that ran at the same time (must never happen)
-  burst       several launches of one task within --burst (a double trigger: two crontabs, a
-              timer and a cron entry, two replicas); drill launches are not counted
+  burst       several launches of one task within --burst from one host (a double trigger: two
+              crontab lines, a timer and a cron entry), or several that ran the job; hosts that
+              share a store and lost cleanly (busy, skipped) are the multi-host layout, not a
+              burst; drill launches are not counted
 
 Exit status: 0 when every finding is ok or info, 1 when any is warn or fail.`,
 		Example: `  once doctor
@@ -341,74 +343,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
-}
-
-// bursts reports tasks launched several times within window. A launch is one lease (all the
-// attempts and events under one token) or one busy event; drill launches are left out.
-func bursts(hist []store.Entry, window time.Duration, r *report) {
-	type launch struct {
-		at     time.Time
-		holder string
-	}
-	byTask := map[string]map[string]launch{}
-	for _, e := range hist {
-		if strings.HasPrefix(e.Holder, drillHolderPrefix) {
-			continue
-		}
-		key := ""
-		switch {
-		case e.State == store.Busy:
-			key = "busy/" + e.RunID + "/" + e.StartedAt.String()
-		case e.Token > 0:
-			key = "token/" + strconv.FormatInt(e.Token, 10)
-		default:
-			continue
-		}
-		m := byTask[e.Task]
-		if m == nil {
-			m = map[string]launch{}
-			byTask[e.Task] = m
-		}
-		if l, ok := m[key]; !ok || e.StartedAt.Before(l.at) {
-			m[key] = launch{e.StartedAt, e.Holder}
-		}
-	}
-	found := 0
-	for _, task := range sortedKeys(byTask) {
-		var ls []launch
-		for _, l := range byTask[task] {
-			ls = append(ls, l)
-		}
-		sort.Slice(ls, func(i, j int) bool { return ls[i].at.Before(ls[j].at) })
-		n, last := 0, -1 // bursts found; end of the last burst reported
-		var worst []launch
-		for i := range ls {
-			if i <= last {
-				continue
-			}
-			j := i
-			for j+1 < len(ls) && ls[j+1].at.Sub(ls[i].at) < window {
-				j++
-			}
-			if j > i {
-				n++
-				last = j
-				worst = ls[i : j+1] // the most recent burst wins: ls is oldest first
-			}
-		}
-		if n == 0 {
-			continue
-		}
-		found++
-		holders := map[string]bool{}
-		for _, l := range worst {
-			holders[l.holder] = true
-		}
-		r.add("burst", store.LevelWarn, task, "launched %d times within %s at %s (holders %s)%s: a double trigger? look for two crontab lines, a cron entry and a timer, or several replicas starting the job",
-			len(worst), worst[len(worst)-1].at.Sub(worst[0].at).Round(time.Millisecond), fmtT(worst[0].at), strings.Join(sortedKeys(holders), ", "),
-			map[bool]string{true: fmt.Sprintf("; %d such bursts in the history scanned", n), false: ""}[n > 1])
-	}
-	if found == 0 {
-		r.add("burst", store.LevelOK, "", "no task was launched twice within %s", window)
-	}
 }

@@ -107,6 +107,9 @@ var emptyHints = map[string]string{
 	"holder":   "give a name, or leave --holder out for hostname:pid",
 	"notify":   "give a URL, or leave --notify out",
 	"ping":     "give a URL, or leave --ping out",
+
+	"log-level": "give debug, info, warn or error, or leave --log-level out (info on a terminal, else warn)",
+	"log-file":  "give a file or syslog, or leave --log-file out to log on stderr only",
 }
 
 // checkFlags refuses, on every command, a string flag given with an empty value ("--store

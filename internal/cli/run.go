@@ -53,12 +53,16 @@ sequence stops at the first slot that fails or needs review; the next run starts
 
 Exit status: COMMAND's own (128+N if killed by signal N); 0 when the slot already succeeded; 75 when
 the task is running elsewhere (--busy-exit); 76 when the slot needs review; 69 when the store is
-unavailable; 64 on bad usage. In every case but the first, COMMAND was not run.`,
+unavailable; 64 on bad usage. In every case but the first, COMMAND was not run.
+
+Under cron (stderr not a terminal) a run that succeeds, is skipped or is busy prints nothing, so cron
+mails only failures and reviews; -v prints every line, --log-file FILE (or syslog) keeps them. cron's
+PATH is /usr/bin:/bin: call once by its absolute path.`,
 		Example: `  # replace "flock -n /tmp/sync.lock sync-orders" in a crontab:
-  0 2 * * * once run --task sync-orders --per day -- /usr/local/bin/sync-orders
+  0 2 * * * /usr/bin/once run --task sync-orders --per day -- /usr/local/bin/sync-orders
 
   # after the machine was off for a weekend, run each missed day once, oldest first
-  0 2 * * * once run --task sync-orders --per day --catch-up 7d -- /usr/local/bin/sync-orders
+  0 2 * * * /usr/bin/once run --task sync-orders --per day --catch-up 7d -- /usr/local/bin/sync-orders
 
   # a schedule-aligned slot in a zone, and a lease shared by every host through PostgreSQL
   once run --store postgres://once@db/once --task report --schedule "30 2 * * *" --tz Europe/Berlin -- ./report.sh`,

@@ -21,7 +21,10 @@ func newWarnings(next slog.Handler) warnings {
 	return warnings{next: next, mu: &sync.Mutex{}, got: &[]store.Finding{}}
 }
 
-func (w warnings) Enabled(ctx context.Context, l slog.Level) bool { return w.next.Enabled(ctx, l) }
+// Enabled: warnings are collected whatever the log level.
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || w.next.Enabled(ctx, l)
+}
 
 func (w warnings) Handle(ctx context.Context, r slog.Record) error {
 	check := ""
@@ -32,6 +35,9 @@ func (w warnings) Handle(ctx context.Context, r slog.Record) error {
 		return check == ""
 	})
 	if check == "" || r.Level < slog.LevelWarn {
+		if !w.next.Enabled(ctx, r.Level) {
+			return nil
+		}
 		return w.next.Handle(ctx, r)
 	}
 	w.mu.Lock()

@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+func TestHolderHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"web1:4121": "web1", "web1": "web1", "sync-orders-2912-x7k": "sync-orders-2912-x7k", "a:b:12": "a:b",
+		"host:pid": "host:pid", ":12": ":12", "h:99999999999": "h:99999999999", "drill-1/web1:3": "drill-1/web1",
+	} {
+		if got := holderHost(in); got != want {
+			t.Errorf("holderHost(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// The doctor's burst rule: hosts that share a store and lose cleanly are the multi-host layout; one
+// host launching twice, or two launches that both ran, is a burst.
+func TestBursts(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 2, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ran := func(task, holder string, token int64, ms int) store.Entry {
+		return store.Entry{Attempt: store.Attempt{Task: task, Slot: "s", Holder: holder, Token: token, State: store.Succeeded, StartedAt: at(ms), RunID: "r"}}
+	}
+	ev := func(task, holder string, kind store.State, token int64, ms int) store.Entry {
+		return store.Entry{Attempt: store.Attempt{Task: task, Slot: "s", Holder: holder, Token: token, State: kind, StartedAt: at(ms), RunID: holder}}
+	}
+	day := 24 * 3600 * 1000
+	for _, c := range []struct {
+		name string
+		hist []store.Entry
+		want string // "" for no burst
+	}{
+		{"two hosts, one busy", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web2:20", store.Busy, 0, 30)}, ""},
+		{"two hosts, one skipped", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web2:20", store.Skipped, 2, 900)}, ""},
+		{"three hosts, busy, skipped, review", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web2:20", store.Busy, 0, 5),
+			ev("t", "web3:30", store.Skipped, 2, 2000), ev("t", "web4:40", store.Review, 3, 2500)}, ""},
+		{"the two-host layout, night after night", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web2:20", store.Busy, 0, 10),
+			ran("t", "web2:21", 2, day), ev("t", "web1:11", store.Skipped, 3, day+700), ran("t", "web1:12", 4, 2*day), ev("t", "web2:22", store.Busy, 0, 2*day+3)}, ""},
+		{"pods", []store.Entry{ran("t", "sync-29120-abc", 1, 0), ev("t", "sync-29120-def", store.Busy, 0, 40)}, ""},
+		{"one host, two crontab lines", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web1:11", store.Busy, 0, 3)}, "launched 2 times from host web1 within 3ms"},
+		{"one host, a second trigger after", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web1:11", store.Skipped, 2, 5000)}, "launched 2 times from host web1"},
+		{"one host among others", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web2:20", store.Busy, 0, 1), ev("t", "web1:11", store.Busy, 0, 2)},
+			"launched 3 times from host web1"},
+		{"two hosts that both ran", []store.Entry{ran("t", "web1:10", 1, 0), ran("t", "web2:20", 2, 1500)}, "ran 2 times within 1.5s"},
+		{"drill", []store.Entry{ran("t", "drill-1/web1:10", 1, 0), ev("t", "drill-2/web1:11", store.Busy, 0, 1)}, ""},
+		{"outside the window", []store.Entry{ran("t", "web1:10", 1, 0), ran("t", "web1:11", 2, 10000)}, ""},
+	} {
+		r := &report{}
+		bursts(c.hist, 10*time.Second, r)
+		if len(r.Findings) != 1 {
+			t.Fatalf("%s: %v", c.name, r.Findings)
+		}
+		f := r.Findings[0]
+		switch {
+		case c.want == "" && f.Level != store.LevelOK:
+			t.Errorf("%s: a burst: %s", c.name, f.Message)
+		case c.want != "" && (f.Level != store.LevelWarn || !strings.Contains(f.Message, c.want)):
+			t.Errorf("%s: %s %q, want WARN with %q", c.name, f.Level, f.Message, c.want)
+		}
+	}
+}
