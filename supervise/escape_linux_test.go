@@ -265,3 +265,57 @@ func TestPrepareMissingInterpreter(t *testing.T) {
 		t.Errorf("true: %+v", e)
 	}
 }
+
+// The run's tree is found through children files, not a scan of every process on the host (issue 12:
+// a host with thousands of processes), and finds what a full scan finds.
+func TestTreeWalkDoesNotScanProc(t *testing.T) {
+	if !childrenFile() {
+		t.Skip("kernel without /proc/PID/task/TID/children")
+	}
+	f := filepath.Join(t.TempDir(), "pids")
+	c := exec.Command("sh", "-c", escapers(f)+"sleep 300")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	// Re-parented escapers go to init here (no subreaper): the tree holds the plain background child
+	// and the waiting sh's own sleep.
+	waitPids(t, f, 3)
+	before := scans.Load()
+	got := descendants(c.Process.Pid)
+	if n := scans.Load() - before; n != 0 {
+		t.Fatalf("descendants scanned /proc %d times", n)
+	}
+	want := scanDescendants(c.Process.Pid)
+	pidsOf := func(ps []proc) map[int]bool {
+		m := map[int]bool{}
+		for _, p := range ps {
+			m[p.pid] = true
+		}
+		return m
+	}
+	if g, w := pidsOf(got), pidsOf(want); len(g) != len(w) || len(g) < 2 {
+		t.Fatalf("walk found %v, a scan %v", got, want)
+	} else {
+		for pid := range w {
+			if !g[pid] {
+				t.Fatalf("walk found %v, a scan %v", got, want)
+			}
+		}
+	}
+	for _, pid := range escaperPidsIn(f) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+func escaperPidsIn(f string) []int {
+	b, _ := os.ReadFile(f)
+	var out []int
+	for _, s := range strings.Fields(string(b)) {
+		var n int
+		if _, err := fmt.Sscan(s, &n); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
