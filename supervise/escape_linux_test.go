@@ -19,10 +19,11 @@ import (
 // child that stays in the group (re-parented to the shim), and a plain background child.
 // The fragment returns when all three have written their pids.
 func escapers(f string) string {
-	return strings.ReplaceAll(`( setsid sh -c 'trap "" TERM; echo $$ >> F; exec sleep 3603' & ); `+
-		`( sh -c 'trap "" TERM; echo $$ >> F; exec sleep 3604' & ); `+
-		`sh -c 'trap "" TERM; echo $$ >> F; exec sleep 3605' & `+
-		`while [ "$(cat F 2>/dev/null | wc -l)" -lt 3 ]; do sleep 0.02; done; `, "F", f)
+	script, err := filepath.Abs("testdata/escapers.sh")
+	if err != nil {
+		panic(err)
+	}
+	return "escapers_file=" + f + "; . " + script + "; "
 }
 
 // waitPids waits until f lists n pids, each of which has exec'd sleep.

@@ -455,6 +455,27 @@ func TestSignalExitPassThrough(t *testing.T) {
 	}
 }
 
+// writeLock holds SQLite's write lock on the database at path (BEGIN EXCLUSIVE) until the test ends or
+// the caller rolls back: the store becomes unwritable to once.
+func writeLock(t *testing.T, path string) *sql.Conn {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.ExecContext(ctx, "ROLLBACK"); conn.Close() })
+	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // The store becomes unwritable mid-run (another process holds SQLite's write lock): renewals fail, and
 // the command must be dead before the lease's expiry as the store recorded it.
 func TestUnrenewableLeaseStopsCommandBeforeExpiry(t *testing.T) {
@@ -464,19 +485,7 @@ func TestUnrenewableLeaseStopsCommandBeforeExpiry(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // at least one renewal has happened
 
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", filepath.Join(e.home, "once.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
-		t.Fatal(err)
-	}
+	conn := writeLock(t, filepath.Join(e.home, "once.db"))
 	blocked := time.Now()
 	if !waitDead(pid, 6*time.Second) {
 		t.Fatalf("command still alive %s after the store became unwritable", time.Since(blocked))
@@ -496,7 +505,7 @@ func TestUnrenewableLeaseStopsCommandBeforeExpiry(t *testing.T) {
 		t.Errorf("command was not sent SIGTERM")
 	}
 	conn.ExecContext(ctx, "ROLLBACK")
-	err = c.Wait()
+	err := c.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 {
 		t.Errorf("once exit %v, want 143 (the command's status after SIGTERM)", err)
 	}

@@ -6,7 +6,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"net"
 	"os"
 	"os/exec"
@@ -21,11 +20,13 @@ import (
 // escaperScript is a shell fragment that leaves three processes deaf to SIGTERM, each appending its pid to
 // f: a double-forked setsid daemon, a double-forked child that stays in the group, and a plain
 // background child. It returns when all three are running.
+// The fragment is the supervise package's test script.
 func escaperScript(f string) string {
-	return strings.ReplaceAll(`( setsid sh -c 'trap "" TERM; echo $$ >> F; exec sleep 3603' & ); `+
-		`( sh -c 'trap "" TERM; echo $$ >> F; exec sleep 3604' & ); `+
-		`sh -c 'trap "" TERM; echo $$ >> F; exec sleep 3605' & `+
-		`while [ "$(cat F 2>/dev/null | wc -l)" -lt 3 ]; do sleep 0.02; done; `, "F", f)
+	script, err := filepath.Abs("../../supervise/testdata/escapers.sh")
+	if err != nil {
+		panic(err)
+	}
+	return "escapers_file=" + f + "; . " + script + "; "
 }
 
 // escaperPids reads the pids the fragment wrote, waiting for all three.
@@ -177,19 +178,7 @@ func TestEscapersDeadBeforeLostLeaseExpires(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // at least one renewal has happened
 
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", filepath.Join(e.home, "once.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
-		t.Fatal(err)
-	}
+	conn := writeLock(t, filepath.Join(e.home, "once.db"))
 	blocked := time.Now()
 	for _, pid := range pids {
 		if !waitDead(pid, 6*time.Second) {
