@@ -49,8 +49,24 @@ func (s *Store) waitsSince(ctx context.Context, tx *sql.Tx, task, slot string, n
 	return err
 }
 
-// waitingQuery lists the waiting rows, oldest first (store.Ledger's order of Waiting).
-const waitingQuery = `SELECT task, slot FROM {p}waiting ORDER BY since, task, slot`
+// WaitingQuery lists the waiting rows, oldest first (store.Ledger's order of Waiting).
+const WaitingQuery = `SELECT task, slot FROM {p}waiting ORDER BY since, task, slot`
+
+// SlotQuery reads a slot's failures since its latest resolution, its latest checkpoint and the
+// review events about its last attempt, in one statement so that the parts agree; LastQuery its
+// last attempt. Arguments: task and slot, five times; task and slot. Each part is an index
+// search (migration 003), whatever the number of attempts in the slot.
+const (
+	SlotQuery = `SELECT
+		(SELECT COUNT(*) FROM {p}attempts f WHERE f.task = ? AND f.slot = ? AND f.state IN ('failed', 'unknown')
+			AND f.attempt > COALESCE((SELECT MAX(r.attempt) FROM {p}attempts r
+				WHERE r.task = ? AND r.slot = ? AND r.res_as IS NOT NULL), 0)),
+		COALESCE((SELECT c.checkpoint FROM {p}attempts c WHERE c.task = ? AND c.slot = ? AND c.checkpoint <> ''
+			ORDER BY c.attempt DESC LIMIT 1), ''),
+		(SELECT COUNT(*) FROM {p}events e WHERE e.task = ? AND e.slot = ? AND e.kind = 'review'
+			AND e.attempt = (SELECT m.attempt FROM {p}attempts m WHERE m.task = ? AND m.slot = ? ORDER BY m.attempt DESC LIMIT 1))`
+	LastQuery = `SELECT ` + attemptCols + ` FROM {p}attempts WHERE task = ? AND slot = ? ORDER BY attempt DESC LIMIT 1`
+)
 
 // Waiting lists the slots waiting for a person, oldest first (store.Ledger).
 func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
@@ -76,7 +92,7 @@ func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
 }
 
 func (s *Store) waitingKeys(ctx context.Context) ([][2]string, error) {
-	rows, err := s.DB.QueryContext(ctx, s.Q(waitingQuery))
+	rows, err := s.DB.QueryContext(ctx, s.Q(WaitingQuery))
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +163,13 @@ func (s *Store) HistoryQuery(q store.HistoryQuery) (string, []any, error) {
 		args  []any
 	}
 	at, ev := branch{t: "started_at"}, branch{t: "happened_at"}
+	ai, ei := "attempts_started", "events_time" // MySQL's names (migrations 001, 003)
+	switch {
+	case q.Task != "" && q.Slot != "":
+		ai, ei = "attempts_slot_time", "events_slot_time"
+	case q.Task != "":
+		ai, ei = "attempts_task_time", "events_task_time"
+	}
 	add := func(b *branch, cond string, args ...any) {
 		b.conds = append(b.conds, strings.ReplaceAll(cond, "T", b.t))
 		b.args = append(b.args, args...)
@@ -197,12 +220,22 @@ func (s *Store) HistoryQuery(q store.HistoryQuery) (string, []any, error) {
 	}
 	query := `SELECT ev, seq, task, slot, run_id, attempt, state, holder, token, started_at, ended_at, exit_code,
 		records, progress, checkpoint, note, res_as, res_by, res_at, res_note FROM (
-		(SELECT 0 AS ev, id AS seq, ` + attemptCols + ` FROM {p}attempts` + tail(at) + `)
+		(SELECT 0 AS ev, id AS seq, ` + attemptCols + ` FROM {p}attempts` + s.force(ai) + tail(at) + `)
 		UNION ALL
 		(SELECT 1, id, task, slot, run_id, attempt, kind, holder, token, happened_at, NULL, NULL,
-			0, '', '', note, NULL, NULL, NULL, NULL FROM {p}events` + tail(ev) + `)
+			0, '', '', note, NULL, NULL, NULL, NULL FROM {p}events` + s.force(ei) + tail(ev) + `)
 		) h ORDER BY started_at ` + dir + `, ev ` + dir + `, seq ` + dir + limit
 	return s.Q(query), append(at.args, ev.args...), nil
+}
+
+// force names the index a MySQL/MariaDB read must use (FORCE INDEX): their planners fall back
+// to a table scan and a filesort on a table they think small, or sort a covering index's rows.
+// PostgreSQL chooses well from its statistics and has no hints: "" there.
+func (s *Store) force(index string) string {
+	if s.Flavor == MySQL {
+		return " FORCE INDEX (" + index + ")"
+	}
+	return ""
 }
 
 // prefixScanner scans leading columns into first, the rest through Scan.

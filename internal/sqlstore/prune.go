@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -65,11 +66,17 @@ type pruner struct {
 	cps map[[2]string]int
 }
 
-// lastJoin joins the slot's last attempt as l (an index search on (task, slot, attempt)).
-const lastJoin = ` LEFT JOIN {p}attempts l ON l.task = x.task AND l.slot = x.slot
-	AND l.attempt = (SELECT MAX(m.attempt) FROM {p}attempts m WHERE m.task = x.task AND m.slot = x.slot)`
-
-const lastCols = `l.attempt, l.state, l.started_at, l.ended_at, l.res_as`
+// lastCols reads the slot of x's last attempt: number, state, start, end and resolution, each a
+// backward read of (task, slot, attempt) that stops at the first row (a join on a correlated
+// MAX would scan the slot on PostgreSQL, and MariaDB has no LATERAL).
+func (s *Store) lastCols() string {
+	var cols []string
+	for _, c := range []string{"attempt", "state", "started_at", "ended_at", "res_as"} {
+		cols = append(cols, `(SELECT l.`+c+` FROM {p}attempts l`+s.force("attempts_number")+
+			` WHERE l.task = x.task AND l.slot = x.slot ORDER BY l.attempt DESC LIMIT 1)`)
+	}
+	return strings.Join(cols, ",\n\t\t")
+}
 
 // PruneAttemptsQuery reads a batch of attempts after a position in time order with the facts
 // store.PruneFacts needs, each an index search. Arguments: [before, before (forget)], before,
@@ -77,30 +84,37 @@ const lastCols = `l.attempt, l.state, l.started_at, l.ended_at, l.res_as`
 func (s *Store) PruneAttemptsQuery(forget, task bool) string {
 	recent := `0`
 	if forget {
-		recent = `CASE WHEN EXISTS (SELECT 1 FROM {p}attempts y WHERE y.task = x.task AND y.slot = x.slot AND y.started_at >= ?)
-			OR EXISTS (SELECT 1 FROM {p}events y WHERE y.task = x.task AND y.slot = x.slot AND y.happened_at >= ?) THEN 1 ELSE 0 END`
+		recent = `CASE WHEN EXISTS (SELECT 1 FROM {p}attempts y` + s.force("attempts_slot_time") +
+			` WHERE y.task = x.task AND y.slot = x.slot AND y.started_at >= ?)
+			OR EXISTS (SELECT 1 FROM {p}events y` + s.force("events_slot_time") +
+			` WHERE y.task = x.task AND y.slot = x.slot AND y.happened_at >= ?) THEN 1 ELSE 0 END`
 	}
 	cond := `x.started_at < ? AND x.started_at >= ? AND (x.started_at > ? OR x.id > ?)`
+	index := "attempts_started"
 	if task {
 		cond += ` AND x.task = ?`
+		index = "attempts_task_time"
 	}
-	return s.Q(`SELECT x.id, x.task, x.slot, x.attempt, x.state, x.started_at, ` + lastCols + `, ` + recent + `
-		FROM {p}attempts x` + lastJoin + ` WHERE ` + cond + ` ORDER BY x.started_at, x.id LIMIT ` + strconv.Itoa(pruneBatch))
+	return s.Q(`SELECT x.id, x.task, x.slot, x.attempt, x.state, x.started_at, ` + s.lastCols() + `, ` + recent + `
+		FROM {p}attempts x` + s.force(index) + ` WHERE ` + cond + ` ORDER BY x.started_at, x.id LIMIT ` + strconv.Itoa(pruneBatch))
 }
 
 // PruneEventsQuery reads a batch of events like PruneAttemptsQuery. Arguments: before, the
 // position's time twice and id, [task].
 func (s *Store) PruneEventsQuery(task bool) string {
 	cond := `x.happened_at < ? AND x.happened_at >= ? AND (x.happened_at > ? OR x.id > ?)`
+	index := "events_time"
 	if task {
 		cond += ` AND x.task = ?`
+		index = "events_task_time"
 	}
-	return s.Q(`SELECT x.id, x.kind, x.attempt, x.happened_at, ` + lastCols + `
-		FROM {p}events x` + lastJoin + ` WHERE ` + cond + ` ORDER BY x.happened_at, x.id LIMIT ` + strconv.Itoa(pruneBatch))
+	return s.Q(`SELECT x.id, x.kind, x.attempt, x.happened_at, ` + s.lastCols() + `
+		FROM {p}events x` + s.force(index) + ` WHERE ` + cond + ` ORDER BY x.happened_at, x.id LIMIT ` + strconv.Itoa(pruneBatch))
 }
 
-// CheckpointQuery reads the number of a slot's latest attempt with a checkpoint (0: none).
-const CheckpointQuery = `SELECT COALESCE(MAX(attempt), 0) FROM {p}attempts WHERE task = ? AND slot = ? AND checkpoint <> ''`
+// CheckpointQuery reads the number of a slot's latest attempt with a checkpoint (no row: none):
+// PostgreSQL searches its partial index, MySQL reads the slot back from its last attempt.
+const CheckpointQuery = `SELECT attempt FROM {p}attempts WHERE task = ? AND slot = ? AND checkpoint <> '' ORDER BY attempt DESC LIMIT 1`
 
 func scanLast(f *store.PruneFacts, number sql.NullInt64, state sql.NullString, started, ended sql.NullTime, resAs sql.NullString) {
 	if !number.Valid {
@@ -165,7 +179,8 @@ func (p *pruner) attempts(ctx context.Context, tx *sql.Tx) (int, error) {
 		if c.f.Kind != store.Running && c.f.Number < c.f.Last.Number {
 			cp, ok := p.cps[c.key]
 			if !ok {
-				if err := tx.QueryRowContext(ctx, s.Q(CheckpointQuery), c.key[0], c.key[1]).Scan(&cp); err != nil {
+				err := tx.QueryRowContext(ctx, s.Q(CheckpointQuery), c.key[0], c.key[1]).Scan(&cp)
+				if err != nil && !errors.Is(err, sql.ErrNoRows) {
 					return 0, err
 				}
 				if len(p.cps) > 100_000 {

@@ -460,21 +460,12 @@ func (s *Store) Slot(ctx context.Context, task, slot string) (store.SlotState, e
 func (s *Store) slot(ctx context.Context, task, slot string) (store.SlotState, error) {
 	st := store.SlotState{Task: task, Slot: slot}
 	// One statement, so that the parts agree with each other.
-	row := s.DB.QueryRowContext(ctx, s.Q(`SELECT
-		(SELECT COUNT(*) FROM {p}attempts f WHERE f.task = ? AND f.slot = ? AND f.state IN ('failed', 'unknown')
-			AND f.attempt > COALESCE((SELECT MAX(r.attempt) FROM {p}attempts r
-				WHERE r.task = ? AND r.slot = ? AND r.res_as IS NOT NULL), 0)),
-		COALESCE((SELECT c.checkpoint FROM {p}attempts c WHERE c.task = ? AND c.slot = ? AND c.checkpoint <> ''
-			ORDER BY c.attempt DESC LIMIT 1), ''),
-		(SELECT COUNT(*) FROM {p}events e WHERE e.task = ? AND e.slot = ? AND e.kind = 'review'
-			AND e.attempt = (SELECT MAX(m.attempt) FROM {p}attempts m WHERE m.task = ? AND m.slot = ?))`),
-		task, slot, task, slot, task, slot, task, slot, task, slot)
+	row := s.DB.QueryRowContext(ctx, s.Q(SlotQuery), task, slot, task, slot, task, slot, task, slot, task, slot)
 	var reviews int
 	if err := row.Scan(&st.Failures, &st.Checkpoint, &reviews); err != nil {
 		return st, err
 	}
-	last, err := scanAttempt(s.DB.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-		WHERE task = ? AND slot = ? ORDER BY attempt DESC LIMIT 1`), task, slot))
+	last, err := scanAttempt(s.DB.QueryRowContext(ctx, s.Q(LastQuery), task, slot))
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, nil
 	}

@@ -132,7 +132,7 @@ var _ store.HistoryPager = (*Store)(nil)
 // History returns attempts and events in history order, filtered by q (store.Ledger).
 //
 // Each table is read newest first from an index on (task, slot, time), (task, time) or (time)
-// as the filter allows, up to the limit, and the two are merged: a page costs the page. The
+// as the filter allows, and the two are merged up to the limit: a page costs the page. The
 // cursor is the entry's time, kind and rowid.
 func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
 	query, args, err := s.historyQuery(q)
@@ -223,12 +223,21 @@ func (s *Store) historyQuery(q store.HistoryQuery) (string, []any, error) {
 	if limit <= 0 {
 		limit = -1
 	}
+	// Each table is read through the index named (INDEXED BY: the statement fails rather than
+	// fall back to a scan), in time order; the merge stops at the limit and sorts only entries of
+	// the same instant.
+	ai, ei := s.t.attempts+"_started", s.t.events+"_at"
+	switch {
+	case q.Slot != "" && q.Task != "":
+		ai, ei = s.t.attempts+"_slot_started", s.t.events+"_slot_at"
+	case q.Task != "":
+		ai, ei = s.t.attempts+"_task_started", s.t.events+"_task_at"
+	}
 	cols := strings.Join(strings.Fields(attemptCols), " ")
-	query := `SELECT * FROM (SELECT ` + cols + `, 0 AS ev, rowid AS seq FROM ` + s.t.attempts + where(at) +
-		` ORDER BY started_at ` + dir + `, rowid ` + dir + ` LIMIT ?)
-		UNION ALL SELECT * FROM (SELECT task, slot, attempt, run_id, kind, holder, token, at, NULL, NULL, 0, '', '', note,
-			NULL, NULL, NULL, NULL, 1, id FROM ` + s.t.events + where(ev) + ` ORDER BY at ` + dir + `, id ` + dir + ` LIMIT ?)
+	query := `SELECT ` + cols + `, 0 AS ev, rowid AS seq FROM ` + s.t.attempts + ` INDEXED BY ` + ai + where(at) + `
+		UNION ALL SELECT task, slot, attempt, run_id, kind, holder, token, at, NULL, NULL, 0, '', '', note,
+			NULL, NULL, NULL, NULL, 1, id FROM ` + s.t.events + ` INDEXED BY ` + ei + where(ev) + `
 		ORDER BY started_at ` + dir + `, ev ` + dir + `, seq ` + dir + ` LIMIT ?`
-	args := append(append(append(at.args, limit), ev.args...), limit, limit)
+	args := append(append(at.args, ev.args...), limit)
 	return query, args, nil
 }
