@@ -7,6 +7,10 @@ import "time"
 type PruneRequest struct {
 	// Before: only attempts that started, and events that happened, before this instant. Required.
 	Before time.Time
+	// Since, when set, leaves alone what started or happened before it: a prune that walks only
+	// what crossed Before since an earlier one (once run --retain). Not with ForgetSlots, which
+	// removes a slot whole.
+	Since time.Time
 	// Task limits pruning to one task; "" prunes every task.
 	Task string
 	// ForgetSlots also removes every record of a slot that is done (its last attempt succeeded,
@@ -34,8 +38,11 @@ func (r *PruneResult) Add(o PruneResult) {
 
 // CheckPrune refuses a PruneRequest no backend may honour, before it reaches the store.
 func CheckPrune(r PruneRequest) error {
-	if r.Before.IsZero() {
+	switch {
+	case r.Before.IsZero():
 		return &invalidValue{"prune needs a time: only history older than it is removed"}
+	case !r.Since.IsZero() && r.ForgetSlots:
+		return &invalidValue{"prune: a slot is forgotten whole, so ForgetSlots cannot be limited by Since"}
 	}
 	return nil
 }
@@ -72,7 +79,7 @@ func Done(last Attempt) bool {
 
 // Decide is Prune's rule for one entry (see Ledger), written once for every backend.
 func (r PruneRequest) Decide(f PruneFacts) PruneAction {
-	if !f.At.Before(r.Before) {
+	if !f.At.Before(r.Before) || f.At.Before(r.Since) {
 		return Keep
 	}
 	last := f.Last

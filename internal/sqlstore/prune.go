@@ -29,6 +29,9 @@ func (s *Store) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 	p := &pruner{s: s, r: r, cps: map[[2]string]int{}}
 	for _, pass := range []func(ctx context.Context, tx *sql.Tx) (int, error){p.attempts, p.events} {
 		p.pos = position{at: time.Unix(0, 0).UTC().AddDate(-100, 0, 0)}
+		if !r.Since.IsZero() {
+			p.pos = position{at: r.Since, id: -1}
+		}
 		for {
 			var n int
 			batch, start := res, p.pos

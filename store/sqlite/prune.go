@@ -25,7 +25,11 @@ func (s *Store) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 		return res, err
 	}
 	before := r.Before.UnixMicro()
-	pos := [2]int64{math.MinInt64, 0} // (time, rowid) of the last entry looked at
+	from := [2]int64{math.MinInt64, 0} // (time, rowid) of the last entry looked at
+	if !r.Since.IsZero() {
+		from = [2]int64{r.Since.UnixMicro(), -1}
+	}
+	pos := from
 	for done := false; !done; {
 		err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
 			var n int
@@ -38,7 +42,7 @@ func (s *Store) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 			return res, err
 		}
 	}
-	pos = [2]int64{math.MinInt64, 0}
+	pos = from
 	for done := false; !done; {
 		err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
 			var n int

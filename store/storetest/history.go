@@ -256,10 +256,27 @@ func testPrune(t *testing.T, h Harness) {
 	if got := history(t, s, store.HistoryQuery{}); entryRuns(got) != entryRuns(all) {
 		t.Fatalf("a dry run changed history:\n got %s\nwant %s", entryRuns(got), entryRuns(all))
 	}
-	got, err := s.Prune(ctx, r)
+	// Since: what happened before the skipped event of slot done (its attempts) is left alone.
+	var since time.Time
+	for _, e := range all {
+		if e.RunID == "d-skip" {
+			since = e.StartedAt
+		}
+	}
+	window := r
+	window.Since = since
+	got, err := s.Prune(ctx, window)
+	if err != nil {
+		t.Fatalf("Prune since %s: %v", since, err)
+	}
+	if want := (store.PruneResult{Attempts: 3, Events: 3}); got != want {
+		t.Fatalf("Prune since the skipped event removed %+v, want %+v (a1, a3, s1; d-skip, d-busy, a-rev)", got, want)
+	}
+	rest, err := s.Prune(ctx, r)
 	if err != nil {
 		t.Fatalf("Prune: %v", err)
 	}
+	got.Add(rest)
 	// Removed: d1, d-skip, d-busy, a1, a3, a-rev (a review about attempt 3, which a person
 	// resolved), s1. Kept: everything that a decision reads.
 	if want := (store.PruneResult{Attempts: 4, Events: 3}); got != want || counted != want {
@@ -299,8 +316,10 @@ func testPrune(t *testing.T, h Harness) {
 	if got, err := s.Prune(ctx, store.PruneRequest{Before: cutoff}); err != nil || got != (store.PruneResult{Attempts: 1}) {
 		t.Fatalf("prune of every task: %+v, %v; want other's attempt o1", got, err)
 	}
-	if _, err := s.Prune(ctx, store.PruneRequest{}); !errors.Is(err, store.ErrInvalid) {
-		t.Fatalf("prune without a time: %v, want ErrInvalid", err)
+	for _, bad := range []store.PruneRequest{{}, {Before: cutoff, Since: since, ForgetSlots: true}} {
+		if _, err := s.Prune(ctx, bad); !errors.Is(err, store.ErrInvalid) {
+			t.Fatalf("Prune(%+v): %v, want ErrInvalid", bad, err)
+		}
 	}
 }
 
