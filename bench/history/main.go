@@ -8,7 +8,7 @@
 //
 // Seeding writes rows straight into the store's tables (the schema is created first by opening
 // the store the normal way): SQLite in one transaction of multi-row INSERTs, PostgreSQL with COPY,
-// MySQL with multi-row INSERTs. Only the columns every schema version has are written, so the same
+// MySQL with multi-row INSERTs; Redis, etcd and ZooKeeper through the store's API. Only the columns every schema version has are written, so the same
 // tool seeds a ledger for an older once (the "before" column of docs/benchmarks.md).
 //
 // Shapes (n attempts in all):
@@ -16,8 +16,10 @@
 //	minute  one task "every-minute", one slot per minute (--per minute for n minutes); 1 % of the
 //	        slots failed once before they succeeded, 2 % have a busy event
 //	daily   10,000 tasks "daily-NNNNN", one slot per day for n/10,000 days, the same 1 % and 2 %
+//	tasks   n/100 tasks of 100 daily slots (for the key-value stores, seeded through the store's API)
 //
-// Both end with two slots waiting for review (one unknown, one with attempts used up) and no lease.
+// The history ends now. Both end with two slots waiting for review (one unknown, one with attempts
+// used up) and no lease.
 package main
 
 import (
@@ -32,9 +34,12 @@ import (
 	"time"
 
 	"github.com/once-run/once/store"
+	_ "github.com/once-run/once/store/etcd"
 	_ "github.com/once-run/once/store/mysql"
 	_ "github.com/once-run/once/store/postgres"
+	_ "github.com/once-run/once/store/redis"
 	_ "github.com/once-run/once/store/sqlite"
+	_ "github.com/once-run/once/store/zk"
 )
 
 func main() {
@@ -85,7 +90,6 @@ type row struct {
 
 // rows calls emit for every row of the shape, oldest first.
 func rows(shape string, n int, emit func(row) error) error {
-	base := time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
 	var tasks, perTask int
 	var step time.Duration
 	switch shape {
@@ -93,16 +97,20 @@ func rows(shape string, n int, emit func(row) error) error {
 		tasks, perTask, step = 1, n, time.Minute
 	case "daily":
 		tasks, perTask, step = 10_000, max(1, n/10_000), 24*time.Hour
+	case "tasks": // for the key-value stores, seeded through the API: 100 daily slots per task
+		tasks, perTask, step = max(1, n/100), min(n, 100), 24*time.Hour
 	default:
 		return fmt.Errorf("shape %q: use minute or daily", shape)
 	}
+	// The history ends now, as a real one does (prune --older-than 30d then has 30 days to keep).
+	base := time.Now().UTC().Truncate(step).Add(-time.Duration(perTask) * step)
 	seq := 0
 	for i := range perTask {
 		at := base.Add(time.Duration(i) * step)
 		for t := range tasks {
 			task := "every-minute"
 			slot := at.Format("2006-01-02T15:04")
-			if shape == "daily" {
+			if shape != "minute" {
 				task, slot = fmt.Sprintf("daily-%05d", t), at.Format("2006-01-02")
 			}
 			start := at.Add(time.Duration(t%3600) * time.Millisecond).UnixMicro()
@@ -127,7 +135,7 @@ func rows(shape string, n int, emit func(row) error) error {
 	// Two slots waiting for review, after everything else.
 	end := base.Add(time.Duration(perTask) * step)
 	task := "every-minute"
-	if shape == "daily" {
+	if shape != "minute" {
 		task = "daily-00000"
 	}
 	w := end.UnixMicro()
@@ -157,7 +165,7 @@ func seed(ctx context.Context, dsn, shape string, n int) error {
 	case "mysql":
 		count, err = seedMySQL(ctx, dsn, shape, n)
 	default:
-		return fmt.Errorf("seeding %s stores is not supported (SQL stores only)", scheme)
+		count, err = seedAPI(ctx, dsn, shape, n)
 	}
 	if err != nil {
 		return err
@@ -174,8 +182,11 @@ func timeReads(ctx context.Context, dsn, bin string, runs int) error {
 	}
 	defer s.Close()
 	task := "every-minute"
-	if h, err := s.History(ctx, store.HistoryQuery{Task: "daily-04242", Limit: 1}); err == nil && len(h) > 0 {
-		task = "daily-04242"
+	for _, t := range []string{"daily-04242", "daily-00007"} {
+		if h, err := s.History(ctx, store.HistoryQuery{Task: t, Limit: 1}); err == nil && len(h) > 0 {
+			task = t
+			break
+		}
 	}
 	reads := []struct {
 		name string

@@ -10,6 +10,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/mysql"
 	"github.com/once-run/once/store/postgres"
 	"github.com/once-run/once/store/sqlite"
@@ -246,4 +247,40 @@ func drop(ctx context.Context, dsn string) error {
 		}
 	}
 	return nil
+}
+
+// seedAPI writes the rows through the store's own Ledger (the key-value stores, whose documents
+// the tool does not write directly): tasks of 100 slots, each attempt begun and finished, each
+// event recorded. Slow (a few round trips per row): for thousands of rows, not millions.
+func seedAPI(ctx context.Context, dsn, shape string, n int) (int, error) {
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	leases := map[string]store.Lease{}
+	count := 0
+	err = rows(shape, n, func(r row) error {
+		l, ok := leases[r.task]
+		if !ok {
+			if l, err = s.Acquire(ctx, store.AcquireRequest{Task: r.task, Holder: "bench:1", RunID: "seed", TTL: time.Hour}); err != nil {
+				return err
+			}
+			leases[r.task] = l
+		}
+		count++
+		if r.event {
+			return s.Record(ctx, store.Event{Task: r.task, Slot: r.slot, Kind: store.State(r.state), RunID: r.run, Holder: "bench:2", Attempt: r.number})
+		}
+		if _, err := s.Begin(ctx, store.Attempt{Task: r.task, Slot: r.slot, RunID: r.run, Number: r.number, Holder: "bench:1", Token: l.Token}); err != nil {
+			return err
+		}
+		code := r.exit
+		_, err := s.Finish(ctx, r.run, l.Token, store.Outcome{State: store.State(r.state), ExitCode: &code})
+		return err
+	})
+	for _, l := range leases {
+		_ = s.Release(ctx, l)
+	}
+	return count, err
 }

@@ -69,16 +69,28 @@ type pruner struct {
 	cps map[[2]string]int
 }
 
-// lastCols reads the slot of x's last attempt: number, state, start, end and resolution, each a
-// backward read of (task, slot, attempt) that stops at the first row (a join on a correlated
-// MAX would scan the slot on PostgreSQL, and MariaDB has no LATERAL).
+// lastCols and lastJoin read the last attempt of x's slot (number, state, start, end,
+// resolution) by a backward read of (task, slot, attempt) that stops at the first row: on
+// PostgreSQL one LATERAL join (a join on a correlated MAX would scan the slot), on MySQL one scalar
+// subquery per column (MariaDB has no LATERAL).
 func (s *Store) lastCols() string {
+	if s.Flavor != MySQL {
+		return `l.attempt, l.state, l.started_at, l.ended_at, l.res_as`
+	}
 	var cols []string
 	for _, c := range []string{"attempt", "state", "started_at", "ended_at", "res_as"} {
 		cols = append(cols, `(SELECT l.`+c+` FROM {p}attempts l`+s.force("attempts_number")+
 			` WHERE l.task = x.task AND l.slot = x.slot ORDER BY l.attempt DESC LIMIT 1)`)
 	}
 	return strings.Join(cols, ",\n\t\t")
+}
+
+func (s *Store) lastJoin() string {
+	if s.Flavor == MySQL {
+		return ""
+	}
+	return ` LEFT JOIN LATERAL (SELECT attempt, state, started_at, ended_at, res_as FROM {p}attempts l
+		WHERE l.task = x.task AND l.slot = x.slot ORDER BY l.attempt DESC LIMIT 1) l ON true`
 }
 
 // PruneAttemptsQuery reads a batch of attempts after a position in time order with the facts
@@ -99,7 +111,7 @@ func (s *Store) PruneAttemptsQuery(forget, task bool) string {
 		index = "attempts_task_time"
 	}
 	return s.Q(`SELECT x.id, x.task, x.slot, x.attempt, x.state, x.started_at, ` + s.lastCols() + `, ` + recent + `
-		FROM {p}attempts x` + s.force(index) + ` WHERE ` + cond + ` ORDER BY x.started_at, x.id LIMIT ` + strconv.Itoa(pruneBatch))
+		FROM {p}attempts x` + s.force(index) + s.lastJoin() + ` WHERE ` + cond + ` ORDER BY x.started_at, x.id LIMIT ` + strconv.Itoa(pruneBatch))
 }
 
 // PruneEventsQuery reads a batch of events like PruneAttemptsQuery. Arguments: before, the
@@ -112,7 +124,7 @@ func (s *Store) PruneEventsQuery(task bool) string {
 		index = "events_task_time"
 	}
 	return s.Q(`SELECT x.id, x.kind, x.attempt, x.happened_at, ` + s.lastCols() + `
-		FROM {p}events x` + s.force(index) + ` WHERE ` + cond + ` ORDER BY x.happened_at, x.id LIMIT ` + strconv.Itoa(pruneBatch))
+		FROM {p}events x` + s.force(index) + s.lastJoin() + ` WHERE ` + cond + ` ORDER BY x.happened_at, x.id LIMIT ` + strconv.Itoa(pruneBatch))
 }
 
 // CheckpointQuery reads the number of a slot's latest attempt with a checkpoint (no row: none):
