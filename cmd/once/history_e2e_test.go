@@ -147,8 +147,8 @@ func seedHistory(t *testing.T, e *env, n int) {
 // as it is read: peak RSS stays far below what holding them would take (the output alone is over
 // 100 MB as JSON).
 func TestHistoryAllInBoundedMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("seeds 200,000 attempts")
+	if testing.Short() || raceEnabled {
+		t.Skip("seeds 200,000 attempts and reads them three times: minutes under -race, whose shadow memory would be the figure")
 	}
 	e := newEnv(t)
 	const n = 200_000
@@ -191,10 +191,7 @@ func TestHistoryAllInBoundedMemory(t *testing.T) {
 		}
 		rss := c.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB
 		t.Logf("history --limit 0 %s: %d entries, %d lines, %.0f MB written, peak RSS %d MiB", format, n+1, lines, float64(bytesOut)/1e6, rss/1024)
-		limit := int64(64 << 10)
-		if raceEnabled {
-			limit *= 3 // the race detector's shadow memory
-		}
+		const limit = 64 << 10
 		if rss > limit {
 			t.Errorf("history --limit 0 %s: peak RSS %d MiB for %d entries, want ≤ %d MiB (bounded, not growing with history)", format, rss/1024, n+1, limit>>10)
 		}
@@ -305,9 +302,8 @@ func TestPruneKeepsWhatDecisionsNeed(t *testing.T) {
 // by prune's rule: a task without slots keeps its last run only, once they are old enough.
 func TestRunRetain(t *testing.T) {
 	e := newEnv(t)
-	e.vars = append(e.vars, "ONCE_RETAIN=1s")
-	for i := range 3 {
-		if r := e.run("run", "--task", "kept", "--", "true"); r.code != 0 {
+	for i := range 3 { // nothing is an hour old
+		if r := e.run("run", "--task", "kept", "--retain", "1h", "--", "true"); r.code != 0 {
 			t.Fatalf("run %d: %d %s", i, r.code, r.stderr)
 		}
 	}
@@ -315,6 +311,7 @@ func TestRunRetain(t *testing.T) {
 		t.Fatalf("history before anything aged: %d entries", len(h))
 	}
 	time.Sleep(1200 * time.Millisecond)
+	e.vars = append(e.vars, "ONCE_RETAIN=1s")
 	if r := e.run("run", "--task", "kept", "--", "true"); r.code != 0 {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
 	}
