@@ -186,18 +186,27 @@ type ResolveRequest struct {
 	Note       string
 }
 
-// HistoryQuery selects history entries, newest first. Empty fields match everything; Limit 0 means
-// no limit.
+// HistoryQuery selects history entries, newest first (the order of Cursor). Empty fields match
+// everything; Limit 0 means no limit.
 type HistoryQuery struct {
 	Task  string
 	Slot  string
 	Limit int
+	// Before keeps only the entries after this cursor in history order (older): the next page is
+	// History with Before set to the Cursor of the last entry of this one.
+	Before string
+	// After keeps only the entries before this cursor in history order (newer). With Limit, the
+	// page is the Limit entries nearest to it — the previous page — still listed newest first.
+	After string
 }
 
 // Entry is one line of history: an attempt (State running/succeeded/failed/unknown) or an event
 // (State skipped/busy/review). For events StartedAt is when it happened and EndedAt is nil.
 type Entry struct {
 	Attempt
+	// Cursor is the entry's position in history order, for HistoryQuery.Before and After. It is
+	// valid for the store and prefix that gave it out.
+	Cursor string `json:"cursor"`
 }
 
 // Ledger is the run ledger.
@@ -219,7 +228,23 @@ type Entry struct {
 //   - Resolve attaches a person's decision to the slot's last attempt when it is unknown or failed
 //     and not yet resolved; ErrNotFound when the slot has no attempt, ErrConflict otherwise.
 //   - Record keeps an event; events are not fenced (a busy contender holds no lease).
-//   - Slot, History and Waiting read; Waiting lists the slots waiting for a person, oldest first.
+//   - Slot, History and Waiting read. Waiting lists the slots waiting for a person, oldest first:
+//     by the time their last attempt ended (its start if it has no end), then by task, then by
+//     slot. History lists entries in the order of Cursor; HistoryQuery.Before and After page
+//     through it. Waiting costs the slots waiting, not the ledger; every store says in
+//     docs/stores what a page of History costs.
+//   - Prune removes old history that no decision needs, and nothing else. Among the attempts
+//     that started and the events that happened before r.Before (of r.Task when set) it removes:
+//     an attempt of a settled slot — its last attempt succeeded, or was resolved — unless it is
+//     the slot's last attempt or the slot's latest attempt with a checkpoint; and an event, unless
+//     it is a review event about its slot's last attempt while that attempt is unresolved (it
+//     makes the slot wait). With r.ForgetSlots it also removes every attempt and event of a slot
+//     that is done (last attempt succeeded or resolved as succeeded) and ended before r.Before.
+//     So Prune never removes a running attempt, any attempt of a slot that is not settled (its
+//     failures are its attempt budget), a slot's last attempt or its checkpoint (without
+//     ForgetSlots), or what makes a slot wait; Slot's Last, Checkpoint and Waiting are as before,
+//     and so is Failures for every slot that may run again. Leases are never touched. With
+//     r.DryRun it only counts. Prune may run while runs write: it is safe at any moment.
 type Ledger interface {
 	Begin(ctx context.Context, a Attempt) (Attempt, error)
 	Finish(ctx context.Context, runID string, token int64, o Outcome) (Attempt, error)
@@ -230,4 +255,5 @@ type Ledger interface {
 	Slot(ctx context.Context, task, slot string) (SlotState, error)
 	History(ctx context.Context, q HistoryQuery) ([]Entry, error)
 	Waiting(ctx context.Context) ([]SlotState, error)
+	Prune(ctx context.Context, r PruneRequest) (PruneResult, error)
 }

@@ -37,6 +37,7 @@ type runFlags struct {
 	catchUpMax                int
 	notifyURL, pingURL        string
 	notifyTimeout             time.Duration
+	retain                    time.Duration // once run --retain: prune the task's history older than this after a run
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -74,6 +75,9 @@ PATH is /usr/bin:/bin: call once by its absolute path.`,
 			if c.Flags().Changed("catch-up-max") && f.catchUp == "" {
 				return usage("--catch-up-max needs --catch-up WINDOW")
 			}
+			if err := retainFromEnv(c, f); err != nil {
+				return err
+			}
 			return a.run(c.Context(), f, args)
 		},
 	}
@@ -81,6 +85,7 @@ PATH is /usr/bin:/bin: call once by its absolute path.`,
 	addRunFlags(fl, f, true)
 	fl.StringVar(&f.catchUp, "catch-up", "", "with --per/--schedule: first run every slot of this window (e.g. 3d, 12h) that has not succeeded, oldest first")
 	fl.IntVar(&f.catchUpMax, "catch-up-max", 100, "refuse (64) when catch-up would run more than this many missed slots")
+	fl.Var(ageFlag{&f.retain}, "retain", "after a run, remove the task's history older than this age that no decision needs, as once prune does (env ONCE_RETAIN)")
 	return c
 }
 
@@ -477,6 +482,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err != nil {
 		return rn.notStarted(rn.interrupted(ctx, err))
 	}
+	rn.retain(ctx, s, rs)
 	last := rs[len(rs)-1]
 	if window > 0 && len(rs) > 0 {
 		if cur := rn.spec.At(time.Now()); last.Slot != cur && last.Decision != once.Busy {

@@ -17,7 +17,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -230,6 +229,9 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 			a.Task, a.Slot, a.RunID, n, a.Holder, a.Token, a.Records, a.Progress, a.Checkpoint, a.Note); err != nil {
 			return err
 		}
+		if err := s.notWaiting(ctx, tx, a.Task, a.Slot); err != nil { // a new attempt ends a wait
+			return err
+		}
 		var err error
 		out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
 			WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, n))
@@ -293,6 +295,11 @@ func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.O
 		}
 		if n, err := res.RowsAffected(); err == nil && n != 1 {
 			return fmt.Errorf("%w: run %q is no longer running", store.ErrConflict, runID)
+		}
+		if o.State == store.Unknown {
+			if err := s.waitsSince(ctx, tx, a.Task, a.Slot, a.Number, false); err != nil {
+				return err
+			}
 		}
 		out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
 			WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
@@ -367,6 +374,9 @@ func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.
 				WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`), a.Task, a.Slot, a.Number); err != nil {
 				return err
 			}
+			if err := s.waitsSince(ctx, tx, a.Task, a.Slot, a.Number, false); err != nil {
+				return err
+			}
 			u, err := scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
 				WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
 			if err != nil {
@@ -402,6 +412,9 @@ func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Atte
 			WHERE task = ? AND slot = ? AND attempt = ?`), string(r.As), r.By, r.Note, r.Task, r.Slot, a.Number); err != nil {
 			return err
 		}
+		if err := s.notWaiting(ctx, tx, r.Task, r.Slot); err != nil {
+			return err
+		}
 		out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
 			WHERE task = ? AND slot = ? AND attempt = ?`), r.Task, r.Slot, a.Number))
 		return err
@@ -416,10 +429,19 @@ func (s *Store) Record(ctx context.Context, e store.Event) error {
 	default:
 		return fmt.Errorf("%w: event kind %q (want skipped, busy or review)", store.ErrConflict, e.Kind)
 	}
+	insert := s.Q(`INSERT INTO {p}events (task, slot, kind, run_id, holder, token, attempt, note, happened_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now})`)
+	args := []any{e.Task, e.Slot, string(e.Kind), e.RunID, e.Holder, e.Token, e.Attempt, e.Note}
+	if e.Kind == store.Review { // it may make the slot wait: one transaction with its waiting row
+		return s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, insert, args...); err != nil {
+				return err
+			}
+			return s.waitsSince(ctx, tx, e.Task, e.Slot, e.Attempt, true)
+		})
+	}
 	return s.Do(ctx, func(ctx context.Context) error {
-		_, err := s.DB.ExecContext(ctx, s.Q(`INSERT INTO {p}events (task, slot, kind, run_id, holder, token, attempt, note, happened_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now})`),
-			e.Task, e.Slot, string(e.Kind), e.RunID, e.Holder, e.Token, e.Attempt, e.Note)
+		_, err := s.DB.ExecContext(ctx, insert, args...)
 		return err
 	})
 }
@@ -438,21 +460,12 @@ func (s *Store) Slot(ctx context.Context, task, slot string) (store.SlotState, e
 func (s *Store) slot(ctx context.Context, task, slot string) (store.SlotState, error) {
 	st := store.SlotState{Task: task, Slot: slot}
 	// One statement, so that the parts agree with each other.
-	row := s.DB.QueryRowContext(ctx, s.Q(`SELECT
-		(SELECT COUNT(*) FROM {p}attempts f WHERE f.task = ? AND f.slot = ? AND f.state IN ('failed', 'unknown')
-			AND f.attempt > COALESCE((SELECT MAX(r.attempt) FROM {p}attempts r
-				WHERE r.task = ? AND r.slot = ? AND r.res_as IS NOT NULL), 0)),
-		COALESCE((SELECT c.checkpoint FROM {p}attempts c WHERE c.task = ? AND c.slot = ? AND c.checkpoint <> ''
-			ORDER BY c.attempt DESC LIMIT 1), ''),
-		(SELECT COUNT(*) FROM {p}events e WHERE e.task = ? AND e.slot = ? AND e.kind = 'review'
-			AND e.attempt = (SELECT MAX(m.attempt) FROM {p}attempts m WHERE m.task = ? AND m.slot = ?))`),
-		task, slot, task, slot, task, slot, task, slot, task, slot)
+	row := s.DB.QueryRowContext(ctx, s.Q(SlotQuery), task, slot, task, slot, task, slot, task, slot, task, slot)
 	var reviews int
 	if err := row.Scan(&st.Failures, &st.Checkpoint, &reviews); err != nil {
 		return st, err
 	}
-	last, err := scanAttempt(s.DB.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-		WHERE task = ? AND slot = ? ORDER BY attempt DESC LIMIT 1`), task, slot))
+	last, err := scanAttempt(s.DB.QueryRowContext(ctx, s.Q(LastQuery), task, slot))
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, nil
 	}
@@ -462,90 +475,6 @@ func (s *Store) slot(ctx context.Context, task, slot string) (store.SlotState, e
 	st.Last = &last
 	st.Waiting = last.Resolution == nil && (last.State == store.Unknown || reviews > 0)
 	return st, nil
-}
-
-// History lists attempts and events, newest first (store.Ledger).
-func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
-	query := `SELECT ev, task, slot, run_id, attempt, state, holder, token, started_at, ended_at, exit_code,
-		records, progress, checkpoint, note, res_as, res_by, res_at, res_note FROM (
-		SELECT 0 AS ev, id, ` + attemptCols + ` FROM {p}attempts WHERE (? = '' OR task = ?) AND (? = '' OR slot = ?)
-		UNION ALL
-		SELECT 1, id, task, slot, run_id, attempt, kind, holder, token, happened_at, NULL, NULL,
-			0, '', '', note, NULL, NULL, NULL, NULL FROM {p}events WHERE (? = '' OR task = ?) AND (? = '' OR slot = ?)
-		) h ORDER BY started_at DESC, ev DESC, id DESC`
-	if q.Limit > 0 {
-		query += " LIMIT " + strconv.Itoa(q.Limit)
-	}
-	var out []store.Entry
-	err := s.Do(ctx, func(ctx context.Context) error {
-		out = nil
-		rows, err := s.DB.QueryContext(ctx, s.Q(query), q.Task, q.Task, q.Slot, q.Slot, q.Task, q.Task, q.Slot, q.Slot)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var ev int
-			a, err := scanAttempt(prefixScanner{rows, &ev})
-			if err != nil {
-				return err
-			}
-			out = append(out, store.Entry{Attempt: a})
-		}
-		return rows.Err()
-	})
-	return out, err
-}
-
-// prefixScanner scans one leading column into first, the rest through Scan.
-type prefixScanner struct {
-	r     scanner
-	first any
-}
-
-func (p prefixScanner) Scan(dest ...any) error {
-	return p.r.Scan(append([]any{p.first}, dest...)...)
-}
-
-// Waiting lists the slots waiting for a person, oldest first (store.Ledger).
-func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
-	var out []store.SlotState
-	err := s.Do(ctx, func(ctx context.Context) error {
-		out = nil
-		rows, err := s.DB.QueryContext(ctx, s.Q(`SELECT a.task, a.slot FROM {p}attempts a
-			WHERE a.res_as IS NULL
-			AND a.attempt = (SELECT MAX(m.attempt) FROM {p}attempts m WHERE m.task = a.task AND m.slot = a.slot)
-			AND (a.state = 'unknown' OR EXISTS (SELECT 1 FROM {p}events e
-				WHERE e.task = a.task AND e.slot = a.slot AND e.kind = 'review' AND e.attempt = a.attempt))
-			ORDER BY a.started_at, a.id`))
-		if err != nil {
-			return err
-		}
-		var keys [][2]string
-		for rows.Next() {
-			var k [2]string
-			if err := rows.Scan(&k[0], &k[1]); err != nil {
-				rows.Close()
-				return err
-			}
-			keys = append(keys, k)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, k := range keys {
-			st, err := s.slot(ctx, k[0], k[1])
-			if err != nil {
-				return err
-			}
-			if st.Waiting {
-				out = append(out, st)
-			}
-		}
-		return nil
-	})
-	return out, err
 }
 
 // CheckAcquire refuses an AcquireRequest no backend could honour, before it reaches the database.

@@ -21,6 +21,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -211,6 +212,9 @@ func (s *Store) holderKey(task string) string    { return s.p + "h/" + esc(task)
 func (s *Store) fenceKey(task string) string     { return s.p + "f/" + esc(task) }
 func (s *Store) docKey(task, slot string) string { return s.p + "d/" + esc(task) + "/" + esc(slot) }
 func (s *Store) runKey(run string) string        { return s.p + "r/" + esc(run) }
+
+// waitKey is the slot's entry in the index of waiting slots (kvledger.KV.Waiting).
+func (s *Store) waitKey(task, slot string) string { return s.p + "w/" + esc(task) + "/" + esc(slot) }
 
 type leaseValue struct {
 	Holder   string `json:"holder"`
@@ -583,6 +587,11 @@ func (k kv) Save(ctx context.Context, d *kvledger.Doc, ver kvledger.Version, tok
 		cmps = append(cmps, cmpMod(s.fenceKey(d.Task), token))
 	}
 	ops := []op{opPut(key, string(d.Marshal()), 0)}
+	if t, ok := d.Waits(); ok { // the index of waiting slots, in the same transaction
+		ops = append(ops, opPut(s.waitKey(d.Task, d.Slot), strconv.FormatInt(t.UnixMicro(), 10), 0))
+	} else { // no-op when absent; also clears an entry an older once left
+		ops = append(ops, opDel(s.waitKey(d.Task, d.Slot), false))
+	}
 	if run != "" {
 		b, _ := json.Marshal([2]string{d.Task, d.Slot})
 		ops = append(ops, opPut(s.runKey(run), string(b), 0))
@@ -650,4 +659,87 @@ func (k kv) Docs(ctx context.Context, task string) ([]*kvledger.Doc, error) {
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// waitingIndexed marks the index of waiting slots as built (kvledger.KV.Index).
+func (s *Store) waitingIndexed() string { return s.p + "meta/waiting-indexed" }
+
+// Waiting reads the index of waiting slots (one range) and their documents: it costs the slots
+// waiting, not the ledger.
+func (k kv) Waiting(ctx context.Context) ([]*kvledger.Doc, bool, error) {
+	s := k.s
+	m, err := s.c.get(ctx, s.waitingIndexed())
+	if err != nil {
+		return nil, false, s.mapErr(err)
+	}
+	if len(m.Kvs) == 0 {
+		return nil, false, nil
+	}
+	gr, err := s.c.getPrefix(ctx, s.p+"w/")
+	if err != nil {
+		return nil, false, s.mapErr(err)
+	}
+	var out []*kvledger.Doc
+	for _, w := range gr.Kvs {
+		dk := s.p + "d/" + strings.TrimPrefix(string(w.Key), s.p+"w/")
+		dr, err := s.c.get(ctx, dk)
+		if err != nil {
+			return nil, false, s.mapErr(err)
+		}
+		if len(dr.Kvs) == 0 {
+			continue
+		}
+		d, err := kvledger.Unmarshal(dr.Kvs[0].Value)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, d)
+	}
+	return out, true, nil
+}
+
+// Index adds the waiting documents to the index and marks it built.
+func (k kv) Index(ctx context.Context, docs []*kvledger.Doc) error {
+	s := k.s
+	for _, d := range docs {
+		if t, ok := d.Waits(); ok {
+			if _, err := s.c.txn(ctx, txnReq{Success: []op{opPut(s.waitKey(d.Task, d.Slot), strconv.FormatInt(t.UnixMicro(), 10), 0)}}); err != nil {
+				return s.mapErr(err)
+			}
+		}
+	}
+	_, err := s.c.txn(ctx, txnReq{Success: []op{opPut(s.waitingIndexed(), "1", 0)}})
+	return s.mapErr(err)
+}
+
+// Delete removes the document and its index entry when it is still version ver.
+func (k kv) Delete(ctx context.Context, d *kvledger.Doc, ver kvledger.Version) error {
+	s := k.s
+	key := s.docKey(d.Task, d.Slot)
+	r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver)},
+		Success: []op{opDel(key, false), opDel(s.waitKey(d.Task, d.Slot), false)}})
+	if err != nil {
+		return s.mapErr(err)
+	}
+	if !r.Succeeded {
+		return kvledger.ErrStale
+	}
+	return nil
+}
+
+// Unrun removes run ids from the run index, up to 100 per transaction.
+func (k kv) Unrun(ctx context.Context, runs []string) error {
+	s := k.s
+	for len(runs) > 0 {
+		n := min(len(runs), 100)
+		ops := make([]op, n)
+		for i, r := range runs[:n] {
+			ops[i] = opDel(s.runKey(r), false)
+		}
+		if _, err := s.c.txn(ctx, txnReq{Success: ops}); err != nil {
+			return s.mapErr(err)
+		}
+		runs = runs[n:]
+	}
+	return nil
 }

@@ -28,6 +28,7 @@ func TestSchemaUpgradeFromV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	downgradeToV2(t, db, "")
 	for _, q := range []string{"DROP TABLE keys", "UPDATE meta SET value = 1 WHERE key = 'schema_version'"} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)

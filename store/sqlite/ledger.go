@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/once-run/once/store"
 )
@@ -280,8 +279,7 @@ func (s *Store) Record(ctx context.Context, e store.Event) error {
 }
 
 func (s *Store) last(ctx context.Context, q querier, task, slot string) (*store.Attempt, error) {
-	a, err := scanAttempt(q.QueryRowContext(ctx, `SELECT `+attemptCols+` FROM `+s.t.attempts+`
-		WHERE task = ? AND slot = ? ORDER BY number DESC LIMIT 1`, task, slot))
+	a, err := scanAttempt(q.QueryRowContext(ctx, lastQuery(s.t), task, slot))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -299,12 +297,7 @@ func (s *Store) slotState(ctx context.Context, q querier, task, slot string) (st
 	}
 	st.Last = last
 	var review bool
-	if err := q.QueryRowContext(ctx, `SELECT
-		(SELECT count(*) FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2 AND state IN ('failed', 'unknown')
-			AND number > coalesce((SELECT max(number) FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2 AND resolved_as IS NOT NULL), 0)),
-		coalesce((SELECT checkpoint FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2 AND checkpoint <> '' ORDER BY number DESC LIMIT 1), ''),
-		EXISTS (SELECT 1 FROM `+s.t.events+` WHERE task = ?1 AND slot = ?2 AND kind = 'review' AND attempt = ?3)`,
-		task, slot, last.Number).Scan(&st.Failures, &st.Checkpoint, &review); err != nil {
+	if err := q.QueryRowContext(ctx, slotQuery(s.t), task, slot, last.Number).Scan(&st.Failures, &st.Checkpoint, &review); err != nil {
 		return st, err
 	}
 	st.Waiting = last.Resolution == nil && (last.State == store.Unknown || review)
@@ -320,73 +313,6 @@ func (s *Store) Slot(ctx context.Context, task, slot string) (store.SlotState, e
 		return err
 	})
 	return out, err
-}
-
-// Waiting lists the slots waiting for a person, the longest-waiting first.
-func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
-	var out []store.SlotState
-	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
-		rows, err := tx.QueryContext(ctx, `SELECT a.task, a.slot FROM `+s.t.attempts+` a
-			WHERE a.number = (SELECT max(number) FROM `+s.t.attempts+` b WHERE b.task = a.task AND b.slot = a.slot)
-			AND a.resolved_as IS NULL
-			AND (a.state = 'unknown' OR EXISTS (SELECT 1 FROM `+s.t.events+` e
-				WHERE e.task = a.task AND e.slot = a.slot AND e.kind = 'review' AND e.attempt = a.number))
-			ORDER BY coalesce(a.ended_at, a.started_at), a.task, a.slot`)
-		if err != nil {
-			return err
-		}
-		var keys [][2]string
-		for rows.Next() {
-			var k [2]string
-			if err := rows.Scan(&k[0], &k[1]); err != nil {
-				rows.Close()
-				return err
-			}
-			keys = append(keys, k)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, k := range keys {
-			st, err := s.slotState(ctx, tx, k[0], k[1])
-			if err != nil {
-				return err
-			}
-			out = append(out, st)
-		}
-		return nil
-	})
-	return out, err
-}
-
-// History returns attempts and events, newest first, filtered by q.
-func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = -1
-	}
-	where := `(?1 = '' OR task = ?1) AND (?2 = '' OR slot = ?2)`
-	query := `SELECT ` + strings.ReplaceAll(attemptCols, "\n", " ") + `, 0 AS ev, number AS ord FROM ` + s.t.attempts + ` WHERE ` + where + `
-		UNION ALL
-		SELECT task, slot, attempt, run_id, kind, holder, token, at, NULL, NULL, 0, '', '', note, NULL, NULL, NULL, NULL, 1, id
-		FROM ` + s.t.events + ` WHERE ` + where + `
-		ORDER BY started_at DESC, ev DESC, ord DESC LIMIT ?3`
-	rows, err := s.db.QueryContext(ctx, query, q.Task, q.Slot, limit)
-	if err != nil {
-		return nil, s.mapErr(err)
-	}
-	defer rows.Close()
-	var out []store.Entry
-	for rows.Next() {
-		var ev, ord int64
-		a, err := scanAttempt(rowWith{rows, []any{&ev, &ord}})
-		if err != nil {
-			return nil, s.mapErr(err)
-		}
-		out = append(out, store.Entry{Attempt: a})
-	}
-	return out, s.mapErr(rows.Err())
 }
 
 // rowWith scans extra trailing columns into extra.

@@ -27,8 +27,9 @@ import (
 )
 
 // SchemaVersion is the version of the tables this package creates and understands. Version 2
-// added the keys table (store.Keys); a version 1 file is upgraded in place when opened.
-const SchemaVersion = 2
+// added the keys table (store.Keys); version 3 the indexes history, status and prune read, and the
+// waiting table. An older file is upgraded in place when opened.
+const SchemaVersion = 3
 
 func init() {
 	store.Register("sqlite", func(ctx context.Context, dsn string) (store.Store, error) {
@@ -65,7 +66,7 @@ var (
 	_ store.Clock = (*Store)(nil)
 )
 
-type tables struct{ meta, leases, attempts, events, keys string }
+type tables struct{ meta, leases, attempts, events, keys, waiting string }
 
 // Open opens (creating when missing) the SQLite store at path. A missing parent directory is
 // created with mode 0700 and a missing file with mode 0600 (0660 with Options.Group), whatever
@@ -94,7 +95,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	p := opts.Prefix
-	s := &Store{clk: sysClock, path: abs, busy: opts.BusyTimeout, pol: pol, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys"}}
+	s := &Store{clk: sysClock, path: abs, busy: opts.BusyTimeout, pol: pol, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys", p + "waiting"}}
 	dirExists, err := s.checkTrust()
 	if err != nil {
 		return nil, err
@@ -368,6 +369,8 @@ func (s *Store) upgrade(to int) []string {
 			) STRICT, WITHOUT ROWID`,
 			`CREATE INDEX ` + t.keys + `_claimed ON ` + t.keys + ` (scope, claimed_at)`,
 		}
+	case 3:
+		return s.upgrade3()
 	}
 	return nil
 }

@@ -68,6 +68,10 @@ func Run(t *testing.T, h Harness) {
 		{"LedgerResolveIllegal", testResolveIllegal},
 		{"LedgerBeginRace", testBeginRace},
 		{"LedgerLimits", testLimits},
+		{"LedgerWaitingOrder", testWaitingOrder},
+		{"LedgerHistoryPages", testHistoryPages},
+		{"LedgerPrune", testPrune},
+		{"LedgerPruneForget", testPruneForget},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

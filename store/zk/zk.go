@@ -566,6 +566,17 @@ func (k kv) Save(ctx context.Context, d *kvledger.Doc, ver kvledger.Version, tok
 		b, _ := json.Marshal([2]string{d.Task, d.Slot})
 		ops = append(ops, &zk.CreateRequest{Path: s.runPath(run), Data: b, Acl: acl})
 	}
+	// The index of waiting slots, in the same multi. Its node exists when the document as read
+	// waited (Waited); only when that changes is it looked at, and created or deleted.
+	if _, waits := d.Waits(); waits != d.Waited() {
+		op, err := s.waitOp(ctx, d.Task, d.Slot, waits)
+		if err != nil {
+			return err
+		}
+		if op != nil {
+			ops = append(ops, op)
+		}
+	}
 	res, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
 	if err == nil {
 		return nil
@@ -646,4 +657,112 @@ func (k kv) Docs(ctx context.Context, task string) ([]*kvledger.Doc, error) {
 		}
 	}
 	return out, nil
+}
+
+// waitPath is the slot's node in the index of waiting slots (kvledger.KV.Waiting): one flat
+// directory, task and slot joined by "|" (which esc never leaves unescaped).
+func (s *Store) waitPath(task, slot string) string { return s.p + "/w/" + esc(task) + "|" + esc(slot) }
+
+// waitOp is the multi op that makes (task, slot)'s index node exist (waits) or not, or nil when
+// it already does. A concurrent change of the node fails the multi, and the write is retried.
+func (s *Store) waitOp(ctx context.Context, task, slot string, waits bool) (any, error) {
+	path := s.waitPath(task, slot)
+	ok, err := call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(path); return ok, err })
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	switch {
+	case waits && !ok:
+		if err := s.ensure(ctx, s.p+"/w"); err != nil {
+			return nil, err
+		}
+		return &zk.CreateRequest{Path: path, Acl: acl}, nil
+	case !waits && ok:
+		return &zk.DeleteRequest{Path: path, Version: -1}, nil
+	}
+	return nil, nil
+}
+
+// waitingIndexed marks the index of waiting slots as built (kvledger.KV.Index).
+func (s *Store) waitingIndexed() string { return s.p + "/w-indexed" }
+
+// Waiting lists the index of waiting slots (one directory) and reads their documents: it costs
+// the slots waiting, not the ledger.
+func (k kv) Waiting(ctx context.Context) ([]*kvledger.Doc, bool, error) {
+	s := k.s
+	ok, err := call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(s.waitingIndexed()); return ok, err })
+	if err != nil || !ok {
+		return nil, false, s.mapErr(err)
+	}
+	kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(s.p + "/w"); return k, err })
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, s.mapErr(err)
+	}
+	var out []*kvledger.Doc
+	for _, name := range kids {
+		t, sl, found := strings.Cut(name, "|")
+		if !found {
+			continue
+		}
+		b, err := call(ctx, s, func() ([]byte, error) { b, _, err := s.c.Get(s.docPath(unesc(t), unesc(sl))); return b, err })
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, false, s.mapErr(err)
+		}
+		d, err := kvledger.Unmarshal(b)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, d)
+	}
+	return out, true, nil
+}
+
+// Index adds the waiting documents to the index and marks it built.
+func (k kv) Index(ctx context.Context, docs []*kvledger.Doc) error {
+	s := k.s
+	if err := s.ensure(ctx, s.p+"/w"); err != nil {
+		return err
+	}
+	for _, d := range docs {
+		if _, ok := d.Waits(); ok {
+			if err := s.ensure(ctx, s.waitPath(d.Task, d.Slot)); err != nil {
+				return err
+			}
+		}
+	}
+	return s.ensure(ctx, s.waitingIndexed())
+}
+
+// Delete removes the document and its index node when it is still version ver.
+func (k kv) Delete(ctx context.Context, d *kvledger.Doc, ver kvledger.Version) error {
+	s := k.s
+	ops := []any{&zk.DeleteRequest{Path: s.docPath(d.Task, d.Slot), Version: int32(ver - 1)}}
+	if op, err := s.waitOp(ctx, d.Task, d.Slot, false); err != nil {
+		return err
+	} else if op != nil {
+		ops = append(ops, op)
+	}
+	_, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+		return kvledger.ErrStale
+	}
+	return s.mapErr(err)
+}
+
+// Unrun removes run ids from the run index.
+func (k kv) Unrun(ctx context.Context, runs []string) error {
+	s := k.s
+	for _, r := range runs {
+		_, err := call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(s.runPath(r), -1) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return s.mapErr(err)
+		}
+	}
+	return nil
 }

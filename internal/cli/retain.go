@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/store"
+)
+
+// retainFromEnv reads ONCE_RETAIN when --retain is not given.
+func retainFromEnv(c *cobra.Command, f *runFlags) error {
+	v, set := os.LookupEnv("ONCE_RETAIN")
+	if c.Flags().Changed("retain") || !set {
+		return nil
+	}
+	if err := (ageFlag{&f.retain}).Set(v); err != nil {
+		return usage("ONCE_RETAIN: %v", err)
+	}
+	return nil
+}
+
+// retainMargin widens the window a run prunes, for clocks that disagree a little.
+const retainMargin = time.Minute
+
+// retain prunes the task's history older than --retain after a run that made an attempt, by the
+// rule of once prune (never a slot's last attempt, nothing a decision reads), and only what
+// crossed the cutoff since the task's previous launch: the window (previous launch − retain −
+// margin, now − retain). So a run costs what aged out since the last one, not the ledger. Entries
+// a failed or skipped prune left behind are left to once prune. A prune that fails is logged and
+// changes nothing of the run's outcome or exit status.
+func (rn *runner) retain(ctx context.Context, s store.Store, rs []once.Result) {
+	f := rn.f
+	if f.retain <= 0 {
+		return
+	}
+	ran := false
+	for _, r := range rs {
+		ran = ran || r.Decision == once.Ran
+	}
+	if !ran || ctx.Err() != nil {
+		return
+	}
+	// The entry before this run's own: the task's previous launch.
+	var prev time.Time
+	n := 0
+	err := store.EachHistory(ctx, s, store.HistoryQuery{Task: f.task, Limit: len(rs) + 1}, func(e store.Entry) error {
+		if n++; n == len(rs)+1 {
+			prev = e.StartedAt
+		}
+		return nil
+	})
+	if err != nil || prev.IsZero() {
+		if err != nil {
+			rn.log.Warn("retain: could not read the task's history; nothing pruned", "error", err)
+		}
+		return
+	}
+	now, err := storeNow(ctx, s)
+	if err != nil {
+		rn.log.Warn("retain: could not read the store's clock; nothing pruned", "error", err)
+		return
+	}
+	r := store.PruneRequest{Task: f.task, Before: now.Add(-f.retain), Since: prev.Add(-f.retain - retainMargin)}
+	if !r.Since.Before(r.Before) {
+		return
+	}
+	res, err := s.Prune(ctx, r)
+	if err != nil {
+		rn.log.Warn("retain: prune failed; the run's outcome is recorded", "error", err)
+		return
+	}
+	if res.Attempts+res.Events > 0 {
+		rn.log.Debug("retain: pruned", "attempts", res.Attempts, "events", res.Events, "older_than", r.Before.UTC().Format(time.RFC3339))
+	}
+}

@@ -1,0 +1,249 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"strings"
+
+	"github.com/once-run/once/store"
+)
+
+// The waiting table (migration 003) lists the slots waiting for a person with the time their last
+// attempt ended, so that Waiting costs the slots waiting, not the ledger. The writes that can
+// change whether a slot waits keep it in their own transaction: Begin (a new attempt: no longer
+// waiting), Finish as unknown and Abandon (waiting), Resolve (no longer), Record of a review event
+// about the last attempt (waiting). A row can outlive its reason only through a race between
+// unfenced writers (a review event and a resolve at the same moment); Waiting reads each slot's
+// state and skips such a row, and Prune removes it. A slot waiting without a row cannot happen:
+// the row is written in the transaction that makes it wait. (A process of an older once cannot
+// open the schema: it refuses a newer version.)
+
+// upsertWaiting ends an INSERT INTO {p}waiting (task, slot, since) … so that it replaces the row.
+func (s *Store) upsertWaiting() string {
+	if s.Flavor == MySQL {
+		return ` ON DUPLICATE KEY UPDATE since = VALUES(since)`
+	}
+	return ` ON CONFLICT (task, slot) DO UPDATE SET since = EXCLUDED.since`
+}
+
+// notWaiting removes (task, slot)'s waiting row.
+func (s *Store) notWaiting(ctx context.Context, tx *sql.Tx, task, slot string) error {
+	_, err := tx.ExecContext(ctx, s.Q(`DELETE FROM {p}waiting WHERE task = ? AND slot = ?`), task, slot)
+	return err
+}
+
+// waitsSince adds (task, slot)'s waiting row when its attempt number is the slot's last and
+// unresolved, dated by that attempt's end; review says a review event is about it, otherwise the
+// attempt must be unknown.
+func (s *Store) waitsSince(ctx context.Context, tx *sql.Tx, task, slot string, number int, review bool) error {
+	cond := `a.state = 'unknown'`
+	if review {
+		cond = `1 = 1` // a review event about the last attempt makes the slot wait, as SlotState says
+	}
+	_, err := tx.ExecContext(ctx, s.Q(`INSERT INTO {p}waiting (task, slot, since)
+		SELECT a.task, a.slot, COALESCE(a.ended_at, a.started_at) FROM {p}attempts a
+		WHERE a.task = ? AND a.slot = ? AND a.attempt = ? AND a.res_as IS NULL AND `+cond+`
+		AND a.attempt = (SELECT MAX(m.attempt) FROM {p}attempts m WHERE m.task = ? AND m.slot = ?)`)+s.upsertWaiting(),
+		task, slot, number, task, slot)
+	return err
+}
+
+// WaitingQuery lists the waiting rows, oldest first (store.Ledger's order of Waiting).
+const WaitingQuery = `SELECT task, slot FROM {p}waiting ORDER BY since, task, slot`
+
+// SlotQuery reads a slot's failures since its latest resolution, its latest checkpoint and the
+// review events about its last attempt, in one statement so that the parts agree; LastQuery its
+// last attempt. Arguments: task and slot, five times; task and slot. Each part is an index
+// search (migration 003), whatever the number of attempts in the slot.
+const (
+	SlotQuery = `SELECT
+		(SELECT COUNT(*) FROM {p}attempts f WHERE f.task = ? AND f.slot = ? AND f.state IN ('failed', 'unknown')
+			AND f.attempt > COALESCE((SELECT MAX(r.attempt) FROM {p}attempts r
+				WHERE r.task = ? AND r.slot = ? AND r.res_as IS NOT NULL), 0)),
+		COALESCE((SELECT c.checkpoint FROM {p}attempts c WHERE c.task = ? AND c.slot = ? AND c.checkpoint <> ''
+			ORDER BY c.attempt DESC LIMIT 1), ''),
+		(SELECT COUNT(*) FROM {p}events e WHERE e.task = ? AND e.slot = ? AND e.kind = 'review'
+			AND e.attempt = (SELECT m.attempt FROM {p}attempts m WHERE m.task = ? AND m.slot = ? ORDER BY m.attempt DESC LIMIT 1))`
+	LastQuery = `SELECT ` + attemptCols + ` FROM {p}attempts WHERE task = ? AND slot = ? ORDER BY attempt DESC LIMIT 1`
+)
+
+// Waiting lists the slots waiting for a person, oldest first (store.Ledger).
+func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
+	var out []store.SlotState
+	err := s.Do(ctx, func(ctx context.Context) error {
+		out = nil
+		keys, err := s.waitingKeys(ctx)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			st, err := s.slot(ctx, k[0], k[1])
+			if err != nil {
+				return err
+			}
+			if st.Waiting {
+				out = append(out, st)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) waitingKeys(ctx context.Context) ([][2]string, error) {
+	rows, err := s.DB.QueryContext(ctx, s.Q(WaitingQuery))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys [][2]string
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// historyPage is the page size store.EachHistory asks for.
+const historyPage = 1000
+
+// HistoryPageSize makes the store a store.HistoryPager: a page of history is read from indexes.
+func (s *Store) HistoryPageSize() int { return historyPage }
+
+// History lists attempts and events in history order (store.Ledger). Each table is read in time
+// order from an index on (task, slot, time, id), (task, time, id) or (time, id) as the filter
+// allows, up to the limit, and the two are merged: a page costs the page. The cursor is the
+// entry's time, kind and id.
+func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
+	query, args, err := s.HistoryQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Entry
+	err = s.Do(ctx, func(ctx context.Context) error {
+		out = nil
+		rows, err := s.DB.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ev, seq int64
+			a, err := scanAttempt(prefixScanner{rows, []any{&ev, &seq}})
+			if err != nil {
+				return err
+			}
+			out = append(out, store.Entry{Attempt: a, Cursor: store.CursorOf(a.StartedAt, ev == 1, "", seq).String()})
+		}
+		return rows.Err()
+	})
+	if q.After != "" { // read oldest first from the cursor: list newest first
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out, err
+}
+
+// HistoryQuery builds History's statement, rebound for the dialect: the filter and the cursors
+// are plain conditions on the indexed columns, so the planner sees them, and each table's read
+// has its own ORDER BY and LIMIT, so it stops at the page. Exported for the backends' plan tests.
+func (s *Store) HistoryQuery(q store.HistoryQuery) (string, []any, error) {
+	before, after, err := q.Cursors()
+	if err != nil {
+		return "", nil, err
+	}
+	type branch struct {
+		t     string // time column
+		conds []string
+		args  []any
+	}
+	at, ev := branch{t: "started_at"}, branch{t: "happened_at"}
+	ai, ei := "attempts_started", "events_time" // MySQL's names (migrations 001, 003)
+	switch {
+	case q.Task != "" && q.Slot != "":
+		ai, ei = "attempts_slot_time", "events_slot_time"
+	case q.Task != "":
+		ai, ei = "attempts_task_time", "events_task_time"
+	}
+	add := func(b *branch, cond string, args ...any) {
+		b.conds = append(b.conds, strings.ReplaceAll(cond, "T", b.t))
+		b.args = append(b.args, args...)
+	}
+	for _, b := range []*branch{&at, &ev} {
+		if q.Task != "" {
+			add(b, "task = ?", q.Task)
+		}
+		if q.Slot != "" {
+			add(b, "slot = ?", q.Slot)
+		}
+	}
+	// Older than c: an earlier time, or the same time and later in order (events come first).
+	if c := before; c != nil {
+		t := c.At.UTC()
+		if c.Event {
+			add(&at, "T <= ?", t)
+			add(&ev, "T <= ? AND (T < ? OR id < ?)", t, t, c.Seq)
+		} else {
+			add(&at, "T <= ? AND (T < ? OR id < ?)", t, t, c.Seq)
+			add(&ev, "T < ?", t)
+		}
+	}
+	if c := after; c != nil {
+		t := c.At.UTC()
+		if c.Event {
+			add(&at, "T > ?", t)
+			add(&ev, "T >= ? AND (T > ? OR id > ?)", t, t, c.Seq)
+		} else {
+			add(&at, "T >= ? AND (T > ? OR id > ?)", t, t, c.Seq)
+			add(&ev, "T >= ?", t)
+		}
+	}
+	dir := "DESC"
+	if after != nil {
+		dir = "ASC" // the page nearest the cursor; reversed after reading
+	}
+	limit := ""
+	if q.Limit > 0 {
+		limit = " LIMIT " + strconv.Itoa(q.Limit)
+	}
+	tail := func(b branch) string {
+		w := ""
+		if len(b.conds) > 0 {
+			w = " WHERE " + strings.Join(b.conds, " AND ")
+		}
+		return w + " ORDER BY " + b.t + " " + dir + ", id " + dir + limit
+	}
+	query := `SELECT ev, seq, task, slot, run_id, attempt, state, holder, token, started_at, ended_at, exit_code,
+		records, progress, checkpoint, note, res_as, res_by, res_at, res_note FROM (
+		(SELECT 0 AS ev, id AS seq, ` + attemptCols + ` FROM {p}attempts` + s.force(ai) + tail(at) + `)
+		UNION ALL
+		(SELECT 1, id, task, slot, run_id, attempt, kind, holder, token, happened_at, NULL, NULL,
+			0, '', '', note, NULL, NULL, NULL, NULL FROM {p}events` + s.force(ei) + tail(ev) + `)
+		) h ORDER BY started_at ` + dir + `, ev ` + dir + `, seq ` + dir + limit
+	return s.Q(query), append(at.args, ev.args...), nil
+}
+
+// force names the index a MySQL/MariaDB read must use (FORCE INDEX): their planners fall back
+// to a table scan and a filesort on a table they think small, or sort a covering index's rows.
+// PostgreSQL chooses well from its statistics and has no hints: "" there.
+func (s *Store) force(index string) string {
+	if s.Flavor == MySQL {
+		return " FORCE INDEX (" + index + ")"
+	}
+	return ""
+}
+
+// prefixScanner scans leading columns into first, the rest through Scan.
+type prefixScanner struct {
+	r     scanner
+	first []any
+}
+
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.r.Scan(append(append([]any{}, p.first...), dest...)...)
+}

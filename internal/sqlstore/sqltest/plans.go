@@ -1,0 +1,98 @@
+package sqltest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/internal/sqlstore"
+	"github.com/once-run/once/store"
+)
+
+// Plan is one statement the ledger runs, for a backend's query-plan test.
+type Plan struct {
+	Name  string
+	Query string // rebound for the dialect
+	Args  []any
+	// Walk: a read with nothing to search by, which walks a time index in order to its limit.
+	Walk bool
+}
+
+// Plans lists the statements status, doctor, history, run (Slot) and prune make, with arguments.
+func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
+	tb.Helper()
+	// In the middle of SeedPlanRows' history, as a real cursor or prune cutoff would be.
+	now := time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC)
+	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) // where prune's walk begins
+	c := store.CursorOf(now, false, "", 7).String()
+	e := store.CursorOf(now, true, "", 7).String()
+	var out []Plan
+	for _, q := range []struct {
+		name string
+		q    store.HistoryQuery
+		walk bool
+	}{
+		{"history", store.HistoryQuery{Limit: 50}, true},
+		{"history --before attempt", store.HistoryQuery{Limit: 50, Before: c}, false},
+		{"history --before event", store.HistoryQuery{Limit: 50, Before: e}, false},
+		{"history --after", store.HistoryQuery{Limit: 50, After: c}, false},
+		{"history --task", store.HistoryQuery{Task: "joba0", Limit: 50}, false},
+		{"history --task --before", store.HistoryQuery{Task: "joba0", Limit: 50, Before: c}, false},
+		{"history --task --after", store.HistoryQuery{Task: "joba0", Limit: 50, After: e}, false},
+		{"history --task --slot", store.HistoryQuery{Task: "joba0", Slot: "s1", Limit: 50}, false},
+		{"history --task --slot --before", store.HistoryQuery{Task: "joba0", Slot: "s1", Limit: 50, Before: e}, false},
+		{"doctor's scan", store.HistoryQuery{Limit: 10000}, true},
+	} {
+		query, args, err := s.HistoryQuery(q.q)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, Plan{q.name, query, args, q.walk})
+	}
+	out = append(out,
+		Plan{"waiting", s.Q(sqlstore.WaitingQuery), nil, true},
+		Plan{"slot: failures, checkpoint, review", s.Q(sqlstore.SlotQuery), []any{"joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1"}, false},
+		Plan{"slot: last attempt", s.Q(sqlstore.LastQuery), []any{"joba0", "s1"}, false},
+		Plan{"prune: checkpoint of a slot", s.Q(sqlstore.CheckpointQuery), []any{"joba0", "s1"}, false},
+		Plan{"prune attempts", s.PruneAttemptsQuery(false, false), []any{now, start, start, 0}, true},
+		Plan{"prune attempts of a task", s.PruneAttemptsQuery(false, true), []any{now, start, start, 0, "joba0"}, false},
+		Plan{"prune attempts, forget slots", s.PruneAttemptsQuery(true, false), []any{now, now, now, start, start, 0}, true},
+		Plan{"prune events", s.PruneEventsQuery(false), []any{now, start, start, 0}, true},
+		Plan{"prune events of a task", s.PruneEventsQuery(true), []any{now, start, start, 0, "joba0"}, false},
+	)
+	return out
+}
+
+// SeedPlanRows writes 4,000 attempts and 1,334 events over 400 tasks ("joba0" …) and 10 slots
+// each ("s0" …), so the planner has tables worth an index and a task is a small part of them. The caller then runs the backend's ANALYZE.
+func SeedPlanRows(tb testing.TB, s *sqlstore.Store) {
+	tb.Helper()
+	ctx := context.Background()
+	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	const per = 500
+	for b := range 8 {
+		var vals, evs []string
+		var args, eargs []any
+		for j := range per {
+			i := b*per + j
+			task, slot := fmt.Sprintf("job%c%d", 'a'+i%20, i%400/20), fmt.Sprintf("s%d", i/400)
+			at := base.Add(time.Duration(i) * time.Minute)
+			vals = append(vals, "(?, ?, 1, ?, 'succeeded', 'h', 1, ?, ?, '', '')")
+			args = append(args, task, slot, fmt.Sprintf("r%d", i), at, at.Add(time.Second))
+			if i%3 == 0 {
+				evs = append(evs, "(?, ?, 'busy', 'b', 'h', 0, 0, '', ?)")
+				eargs = append(eargs, task, slot, at.Add(time.Millisecond))
+			}
+		}
+		if _, err := s.DB.ExecContext(ctx, s.Q(`INSERT INTO {p}attempts (task, slot, attempt, run_id, state, holder, token,
+			started_at, ended_at, checkpoint, note) VALUES `+strings.Join(vals, ", ")), args...); err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := s.DB.ExecContext(ctx, s.Q(`INSERT INTO {p}events (task, slot, kind, run_id, holder, token, attempt, note,
+			happened_at) VALUES `+strings.Join(evs, ", ")), eargs...); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}

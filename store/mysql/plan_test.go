@@ -1,0 +1,131 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/internal/sqlstore/sqltest"
+)
+
+// TestQueryPlans: every read that status, doctor, history, run (Slot) and prune make uses an
+// index of each table it reads — no full table scan (type ALL), no filesort of a table (a
+// filesort of the rows two limited index reads return is allowed), and unless the read has
+// nothing to search by, no walk of a whole index (type index). Read with EXPLAIN on a ledger with
+// rows in it, ANALYZE'd.
+func TestQueryPlans(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Open(ctx, withPrefix(t, serverDSN(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sqltest.SeedPlanRows(t, s.Store)
+	if _, err := s.DB.ExecContext(ctx, "ANALYZE TABLE "+s.Prefix+"attempts, "+s.Prefix+"events, "+s.Prefix+"waiting"); err != nil {
+		t.Fatal(err)
+	}
+	explain := func(query string, args []any) []map[string]string {
+		t.Helper()
+		rows, err := s.DB.QueryContext(ctx, "EXPLAIN "+query, args...)
+		if err != nil {
+			t.Fatalf("explain %s: %v", query, err)
+		}
+		defer rows.Close()
+		cols, _ := rows.Columns()
+		var out []map[string]string
+		for rows.Next() {
+			vals := make([]sql.NullString, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			m := map[string]string{}
+			for i, c := range cols {
+				m[c] = vals[i].String
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	for _, p := range sqltest.Plans(t, s.Store) {
+		plan := explain(p.Query, p.Args)
+		for _, problem := range planProblems(plan, s.Prefix, p.Walk) {
+			t.Errorf("%s: %s:\n%s", p.Name, problem, planString(plan))
+		}
+		t.Logf("%s:\n%s", p.Name, planString(plan))
+	}
+	// The checks catch what they are for: a filter no index serves, a sort.
+	for _, bad := range []string{
+		`SELECT * FROM ` + s.Prefix + `attempts WHERE lower(task) = ? OR task = concat(?, 'x') ORDER BY started_at DESC LIMIT 50`,
+		`SELECT * FROM ` + s.Prefix + `attempts WHERE note = ? OR note = ?`,
+		`SELECT * FROM ` + s.Prefix + `attempts WHERE task = ? OR task = ? ORDER BY note LIMIT 5`,
+	} {
+		if plan := explain(bad, []any{"joba0", "joba0"}); len(planProblems(plan, s.Prefix, false)) == 0 {
+			t.Errorf("no problem found in the plan of %s:\n%s", bad, planString(plan))
+		}
+	}
+}
+
+// planProblems lists what is wrong with a plan's rows (one per table read).
+func planProblems(plan []map[string]string, prefix string, walk bool) []string {
+	var out []string
+	for _, r := range plan {
+		table, typ, extra := r["table"], r["type"], r["Extra"]
+		if table == "" || strings.HasPrefix(table, "<") {
+			continue // a derived table or a union's result: bounded by the limits inside
+		}
+		switch {
+		case typ == "ALL":
+			out = append(out, "full scan of "+table)
+		case strings.Contains(extra, "filesort"):
+			out = append(out, "sorts "+table+" instead of reading an index in order")
+		case typ == "index" && !walk && !strings.Contains(extra, "Using index"):
+			out = append(out, "walks an index of "+table+" where it should search it")
+		}
+	}
+	return out
+}
+
+func planString(plan []map[string]string) string {
+	var b strings.Builder
+	for _, r := range plan {
+		fmt.Fprintf(&b, "  %s %s %s key=%s ref=%s rows=%s %s\n", r["id"], r["select_type"], r["table"], r["key"], r["ref"], r["rows"], r["Extra"])
+		b.WriteString("    type=" + r["type"] + "\n")
+	}
+	return b.String()
+}
+
+// TestHistoryUpgradeFromV2: a version 2 schema with slots waiting for review is upgraded in place
+// (migration 003) and status lists the same slots, from the new waiting table. A migration cut
+// short after its first ALTER TABLE runs again.
+func TestHistoryUpgradeFromV2(t *testing.T) {
+	dsn := withPrefix(t, serverDSN(t))
+	ctx := ctxT(t, time.Minute)
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqltest.WaitingLedger(t, s)
+	for _, q := range []string{
+		"DROP TABLE {p}waiting",
+		"ALTER TABLE {p}events DROP KEY events_task_time, DROP KEY events_slot_time",
+		"DELETE FROM {p}schema_version WHERE version >= 3",
+	} {
+		if _, err := s.DB.ExecContext(ctx, s.Q(q)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	if s, err = Open(ctx, dsn); err != nil {
+		t.Fatalf("open a version 2 schema with half of migration 003 applied: %v", err)
+	}
+	defer s.Close()
+	sqltest.CheckUpgraded(t, s)
+}

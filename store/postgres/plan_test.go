@@ -1,0 +1,164 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/internal/sqlstore/sqltest"
+)
+
+// TestQueryPlans: every read that status, doctor, history, run (Slot) and prune make is an index
+// search or an ordered index walk that stops at its limit — never a sequential scan of a table,
+// nor a sort of one (a sort of the rows two limited index reads return is allowed). Read with
+// EXPLAIN on a ledger with rows in it, ANALYZE'd, with sequential scans and sorts priced out, so
+// that a plan with neither exists or the test fails.
+func TestQueryPlans(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Open(ctx, withPrefix(t, serverDSN(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sqltest.SeedPlanRows(t, s.Store)
+	for _, tb := range []string{"attempts", "events", "waiting"} {
+		if _, err := s.DB.ExecContext(ctx, "ANALYZE "+s.Prefix+tb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := s.DB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, set := range []string{"SET enable_seqscan = off", "SET enable_sort = off", "SET enable_bitmapscan = off"} {
+		if _, err := conn.ExecContext(ctx, set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	explain := func(query string, args []any) planNode {
+		t.Helper()
+		var out string
+		if err := conn.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&out); err != nil {
+			t.Fatalf("explain %s: %v", query, err)
+		}
+		var plans []struct{ Plan planNode }
+		if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+			t.Fatalf("explain output %s: %v", out, err)
+		}
+		return plans[0].Plan
+	}
+	for _, p := range sqltest.Plans(t, s.Store) {
+		plan := explain(p.Query, p.Args)
+		for _, problem := range plan.problems(s.Prefix, p.Walk) {
+			t.Errorf("%s: %s:\n%s", p.Name, problem, plan.String(""))
+		}
+		t.Logf("%s:\n%s", p.Name, plan.String(""))
+	}
+	// The checks catch what they are for: a filter no index serves, a walk that filters, a sort.
+	for _, bad := range []string{
+		`SELECT * FROM ` + s.Prefix + `attempts WHERE lower(task) = $1 ORDER BY started_at DESC LIMIT 50`,
+		`SELECT * FROM ` + s.Prefix + `attempts WHERE note = $1`,
+		`SELECT * FROM ` + s.Prefix + `attempts WHERE task = $1 ORDER BY note LIMIT 5`,
+	} {
+		if plan := explain(bad, []any{"joba0"}); len(plan.problems(s.Prefix, false)) == 0 {
+			t.Errorf("no problem found in the plan of %s:\n%s", bad, plan.String(""))
+		}
+	}
+}
+
+type planNode struct {
+	NodeType     string     `json:"Node Type"`
+	RelationName string     `json:"Relation Name"`
+	IndexName    string     `json:"Index Name"`
+	IndexCond    string     `json:"Index Cond"`
+	Filter       string     `json:"Filter"`
+	Plans        []planNode `json:"Plans"`
+}
+
+// problems lists what is wrong with the plan under n: a table read by a sequential scan; a
+// sort with a table scan under it and no Limit in between (a sort of a whole table); unless
+// walk, an index scan with no condition or filtering by task (a walk where a search was due).
+func (n planNode) problems(prefix string, walk bool) []string {
+	var out []string
+	table := strings.HasPrefix(n.RelationName, prefix)
+	switch {
+	case n.NodeType == "Seq Scan" && table:
+		out = append(out, "sequential scan of "+n.RelationName)
+	case n.NodeType == "Sort" || n.NodeType == "Incremental Sort":
+		if n.scansTable(prefix) {
+			out = append(out, "sorts a table read instead of reading an index in order")
+		}
+	case strings.Contains(n.NodeType, "Index") && table && !walk && (n.IndexCond == "" || strings.Contains(n.Filter, "task")):
+		out = append(out, "walks index "+n.IndexName+" where it should search it")
+	case n.NodeType == "Aggregate":
+		// Counting is allowed over the partial indexes only (a slot's failures): an aggregate
+		// over another index reads every attempt of the slot.
+		for _, c := range n.Plans {
+			if strings.HasPrefix(c.RelationName, prefix) && !strings.HasSuffix(c.IndexName, "_failures") &&
+				!strings.HasSuffix(c.IndexName, "_resolved") && !strings.HasSuffix(c.IndexName, "_checkpoint") &&
+				!strings.HasSuffix(c.IndexName, "_events_slot") {
+				out = append(out, "aggregates over "+c.IndexName+", reading every row it finds")
+			}
+		}
+	}
+	for _, c := range n.Plans {
+		out = append(out, c.problems(prefix, walk)...)
+	}
+	return out
+}
+
+// scansTable reports whether a scan of a table is below n with no Limit in between.
+func (n planNode) scansTable(prefix string) bool {
+	for _, c := range n.Plans {
+		if c.NodeType == "Limit" {
+			continue
+		}
+		if strings.HasSuffix(c.NodeType, "Scan") && strings.HasPrefix(c.RelationName, prefix) || c.scansTable(prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (n planNode) String(indent string) string {
+	s := fmt.Sprintf("%s%s %s %s %s %s\n", indent, n.NodeType, n.RelationName, n.IndexName, n.IndexCond, n.Filter)
+	for _, c := range n.Plans {
+		s += c.String(indent + "  ")
+	}
+	return s
+}
+
+// TestHistoryUpgradeFromV2: a version 2 schema with slots waiting for review is upgraded in place
+// (migration 003) and status lists the same slots, from the new waiting table.
+func TestHistoryUpgradeFromV2(t *testing.T) {
+	dsn := withPrefix(t, serverDSN(t))
+	ctx := ctxT(t, time.Minute)
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqltest.WaitingLedger(t, s)
+	for _, q := range []string{
+		"DROP TABLE {p}waiting",
+		"DROP INDEX {p}attempts_time", "DROP INDEX {p}attempts_task_time", "DROP INDEX {p}attempts_slot_time",
+		"DROP INDEX {p}events_time_id", "DROP INDEX {p}events_task_time", "DROP INDEX {p}events_slot_time",
+		"DROP INDEX {p}attempts_failures", "DROP INDEX {p}attempts_resolved", "DROP INDEX {p}attempts_checkpoint",
+		"CREATE INDEX {p}attempts_started ON {p}attempts (started_at)", "CREATE INDEX {p}events_time ON {p}events (happened_at)",
+		"DELETE FROM {p}schema_version WHERE version >= 3",
+	} {
+		if _, err := s.DB.ExecContext(ctx, s.Q(q)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	if s, err = Open(ctx, dsn); err != nil {
+		t.Fatalf("open a version 2 schema: %v", err)
+	}
+	defer s.Close()
+	sqltest.CheckUpgraded(t, s)
+}

@@ -1,0 +1,243 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+
+	"github.com/once-run/once/store"
+)
+
+// upgrade3 adds what history, status and prune read, so that their cost is the page or the slots
+// waiting, not the ledger: indexes for history by task and by slot in time order, partial indexes
+// for a slot's failures, resolution and checkpoint (Slot, on every run), and the waiting table.
+//
+// The waiting table lists the slots that wait for a person, by the time their last attempt ended.
+// Triggers keep it in the same transaction as every write that can change a slot's waiting
+// (a new attempt, a new state or resolution, a review event), by recomputing the slot's row
+// from the ledger: no code path has to remember it, and a process of an older once cannot open a
+// version 3 file. Deletes (prune) never make a slot wait, so they have no trigger; a row left for
+// a slot that no longer waits is skipped by Waiting and removed by Prune.
+func (s *Store) upgrade3() []string {
+	t := s.t
+	recompute := func(name, event string) string {
+		return `CREATE TRIGGER ` + name + ` ` + event + ` BEGIN
+			DELETE FROM ` + t.waiting + ` WHERE task = NEW.task AND slot = NEW.slot;
+			INSERT INTO ` + t.waiting + ` (task, slot, since) ` + s.waitingSelect("NEW.task", "NEW.slot") + `;
+		END`
+	}
+	return []string{
+		`CREATE INDEX ` + t.attempts + `_task_started ON ` + t.attempts + ` (task, started_at)`,
+		`CREATE INDEX ` + t.attempts + `_slot_started ON ` + t.attempts + ` (task, slot, started_at)`,
+		`CREATE INDEX ` + t.attempts + `_failures ON ` + t.attempts + ` (task, slot, number) WHERE state IN ('failed', 'unknown')`,
+		`CREATE INDEX ` + t.attempts + `_resolved ON ` + t.attempts + ` (task, slot, number) WHERE resolved_as IS NOT NULL`,
+		`CREATE INDEX ` + t.attempts + `_checkpoint ON ` + t.attempts + ` (task, slot, number) WHERE checkpoint <> ''`,
+		`CREATE INDEX ` + t.events + `_task_at ON ` + t.events + ` (task, at)`,
+		`CREATE INDEX ` + t.events + `_slot_at ON ` + t.events + ` (task, slot, at)`,
+		`CREATE TABLE ` + t.waiting + ` (
+			task TEXT NOT NULL,
+			slot TEXT NOT NULL,
+			since INTEGER NOT NULL,
+			PRIMARY KEY (task, slot)
+		) STRICT, WITHOUT ROWID`,
+		`CREATE INDEX ` + t.waiting + `_since ON ` + t.waiting + ` (since, task, slot)`,
+		recompute(t.waiting+`_on_begin`, `AFTER INSERT ON `+t.attempts),
+		recompute(t.waiting+`_on_change`, `AFTER UPDATE OF state, resolved_as ON `+t.attempts),
+		recompute(t.waiting+`_on_review`, `AFTER INSERT ON `+t.events+` WHEN NEW.kind = 'review'`),
+		// The slots waiting in the ledger as it is.
+		`INSERT INTO ` + t.waiting + ` (task, slot, since) ` + s.waitingSelect("a.task", "a.slot") +
+			` AND a.state IN ('failed', 'unknown')`,
+	}
+}
+
+// waitingSelect selects the waiting row of the slot (task, slot), SQL expressions: the slot's last
+// attempt when it is unresolved and unknown, or has a review event (see store.SlotState.Waiting).
+func (s *Store) waitingSelect(task, slot string) string {
+	t := s.t
+	return `SELECT a.task, a.slot, coalesce(a.ended_at, a.started_at) AS since FROM ` + t.attempts + ` a
+		WHERE a.task = ` + task + ` AND a.slot = ` + slot + ` AND a.resolved_as IS NULL
+		AND a.number = (SELECT max(m.number) FROM ` + t.attempts + ` m WHERE m.task = ` + task + ` AND m.slot = ` + slot + `)
+		AND (a.state = 'unknown' OR EXISTS (SELECT 1 FROM ` + t.events + ` e
+			WHERE e.task = ` + task + ` AND e.slot = ` + slot + ` AND e.kind = 'review' AND e.attempt = a.number))`
+}
+
+// Waiting lists the slots waiting for a person, oldest first (store.Ledger): from the waiting
+// table, so it costs the slots waiting, not the ledger.
+func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
+	var out []store.SlotState
+	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		out = nil
+		keys, err := s.waitingKeys(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			st, err := s.slotState(ctx, tx, k[0], k[1])
+			if err != nil {
+				return err
+			}
+			if st.Waiting {
+				out = append(out, st)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) waitingKeys(ctx context.Context, q querier) ([][2]string, error) {
+	rows, err := q.QueryContext(ctx, waitingQuery(s.t))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys [][2]string
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// lastQuery reads a slot's last attempt; slotQuery its failures since the latest resolution, its
+// latest checkpoint and whether a review event is about attempt ?3. Each is an index search (the
+// partial indexes of upgrade3), whatever the number of attempts in the slot.
+func lastQuery(t tables) string {
+	return `SELECT ` + attemptCols + ` FROM ` + t.attempts + ` WHERE task = ? AND slot = ? ORDER BY number DESC LIMIT 1`
+}
+
+func slotQuery(t tables) string {
+	return `SELECT
+		(SELECT count(*) FROM ` + t.attempts + ` WHERE task = ?1 AND slot = ?2 AND state IN ('failed', 'unknown')
+			AND number > coalesce((SELECT max(number) FROM ` + t.attempts + ` WHERE task = ?1 AND slot = ?2 AND resolved_as IS NOT NULL), 0)),
+		coalesce((SELECT checkpoint FROM ` + t.attempts + ` WHERE task = ?1 AND slot = ?2 AND checkpoint <> '' ORDER BY number DESC LIMIT 1), ''),
+		EXISTS (SELECT 1 FROM ` + t.events + ` WHERE task = ?1 AND slot = ?2 AND kind = 'review' AND attempt = ?3)`
+}
+
+func waitingQuery(t tables) string {
+	return `SELECT task, slot FROM ` + t.waiting + ` ORDER BY since, task, slot`
+}
+
+// historyPage is the page size store.EachHistory asks for.
+const historyPage = 1000
+
+// HistoryPageSize makes the store a store.HistoryPager: a page of history is read from indexes.
+func (s *Store) HistoryPageSize() int { return historyPage }
+
+var _ store.HistoryPager = (*Store)(nil)
+
+// History returns attempts and events in history order, filtered by q (store.Ledger).
+//
+// Each table is read newest first from an index on (task, slot, time), (task, time) or (time)
+// as the filter allows, and the two are merged up to the limit: a page costs the page. The
+// cursor is the entry's time, kind and rowid.
+func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
+	query, args, err := s.historyQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	defer rows.Close()
+	var out []store.Entry
+	for rows.Next() {
+		var ev, seq int64
+		a, err := scanAttempt(rowWith{rows, []any{&ev, &seq}})
+		if err != nil {
+			return nil, s.mapErr(err)
+		}
+		out = append(out, store.Entry{Attempt: a, Cursor: store.CursorOf(a.StartedAt, ev == 1, "", seq).String()})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.mapErr(err)
+	}
+	if q.After != "" { // read oldest first from the cursor: list newest first
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out, nil
+}
+
+// historyQuery builds History's statement: the filter and the cursors as plain conditions on
+// the indexed columns, so the planner sees them (no "? = ” OR task = ?").
+func (s *Store) historyQuery(q store.HistoryQuery) (string, []any, error) {
+	before, after, err := q.Cursors()
+	if err != nil {
+		return "", nil, err
+	}
+	type branch struct {
+		conds []string
+		args  []any
+	}
+	var at, ev branch // attempts (time column started_at, seq rowid), events (at, id)
+	add := func(b *branch, cond string, args ...any) {
+		b.conds = append(b.conds, cond)
+		b.args = append(b.args, args...)
+	}
+	for _, b := range []*branch{&at, &ev} {
+		if q.Task != "" {
+			add(b, "task = ?", q.Task)
+		}
+		if q.Slot != "" {
+			add(b, "slot = ?", q.Slot)
+		}
+	}
+	// Older than c: an earlier time, or the same time and later in order (events come first).
+	if c := before; c != nil {
+		us := c.At.UnixMicro()
+		if c.Event {
+			add(&at, "started_at <= ?", us)
+			add(&ev, "at <= ? AND (at < ? OR id < ?)", us, us, c.Seq)
+		} else {
+			add(&at, "started_at <= ? AND (started_at < ? OR rowid < ?)", us, us, c.Seq)
+			add(&ev, "at < ?", us)
+		}
+	}
+	if c := after; c != nil {
+		us := c.At.UnixMicro()
+		if c.Event {
+			add(&at, "started_at > ?", us)
+			add(&ev, "at >= ? AND (at > ? OR id > ?)", us, us, c.Seq)
+		} else {
+			add(&at, "started_at >= ? AND (started_at > ? OR rowid > ?)", us, us, c.Seq)
+			add(&ev, "at >= ?", us)
+		}
+	}
+	where := func(b branch) string {
+		if len(b.conds) == 0 {
+			return ""
+		}
+		return " WHERE " + strings.Join(b.conds, " AND ")
+	}
+	dir := "DESC"
+	if after != nil {
+		dir = "ASC" // the page nearest the cursor; reversed after reading
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	// Each table is read through the index named (INDEXED BY: the statement fails rather than
+	// fall back to a scan), in time order; the merge stops at the limit and sorts only entries of
+	// the same instant.
+	ai, ei := s.t.attempts+"_started", s.t.events+"_at"
+	switch {
+	case q.Slot != "" && q.Task != "":
+		ai, ei = s.t.attempts+"_slot_started", s.t.events+"_slot_at"
+	case q.Task != "":
+		ai, ei = s.t.attempts+"_task_started", s.t.events+"_task_at"
+	}
+	cols := strings.Join(strings.Fields(attemptCols), " ")
+	query := `SELECT ` + cols + `, 0 AS ev, rowid AS seq FROM ` + s.t.attempts + ` INDEXED BY ` + ai + where(at) + `
+		UNION ALL SELECT task, slot, attempt, run_id, kind, holder, token, at, NULL, NULL, 0, '', '', note,
+			NULL, NULL, NULL, NULL, 1, id FROM ` + s.t.events + ` INDEXED BY ` + ei + where(ev) + `
+		ORDER BY started_at ` + dir + `, ev ` + dir + `, seq ` + dir + ` LIMIT ?`
+	args := append(append(at.args, ev.args...), limit)
+	return query, args, nil
+}

@@ -1,0 +1,165 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// TestQueryPlans: every read that status, doctor, history, run (Slot) and prune make is an index
+// search or an ordered index walk that stops at its limit — never a scan of a whole table, nor a
+// sort of one. EXPLAIN QUERY PLAN is read on a ledger with rows in it (ANALYZE'd), so the planner
+// chooses as it would on a big one.
+func TestQueryPlans(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "once.db"), Options{Prefix: "p_"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	seedPlanRows(t, s)
+	c := store.CursorOf(time.Now(), false, "", 7).String()
+	e := store.CursorOf(time.Now(), true, "", 7).String()
+	type plan struct {
+		name  string
+		query string
+		args  []any
+		// walk: an ordered walk of a time index is expected (no filter to search by).
+		walk bool
+	}
+	var plans []plan
+	for _, q := range []struct {
+		name string
+		q    store.HistoryQuery
+		walk bool
+	}{
+		{"history", store.HistoryQuery{Limit: 50}, true},
+		{"history --limit 0", store.HistoryQuery{}, true},
+		{"history --before attempt", store.HistoryQuery{Limit: 50, Before: c}, false},
+		{"history --before event", store.HistoryQuery{Limit: 50, Before: e}, false},
+		{"history --after", store.HistoryQuery{Limit: 50, After: c}, false},
+		{"history --task", store.HistoryQuery{Task: "job", Limit: 50}, false},
+		{"history --task --before", store.HistoryQuery{Task: "job", Limit: 50, Before: c}, false},
+		{"history --task --after", store.HistoryQuery{Task: "job", Limit: 50, After: e}, false},
+		{"history --task --slot", store.HistoryQuery{Task: "job", Slot: "s1", Limit: 50}, false},
+		{"history --task --slot --before", store.HistoryQuery{Task: "job", Slot: "s1", Limit: 50, Before: e}, false},
+		{"doctor's scan", store.HistoryQuery{Limit: 10000}, true},
+	} {
+		query, args, err := s.historyQuery(q.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, plan{q.name, query, args, q.walk})
+	}
+	now := time.Now().UnixMicro()
+	plans = append(plans,
+		plan{"waiting", waitingQuery(s.t), nil, true},
+		plan{"slot: last attempt", lastQuery(s.t), []any{"job", "s1"}, false},
+		plan{"slot: failures, checkpoint, review", slotQuery(s.t), []any{"job", "s1", 1}, false},
+		plan{"prune attempts", s.pruneAttemptsQuery(false, false), []any{now, 0, 0, 0}, true},
+		plan{"prune attempts of a task", s.pruneAttemptsQuery(false, true), []any{now, 0, 0, 0, "job"}, false},
+		plan{"prune attempts, forget slots", s.pruneAttemptsQuery(true, false), []any{now, now, now, 0, 0, 0}, true},
+		plan{"prune events", s.pruneEventsQuery(false), []any{now, 0, 0, 0}, true},
+		plan{"prune events of a task", s.pruneEventsQuery(true), []any{now, 0, 0, 0, "job"}, false},
+		plan{"waiting row of a slot (trigger)", s.waitingSelect("?1", "?2"), []any{"job", "s1"}, false},
+	)
+	for _, p := range plans {
+		lines := explain(t, s, p.query, p.args)
+		for _, problem := range planProblems(lines, p.walk) {
+			t.Errorf("%s: %s:\n%s", p.name, problem, strings.Join(lines, "\n"))
+		}
+		t.Logf("%s:\n%s", p.name, strings.Join(lines, "\n"))
+	}
+	// The checks catch what they are for: the history query once had, a filter on no index.
+	for _, bad := range []string{
+		`SELECT * FROM ` + s.t.attempts + ` WHERE (?1 = '' OR task = ?1) ORDER BY started_at DESC LIMIT 50`,
+		`SELECT * FROM ` + s.t.attempts + ` WHERE note = ?1`,
+		`SELECT task FROM ` + s.t.attempts + ` WHERE task = ?1 ORDER BY note`,
+	} {
+		if len(planProblems(explain(t, s, bad, []any{"job"}), false)) == 0 {
+			t.Errorf("no problem found in the plan of %s", bad)
+		}
+	}
+}
+
+var fullScan = regexp.MustCompile(`^SCAN (\w+)$`) // SCAN t, without USING … INDEX
+
+// planProblems lists what is wrong with a plan: a table read whole, a table sorted, or (unless
+// walk: a read with no filter, which walks a time index to its limit) an index walked where a
+// search was due.
+func planProblems(lines []string, walk bool) []string {
+	var out []string
+	for _, l := range lines {
+		l := strings.TrimSpace(l)
+		if m := fullScan.FindStringSubmatch(l); m != nil {
+			out = append(out, "full scan of "+m[1])
+		}
+		// Sorting is allowed only of the entries of one instant (FOR LAST n TERMS: the kind and
+		// id after the time the index gives in order), never of a whole result.
+		if strings.Contains(l, "USE TEMP B-TREE FOR ORDER BY") {
+			out = append(out, "sorts instead of reading an index in order")
+		}
+		if strings.HasPrefix(l, "SCAN") && strings.Contains(l, "USING") && !walk {
+			out = append(out, "walks an index where it should search it")
+		}
+	}
+	return out
+}
+
+// explain returns the lines of EXPLAIN QUERY PLAN, indented by depth.
+func explain(t *testing.T, s *Store, query string, args []any) []string {
+	t.Helper()
+	rows, err := s.db.Query("EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatalf("explain %s: %v", query, err)
+	}
+	defer rows.Close()
+	depth := map[int]int{}
+	var out []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		depth[id] = depth[parent] + 1
+		out = append(out, strings.Repeat("  ", depth[id]-1)+detail)
+	}
+	return out
+}
+
+// seedPlanRows writes a few thousand attempts and events over many tasks and slots, and runs
+// ANALYZE, so the planner has statistics like a real ledger's.
+func seedPlanRows(t *testing.T, s *Store) {
+	t.Helper()
+	tx, err := s.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3000 {
+		task, slot := "job"+string(rune('a'+i%20)), "s"+strings.Repeat("x", i%7)+string(rune('0'+i%10))
+		if _, err := tx.Exec(`INSERT INTO `+s.t.attempts+` (task, slot, number, run_id, state, holder, token, started_at, ended_at)
+			VALUES (?, ?, (SELECT coalesce(max(number), 0) + 1 FROM `+s.t.attempts+` WHERE task = ? AND slot = ?), ?, 'succeeded', 'h', 1, ?, ?)`,
+			task, slot, task, slot, "r"+strconv.Itoa(i), int64(i)*1000, int64(i)*1000+500); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if _, err := tx.Exec(`INSERT INTO `+s.t.events+` (task, slot, kind, run_id, holder, token, attempt, at, note)
+				VALUES (?, ?, 'busy', 'b', 'h', 0, 0, ?, '')`, task, slot, int64(i)*1000+7); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec("ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+}
