@@ -68,6 +68,9 @@ func Run(t *testing.T, h Harness) {
 		{"LedgerResolveIllegal", testResolveIllegal},
 		{"LedgerBeginRace", testBeginRace},
 		{"LedgerLimits", testLimits},
+		{"Start", testStart},
+		{"FinishRelease", testFinishRelease},
+		{"RecordLazy", testRecordLazy},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
