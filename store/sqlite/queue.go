@@ -93,12 +93,29 @@ func (q *writerQueue) close() {
 var errStalled = errors.New("stalled")
 
 // enter waits for this process's turn and then for the file's lock. It fails when ctx ends, or
-// with errStalled when no writer left the queue for stall.
+// with errStalled when no writer left the queue for stall (the wait for the turn included: a wait
+// given up on keeps the turn until the kernel grants it the lock).
 func (q *writerQueue) enter(ctx context.Context, stall time.Duration) error {
-	select {
-	case q.turn <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	seen := q.progress()
+	tick := time.NewTicker(stall)
+	defer tick.Stop()
+	stalled := func() bool {
+		p := q.progress()
+		moved := p != seen
+		seen = p
+		return !moved
+	}
+	for waiting := true; waiting; {
+		select {
+		case q.turn <- struct{}{}:
+			waiting = false
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if stalled() {
+				return errStalled
+			}
+		}
 	}
 	fd := int(q.f.Fd())
 	if err := flock(fd, unix.LOCK_EX|unix.LOCK_NB); err == nil {
@@ -120,9 +137,6 @@ func (q *writerQueue) enter(ctx context.Context, stall time.Duration) error {
 			<-q.turn
 		}()
 	}
-	seen := q.progress()
-	tick := time.NewTicker(stall)
-	defer tick.Stop()
 	for {
 		select {
 		case err := <-done:
@@ -134,12 +148,10 @@ func (q *writerQueue) enter(ctx context.Context, stall time.Duration) error {
 			giveUp()
 			return ctx.Err()
 		case <-tick.C:
-			if p := q.progress(); p != seen {
-				seen = p
-				continue
+			if stalled() {
+				giveUp()
+				return errStalled
 			}
-			giveUp()
-			return errStalled
 		}
 	}
 }

@@ -143,6 +143,12 @@ func TestQueueStalled(t *testing.T) {
 		t.Fatalf("gave up after %s, want about 200ms", d)
 	}
 	t.Logf("message: %v", err)
+	// The wait given up on still holds this process's turn; the next write is bounded all the same.
+	began = time.Now()
+	_, err = s.Acquire(context.Background(), store.AcquireRequest{Task: "a", Holder: "h", RunID: "r", TTL: time.Minute})
+	if d := time.Since(began); !errors.Is(err, store.ErrUnavailable) || d > 5*time.Second {
+		t.Fatalf("second write behind a stuck queue: %v after %s", err, d)
+	}
 	release()
 	write(t, s, "a") // the abandoned wait got the lock and left
 	write(t, s, "b")
