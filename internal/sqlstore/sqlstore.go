@@ -255,50 +255,57 @@ func (s *Store) attemptByRun(ctx context.Context, tx *sql.Tx, runID string) (sto
 
 // Finish moves the running attempt runID to o.State (store.Ledger).
 func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
-	if !o.State.Finishable() {
-		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
-	}
 	var out store.Attempt
 	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		a, err := s.attemptByRun(ctx, tx, runID)
-		if err != nil {
-			return err
-		}
-		if err := s.fence(ctx, tx, a.Task, token); err != nil {
-			return err
-		}
-		// Re-read under the lease row lock: Abandon may have changed it since.
-		if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
-			return err
-		}
-		if a.State != store.Running {
-			return fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
-		}
-		note := a.Note
-		if o.Note != "" {
-			if note != "" {
-				note += "; "
-			}
-			note += o.Note
-		}
-		var exit any
-		if o.ExitCode != nil {
-			exit = *o.ExitCode
-		}
-		res, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET state = ?, ended_at = {now}, exit_code = ?, note = ?
-			WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`),
-			string(o.State), exit, note, a.Task, a.Slot, a.Number)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err == nil && n != 1 {
-			return fmt.Errorf("%w: run %q is no longer running", store.ErrConflict, runID)
-		}
-		out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-			WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
+		var err error
+		out, err = s.FinishTx(ctx, tx, runID, token, o)
 		return err
 	})
 	return out, err
+}
+
+// FinishTx is Finish inside tx (for a backend's store.Finisher): it locks the task's lease row for
+// the rest of tx.
+func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token int64, o store.Outcome) (store.Attempt, error) {
+	if !o.State.Finishable() {
+		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
+	}
+	a, err := s.attemptByRun(ctx, tx, runID)
+	if err != nil {
+		return a, err
+	}
+	if err := s.fence(ctx, tx, a.Task, token); err != nil {
+		return a, err
+	}
+	// Re-read under the lease row lock: Abandon may have changed it since.
+	if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
+		return a, err
+	}
+	if a.State != store.Running {
+		return a, fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
+	}
+	note := a.Note
+	if o.Note != "" {
+		if note != "" {
+			note += "; "
+		}
+		note += o.Note
+	}
+	var exit any
+	if o.ExitCode != nil {
+		exit = *o.ExitCode
+	}
+	res, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET state = ?, ended_at = {now}, exit_code = ?, note = ?
+		WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`),
+		string(o.State), exit, note, a.Task, a.Slot, a.Number)
+	if err != nil {
+		return a, err
+	}
+	if n, err := res.RowsAffected(); err == nil && n != 1 {
+		return a, fmt.Errorf("%w: run %q is no longer running", store.ErrConflict, runID)
+	}
+	return scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+		WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
 }
 
 // Report attaches figures to the running attempt runID (store.Ledger).
@@ -344,39 +351,48 @@ func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.
 		if err := s.fence(ctx, tx, task, token); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-			WHERE task = ? AND state = 'running' AND token < ? ORDER BY id FOR UPDATE`), task, token)
-		if err != nil {
-			return err
-		}
-		var found []store.Attempt
-		for rows.Next() {
-			a, err := scanAttempt(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			found = append(found, a)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, a := range found {
-			if _, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET state = 'unknown', ended_at = {now}
-				WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`), a.Task, a.Slot, a.Number); err != nil {
-				return err
-			}
-			u, err := scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-				WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
-			if err != nil {
-				return err
-			}
-			out = append(out, u)
-		}
-		return nil
+		var err error
+		out, err = s.AbandonTx(ctx, tx, task, token)
+		return err
 	})
 	return out, err
+}
+
+// AbandonTx is Abandon inside tx, for a caller that holds the task's lease row locked with token
+// as its latest (a backend's store.Starter, right after it took the lease in tx).
+func (s *Store) AbandonTx(ctx context.Context, tx *sql.Tx, task string, token int64) ([]store.Attempt, error) {
+	rows, err := tx.QueryContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+		WHERE task = ? AND state = 'running' AND token < ? ORDER BY id FOR UPDATE`), task, token)
+	if err != nil {
+		return nil, err
+	}
+	var found []store.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		found = append(found, a)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []store.Attempt
+	for _, a := range found {
+		if _, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET state = 'unknown', ended_at = {now}
+			WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`), a.Task, a.Slot, a.Number); err != nil {
+			return nil, err
+		}
+		u, err := scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+			WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 // Resolve attaches a person's decision to the slot's last attempt (store.Ledger).
@@ -436,9 +452,19 @@ func (s *Store) Slot(ctx context.Context, task, slot string) (store.SlotState, e
 }
 
 func (s *Store) slot(ctx context.Context, task, slot string) (store.SlotState, error) {
+	return s.SlotTx(ctx, s.DB, task, slot)
+}
+
+// Querier is what SlotTx reads through: the pool, or a transaction.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// SlotTx is Slot read through q (a backend's store.Starter reads it in its transaction).
+func (s *Store) SlotTx(ctx context.Context, q Querier, task, slot string) (store.SlotState, error) {
 	st := store.SlotState{Task: task, Slot: slot}
 	// One statement, so that the parts agree with each other.
-	row := s.DB.QueryRowContext(ctx, s.Q(`SELECT
+	row := q.QueryRowContext(ctx, s.Q(`SELECT
 		(SELECT COUNT(*) FROM {p}attempts f WHERE f.task = ? AND f.slot = ? AND f.state IN ('failed', 'unknown')
 			AND f.attempt > COALESCE((SELECT MAX(r.attempt) FROM {p}attempts r
 				WHERE r.task = ? AND r.slot = ? AND r.res_as IS NOT NULL), 0)),
@@ -451,7 +477,7 @@ func (s *Store) slot(ctx context.Context, task, slot string) (store.SlotState, e
 	if err := row.Scan(&st.Failures, &st.Checkpoint, &reviews); err != nil {
 		return st, err
 	}
-	last, err := scanAttempt(s.DB.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+	last, err := scanAttempt(q.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
 		WHERE task = ? AND slot = ? ORDER BY attempt DESC LIMIT 1`), task, slot))
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, nil

@@ -297,13 +297,14 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	return out, nil
 }
 
+const releaseSQL = `UPDATE {p}leases SET holder = '', run_id = '', expires_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'
+	WHERE task = ? AND holder = ? AND token = ? AND holder <> ''`
+
 // Release frees the grant l if it is still the task's latest (store.Leaser). The row and its token stay.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	var n int64
 	err := s.Do(ctx, func(ctx context.Context) error {
-		res, err := s.DB.ExecContext(ctx, s.Q(`UPDATE {p}leases SET holder = '', run_id = '',
-			expires_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'
-			WHERE task = ? AND holder = ? AND token = ? AND holder <> ''`), l.Task, l.Holder, l.Token)
+		res, err := s.DB.ExecContext(ctx, s.Q(releaseSQL), l.Task, l.Holder, l.Token)
 		if err != nil {
 			return err
 		}
