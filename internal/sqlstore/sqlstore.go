@@ -17,6 +17,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,23 +73,56 @@ func (s *Store) Q(query string) string {
 // would block every next holder.
 const IdleTxTimeout = 10 * time.Second
 
+// FullWait is how long Do keeps trying while the server has no connection left for it (a dialect's
+// Full). A host that starts hundreds of jobs at the same second asks for hundreds of connections at
+// once, and a run holds none while its command runs (ConnMaxIdle), so they come free within seconds:
+// a full server is a queue, not an outage.
+const FullWait = 10 * time.Second
+
+// ConnMaxIdle is how long a pooled connection may sit unused before it is closed: a `once run` holds
+// no connection while its command runs (its renewals, every ttl/3, and its finish open one again).
+const ConnMaxIdle = time.Second
+
+// fuller is implemented by dialects that can tell "the server has no connection slot left" (too many
+// connections) from other trouble.
+type fuller interface{ Full(err error) bool }
+
 // Do runs fn, retrying it after transient connection trouble (at most s.Retries more times, with
-// exponential backoff, never past ctx), and returns its error mapped by the dialect. fn must be safe to
-// repeat: every write the stores make is either conditional or fails closed when repeated.
+// exponential backoff, never past ctx; for up to FullWait while the server is full), and returns its
+// error mapped by the dialect. fn must be safe to repeat: every write the stores make is either
+// conditional or fails closed when repeated.
 func (s *Store) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	backoff := s.Backoff
 	if backoff <= 0 {
 		backoff = 50 * time.Millisecond
 	}
-	for attempt := 0; ; attempt++ {
+	var fullSince time.Time
+	for attempt := 0; ; {
 		err := fn(ctx)
 		if err == nil {
 			return nil
 		}
-		if attempt >= s.Retries || ctx.Err() != nil || !s.Dialect.Retryable(err) {
+		if ctx.Err() != nil || !s.Dialect.Retryable(err) {
 			return s.Dialect.MapError(err)
 		}
-		t := time.NewTimer(backoff)
+		wait := backoff
+		if f, ok := s.Dialect.(fuller); ok && f.Full(err) {
+			if fullSince.IsZero() {
+				fullSince = time.Now()
+			}
+			if time.Since(fullSince) >= FullWait {
+				return s.Dialect.MapError(err)
+			}
+			// Spread the retries of a burst's processes over the wait, without growing past it.
+			wait = min(backoff, 500*time.Millisecond)
+			wait = wait/2 + rand.N(wait/2+1)
+		} else {
+			if attempt >= s.Retries {
+				return s.Dialect.MapError(err)
+			}
+			attempt++
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

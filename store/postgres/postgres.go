@@ -153,7 +153,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db := stdlib.OpenDB(*cfg.Conn)
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
-	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxIdleTime(sqlstore.ConnMaxIdle)
 	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.Postgres, Retries: 3, Backoff: 50 * time.Millisecond}, d: d}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
@@ -355,6 +355,12 @@ func unavailableCode(code string) bool {
 		return true
 	}
 	return false
+}
+
+// Full reports "too many connections" (53300): the server has no slot left, for now.
+func (d *dialect) Full(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "53300"
 }
 
 func (d *dialect) Retryable(err error) bool {
