@@ -13,7 +13,9 @@ type retryDialect struct{ Dialect }
 
 var errFull, errReset = errors.New("too many connections"), errors.New("connection reset")
 
-func (retryDialect) Retryable(err error) bool { return errors.Is(err, errFull) || errors.Is(err, errReset) }
+func (retryDialect) Retryable(err error) bool {
+	return errors.Is(err, errFull) || errors.Is(err, errReset)
+}
 func (retryDialect) Full(err error) bool      { return errors.Is(err, errFull) }
 func (retryDialect) MapError(err error) error { return err }
 
