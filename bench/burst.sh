@@ -33,8 +33,8 @@ for r in $(seq "$rounds"); do
   for b in "${bins[@]}"; do
     name=${b%%:*} bin=${b#*:}
     export ONCE_HOME="$work/home-$name"
-    python3 bench/launch.py "$n" --stderr "$work/$name.err" -- "$bin" run --task "b$tag-$r-{i}" -- true >"$work/$name-burst-$r.json"
-    python3 bench/launch.py "$n" --seq --stderr "$work/$name.err" -- "$bin" run --task "s$tag-$r-{i}" -- true >"$work/$name-seq-$r.json"
+    python3 bench/launch.py "$n" --stderr "$work/$name.err" -- "$bin" run --task "b$tag-$name-$r-{i}" -- true >"$work/$name-burst-$r.json"
+    python3 bench/launch.py "$n" --seq --stderr "$work/$name.err" -- "$bin" run --task "s$tag-$name-$r-{i}" -- true >"$work/$name-seq-$r.json"
   done
   mkdir -p "$work/flock-$r"
   python3 bench/launch.py "$n" -- flock -n "$work/flock-$r/b{i}" true >"$work/flock-burst-$r.json"

@@ -36,8 +36,8 @@ for r in $(seq "$rounds"); do
   for b in "${bins[@]}"; do
     name=${b%%:*} bin=${b#*:}
     export ONCE_HOME="$work/home-$name"
-    python3 bench/launch.py "$n" --stderr "$work/$name.err" -- "$bin" run --task "c$tag-$r" -- sleep "$hold" >"$work/$name-$r.json"
-    "$bin" history --task "c$tag-$r" --json --limit 0 | grep -c '"state": "busy"' >"$work/$name-$r.busy" || true
+    python3 bench/launch.py "$n" --stderr "$work/$name.err" -- "$bin" run --task "c$tag-$name-$r" -- sleep "$hold" >"$work/$name-$r.json"
+    "$bin" history --task "c$tag-$name-$r" --json --limit 0 | grep -c '"state": "busy"' >"$work/$name-$r.busy" || true
   done
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
