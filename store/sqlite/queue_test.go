@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,13 +37,8 @@ func holdQueue(t *testing.T, path string) (progress func(), release func()) {
 			t.Error(err)
 		}
 	}
-	done := false
-	release = func() {
-		if !done {
-			done = true
-			f.Close()
-		}
-	}
+	var once sync.Once
+	release = func() { once.Do(func() { f.Close() }) }
 	t.Cleanup(release)
 	return progress, release
 }
