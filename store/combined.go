@@ -39,8 +39,9 @@ type Finisher interface {
 // Contract: RecordLazy(ctx, e) is Record(ctx, e), except that it may return before the event is
 // on disk: a crash or power loss soon after may lose the event (never part of it, and nothing
 // else), and the store's next durable write makes it durable. Readers see it as soon as it returns.
-// The guard uses it only for busy events: no decision reads them, and a launch that ran nothing
-// should not wait in the queue of durable writes to say so.
+// A review event is the exception: it decides whether the slot waits for a person, so it is recorded
+// durably, as by Record. The guard uses it only for busy events: no decision reads them, and a launch
+// that ran nothing should not wait in the queue of durable writes to say so.
 type LazyRecorder interface {
 	RecordLazy(ctx context.Context, e Event) error
 }

@@ -19,9 +19,13 @@ const lazyEventSQL = `INSERT INTO {p}events (task, slot, kind, run_id, holder, t
 // RecordLazy keeps an event like Record, in one round trip, without waiting for the server's WAL
 // flush (store.LazyRecorder): a server crash soon after may lose it; the WAL writer flushes it within
 // a few wal_writer_delay, and any later durable commit flushes it with its own.
+// A review event is recorded by Record: it may make the slot wait for a person, which is not
+// written lazily.
 func (s *Store) RecordLazy(ctx context.Context, e store.Event) error {
 	switch e.Kind {
-	case store.Skipped, store.Busy, store.Review:
+	case store.Skipped, store.Busy:
+	case store.Review:
+		return s.Record(ctx, e)
 	default:
 		return fmt.Errorf("%w: event kind %q (want skipped, busy or review)", store.ErrConflict, e.Kind)
 	}

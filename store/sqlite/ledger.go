@@ -298,9 +298,13 @@ func (s *Store) Record(ctx context.Context, e store.Event) error {
 
 // RecordLazy is Record without waiting for the disk (store.LazyRecorder): a crash or power loss
 // soon after may lose the event; the next durable commit on this file makes it durable.
+// A review event is recorded durably, by Record: it decides whether the slot waits for a person.
 func (s *Store) RecordLazy(ctx context.Context, e store.Event) error {
 	if err := checkEvent(e); err != nil {
 		return err
+	}
+	if e.Kind == store.Review {
+		return s.Record(ctx, e)
 	}
 	return s.write(ctx, true, func(tx *sql.Tx) error { return s.record(ctx, tx, e) })
 }

@@ -91,12 +91,32 @@ func testStart(t *testing.T, h Harness) {
 	if again.Last == nil || again.Last.State != st.Last.State || again.Waiting != st.Waiting || again.Failures != st.Failures {
 		t.Fatalf("Start read %+v, Slot reads %+v", st, again)
 	}
+	// The slots it abandoned wait for a person, as after Abandon.
+	wantWaiting(t, a, "job", "d1", "d2")
 	// The old holder is fenced out, the new token works.
 	_, err = a.Finish(ctx, "ra1", la.Token, store.Outcome{State: store.Succeeded})
 	wantErr(t, "finish by the holder Start replaced", err, store.ErrNotHeld)
 	begin(t, b, l, "d3", "rb3", 1)
 	if gone, err := b.Abandon(ctx, "job", l.Token); err != nil || len(gone) != 0 {
 		t.Fatalf("Abandon after Start: %v %+v (Start had abandoned them)", err, gone)
+	}
+}
+
+// wantWaiting: Waiting lists (task, slot) for each of slots.
+func wantWaiting(t *testing.T, s store.Store, task string, slots ...string) {
+	t.Helper()
+	ws, err := s.Waiting(ctxT(t))
+	if err != nil {
+		t.Fatalf("Waiting: %v", err)
+	}
+	for _, sl := range slots {
+		found := false
+		for _, w := range ws {
+			found = found || w.Task == task && w.Slot == sl && w.Waiting
+		}
+		if !found {
+			t.Fatalf("Waiting does not list %s/%s: %+v", task, sl, ws)
+		}
 	}
 }
 
@@ -155,6 +175,15 @@ func testFinishRelease(t *testing.T, h Harness) {
 	wantErr(t, "FinishRelease as running", err, store.ErrConflict)
 	wantLease(t, a, l2)
 
+	// An unknown outcome (the run lost its lease and stopped its work) makes the slot wait, as after
+	// Finish.
+	l4 := acquire(t, a, "other", "a", time.Minute)
+	begin(t, a, l4, "u1", "ru1", 1)
+	if _, err := fa.FinishRelease(ctx, "ru1", l4, store.Outcome{State: store.Unknown, ExitCode: &code}); err != nil {
+		t.Fatalf("FinishRelease as unknown: %v", err)
+	}
+	wantWaiting(t, b, "other", "u1")
+
 	// A stale holder: neither its outcome nor its release is taken.
 	if err := b.Release(ctx, l2); err != nil {
 		t.Fatal(err)
@@ -185,6 +214,17 @@ func testRecordLazy(t *testing.T, h Harness) {
 		es[0].Note != "held by h0" || es[0].StartedAt.IsZero() {
 		t.Fatalf("history after RecordLazy: %+v", es)
 	}
+	// A review event is durable and makes the slot's last attempt wait, as Record's does.
+	l0 := acquire(t, a, "rev", "a", time.Minute)
+	begin(t, a, l0, "d1", "rr1", 1)
+	finish(t, a, "rr1", l0.Token, store.Failed, 1)
+	if err := lr.RecordLazy(ctx, store.Event{Task: "rev", Slot: "d1", Kind: store.Review, RunID: "rr1", Holder: "a", Attempt: 1, Note: "attempts used up"}); err != nil {
+		t.Fatalf("RecordLazy of a review event: %v", err)
+	}
+	if st := slotState(t, b, "rev", "d1"); !st.Waiting {
+		t.Fatalf("slot after a review event: %+v", st)
+	}
+	wantWaiting(t, b, "rev", "d1")
 	err := lr.RecordLazy(ctx, store.Event{Task: "job", Kind: store.Running, RunID: "lazy-2", Holder: "h1"})
 	wantErr(t, "RecordLazy of a running event", err, store.ErrConflict)
 	// A durable write after it (which makes it durable) sees it too.
