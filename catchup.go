@@ -34,11 +34,14 @@ func CatchUp(ctx context.Context, o Options, spec slot.Spec, window time.Duratio
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
+	if err := o.open(ctx); err != nil {
+		return nil, err
+	}
 	slots, err := DueSlots(ctx, o, spec, window, max)
 	if err != nil {
 		return nil, err
 	}
-	return sequence(ctx, o, slices.Values(slots), slots[len(slots)-1], SeqOptions{Quiet: true, loudLast: true}, work)
+	return sequence(ctx, o, slices.Values(slots), slots[len(slots)-1], SeqOptions{Quiet: true, loudLast: true, first: &slots[0]}, work)
 }
 
 // DueSlots lists what CatchUp would run now, oldest first: the missed slots of the window that
@@ -46,6 +49,9 @@ func CatchUp(ctx context.Context, o Options, spec slot.Spec, window time.Duratio
 // ledger without taking the lease, so the answer is advisory; errors are as for CatchUp.
 func DueSlots(ctx context.Context, o Options, spec slot.Spec, window time.Duration, max int) ([]string, error) {
 	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	if err := o.open(ctx); err != nil {
 		return nil, err
 	}
 	if k := spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {

@@ -54,8 +54,13 @@ func ParsePolicy(s string) (Policy, error) {
 
 // Options configures a guarded run.
 type Options struct {
-	Store store.Store // required
+	Store store.Store // required, unless Open is set
 	Task  string      // required; see ValidateTask
+	// Open, when Store is nil, opens the store. Do and Sequence call it only once they hold the
+	// local lock (LockDir), so that a launch which finds the task running on this machine neither
+	// waits for the store nor touches it beyond recording its busy event; CatchUp, which reads the
+	// ledger to find the missed slots, calls it first. Its error is returned as is.
+	Open func(ctx context.Context) (store.Store, error)
 	// Holder names this process in leases and history; default "hostname:pid". At most
 	// store.MaxHolderLen bytes of printable UTF-8 (store.CheckName).
 	Holder string
@@ -190,7 +195,7 @@ func Do(ctx context.Context, o Options, work Work) (Result, error) {
 	if err := o.fill(); err != nil {
 		return Result{}, err
 	}
-	rs, err := sequence(ctx, o, slices.Values([]string{o.Slot}), o.Slot, SeqOptions{}, work)
+	rs, err := sequence(ctx, o, slices.Values([]string{o.Slot}), o.Slot, SeqOptions{first: &o.Slot, single: true}, work)
 	if err != nil {
 		return Result{}, err
 	}
@@ -208,8 +213,10 @@ type SeqOptions struct {
 	// OnResult, when set, is called after each slot is decided (and run), in order.
 	OnResult func(r Result)
 
-	loudLast bool // CatchUp: the current slot (the last) is skipped as loudly as by Do
-	discard  bool // SequenceStream: results go to OnResult only
+	loudLast bool    // CatchUp: the current slot (the last) is skipped as loudly as by Do
+	discard  bool    // SequenceStream: results go to OnResult only
+	first    *string // the first slot, when known before the lease is taken (store.Starter reads it)
+	single   bool    // Do: the one slot is the last, and its outcome may release the lease (store.Finisher)
 }
 
 // Sequence runs work for each of slots, in the order given, under one local lock and one lease
@@ -226,6 +233,7 @@ func Sequence(ctx context.Context, o Options, slots []string, so SeqOptions, wor
 	if len(slots) == 0 {
 		return nil, nil
 	}
+	so.first, so.single = &slots[0], false
 	return sequence(ctx, o, slices.Values(slots), slots[len(slots)-1], so, work)
 }
 
@@ -238,7 +246,7 @@ func SequenceStream(ctx context.Context, o Options, slots iter.Seq[string], busy
 	if err := o.fill(); err != nil {
 		return err
 	}
-	so.discard = true
+	so.discard, so.first, so.single = true, nil, false
 	_, err := sequence(ctx, o, slots, busySlot, so, work)
 	return err
 }
@@ -256,10 +264,13 @@ type guard struct {
 	runID string
 	slot  string
 	log   *slog.Logger
+	// release: this attempt is the guard's last act under the lease, so its outcome may release
+	// the lease in the same write (store.Finisher) once Options.MinHold has passed.
+	release bool
 }
 
 func (o *Options) fill() error {
-	if o.Store == nil {
+	if o.Store == nil && o.Open == nil {
 		return invalidf("no store")
 	}
 	if err := ValidateTask(o.Task); err != nil {
@@ -304,12 +315,34 @@ func DefaultHolder() string {
 	return h + ":" + strconv.Itoa(os.Getpid())
 }
 
+// event records a skipped, busy or review event. A busy event is recorded lazily where the store
+// can (store.LazyRecorder): a launch that ran nothing does not wait for the disk to say so, and no
+// decision reads busy events; skipped and review events are durable (review decides Waiting).
 func (g *guard) event(ctx context.Context, kind store.State, token int64, attempt int, note string) {
-	err := g.o.Store.Record(ctx, store.Event{Task: g.o.Task, Slot: g.slot, Kind: kind, RunID: g.runID,
-		Holder: g.o.Holder, Token: token, Attempt: attempt, Note: store.Clip(note, store.MaxNoteLen)})
+	e := store.Event{Task: g.o.Task, Slot: g.slot, Kind: kind, RunID: g.runID,
+		Holder: g.o.Holder, Token: token, Attempt: attempt, Note: store.Clip(note, store.MaxNoteLen)}
+	var err error
+	if lr, ok := g.o.Store.(store.LazyRecorder); ok && kind == store.Busy {
+		err = lr.RecordLazy(ctx, e)
+	} else {
+		err = g.o.Store.Record(ctx, e)
+	}
 	if err != nil {
 		g.log.Warn("could not record event", "event", string(kind), "err", err)
 	}
+}
+
+// open opens the store when only Options.Open was given.
+func (o *Options) open(ctx context.Context) error {
+	if o.Store != nil {
+		return nil
+	}
+	s, err := o.Open(ctx)
+	if err != nil {
+		return err
+	}
+	o.Store = s
+	return nil
 }
 
 // sequence takes the local lock and the lease once, then decides and runs each slot in turn.
@@ -337,6 +370,9 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 			return nil, fmt.Errorf("interrupted while waiting for the local lock: %w", context.Cause(ctx))
 		}
 		if errors.Is(err, flock.ErrBusy) {
+			if err := g.o.open(ctx); err != nil {
+				return nil, err
+			}
 			reason := "another once on this machine holds the task's lock"
 			g.log.Info("busy", "reason", reason)
 			g.event(ctx, store.Busy, 0, 0, reason)
@@ -348,8 +384,30 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 		defer lk.Release()
 	}
 
-	// 2. Lease, held for every slot of the sequence.
-	ls, err := lease.Acquire(ctx, o.Store, store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: runID, TTL: o.TTL}, o.Wait)
+	if err := o.open(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted while opening the store: %w", context.Cause(ctx))
+		}
+		return nil, err
+	}
+	g.o.Store = o.Store
+
+	// 2. Lease, held for every slot of the sequence; with the attempts earlier holders left running
+	// and the first slot's state read in the same step when the store can (store.Starter).
+	req := store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: runID, TTL: o.TTL}
+	var started *store.Started
+	take := func(ctx context.Context) (store.Lease, error) { return o.Store.Acquire(ctx, req) }
+	if st, ok := o.Store.(store.Starter); ok && so.first != nil {
+		take = func(ctx context.Context) (store.Lease, error) {
+			r, err := st.Start(ctx, req, *so.first)
+			if err != nil {
+				return store.Lease{}, err
+			}
+			started = &r
+			return r.Lease, nil
+		}
+	}
+	ls, err := lease.Take(ctx, o.Store, o.TTL, o.Wait, take)
 	if err != nil && ctx.Err() != nil {
 		// Cancelled (a signal, in the CLI) while waiting or connecting: not busy, interrupted.
 		return nil, fmt.Errorf("interrupted while taking the lease: %w", context.Cause(ctx))
@@ -375,8 +433,10 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 	}()
 
 	// 3. Attempts left running by holders whose leases are gone are unknown now.
-	abandoned, err := o.Store.Abandon(ctx, o.Task, token)
-	if err != nil {
+	var abandoned []store.Attempt
+	if started != nil {
+		abandoned = started.Abandoned
+	} else if abandoned, err = o.Store.Abandon(ctx, o.Task, token); err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	for _, a := range abandoned {
@@ -395,9 +455,13 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 				return rs, err
 			}
 		}
-		sg := &guard{o: o, runID: runID, slot: sl}
+		sg := &guard{o: o, runID: runID, slot: sl, release: so.single}
 		sg.log = o.Logger.With("task", o.Task, "slot", sl, "run_id", runID, "holder", o.Holder, "token", token)
-		r, started, err := sg.attempt(ctx, ls, so.Quiet && !(so.loudLast && sl == last), work)
+		var read *store.SlotState
+		if i == 0 && started != nil && sl == *so.first {
+			read = &started.Slot
+		}
+		r, began, err := sg.attempt(ctx, ls, read, so.Quiet && !(so.loudLast && sl == last), work)
 		if err != nil {
 			return rs, err
 		}
@@ -405,8 +469,8 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 		if i == 0 {
 			r.Abandoned = abandoned
 		}
-		if firstStart.IsZero() && !started.IsZero() {
-			firstStart = started
+		if firstStart.IsZero() && !began.IsZero() {
+			firstStart = began
 		}
 		if !so.discard {
 			rs = append(rs, r)
@@ -435,12 +499,15 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 	return rs, nil
 }
 
-// attempt decides one slot under the held lease and runs the work when the ledger says so. It
+// attempt decides one slot under the held lease and runs the work when the ledger says so. read
+// is the slot's state when it was read as the lease was taken (store.Starter), else nil. It
 // returns the local instant the work started (zero when it did not run).
-func (g *guard) attempt(ctx context.Context, ls *lease.Lease, quiet bool, work Work) (res Result, started time.Time, err error) {
+func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotState, quiet bool, work Work) (res Result, started time.Time, err error) {
 	o, log, token := g.o, g.log, ls.Token()
-	st, err := o.Store.Slot(ctx, o.Task, g.slot)
-	if err != nil {
+	var st store.SlotState
+	if read != nil {
+		st = *read
+	} else if st, err = o.Store.Slot(ctx, o.Task, g.slot); err != nil {
 		return Result{}, started, fmt.Errorf("ledger: %w", err)
 	}
 	run := &Run{Task: o.Task, Slot: g.slot, RunID: g.runID, Holder: o.Holder, Token: token,
@@ -536,7 +603,7 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, quiet bool, work W
 	}
 	out.Note = store.Clip(out.Note, store.MaxNoteLen) // a work error's text may be anything
 	res = Result{Decision: Ran, Attempt: &att, WorkErr: werr}
-	fin, ferr := g.finish(ctx, ls, out)
+	fin, ferr := g.finish(ctx, ls, out, g.release && time.Since(started) >= o.MinHold)
 	if ferr != nil {
 		res.RecordErr = ferr
 		att.State = store.Running
@@ -555,11 +622,22 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, quiet bool, work W
 }
 
 // finish records the outcome, retrying a store that is briefly unavailable while the lease holds.
-func (g *guard) finish(ctx context.Context, ls *lease.Lease, out store.Outcome) (store.Attempt, error) {
+// With release, and a store that can (store.Finisher), the same write releases the lease.
+func (g *guard) finish(ctx context.Context, ls *lease.Lease, out store.Outcome, release bool) (store.Attempt, error) {
 	ctx = context.WithoutCancel(ctx)
+	fr, ok := g.o.Store.(store.Finisher)
+	release = release && ok
 	for {
 		fctx, cancel := context.WithDeadline(ctx, ls.Deadline())
-		a, err := g.o.Store.Finish(fctx, g.runID, ls.Token(), out)
+		var a store.Attempt
+		var err error
+		if release {
+			if a, err = fr.FinishRelease(fctx, g.runID, ls.Info(), out); err == nil {
+				ls.Released()
+			}
+		} else {
+			a, err = g.o.Store.Finish(fctx, g.runID, ls.Token(), out)
+		}
 		cancel()
 		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Until(ls.Deadline()) < 0 {
 			return a, err

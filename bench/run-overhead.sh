@@ -2,6 +2,7 @@
 # What does guarding a job with once cost, next to flock(1)? Same run, same machine, ratios.
 #
 #   ./bench/run-overhead.sh [RUNS]      (default 200 runs per command; needs hyperfine and GNU time)
+#   ONCE_BENCH_BASE=/path/to/older/once ./bench/run-overhead.sh   (adds that binary's two rows, same run)
 #
 # Prints a Markdown table for docs/benchmarks.md: medians from hyperfine, the ratio to flock -n, and the
 # peak RSS of once (max over 20 runs, GNU time %M).
@@ -17,9 +18,16 @@ go build -trimpath -o "$work/once" ./cmd/once
 export ONCE_HOME="$work/home"
 "$work/once" run --task warm -- true # create the store and its schema once, like a real machine
 
+base=()
+if [ -n "${ONCE_BENCH_BASE:-}" ]; then # the same store file, its own tasks
+  base=(-n "once run (base)" "$ONCE_BENCH_BASE run --task bench-base -- true"
+    -n "once run --per day (skip) (base)" "$ONCE_BENCH_BASE run --task bench-day-base --per day --on-unknown rerun -- true")
+fi
+
 hyperfine -N --warmup 10 --runs "$runs" --export-json "$work/h.json" \
   -n true "true" \
   -n "flock -n" "flock -n $work/flock.lock true" \
+  "${base[@]}" \
   -n "once run" "$work/once run --task bench -- true" \
   -n "once run --per day (skip)" "$work/once run --task bench-day --per day --on-unknown rerun -- true" >&2
 

@@ -223,7 +223,9 @@ func (w *closeWatch) wait(ctx context.Context, until time.Time) bool {
 // grace period (about 10 ms), which the lock's new holder need not wait for.
 func (w *closeWatch) close() { go w.f.Close() }
 
-// ensureDir creates dir (and missing parents) with mode 0700, then checks it with Check.
+// ensureDir creates dir (and missing parents) with mode 0700, then checks it and the directories
+// above it. The other tasks' lock files are not looked at: Acquire checks the one it opens, and
+// listing them all would make every run cost O(tasks on the host) (doctor's Check lists them).
 func ensureDir(dir string) error {
 	if dir == "" {
 		return fmt.Errorf("flock: empty lock directory")
@@ -237,7 +239,8 @@ func ensureDir(dir string) error {
 			return fmt.Errorf("flock: create lock directory: %w", err)
 		}
 	}
-	return Check(dir)
+	_, err := checkDir(dir)
+	return err
 }
 
 // Check reports a problem with lock directory dir, or nil if it is fine or does not exist yet (Acquire will
@@ -248,23 +251,9 @@ func Check(dir string) error {
 	if err := parents(dir); err != nil {
 		return err
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		return fmt.Errorf("flock: lock directory %s: %w", dir, err)
-	}
-	euid := uint32(os.Geteuid())
-	switch {
-	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
-		return fmt.Errorf("%w: %s is a symlink; fix: use a real directory (rm %s)", ErrUnsafe, dir, dir)
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return fmt.Errorf("%w: %s is not a directory; fix: rm %s", ErrUnsafe, dir, dir)
-	case st.Uid != euid:
-		return fmt.Errorf("%w: %s is owned by uid %d, not %d; fix: chown %d %s", ErrUnsafe, dir, st.Uid, euid, euid, dir)
-	case st.Mode&0o022 != 0:
-		return fmt.Errorf("%w: %s is group/world-writable (mode %#o); fix: chmod 700 %s", ErrUnsafe, dir, st.Mode&0o7777, dir)
+	exists, err := checkDir(dir)
+	if err != nil || !exists {
+		return err
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -284,6 +273,30 @@ func Check(dir string) error {
 		}
 	}
 	return nil
+}
+
+// checkDir checks the lock directory itself (not what is above it, nor its files); false when
+// it does not exist.
+func checkDir(dir string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("flock: lock directory %s: %w", dir, err)
+	}
+	euid := uint32(os.Geteuid())
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return true, fmt.Errorf("%w: %s is a symlink; fix: use a real directory (rm %s)", ErrUnsafe, dir, dir)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return true, fmt.Errorf("%w: %s is not a directory; fix: rm %s", ErrUnsafe, dir, dir)
+	case st.Uid != euid:
+		return true, fmt.Errorf("%w: %s is owned by uid %d, not %d; fix: chown %d %s", ErrUnsafe, dir, st.Uid, euid, euid, dir)
+	case st.Mode&0o022 != 0:
+		return true, fmt.Errorf("%w: %s is group/world-writable (mode %#o); fix: chmod 700 %s", ErrUnsafe, dir, st.Mode&0o7777, dir)
+	}
+	return true, nil
 }
 
 // parents checks the directories above dir: whoever can rename an entry of one of them can swap the lock

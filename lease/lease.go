@@ -46,17 +46,23 @@ type Lease struct {
 // early) and at the expiry the busy answer names: a holder that died is taken over within a round
 // trip of its expiry, not up to a second later (see expiry).
 func Acquire(ctx context.Context, s store.Leaser, req store.AcquireRequest, wait time.Duration) (*Lease, error) {
-	if req.TTL <= 0 {
-		return nil, fmt.Errorf("lease: ttl must be positive, got %s", req.TTL)
+	return Take(ctx, s, req.TTL, wait, func(ctx context.Context) (store.Lease, error) { return s.Acquire(ctx, req) })
+}
+
+// Take is Acquire with the grant taken by take, a call that acquires the lease with TTL ttl as
+// s.Acquire would, and may do more in the same step (store.Starter). s renews and releases it.
+func Take(ctx context.Context, s store.Leaser, ttl, wait time.Duration, take func(ctx context.Context) (store.Lease, error)) (*Lease, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("lease: ttl must be positive, got %s", ttl)
 	}
 	giveUp := time.Now().Add(wait)
 	backoff := 50 * time.Millisecond
 	var ex expiry
 	for {
 		sent := time.Now()
-		g, err := s.Acquire(ctx, req)
+		g, err := take(ctx)
 		if err == nil {
-			l := &Lease{s: s, ttl: req.TTL, cur: g, deadline: sent.Add(req.TTL),
+			l := &Lease{s: s, ttl: ttl, cur: g, deadline: sent.Add(ttl),
 				lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 			var notify <-chan struct{}
 			if n, ok := s.(store.LossNotifier); ok {
@@ -252,6 +258,21 @@ func (l *Lease) keep(notify <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// Released stops renewing a grant that the caller released by other means (store.Finisher,
+// which released it with the run's outcome); Release is then a no-op. It waits for a renewal in
+// flight, which fails harmlessly (the grant is no longer current) and may mark the lease lost.
+func (l *Lease) Released() {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return
+	}
+	l.released = true
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
 }
 
 // Release stops renewing and releases the grant. Releasing a lost lease returns nil when the store

@@ -458,15 +458,30 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	defer rn.finish()
 	rn.adopt()
 
-	s, dsn, err := a.open(ctx)
+	dsn, err := a.dsn()
 	if err != nil {
-		return rn.interrupted(ctx, err)
+		return err
 	}
-	defer closeQuickly(s)
 	rn.dsn = dsn
 	defer rn.cancelPending()
 
-	opts := rn.options(s)
+	// The guard opens the store once it holds the task's local lock: a launch that finds the task
+	// running on this machine costs the store nothing but its busy event.
+	opts := rn.options(nil)
+	var opened store.Store
+	defer func() {
+		if opened != nil {
+			closeQuickly(opened)
+		}
+	}()
+	opts.Open = func(ctx context.Context) (store.Store, error) {
+		s, err := a.openStore(ctx, dsn)
+		if err != nil {
+			return nil, err // a backend's nil *Store in an interface is not nil
+		}
+		opened = s
+		return s, nil
+	}
 	var rs []once.Result
 	if window > 0 {
 		rs, err = once.CatchUp(ctx, opts, rn.spec, window, f.catchUpMax, rn.work)
@@ -482,7 +497,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err != nil {
 		return rn.notStarted(rn.interrupted(ctx, err))
 	}
-	rn.retain(ctx, s, rs)
+	if opened != nil {
+		rn.retain(ctx, opened, rs)
+	}
 	last := rs[len(rs)-1]
 	if window > 0 && len(rs) > 0 {
 		if cur := rn.spec.At(time.Now()); last.Slot != cur && last.Decision != once.Busy {

@@ -17,6 +17,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -71,23 +72,56 @@ func (s *Store) Q(query string) string {
 // would block every next holder.
 const IdleTxTimeout = 10 * time.Second
 
+// FullWait is how long Do keeps trying while the server has no connection left for it (a dialect's
+// Full). A host that starts hundreds of jobs at the same second asks for hundreds of connections at
+// once, and a run holds none while its command runs (ConnMaxIdle), so they come free within seconds:
+// a full server is a queue, not an outage.
+const FullWait = 10 * time.Second
+
+// ConnMaxIdle is how long a pooled connection may sit unused before it is closed: a `once run` holds
+// no connection while its command runs (its renewals, every ttl/3, and its finish open one again).
+const ConnMaxIdle = time.Second
+
+// fuller is implemented by dialects that can tell "the server has no connection slot left" (too many
+// connections) from other trouble.
+type fuller interface{ Full(err error) bool }
+
 // Do runs fn, retrying it after transient connection trouble (at most s.Retries more times, with
-// exponential backoff, never past ctx), and returns its error mapped by the dialect. fn must be safe to
-// repeat: every write the stores make is either conditional or fails closed when repeated.
+// exponential backoff, never past ctx; for up to FullWait while the server is full), and returns its
+// error mapped by the dialect. fn must be safe to repeat: every write the stores make is either
+// conditional or fails closed when repeated.
 func (s *Store) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	backoff := s.Backoff
 	if backoff <= 0 {
 		backoff = 50 * time.Millisecond
 	}
-	for attempt := 0; ; attempt++ {
+	var fullSince time.Time
+	for attempt := 0; ; {
 		err := fn(ctx)
 		if err == nil {
 			return nil
 		}
-		if attempt >= s.Retries || ctx.Err() != nil || !s.Dialect.Retryable(err) {
+		if ctx.Err() != nil || !s.Dialect.Retryable(err) {
 			return s.Dialect.MapError(err)
 		}
-		t := time.NewTimer(backoff)
+		wait := backoff
+		if f, ok := s.Dialect.(fuller); ok && f.Full(err) {
+			if fullSince.IsZero() {
+				fullSince = time.Now()
+			}
+			if time.Since(fullSince) >= FullWait {
+				return s.Dialect.MapError(err)
+			}
+			// Spread the retries of a burst's processes over the wait, without growing past it.
+			wait = min(backoff, 500*time.Millisecond)
+			wait = wait/2 + rand.N(wait/2+1)
+		} else {
+			if attempt >= s.Retries {
+				return s.Dialect.MapError(err)
+			}
+			attempt++
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -257,55 +291,62 @@ func (s *Store) attemptByRun(ctx context.Context, tx *sql.Tx, runID string) (sto
 
 // Finish moves the running attempt runID to o.State (store.Ledger).
 func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
-	if !o.State.Finishable() {
-		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
-	}
 	var out store.Attempt
 	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		a, err := s.attemptByRun(ctx, tx, runID)
-		if err != nil {
-			return err
-		}
-		if err := s.fence(ctx, tx, a.Task, token); err != nil {
-			return err
-		}
-		// Re-read under the lease row lock: Abandon may have changed it since.
-		if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
-			return err
-		}
-		if a.State != store.Running {
-			return fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
-		}
-		note := a.Note
-		if o.Note != "" {
-			if note != "" {
-				note += "; "
-			}
-			note += o.Note
-		}
-		var exit any
-		if o.ExitCode != nil {
-			exit = *o.ExitCode
-		}
-		res, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET state = ?, ended_at = {now}, exit_code = ?, note = ?
-			WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`),
-			string(o.State), exit, note, a.Task, a.Slot, a.Number)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err == nil && n != 1 {
-			return fmt.Errorf("%w: run %q is no longer running", store.ErrConflict, runID)
-		}
-		if o.State == store.Unknown {
-			if err := s.waitsSince(ctx, tx, a.Task, a.Slot, a.Number, false); err != nil {
-				return err
-			}
-		}
-		out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-			WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
+		var err error
+		out, err = s.FinishTx(ctx, tx, runID, token, o)
 		return err
 	})
 	return out, err
+}
+
+// FinishTx is Finish inside tx (for a backend's store.Finisher): it locks the task's lease row for
+// the rest of tx.
+func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token int64, o store.Outcome) (store.Attempt, error) {
+	if !o.State.Finishable() {
+		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
+	}
+	a, err := s.attemptByRun(ctx, tx, runID)
+	if err != nil {
+		return a, err
+	}
+	if err := s.fence(ctx, tx, a.Task, token); err != nil {
+		return a, err
+	}
+	// Re-read under the lease row lock: Abandon may have changed it since.
+	if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
+		return a, err
+	}
+	if a.State != store.Running {
+		return a, fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
+	}
+	note := a.Note
+	if o.Note != "" {
+		if note != "" {
+			note += "; "
+		}
+		note += o.Note
+	}
+	var exit any
+	if o.ExitCode != nil {
+		exit = *o.ExitCode
+	}
+	res, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET state = ?, ended_at = {now}, exit_code = ?, note = ?
+		WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`),
+		string(o.State), exit, note, a.Task, a.Slot, a.Number)
+	if err != nil {
+		return a, err
+	}
+	if n, err := res.RowsAffected(); err == nil && n != 1 {
+		return a, fmt.Errorf("%w: run %q is no longer running", store.ErrConflict, runID)
+	}
+	if o.State == store.Unknown {
+		if err := s.waitsSince(ctx, tx, a.Task, a.Slot, a.Number, false); err != nil {
+			return a, err
+		}
+	}
+	return scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+		WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
 }
 
 // Report attaches figures to the running attempt runID (store.Ledger).
@@ -351,42 +392,51 @@ func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.
 		if err := s.fence(ctx, tx, task, token); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-			WHERE task = ? AND state = 'running' AND token < ? ORDER BY id FOR UPDATE`), task, token)
-		if err != nil {
-			return err
-		}
-		var found []store.Attempt
-		for rows.Next() {
-			a, err := scanAttempt(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			found = append(found, a)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, a := range found {
-			if _, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET state = 'unknown', ended_at = {now}
-				WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`), a.Task, a.Slot, a.Number); err != nil {
-				return err
-			}
-			if err := s.waitsSince(ctx, tx, a.Task, a.Slot, a.Number, false); err != nil {
-				return err
-			}
-			u, err := scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-				WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
-			if err != nil {
-				return err
-			}
-			out = append(out, u)
-		}
-		return nil
+		var err error
+		out, err = s.AbandonTx(ctx, tx, task, token)
+		return err
 	})
 	return out, err
+}
+
+// AbandonTx is Abandon inside tx, for a caller that holds the task's lease row locked with token
+// as its latest (a backend's store.Starter, right after it took the lease in tx).
+func (s *Store) AbandonTx(ctx context.Context, tx *sql.Tx, task string, token int64) ([]store.Attempt, error) {
+	rows, err := tx.QueryContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+		WHERE task = ? AND state = 'running' AND token < ? ORDER BY id FOR UPDATE`), task, token)
+	if err != nil {
+		return nil, err
+	}
+	var found []store.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		found = append(found, a)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []store.Attempt
+	for _, a := range found {
+		if _, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET state = 'unknown', ended_at = {now}
+			WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`), a.Task, a.Slot, a.Number); err != nil {
+			return nil, err
+		}
+		if err := s.waitsSince(ctx, tx, a.Task, a.Slot, a.Number, false); err != nil {
+			return nil, err
+		}
+		u, err := scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+			WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 // Resolve attaches a person's decision to the slot's last attempt (store.Ledger).
@@ -458,14 +508,24 @@ func (s *Store) Slot(ctx context.Context, task, slot string) (store.SlotState, e
 }
 
 func (s *Store) slot(ctx context.Context, task, slot string) (store.SlotState, error) {
+	return s.SlotTx(ctx, s.DB, task, slot)
+}
+
+// Querier is what SlotTx reads through: the pool, or a transaction.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// SlotTx is Slot read through q (a backend's store.Starter reads it in its transaction).
+func (s *Store) SlotTx(ctx context.Context, q Querier, task, slot string) (store.SlotState, error) {
 	st := store.SlotState{Task: task, Slot: slot}
 	// One statement, so that the parts agree with each other.
-	row := s.DB.QueryRowContext(ctx, s.Q(SlotQuery), task, slot, task, slot, task, slot, task, slot, task, slot)
+	row := q.QueryRowContext(ctx, s.Q(SlotQuery), task, slot, task, slot, task, slot, task, slot, task, slot)
 	var reviews int
 	if err := row.Scan(&st.Failures, &st.Checkpoint, &reviews); err != nil {
 		return st, err
 	}
-	last, err := scanAttempt(s.DB.QueryRowContext(ctx, s.Q(LastQuery), task, slot))
+	last, err := scanAttempt(q.QueryRowContext(ctx, s.Q(LastQuery), task, slot))
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, nil
 	}

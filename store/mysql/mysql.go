@@ -211,7 +211,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db := sql.OpenDB(conn)
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
-	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxIdleTime(sqlstore.ConnMaxIdle)
 	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.MySQL, Retries: 3, Backoff: 50 * time.Millisecond}, d: d}
 	if err := s.migrate(ctx, cfg.Driver.DBName); err != nil {
 		db.Close()
@@ -453,6 +453,12 @@ var unavailableNumbers = map[uint16]string{
 	1130: "the server does not accept this user from this host",
 	1129: "the host is blocked; FLUSH HOSTS on the server",
 	1226: "the user exceeded a resource limit",
+}
+
+// Full reports "too many connections" (1040): the server has no slot left, for now.
+func (d *dialect) Full(err error) bool {
+	var myErr *gomysql.MySQLError
+	return errors.As(err, &myErr) && myErr.Number == 1040
 }
 
 func (d *dialect) Retryable(err error) bool {

@@ -153,7 +153,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db := stdlib.OpenDB(*cfg.Conn)
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
-	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxIdleTime(sqlstore.ConnMaxIdle)
 	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.Postgres, Retries: 3, Backoff: 50 * time.Millisecond}, d: d}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
@@ -297,13 +297,14 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	return out, nil
 }
 
+const releaseSQL = `UPDATE {p}leases SET holder = '', run_id = '', expires_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'
+	WHERE task = ? AND holder = ? AND token = ? AND holder <> ''`
+
 // Release frees the grant l if it is still the task's latest (store.Leaser). The row and its token stay.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	var n int64
 	err := s.Do(ctx, func(ctx context.Context) error {
-		res, err := s.DB.ExecContext(ctx, s.Q(`UPDATE {p}leases SET holder = '', run_id = '',
-			expires_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'
-			WHERE task = ? AND holder = ? AND token = ? AND holder <> ''`), l.Task, l.Holder, l.Token)
+		res, err := s.DB.ExecContext(ctx, s.Q(releaseSQL), l.Task, l.Holder, l.Token)
 		if err != nil {
 			return err
 		}
@@ -354,6 +355,12 @@ func unavailableCode(code string) bool {
 		return true
 	}
 	return false
+}
+
+// Full reports "too many connections" (53300): the server has no slot left, for now.
+func (d *dialect) Full(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "53300"
 }
 
 func (d *dialect) Retryable(err error) bool {

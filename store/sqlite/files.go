@@ -98,7 +98,7 @@ func (s *Store) checkTrust() (bool, error) {
 	if !exists {
 		return false, nil
 	}
-	for _, p := range append([]string{s.path, MarkerPath(s.path)}, withSuffixes(s.path)...) {
+	for _, p := range append([]string{s.path, MarkerPath(s.path), QueuePath(s.path)}, withSuffixes(s.path)...) {
 		if _, err := trust.File(p, s.pol); err != nil {
 			if errors.Is(err, trust.ErrUnsafe) {
 				return true, s.unsafe(err)

@@ -110,7 +110,7 @@ func TestMarkerWrittenOnCreationAndCounted(t *testing.T) {
 	if id2, seq2 := marker(t, path); id2 != id || seq2 != 2 {
 		t.Fatalf("after a lease taken and released: %s %d, want %s 2", id2, seq2, id)
 	}
-	// Reads (Slot runs in a write transaction for its snapshot) count nothing.
+	// Reads count nothing.
 	if _, err := s.Slot(context.Background(), "a", "x"); err != nil {
 		t.Fatal(err)
 	}
@@ -349,6 +349,15 @@ func TestUnsafeFilesRefused(t *testing.T) {
 		_, err := open(t, path)
 		wantUnsafe(t, err, "chown 0 "+sqlite.MarkerPath(path))
 	})
+	t.Run("queue of another user", func(t *testing.T) {
+		_, path := private(t)
+		mustOpen(t, path).Close()
+		if err := os.Chown(sqlite.QueuePath(path), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		_, err := open(t, path)
+		wantUnsafe(t, err, "chown 0 "+sqlite.QueuePath(path))
+	})
 }
 
 func TestGroupShared(t *testing.T) {
@@ -379,7 +388,7 @@ func TestGroupShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	for _, f := range []string{"once.db", "once.db-wal", "once.db-shm", ".once.db.ledger"} {
+	for _, f := range []string{"once.db", "once.db-wal", "once.db-shm", ".once.db.ledger", ".once.db.queue"} {
 		var st unix.Stat_t
 		if err := unix.Stat(filepath.Join(shared, f), &st); err != nil {
 			t.Fatal(err)

@@ -26,37 +26,47 @@ func checkTTL(ttl time.Duration) error {
 // token one above the task's previous token. Otherwise it returns a *store.BusyError naming the
 // current grant.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
-	if req.Task == "" {
-		return store.Lease{}, errors.New("sqlite: acquire needs a task name")
-	}
-	if err := checkTTL(req.TTL); err != nil {
+	if err := checkAcquire(req); err != nil {
 		return store.Lease{}, err
 	}
 	var out store.Lease
 	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
-		cur, found, err := s.lease(ctx, tx, req.Task)
-		if err != nil {
-			return err
-		}
-		token := int64(1)
-		if found {
-			if cur.Expires.UnixMicro() > now {
-				return &store.BusyError{Lease: s.shown(cur)}
-			}
-			token = cur.Token + 1
-		}
-		exp := now + ttlMicros(req.TTL)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO `+s.t.leases+` (task, holder, run_id, token, acquired_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (task) DO UPDATE SET holder = excluded.holder, run_id = excluded.run_id,
-				token = excluded.token, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
-			req.Task, req.Holder, req.RunID, token, now, exp); err != nil {
-			return err
-		}
-		out = s.shown(store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: token, Acquired: micros(now), Expires: micros(exp)})
-		return nil
+		var err error
+		out, err = s.acquire(ctx, tx, now, req)
+		return err
 	})
 	return out, err
+}
+
+// acquire is Acquire inside tx, at the store's time now.
+func (s *Store) acquire(ctx context.Context, tx *sql.Tx, now int64, req store.AcquireRequest) (store.Lease, error) {
+	cur, found, err := s.lease(ctx, tx, req.Task)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	token := int64(1)
+	if found {
+		if cur.Expires.UnixMicro() > now {
+			return store.Lease{}, &store.BusyError{Lease: s.shown(cur)}
+		}
+		token = cur.Token + 1
+	}
+	exp := now + ttlMicros(req.TTL)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO `+s.t.leases+` (task, holder, run_id, token, acquired_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (task) DO UPDATE SET holder = excluded.holder, run_id = excluded.run_id,
+			token = excluded.token, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
+		req.Task, req.Holder, req.RunID, token, now, exp); err != nil {
+		return store.Lease{}, err
+	}
+	return s.shown(store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: token, Acquired: micros(now), Expires: micros(exp)}), nil
+}
+
+func checkAcquire(req store.AcquireRequest) error {
+	if req.Task == "" {
+		return errors.New("sqlite: acquire needs a task name")
+	}
+	return checkTTL(req.TTL)
 }
 
 // lease reads a task's lease row, expired or not, with times on the store's clock.
@@ -132,13 +142,16 @@ func (s *Store) renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 // over); ErrNotHeld when l is not the current grant. The row stays, so the next token is
 // still higher.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
-	return s.tx(ctx, func(tx *sql.Tx, now int64) error {
-		if _, err := s.current(ctx, tx, l); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE `+s.t.leases+` SET expires_at = min(expires_at, ?) WHERE task = ? AND token = ?`, now, l.Task, l.Token)
+	return s.tx(ctx, func(tx *sql.Tx, now int64) error { return s.release(ctx, tx, now, l) })
+}
+
+// release is Release inside tx, at the store's time now.
+func (s *Store) release(ctx context.Context, tx *sql.Tx, now int64, l store.Lease) error {
+	if _, err := s.current(ctx, tx, l); err != nil {
 		return err
-	})
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE `+s.t.leases+` SET expires_at = min(expires_at, ?) WHERE task = ? AND token = ?`, now, l.Task, l.Token)
+	return err
 }
 
 // Leases lists the grants that have not expired by the store's clock, by task.

@@ -134,31 +134,44 @@ func (s *Store) running(ctx context.Context, tx *sql.Tx, runID string, token int
 
 // Finish moves the running attempt runID to o.State (succeeded, failed or unknown), fenced by token.
 func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
-	if !o.State.Finishable() {
-		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
+	if err := checkOutcome(o); err != nil {
+		return store.Attempt{}, err
 	}
 	var out store.Attempt
 	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
-		now := s.wall() // recorded times are for people: this host's wall clock
-		a, err := s.running(ctx, tx, runID, token)
-		if err != nil {
-			return err
-		}
-		note := joinNote(a.Note, o.Note)
-		if _, err := tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET state = ?, ended_at = ?, exit_code = ?, note = ?
-			WHERE run_id = ? AND state = 'running'`, string(o.State), now, nullInt(o.ExitCode), note, runID); err != nil {
-			return err
-		}
-		end := micros(now)
-		a.State, a.EndedAt, a.Note = o.State, &end, note
-		if o.ExitCode != nil {
-			c := *o.ExitCode
-			a.ExitCode = &c
-		}
-		out = a
-		return nil
+		var err error
+		out, err = s.finish(ctx, tx, runID, token, o)
+		return err
 	})
 	return out, err
+}
+
+func checkOutcome(o store.Outcome) error {
+	if !o.State.Finishable() {
+		return fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
+	}
+	return nil
+}
+
+// finish is Finish inside tx.
+func (s *Store) finish(ctx context.Context, tx *sql.Tx, runID string, token int64, o store.Outcome) (store.Attempt, error) {
+	now := s.wall() // recorded times are for people: this host's wall clock
+	a, err := s.running(ctx, tx, runID, token)
+	if err != nil {
+		return a, err
+	}
+	note := joinNote(a.Note, o.Note)
+	if _, err := tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET state = ?, ended_at = ?, exit_code = ?, note = ?
+		WHERE run_id = ? AND state = 'running'`, string(o.State), now, nullInt(o.ExitCode), note, runID); err != nil {
+		return a, err
+	}
+	end := micros(now)
+	a.State, a.EndedAt, a.Note = o.State, &end, note
+	if o.ExitCode != nil {
+		c := *o.ExitCode
+		a.ExitCode = &c
+	}
+	return a, nil
 }
 
 func joinNote(a, b string) string {
@@ -201,32 +214,43 @@ func (s *Store) Report(ctx context.Context, runID string, token int64, r store.R
 func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.Attempt, error) {
 	var out []store.Attempt
 	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
-		now := s.wall() // recorded times are for people: this host's wall clock
 		if err := s.fence(ctx, tx, task, token); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+attemptCols+` FROM `+s.t.attempts+`
-			WHERE task = ? AND state = 'running' AND token < ? ORDER BY slot, number`, task, token)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		end := micros(now)
-		for rows.Next() {
-			a, err := scanAttempt(rows)
-			if err != nil {
-				return err
-			}
-			a.State, a.EndedAt = store.Unknown, &end
-			out = append(out, a)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET state = 'unknown', ended_at = ?
-			WHERE task = ? AND state = 'running' AND token < ?`, now, task, token)
+		var err error
+		out, err = s.abandon(ctx, tx, task, token)
 		return err
 	})
+	return out, err
+}
+
+// abandon is Abandon inside tx, once token is known to be the task's latest.
+func (s *Store) abandon(ctx context.Context, tx *sql.Tx, task string, token int64) ([]store.Attempt, error) {
+	now := s.wall() // recorded times are for people: this host's wall clock
+	rows, err := tx.QueryContext(ctx, `SELECT `+attemptCols+` FROM `+s.t.attempts+`
+		WHERE task = ? AND state = 'running' AND token < ? ORDER BY slot, number`, task, token)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Attempt
+	end := micros(now)
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, err
+		}
+		a.State, a.EndedAt = store.Unknown, &end
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET state = 'unknown', ended_at = ?
+		WHERE task = ? AND state = 'running' AND token < ?`, now, task, token)
 	return out, err
 }
 
@@ -265,17 +289,38 @@ func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Atte
 
 // Record keeps an event (skipped, busy or review), stamped by this machine's clock. Not fenced.
 func (s *Store) Record(ctx context.Context, e store.Event) error {
+	if err := checkEvent(e); err != nil {
+		return err
+	}
+	return s.txRaw(ctx, func(tx *sql.Tx) error { return s.record(ctx, tx, e) })
+}
+
+// RecordLazy is Record without waiting for the disk (store.LazyRecorder): a crash or power loss
+// soon after may lose the event; the next durable commit on this file makes it durable.
+// A review event is recorded durably, by Record: it decides whether the slot waits for a person.
+func (s *Store) RecordLazy(ctx context.Context, e store.Event) error {
+	if err := checkEvent(e); err != nil {
+		return err
+	}
+	if e.Kind == store.Review {
+		return s.Record(ctx, e)
+	}
+	return s.write(ctx, true, func(tx *sql.Tx) error { return s.record(ctx, tx, e) })
+}
+
+func checkEvent(e store.Event) error {
 	switch e.Kind {
 	case store.Skipped, store.Busy, store.Review:
-	default:
-		return fmt.Errorf("%w: event kind %q is not skipped, busy or review", store.ErrConflict, e.Kind)
+		return nil
 	}
-	return s.tx(ctx, func(tx *sql.Tx, _ int64) error {
-		now := s.wall() // recorded times are for people: this host's wall clock
-		_, err := tx.ExecContext(ctx, `INSERT INTO `+s.t.events+` (task, slot, kind, run_id, holder, token, attempt, at, note)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.Task, e.Slot, string(e.Kind), e.RunID, e.Holder, e.Token, e.Attempt, now, e.Note)
-		return err
-	})
+	return fmt.Errorf("%w: event kind %q is not skipped, busy or review", store.ErrConflict, e.Kind)
+}
+
+func (s *Store) record(ctx context.Context, tx *sql.Tx, e store.Event) error {
+	now := s.wall() // recorded times are for people: this host's wall clock
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+s.t.events+` (task, slot, kind, run_id, holder, token, attempt, at, note)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.Task, e.Slot, string(e.Kind), e.RunID, e.Holder, e.Token, e.Attempt, now, e.Note)
+	return err
 }
 
 func (s *Store) last(ctx context.Context, q querier, task, slot string) (*store.Attempt, error) {
@@ -307,7 +352,7 @@ func (s *Store) slotState(ctx context.Context, q querier, task, slot string) (st
 // Slot returns what the ledger knows about (task, slot).
 func (s *Store) Slot(ctx context.Context, task, slot string) (store.SlotState, error) {
 	var out store.SlotState
-	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+	err := s.read(ctx, func(tx *sql.Tx) error {
 		var err error
 		out, err = s.slotState(ctx, tx, task, slot)
 		return err

@@ -11,6 +11,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -51,9 +52,10 @@ type Store struct {
 	clk  machineClock
 	cs   clockState
 	pol  trust.Policy
-	id   string      // the ledger's id (files.go)
-	mk   *markerFile // the marker, updated after each commit; nil until open
-	w    watch       // the files opened; checked after each write
+	id   string       // the ledger's id (files.go)
+	mk   *markerFile  // the marker, updated after each commit; nil until open
+	q    *writerQueue // the writers' queue (queue.go)
+	w    watch        // the files opened; checked after each write
 	// count is the prepared statement that counts a write (compiling it anew would cost more
 	// than running it); counted is the connection's total_changes() after the last counted
 	// write (txRaw runs on the one connection, serialized).
@@ -123,11 +125,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if s.q, err = openQueue(abs, s.fileMode(), pol); err != nil {
+		return nil, s.unsafeOrUnavailable(err)
+	}
 	// busy_timeout is applied first by the driver; journal_mode=WAL is a no-op once the file is WAL.
 	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
 		abs, opts.BusyTimeout.Milliseconds())
 	s.db, err = sql.Open("sqlite", drv)
 	if err != nil {
+		s.q.close()
 		return nil, s.mapErr(err)
 	}
 	// One connection per client: writes are serialized in-process instead of spinning in
@@ -137,6 +143,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	fail := func(err error) (*Store, error) {
 		s.db.Close()
 		s.mk.close()
+		s.q.close()
 		return nil, err
 	}
 	seq, err := s.ensureSchema(ctx, m != nil)
@@ -439,6 +446,7 @@ func (s *Store) Close() error {
 	}
 	err := s.db.Close()
 	s.mk.close()
+	s.q.close()
 	return err
 }
 
@@ -468,40 +476,75 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, now int64) error) er
 }
 
 // txRaw runs fn in one BEGIN IMMEDIATE transaction (the write lock is taken up front, so a read
-// never has to be upgraded under contention) and commits it.
+// never has to be upgraded under contention) and commits it durably, holding the writers' queue
+// (queue.go) from before BEGIN until after the commit.
 //
 // Once the store is open, each transaction that changed rows also counts itself in the ledger's
 // write counter, and every transaction checks after its commit that the files are still the ones
 // opened (files.go): a commit into a deleted file is reported as an error, never as recorded.
 func (s *Store) txRaw(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.write(ctx, false, fn)
+}
+
+// write is txRaw; lazy commits without waiting for the disk (synchronous=NORMAL for this one
+// transaction): a crash or power loss may undo it, never part of it, and the next durable commit
+// syncs it with its own. A lazy commit is not counted in the write counter, so the marker never
+// counts a write the disk may not have.
+func (s *Store) write(ctx context.Context, lazy bool, fn func(tx *sql.Tx) error) error {
 	if err := s.w.lost.Load(); err != nil {
 		return *err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.mapErr(err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return s.mapErr(err)
-	}
 	var seq int64
-	if s.count != nil {
-		// Counted only when fn changed rows (the connection's total_changes() moved since the
-		// last count): a transaction that only read commits nothing and costs no fsync, and
-		// must stay so. RETURNING sees total_changes() before this UPDATE's own row.
-		var tc int64
-		err := tx.StmtContext(ctx, s.count).QueryRowContext(ctx, s.counted).Scan(&seq, &tc)
-		switch {
-		case err == nil:
-			s.counted = tc + 1
-		case !errors.Is(err, sql.ErrNoRows):
+	err := s.queued(ctx, func() error {
+		var (
+			tx  *sql.Tx
+			c   *sql.Conn
+			err error
+		)
+		if lazy {
+			// The one connection, held for the pragma, the transaction and the pragma back, so
+			// no other goroutine's commit runs without its fsync.
+			if c, err = s.db.Conn(ctx); err != nil {
+				return s.mapErr(err)
+			}
+			defer func() {
+				if _, err := c.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous=FULL"); err != nil {
+					_ = c.Raw(func(any) error { return driver.ErrBadConn }) // never reused, then
+				}
+				c.Close()
+			}()
+			if _, err := c.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+				return s.mapErr(err)
+			}
+			tx, err = c.BeginTx(ctx, nil)
+		} else {
+			tx, err = s.db.BeginTx(ctx, nil)
+		}
+		if err != nil {
+			return s.mapErr(err)
+		}
+		if err := fn(tx); err != nil {
 			_ = tx.Rollback()
 			return s.mapErr(err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return s.mapErr(err)
+		if s.count != nil && !lazy {
+			// Counted only when fn changed rows (the connection's total_changes() moved since the
+			// last count): a transaction that only read commits nothing and costs no fsync, and
+			// must stay so. RETURNING sees total_changes() before this UPDATE's own row.
+			var tc int64
+			err := tx.StmtContext(ctx, s.count).QueryRowContext(ctx, s.counted).Scan(&seq, &tc)
+			switch {
+			case err == nil:
+				s.counted = tc + 1
+			case !errors.Is(err, sql.ErrNoRows):
+				_ = tx.Rollback()
+				return s.mapErr(err)
+			}
+		}
+		return s.mapErr(tx.Commit())
+	})
+	if err != nil {
+		return err
 	}
 	// After the commit: a commit into a deleted or replaced file is an error, never recorded.
 	if err := s.still(); err != nil {
@@ -509,6 +552,20 @@ func (s *Store) txRaw(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	s.mk.note(s.id, seq)
 	return nil
+}
+
+// read runs fn in a read-only (deferred) transaction: a consistent snapshot that takes no write
+// lock and waits for no writer (WAL).
+func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.w.lost.Load(); err != nil {
+		return *err
+	}
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return s.mapErr(err)
+	}
+	defer tx.Rollback()
+	return s.mapErr(fn(tx))
 }
 
 // mapErr is the one place where driver errors become store sentinels. Errors that already

@@ -72,6 +72,9 @@ func Run(t *testing.T, h Harness) {
 		{"LedgerHistoryPages", testHistoryPages},
 		{"LedgerPrune", testPrune},
 		{"LedgerPruneForget", testPruneForget},
+		{"Start", testStart},
+		{"FinishRelease", testFinishRelease},
+		{"RecordLazy", testRecordLazy},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,47 @@
+package store
+
+import "context"
+
+// Optional capabilities that let a guarded run make fewer durable writes. The guard finds them by
+// type assertion and falls back to the plain Leaser and Ledger calls when a store lacks them, so a
+// backend implements them only where one transaction (one commit, one fsync, fewer round trips)
+// is cheaper than the calls they stand for. They change no rule: each does exactly what the calls
+// it replaces would do one after another, with nothing of anyone else's in between.
+
+// Starter takes a task's lease and prepares its first decision in one transaction.
+//
+// Contract: Start(ctx, req, slot) is Acquire(ctx, req), then Abandon(ctx, req.Task, token) with the
+// new token, then Slot(ctx, req.Task, slot), as one atomic step. When the lease is busy it returns
+// the *BusyError Acquire would and changes nothing; any other error changes nothing either.
+type Starter interface {
+	Start(ctx context.Context, req AcquireRequest, slot string) (Started, error)
+}
+
+// Started is what Start did: the grant, the attempts it marked unknown, and the slot's state read
+// after that.
+type Started struct {
+	Lease     Lease
+	Abandoned []Attempt
+	Slot      SlotState
+}
+
+// Finisher records a run's outcome and releases its lease in one transaction.
+//
+// Contract: FinishRelease(ctx, runID, l, o) is Finish(ctx, runID, l.Token, o) then Release(ctx, l),
+// as one atomic step: both happen or neither does, and the error is the one the failing call
+// would have returned (ErrNotHeld, ErrConflict, ErrNotFound, ErrUnavailable …).
+type Finisher interface {
+	FinishRelease(ctx context.Context, runID string, l Lease, o Outcome) (Attempt, error)
+}
+
+// LazyRecorder keeps an event without waiting for it to be durable.
+//
+// Contract: RecordLazy(ctx, e) is Record(ctx, e), except that it may return before the event is
+// on disk: a crash or power loss soon after may lose the event (never part of it, and nothing
+// else), and the store's next durable write makes it durable. Readers see it as soon as it returns.
+// A review event is the exception: it decides whether the slot waits for a person, so it is recorded
+// durably, as by Record. The guard uses it only for busy events: no decision reads them, and a launch
+// that ran nothing should not wait in the queue of durable writes to say so.
+type LazyRecorder interface {
+	RecordLazy(ctx context.Context, e Event) error
+}

@@ -1,0 +1,88 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/once-run/once/internal/sqlstore"
+	"github.com/once-run/once/store"
+)
+
+var (
+	_ store.Starter  = (*Store)(nil)
+	_ store.Finisher = (*Store)(nil)
+)
+
+// Start takes req.Task's lease, marks the attempts earlier holders left running unknown and reads
+// slot in one transaction (store.Starter): one commit, where Acquire, Abandon and Slot make two
+// (Abandon's row locks are written too) and seven round trips. The acquire statement locks the
+// lease row for the rest of the transaction, so nothing of anyone else's comes in between.
+func (s *Store) Start(ctx context.Context, req store.AcquireRequest, slot string) (store.Started, error) {
+	if err := sqlstore.CheckAcquire(req); err != nil {
+		return store.Started{}, err
+	}
+	q := s.Q(acquireSQL)
+	for try := 0; ; try++ {
+		var out store.Started
+		got := false
+		err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			out = store.Started{Lease: store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID}}
+			l := &out.Lease
+			err := tx.QueryRowContext(ctx, q, req.Task, req.Holder, req.RunID, req.TTL.Microseconds()).
+				Scan(&l.Token, &l.Acquired, &l.Expires)
+			if got = err == nil; !got {
+				if errors.Is(err, sql.ErrNoRows) {
+					return nil // busy: nothing was changed
+				}
+				return err
+			}
+			l.Acquired, l.Expires = l.Acquired.UTC(), l.Expires.UTC()
+			if out.Abandoned, err = s.AbandonTx(ctx, tx, req.Task, l.Token); err != nil {
+				return err
+			}
+			out.Slot, err = s.SlotTx(ctx, tx, req.Task, slot)
+			return err
+		})
+		if err != nil {
+			return store.Started{}, err
+		}
+		if got {
+			return out, nil
+		}
+		cur, live, err := s.current(ctx, req.Task)
+		if err != nil {
+			return store.Started{}, err
+		}
+		if live || try >= 2 {
+			return store.Started{}, &store.BusyError{Lease: cur}
+		}
+		// It expired or was released between the two statements: try again.
+	}
+}
+
+// FinishRelease records the outcome of the running attempt runID and releases l in one transaction
+// (store.Finisher): one commit where Finish and Release make two.
+func (s *Store) FinishRelease(ctx context.Context, runID string, l store.Lease, o store.Outcome) (store.Attempt, error) {
+	var out store.Attempt
+	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		if out, err = s.FinishTx(ctx, tx, runID, l.Token, o); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.Q(releaseSQL), l.Task, l.Holder, l.Token)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("%w: task %q: token %d of %s was released or replaced", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+		}
+		return nil
+	})
+	return out, err
+}
