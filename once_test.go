@@ -143,15 +143,19 @@ func TestBusyWhileHeldElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	started, release := make(chan struct{}), make(chan struct{})
-	go once.Do(context.Background(), once.Options{Store: other, Task: "t", Holder: "A", TTL: 2 * time.Second}, func(context.Context, *once.Run) error {
-		close(started)
-		<-release
-		return nil
-	})
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		once.Do(context.Background(), once.Options{Store: other, Task: "t", Holder: "A", TTL: 2 * time.Second}, func(context.Context, *once.Run) error {
+			close(started)
+			<-release
+			return nil
+		})
+	}()
 	<-started
 	r := do(t, once.Options{Store: s, Task: "t", Holder: "B", TTL: time.Second}, ok)
 	close(release)
+	<-done
 	if r.Decision != once.Busy || r.Holder == nil || r.Holder.Holder != "A" {
 		t.Fatalf("%+v", r)
 	}

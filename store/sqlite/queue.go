@@ -40,7 +40,8 @@ func QueuePath(path string) string {
 }
 
 type writerQueue struct {
-	f *os.File
+	f      *os.File
+	closed atomic.Bool
 	// turn lets one goroutine of this process at a time wait or hold: flock(2) locks belong to the
 	// open file, which the goroutines of a process share, so the kernel cannot tell them apart.
 	turn chan struct{}
@@ -83,11 +84,20 @@ func openQueue(path string, mode uint32, pol trust.Policy) (*writerQueue, error)
 	return &writerQueue{f: f, turn: make(chan struct{}, 1), mine: uint64(os.Getpid()) << 32}, nil
 }
 
+// close closes the queue file once no goroutine of this process holds or waits in the queue: a
+// write still in flight when the store is closed finishes first, and later ones fail.
 func (q *writerQueue) close() {
-	if q != nil {
-		q.f.Close()
+	if q == nil {
+		return
 	}
+	q.turn <- struct{}{}
+	q.closed.Store(true)
+	q.f.Close()
+	<-q.turn
 }
+
+// errQueueClosed is returned by enter after close.
+var errQueueClosed = errors.New("sqlite: the store is closed")
 
 // errStalled is returned by enter when the writer ahead made no progress for the whole bound.
 var errStalled = errors.New("stalled")
@@ -109,6 +119,10 @@ func (q *writerQueue) enter(ctx context.Context, stall time.Duration) error {
 		select {
 		case q.turn <- struct{}{}:
 			waiting = false
+			if q.closed.Load() {
+				<-q.turn
+				return errQueueClosed
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
