@@ -153,7 +153,7 @@ func runTrials(t *testing.T, r *Runner, faults []Fault, n int) *Summary {
 	}
 	s := &Summary{Store: r.cfg.Store.Name}
 	ctx := context.Background()
-	aborted := 0
+	aborted, stalled := 0, 0
 	for i := 0; i < n; i++ {
 		f := faults[i%len(faults)]
 		o, err := r.Trial(ctx, f)
@@ -168,8 +168,16 @@ func runTrials(t *testing.T, r *Runner, faults []Fault, n int) *Summary {
 			continue
 		}
 		aborted = 0
+		if o.OnlyStoreStalled() && stalled < 2 {
+			// The store stalled (CI load), which is not a broken promise; a once bug that loses leases
+			// fails every retry, so two retries per store keep it visible.
+			stalled++
+			t.Logf("%s trial %d (%s): %s; running it again", r.cfg.Store.Name, i, f, strings.Join(o.Problems, "; "))
+			i--
+			continue
+		}
 		for _, p := range o.Problems {
-			if bug := knownBugs[r.cfg.Store.Name]; bug != "" && (strings.HasPrefix(p, "liveness:") || strings.HasPrefix(p, "lost slot:")) {
+			if bug := knownBugs[r.cfg.Store.Name]; bug != "" && (strings.HasPrefix(p, "liveness") || strings.HasPrefix(p, "lost slot:")) {
 				t.Logf("KNOWN BUG (%s): %s trial %d (%s): %s", bug, r.cfg.Store.Name, i, f, p)
 				continue
 			}
