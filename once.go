@@ -43,13 +43,13 @@ const (
 	PolicySkip   Policy = "skip"   // treat the slot as done
 )
 
-// ParsePolicy validates an --on-unknown value.
+// ParsePolicy validates a value for Options.OnUnknown.
 func ParsePolicy(s string) (Policy, error) {
 	switch p := Policy(s); p {
 	case PolicyReview, PolicyRerun, PolicySkip:
 		return p, nil
 	}
-	return "", invalidf("--on-unknown %q: use review, rerun or skip", s)
+	return "", invalidf("Options.OnUnknown %q: use review, rerun or skip", s)
 }
 
 // Options configures a guarded run.
@@ -271,7 +271,7 @@ type guard struct {
 
 func (o *Options) fill() error {
 	if o.Store == nil && o.Open == nil {
-		return invalidf("no store")
+		return invalidf("no store: set Options.Store or Options.Open")
 	}
 	if err := ValidateTask(o.Task); err != nil {
 		return err
@@ -279,17 +279,17 @@ func (o *Options) fill() error {
 	if o.Holder == "" {
 		o.Holder = DefaultHolder()
 	}
-	if err := store.CheckName("Holder", o.Holder, store.MaxHolderLen); err != nil {
+	if err := store.CheckName("Options.Holder", o.Holder, store.MaxHolderLen); err != nil {
 		return invalid(err)
 	}
 	if o.TTL == 0 {
 		o.TTL = 60 * time.Second
 	}
 	if o.TTL < 300*time.Millisecond {
-		return invalidf("ttl %s is too short: use at least 300ms (renewals happen every ttl/3)", o.TTL)
+		return invalidf("Options.TTL %s is too short: use at least 300ms (renewals happen every TTL/3)", o.TTL)
 	}
 	if o.MinHold < 0 || o.Wait < 0 || o.MaxAttempts < 0 {
-		return invalidf("negative min-hold, wait or max-attempts")
+		return invalidf("Options.MinHold, Wait and MaxAttempts must not be negative")
 	}
 	if o.OnUnknown == "" {
 		o.OnUnknown = PolicyReview

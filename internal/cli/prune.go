@@ -11,8 +11,8 @@ import (
 	"github.com/once-run/once/store"
 )
 
-// ageFlag is an age such as 90d, 2w, 36h or 1d12h (once.ParseWindow: days and weeks, then a Go
-// duration), positive and at most once.MaxWindow.
+// ageFlag is an age such as 90d, 2w, 36h or 1d12h (parseWindow: days and weeks, then a Go
+// duration), positive and at most maxWindow.
 type ageFlag struct{ d *time.Duration }
 
 func (f ageFlag) String() string {
@@ -23,9 +23,9 @@ func (f ageFlag) String() string {
 }
 
 func (f ageFlag) Set(s string) error {
-	d, err := once.ParseWindow(s)
+	d, err := parseWindow(s)
 	if err != nil {
-		return fmt.Errorf("%q: give an age such as 90d, 2w, 36h or 1d12h, at most %s", s, fmtMax(once.MaxWindow))
+		return fmt.Errorf("%q: give an age such as 90d, 2w, 36h or 1d12h, at most %s", s, fmtMax(maxWindow))
 	}
 	*f.d = d
 	return nil

@@ -141,13 +141,13 @@ type runner struct {
 // validate checks the flags and the command before anything touches the store: bad input runs
 // nothing.
 func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, error) {
-	if err := once.ValidateTask(f.task); err != nil {
+	if err := checkTask(f.task); err != nil {
 		return nil, err
 	}
 	if len(args) == 0 {
 		return nil, usage("missing command: once %s --task %s [flags] -- COMMAND [ARG...]", cmdName, f.task)
 	}
-	policy, err := once.ParsePolicy(f.onUnknown)
+	policy, err := parsePolicy(f.onUnknown)
 	if err != nil {
 		return nil, err
 	}
@@ -439,7 +439,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	}
 	var window time.Duration
 	if f.catchUp != "" {
-		if window, err = once.ParseWindow(f.catchUp); err != nil {
+		if window, err = parseWindow(f.catchUp); err != nil {
 			return err
 		}
 		if k := rn.spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {
@@ -495,7 +495,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		rn.notifyResult(r)
 	}
 	if err != nil {
-		return rn.notStarted(rn.interrupted(ctx, err))
+		return catchUpRefused(rn.notStarted(rn.interrupted(ctx, err)))
 	}
 	if opened != nil {
 		rn.retain(ctx, opened, rs)
