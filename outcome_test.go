@@ -21,11 +21,11 @@ func TestOutcome(t *testing.T) {
 	lost := fmt.Errorf("%w: renewals failed", lease.ErrLost)
 	const stopped = "stopped because the lease was lost; whether the work happened is unknown"
 	for _, c := range []struct {
-		name      string
+		name       string
 		werr, lost error
-		state     store.State
-		code      int
-		note      string
+		state      store.State
+		code       int
+		note       string
 	}{
 		{"nil", nil, nil, store.Succeeded, 0, ""},
 		{"exit 0", exitErr(0), nil, store.Succeeded, 0, ""},

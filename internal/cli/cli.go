@@ -1,5 +1,5 @@
 // Package cli is the once command line: flags, output and exit codes. Deciding whether to run lives
-// in package once; running processes lives in package supervise.
+// in package once; running a command as the guarded work lives in package job.
 package cli
 
 import (

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/job"
 	"github.com/once-run/once/store"
 )
 
@@ -146,7 +147,7 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 		cmd := exec.CommandContext(ctx, self, append(append(cargs, "--"), args...)...)
 		var se bytes.Buffer
 		cmd.Stdout, cmd.Stderr = a.rawStdout, &se
-		cmd.Env = append(withoutOnceVars(os.Environ()), a.storeEnv(dsn)...)
+		cmd.Env = append(job.Environ(), a.storeEnv(dsn)...)
 		return cmd, l, &se
 	}
 	wait := func(cmd *exec.Cmd, l *launch, se *bytes.Buffer, t0 time.Time) {
@@ -266,7 +267,7 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 		if strings.HasPrefix(slotDesc, "slot ") {
 			slotVal = strings.TrimPrefix(slotDesc, "slot ")
 		}
-		cmd.Env = append(append(withoutOnceVars(os.Environ()), "ONCE_TASK="+f.task, "ONCE_SLOT="+slotVal), a.storeEnv(dsn)...)
+		cmd.Env = append(append(job.Environ(), "ONCE_TASK="+f.task, "ONCE_SLOT="+slotVal), a.storeEnv(dsn)...)
 		out, err := cmd.CombinedOutput()
 		code := 0
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/once-run/once/effect"
+	"github.com/once-run/once/job"
 	"github.com/once-run/once/keys"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/supervise"
@@ -91,9 +92,9 @@ Inside once run the claim belongs to the run (gone when its lease ends). Outside
 			case errors.Is(err, effect.ErrInFlight):
 				return exit(ExitBusy, "%v", err)
 			}
-			var ec exitCode
+			var ec job.ExitError
 			if out == effect.Failed && errors.As(err, &ec) {
-				return exit(ec.code, "") // COMMAND's own status; the claim was released
+				return exit(ec.Code, "") // COMMAND's own status; the claim was released
 			}
 			return err
 		},
@@ -119,7 +120,7 @@ func effectClaimant(ttl time.Duration) (store.Claimant, error) {
 }
 
 // callEffect runs COMMAND in its own process group with ONCE_EFFECT_KEY set, forwarding SIGINT,
-// SIGTERM and SIGHUP; a non-zero exit is returned as exitCode.
+// SIGTERM and SIGHUP; a non-zero exit is returned as job.ExitError.
 func (a *app) callEffect(args []string, scope, key string) error {
 	env := append(os.Environ(), "ONCE_EFFECT_KEY="+key, "ONCE_EFFECT_SCOPE="+scope)
 	sigs := make(chan os.Signal, 1)
@@ -132,9 +133,9 @@ func (a *app) callEffect(args []string, scope, key string) error {
 		fmt.Fprintf(a.stderr, "once: %v\n", err)
 		switch {
 		case errors.Is(err, supervise.ErrNotFound):
-			return exitCode{ExitNotFound}
+			return job.ExitError{Code: ExitNotFound}
 		case errors.Is(err, supervise.ErrNotExecutable):
-			return exitCode{ExitNotExecutable}
+			return job.ExitError{Code: ExitNotExecutable}
 		}
 		return err
 	}
@@ -153,7 +154,7 @@ func (a *app) callEffect(args []string, scope, key string) error {
 		return err
 	}
 	if ex.Code != 0 {
-		return exitCode{ex.Code}
+		return job.ExitError{Code: ex.Code}
 	}
 	return nil
 }
