@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -193,5 +194,20 @@ func TestLostLeaseStopsTheCommand(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no lease_lost event")
+	}
+}
+
+// StartExit gives a shell's codes for a command that could not start.
+func TestStartExit(t *testing.T) {
+	for err, want := range map[error]int{
+		fmt.Errorf("x: %w", supervise.ErrNotFound):      job.ExitNotFound,
+		fmt.Errorf("x: %w", supervise.ErrNotExecutable): job.ExitNotExecutable,
+	} {
+		if code, ok := job.StartExit(err); !ok || code != want {
+			t.Errorf("%v: %d, %v; want %d", err, code, ok, want)
+		}
+	}
+	if _, ok := job.StartExit(errors.New("no /proc")); ok {
+		t.Error("another failure has a shell's code")
 	}
 }

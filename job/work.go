@@ -104,11 +104,8 @@ func (r *Runner) startFailed(err error) (int, error) {
 	} else {
 		r.log.Error("the command could not start", "err", err)
 	}
-	switch {
-	case errors.Is(err, supervise.ErrNotFound):
-		return ExitNotFound, nil
-	case errors.Is(err, supervise.ErrNotExecutable):
-		return ExitNotExecutable, nil
+	if code, ok := StartExit(err); ok {
+		return code, nil
 	}
 	return 0, err
 }
@@ -118,6 +115,18 @@ const (
 	ExitNotExecutable = 126
 	ExitNotFound      = 127
 )
+
+// StartExit is the exit code a shell gives a command that supervise could not start: 127 when it
+// was not found, 126 when it cannot be executed; ok is false for any other failure.
+func StartExit(err error) (code int, ok bool) {
+	switch {
+	case errors.Is(err, supervise.ErrNotFound):
+		return ExitNotFound, true
+	case errors.Is(err, supervise.ErrNotExecutable):
+		return ExitNotExecutable, true
+	}
+	return 0, false
+}
 
 func errString(err error) string {
 	if err == nil {

@@ -131,11 +131,8 @@ func (a *app) callEffect(args []string, scope, key string) error {
 		Shim: []string{"/proc/self/exe", supervise.ShimArg}})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "once: %v\n", err)
-		switch {
-		case errors.Is(err, supervise.ErrNotFound):
-			return job.ExitError{Code: ExitNotFound}
-		case errors.Is(err, supervise.ErrNotExecutable):
-			return job.ExitError{Code: ExitNotExecutable}
+		if code, ok := job.StartExit(err); ok {
+			return job.ExitError{Code: code}
 		}
 		return err
 	}
