@@ -12,7 +12,8 @@
 //  4. the work, whose context is cancelled when the lease is lost; then its outcome is recorded and
 //     the lease released (not before Options.MinHold).
 //
-// Slots come from package slot, stores from package store and its backends.
+// Slots come from package slot, stores from package store and its backends; package job runs a
+// command as the work.
 package once
 
 import (
