@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/once-run/once/slot"
@@ -27,9 +25,10 @@ const MaxCatchUpWindowSlots = 10000
 // run for every missed period, and the failed slot is tried again, first, by the next CatchUp.
 // A slot that fails is never marked done.
 //
-// Errors (wrapping ErrInvalid, nothing run): spec is not a --per or --schedule spec, window is
-// not positive, the window spans more than MaxCatchUpWindowSlots slots, or more than max missed
-// slots (the current one not counted) are due. The results are as for Sequence.
+// Errors (matching ErrInvalid, nothing run): spec is not a slot.KindPer or slot.KindSchedule spec,
+// window is not positive, max is negative; a *WindowError when the window spans more than
+// MaxCatchUpWindowSlots slots or more than max missed slots (the current one not counted) are
+// due. The results are as for Sequence.
 func CatchUp(ctx context.Context, o Options, spec slot.Spec, window time.Duration, max int, work Work) ([]Result, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
@@ -55,13 +54,13 @@ func DueSlots(ctx context.Context, o Options, spec slot.Spec, window time.Durati
 		return nil, err
 	}
 	if k := spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {
-		return nil, invalidf("catch-up needs a --per or --schedule spec: %s has no missed periods", noMissed(spec))
+		return nil, invalidf("CatchUp needs a slot.KindPer or slot.KindSchedule spec: %s has no missed periods", noMissed(spec))
 	}
 	if window <= 0 {
-		return nil, invalidf("--catch-up %s: give a positive window such as 6h, 3d or 2w", window)
+		return nil, invalidf("CatchUp's window %s is not positive", window)
 	}
 	if max < 0 {
-		return nil, invalidf("--catch-up-max %d is negative: give 0 or more", max)
+		return nil, invalidf("CatchUp's max %d is negative: give 0 or more", max)
 	}
 	now := o.Now()
 	cur := spec.At(now)
@@ -71,7 +70,7 @@ func DueSlots(ctx context.Context, o Options, spec slot.Spec, window time.Durati
 	rng, err := spec.Range(now.Add(-window).Add(time.Nanosecond), now, MaxCatchUpWindowSlots)
 	if err != nil {
 		if errors.Is(err, slot.ErrInvalid) {
-			return nil, invalidf("--catch-up %s spans more than %d slots of %s: shorten the window, or use once backfill", window, MaxCatchUpWindowSlots, spec)
+			return nil, &WindowError{Task: o.Task, Spec: spec, Window: window, Spans: true}
 		}
 		return nil, err
 	}
@@ -89,14 +88,37 @@ func DueSlots(ctx context.Context, o Options, spec slot.Spec, window time.Durati
 		}
 	}
 	if len(due) > max {
-		return nil, invalidf("catch-up would run %d missed slots of task %s (%s to %s), more than --catch-up-max %d: raise --catch-up-max, or run them with once backfill",
-			len(due), o.Task, due[0], due[len(due)-1], max)
+		return nil, &WindowError{Task: o.Task, Spec: spec, Window: window, Due: len(due), Max: max,
+			First: due[0], Last: due[len(due)-1]}
 	}
 	return append(due, cur), nil
 }
 
+// WindowError is a catch-up window refused for its size (it matches ErrInvalid); nothing ran.
+// Its fields let a caller say it in its own words (the once command names its flags).
+type WindowError struct {
+	Task   string
+	Spec   slot.Spec
+	Window time.Duration
+	// Spans: the window spans more than MaxCatchUpWindowSlots slots. Else Due missed slots,
+	// First to Last, are due, more than Max.
+	Spans       bool
+	Due, Max    int
+	First, Last string
+}
+
+func (e *WindowError) Error() string {
+	if e.Spans {
+		return fmt.Sprintf("CatchUp's window %s spans more than %d slots of %s", e.Window, MaxCatchUpWindowSlots, e.Spec)
+	}
+	return fmt.Sprintf("CatchUp would run %d missed slots of task %s (%s to %s), more than its max %d",
+		e.Due, e.Task, e.First, e.Last, e.Max)
+}
+
+func (e *WindowError) Is(target error) bool { return target == ErrInvalid }
+
 // noMissed names a spec that has no periods, for messages: "a task without a slot", "an explicit
-// --slot".
+// slot".
 func noMissed(spec slot.Spec) string {
 	if spec.Kind() == slot.KindSlot {
 		return "an explicit " + spec.String()
@@ -115,50 +137,4 @@ func Done(st store.SlotState) bool {
 		return r.As == store.Succeeded
 	}
 	return last.State == store.Succeeded
-}
-
-// MaxWindow is the longest catch-up window ParseWindow accepts.
-const MaxWindow = 10 * 366 * 24 * time.Hour
-
-// ParseWindow parses a catch-up window: a Go duration (90m, 36h), optionally preceded by a
-// whole number of weeks and/or days ("2w", "3d", "1d12h", "1w2d"). It must be positive and at
-// most MaxWindow. Errors wrap ErrInvalid.
-func ParseWindow(s string) (time.Duration, error) {
-	bad := func() (time.Duration, error) {
-		return 0, invalidf("--catch-up %q: give a window such as 6h, 3d, 1d12h or 2w", s)
-	}
-	rest := s
-	var d time.Duration
-	for _, u := range []struct {
-		suffix byte
-		unit   time.Duration
-	}{{'w', 7 * 24 * time.Hour}, {'d', 24 * time.Hour}} {
-		i := strings.IndexByte(rest, u.suffix)
-		if i < 0 {
-			continue
-		}
-		n, err := strconv.ParseUint(rest[:i], 10, 16)
-		if err != nil || i == 0 || rest[0] == '+' || n > 5000 {
-			return bad()
-		}
-		d += time.Duration(n) * u.unit
-		rest = rest[i+1:]
-	}
-	if rest != "" {
-		if rest[0] == '-' || rest[0] == '+' {
-			return bad()
-		}
-		x, err := time.ParseDuration(rest)
-		if err != nil {
-			return bad()
-		}
-		d += x
-	}
-	if d <= 0 {
-		return bad()
-	}
-	if d > MaxWindow {
-		return 0, invalidf("--catch-up %q is longer than 10 years", s)
-	}
-	return d, nil
 }

@@ -21,8 +21,8 @@ func TestHolderValidated(t *testing.T) {
 	s, _ := newStore(t)
 	for _, h := range []string{strings.Repeat("h", store.MaxHolderLen+1), "evil\x1b]0;pwned\x07", "two\nlines", "bad\xff"} {
 		_, err := once.Do(context.Background(), once.Options{Store: s, Task: "t", Holder: h}, ok)
-		if !errors.Is(err, once.ErrInvalid) || !errors.Is(err, store.ErrInvalid) || !strings.HasPrefix(err.Error(), "Holder ") {
-			t.Errorf("holder %q: %v, want ErrInvalid naming Holder", h, err)
+		if !errors.Is(err, once.ErrInvalid) || !errors.Is(err, store.ErrInvalid) || !strings.HasPrefix(err.Error(), "Options.Holder ") {
+			t.Errorf("holder %q: %v, want ErrInvalid naming Options.Holder", h, err)
 		}
 	}
 	if hist, _ := s.History(context.Background(), store.HistoryQuery{}); len(hist) != 0 {

@@ -12,13 +12,13 @@
 //  4. the work, whose context is cancelled when the lease is lost; then its outcome is recorded and
 //     the lease released (not before Options.MinHold).
 //
-// Slots come from package slot, stores from package store and its backends.
+// Slots come from package slot, stores from package store and its backends; package job runs a
+// command as the work.
 package once
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"log/slog"
 	"os"
@@ -26,9 +26,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/once-run/once/flock"
 	"github.com/once-run/once/lease"
 	"github.com/once-run/once/store"
 )
@@ -43,13 +40,13 @@ const (
 	PolicySkip   Policy = "skip"   // treat the slot as done
 )
 
-// ParsePolicy validates an --on-unknown value.
+// ParsePolicy validates a value for Options.OnUnknown.
 func ParsePolicy(s string) (Policy, error) {
 	switch p := Policy(s); p {
 	case PolicyReview, PolicyRerun, PolicySkip:
 		return p, nil
 	}
-	return "", invalidf("--on-unknown %q: use review, rerun or skip", s)
+	return "", invalidf("Options.OnUnknown %q: use review, rerun or skip", s)
 }
 
 // Options configures a guarded run.
@@ -251,27 +248,9 @@ func SequenceStream(ctx context.Context, o Options, slots iter.Seq[string], busy
 	return err
 }
 
-func newRunID() (string, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return "", fmt.Errorf("run id: %w", err)
-	}
-	return id.String(), nil
-}
-
-type guard struct {
-	o     Options
-	runID string
-	slot  string
-	log   *slog.Logger
-	// release: this attempt is the guard's last act under the lease, so its outcome may release
-	// the lease in the same write (store.Finisher) once Options.MinHold has passed.
-	release bool
-}
-
 func (o *Options) fill() error {
 	if o.Store == nil && o.Open == nil {
-		return invalidf("no store")
+		return invalidf("no store: set Options.Store or Options.Open")
 	}
 	if err := ValidateTask(o.Task); err != nil {
 		return err
@@ -279,17 +258,17 @@ func (o *Options) fill() error {
 	if o.Holder == "" {
 		o.Holder = DefaultHolder()
 	}
-	if err := store.CheckName("Holder", o.Holder, store.MaxHolderLen); err != nil {
+	if err := store.CheckName("Options.Holder", o.Holder, store.MaxHolderLen); err != nil {
 		return invalid(err)
 	}
 	if o.TTL == 0 {
 		o.TTL = 60 * time.Second
 	}
 	if o.TTL < 300*time.Millisecond {
-		return invalidf("ttl %s is too short: use at least 300ms (renewals happen every ttl/3)", o.TTL)
+		return invalidf("Options.TTL %s is too short: use at least 300ms (renewals happen every TTL/3)", o.TTL)
 	}
 	if o.MinHold < 0 || o.Wait < 0 || o.MaxAttempts < 0 {
-		return invalidf("negative min-hold, wait or max-attempts")
+		return invalidf("Options.MinHold, Wait and MaxAttempts must not be negative")
 	}
 	if o.OnUnknown == "" {
 		o.OnUnknown = PolicyReview
@@ -306,32 +285,6 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// DefaultHolder is "hostname:pid".
-func DefaultHolder() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "localhost"
-	}
-	return h + ":" + strconv.Itoa(os.Getpid())
-}
-
-// event records a skipped, busy or review event. A busy event is recorded lazily where the store
-// can (store.LazyRecorder): a launch that ran nothing does not wait for the disk to say so, and no
-// decision reads busy events; skipped and review events are durable (review decides Waiting).
-func (g *guard) event(ctx context.Context, kind store.State, token int64, attempt int, note string) {
-	e := store.Event{Task: g.o.Task, Slot: g.slot, Kind: kind, RunID: g.runID,
-		Holder: g.o.Holder, Token: token, Attempt: attempt, Note: store.Clip(note, store.MaxNoteLen)}
-	var err error
-	if lr, ok := g.o.Store.(store.LazyRecorder); ok && kind == store.Busy {
-		err = lr.RecordLazy(ctx, e)
-	} else {
-		err = g.o.Store.Record(ctx, e)
-	}
-	if err != nil {
-		g.log.Warn("could not record event", "event", string(kind), "err", err)
-	}
-}
-
 // open opens the store when only Options.Open was given.
 func (o *Options) open(ctx context.Context) error {
 	if o.Store != nil {
@@ -345,365 +298,11 @@ func (o *Options) open(ctx context.Context) error {
 	return nil
 }
 
-// sequence takes the local lock and the lease once, then decides and runs each slot in turn.
-// last is the last slot: busy events name it (for a catch-up, the current slot, as for a plain
-// run).
-func sequence(ctx context.Context, o Options, slots iter.Seq[string], last string, so SeqOptions, work Work) (rs []Result, err error) {
-	runID, err := newRunID()
-	if err != nil {
-		return nil, err
+// DefaultHolder is "hostname:pid".
+func DefaultHolder() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "localhost"
 	}
-	g := &guard{o: o, runID: runID, slot: last}
-	g.log = o.Logger.With("task", o.Task, "slot", g.slot, "run_id", runID, "holder", o.Holder)
-	busy := func(r Result) ([]Result, error) {
-		r.Slot = g.slot
-		if so.OnResult != nil {
-			so.OnResult(r)
-		}
-		return []Result{r}, nil
-	}
-
-	// 1. Local lock.
-	if o.LockDir != "" {
-		lk, err := flock.Acquire(ctx, o.LockDir, o.Task, o.Wait)
-		if err != nil && ctx.Err() != nil {
-			return nil, fmt.Errorf("interrupted while waiting for the local lock: %w", context.Cause(ctx))
-		}
-		if errors.Is(err, flock.ErrBusy) {
-			if err := g.o.open(ctx); err != nil {
-				return nil, err
-			}
-			reason := "another once on this machine holds the task's lock"
-			g.log.Info("busy", "reason", reason)
-			g.event(ctx, store.Busy, 0, 0, reason)
-			return busy(Result{Decision: Busy, Reason: reason})
-		}
-		if err != nil {
-			return nil, fmt.Errorf("local lock: %w", err)
-		}
-		defer lk.Release()
-	}
-
-	if err := o.open(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("interrupted while opening the store: %w", context.Cause(ctx))
-		}
-		return nil, err
-	}
-	g.o.Store = o.Store
-
-	// 2. Lease, held for every slot of the sequence; with the attempts earlier holders left running
-	// and the first slot's state read in the same step when the store can (store.Starter).
-	req := store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: runID, TTL: o.TTL}
-	var started *store.Started
-	take := func(ctx context.Context) (store.Lease, error) { return o.Store.Acquire(ctx, req) }
-	if st, ok := o.Store.(store.Starter); ok && so.first != nil {
-		take = func(ctx context.Context) (store.Lease, error) {
-			r, err := st.Start(ctx, req, *so.first)
-			if err != nil {
-				return store.Lease{}, err
-			}
-			started = &r
-			return r.Lease, nil
-		}
-	}
-	ls, err := lease.Take(ctx, o.Store, o.TTL, o.Wait, take)
-	if err != nil && ctx.Err() != nil {
-		// Cancelled (a signal, in the CLI) while waiting or connecting: not busy, interrupted.
-		return nil, fmt.Errorf("interrupted while taking the lease: %w", context.Cause(ctx))
-	}
-	var be *store.BusyError
-	if errors.As(err, &be) {
-		reason := fmt.Sprintf("held by %s (token %d, run %s) until %s", be.Lease.Holder, be.Lease.Token,
-			be.Lease.RunID, be.Lease.Expires.UTC().Format(time.RFC3339))
-		g.log.Info("busy", "reason", reason)
-		g.event(ctx, store.Busy, 0, 0, reason)
-		return busy(Result{Decision: Busy, Holder: &be.Lease, Reason: reason})
-	}
-	if err != nil {
-		return nil, err
-	}
-	token := ls.Token()
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if rerr := ls.Release(rctx); rerr != nil {
-			g.log.Warn("could not release the lease; it will expire by itself", "token", token, "err", rerr)
-		}
-	}()
-
-	// 3. Attempts left running by holders whose leases are gone are unknown now.
-	var abandoned []store.Attempt
-	if started != nil {
-		abandoned = started.Abandoned
-	} else if abandoned, err = o.Store.Abandon(ctx, o.Task, token); err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
-	}
-	for _, a := range abandoned {
-		g.log.Warn("previous attempt's holder vanished; its outcome is unknown", "token", token,
-			"prev_slot", a.Slot, "prev_run_id", a.RunID, "prev_holder", a.Holder, "prev_token", a.Token)
-	}
-
-	var firstStart time.Time
-	i := -1
-	for sl := range slots {
-		if i++; i > 0 {
-			if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
-				return rs, fmt.Errorf("interrupted before slot %s: %w", sl, err)
-			}
-			if runID, err = newRunID(); err != nil {
-				return rs, err
-			}
-		}
-		sg := &guard{o: o, runID: runID, slot: sl, release: so.single}
-		sg.log = o.Logger.With("task", o.Task, "slot", sl, "run_id", runID, "holder", o.Holder, "token", token)
-		var read *store.SlotState
-		if i == 0 && started != nil && sl == *so.first {
-			read = &started.Slot
-		}
-		r, began, err := sg.attempt(ctx, ls, read, so.Quiet && !(so.loudLast && sl == last), work)
-		if err != nil {
-			return rs, err
-		}
-		r.Slot = sl
-		if i == 0 {
-			r.Abandoned = abandoned
-		}
-		if firstStart.IsZero() && !began.IsZero() {
-			firstStart = began
-		}
-		if !so.discard {
-			rs = append(rs, r)
-		}
-		if so.OnResult != nil {
-			so.OnResult(r)
-		}
-		if r.Decision == Busy || r.RecordErr != nil || ls.Err() != nil {
-			break
-		}
-		if !so.KeepGoing && (r.Decision == Review || r.Decision == Ran && r.Attempt.State != store.Succeeded) {
-			break
-		}
-	}
-
-	// 5. Min-hold, then release (deferred).
-	if !firstStart.IsZero() {
-		if hold := o.MinHold - time.Since(firstStart); hold > 0 {
-			select {
-			case <-time.After(hold):
-			case <-ls.Lost():
-			case <-ctx.Done():
-			}
-		}
-	}
-	return rs, nil
-}
-
-// attempt decides one slot under the held lease and runs the work when the ledger says so. read
-// is the slot's state when it was read as the lease was taken (store.Starter), else nil. It
-// returns the local instant the work started (zero when it did not run).
-func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotState, quiet bool, work Work) (res Result, started time.Time, err error) {
-	o, log, token := g.o, g.log, ls.Token()
-	var st store.SlotState
-	if read != nil {
-		st = *read
-	} else if st, err = o.Store.Slot(ctx, o.Task, g.slot); err != nil {
-		return Result{}, started, fmt.Errorf("ledger: %w", err)
-	}
-	run := &Run{Task: o.Task, Slot: g.slot, RunID: g.runID, Holder: o.Holder, Token: token,
-		Attempt: 1, Checkpoint: st.Checkpoint, lease: ls}
-	if g.slot == "" {
-		run.IdempotencyKey = g.runID
-	} else {
-		run.IdempotencyKey = o.Task + "/" + g.slot
-	}
-	if last := st.Last; last != nil {
-		run.Attempt = last.Number + 1
-		if last.State == store.Failed || last.State == store.Unknown {
-			run.Previous = last.State
-		}
-		if g.slot != "" {
-			if d, reason := g.decide(st); d != Ran {
-				switch d {
-				case Skipped:
-					if quiet {
-						log.Debug("skipped", "reason", reason, "attempt", last.Number)
-						break
-					}
-					log.Info("skipped", "reason", reason, "attempt", last.Number)
-					g.event(ctx, store.Skipped, token, last.Number, reason)
-				case Review:
-					args := []any{"reason", reason, "attempt", last.Number}
-					if o.ResolveHint != nil {
-						args = append(args, "rerun_with", o.ResolveHint(g.slot))
-					}
-					log.Warn("needs review", args...)
-					g.event(ctx, store.Review, token, last.Number, reason)
-				}
-				return Result{Decision: d, Attempt: last, Reason: reason}, started, nil
-			}
-		}
-	}
-
-	// 4. Work: prepared first, so that work which cannot start costs no attempt.
-	if o.Prepare != nil {
-		if err := o.Prepare(ctx, run); err != nil {
-			return Result{}, started, fmt.Errorf("%w: %w", ErrNotStarted, err)
-		}
-	}
-	att, err := o.Store.Begin(ctx, store.Attempt{Task: o.Task, Slot: g.slot, RunID: g.runID, Number: run.Attempt,
-		Holder: o.Holder, Token: token, State: store.Running})
-	if err != nil {
-		if errors.Is(err, store.ErrNotHeld) {
-			reason := "lost the lease before starting"
-			log.Info("busy", "reason", reason)
-			return Result{Decision: Busy, Reason: reason}, started, nil
-		}
-		return Result{}, started, fmt.Errorf("ledger: begin attempt: %w", err)
-	}
-	started = time.Now()
-	log = log.With("attempt", run.Attempt)
-	log.Info("start", "previous", string(run.Previous))
-
-	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case <-ls.Lost():
-			cancel(ls.Err())
-		case <-wctx.Done():
-		}
-	}()
-	werr := work(wctx, run)
-	cancel(nil)
-
-	// Outcome.
-	out := store.Outcome{State: store.Succeeded}
-	code := 0
-	var ec ExitCoder
-	switch {
-	case werr == nil:
-	case errors.As(werr, &ec):
-		code = ec.ExitCode()
-		if code != 0 {
-			out.State = store.Failed
-		}
-	default:
-		code, out.State, out.Note = 1, store.Failed, werr.Error()
-	}
-	out.ExitCode = &code
-	if lerr := ls.Err(); lerr != nil {
-		out.Note = joinNote(out.Note, lerr.Error())
-		if out.State != store.Succeeded {
-			// The work was stopped because the lease was lost: it may have done all, some or none
-			// of its effects, so running the slot again is the unknown policy's call, not a retry.
-			out.State = store.Unknown
-			out.Note = joinNote(out.Note, "stopped because the lease was lost; whether the work happened is unknown")
-		}
-	}
-	out.Note = store.Clip(out.Note, store.MaxNoteLen) // a work error's text may be anything
-	res = Result{Decision: Ran, Attempt: &att, WorkErr: werr}
-	fin, ferr := g.finish(ctx, ls, out, g.release && time.Since(started) >= o.MinHold)
-	if ferr != nil {
-		res.RecordErr = ferr
-		att.State = store.Running
-		log.Error("end: outcome NOT recorded; the next holder will see this attempt as unknown",
-			"state", string(out.State), "exit_code", code, "duration", time.Since(started).Round(time.Millisecond).String(), "err", ferr)
-		return res, started, nil
-	}
-	res.Attempt = &fin
-	lvl := slog.LevelInfo
-	if fin.State != store.Succeeded {
-		lvl = slog.LevelWarn
-	}
-	log.Log(ctx, lvl, "end", "state", string(fin.State), "exit_code", code,
-		"duration", time.Since(started).Round(time.Millisecond).String(), "records", fin.Records)
-	return res, started, nil
-}
-
-// finish records the outcome, retrying a store that is briefly unavailable while the lease holds.
-// With release, and a store that can (store.Finisher), the same write releases the lease.
-func (g *guard) finish(ctx context.Context, ls *lease.Lease, out store.Outcome, release bool) (store.Attempt, error) {
-	ctx = context.WithoutCancel(ctx)
-	fr, ok := g.o.Store.(store.Finisher)
-	release = release && ok
-	for {
-		fctx, cancel := context.WithDeadline(ctx, ls.Deadline())
-		var a store.Attempt
-		var err error
-		if release {
-			if a, err = fr.FinishRelease(fctx, g.runID, ls.Info(), out); err == nil {
-				ls.Released()
-			}
-		} else {
-			a, err = g.o.Store.Finish(fctx, g.runID, ls.Token(), out)
-		}
-		cancel()
-		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Until(ls.Deadline()) < 0 {
-			return a, err
-		}
-		select {
-		case <-ls.Lost():
-			return a, err
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// decide applies the slot policy to a slot that has a last attempt.
-func (g *guard) decide(st store.SlotState) (Decision, string) {
-	last := st.Last
-	if r := last.Resolution; r != nil {
-		if r.As == store.Succeeded {
-			return Skipped, fmt.Sprintf("resolved as succeeded by %s", r.By)
-		}
-		return Ran, ""
-	}
-	switch last.State {
-	case store.Succeeded:
-		return Skipped, fmt.Sprintf("slot already succeeded (attempt %d, run %s)", last.Number, last.RunID)
-	case store.Unknown:
-		switch g.o.OnUnknown {
-		case PolicySkip:
-			return Skipped, "last attempt's outcome is unknown and --on-unknown is skip"
-		case PolicyRerun:
-			return g.budget(st)
-		}
-		return Review, fmt.Sprintf("attempt %d's outcome is unknown (its holder %s vanished)", last.Number, last.Holder)
-	case store.Failed:
-		if st.Waiting {
-			return Review, fmt.Sprintf("attempt %d failed and the slot waits for review", last.Number)
-		}
-		return g.budget(st)
-	}
-	return Review, fmt.Sprintf("attempt %d is in state %s", last.Number, last.State)
-}
-
-func (g *guard) budget(st store.SlotState) (Decision, string) {
-	if g.o.MaxAttempts > 0 && st.Failures >= g.o.MaxAttempts {
-		return Review, fmt.Sprintf("%d failed attempts, --max-attempts is %d", st.Failures, g.o.MaxAttempts)
-	}
-	return Ran, ""
-}
-
-func joinNote(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
-}
-
-// Decide says what a guarded run of o.Slot would do given the slot's ledger state st, without
-// taking the lease: Ran (run it), Skipped or Review, with the reason. Dry runs use it; the guard
-// itself decides again under the lease.
-func Decide(o Options, st store.SlotState) (Decision, string, error) {
-	if err := o.fill(); err != nil {
-		return "", "", err
-	}
-	if st.Last == nil || o.Slot == "" {
-		return Ran, "", nil
-	}
-	g := &guard{o: o, slot: o.Slot}
-	d, reason := g.decide(st)
-	return d, reason, nil
+	return h + ":" + strconv.Itoa(os.Getpid())
 }

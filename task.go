@@ -3,7 +3,6 @@ package once
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +38,7 @@ const MaxTaskLen = 200
 // ValidateTask checks a task name: 1–200 characters of A-Z a-z 0-9 . _ : @ / -.
 func ValidateTask(name string) error {
 	if name == "" {
-		return invalidf("task name is empty: give --task NAME (letters, digits and . _ : @ / -)")
+		return invalidf("task name is empty: set Options.Task (letters, digits and . _ : @ / -)")
 	}
 	if len(name) > MaxTaskLen {
 		return invalidf("task name is %d characters long: use at most %d", len(name), MaxTaskLen)
@@ -59,6 +58,10 @@ func ValidateTask(name string) error {
 	return nil
 }
 
+// Home and LockDir are the once command's state layout, not the guard's (a Go program chooses its
+// own Options.LockDir): they move to internal/cli as soon as internal/cli/doctor.go, changed
+// elsewhere at the same time, stops calling them.
+
 // Home is once's state directory: $ONCE_HOME, else $XDG_STATE_HOME/once, else ~/.local/state/once;
 // /var/lib/once for root.
 func Home() (string, error) {
@@ -76,12 +79,6 @@ func Home() (string, error) {
 		return "", invalidf("cannot find a home directory for once's state: set ONCE_HOME")
 	}
 	return filepath.Join(home, ".local", "state", "once"), nil
-}
-
-// DefaultStore is the DSN of the embedded store under home, its path percent-encoded where a DSN
-// needs it ('%', '?', '#', spaces), so that any directory name gives the file it names.
-func DefaultStore(home string) string {
-	return "sqlite://" + (&url.URL{Path: filepath.Join(home, "once.db")}).EscapedPath()
 }
 
 // LockDir is the directory of the kernel file locks under home.

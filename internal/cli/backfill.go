@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/job"
 	"github.com/once-run/once/slot"
 	"github.com/once-run/once/store"
 )
@@ -186,17 +187,16 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 	if err != nil {
 		return err
 	}
-	ctx, stop := rn.handleSignals(ctx)
+	ctx, stop := rn.job.HandleSignals(ctx)
 	defer stop()
-	defer rn.finish()
-	rn.adopt()
+	defer rn.job.Close()
+	job.Adopt(rn.log)
 	s, dsn, err := a.open(ctx)
 	if err != nil {
 		return rn.interrupted(ctx, err)
 	}
 	defer s.Close()
 	rn.dsn = dsn
-	defer rn.cancelPending()
 	opts := rn.options(s)
 	if f.dryRun {
 		return a.backfillPlan(ctx, s, opts, slots)
@@ -217,9 +217,8 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 		fmt.Fprintf(a.stderr, "once: backfill of task %s: no slot of %s starts in the range\n", f.task, rn.spec)
 		return nil
 	}
-	err = once.SequenceStream(ctx, opts, slots.values(), slots.last, once.SeqOptions{KeepGoing: f.keepGoing, Quiet: true, OnResult: func(r once.Result) {
+	err = rn.job.SequenceStream(ctx, opts, slots.values(), slots.last, once.SeqOptions{KeepGoing: f.keepGoing, Quiet: true, OnResult: func(r once.Result) {
 		done++
-		rn.notifyResult(r)
 		what := string(r.Decision)
 		if r.Decision == once.Ran {
 			what = string(r.Attempt.State)
@@ -237,7 +236,7 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 			}
 			fmt.Fprintf(a.stderr, "once: backfill [%d/%d] %s: %s\n", done, n, r.Slot, cell(line))
 		}
-	}}, rn.work)
+	}})
 	if err != nil {
 		return rn.notStarted(rn.interrupted(ctx, err))
 	}

@@ -1,5 +1,5 @@
 // Package cli is the once command line: flags, output and exit codes. Deciding whether to run lives
-// in package once; running processes lives in package supervise.
+// in package once; running a command as the guarded work lives in package job.
 package cli
 
 import (
@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -170,7 +172,13 @@ func (a *app) dsn() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return once.DefaultStore(home), nil
+	return defaultStore(home), nil
+}
+
+// defaultStore is the DSN of the embedded store under home, its path percent-encoded where a DSN
+// needs it ('%', '?', '#', spaces), so that any directory name gives the file it names.
+func defaultStore(home string) string {
+	return "sqlite://" + (&url.URL{Path: filepath.Join(home, "once.db")}).EscapedPath()
 }
 
 // open opens the store the flags name. The DSN it returns is the one given (see dsn).

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/job"
 	"github.com/once-run/once/store"
 )
 
@@ -105,6 +106,8 @@ func lastLine(s string) string {
 	return s
 }
 
+// drill launches the run twice at once and once more after, reads what each did from history,
+// runs the check, and judges: PASS (nil) or FAIL (exit 1).
 func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args []string) error {
 	if _, err := a.validate(&f.runFlags, args, "drill"); err != nil {
 		return err
@@ -126,7 +129,47 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 	if err := store.CheckName("--holder", drillHolderPrefix+"3/"+base, store.MaxHolderLen); err != nil {
 		return usage("%v (once drill adds %q to it)", err, drillHolderPrefix+"N/")
 	}
-	// The children get every run flag given here, the store resolved, and their own holder.
+	self, err := os.Executable()
+	if err != nil {
+		self = "/proc/self/exe"
+	}
+	ln := &launcher{a: a, ctx: ctx, self: self, fwd: forwardedFlags(fs), args: args, dsn: dsn, base: base}
+	launches, err := ln.launchAll()
+	if err != nil {
+		return err
+	}
+	if err := traceLaunches(ctx, s, f.task, launches); err != nil {
+		return err
+	}
+
+	// Report.
+	w := a.stdout
+	slotDesc := drillSlot(f, launches)
+	fmt.Fprintf(w, "once drill: task %s, %s, store %s\n", f.task, slotDesc, store.Redact(dsn))
+	for _, l := range launches {
+		kind, detail := l.outcome()
+		when := "at the same moment"
+		if l.n == 3 {
+			when = "after both ended"
+		}
+		fmt.Fprintf(w, "  launch %d (%s): %-7s exit %d, %s: %s\n", l.n, when, kind, l.code, l.dur.Round(time.Millisecond), detail)
+	}
+	ran, fails, warns := judgeLaunches(f, launches)
+	if f.check != "" {
+		slotVal := "" // for "no slot"
+		if v, ok := strings.CutPrefix(slotDesc, "slot "); ok {
+			slotVal = v
+		}
+		if code := a.drillCheck(ctx, f, slotVal, dsn); code != 0 {
+			fails = append(fails, fmt.Sprintf("the check exited %d", code))
+		}
+	}
+	return a.drillVerdict(ran, fails, warns, f.check != "")
+}
+
+// forwardedFlags are the run flags the drill was given, for its launches: all but the drill's
+// own, the holder (each launch has its own) and the store (by environment, see launcher.start).
+func forwardedFlags(fs *pflag.FlagSet) []string {
 	var fwd []string
 	fs.Visit(func(fl *pflag.Flag) {
 		switch fl.Name {
@@ -135,62 +178,80 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 		}
 		fwd = append(fwd, "--"+fl.Name+"="+fl.Value.String())
 	})
-	self, err := os.Executable()
-	if err != nil {
-		self = "/proc/self/exe"
-	}
-	start := func(n int) (*exec.Cmd, *launch, *bytes.Buffer) {
-		l := &launch{n: n, holder: fmt.Sprintf("%s%d/%s", drillHolderPrefix, n, base)}
-		// The store goes by environment, not argv: ps shows argv to every local user.
-		cargs := append([]string{"run", "--log-format", a.logFormat, "--holder", l.holder}, fwd...)
-		cmd := exec.CommandContext(ctx, self, append(append(cargs, "--"), args...)...)
-		var se bytes.Buffer
-		cmd.Stdout, cmd.Stderr = a.rawStdout, &se
-		cmd.Env = append(withoutOnceVars(os.Environ()), a.storeEnv(dsn)...)
-		return cmd, l, &se
-	}
-	wait := func(cmd *exec.Cmd, l *launch, se *bytes.Buffer, t0 time.Time) {
-		err := cmd.Wait()
-		l.dur = time.Since(t0)
-		l.stderr = se.String()
-		l.code = cmd.ProcessState.ExitCode()
-		if err != nil && cmd.ProcessState == nil {
-			l.code, l.stderr = -1, err.Error()
-		}
-	}
-	var launches []*launch
-	var wg sync.WaitGroup
-	type started struct {
-		cmd *exec.Cmd
-		l   *launch
-		se  *bytes.Buffer
-	}
-	var pair []started
-	for n := 1; n <= 2; n++ {
-		cmd, l, se := start(n)
-		pair = append(pair, started{cmd, l, se})
-		launches = append(launches, l)
-	}
+	return fwd
+}
+
+// launcher starts the drill's launches: this binary's `once run` with the forwarded flags, its
+// own holder, the store by environment.
+type launcher struct {
+	a    *app
+	ctx  context.Context
+	self string // this binary
+	fwd  []string
+	args []string // COMMAND [ARG...]
+	dsn  string
+	base string // the holder each launch's own is made from: drill-N/BASE
+}
+
+// started is a launch on its way.
+type started struct {
+	cmd *exec.Cmd
+	l   *launch
+	se  *bytes.Buffer
+}
+
+// launchAll makes launches 1 and 2 back to back — the same moment, as a double trigger would —
+// and launch 3 once both have ended.
+func (ln *launcher) launchAll() ([]*launch, error) {
+	pair := []started{ln.prepare(1), ln.prepare(2)}
 	t0 := time.Now()
-	for _, p := range pair { // back to back: the same moment, as a double trigger would
+	for _, p := range pair {
 		if err := p.cmd.Start(); err != nil {
-			return fmt.Errorf("drill: start launch %d: %w", p.l.n, err)
+			return nil, fmt.Errorf("drill: start launch %d: %w", p.l.n, err)
 		}
 	}
+	var wg sync.WaitGroup
 	for _, p := range pair {
 		wg.Add(1)
-		go func() { defer wg.Done(); wait(p.cmd, p.l, p.se, t0) }()
+		go func() { defer wg.Done(); p.wait(t0) }()
 	}
 	wg.Wait()
-	cmd, l3, se := start(3)
-	launches = append(launches, l3)
+	third := ln.prepare(3)
 	t3 := time.Now()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("drill: start launch 3: %w", err)
+	if err := third.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("drill: start launch 3: %w", err)
 	}
-	wait(cmd, l3, se, t3)
+	third.wait(t3)
+	return []*launch{pair[0].l, pair[1].l, third.l}, nil
+}
 
-	hist, err := s.History(ctx, store.HistoryQuery{Task: f.task, Limit: 200})
+// prepare makes launch n's command, not started.
+func (ln *launcher) prepare(n int) started {
+	a := ln.a
+	l := &launch{n: n, holder: fmt.Sprintf("%s%d/%s", drillHolderPrefix, n, ln.base)}
+	// The store goes by environment, not argv: ps shows argv to every local user.
+	cargs := append([]string{"run", "--log-format", a.logFormat, "--holder", l.holder}, ln.fwd...)
+	cmd := exec.CommandContext(ln.ctx, ln.self, append(append(cargs, "--"), ln.args...)...)
+	var se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = a.rawStdout, &se
+	cmd.Env = append(job.Environ(), a.storeEnv(ln.dsn)...)
+	return started{cmd, l, &se}
+}
+
+// wait waits for the launch to end and notes its exit, stderr and duration since t0.
+func (p started) wait(t0 time.Time) {
+	err := p.cmd.Wait()
+	p.l.dur = time.Since(t0)
+	p.l.stderr = p.se.String()
+	p.l.code = p.cmd.ProcessState.ExitCode()
+	if err != nil && p.cmd.ProcessState == nil {
+		p.l.code, p.l.stderr = -1, err.Error()
+	}
+}
+
+// traceLaunches gives each launch its entries of the task's history, oldest first.
+func traceLaunches(ctx context.Context, s store.Store, task string, launches []*launch) error {
+	hist, err := s.History(ctx, store.HistoryQuery{Task: task, Limit: 200})
 	if err != nil {
 		return err
 	}
@@ -201,39 +262,39 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 			}
 		}
 	}
+	return nil
+}
 
-	// Report.
-	w := a.stdout
-	slotDesc := "no slot"
+// drillSlot names the slot the launches used: "slot VALUE", or "no slot".
+func drillSlot(f *drillFlags, launches []*launch) string {
+	desc := "no slot"
 	switch {
 	case f.slot != "":
-		slotDesc = "slot " + f.slot
+		desc = "slot " + f.slot
 	case f.per != "" || f.schedule != "":
 		for _, l := range launches {
 			for _, e := range l.entries {
 				if e.Slot != "" {
-					slotDesc = "slot " + e.Slot
+					desc = "slot " + e.Slot
 				}
 			}
 		}
 	}
-	fmt.Fprintf(w, "once drill: task %s, %s, store %s\n", f.task, slotDesc, store.Redact(dsn))
-	var fails, warns []string
-	ran := map[int]string{}
+	return desc
+}
+
+// judgeLaunches holds the launches to the drill's rules: ran maps each launch that ran to what
+// it did; fails and warns are the lines to print.
+func judgeLaunches(f *drillFlags, launches []*launch) (ran map[int]string, fails, warns []string) {
+	ran = map[int]string{}
 	for _, l := range launches {
-		kind, detail := l.outcome()
-		when := "at the same moment"
-		if l.n == 3 {
-			when = "after both ended"
-		}
-		fmt.Fprintf(w, "  launch %d (%s): %-7s exit %d, %s: %s\n", l.n, when, kind, l.code, l.dur.Round(time.Millisecond), detail)
-		if kind == "ran" {
+		switch kind, detail := l.outcome(); kind {
+		case "ran":
 			ran[l.n] = detail
 			if !strings.HasSuffix(detail, "succeeded, exit 0") {
 				fails = append(fails, fmt.Sprintf("launch %d: COMMAND did not succeed (%s); fix it before the drill can vouch for it", l.n, detail))
 			}
-		}
-		if kind == "unknown" {
+		case "unknown":
 			fails = append(fails, fmt.Sprintf("launch %d left no trace in history (exit %d)", l.n, l.code))
 		}
 	}
@@ -260,31 +321,35 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 	if len(ran) == 0 {
 		warns = append(warns, "nothing ran (the slot was already done or needs review): the drill saw no block; drill on a fresh slot, e.g. --slot drill-"+time.Now().UTC().Format("20060102T150405"))
 	}
-	if f.check != "" {
-		cmd := exec.CommandContext(ctx, "sh", "-c", f.check)
-		slotVal := ""
-		if strings.HasPrefix(slotDesc, "slot ") {
-			slotVal = strings.TrimPrefix(slotDesc, "slot ")
-		}
-		cmd.Env = append(append(withoutOnceVars(os.Environ()), "ONCE_TASK="+f.task, "ONCE_SLOT="+slotVal), a.storeEnv(dsn)...)
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if err != nil {
-			code = -1
-			if cmd.ProcessState != nil {
-				code = cmd.ProcessState.ExitCode()
-			}
-		}
-		fmt.Fprintf(w, "  check (sh -c %s): exit %d\n", shellQuote(f.check), code)
-		for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-			if line != "" {
-				fmt.Fprintf(w, "    | %s\n", line)
-			}
-		}
-		if code != 0 {
-			fails = append(fails, fmt.Sprintf("the check exited %d", code))
+	return ran, fails, warns
+}
+
+// drillCheck runs --check with sh -c, prints its exit and output, and returns its exit code (-1
+// when it could not run).
+func (a *app) drillCheck(ctx context.Context, f *drillFlags, slotVal, dsn string) int {
+	w := a.stdout
+	cmd := exec.CommandContext(ctx, "sh", "-c", f.check)
+	cmd.Env = append(append(job.Environ(), "ONCE_TASK="+f.task, "ONCE_SLOT="+slotVal), a.storeEnv(dsn)...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if err != nil {
+		code = -1
+		if cmd.ProcessState != nil {
+			code = cmd.ProcessState.ExitCode()
 		}
 	}
+	fmt.Fprintf(w, "  check (sh -c %s): exit %d\n", shellQuote(f.check), code)
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		if line != "" {
+			fmt.Fprintf(w, "    | %s\n", line)
+		}
+	}
+	return code
+}
+
+// drillVerdict prints the warnings and PASS, or the failures and FAIL (exit 1).
+func (a *app) drillVerdict(ran map[int]string, fails, warns []string, checked bool) error {
+	w := a.stdout
 	for _, m := range warns {
 		fmt.Fprintf(w, "WARNING: %s\n", m)
 	}
@@ -295,6 +360,6 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 		fmt.Fprintf(w, "FAIL: %d of 3 launches ran\n", len(ran))
 		return exit(1, "")
 	}
-	fmt.Fprintf(w, "PASS: %d of 3 launches ran; the others were blocked or skipped%s\n", len(ran), map[bool]string{true: "; check passed", false: ""}[f.check != ""])
+	fmt.Fprintf(w, "PASS: %d of 3 launches ran; the others were blocked or skipped%s\n", len(ran), map[bool]string{true: "; check passed", false: ""}[checked])
 	return nil
 }

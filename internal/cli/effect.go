@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/once-run/once/effect"
+	"github.com/once-run/once/job"
 	"github.com/once-run/once/keys"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/supervise"
@@ -61,41 +62,7 @@ Inside once run the claim belongs to the run (gone when its lease ends). Outside
 			if claimTTL < time.Second {
 				return usage("--claim-ttl %s: give at least 1s, longer than the call can take", claimTTL)
 			}
-			cl, err := effectClaimant(claimTTL)
-			if err != nil {
-				return err
-			}
-			ks, closeStore, err := a.keysStore(c.Context())
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			var rec effect.Reconciler
-			if reconcile != "" {
-				rec = effect.ReconcilerFunc(func(ctx context.Context, scope, key string) (bool, error) {
-					return a.reconcile(ctx, reconcile, scope, key)
-				})
-			}
-			out, err := effect.Do(c.Context(), ks, scope, key, cl, func(ctx context.Context) error {
-				return a.callEffect(args, scope, key)
-			}, rec)
-			switch {
-			case out == effect.AlreadyDone || out == effect.Reconciled:
-				fmt.Fprintf(a.stderr, "once: effect %q in scope %q already happened (%s); not calling\n", key, scope, out)
-				return nil
-			case errors.Is(err, effect.ErrUnknown):
-				redo := "once effect --key " + shellQuote(key) + " --scope " + shellQuote(scope)
-				fmt.Fprintf(a.stderr, "once: %v\n", err)
-				fmt.Fprintf(a.stderr, "once: check downstream, then:  %s --reconcile 'exit 0' -- …  (it happened)  or  --reconcile 'exit 1' (call again)\n", redo)
-				return exit(ExitReview, "")
-			case errors.Is(err, effect.ErrInFlight):
-				return exit(ExitBusy, "%v", err)
-			}
-			var ec exitCode
-			if out == effect.Failed && errors.As(err, &ec) {
-				return exit(ec.code, "") // COMMAND's own status; the claim was released
-			}
-			return err
+			return a.effect(c.Context(), args, scope, key, reconcile, claimTTL)
 		},
 	}
 	c.Flags().StringVar(&key, "key", "", "the effect's key, e.g. invoice-42 (required)")
@@ -104,6 +71,46 @@ Inside once run the claim belongs to the run (gone when its lease ends). Outside
 	durationVar(c.Flags(), &claimTTL, "claim-ttl", 10*time.Minute, maxClaimTTL, "outside once run: how long the claim lasts; must outlast the call")
 	_ = c.MarkFlagRequired("key")
 	return c
+}
+
+// effect calls COMMAND (args) for key in scope unless it was done, and maps the outcome to once
+// effect's exit.
+func (a *app) effect(ctx context.Context, args []string, scope, key, reconcile string, claimTTL time.Duration) error {
+	cl, err := effectClaimant(claimTTL)
+	if err != nil {
+		return err
+	}
+	ks, closeStore, err := a.keysStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	var rec effect.Reconciler
+	if reconcile != "" {
+		rec = effect.ReconcilerFunc(func(ctx context.Context, scope, key string) (bool, error) {
+			return a.reconcile(ctx, reconcile, scope, key)
+		})
+	}
+	out, err := effect.Do(ctx, ks, scope, key, cl, func(ctx context.Context) error {
+		return a.callEffect(args, scope, key)
+	}, rec)
+	switch {
+	case out == effect.AlreadyDone || out == effect.Reconciled:
+		fmt.Fprintf(a.stderr, "once: effect %q in scope %q already happened (%s); not calling\n", key, scope, out)
+		return nil
+	case errors.Is(err, effect.ErrUnknown):
+		redo := "once effect --key " + shellQuote(key) + " --scope " + shellQuote(scope)
+		fmt.Fprintf(a.stderr, "once: %v\n", err)
+		fmt.Fprintf(a.stderr, "once: check downstream, then:  %s --reconcile 'exit 0' -- …  (it happened)  or  --reconcile 'exit 1' (call again)\n", redo)
+		return exit(ExitReview, "")
+	case errors.Is(err, effect.ErrInFlight):
+		return exit(ExitBusy, "%v", err)
+	}
+	var ec job.ExitError
+	if out == effect.Failed && errors.As(err, &ec) {
+		return exit(ec.Code, "") // COMMAND's own status; the claim was released
+	}
+	return err
 }
 
 // effectClaimant is the current run (inside once run) or a fresh expiring claim.
@@ -119,7 +126,7 @@ func effectClaimant(ttl time.Duration) (store.Claimant, error) {
 }
 
 // callEffect runs COMMAND in its own process group with ONCE_EFFECT_KEY set, forwarding SIGINT,
-// SIGTERM and SIGHUP; a non-zero exit is returned as exitCode.
+// SIGTERM and SIGHUP; a non-zero exit is returned as job.ExitError.
 func (a *app) callEffect(args []string, scope, key string) error {
 	env := append(os.Environ(), "ONCE_EFFECT_KEY="+key, "ONCE_EFFECT_SCOPE="+scope)
 	sigs := make(chan os.Signal, 1)
@@ -130,11 +137,8 @@ func (a *app) callEffect(args []string, scope, key string) error {
 		Shim: []string{"/proc/self/exe", supervise.ShimArg}})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "once: %v\n", err)
-		switch {
-		case errors.Is(err, supervise.ErrNotFound):
-			return exitCode{ExitNotFound}
-		case errors.Is(err, supervise.ErrNotExecutable):
-			return exitCode{ExitNotExecutable}
+		if code, ok := job.StartExit(err); ok {
+			return job.ExitError{Code: code}
 		}
 		return err
 	}
@@ -153,7 +157,7 @@ func (a *app) callEffect(args []string, scope, key string) error {
 		return err
 	}
 	if ex.Code != 0 {
-		return exitCode{ex.Code}
+		return job.ExitError{Code: ex.Code}
 	}
 	return nil
 }

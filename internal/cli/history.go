@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,90 +44,10 @@ are read: for a pipe into jq -c, or a large history.`,
   once history --limit 0 --jsonl | jq -c 'select(.state == "failed")'`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if q.Task != "" {
-				if err := once.ValidateTask(q.Task); err != nil {
-					return err
-				}
-			}
-			if q.Slot != "" {
-				if err := slot.CheckValue(q.Slot); err != nil {
-					return usage("%v", err)
-				}
-			}
-			if q.Limit < 0 {
-				return usage("--limit %d is negative", q.Limit)
-			}
-			if asJSON && asJSONL {
-				return usage("--json and --jsonl: give one")
-			}
-			for name, v := range map[string]string{"--before": q.Before, "--after": q.After} {
-				if _, err := store.ParseCursor(v); v != "" && err != nil {
-					return usage("%s: %v", name, err)
-				}
-			}
-			s, _, err := a.open(c.Context())
-			if err != nil {
+			if err := checkHistoryQuery(q, asJSON, asJSONL); err != nil {
 				return err
 			}
-			defer s.Close()
-			out := bufio.NewWriterSize(a.stdout, 64<<10)
-			var w historyWriter
-			switch {
-			case asJSON:
-				w = &jsonArray{w: out}
-			case asJSONL:
-				w = &jsonLines{w: out}
-			default:
-				w = &historyTable{w: out}
-			}
-			// One entry more than --limit tells whether there is a next page.
-			limit := q.Limit
-			if limit > 0 {
-				q.Limit++
-			}
-			var shown []store.Entry // with --limit: the page, to drop the extra entry and name the next cursor
-			n := 0
-			err = store.EachHistory(c.Context(), s, q, func(e store.Entry) error {
-				if limit > 0 {
-					shown = append(shown, e)
-					return nil
-				}
-				n++
-				if n%historyChunk == 0 {
-					if err := out.Flush(); err != nil {
-						return err
-					}
-				}
-				return w.entry(e)
-			})
-			if err != nil {
-				return err
-			}
-			more := ""
-			if limit > 0 && len(shown) > limit {
-				if q.After != "" { // the extra entry is the newest: the previous page goes on from the first shown
-					shown = shown[1:]
-					more = "--after " + shown[0].Cursor
-				} else {
-					shown = shown[:limit]
-					more = "--before " + shown[limit-1].Cursor
-				}
-			}
-			for _, e := range shown {
-				if err := w.entry(e); err != nil {
-					return err
-				}
-			}
-			if err := w.end(); err != nil {
-				return err
-			}
-			if err := out.Flush(); err != nil {
-				return err
-			}
-			if more != "" && !asJSON && !asJSONL {
-				fmt.Fprintf(a.stderr, "once: more entries: add %s for the next page\n", more)
-			}
-			return nil
+			return a.history(c.Context(), q, asJSON, asJSONL)
 		},
 	}
 	c.Flags().StringVar(&q.Task, "task", "", "only this task")
@@ -137,6 +58,100 @@ are read: for a pipe into jq -c, or a large history.`,
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 	c.Flags().BoolVar(&asJSONL, "jsonl", false, "print one JSON object per line")
 	return c
+}
+
+// checkHistoryQuery checks once history's flags before the store is opened.
+func checkHistoryQuery(q store.HistoryQuery, asJSON, asJSONL bool) error {
+	if q.Task != "" {
+		if err := once.ValidateTask(q.Task); err != nil {
+			return err
+		}
+	}
+	if q.Slot != "" {
+		if err := slot.CheckValue(q.Slot); err != nil {
+			return usage("%v", err)
+		}
+	}
+	if q.Limit < 0 {
+		return usage("--limit %d is negative", q.Limit)
+	}
+	if asJSON && asJSONL {
+		return usage("--json and --jsonl: give one")
+	}
+	for name, v := range map[string]string{"--before": q.Before, "--after": q.After} {
+		if _, err := store.ParseCursor(v); v != "" && err != nil {
+			return usage("%s: %v", name, err)
+		}
+	}
+	return nil
+}
+
+// history prints the entries q selects: a page of --limit entries (and the cursor of the next one on
+// stderr), or all of them, streamed.
+func (a *app) history(ctx context.Context, q store.HistoryQuery, asJSON, asJSONL bool) error {
+	s, _, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	out := bufio.NewWriterSize(a.stdout, 64<<10)
+	var w historyWriter
+	switch {
+	case asJSON:
+		w = &jsonArray{w: out}
+	case asJSONL:
+		w = &jsonLines{w: out}
+	default:
+		w = &historyTable{w: out}
+	}
+	// One entry more than --limit tells whether there is a next page.
+	limit := q.Limit
+	if limit > 0 {
+		q.Limit++
+	}
+	var shown []store.Entry // with --limit: the page, to drop the extra entry and name the next cursor
+	n := 0
+	err = store.EachHistory(ctx, s, q, func(e store.Entry) error {
+		if limit > 0 {
+			shown = append(shown, e)
+			return nil
+		}
+		n++
+		if n%historyChunk == 0 {
+			if err := out.Flush(); err != nil {
+				return err
+			}
+		}
+		return w.entry(e)
+	})
+	if err != nil {
+		return err
+	}
+	more := ""
+	if limit > 0 && len(shown) > limit {
+		if q.After != "" { // the extra entry is the newest: the previous page goes on from the first shown
+			shown = shown[1:]
+			more = "--after " + shown[0].Cursor
+		} else {
+			shown = shown[:limit]
+			more = "--before " + shown[limit-1].Cursor
+		}
+	}
+	for _, e := range shown {
+		if err := w.entry(e); err != nil {
+			return err
+		}
+	}
+	if err := w.end(); err != nil {
+		return err
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	if more != "" && !asJSON && !asJSONL {
+		fmt.Fprintf(a.stderr, "once: more entries: add %s for the next page\n", more)
+	}
+	return nil
 }
 
 // historyWriter writes entries as they come, then ends the output.

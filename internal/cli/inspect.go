@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/once-run/once"
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/slot"
 	"github.com/once-run/once/store"
@@ -128,7 +127,7 @@ it done. The decision, who made it and when are kept in history.`,
 		Example: `  once resolve --task nightly-sync --slot 2026-11-29 --as failed --note "checked: no rows written"`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := once.ValidateTask(r.Task); err != nil {
+			if err := checkTask(r.Task); err != nil {
 				return err
 			}
 			if !c.Flags().Changed("slot") {

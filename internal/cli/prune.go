@@ -11,8 +11,8 @@ import (
 	"github.com/once-run/once/store"
 )
 
-// ageFlag is an age such as 90d, 2w, 36h or 1d12h (once.ParseWindow: days and weeks, then a Go
-// duration), positive and at most once.MaxWindow.
+// ageFlag is an age such as 90d, 2w, 36h or 1d12h (parseWindow: days and weeks, then a Go
+// duration), positive and at most maxWindow.
 type ageFlag struct{ d *time.Duration }
 
 func (f ageFlag) String() string {
@@ -23,9 +23,9 @@ func (f ageFlag) String() string {
 }
 
 func (f ageFlag) Set(s string) error {
-	d, err := once.ParseWindow(s)
+	d, err := parseWindow(s)
 	if err != nil {
-		return fmt.Errorf("%q: give an age such as 90d, 2w, 36h or 1d12h, at most %s", s, fmtMax(once.MaxWindow))
+		return fmt.Errorf("%q: give an age such as 90d, 2w, 36h or 1d12h, at most %s", s, fmtMax(maxWindow))
 	}
 	*f.d = d
 	return nil
@@ -72,42 +72,7 @@ To prune as jobs run, see once run --retain.`,
 					return err
 				}
 			}
-			s, _, err := a.open(c.Context())
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			now, err := storeNow(c.Context(), s)
-			if err != nil {
-				return err
-			}
-			r.Before = now.Add(-older)
-			res, err := s.Prune(c.Context(), r)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(a.stdout, struct {
-					Before      time.Time `json:"before"`
-					Task        string    `json:"task,omitempty"`
-					ForgetSlots bool      `json:"forget_slots"`
-					DryRun      bool      `json:"dry_run"`
-					store.PruneResult
-				}{r.Before.UTC(), r.Task, r.ForgetSlots, r.DryRun, res})
-			}
-			verb, scope := "removed", ""
-			if r.DryRun {
-				verb = "would remove"
-			}
-			if r.Task != "" {
-				scope = " of task " + r.Task
-			}
-			fmt.Fprintf(a.stdout, "%s %d attempts and %d events older than %s%s", verb, res.Attempts, res.Events, fmtTime(r.Before), scope)
-			if r.ForgetSlots {
-				fmt.Fprintf(a.stdout, " (%d slots forgotten whole)", res.Slots)
-			}
-			fmt.Fprintln(a.stdout)
-			return nil
+			return a.prune(c.Context(), r, older, asJSON)
 		},
 	}
 	c.Flags().Var(ageFlag{&older}, "older-than", "remove history older than this age, e.g. 90d, 2w, 36h (required)")
@@ -116,6 +81,47 @@ To prune as jobs run, see once run --retain.`,
 	c.Flags().BoolVar(&r.DryRun, "dry-run", false, "count what would be removed, remove nothing")
 	c.Flags().BoolVar(&asJSON, "json", false, `print {"before":…,"attempts":…,"events":…,"slots":…}`)
 	return c
+}
+
+// prune removes (or with DryRun counts) the history older than older by the store's clock that r
+// allows, and says how much.
+func (a *app) prune(ctx context.Context, r store.PruneRequest, older time.Duration, asJSON bool) error {
+	s, _, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	now, err := storeNow(ctx, s)
+	if err != nil {
+		return err
+	}
+	r.Before = now.Add(-older)
+	res, err := s.Prune(ctx, r)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(a.stdout, struct {
+			Before      time.Time `json:"before"`
+			Task        string    `json:"task,omitempty"`
+			ForgetSlots bool      `json:"forget_slots"`
+			DryRun      bool      `json:"dry_run"`
+			store.PruneResult
+		}{r.Before.UTC(), r.Task, r.ForgetSlots, r.DryRun, res})
+	}
+	verb, scope := "removed", ""
+	if r.DryRun {
+		verb = "would remove"
+	}
+	if r.Task != "" {
+		scope = " of task " + r.Task
+	}
+	fmt.Fprintf(a.stdout, "%s %d attempts and %d events older than %s%s", verb, res.Attempts, res.Events, fmtTime(r.Before), scope)
+	if r.ForgetSlots {
+		fmt.Fprintf(a.stdout, " (%d slots forgotten whole)", res.Slots)
+	}
+	fmt.Fprintln(a.stdout)
+	return nil
 }
 
 // storeNow is the store's time when it can tell it (store.Clock), else this host's: the cutoff of

@@ -8,18 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
-	"slices"
-	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/job"
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/slot"
 	"github.com/once-run/once/store"
@@ -118,22 +114,18 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// runner runs COMMAND as the work of guarded attempts, for run, backfill and drill.
+// runner is a once run, backfill or drill: its flags made into the guard's options, and its
+// command as a job.Runner.
 type runner struct {
 	a      *app
 	f      *runFlags
-	path   string
-	args   []string
+	args   []string // COMMAND [ARG...]
 	dsn    string
 	home   string
 	spec   slot.Spec
 	policy once.Policy
 	log    *slog.Logger
-	out    *notify.Sender
-
-	proc    atomic.Pointer[supervise.Process]
-	gotSig  atomic.Value
-	pending *supervise.Prepared // the next attempt's command, ready to start (guard goroutine only)
+	job    *job.Runner
 	// before, when set, is called as each attempt starts (backfill progress).
 	before func(run *once.Run)
 }
@@ -141,13 +133,13 @@ type runner struct {
 // validate checks the flags and the command before anything touches the store: bad input runs
 // nothing.
 func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, error) {
-	if err := once.ValidateTask(f.task); err != nil {
+	if err := checkTask(f.task); err != nil {
 		return nil, err
 	}
 	if len(args) == 0 {
 		return nil, usage("missing command: once %s --task %s [flags] -- COMMAND [ARG...]", cmdName, f.task)
 	}
-	policy, err := once.ParsePolicy(f.onUnknown)
+	policy, err := parsePolicy(f.onUnknown)
 	if err != nil {
 		return nil, err
 	}
@@ -183,65 +175,31 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 	if err != nil {
 		return nil, err
 	}
-	// Everything about the command that can fail is checked before the store is touched; the guard
-	// checks again, with the shim started, before it records the attempt (Options.Prepare).
-	path, err := exec.LookPath(args[0])
-	if err == nil {
-		err = supervise.Check(supervise.Config{Args: append([]string{path}, args[1:]...)})
-	}
-	if err != nil {
+	rn := &runner{a: a, f: f, args: args, spec: spec, policy: policy, log: log}
+	if rn.job, err = job.New(rn.jobOf(args)); err != nil {
 		return nil, notRunnable(args[0], err)
 	}
-	home, err := once.Home()
-	if err != nil {
+	if rn.home, err = once.Home(); err != nil {
 		return nil, err
 	}
-	return &runner{a: a, f: f, path: path, args: args, home: home, spec: spec, policy: policy, log: log,
-		out: notify.New(notify.Options{Logger: log})}, nil
+	return rn, nil
 }
 
-// Signals once handles. Before the command starts, each of them cancels the run (exit 128+N, nothing
-// run). After, the stop signals are forwarded to every process of the run, which is killed after
-// --grace; the others are only forwarded. SIGPIPE is caught so that a closed stderr cannot kill once
-// before it records the outcome.
-var (
-	stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
-	passSignals = []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM}
-)
-
-// handleSignals: before the command starts signals cancel ctx; after, they are forwarded to its
-// run. The returned stop undoes it.
-func (rn *runner) handleSignals(ctx context.Context) (context.Context, func()) {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, append(append([]os.Signal{syscall.SIGPIPE}, stopSignals...), passSignals...)...)
-	ctx, cancel := context.WithCancelCause(ctx)
-	go func() {
-		for s := range sigs {
-			sig := s.(syscall.Signal)
-			if sig == syscall.SIGPIPE {
-				continue
+// jobOf is the flags' command as a job: the store reaches it by environment, the commands that
+// resolve a slot name the store, a command that fails to start at the last moment is said on
+// stderr.
+func (rn *runner) jobOf(args []string) job.Job {
+	a, f := rn.a, rn.f
+	return job.Job{Args: args, Grace: f.grace, Notify: f.notifyURL, Ping: f.pingURL, NotifyTimeout: f.notifyTimeout,
+		Logger:  rn.log,
+		Env:     func() []string { return a.storeEnv(rn.dsn) },
+		Resolve: func(slot string) *notify.Resolve { return a.resolveCommands(rn.dsn, f.task, slot) },
+		Before: func(run *once.Run) {
+			if rn.before != nil {
+				rn.before(run)
 			}
-			if p := rn.proc.Load(); p != nil {
-				if slices.Contains(passSignals, s) {
-					_ = p.Signal(sig)
-					continue
-				}
-				rn.gotSig.Store(sig)
-				p.Stop(sig, rn.f.grace)
-				continue
-			}
-			rn.gotSig.Store(sig)
-			cancel(fmt.Errorf("interrupted by %v", sig))
-		}
-	}()
-	return ctx, func() { signal.Stop(sigs); close(sigs); cancel(nil) }
-}
-
-// adopt makes this process the subreaper of the runs it supervises, so that nothing a command starts can
-// escape to init even if the command kills its own shim.
-func (rn *runner) adopt() {
-	if err := supervise.BecomeSubreaper(); err != nil {
-		rn.log.Debug("cannot become a child subreaper; a command that kills its own shim may leave orphans", "err", err)
+		},
+		StartFailed: func(err error) { fmt.Fprintf(a.stderr, "once: %v\n", err) },
 	}
 }
 
@@ -256,46 +214,19 @@ func (rn *runner) notStarted(err error) error {
 // interrupted turns an error caused by a signal before the command started into 128+N.
 func (rn *runner) interrupted(ctx context.Context, err error) error {
 	if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
-		if v := rn.gotSig.Load(); v != nil {
-			return exit(128+int(v.(syscall.Signal)), "%v before the command started (nothing was run)", c)
+		if sig := rn.job.Signal(); sig != 0 {
+			return exit(128+int(sig), "%v before the command started (nothing was run)", c)
 		}
 	}
 	return err
 }
 
+// options are the guard's options from the flags (the command's job adds Prepare).
 func (rn *runner) options(s store.Store) once.Options {
 	f := rn.f
 	return once.Options{Store: s, Task: f.task, Holder: f.holder, TTL: f.ttl, MinHold: f.minHold,
 		Wait: f.wait, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: once.LockDir(rn.home), Logger: rn.log,
-		ResolveHint: func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) },
-		Prepare:     rn.prepare}
-}
-
-// prepare starts the shim of the attempt's command and waits with it ready, before the guard records
-// the attempt: a command that cannot start (not found, a missing interpreter, no /proc) costs none.
-func (rn *runner) prepare(ctx context.Context, run *once.Run) error {
-	rn.cancelPending()
-	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
-		return err
-	}
-	env := append(withoutOnceVars(os.Environ()), run.Env()...)
-	env = append(env, rn.a.storeEnv(rn.dsn)...)
-	pr, err := supervise.Prepare(supervise.Config{Args: append([]string{rn.path}, rn.args[1:]...), Env: env,
-		Shim: []string{"/proc/self/exe", supervise.ShimArg}})
-	if err != nil {
-		return err
-	}
-	rn.pending = pr
-	return nil
-}
-
-// cancelPending ends a prepared command that the guard did not run (the lease was lost before the
-// attempt was recorded).
-func (rn *runner) cancelPending() {
-	if rn.pending != nil {
-		rn.pending.Cancel()
-		rn.pending = nil
-	}
+		ResolveHint: func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
 }
 
 // notRunnable is the exit for a command that cannot start: 127 or 126 like a shell, 70 otherwise;
@@ -316,122 +247,6 @@ func notRunnable(name string, err error) error {
 	return exit(ExitInternal, "could not start the command: %s (nothing was run)", msg)
 }
 
-// work runs COMMAND as the attempt run, supervised, and pings as it starts and ends.
-func (rn *runner) work(ctx context.Context, run *once.Run) error {
-	if rn.before != nil {
-		rn.before(run)
-	}
-	rn.out.Ping(rn.f.pingURL, notify.PingStart, run.RunID)
-	code, err := rn.supervise(run)
-	switch {
-	case err != nil:
-		rn.out.Ping(rn.f.pingURL, notify.PingFail, run.RunID)
-		return err
-	case code != 0:
-		rn.out.Ping(rn.f.pingURL, strconv.Itoa(code), run.RunID)
-		return exitCode{code}
-	}
-	rn.out.Ping(rn.f.pingURL, notify.PingSuccess, run.RunID)
-	return nil
-}
-
-func (rn *runner) supervise(run *once.Run) (int, error) {
-	pr := rn.pending
-	rn.pending = nil
-	if pr == nil {
-		return 0, errors.New("the command was not prepared")
-	}
-	p, err := pr.Start()
-	if err != nil {
-		// It was checked before the attempt was recorded; it can still fail here if the file changed in
-		// between. Recorded like a shell would report it.
-		fmt.Fprintf(rn.a.stderr, "once: %v\n", err)
-		switch {
-		case errors.Is(err, supervise.ErrNotFound):
-			return ExitNotFound, nil
-		case errors.Is(err, supervise.ErrNotExecutable):
-			return ExitNotExecutable, nil
-		}
-		return 0, err
-	}
-	rn.proc.Store(p)
-	defer rn.proc.Store(nil)
-	if v := rn.gotSig.Load(); v != nil { // a signal that arrived while starting
-		p.Stop(v.(syscall.Signal), rn.f.grace)
-	}
-	select {
-	case <-p.Done():
-	case <-run.Lost():
-		grace := min(rn.f.grace, max(time.Until(run.StopBy()), 0))
-		rn.log.Error("lease lost: stopping the command", "task", run.Task, "run_id", run.RunID,
-			"token", run.Token, "grace", grace.String(), "err", run.LostErr())
-		rn.out.Event(rn.f.notifyURL, notify.Event{Event: notify.LeaseLost, Task: run.Task, Slot: run.Slot, RunID: run.RunID,
-			Attempt: run.Attempt, Holder: run.Holder, Token: run.Token, Reason: errString(run.LostErr())})
-		p.Stop(syscall.SIGTERM, grace)
-	}
-	ex, err := p.Wait()
-	if err != nil {
-		return 0, err
-	}
-	return ex.Code, nil
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-// notifyResult posts the events a result calls for.
-func (rn *runner) notifyResult(r once.Result) {
-	f := rn.f
-	if f.notifyURL == "" && f.pingURL == "" {
-		return
-	}
-	for _, a := range r.Abandoned {
-		rn.out.Event(f.notifyURL, notify.Event{Event: notify.Unknown, Task: a.Task, Slot: a.Slot, RunID: a.RunID,
-			Attempt: a.Number, Holder: a.Holder, Token: a.Token, Reason: "the attempt's holder vanished; its outcome is unknown",
-			Resolve: rn.resolve(a.Slot)})
-	}
-	switch r.Decision {
-	case once.Ran:
-		a := r.Attempt
-		switch {
-		case r.RecordErr != nil:
-			rn.out.Event(f.notifyURL, notify.Event{Event: notify.Unknown, Task: a.Task, Slot: a.Slot, RunID: a.RunID,
-				Attempt: a.Number, Holder: a.Holder, Token: a.Token, Reason: "outcome not recorded: " + r.RecordErr.Error()})
-		case a.State == store.Failed:
-			rn.out.Event(f.notifyURL, notify.Event{Event: notify.Failed, Task: a.Task, Slot: a.Slot, RunID: a.RunID,
-				Attempt: a.Number, Holder: a.Holder, Token: a.Token, ExitCode: a.ExitCode, Reason: a.Note})
-		}
-	case once.Review:
-		ev := notify.Event{Event: notify.Review, Task: f.task, Slot: r.Slot, Holder: f.holder, Reason: r.Reason,
-			Resolve: rn.resolve(r.Slot)}
-		if a := r.Attempt; a != nil {
-			ev.RunID, ev.Attempt, ev.Holder = a.RunID, a.Number, a.Holder
-		}
-		rn.out.Event(f.notifyURL, ev)
-		rn.out.Ping(f.pingURL, notify.PingFail, "")
-	}
-}
-
-// resolve is the commands that decide slot of the task, for a notification (nil without a slot:
-// only a slot can wait for review).
-func (rn *runner) resolve(slot string) *notify.Resolve {
-	if slot == "" {
-		return nil
-	}
-	return rn.a.resolveCommands(rn.dsn, rn.f.task, slot)
-}
-
-// finish waits (bounded) for notifications.
-func (rn *runner) finish() {
-	if n := rn.out.Wait(rn.f.notifyTimeout); n > 0 {
-		rn.log.Warn("gave up on notifications still pending", "pending", n, "after", rn.f.notifyTimeout.String())
-	}
-}
-
 func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	rn, err := a.validate(f, args, "run")
 	if err != nil {
@@ -439,7 +254,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	}
 	var window time.Duration
 	if f.catchUp != "" {
-		if window, err = once.ParseWindow(f.catchUp); err != nil {
+		if window, err = parseWindow(f.catchUp); err != nil {
 			return err
 		}
 		if k := rn.spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {
@@ -453,17 +268,16 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 			return usage("--catch-up-max %d is negative: give 0 or more", f.catchUpMax)
 		}
 	}
-	ctx, stop := rn.handleSignals(ctx)
+	ctx, stop := rn.job.HandleSignals(ctx)
 	defer stop()
-	defer rn.finish()
-	rn.adopt()
+	defer rn.job.Close()
+	job.Adopt(rn.log)
 
 	dsn, err := a.dsn()
 	if err != nil {
 		return err
 	}
 	rn.dsn = dsn
-	defer rn.cancelPending()
 
 	// The guard opens the store once it holds the task's local lock: a launch that finds the task
 	// running on this machine costs the store nothing but its busy event.
@@ -484,18 +298,15 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	}
 	var rs []once.Result
 	if window > 0 {
-		rs, err = once.CatchUp(ctx, opts, rn.spec, window, f.catchUpMax, rn.work)
+		rs, err = rn.job.CatchUp(ctx, opts, rn.spec, window, f.catchUpMax)
 	} else {
 		opts.Slot = rn.spec.At(time.Now())
 		var r once.Result
-		r, err = once.Do(ctx, opts, rn.work)
+		r, err = rn.job.Do(ctx, opts)
 		rs = []once.Result{r}
 	}
-	for _, r := range rs {
-		rn.notifyResult(r)
-	}
 	if err != nil {
-		return rn.notStarted(rn.interrupted(ctx, err))
+		return catchUpRefused(rn.notStarted(rn.interrupted(ctx, err)))
 	}
 	if opened != nil {
 		rn.retain(ctx, opened, rs)
@@ -554,26 +365,6 @@ func (rn *runner) exitFor(res once.Result, dsn string) error {
 		return exit(ExitReview, "")
 	}
 	return fmt.Errorf("unexpected decision %q", res.Decision)
-}
-
-// exitCode is the command's non-zero exit status.
-type exitCode struct{ code int }
-
-func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-func (e exitCode) ExitCode() int { return e.code }
-
-// withoutOnceVars drops the variables once sets for the command, so a nested once gets fresh ones.
-func withoutOnceVars(env []string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "ONCE_TASK", "ONCE_SLOT", "ONCE_RUN_ID", "ONCE_ATTEMPT", "ONCE_FENCING_TOKEN",
-			"ONCE_IDEMPOTENCY_KEY", "ONCE_PREVIOUS", "ONCE_CHECKPOINT", "ONCE_STORE", "ONCE_STORE_PASSWORD_FILE":
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
 }
 
 // closeQuickly closes a store at the end of a command, except the embedded one: closing SQLite's last

@@ -1,0 +1,211 @@
+package once
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/once-run/once/lease"
+	"github.com/once-run/once/store"
+)
+
+// attempt decides one slot under the held lease and runs the work when the ledger says so. read
+// is the slot's state when it was read as the lease was taken (store.Starter), else nil. It
+// returns the local instant the work started (zero when it did not run).
+func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotState, quiet bool, work Work) (Result, time.Time, error) {
+	// 3. The ledger: the slot's state, and whether to run it.
+	st, err := g.slotState(ctx, read)
+	if err != nil {
+		return Result{}, time.Time{}, err
+	}
+	run := g.newRun(ls, st)
+	if d, reason := g.decideSlot(st); d != Ran {
+		g.logDecision(ctx, d, reason, st.Last, ls.Token(), quiet)
+		return Result{Decision: d, Attempt: st.Last, Reason: reason}, time.Time{}, nil
+	}
+
+	// 4. Work: prepared first, so that work which cannot start costs no attempt; then recorded as
+	// running, fenced by the token; then run until it returns or the lease is lost.
+	if g.o.Prepare != nil {
+		if err := g.o.Prepare(ctx, run); err != nil {
+			return Result{}, time.Time{}, fmt.Errorf("%w: %w", ErrNotStarted, err)
+		}
+	}
+	att, err := g.o.Store.Begin(ctx, store.Attempt{Task: g.o.Task, Slot: g.slot, RunID: g.runID, Number: run.Attempt,
+		Holder: g.o.Holder, Token: run.Token, State: store.Running})
+	if errors.Is(err, store.ErrNotHeld) {
+		reason := "lost the lease before starting"
+		g.log.Info("busy", "reason", reason)
+		return Result{Decision: Busy, Reason: reason}, time.Time{}, nil
+	}
+	if err != nil {
+		return Result{}, time.Time{}, fmt.Errorf("ledger: begin attempt: %w", err)
+	}
+	started := time.Now()
+	log := g.log.With("attempt", run.Attempt)
+	log.Info("start", "previous", string(run.Previous))
+	werr := runWork(ctx, ls, run, work)
+
+	// 5. The outcome, recorded (and the lease released with it when this is the last act).
+	out := outcome(werr, ls.Err())
+	res := Result{Decision: Ran, Attempt: &att, WorkErr: werr}
+	fin, ferr := g.finish(ctx, ls, out, g.release && time.Since(started) >= g.o.MinHold)
+	took := time.Since(started).Round(time.Millisecond).String()
+	if ferr != nil {
+		res.RecordErr = ferr
+		att.State = store.Running
+		log.Error("end: outcome NOT recorded; the next holder will see this attempt as unknown",
+			"state", string(out.State), "exit_code", *out.ExitCode, "duration", took, "err", ferr)
+		return res, started, nil
+	}
+	res.Attempt = &fin
+	lvl := slog.LevelInfo
+	if fin.State != store.Succeeded {
+		lvl = slog.LevelWarn
+	}
+	log.Log(ctx, lvl, "end", "state", string(fin.State), "exit_code", *out.ExitCode, "duration", took, "records", fin.Records)
+	return res, started, nil
+}
+
+// slotState is the slot's ledger state: read, when the lease was taken with it, else read now.
+func (g *guard) slotState(ctx context.Context, read *store.SlotState) (store.SlotState, error) {
+	if read != nil {
+		return *read, nil
+	}
+	st, err := g.o.Store.Slot(ctx, g.o.Task, g.slot)
+	if err != nil {
+		return store.SlotState{}, fmt.Errorf("ledger: %w", err)
+	}
+	return st, nil
+}
+
+// newRun is the attempt this guard would make of a slot in state st.
+func (g *guard) newRun(ls *lease.Lease, st store.SlotState) *Run {
+	o := g.o
+	run := &Run{Task: o.Task, Slot: g.slot, RunID: g.runID, Holder: o.Holder, Token: ls.Token(),
+		Attempt: 1, Checkpoint: st.Checkpoint, lease: ls}
+	if g.slot == "" {
+		run.IdempotencyKey = g.runID
+	} else {
+		run.IdempotencyKey = o.Task + "/" + g.slot
+	}
+	if last := st.Last; last != nil {
+		run.Attempt = last.Number + 1
+		if last.State == store.Failed || last.State == store.Unknown {
+			run.Previous = last.State
+		}
+	}
+	return run
+}
+
+// decideSlot is the slot policy for a slot in state st: Ran when it has no memory (no slot) or
+// no attempt yet.
+func (g *guard) decideSlot(st store.SlotState) (Decision, string) {
+	if st.Last == nil || g.slot == "" {
+		return Ran, ""
+	}
+	return g.decide(st)
+}
+
+// logDecision logs, and records as an event, a slot the guard did not run (Skipped, Review); a
+// quiet skip is logged at Debug and not recorded.
+func (g *guard) logDecision(ctx context.Context, d Decision, reason string, last *store.Attempt, token int64, quiet bool) {
+	switch d {
+	case Skipped:
+		if quiet {
+			g.log.Debug("skipped", "reason", reason, "attempt", last.Number)
+			return
+		}
+		g.log.Info("skipped", "reason", reason, "attempt", last.Number)
+		g.event(ctx, store.Skipped, token, last.Number, reason)
+	case Review:
+		args := []any{"reason", reason, "attempt", last.Number}
+		if g.o.ResolveHint != nil {
+			args = append(args, "rerun_with", g.o.ResolveHint(g.slot))
+		}
+		g.log.Warn("needs review", args...)
+		g.event(ctx, store.Review, token, last.Number, reason)
+	}
+}
+
+// runWork runs work as run, with a context cancelled (cause: why) when the lease is lost.
+func runWork(ctx context.Context, ls *lease.Lease, run *Run, work Work) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-ls.Lost():
+			cancel(ls.Err())
+		case <-wctx.Done():
+		}
+	}()
+	return work(wctx, run)
+}
+
+// outcome is what an attempt records, from what its work returned (werr) and why the lease was
+// lost while it ran (lost, nil if it was not). It is a pure function of the two:
+//
+//   - nil → succeeded, exit code 0;
+//   - an ExitCoder → its code: 0 is succeeded, anything else failed;
+//   - any other error → failed, exit code 1, the error's text as note;
+//   - with the lease lost, the note says so, and an outcome that is not succeeded is unknown: the
+//     work was stopped, so it may have done all, some or none of its effects, and running the
+//     slot again is the unknown policy's call, not a retry.
+//
+// The note is clipped to store.MaxNoteLen; ExitCode is never nil.
+func outcome(werr, lost error) store.Outcome {
+	out := store.Outcome{State: store.Succeeded}
+	code := 0
+	var ec ExitCoder
+	switch {
+	case werr == nil:
+	case errors.As(werr, &ec):
+		code = ec.ExitCode()
+		if code != 0 {
+			out.State = store.Failed
+		}
+	default:
+		code, out.State, out.Note = 1, store.Failed, werr.Error()
+	}
+	out.ExitCode = &code
+	if lost != nil {
+		out.Note = joinNote(out.Note, lost.Error())
+		if out.State != store.Succeeded {
+			out.State = store.Unknown
+			out.Note = joinNote(out.Note, "stopped because the lease was lost; whether the work happened is unknown")
+		}
+	}
+	out.Note = store.Clip(out.Note, store.MaxNoteLen) // a work error's text may be anything
+	return out
+}
+
+// finish records the outcome, retrying a store that is briefly unavailable while the lease holds.
+// With release, and a store that can (store.Finisher), the same write releases the lease.
+func (g *guard) finish(ctx context.Context, ls *lease.Lease, out store.Outcome, release bool) (store.Attempt, error) {
+	ctx = context.WithoutCancel(ctx)
+	fr, ok := g.o.Store.(store.Finisher)
+	release = release && ok
+	for {
+		fctx, cancel := context.WithDeadline(ctx, ls.Deadline())
+		var a store.Attempt
+		var err error
+		if release {
+			if a, err = fr.FinishRelease(fctx, g.runID, ls.Info(), out); err == nil {
+				ls.Released()
+			}
+		} else {
+			a, err = g.o.Store.Finish(fctx, g.runID, ls.Token(), out)
+		}
+		cancel()
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Until(ls.Deadline()) < 0 {
+			return a, err
+		}
+		select {
+		case <-ls.Lost():
+			return a, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

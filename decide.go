@@ -1,0 +1,62 @@
+package once
+
+import (
+	"fmt"
+
+	"github.com/once-run/once/store"
+)
+
+// decide applies the slot policy to a slot that has a last attempt.
+func (g *guard) decide(st store.SlotState) (Decision, string) {
+	last := st.Last
+	if r := last.Resolution; r != nil {
+		if r.As == store.Succeeded {
+			return Skipped, fmt.Sprintf("resolved as succeeded by %s", r.By)
+		}
+		return Ran, ""
+	}
+	switch last.State {
+	case store.Succeeded:
+		return Skipped, fmt.Sprintf("slot already succeeded (attempt %d, run %s)", last.Number, last.RunID)
+	case store.Unknown:
+		switch g.o.OnUnknown {
+		case PolicySkip:
+			return Skipped, "last attempt's outcome is unknown and --on-unknown is skip"
+		case PolicyRerun:
+			return g.budget(st)
+		}
+		return Review, fmt.Sprintf("attempt %d's outcome is unknown (its holder %s vanished)", last.Number, last.Holder)
+	case store.Failed:
+		if st.Waiting {
+			return Review, fmt.Sprintf("attempt %d failed and the slot waits for review", last.Number)
+		}
+		return g.budget(st)
+	}
+	return Review, fmt.Sprintf("attempt %d is in state %s", last.Number, last.State)
+}
+
+func (g *guard) budget(st store.SlotState) (Decision, string) {
+	if g.o.MaxAttempts > 0 && st.Failures >= g.o.MaxAttempts {
+		return Review, fmt.Sprintf("%d failed attempts, --max-attempts is %d", st.Failures, g.o.MaxAttempts)
+	}
+	return Ran, ""
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// Decide says what a guarded run of o.Slot would do given the slot's ledger state st, without
+// taking the lease: Ran (run it), Skipped or Review, with the reason. Dry runs use it; the guard
+// itself decides again under the lease.
+func Decide(o Options, st store.SlotState) (Decision, string, error) {
+	if err := o.fill(); err != nil {
+		return "", "", err
+	}
+	g := &guard{o: o, slot: o.Slot}
+	d, reason := g.decideSlot(st)
+	return d, reason, nil
+}

@@ -1,0 +1,268 @@
+package once
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/once-run/once/flock"
+	"github.com/once-run/once/lease"
+	"github.com/once-run/once/store"
+)
+
+// guard is one guarded call (Do, Sequence, CatchUp) and, per slot, one attempt of it.
+type guard struct {
+	o     Options
+	runID string
+	slot  string
+	log   *slog.Logger
+	// release: this attempt is the guard's last act under the lease, so its outcome may release
+	// the lease in the same write (store.Finisher) once Options.MinHold has passed.
+	release bool
+}
+
+func newRunID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("run id: %w", err)
+	}
+	return id.String(), nil
+}
+
+// sequence takes the local lock and the lease once, then decides and runs each slot in turn.
+// last is the last slot: busy events name it (for a catch-up, the current slot, as for a plain
+// run). The steps are those of the package comment; each slot's are in attempt.
+func sequence(ctx context.Context, o Options, slots iter.Seq[string], last string, so SeqOptions, work Work) ([]Result, error) {
+	runID, err := newRunID()
+	if err != nil {
+		return nil, err
+	}
+	g := &guard{o: o, runID: runID, slot: last}
+	g.log = o.Logger.With("task", o.Task, "slot", g.slot, "run_id", runID, "holder", o.Holder)
+
+	// 1. Local lock, then the store.
+	unlock, busy, err := g.lockLocal(ctx)
+	if err != nil || busy != nil {
+		return g.busy(busy, so), err
+	}
+	defer unlock()
+	if err := g.o.open(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted while opening the store: %w", context.Cause(ctx))
+		}
+		return nil, err
+	}
+
+	// 2. Lease, held for every slot of the sequence; with the attempts earlier holders left running
+	// and the first slot's state read in the same step when the store can (store.Starter).
+	ls, started, busy, err := g.takeLease(ctx, so.first)
+	if err != nil || busy != nil {
+		return g.busy(busy, so), err
+	}
+	defer g.releaseLease(ctx, ls)
+
+	// 3. Attempts left running by holders whose leases are gone are unknown now.
+	abandoned, err := g.abandon(ctx, ls, started)
+	if err != nil {
+		return nil, err
+	}
+
+	// 3–5 for each slot (attempt): the ledger's decision, the work, its outcome.
+	rs, firstStart, err := g.eachSlot(ctx, ls, slots, last, so, started, abandoned, work)
+	if err != nil {
+		return rs, err
+	}
+
+	// 5. Min-hold, then release (deferred).
+	g.minHold(ctx, ls, firstStart)
+	return rs, nil
+}
+
+// busy is the single result of a sequence that found the task held elsewhere, or nil.
+func (g *guard) busy(r *Result, so SeqOptions) []Result {
+	if r == nil {
+		return nil
+	}
+	r.Slot = g.slot
+	if so.OnResult != nil {
+		so.OnResult(*r)
+	}
+	return []Result{*r}
+}
+
+// lockLocal takes the kernel file lock when Options.LockDir is set; unlock releases it. A busy
+// lock opens the store only to record the busy event, and returns the Busy result.
+func (g *guard) lockLocal(ctx context.Context) (unlock func(), busy *Result, err error) {
+	if g.o.LockDir == "" {
+		return func() {}, nil, nil
+	}
+	lk, err := flock.Acquire(ctx, g.o.LockDir, g.o.Task, g.o.Wait)
+	if err != nil && ctx.Err() != nil {
+		return nil, nil, fmt.Errorf("interrupted while waiting for the local lock: %w", context.Cause(ctx))
+	}
+	if errors.Is(err, flock.ErrBusy) {
+		if err := g.o.open(ctx); err != nil {
+			return nil, nil, err
+		}
+		reason := "another once on this machine holds the task's lock"
+		g.log.Info("busy", "reason", reason)
+		g.event(ctx, store.Busy, 0, 0, reason)
+		return nil, &Result{Decision: Busy, Reason: reason}, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("local lock: %w", err)
+	}
+	return func() { _ = lk.Release() }, nil, nil
+}
+
+// takeLease takes the task's lease, waiting up to Options.Wait. With first (the first slot, when
+// known) and a store.Starter, the same step abandons what vanished holders left running and reads
+// that slot: started is then set. A lease held elsewhere is the Busy result.
+func (g *guard) takeLease(ctx context.Context, first *string) (ls *lease.Lease, started *store.Started, busy *Result, err error) {
+	o := g.o
+	req := store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: g.runID, TTL: o.TTL}
+	take := func(ctx context.Context) (store.Lease, error) { return o.Store.Acquire(ctx, req) }
+	if st, ok := o.Store.(store.Starter); ok && first != nil {
+		take = func(ctx context.Context) (store.Lease, error) {
+			r, err := st.Start(ctx, req, *first)
+			if err != nil {
+				return store.Lease{}, err
+			}
+			started = &r
+			return r.Lease, nil
+		}
+	}
+	ls, err = lease.Take(ctx, o.Store, o.TTL, o.Wait, take)
+	if err != nil && ctx.Err() != nil {
+		// Cancelled (a signal, in the CLI) while waiting or connecting: not busy, interrupted.
+		return nil, nil, nil, fmt.Errorf("interrupted while taking the lease: %w", context.Cause(ctx))
+	}
+	var be *store.BusyError
+	if errors.As(err, &be) {
+		reason := fmt.Sprintf("held by %s (token %d, run %s) until %s", be.Lease.Holder, be.Lease.Token,
+			be.Lease.RunID, be.Lease.Expires.UTC().Format(time.RFC3339))
+		g.log.Info("busy", "reason", reason)
+		g.event(ctx, store.Busy, 0, 0, reason)
+		return nil, nil, &Result{Decision: Busy, Holder: &be.Lease, Reason: reason}, nil
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ls, started, nil, nil
+}
+
+// releaseLease gives the lease back (a no-op when an outcome already released it), even when ctx
+// is cancelled; failing that, the lease expires by itself.
+func (g *guard) releaseLease(ctx context.Context, ls *lease.Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := ls.Release(rctx); err != nil {
+		g.log.Warn("could not release the lease; it will expire by itself", "token", ls.Token(), "err", err)
+	}
+}
+
+// abandon marks unknown the attempts that holders whose leases are gone left running (already
+// done when the lease was taken by a store.Starter: started), and logs each.
+func (g *guard) abandon(ctx context.Context, ls *lease.Lease, started *store.Started) ([]store.Attempt, error) {
+	var abandoned []store.Attempt
+	if started != nil {
+		abandoned = started.Abandoned
+	} else {
+		var err error
+		if abandoned, err = g.o.Store.Abandon(ctx, g.o.Task, ls.Token()); err != nil {
+			return nil, fmt.Errorf("ledger: %w", err)
+		}
+	}
+	for _, a := range abandoned {
+		g.log.Warn("previous attempt's holder vanished; its outcome is unknown", "token", ls.Token(),
+			"prev_slot", a.Slot, "prev_run_id", a.RunID, "prev_holder", a.Holder, "prev_token", a.Token)
+	}
+	return abandoned, nil
+}
+
+// eachSlot decides and runs the slots in turn under the lease, each with its own run id (the
+// first keeps the sequence's). It stops after a busy result, an outcome not recorded, a lost
+// lease, and, unless KeepGoing, a slot that failed or needs review. firstStart is when the first
+// work started (zero if none ran).
+func (g *guard) eachSlot(ctx context.Context, ls *lease.Lease, slots iter.Seq[string], last string, so SeqOptions,
+	started *store.Started, abandoned []store.Attempt, work Work) (rs []Result, firstStart time.Time, err error) {
+	runID, token := g.runID, ls.Token()
+	i := -1
+	for sl := range slots {
+		if i++; i > 0 {
+			if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
+				return rs, firstStart, fmt.Errorf("interrupted before slot %s: %w", sl, err)
+			}
+			if runID, err = newRunID(); err != nil {
+				return rs, firstStart, err
+			}
+		}
+		sg := &guard{o: g.o, runID: runID, slot: sl, release: so.single}
+		sg.log = g.o.Logger.With("task", g.o.Task, "slot", sl, "run_id", runID, "holder", g.o.Holder, "token", token)
+		var read *store.SlotState
+		if i == 0 && started != nil && sl == *so.first {
+			read = &started.Slot
+		}
+		r, began, err := sg.attempt(ctx, ls, read, so.Quiet && !(so.loudLast && sl == last), work)
+		if err != nil {
+			return rs, firstStart, err
+		}
+		r.Slot = sl
+		if i == 0 {
+			r.Abandoned = abandoned
+		}
+		if firstStart.IsZero() && !began.IsZero() {
+			firstStart = began
+		}
+		if !so.discard {
+			rs = append(rs, r)
+		}
+		if so.OnResult != nil {
+			so.OnResult(r)
+		}
+		if r.Decision == Busy || r.RecordErr != nil || ls.Err() != nil {
+			break
+		}
+		if !so.KeepGoing && (r.Decision == Review || r.Decision == Ran && r.Attempt.State != store.Succeeded) {
+			break
+		}
+	}
+	return rs, firstStart, nil
+}
+
+// minHold keeps the lease until Options.MinHold after the first work started, unless the lease is
+// lost or ctx cancelled first.
+func (g *guard) minHold(ctx context.Context, ls *lease.Lease, firstStart time.Time) {
+	if firstStart.IsZero() {
+		return
+	}
+	if hold := g.o.MinHold - time.Since(firstStart); hold > 0 {
+		select {
+		case <-time.After(hold):
+		case <-ls.Lost():
+		case <-ctx.Done():
+		}
+	}
+}
+
+// event records a skipped, busy or review event. A busy event is recorded lazily where the store
+// can (store.LazyRecorder): a launch that ran nothing does not wait for the disk to say so, and no
+// decision reads busy events; skipped and review events are durable (review decides Waiting).
+func (g *guard) event(ctx context.Context, kind store.State, token int64, attempt int, note string) {
+	e := store.Event{Task: g.o.Task, Slot: g.slot, Kind: kind, RunID: g.runID,
+		Holder: g.o.Holder, Token: token, Attempt: attempt, Note: store.Clip(note, store.MaxNoteLen)}
+	var err error
+	if lr, ok := g.o.Store.(store.LazyRecorder); ok && kind == store.Busy {
+		err = lr.RecordLazy(ctx, e)
+	} else {
+		err = g.o.Store.Record(ctx, e)
+	}
+	if err != nil {
+		g.log.Warn("could not record event", "event", string(kind), "err", err)
+	}
+}

@@ -1,0 +1,213 @@
+package job_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/job"
+	"github.com/once-run/once/notify"
+	"github.com/once-run/once/store"
+	_ "github.com/once-run/once/store/sqlite"
+	"github.com/once-run/once/supervise"
+)
+
+// TestMain doubles as the supervision shim, as a program that uses package job must.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == supervise.ShimArg {
+		os.Exit(supervise.ShimMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+func newStore(t *testing.T) store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newRunner(t *testing.T, j job.Job) *job.Runner {
+	t.Helper()
+	r, err := job.New(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// The command runs as the attempt: the run's ONCE_* variables and Job.Env reach it, the
+// variables once sets that this process had do not, and its exit status is the attempt's.
+func TestCommandRunsAsTheAttempt(t *testing.T) {
+	t.Setenv("ONCE_STORE", "sqlite:///leaked.db")
+	t.Setenv("ONCE_TASK", "outer")
+	out := filepath.Join(t.TempDir(), "env")
+	script := `printf '%s|%s|%s|%s|%s' "$ONCE_TASK" "$ONCE_SLOT" "$ONCE_ATTEMPT" "$ONCE_STORE" "$EXTRA" > "$OUT"; exit 3`
+	var before []int
+	r := newRunner(t, job.Job{Args: []string{"sh", "-c", script}, Grace: time.Second,
+		Env:    func() []string { return []string{"OUT=" + out, "EXTRA=x"} },
+		Before: func(run *once.Run) { before = append(before, run.Attempt) }})
+	res, err := r.Do(context.Background(), once.Options{Store: newStore(t), Task: "t", Slot: "s1", TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ee job.ExitError
+	if res.Decision != once.Ran || res.Attempt.State != store.Failed || *res.Attempt.ExitCode != 3 || !errors.As(res.WorkErr, &ee) || ee.Code != 3 {
+		t.Fatalf("result %+v, attempt %+v", res, res.Attempt)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), "t|s1|1||x"; got != want {
+		t.Fatalf("the command saw %q, want %q", got, want)
+	}
+	if !slices.Equal(before, []int{1}) {
+		t.Fatalf("Before saw attempts %v", before)
+	}
+}
+
+// A command that cannot be found is refused by New, before any store is touched.
+func TestNewRefusesWhatCannotRun(t *testing.T) {
+	for _, args := range [][]string{{"no-such-command-anywhere"}, {"/nonexistent/x"}, {os.DevNull}} {
+		if _, err := job.New(job.Job{Args: args}); err == nil {
+			t.Errorf("%q: accepted", args)
+		}
+	}
+	if _, err := job.New(job.Job{}); !errors.Is(err, once.ErrInvalid) {
+		t.Errorf("no command: %v, want once.ErrInvalid", err)
+	}
+}
+
+// A failed attempt is announced to Job.Notify, and pinged start then its exit code; a slot that
+// then needs review is announced with the commands Job.Resolve gives.
+func TestNotifications(t *testing.T) {
+	var mu sync.Mutex
+	var events []notify.Event
+	var pings []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if req.URL.Path == "/notify" {
+			var ev notify.Event
+			b, _ := io.ReadAll(req.Body)
+			if err := json.Unmarshal(b, &ev); err != nil {
+				t.Errorf("event %s: %v", b, err)
+			}
+			events = append(events, ev)
+			return
+		}
+		pings = append(pings, strings.TrimPrefix(req.URL.Path, "/ping"))
+	}))
+	defer srv.Close()
+	s := newStore(t)
+	o := once.Options{Store: s, Task: "t", Slot: "s1", TTL: time.Second, MaxAttempts: 1}
+	j := job.Job{Args: []string{"sh", "-c", "exit 4"}, Notify: srv.URL + "/notify", Ping: srv.URL + "/ping",
+		NotifyTimeout: 5 * time.Second,
+		Resolve:       func(slot string) *notify.Resolve { return &notify.Resolve{Failed: "rerun " + slot} }}
+	for range 2 {
+		r, err := job.New(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Do(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		r.Close() // waits for the deliveries
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || events[0].Event != notify.Failed || *events[0].ExitCode != 4 ||
+		events[1].Event != notify.Review || events[1].Resolve == nil || events[1].Resolve.Failed != "rerun s1" {
+		t.Fatalf("events %+v", events)
+	}
+	if !slices.Equal(pings, []string{"/start", "/4", "/fail"}) {
+		t.Fatalf("pings %q", pings)
+	}
+}
+
+// Environ drops the variables once sets for a command, and only those.
+func TestEnviron(t *testing.T) {
+	t.Setenv("ONCE_RUN_ID", "r")
+	t.Setenv("ONCE_STORE_PASSWORD_FILE", "/p")
+	t.Setenv("ONCE_HOME", "/keep")
+	env := job.Environ()
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "ONCE_RUN_ID=") || strings.HasPrefix(kv, "ONCE_STORE_PASSWORD_FILE=") {
+			t.Errorf("kept %s", kv)
+		}
+	}
+	if !slices.Contains(env, "ONCE_HOME=/keep") {
+		t.Error("dropped ONCE_HOME")
+	}
+}
+
+// lossyStore loses every lease at its first renewal.
+type lossyStore struct{ store.Store }
+
+func (lossyStore) Renew(context.Context, store.Lease, time.Duration) (store.Lease, error) {
+	return store.Lease{}, store.ErrNotHeld
+}
+
+// A lost lease stops the command's run (SIGTERM, within the run's StopBy) and is announced; the
+// attempt's outcome is unknown.
+func TestLostLeaseStopsTheCommand(t *testing.T) {
+	got := make(chan notify.Event, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var ev notify.Event
+		_ = json.NewDecoder(req.Body).Decode(&ev)
+		got <- ev
+	}))
+	defer srv.Close()
+	r := newRunner(t, job.Job{Args: []string{"sleep", "30"}, Grace: 10 * time.Second, Notify: srv.URL, NotifyTimeout: 5 * time.Second})
+	start := time.Now()
+	res, err := r.Do(context.Background(), once.Options{Store: lossyStore{newStore(t)}, Task: "t", Slot: "s1", TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the command ran %s after the lease was lost", took)
+	}
+	if res.Decision != once.Ran || res.Attempt == nil || res.Attempt.State == store.Succeeded {
+		t.Fatalf("result %+v, attempt %+v", res, res.Attempt)
+	}
+	select {
+	case ev := <-got:
+		if ev.Event != notify.LeaseLost || ev.Slot != "s1" {
+			t.Fatalf("event %+v", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no lease_lost event")
+	}
+}
+
+// StartExit gives a shell's codes for a command that could not start.
+func TestStartExit(t *testing.T) {
+	for err, want := range map[error]int{
+		fmt.Errorf("x: %w", supervise.ErrNotFound):      job.ExitNotFound,
+		fmt.Errorf("x: %w", supervise.ErrNotExecutable): job.ExitNotExecutable,
+	} {
+		if code, ok := job.StartExit(err); !ok || code != want {
+			t.Errorf("%v: %d, %v; want %d", err, code, ok, want)
+		}
+	}
+	if _, ok := job.StartExit(errors.New("no /proc")); ok {
+		t.Error("another failure has a shell's code")
+	}
+}

@@ -1,0 +1,68 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+
+	"github.com/once-run/once/supervise"
+)
+
+// Signals the Runner handles. Before the command starts, each of them cancels the call (nothing
+// runs). After, the stop signals are forwarded to every process of the run, which is killed after
+// Grace; the others are only forwarded. SIGPIPE is caught so that a closed stderr cannot kill the
+// process before it records the outcome.
+var (
+	stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+	passSignals = []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM}
+)
+
+// HandleSignals takes this process's signals for the run (a command line's, not a scheduler's of
+// many): before the command starts they cancel the returned context (see Signal); after, they go
+// to the command's run. The returned stop undoes it.
+func (r *Runner) HandleSignals(ctx context.Context) (context.Context, func()) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, append(append([]os.Signal{syscall.SIGPIPE}, stopSignals...), passSignals...)...)
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		for s := range sigs {
+			sig := s.(syscall.Signal)
+			if sig == syscall.SIGPIPE {
+				continue
+			}
+			if p := r.proc.Load(); p != nil {
+				if slices.Contains(passSignals, s) {
+					_ = p.Signal(sig)
+					continue
+				}
+				r.gotSig.Store(sig)
+				p.Stop(sig, r.j.Grace)
+				continue
+			}
+			r.gotSig.Store(sig)
+			cancel(fmt.Errorf("interrupted by %v", sig))
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); close(sigs); cancel(nil) }
+}
+
+// Signal is the stop signal HandleSignals received, or 0: when the call's context was cancelled
+// by it, the command had not started.
+func (r *Runner) Signal() syscall.Signal {
+	if v := r.gotSig.Load(); v != nil {
+		return v.(syscall.Signal)
+	}
+	return 0
+}
+
+// Adopt makes this process the subreaper of the runs it supervises, so that nothing a command
+// starts can escape to init even if the command kills its own shim. log says when it cannot.
+func Adopt(log *slog.Logger) {
+	if err := supervise.BecomeSubreaper(); err != nil {
+		log.Debug("cannot become a child subreaper; a command that kills its own shim may leave orphans", "err", err)
+	}
+}

@@ -1,0 +1,136 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/notify"
+	"github.com/once-run/once/supervise"
+)
+
+// prepare starts the shim of the attempt's command and waits with it ready, before the guard records
+// the attempt: a command that cannot start (not found, a missing interpreter, no /proc) costs none.
+func (r *Runner) prepare(ctx context.Context, run *once.Run) error {
+	r.cancelPending()
+	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
+		return err
+	}
+	env := append(Environ(), run.Env()...)
+	if r.j.Env != nil {
+		env = append(env, r.j.Env()...)
+	}
+	pr, err := supervise.Prepare(supervise.Config{Args: append([]string{r.path}, r.j.Args[1:]...), Env: env,
+		Shim: r.j.Shim})
+	if err != nil {
+		return err
+	}
+	r.pending = pr
+	return nil
+}
+
+// cancelPending ends a prepared command that the guard did not run (the lease was lost before the
+// attempt was recorded).
+func (r *Runner) cancelPending() {
+	if r.pending != nil {
+		r.pending.Cancel()
+		r.pending = nil
+	}
+}
+
+// work runs the command as the attempt run, supervised, and pings as it starts and ends. A
+// non-zero exit is an ExitError.
+func (r *Runner) work(ctx context.Context, run *once.Run) error {
+	if r.j.Before != nil {
+		r.j.Before(run)
+	}
+	ping := r.j.Ping
+	r.out.Ping(ping, notify.PingStart, run.RunID)
+	code, err := r.supervise(run)
+	switch {
+	case err != nil:
+		r.out.Ping(ping, notify.PingFail, run.RunID)
+		return err
+	case code != 0:
+		r.out.Ping(ping, strconv.Itoa(code), run.RunID)
+		return ExitError{code}
+	}
+	r.out.Ping(ping, notify.PingSuccess, run.RunID)
+	return nil
+}
+
+// supervise starts the prepared command and waits for its whole run to end: a stop signal that
+// came while it started is passed on, and a lost lease stops it by the run's StopBy.
+func (r *Runner) supervise(run *once.Run) (int, error) {
+	pr := r.pending
+	r.pending = nil
+	if pr == nil {
+		return 0, errors.New("the command was not prepared")
+	}
+	p, err := pr.Start()
+	if err != nil {
+		return r.startFailed(err)
+	}
+	r.proc.Store(p)
+	defer r.proc.Store(nil)
+	if v := r.gotSig.Load(); v != nil { // a signal that arrived while starting
+		p.Stop(v.(syscall.Signal), r.j.Grace)
+	}
+	select {
+	case <-p.Done():
+	case <-run.Lost():
+		grace := min(r.j.Grace, max(time.Until(run.StopBy()), 0))
+		r.log.Error("lease lost: stopping the command", "task", run.Task, "run_id", run.RunID,
+			"token", run.Token, "grace", grace.String(), "err", run.LostErr())
+		r.out.Event(r.j.Notify, notify.Event{Event: notify.LeaseLost, Task: run.Task, Slot: run.Slot, RunID: run.RunID,
+			Attempt: run.Attempt, Holder: run.Holder, Token: run.Token, Reason: errString(run.LostErr())})
+		p.Stop(syscall.SIGTERM, grace)
+	}
+	ex, err := p.Wait()
+	if err != nil {
+		return 0, err
+	}
+	return ex.Code, nil
+}
+
+// startFailed: the command was checked before the attempt was recorded; it can still fail to
+// start if its file changed in between. Recorded as a shell would report it: 127, 126.
+func (r *Runner) startFailed(err error) (int, error) {
+	if r.j.StartFailed != nil {
+		r.j.StartFailed(err)
+	} else {
+		r.log.Error("the command could not start", "err", err)
+	}
+	if code, ok := StartExit(err); ok {
+		return code, nil
+	}
+	return 0, err
+}
+
+// Exit codes a shell gives a command it cannot run, recorded for a command that could not start.
+const (
+	ExitNotExecutable = 126
+	ExitNotFound      = 127
+)
+
+// StartExit is the exit code a shell gives a command that supervise could not start: 127 when it
+// was not found, 126 when it cannot be executed; ok is false for any other failure.
+func StartExit(err error) (code int, ok bool) {
+	switch {
+	case errors.Is(err, supervise.ErrNotFound):
+		return ExitNotFound, true
+	case errors.Is(err, supervise.ErrNotExecutable):
+		return ExitNotExecutable, true
+	}
+	return 0, false
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
