@@ -18,21 +18,7 @@ start_etcd() {
   port=$(free_port)
   peer=$(free_port)
   while [ "$peer" = "$port" ]; do peer=$(free_port); done
-  cat >"$dir/ctl" <<CTL
-#!/bin/sh
-# Stop or start the private etcd of this test run, keeping its data.
-set -e
-pidf="$dir/etcd.pid"
-stop() {
-  [ -f "\$pidf" ] || return 0
-  pid=\$(cat "\$pidf" 2>/dev/null) || return 0
-  kill -TERM "\$pid" 2>/dev/null || { rm -f "\$pidf"; return 0; }
-  i=0; while kill -0 "\$pid" 2>/dev/null; do
-    i=\$((i + 1)); [ \$i -lt 300 ] || { kill -KILL "\$pid" 2>/dev/null || true; }
-    sleep 0.1
-  done
-  rm -f "\$pidf"
-}
+  write_ctl etcd "$dir" <<CTL
 start() {
   setsid "$bin" --name default --data-dir "$dir/data" \\
     --listen-client-urls http://127.0.0.1:$port --advertise-client-urls http://127.0.0.1:$port \\
@@ -46,14 +32,7 @@ start() {
     sleep 0.1
   done
 }
-case "\$1" in
-  stop) stop ;;
-  start) start ;;
-  restart) stop; start ;;
-  *) echo "usage: \$0 stop|start|restart" >&2; exit 2 ;;
-esac
 CTL
-  chmod 755 "$dir/ctl"
   need_pkg curl curl || return 1
   "$dir/ctl" start || { log "etcd: server did not start:"; tail -n 20 "$dir/server.log" >&2; return 1; }
   stops+=(stop_etcd)

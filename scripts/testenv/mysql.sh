@@ -26,21 +26,7 @@ start_mysql() {
     --skip-test-db >"$dir/install.log" 2>&1 || { log "mysql: mariadb-install-db failed:"; tail -n 20 "$dir/install.log" >&2; return 1; }
   local mariadbd
   mariadbd=$(command -v mariadbd || echo /usr/sbin/mariadbd)
-  cat >"$dir/ctl" <<CTL
-#!/bin/sh
-# Stop or start the private MariaDB of this test run, keeping its data.
-set -e
-pidf="$dir/mariadbd.pid"
-stop() {
-  [ -f "\$pidf" ] || return 0
-  pid=\$(cat "\$pidf" 2>/dev/null) || return 0
-  kill -TERM "\$pid" 2>/dev/null || { rm -f "\$pidf"; return 0; }
-  i=0; while kill -0 "\$pid" 2>/dev/null; do
-    i=\$((i + 1)); [ \$i -lt 300 ] || { kill -KILL "\$pid" 2>/dev/null || true; }
-    sleep 0.1
-  done
-  rm -f "\$pidf"
-}
+  write_ctl mariadbd "$dir" <<CTL
 start() {
   setsid "$mariadbd" --no-defaults --datadir="$dir/data" ${userflag[*]} --socket="$dir/mysqld.sock" --port=$port \\
     --bind-address=127.0.0.1 --skip-name-resolve --pid-file="\$pidf" --log-error="$dir/server.log" \\
@@ -51,14 +37,7 @@ start() {
     sleep 0.1
   done
 }
-case "\$1" in
-  stop) stop ;;
-  start) start ;;
-  restart) stop; start ;;
-  *) echo "usage: \$0 stop|start|restart" >&2; exit 2 ;;
-esac
 CTL
-  chmod 755 "$dir/ctl"
   "$dir/ctl" start || { log "mysql: server did not start:"; tail -n 20 "$dir/server.log" >&2; return 1; }
   stops+=(stop_mysql)
   mariadb --no-defaults --socket="$dir/mysqld.sock" -u root >"$dir/setup.log" 2>&1 <<SQL || { log "mysql: setup failed:"; cat "$dir/setup.log" >&2; return 1; }

@@ -16,21 +16,7 @@ start_redis() {
   dir=$ONCE_TEST_TMP/redis
   mkdir -p "$dir/data"
   port=$(free_port)
-  cat >"$dir/ctl" <<CTL
-#!/bin/sh
-# Stop or start the private Redis of this test run, keeping its data.
-set -e
-pidf="$dir/redis.pid"
-stop() {
-  [ -f "\$pidf" ] || return 0
-  pid=\$(cat "\$pidf" 2>/dev/null) || return 0
-  kill -TERM "\$pid" 2>/dev/null || { rm -f "\$pidf"; return 0; }
-  i=0; while kill -0 "\$pid" 2>/dev/null; do
-    i=\$((i + 1)); [ \$i -lt 300 ] || { kill -KILL "\$pid" 2>/dev/null || true; }
-    sleep 0.1
-  done
-  rm -f "\$pidf"
-}
+  write_ctl redis "$dir" <<CTL
 start() {
   "$rs" --port $port --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always --dir "$dir/data" \\
     --daemonize yes --pidfile "\$pidf" --logfile "$dir/server.log" </dev/null >/dev/null 2>&1
@@ -39,14 +25,7 @@ start() {
     sleep 0.1
   done
 }
-case "\$1" in
-  stop) stop ;;
-  start) start ;;
-  restart) stop; start ;;
-  *) echo "usage: \$0 stop|start|restart" >&2; exit 2 ;;
-esac
 CTL
-  chmod 755 "$dir/ctl"
   "$dir/ctl" start || { log "redis: server did not start:"; tail -n 20 "$dir/server.log" >&2; return 1; }
   stops+=(stop_redis)
   export ONCE_TEST_REDIS="redis://127.0.0.1:$port/0"

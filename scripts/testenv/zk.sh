@@ -29,21 +29,7 @@ admin.enableServer=false
 CFG
   cp="$dir/conf:/usr/share/java/zookeeper.jar"
   [ -f /usr/share/java/slf4j-simple.jar ] && cp="$cp:/usr/share/java/slf4j-simple.jar"
-  cat >"$dir/ctl" <<CTL
-#!/bin/bash
-# Stop or start the private ZooKeeper of this test run, keeping its data.
-set -e
-pidf="$dir/zk.pid"
-stop() {
-  [ -f "\$pidf" ] || return 0
-  pid=\$(cat "\$pidf" 2>/dev/null) || return 0
-  kill -TERM "\$pid" 2>/dev/null || { rm -f "\$pidf"; return 0; }
-  i=0; while kill -0 "\$pid" 2>/dev/null; do
-    i=\$((i + 1)); [ \$i -lt 300 ] || { kill -KILL "\$pid" 2>/dev/null || true; }
-    sleep 0.1
-  done
-  rm -f "\$pidf"
-}
+  write_ctl zk "$dir" <<CTL
 ruok() {
   local r=""
   exec 3<>/dev/tcp/127.0.0.1/$port || return 1
@@ -64,14 +50,7 @@ start() {
     sleep 0.1
   done
 }
-case "\$1" in
-  stop) stop ;;
-  start) start ;;
-  restart) stop; start ;;
-  *) echo "usage: \$0 stop|start|restart" >&2; exit 2 ;;
-esac
 CTL
-  chmod 755 "$dir/ctl"
   "$dir/ctl" start || { log "zk: server did not start:"; tail -n 20 "$dir/server.log" >&2; return 1; }
   stops+=(stop_zk)
   export ONCE_TEST_ZK="zk://127.0.0.1:$port"
