@@ -38,29 +38,14 @@ type Prepared struct {
 	c       *exec.Cmd
 }
 
-// Start starts cfg.Args in a new process group and returns at once: Prepare followed by Prepared.Start.
-func Start(cfg Config) (*Process, error) {
-	pr, err := Prepare(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return pr.Start()
-}
-
 // Prepare checks everything about starting cfg.Args that can fail before it runs, and, with a shim,
 // starts the shim, which then waits for Start. If Args[0] cannot be found, or a script's interpreter or
 // a program's loader is missing, the error wraps ErrNotFound and reads "command not found: X" (or says
 // which interpreter is missing); if it cannot be executed, it wraps ErrNotExecutable. Callers that
 // record an attempt do so between Prepare and Start, so that a command that cannot start costs none.
 func Prepare(cfg Config) (*Prepared, error) {
-	if len(cfg.Args) == 0 {
-		return nil, &cmdError{ErrNotFound, "command not found: (none given)"}
-	}
-	path, err := lookPath(cfg.Args[0], cfg.Env, cfg.Dir)
+	path, err := find(cfg)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkExec(cfg.Args[0], path, cfg.Dir); err != nil {
 		return nil, err
 	}
 	pr := &Prepared{cfg: cfg, path: path}

@@ -18,26 +18,10 @@ type Prepared struct {
 	path string
 }
 
-// Start starts cfg.Args in a new process group. Outside Linux there is no parent-death signal and no shim:
-// cfg.Shim is ignored, and the command survives once's SIGKILL. Errors are as on Linux.
-func Start(cfg Config) (*Process, error) {
-	pr, err := Prepare(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return pr.Start()
-}
-
 // Prepare finds the command and checks its interpreter; see the Linux documentation.
 func Prepare(cfg Config) (*Prepared, error) {
-	if len(cfg.Args) == 0 {
-		return nil, &cmdError{ErrNotFound, "command not found: (none given)"}
-	}
-	path, err := lookPath(cfg.Args[0], cfg.Env, cfg.Dir)
+	path, err := find(cfg)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkExec(cfg.Args[0], path, cfg.Dir); err != nil {
 		return nil, err
 	}
 	return &Prepared{cfg: cfg, path: path}, nil
