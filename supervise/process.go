@@ -3,7 +3,10 @@
 package supervise
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -122,4 +125,18 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (p *Process) Wait() (Exit, error) {
 	<-p.done
 	return p.exit, p.err
+}
+
+// waited is how the command c ended, from its Wait error werr: the exit (killed by SIGKILL when the
+// status is unknown) and an error only if waiting itself failed (not for a non-zero exit).
+func waited(c *exec.Cmd, werr error) (Exit, error) {
+	var ws syscall.WaitStatus
+	if c.ProcessState != nil {
+		ws, _ = c.ProcessState.Sys().(syscall.WaitStatus)
+	}
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, exec.ErrWaitDelay) {
+		return exitFromStatus(ws), fmt.Errorf("supervise: wait: %w", werr)
+	}
+	return exitFromStatus(ws), nil
 }

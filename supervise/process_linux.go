@@ -2,7 +2,6 @@ package supervise
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -308,15 +307,7 @@ func (p *Process) wait(c *exec.Cmd, st *shimStatus) {
 	p.leaderExited()
 	werr := c.Wait()
 	forget(p.pid)
-	var ws syscall.WaitStatus
-	if c.ProcessState != nil {
-		ws, _ = c.ProcessState.Sys().(syscall.WaitStatus)
-	}
-	var ee *exec.ExitError
-	if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, exec.ErrWaitDelay) {
-		p.err = fmt.Errorf("supervise: wait: %w", werr)
-	}
-	p.exit = exitFromStatus(ws)
+	p.exit, p.err = waited(c, werr)
 	left := p.leftover
 	if st != nil {
 		// The shim reports the command's own status before cleaning up; it wins over the shim's, which

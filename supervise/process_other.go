@@ -3,7 +3,6 @@
 package supervise
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,15 +54,7 @@ func (pr *Prepared) Start() (*Process, error) {
 	go func() {
 		werr := c.Wait()
 		p.leaderExited()
-		var ws syscall.WaitStatus
-		if c.ProcessState != nil {
-			ws, _ = c.ProcessState.Sys().(syscall.WaitStatus)
-		}
-		var ee *exec.ExitError
-		if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, exec.ErrWaitDelay) {
-			p.err = fmt.Errorf("supervise: wait: %w", werr)
-		}
-		p.exit = exitFromStatus(ws)
+		p.exit, p.err = waited(c, werr)
 		close(p.done)
 	}()
 	return p, nil
