@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Bad input, in process: every refusal is exit 64 with one line that names what was wrong, and the
+// ledger is never created for it. (cmd/once's e2e tests cover the same through the real binary; this
+// table is the fast, complete list.)
+func TestUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // a part of the one line printed
+	}{
+		{[]string{"run", "--task", "t", "--ttl", "0", "--", "true"}, "--ttl 0s is too short"},
+		{[]string{"run", "--task", "t", "--ttl", "999999h", "--", "true"}, "longer than the maximum, 24h"},
+		{[]string{"run", "--task", "", "--", "true"}, "--task is given but empty"},
+		{[]string{"run", "--task", "t", "--per", "bogus", "--", "true"}, `--per "bogus"`},
+		{[]string{"run", "--task", "t", "--store", "", "--", "true"}, "--store is given but empty"},
+		{[]string{"run", "--task", "t", "--slot", "", "--", "true"}, "--slot is given but empty"},
+		{[]string{"run", "--task", "t"}, "missing command"},
+		{[]string{"run", "--task", "t", "--on-unknown", "maybe", "--", "true"}, `--on-unknown "maybe"`},
+		{[]string{"run", "--task", "t", "--max-attempts", "-1", "--", "true"}, "--max-attempts -1 is negative"},
+		{[]string{"run", "--task", "t", "--grace", "-1s", "--", "true"}, "-1s is negative"},
+		{[]string{"run", "--task", "t", "--catch-up", "99999d", "--", "true"}, `--catch-up "99999d"`},
+		{[]string{"run", "--task", "t", "--tz", "Mars/Base", "--", "true"}, "unknown time zone"},
+		{[]string{"run", "--task", "t", "--schedule", "61 * * * *", "--", "true"}, "--schedule"},
+		{[]string{"run", "--task", "a b", "--", "true"}, "has ' ' at byte 1"},
+		{[]string{"run", "--task", "t", "--log-level", "loud", "--", "true"}, `--log-level "loud"`},
+		{[]string{"run", "--task", "t", "--store", "redis://x/0?prefix=A;b", "--", "true"}, `"prefix"`},
+		{[]string{"run", "--task", "t", "--store", "postgres://h/db?bogus=1", "--", "true"}, `"bogus"`},
+		{[]string{"run", "--task", "t", "--store", "nosuch://x", "--", "true"}, "nosuch"},
+		{[]string{"history", "--task", "t", "--limit", "-1"}, "--limit -1 is negative"},
+		{[]string{"history", "--task", "t", "--before", "zzz"}, "history cursor"},
+		{[]string{"resolve", "--task", "t", "--slot", "s", "--as", "maybe"}, `--as "maybe"`},
+		{[]string{"backfill", "--task", "t", "--from", "2026-01-01", "--to", "2025-01-01", "--", "true"}, "needs --per or --schedule"},
+		{[]string{"prune", "--older-than", "0"}, "--older-than"},
+		{[]string{"status", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"effect", "--scope", "", "--key", "k", "--", "true"}, "--scope is given but empty"},
+		{[]string{"nosuchcommand"}, "nosuchcommand"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "home")
+			t.Setenv("ONCE_HOME", home)
+			for _, k := range []string{"ONCE_STORE", "ONCE_STORE_PASSWORD_FILE", "ONCE_LOG_LEVEL", "ONCE_LOG_FILE"} {
+				t.Setenv(k, "") // restored after the test
+				os.Unsetenv(k)
+			}
+			var stdout, stderr bytes.Buffer
+			code := Run(context.Background(), c.args, strings.NewReader(""), &stdout, &stderr)
+			if code != ExitUsage {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, ExitUsage, stderr.String())
+			}
+			msg := strings.TrimSuffix(stderr.String(), "\n")
+			if strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "once: ") {
+				t.Errorf("want one line starting with %q, got %q", "once: ", msg)
+			}
+			if !strings.Contains(msg, c.want) {
+				t.Errorf("message %q does not say %q", msg, c.want)
+			}
+			if _, err := os.Stat(filepath.Join(home, "once.db")); err == nil {
+				t.Errorf("a refused command created the ledger")
+			}
+		})
+	}
+}
