@@ -396,16 +396,18 @@ func TestWaitWakesWhenReleased(t *testing.T) {
 	var rounds []string
 	for round := range 3 {
 		released, killed := wakeRound(t, fmt.Sprint(round))
-		rounds = append(rounds, fmt.Sprintf("released: p99 %s; killed: %s", released, killed))
-		if released <= 15*time.Millisecond && killed <= 30*time.Millisecond {
+		rounds = append(rounds, fmt.Sprintf("released: p50 %s; killed: %s", released, killed))
+		// Speed is measured by bench/wait-wakeup.sh; this only tells a wake-up (about 1 ms) from
+		// polling every 100 ms (a median of 50 ms), with room for a loaded CI machine.
+		if released <= 25*time.Millisecond && killed <= 60*time.Millisecond {
 			t.Logf("got the lock after: %s", strings.Join(rounds, "; "))
 			return
 		}
 	}
-	t.Errorf("got the lock after (want p99 ≤ 15ms after a release, ≤ 30ms after a kill): %s", strings.Join(rounds, "; "))
+	t.Errorf("got the lock after (want a median ≤ 25ms after a release, ≤ 60ms after a kill): %s", strings.Join(rounds, "; "))
 }
 
-// wakeRound returns the p99 of 30 waiters' delays after their holders released, and one waiter's
+// wakeRound returns the median of 30 waiters' delays after their holders released, and one waiter's
 // after its holder (another process) was killed.
 func wakeRound(t *testing.T, round string) (time.Duration, time.Duration) {
 	dir := t.TempDir()
@@ -457,5 +459,5 @@ func wakeRound(t *testing.T, round string) (time.Duration, time.Duration) {
 	time.Sleep(400 * time.Millisecond) // the waiter is well into its backoff
 	killed := time.Now()
 	_ = h.cmd.Process.Signal(syscall.SIGKILL)
-	return late[n*99/100-1], (<-got).Sub(killed)
+	return late[n/2], (<-got).Sub(killed)
 }
