@@ -45,7 +45,7 @@ type Config struct {
 	Username  string
 	Password  string
 	Prefix    string        // key prefix under /once/, default "once"
-	Dial      time.Duration // dial_timeout, default 5s
+	Dial      time.Duration // dial_timeout, default store.ConnectTimeout
 }
 
 // Params are the query parameters an etcd:// DSN accepts (docs/stores/etcd.md).
@@ -63,7 +63,7 @@ func ParseDSN(dsn string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	cfg := Config{Prefix: "once", Dial: 5 * time.Second}
+	cfg := Config{Prefix: "once", Dial: store.ConnectTimeout}
 	hostpart = strings.TrimSuffix(hostpart, "/")
 	if i := strings.LastIndex(hostpart, "@"); i >= 0 {
 		ui := hostpart[:i]
@@ -136,18 +136,23 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	s := &Store{c: newClient(cfg), p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]idleLease{}}
 	s.Ledger = kvledger.Ledger{KV: kv{s}}
-	pctx, cancel := context.WithTimeout(ctx, cfg.Dial)
+	pctx, cancel, bound := store.Connecting(ctx, cfg.Dial)
 	defer cancel()
+	fail := func(err error) (*Store, error) {
+		s.c.close()
+		if pctx.Err() != nil && ctx.Err() == nil {
+			return nil, store.Unreached("etcd at "+s.where, bound)
+		}
+		return nil, s.mapErr(err)
+	}
 	if cfg.Username != "" {
 		if err := s.c.login(pctx); err != nil {
-			s.c.close()
-			return nil, s.mapErr(err)
+			return fail(err)
 		}
 	}
 	// One read proves the endpoints, the gateway and the credentials.
 	if _, err := s.c.get(pctx, s.p+"epoch"); err != nil {
-		s.c.close()
-		return nil, s.mapErr(err)
+		return fail(err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil

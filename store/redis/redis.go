@@ -129,10 +129,19 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	quietOnce.Do(func() { goredis.SetLogger(quiet{}) })
 	cfg.Opts.DisableIdentity = true
 	cfg.Opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	// A call gives up at its ctx's deadline, not only at read_timeout (3s by default): Open's first
+	// contact is bounded by store.Connecting, and a frozen server must not hold it longer.
+	cfg.Opts.ContextTimeoutEnabled = true
+	set := cfg.Opts.DialTimeout // the DSN's dial_timeout, 0 when not given
 	s := &Store{c: goredis.NewClient(cfg.Opts), prefix: cfg.Prefix, addr: cfg.Opts.Addr, hwm: map[string]int64{}, known: map[string]bool{}}
 	s.Ledger = kvledger.Ledger{KV: kv{s}}
-	if err := s.init(ctx); err != nil {
+	cctx, cancel, bound := store.Connecting(ctx, set)
+	defer cancel()
+	if err := s.init(cctx); err != nil {
 		_ = s.c.Close()
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return nil, store.Unreached("redis at "+s.addr, bound)
+		}
 		return nil, err
 	}
 	return s, nil

@@ -130,14 +130,17 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	s.Ledger = kvledger.Ledger{KV: kv{s}}
 	ready := make(chan struct{})
 	go s.watchSession(events, ready)
+	cctx, cancel, bound := store.Connecting(ctx, 0)
+	defer cancel()
 	select {
 	case <-ready:
-	case <-ctx.Done():
-		c.Close()
-		return nil, fmt.Errorf("%w: zookeeper at %s: no session: %v; check that the ensemble is running and reachable", store.ErrUnavailable, s.where, ctx.Err())
-	case <-time.After(cfg.Session):
-		c.Close()
-		return nil, fmt.Errorf("%w: zookeeper at %s: no session within %s; check that the ensemble is running and reachable", store.ErrUnavailable, s.where, cfg.Session)
+	case <-cctx.Done():
+		// Close waits up to a second for the server to hear of it; nobody is listening.
+		go c.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: zookeeper at %s: no session: %v; check that the ensemble is running and reachable", store.ErrUnavailable, s.where, ctx.Err())
+		}
+		return nil, store.Unreached("zookeeper at "+s.where, bound)
 	}
 	for _, p := range []string{"/once", s.p, s.p + "/locks", s.p + "/d", s.p + "/r", s.p + "/clock"} {
 		if err := s.ensure(ctx, p); err != nil {
