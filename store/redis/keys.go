@@ -7,11 +7,11 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/once-run/once/internal/kvledger"
+	"github.com/once-run/once/internal/kvstore"
 	"github.com/once-run/once/store"
 )
 
-// Business idempotency keys (store.Keys) through internal/kvledger: one hash per scope, hash-tagged
+// Business idempotency keys (store.Keys) through internal/kvstore: one hash per scope, hash-tagged
 // by scope ({prefix:k:scope}:keys), field = key, value = the record's JSON. A batch of up to 1,000
 // keys is claimed by one script (HSETNX per key, stamped with Redis's TIME): one round trip. Every
 // other operation reads with HMGET and writes with a script that compares the values read (a
@@ -20,7 +20,7 @@ import (
 
 var _ store.Keys = (*Store)(nil)
 
-func (s *Store) keys() *kvledger.Keys { return &kvledger.Keys{KV: keyKV{s}, Name: "redis"} }
+func (s *Store) keys() *kvstore.Keys { return &kvstore.Keys{KV: keyKV{s}, Name: "redis"} }
 
 // Claim claims keys (store.Keys): one script per batch of 1,000.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
@@ -81,7 +81,7 @@ end
 return 1
 `)
 
-func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []kvledger.KeyRec) ([]bool, error) {
+func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []kvstore.KeyRec) ([]bool, error) {
 	args := make([]any, 0, 2*len(keys))
 	for i, key := range keys {
 		if recs[i].Claimed != 0 {
@@ -100,21 +100,21 @@ func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []k
 	return out, nil
 }
 
-func (k keyKV) decode(m map[string]kvledger.StoredKey, key, v string) error {
-	r, err := kvledger.DecodeKeyRec([]byte(v))
+func (k keyKV) decode(m map[string]kvstore.StoredKey, key, v string) error {
+	r, err := kvstore.DecodeKeyRec([]byte(v))
 	if err != nil {
 		return err
 	}
-	m[key] = kvledger.StoredKey{Rec: r, Ver: v}
+	m[key] = kvstore.StoredKey{Rec: r, Ver: v}
 	return nil
 }
 
-func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string]kvledger.StoredKey, error) {
+func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string]kvstore.StoredKey, error) {
 	vs, err := k.s.c.HMGet(ctx, k.hash(scope), keys...).Result()
 	if err != nil {
 		return nil, k.s.mapErr(err)
 	}
-	m := make(map[string]kvledger.StoredKey, len(keys))
+	m := make(map[string]kvstore.StoredKey, len(keys))
 	for i, v := range vs {
 		if str, ok := v.(string); ok {
 			if err := k.decode(m, keys[i], str); err != nil {
@@ -125,12 +125,12 @@ func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string
 	return m, nil
 }
 
-func (k keyKV) List(ctx context.Context, scope string) (map[string]kvledger.StoredKey, error) {
+func (k keyKV) List(ctx context.Context, scope string) (map[string]kvstore.StoredKey, error) {
 	all, err := k.s.c.HGetAll(ctx, k.hash(scope)).Result()
 	if err != nil {
 		return nil, k.s.mapErr(err)
 	}
-	m := make(map[string]kvledger.StoredKey, len(all))
+	m := make(map[string]kvstore.StoredKey, len(all))
 	for key, v := range all {
 		if err := k.decode(m, key, v); err != nil {
 			return nil, err
@@ -139,7 +139,7 @@ func (k keyKV) List(ctx context.Context, scope string) (map[string]kvledger.Stor
 	return m, nil
 }
 
-func (k keyKV) Apply(ctx context.Context, scope string, ch []kvledger.KeyChange) (bool, error) {
+func (k keyKV) Apply(ctx context.Context, scope string, ch []kvstore.KeyChange) (bool, error) {
 	args := make([]any, 0, 3*len(ch))
 	for _, c := range ch {
 		nv := ""

@@ -1,4 +1,4 @@
-package kvledger
+package kvstore
 
 import (
 	"context"
@@ -104,9 +104,8 @@ const applyRounds = 16
 
 // Column-like limits, the same as the SQL stores', so a key claimed on one store fits all.
 const (
-	maxScope = 200
-	maxKey   = 1024
-	maxFP    = 255
+	maxKey = 1024
+	maxFP  = 255
 )
 
 func (k *Keys) errf(format string, a ...any) error {
@@ -114,8 +113,8 @@ func (k *Keys) errf(format string, a ...any) error {
 }
 
 func (k *Keys) checkScope(scope string) error {
-	if scope == "" || len(scope) > maxScope {
-		return k.errf("key scope %q must be 1 to %d bytes", scope, maxScope)
+	if err := store.CheckScope(scope); err != nil {
+		return k.errf("%v", err)
 	}
 	return nil
 }
