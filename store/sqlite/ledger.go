@@ -174,7 +174,6 @@ func (s *Store) finish(ctx context.Context, tx *sql.Tx, runID string, token int6
 	return a, nil
 }
 
-
 // Report attaches figures to the running attempt runID, fenced by token. Zero fields are kept.
 func (s *Store) Report(ctx context.Context, runID string, token int64, r store.Report) error {
 	return s.tx(ctx, func(tx *sql.Tx, _ int64) error {
