@@ -123,22 +123,28 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		if g.id != 0 {
 			s.putBack(g)
 		}
-		var kvs []keyValue
-		if len(r.Responses) > 0 && r.Responses[0].Range != nil {
-			kvs = r.Responses[0].Range.Kvs
-		}
-		if len(kvs) == 0 { // expired between compare and read: report busy without a holder
-			return store.Lease{}, &store.BusyError{Lease: store.Lease{Task: req.Task}}
-		}
-		l, _, err := s.decode(req.Task, kvs[0])
-		if err != nil {
-			return store.Lease{}, err
-		}
-		return store.Lease{}, &store.BusyError{Lease: l}
+		return store.Lease{}, s.busy(req.Task, r)
 	}
 	ttl := time.Duration(g.ttl) * time.Second
 	return store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: int64(r.Header.Revision),
 		Acquired: time.UnixMicro(sent.UnixMicro()), Expires: time.UnixMicro(sent.Add(ttl).UnixMicro())}, nil
+}
+
+// busy is the answer to an acquire transaction that did not succeed: a *store.BusyError naming the
+// holder its read found (none when the lease expired between the compare and the read).
+func (s *Store) busy(task string, r *txnResp) error {
+	var kvs []keyValue
+	if len(r.Responses) > 0 && r.Responses[0].Range != nil {
+		kvs = r.Responses[0].Range.Kvs
+	}
+	if len(kvs) == 0 {
+		return &store.BusyError{Lease: store.Lease{Task: task}}
+	}
+	l, _, err := s.decode(task, kvs[0])
+	if err != nil {
+		return err
+	}
+	return &store.BusyError{Lease: l}
 }
 
 // takeIdle returns an idle etcd lease of ttl seconds with at least half of it left at now.
