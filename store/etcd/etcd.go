@@ -43,6 +43,7 @@ type Store struct {
 	p              string          // "/once/<prefix>/"
 	where          string          // endpoints, for errors
 	kvstore.Ledger                 // the run ledger (store.Ledger), written once for the KV stores
+	*kvstore.Keys                  // business keys (store.Keys), written once for the KV stores (keys.go)
 	ctx            context.Context // cancelled by Close: watches and background revokes
 	cancel         context.CancelFunc
 	wg             sync.WaitGroup
@@ -60,6 +61,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	s := &Store{c: newClient(cfg), p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]idleLease{}}
 	s.Ledger = kvstore.Ledger{KV: kv{s}}
+	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "etcd"}
 	pctx, cancel, bound := store.Connecting(ctx, cfg.Dial)
 	defer cancel()
 	fail := func(err error) (*Store, error) {

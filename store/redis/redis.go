@@ -56,6 +56,7 @@ type Store struct {
 	addr           string
 	epoch          string
 	kvstore.Ledger // the run ledger (store.Ledger), written once for the KV stores
+	*kvstore.Keys  // business keys (store.Keys), written once for the KV stores (keys.go)
 
 	mu    sync.Mutex
 	hwm   map[string]int64 // highest token seen per task: a counter below it means Redis lost data
@@ -85,6 +86,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	set := cfg.Opts.DialTimeout // the DSN's dial_timeout, 0 when not given
 	s := &Store{c: goredis.NewClient(cfg.Opts), prefix: cfg.Prefix, addr: cfg.Opts.Addr, hwm: map[string]int64{}, known: map[string]bool{}}
 	s.Ledger = kvstore.Ledger{KV: kv{s}}
+	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "redis"}
 	cctx, cancel, bound := store.Connecting(ctx, set)
 	defer cancel()
 	if err := s.init(cctx); err != nil {

@@ -23,38 +23,6 @@ import (
 
 var _ store.Keys = (*Store)(nil)
 
-func (s *Store) keys() *kvstore.Keys { return &kvstore.Keys{KV: keyKV{s}, Name: "zk"} }
-
-// Claim claims keys (store.Keys): a multi of creates per batch of 256, see above.
-func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
-	return s.keys().Claim(ctx, req)
-}
-
-// Complete marks keys pending under runID done (store.Keys).
-func (s *Store) Complete(ctx context.Context, scope string, keys []string, runID string, result []byte) error {
-	return s.keys().Complete(ctx, scope, keys, runID, result)
-}
-
-// Lookup returns the stored keys (store.Keys).
-func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]store.Key, error) {
-	return s.keys().Lookup(ctx, scope, keys)
-}
-
-// Reclaim hands keys whose claimant is gone to c, or marks them done, or deletes them (store.Keys).
-func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *store.Claimant, asDone bool) ([]string, error) {
-	return s.keys().Reclaim(ctx, scope, keys, c, asDone)
-}
-
-// Forget deletes the scope's keys claimed before before (store.Keys).
-func (s *Store) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
-	return s.keys().Forget(ctx, scope, before, includeDone)
-}
-
-// ReleaseKeys deletes keys still pending under runID (store.Keys).
-func (s *Store) ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error {
-	return s.keys().ReleaseKeys(ctx, scope, keys, runID)
-}
-
 type keyKV struct{ s *Store }
 
 // ensuredDirs remembers the scope directories a store created, to skip the round trip next time.

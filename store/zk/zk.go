@@ -48,6 +48,7 @@ type Store struct {
 	p              string // /once/<prefix>
 	where          string
 	kvstore.Ledger // the run ledger (store.Ledger), written once for the KV stores
+	*kvstore.Keys  // business keys (store.Keys), written once for the KV stores (keys.go)
 
 	mu    sync.Mutex
 	down  chan struct{} // closed when the session disconnects or expires; replaced after
@@ -75,6 +76,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	s.c = c
 	s.Ledger = kvstore.Ledger{KV: kv{s}}
+	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "zk"}
 	ready := make(chan struct{})
 	go s.watchSession(events, ready)
 	cctx, cancel, bound := store.Connecting(ctx, 0)
