@@ -98,35 +98,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	p := opts.Prefix
 	s := &Store{clk: sysClock, path: abs, busy: opts.BusyTimeout, pol: pol, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys", p + "waiting"}}
-	dirExists, err := s.checkTrust()
+	m, err := s.openFiles()
 	if err != nil {
 		return nil, err
-	}
-	var m *marker
-	if dirExists {
-		// The marker is read before the database, so the database has seen at least every write
-		// the marker counts.
-		if m, err = readMarker(MarkerPath(abs)); err != nil {
-			return nil, fmt.Errorf("%w: sqlite %s: %s; fix: rm %s (it is written again from the ledger)",
-				store.ErrUnavailable, abs, oneLine(err.Error()), trust.Quote(MarkerPath(abs)))
-		}
-		if err := s.checkPresent(m); err != nil {
-			return nil, err
-		}
-	} else if pol.Shared {
-		dir := trust.Quote(filepath.Dir(abs))
-		return nil, fmt.Errorf("%w: sqlite %s: the shared directory does not exist; fix: install -d -o root -g %d -m 2770 %s", store.ErrUnavailable, abs, pol.Group, dir)
-	}
-	if err := prepareFile(abs, s.fileMode()); err != nil {
-		return nil, err
-	}
-	if !dirExists { // created just now: check what was made
-		if _, err := s.checkTrust(); err != nil {
-			return nil, err
-		}
-	}
-	if s.q, err = openQueue(abs, s.fileMode(), pol); err != nil {
-		return nil, s.unsafeOrUnavailable(err)
 	}
 	// busy_timeout is applied first by the driver; journal_mode=WAL is a no-op once the file is WAL.
 	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
@@ -163,6 +137,43 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return fail(err)
 	}
 	return s, nil
+}
+
+// openFiles checks who may change the ledger's files, reads its marker (the ledger that was
+// there), creates the file when it is new and opens the writers' queue. The marker is nil for a
+// new ledger.
+func (s *Store) openFiles() (*marker, error) {
+	dirExists, err := s.checkTrust()
+	if err != nil {
+		return nil, err
+	}
+	var m *marker
+	if dirExists {
+		// The marker is read before the database, so the database has seen at least every write
+		// the marker counts.
+		if m, err = readMarker(MarkerPath(s.path)); err != nil {
+			return nil, fmt.Errorf("%w: sqlite %s: %s; fix: rm %s (it is written again from the ledger)",
+				store.ErrUnavailable, s.path, oneLine(err.Error()), trust.Quote(MarkerPath(s.path)))
+		}
+		if err := s.checkPresent(m); err != nil {
+			return nil, err
+		}
+	} else if s.pol.Shared {
+		dir := trust.Quote(filepath.Dir(s.path))
+		return nil, fmt.Errorf("%w: sqlite %s: the shared directory does not exist; fix: install -d -o root -g %d -m 2770 %s", store.ErrUnavailable, s.path, s.pol.Group, dir)
+	}
+	if err := prepareFile(s.path, s.fileMode()); err != nil {
+		return nil, err
+	}
+	if !dirExists { // created just now: check what was made
+		if _, err := s.checkTrust(); err != nil {
+			return nil, err
+		}
+	}
+	if s.q, err = openQueue(s.path, s.fileMode(), s.pol); err != nil {
+		return nil, s.unsafeOrUnavailable(err)
+	}
+	return m, nil
 }
 
 // persistWAL keeps the -wal and -shm files when the last connection closes. `once run` opens
