@@ -60,7 +60,7 @@ func Take(ctx context.Context, s store.Leaser, ttl, wait time.Duration, take fun
 	var ex expiry
 	for {
 		sent := time.Now()
-		g, err := take(ctx)
+		g, err := takeWithin(ctx, take, wait, giveUp)
 		if err == nil {
 			l := &Lease{s: s, ttl: ttl, cur: g, deadline: sent.Add(ttl),
 				lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
@@ -91,6 +91,26 @@ func Take(ctx context.Context, s store.Leaser, ttl, wait time.Duration, take fun
 		}
 		backoff = min(backoff*2, time.Second)
 	}
+}
+
+// takeWithin calls take. When the caller waits (wait > 0) the call is bounded by the wait as well,
+// so that --wait bounds a store that does not answer as it bounds a busy lease (a SQLite writer
+// frozen inside a write would otherwise hold every waiter for busy_timeout, 10 s by default) — but
+// never below store.ConnectTimeout, which leaves a last try near the deadline the time a store
+// that answers needs. Without a wait the store's own bounds apply.
+func takeWithin(ctx context.Context, take func(ctx context.Context) (store.Lease, error), wait time.Duration, giveUp time.Time) (store.Lease, error) {
+	if wait <= 0 {
+		return take(ctx)
+	}
+	start := time.Now()
+	end := max(giveUp.Sub(start), store.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(ctx, end)
+	defer cancel()
+	g, err := take(cctx)
+	if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+		return g, fmt.Errorf("%w; the store did not answer within %s while waiting for the lease", err, end.Round(time.Millisecond))
+	}
+	return g, err
 }
 
 // expiry turns the expiry that a busy answer names, by the store's clock, into the local instant

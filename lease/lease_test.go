@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/once-run/once/lease"
 	"github.com/once-run/once/store"
@@ -169,5 +172,35 @@ func TestLostWhenAnotherHolderTookOver(t *testing.T) {
 	l.Release(ctx)
 	if got, _ := s.Leases(ctx); len(got) != 1 || got[0].Token != g2.Token {
 		t.Errorf("the new holder's lease was disturbed: %+v", got)
+	}
+}
+
+// A writer frozen inside a write (here: the SQLite writers' queue held by someone who never lets
+// go) does not hold a waiter past its --wait: the store call is bounded by the wait, never below
+// store.ConnectTimeout, and fails closed with ErrUnavailable; without the bound it would take
+// busy_timeout (10 s).
+func TestWaitBoundsAStalledStore(t *testing.T) {
+	s, path := open(t)
+	if _, err := s.Acquire(context.Background(), req(time.Minute)); err != nil {
+		t.Fatal(err) // the queue file exists once the store has written
+	}
+	q, err := os.OpenFile(filepath.Join(filepath.Dir(path), ".once.db.queue"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := unix.Flock(int(q.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ wait, want time.Duration }{{3 * time.Second, 3 * time.Second}, {100 * time.Millisecond, store.ConnectTimeout}} {
+		start := time.Now()
+		_, err := lease.Acquire(context.Background(), s, store.AcquireRequest{Task: "u", Holder: "h2", RunID: "r2", TTL: time.Minute}, c.wait)
+		took := time.Since(start)
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("wait %s: %v, want ErrUnavailable", c.wait, err)
+		}
+		if took < c.want-50*time.Millisecond || took > c.want+time.Second {
+			t.Errorf("wait %s: gave up after %s, want about %s", c.wait, took, c.want)
+		}
 	}
 }

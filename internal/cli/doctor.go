@@ -35,8 +35,12 @@ func (a *app) doctorCmd() *cobra.Command {
 		Short: "Check the store, the clocks, leases, slots waiting for review, lock directory and history",
 		Long: `Check what once depends on and what history shows:
 
-  store       reachable, schema current (and durability where the store can tell: SQLite's
-              journal and sync settings, and whether its file is on a network filesystem)
+  store       reachable, schema current
+  durability  the settings that decide whether a recorded outcome survives a crash: SQLite's
+              journal and sync (and whether its file is on a network filesystem), PostgreSQL's
+              fsync/synchronous_commit/full_page_writes, MySQL's innodb_flush_log_at_trx_commit
+              and sync_binlog, Redis' appendonly/appendfsync, etcd's version, alarms and
+              members, ZooKeeper's fsyncs (through mntr, when the server allows it)
   files       SQLite: the ledger's directory, its files and the directories above them can be
               changed by this user and root only (or the ?group= members); else FAIL with the fix
   ledger      SQLite: the ledger's id and write count match its marker; a deleted, emptied,
@@ -129,21 +133,11 @@ func (a *app) doctor(ctx context.Context, f *doctorFlags) error {
 	return nil
 }
 
+// doctorChecks adds the findings in the order doctor prints them: the local lock directory (checked
+// even when the store is down), then the store's own report, its clock, leases, slots waiting for
+// review and what history shows.
 func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *report) {
-	// Lock directory: local, so checked even when the store is down.
-	if home, err := once.Home(); err != nil {
-		r.add("locks", store.LevelWarn, "", "%v", err)
-	} else {
-		dir := once.LockDir(home)
-		if err := flock.Check(dir); err != nil {
-			r.add("locks", store.LevelFail, "", "%v", err)
-		} else if _, err := os.Lstat(dir); err != nil {
-			r.add("locks", store.LevelOK, "", "%s does not exist yet (created with mode 0700 on first run)", dir)
-		} else {
-			r.add("locks", store.LevelOK, "", "%s is private to uid %d", dir, os.Geteuid())
-		}
-	}
-
+	checkLocks(r)
 	s, err := a.openStore(ctx, dsn)
 	if err != nil {
 		check := "store"
@@ -158,76 +152,15 @@ func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *r
 	}
 	defer s.Close()
 	r.add("store", store.LevelOK, "", "%s reachable, schema created or current", store.Redact(dsn))
-	if in, ok := s.(store.Inspector); ok {
-		fs, err := in.Inspect(ctx)
-		if err != nil {
-			r.add("durability", store.LevelWarn, "", "could not inspect the store: %v", err)
-		}
-		r.Findings = append(r.Findings, fs...)
-	} else {
-		scheme, _ := store.Scheme(dsn)
-		r.add("durability", store.LevelInfo, "", "%s stores do not report their durability here; see docs/stores", scheme)
-	}
-
-	// Clock: the midpoint of the round trip against the store's answer.
-	storeNow := time.Now()
-	if c, ok := s.(store.Clock); ok {
-		t0 := time.Now()
-		st, err := c.Now(ctx)
-		rtt := time.Since(t0)
-		if err != nil {
-			r.add("clock", store.LevelWarn, "", "could not read the store's clock: %v", err)
-		} else {
-			storeNow = st
-			off := st.Sub(t0.Add(rtt / 2))
-			dir := "ahead of"
-			if off < 0 {
-				dir = "behind"
-			}
-			lvl := store.LevelOK
-			msg := fmt.Sprintf("the store's clock is %s %s this host's (round trip %s)", absDur(off), dir, rtt.Round(time.Microsecond))
-			if absDur(off) > f.maxOffset {
-				lvl = store.LevelWarn
-				msg += fmt.Sprintf("; above %s: fix NTP on this host or the store's; lease expiry uses the store's clock, --min-hold and log times use this host's", f.maxOffset)
-			}
-			r.add("clock", lvl, "", "%s", msg)
-		}
-	} else {
-		r.add("clock", store.LevelInfo, "", "this store cannot tell its time; lease expiry is measured by the store itself")
-	}
-
+	inspectStore(ctx, s, dsn, r)
+	storeNow := checkClock(ctx, s, f.maxOffset, r)
 	leases, err := s.Leases(ctx)
 	if err != nil {
 		r.add("lease", store.LevelFail, "", "cannot list leases: %v", err)
 		return
 	}
-	host, _ := os.Hostname()
-	for _, l := range leases {
-		if pid, ok := localPid(l.Holder, host); ok && !pidAlive(pid) {
-			r.add("lease", store.LevelFail, l.Task, "stale lease: held by %s (token %d, run %s), a process of this host that is gone; it expires at %s, then the next run takes over and marks its attempt unknown",
-				l.Holder, l.Token, l.RunID, l.Expires.Local().Format(time.RFC3339))
-			continue
-		}
-		r.add("lease", store.LevelOK, l.Task, "held by %s (token %d, run %s) until %s", l.Holder, l.Token, l.RunID, l.Expires.Local().Format(time.RFC3339))
-	}
-
-	waiting, err := s.Waiting(ctx)
-	if err != nil {
-		r.add("review", store.LevelFail, "", "cannot list slots waiting for review: %v", err)
-	}
-	for _, w := range waiting {
-		why := "waits for review"
-		if w.Last != nil {
-			why = fmt.Sprintf("attempt %d %s (holder %s) and the slot waits for review", w.Last.Number, w.Last.State, w.Last.Holder)
-		}
-		// One finding per decision, each with its complete command.
-		cmds := a.resolveCommands(dsn, w.Task, w.Slot)
-		r.add("review", store.LevelWarn, w.Task, "slot %s: %s; to run it again:", w.Slot, why)
-		r.Findings[len(r.Findings)-1].Command = cmds.Failed
-		r.add("review", store.LevelInfo, w.Task, "slot %s: or, to mark it done:", w.Slot)
-		r.Findings[len(r.Findings)-1].Command = cmds.Succeeded
-	}
-
+	checkLeases(leases, r)
+	a.checkReview(ctx, s, dsn, r)
 	hist, err := s.History(ctx, store.HistoryQuery{Limit: f.scan})
 	if err != nil {
 		r.add("history", store.LevelFail, "", "cannot read history: %v", err)
@@ -237,6 +170,100 @@ func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *r
 	staleRunning(ctx, s, hist, leases, r)
 	overlaps(hist, storeNow, r)
 	bursts(hist, f.burst, r)
+}
+
+// checkLocks reports on the lock directory: local, so checked even when the store is down.
+func checkLocks(r *report) {
+	home, err := once.Home()
+	if err != nil {
+		r.add("locks", store.LevelWarn, "", "%v", err)
+		return
+	}
+	dir := once.LockDir(home)
+	if err := flock.Check(dir); err != nil {
+		r.add("locks", store.LevelFail, "", "%v", err)
+	} else if _, err := os.Lstat(dir); err != nil {
+		r.add("locks", store.LevelOK, "", "%s does not exist yet (created with mode 0700 on first run)", dir)
+	} else {
+		r.add("locks", store.LevelOK, "", "%s is private to uid %d", dir, os.Geteuid())
+	}
+}
+
+// inspectStore adds the store's own report on its durability and health (store.Inspector).
+func inspectStore(ctx context.Context, s store.Store, dsn string, r *report) {
+	in, ok := s.(store.Inspector)
+	if !ok {
+		scheme, _ := store.Scheme(dsn)
+		r.add("durability", store.LevelInfo, "", "%s stores do not report their durability here; see docs/stores", scheme)
+		return
+	}
+	fs, err := in.Inspect(ctx)
+	if err != nil {
+		r.add("durability", store.LevelWarn, "", "could not inspect the store: %v", err)
+	}
+	r.Findings = append(r.Findings, fs...)
+}
+
+// checkClock compares the store's clock with this host's (the midpoint of the round trip against
+// the store's answer) and returns the store's time, or this host's when the store cannot tell.
+func checkClock(ctx context.Context, s store.Store, maxOff time.Duration, r *report) time.Time {
+	c, ok := s.(store.Clock)
+	if !ok {
+		r.add("clock", store.LevelInfo, "", "this store cannot tell its time; lease expiry is measured by the store itself")
+		return time.Now()
+	}
+	t0 := time.Now()
+	st, err := c.Now(ctx)
+	rtt := time.Since(t0)
+	if err != nil {
+		r.add("clock", store.LevelWarn, "", "could not read the store's clock: %v", err)
+		return time.Now()
+	}
+	off := st.Sub(t0.Add(rtt / 2))
+	dir := "ahead of"
+	if off < 0 {
+		dir = "behind"
+	}
+	lvl := store.LevelOK
+	msg := fmt.Sprintf("the store's clock is %s %s this host's (round trip %s)", absDur(off), dir, rtt.Round(time.Microsecond))
+	if absDur(off) > maxOff {
+		lvl = store.LevelWarn
+		msg += fmt.Sprintf("; above %s: fix NTP on this host or the store's; lease expiry uses the store's clock, --min-hold and log times use this host's", maxOff)
+	}
+	r.add("clock", lvl, "", "%s", msg)
+	return st
+}
+
+// checkLeases lists the leases held now; one held by a process of this host that is gone is stale.
+func checkLeases(leases []store.Lease, r *report) {
+	host, _ := os.Hostname()
+	for _, l := range leases {
+		if pid, ok := localPid(l.Holder, host); ok && !pidAlive(pid) {
+			r.add("lease", store.LevelFail, l.Task, "stale lease: held by %s (token %d, run %s), a process of this host that is gone; it expires at %s, then the next run takes over and marks its attempt unknown",
+				l.Holder, l.Token, l.RunID, l.Expires.Local().Format(time.RFC3339))
+			continue
+		}
+		r.add("lease", store.LevelOK, l.Task, "held by %s (token %d, run %s) until %s", l.Holder, l.Token, l.RunID, l.Expires.Local().Format(time.RFC3339))
+	}
+}
+
+// checkReview adds two findings per slot waiting for a person, each with its complete command.
+func (a *app) checkReview(ctx context.Context, s store.Store, dsn string, r *report) {
+	waiting, err := s.Waiting(ctx)
+	if err != nil {
+		r.add("review", store.LevelFail, "", "cannot list slots waiting for review: %v", err)
+	}
+	for _, w := range waiting {
+		why := "waits for review"
+		if w.Last != nil {
+			why = fmt.Sprintf("attempt %d %s (holder %s) and the slot waits for review", w.Last.Number, w.Last.State, w.Last.Holder)
+		}
+		cmds := a.resolveCommands(dsn, w.Task, w.Slot)
+		r.add("review", store.LevelWarn, w.Task, "slot %s: %s; to run it again:", w.Slot, why)
+		r.Findings[len(r.Findings)-1].Command = cmds.Failed
+		r.add("review", store.LevelInfo, w.Task, "slot %s: or, to mark it done:", w.Slot)
+		r.Findings[len(r.Findings)-1].Command = cmds.Succeeded
+	}
 }
 
 func absDur(d time.Duration) time.Duration {

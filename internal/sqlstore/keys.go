@@ -29,7 +29,6 @@ const keysChunk = 1000
 // Column limits of the keys table (migration 002): checked before a write, so that MySQL's INSERT
 // IGNORE can only ever skip duplicates, never truncate.
 const (
-	maxScope = 200
 	maxKey   = 1024
 	maxFP    = 255
 	maxRunID = 255
@@ -47,8 +46,8 @@ func (s *Store) keysErr(format string, a ...any) error {
 }
 
 func (s *Store) checkScope(scope string) error {
-	if scope == "" || len(scope) > maxScope {
-		return s.keysErr("key scope %q must be 1 to %d bytes", scope, maxScope)
+	if err := store.CheckScope(scope); err != nil {
+		return s.keysErr("%v", err)
 	}
 	return nil
 }

@@ -1,12 +1,14 @@
 package sqlstore
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/once-run/once/store"
 )
@@ -91,4 +93,21 @@ func TablePrefix(v string) (string, error) {
 		return "", err
 	}
 	return v + "_", nil
+}
+
+// Reach opens the pool's first connection within store.Connecting's bound (set: the DSN's own
+// connect timeout, 0 for the default), so that an unreachable or frozen server fails Open with
+// store.ErrUnavailable in seconds; what names the server in that error. The connection stays in
+// the pool for the migration's first query, so this costs no round trip of its own.
+func (s *Store) Reach(ctx context.Context, set time.Duration, what string) error {
+	cctx, cancel, d := store.Connecting(ctx, set)
+	defer cancel()
+	c, err := s.DB.Conn(cctx)
+	if err == nil {
+		return c.Close()
+	}
+	if cctx.Err() != nil && ctx.Err() == nil {
+		return store.Unreached(what, d)
+	}
+	return s.Dialect.MapError(err)
 }

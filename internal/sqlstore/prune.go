@@ -145,7 +145,15 @@ func scanLast(f *store.PruneFacts, number sql.NullInt64, state sql.NullString, s
 	}
 }
 
-func (p *pruner) attempts(ctx context.Context, tx *sql.Tx) (int, error) {
+// pruneCand is an attempt prune considers, with the facts PruneRequest.Decide needs.
+type pruneCand struct {
+	id  int64
+	key [2]string // task, slot
+	f   store.PruneFacts
+}
+
+// candidates reads the next page of attempts to consider, from p.pos on, and moves p.pos past it.
+func (p *pruner) candidates(ctx context.Context, tx *sql.Tx) ([]pruneCand, error) {
 	s, r := p.s, p.r
 	var args []any
 	if r.ForgetSlots {
@@ -157,17 +165,12 @@ func (p *pruner) attempts(ctx context.Context, tx *sql.Tx) (int, error) {
 	}
 	rows, err := tx.QueryContext(ctx, s.PruneAttemptsQuery(r.ForgetSlots, r.Task != ""), args...)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	type cand struct {
-		id  int64
-		key [2]string
-		f   store.PruneFacts
-	}
-	var cands []cand
+	var cands []pruneCand
 	for rows.Next() {
 		var (
-			c              cand
+			c              pruneCand
 			state          string
 			lNum           sql.NullInt64
 			lState, lRes   sql.NullString
@@ -176,7 +179,7 @@ func (p *pruner) attempts(ctx context.Context, tx *sql.Tx) (int, error) {
 		)
 		if err := rows.Scan(&c.id, &c.key[0], &c.key[1], &number, &state, &c.f.At, &lNum, &lState, &lStart, &lEnd, &lRes, &recent); err != nil {
 			rows.Close()
-			return 0, err
+			return nil, err
 		}
 		c.f.Kind, c.f.Number, c.f.Recent = store.State(state), number, recent == 1
 		scanLast(&c.f, lNum, lState, lStart, lEnd, lRes)
@@ -185,6 +188,32 @@ func (p *pruner) attempts(ctx context.Context, tx *sql.Tx) (int, error) {
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return cands, nil
+}
+
+// checkpoint is the number of the slot's latest attempt with a checkpoint (p.cps).
+func (p *pruner) checkpoint(ctx context.Context, tx *sql.Tx, key [2]string) (int, error) {
+	if cp, ok := p.cps[key]; ok {
+		return cp, nil
+	}
+	var cp int
+	err := tx.QueryRowContext(ctx, p.s.Q(CheckpointQuery), key[0], key[1]).Scan(&cp)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, err
+	}
+	if len(p.cps) > 100_000 {
+		clear(p.cps)
+	}
+	p.cps[key] = cp
+	return cp, nil
+}
+
+func (p *pruner) attempts(ctx context.Context, tx *sql.Tx) (int, error) {
+	s, r := p.s, p.r
+	cands, err := p.candidates(ctx, tx)
+	if err != nil {
 		return 0, err
 	}
 	var drop []any
@@ -192,18 +221,9 @@ func (p *pruner) attempts(ctx context.Context, tx *sql.Tx) (int, error) {
 	for _, c := range cands {
 		// The checkpoint matters only to an attempt that would otherwise go.
 		if c.f.Kind != store.Running && c.f.Number < c.f.Last.Number {
-			cp, ok := p.cps[c.key]
-			if !ok {
-				err := tx.QueryRowContext(ctx, s.Q(CheckpointQuery), c.key[0], c.key[1]).Scan(&cp)
-				if err != nil && !errors.Is(err, sql.ErrNoRows) {
-					return 0, err
-				}
-				if len(p.cps) > 100_000 {
-					clear(p.cps)
-				}
-				p.cps[c.key] = cp
+			if c.f.Checkpoint, err = p.checkpoint(ctx, tx, c.key); err != nil {
+				return 0, err
 			}
-			c.f.Checkpoint = cp
 		}
 		switch r.Decide(c.f) {
 		case store.Drop:

@@ -365,18 +365,7 @@ func (s *Store) Report(ctx context.Context, runID string, token int64, r store.R
 		if a.State != store.Running {
 			return fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
 		}
-		if r.Records != nil {
-			a.Records = *r.Records
-		}
-		if r.Progress != "" {
-			a.Progress = r.Progress
-		}
-		if r.Checkpoint != "" {
-			a.Checkpoint = r.Checkpoint
-		}
-		if r.Note != "" {
-			a.Note = r.Note
-		}
+		r.Apply(&a)
 		_, err = tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET records = ?, progress = ?, checkpoint = ?, note = ?
 			WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`),
 			a.Records, a.Progress, a.Checkpoint, a.Note, a.Task, a.Slot, a.Number)

@@ -49,9 +49,9 @@ func TestFailover(t *testing.T) {
 	}
 }
 
-// startAuthEtcd starts a private etcd with authentication on (user root, password pw) and simple
-// tokens that expire after tokenTTL seconds of idleness. It returns host:port.
-func startAuthEtcd(t *testing.T, tokenTTL int) string {
+// startEtcd starts a private etcd with the extra flags and returns host:port; it is killed in
+// t.Cleanup.
+func startEtcd(t *testing.T, extra ...string) string {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		if r := os.Getenv("ONCE_TEST_REQUIRE"); r == "all" || strings.Contains(r, "etcd") {
@@ -61,10 +61,10 @@ func startAuthEtcd(t *testing.T, tokenTTL int) string {
 	}
 	port, peer := freePort(t), freePort(t)
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "--name", "auth", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", "http://127.0.0.1:"+port, "--advertise-client-urls", "http://127.0.0.1:"+port,
-		"--listen-peer-urls", "http://127.0.0.1:"+peer, "--initial-advertise-peer-urls", "http://127.0.0.1:"+peer,
-		"--initial-cluster", "auth=http://127.0.0.1:"+peer, "--auth-token-ttl", fmt.Sprint(tokenTTL))
+	cmd := exec.Command(bin, append([]string{"--name", "p", "--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", "http://127.0.0.1:" + port, "--advertise-client-urls", "http://127.0.0.1:" + port,
+		"--listen-peer-urls", "http://127.0.0.1:" + peer, "--initial-advertise-peer-urls", "http://127.0.0.1:" + peer,
+		"--initial-cluster", "p=http://127.0.0.1:" + peer}, extra...)...)
 	logf, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,13 @@ func startAuthEtcd(t *testing.T, tokenTTL int) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logf.Close() })
-	ep := "127.0.0.1:" + port
+	return "127.0.0.1:" + port
+}
+
+// startAuthEtcd starts a private etcd with authentication on (user root, password pw) and simple
+// tokens that expire after tokenTTL seconds of idleness. It returns host:port.
+func startAuthEtcd(t *testing.T, tokenTTL int) string {
+	ep := startEtcd(t, "--auth-token-ttl", fmt.Sprint(tokenTTL))
 	post := func(path, body string) {
 		t.Helper()
 		var last error

@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/once-run/once/internal/kvledger"
+	"github.com/once-run/once/internal/kvstore"
 	"github.com/once-run/once/store"
 )
 
-// Business idempotency keys (store.Keys) through internal/kvledger: one etcd key per idempotency key,
+// Business idempotency keys (store.Keys) through internal/kvstore: one etcd key per idempotency key,
 // /once/<prefix>/k/<scope>/<key> (both path-escaped), holding the record's JSON.
 //
 // etcd transactions are all-or-nothing and take at most 128 operations (--max-txn-ops), so a claim
@@ -28,38 +28,6 @@ import (
 
 var _ store.Keys = (*Store)(nil)
 
-func (s *Store) keys() *kvledger.Keys { return &kvledger.Keys{KV: keyKV{s}, Name: "etcd"} }
-
-// Claim claims keys (store.Keys): transactions of up to 128 keys, see above.
-func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
-	return s.keys().Claim(ctx, req)
-}
-
-// Complete marks keys pending under runID done (store.Keys).
-func (s *Store) Complete(ctx context.Context, scope string, keys []string, runID string, result []byte) error {
-	return s.keys().Complete(ctx, scope, keys, runID, result)
-}
-
-// Lookup returns the stored keys (store.Keys).
-func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]store.Key, error) {
-	return s.keys().Lookup(ctx, scope, keys)
-}
-
-// Reclaim hands keys whose claimant is gone to c, or marks them done, or deletes them (store.Keys).
-func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *store.Claimant, asDone bool) ([]string, error) {
-	return s.keys().Reclaim(ctx, scope, keys, c, asDone)
-}
-
-// Forget deletes the scope's keys claimed before before (store.Keys).
-func (s *Store) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
-	return s.keys().Forget(ctx, scope, before, includeDone)
-}
-
-// ReleaseKeys deletes keys still pending under runID (store.Keys).
-func (s *Store) ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error {
-	return s.keys().ReleaseKeys(ctx, scope, keys, runID)
-}
-
 type keyKV struct{ s *Store }
 
 func (k keyKV) dir(scope string) string              { return k.s.p + "k/" + esc(scope) + "/" }
@@ -73,7 +41,7 @@ func (k keyKV) Leases(ctx context.Context) ([]store.Lease, error) {
 // createRounds bounds the transactions one batch takes when other claimers keep creating its keys.
 const createRounds = 16
 
-func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []kvledger.KeyRec) ([]bool, error) {
+func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []kvstore.KeyRec) ([]bool, error) {
 	now := time.Now().UnixMicro()
 	out := make([]bool, len(keys))
 	todo := make([]int, len(keys))
@@ -116,16 +84,16 @@ func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []k
 	return out, nil
 }
 
-func (k keyKV) decode(m map[string]kvledger.StoredKey, key string, kv keyValue) error {
-	r, err := kvledger.DecodeKeyRec(kv.Value)
+func (k keyKV) decode(m map[string]kvstore.StoredKey, key string, kv keyValue) error {
+	r, err := kvstore.DecodeKeyRec(kv.Value)
 	if err != nil {
 		return err
 	}
-	m[key] = kvledger.StoredKey{Rec: r, Ver: strconv.FormatInt(int64(kv.ModRevision), 10)}
+	m[key] = kvstore.StoredKey{Rec: r, Ver: strconv.FormatInt(int64(kv.ModRevision), 10)}
 	return nil
 }
 
-func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string]kvledger.StoredKey, error) {
+func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string]kvstore.StoredKey, error) {
 	t := txnReq{}
 	for _, key := range keys {
 		t.Success = append(t.Success, opGet(k.path(scope, key)))
@@ -134,7 +102,7 @@ func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string
 	if err != nil {
 		return nil, k.s.mapErr(err)
 	}
-	m := make(map[string]kvledger.StoredKey, len(keys))
+	m := make(map[string]kvstore.StoredKey, len(keys))
 	for j, key := range keys {
 		if j < len(r.Responses) && r.Responses[j].Range != nil && len(r.Responses[j].Range.Kvs) > 0 {
 			if err := k.decode(m, key, r.Responses[j].Range.Kvs[0]); err != nil {
@@ -145,13 +113,13 @@ func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string
 	return m, nil
 }
 
-func (k keyKV) List(ctx context.Context, scope string) (map[string]kvledger.StoredKey, error) {
+func (k keyKV) List(ctx context.Context, scope string) (map[string]kvstore.StoredKey, error) {
 	dir := k.dir(scope)
 	gr, err := k.s.c.getPrefix(ctx, dir)
 	if err != nil {
 		return nil, k.s.mapErr(err)
 	}
-	m := make(map[string]kvledger.StoredKey, len(gr.Kvs))
+	m := make(map[string]kvstore.StoredKey, len(gr.Kvs))
 	for _, kv := range gr.Kvs {
 		key, err := url.PathUnescape(string(kv.Key[len(dir):]))
 		if err != nil {
@@ -164,7 +132,7 @@ func (k keyKV) List(ctx context.Context, scope string) (map[string]kvledger.Stor
 	return m, nil
 }
 
-func (k keyKV) Apply(ctx context.Context, scope string, ch []kvledger.KeyChange) (bool, error) {
+func (k keyKV) Apply(ctx context.Context, scope string, ch []kvstore.KeyChange) (bool, error) {
 	t := txnReq{}
 	for _, c := range ch {
 		p := k.path(scope, c.Key)

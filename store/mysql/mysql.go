@@ -79,6 +79,9 @@ type Config struct {
 	Driver *gomysql.Config
 	Prefix string // table prefix, e.g. "once_"
 	Where  string // "host:port/database", for messages
+	// Connect is the DSN's timeout=, 0 when it gives none: it bounds Open's first contact instead
+	// of store.ConnectTimeout (and each later dial, 5s when not given).
+	Connect time.Duration
 }
 
 // Params are the query parameters a mysql:// DSN accepts (docs/stores/mysql.md): prefix, MariaDB's
@@ -168,6 +171,7 @@ func ParseDSN(dsn string) (*Config, error) {
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.ClientFoundRows = false // ROW_COUNT() must count changed rows, not matched ones
+	connect := cfg.Timeout      // the DSN's timeout=, 0 when not given
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
@@ -184,7 +188,7 @@ func ParseDSN(dsn string) (*Config, error) {
 	if _, set := cfg.Params["idle_transaction_timeout"]; !set {
 		cfg.Params["sql_mode"] += fmt.Sprintf(" /*M!100300 , idle_transaction_timeout = %d */", int(sqlstore.IdleTxTimeout/time.Second))
 	}
-	return &Config{Driver: cfg, Prefix: prefix, Where: addr + "/" + db}, nil
+	return &Config{Driver: cfg, Prefix: prefix, Where: addr + "/" + db, Connect: connect}, nil
 }
 
 // slogger sends go-sql-driver's own log lines (e.g. "closing bad idle connection") through slog's
@@ -213,6 +217,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(sqlstore.ConnMaxIdle)
 	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.MySQL, Retries: 3, Backoff: 50 * time.Millisecond}, d: d}
+	if err := s.Reach(ctx, cfg.Connect, "mysql "+cfg.Where); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := s.migrate(ctx, cfg.Driver.DBName); err != nil {
 		db.Close()
 		return nil, err

@@ -70,6 +70,9 @@ type Config struct {
 	Conn   *pgx.ConnConfig
 	Prefix string // table prefix, e.g. "once_"
 	Where  string // "host:port/database", for messages
+	// Connect is the DSN's connect_timeout, 0 when it gives none: it bounds Open's first contact
+	// instead of store.ConnectTimeout (and each later connection attempt, 5s when not given).
+	Connect time.Duration
 }
 
 // Params are the query parameters a postgres:// DSN accepts (docs/stores/postgres.md): prefix; the
@@ -115,7 +118,8 @@ func ParseDSN(dsn string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, set := q["connect_timeout"]; !set {
+	_, connectSet := q["connect_timeout"]
+	if !connectSet {
 		q["connect_timeout"] = "5"
 	}
 	u.RawQuery = q.Encode()
@@ -138,7 +142,11 @@ func ParseDSN(dsn string) (*Config, error) {
 	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
 		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(sqlstore.IdleTxTimeout/time.Millisecond)) + "ms"
 	}
-	return &Config{Conn: cfg, Prefix: prefix, Where: fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)}, nil
+	c := &Config{Conn: cfg, Prefix: prefix, Where: fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)}
+	if connectSet {
+		c.Connect = cfg.ConnectTimeout
+	}
+	return c, nil
 }
 
 // Open connects, creates or upgrades the schema (under a transaction-scoped advisory lock, so many
@@ -155,6 +163,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(sqlstore.ConnMaxIdle)
 	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.Postgres, Retries: 3, Backoff: 50 * time.Millisecond}, d: d}
+	if err := s.Reach(ctx, cfg.Connect, "postgres "+cfg.Where); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

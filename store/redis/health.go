@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/once-run/once/store"
 )
@@ -40,3 +41,21 @@ func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 	}
 	return out, nil
 }
+
+// checkPersistence warns (store.Warn: once per process and server) when Redis would not keep the
+// ledger across a restart. CONFIG may be disabled (managed Redis): then nothing is said.
+func (s *Store) checkPersistence(ctx context.Context) {
+	if _, done := checked.LoadOrStore(s.addr, true); done {
+		return
+	}
+	m, err := s.c.ConfigGet(ctx, "append*").Result()
+	if err != nil {
+		return
+	}
+	if lvl, msg := durability(m); lvl != store.LevelOK {
+		store.Warn("durability", durabilityMessage(s.addr, msg))
+	}
+}
+
+// checked remembers the servers whose persistence this process asked about (one CONFIG GET each).
+var checked sync.Map

@@ -7,11 +7,11 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/once-run/once/internal/kvledger"
+	"github.com/once-run/once/internal/kvstore"
 	"github.com/once-run/once/store"
 )
 
-// Business idempotency keys (store.Keys) through internal/kvledger: one hash per scope, hash-tagged
+// Business idempotency keys (store.Keys) through internal/kvstore: one hash per scope, hash-tagged
 // by scope ({prefix:k:scope}:keys), field = key, value = the record's JSON. A batch of up to 1,000
 // keys is claimed by one script (HSETNX per key, stamped with Redis's TIME): one round trip. Every
 // other operation reads with HMGET and writes with a script that compares the values read (a
@@ -19,38 +19,6 @@ import (
 // without persistence forgets claimed keys on restart.
 
 var _ store.Keys = (*Store)(nil)
-
-func (s *Store) keys() *kvledger.Keys { return &kvledger.Keys{KV: keyKV{s}, Name: "redis"} }
-
-// Claim claims keys (store.Keys): one script per batch of 1,000.
-func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
-	return s.keys().Claim(ctx, req)
-}
-
-// Complete marks keys pending under runID done (store.Keys).
-func (s *Store) Complete(ctx context.Context, scope string, keys []string, runID string, result []byte) error {
-	return s.keys().Complete(ctx, scope, keys, runID, result)
-}
-
-// Lookup returns the stored keys (store.Keys).
-func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]store.Key, error) {
-	return s.keys().Lookup(ctx, scope, keys)
-}
-
-// Reclaim hands keys whose claimant is gone to c, or marks them done, or deletes them (store.Keys).
-func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *store.Claimant, asDone bool) ([]string, error) {
-	return s.keys().Reclaim(ctx, scope, keys, c, asDone)
-}
-
-// Forget deletes the scope's keys claimed before before (store.Keys).
-func (s *Store) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
-	return s.keys().Forget(ctx, scope, before, includeDone)
-}
-
-// ReleaseKeys deletes keys still pending under runID (store.Keys).
-func (s *Store) ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error {
-	return s.keys().ReleaseKeys(ctx, scope, keys, runID)
-}
 
 type keyKV struct{ s *Store }
 
@@ -81,7 +49,7 @@ end
 return 1
 `)
 
-func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []kvledger.KeyRec) ([]bool, error) {
+func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []kvstore.KeyRec) ([]bool, error) {
 	args := make([]any, 0, 2*len(keys))
 	for i, key := range keys {
 		if recs[i].Claimed != 0 {
@@ -100,21 +68,21 @@ func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []k
 	return out, nil
 }
 
-func (k keyKV) decode(m map[string]kvledger.StoredKey, key, v string) error {
-	r, err := kvledger.DecodeKeyRec([]byte(v))
+func (k keyKV) decode(m map[string]kvstore.StoredKey, key, v string) error {
+	r, err := kvstore.DecodeKeyRec([]byte(v))
 	if err != nil {
 		return err
 	}
-	m[key] = kvledger.StoredKey{Rec: r, Ver: v}
+	m[key] = kvstore.StoredKey{Rec: r, Ver: v}
 	return nil
 }
 
-func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string]kvledger.StoredKey, error) {
+func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string]kvstore.StoredKey, error) {
 	vs, err := k.s.c.HMGet(ctx, k.hash(scope), keys...).Result()
 	if err != nil {
 		return nil, k.s.mapErr(err)
 	}
-	m := make(map[string]kvledger.StoredKey, len(keys))
+	m := make(map[string]kvstore.StoredKey, len(keys))
 	for i, v := range vs {
 		if str, ok := v.(string); ok {
 			if err := k.decode(m, keys[i], str); err != nil {
@@ -125,12 +93,12 @@ func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string
 	return m, nil
 }
 
-func (k keyKV) List(ctx context.Context, scope string) (map[string]kvledger.StoredKey, error) {
+func (k keyKV) List(ctx context.Context, scope string) (map[string]kvstore.StoredKey, error) {
 	all, err := k.s.c.HGetAll(ctx, k.hash(scope)).Result()
 	if err != nil {
 		return nil, k.s.mapErr(err)
 	}
-	m := make(map[string]kvledger.StoredKey, len(all))
+	m := make(map[string]kvstore.StoredKey, len(all))
 	for key, v := range all {
 		if err := k.decode(m, key, v); err != nil {
 			return nil, err
@@ -139,7 +107,7 @@ func (k keyKV) List(ctx context.Context, scope string) (map[string]kvledger.Stor
 	return m, nil
 }
 
-func (k keyKV) Apply(ctx context.Context, scope string, ch []kvledger.KeyChange) (bool, error) {
+func (k keyKV) Apply(ctx context.Context, scope string, ch []kvstore.KeyChange) (bool, error) {
 	args := make([]any, 0, 3*len(ch))
 	for _, c := range ch {
 		nv := ""

@@ -30,8 +30,8 @@ func (s *Store) goneExpr() string {
 }
 
 func checkScope(scope string) error {
-	if scope == "" || len(scope) > 200 {
-		return fmt.Errorf("sqlite: key scope %q must be 1 to 200 bytes", scope)
+	if err := store.CheckScope(scope); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
 	}
 	return nil
 }

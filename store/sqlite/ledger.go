@@ -160,7 +160,7 @@ func (s *Store) finish(ctx context.Context, tx *sql.Tx, runID string, token int6
 	if err != nil {
 		return a, err
 	}
-	note := joinNote(a.Note, o.Note)
+	note := store.JoinNote(a.Note, o.Note)
 	if _, err := tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET state = ?, ended_at = ?, exit_code = ?, note = ?
 		WHERE run_id = ? AND state = 'running'`, string(o.State), now, nullInt(o.ExitCode), note, runID); err != nil {
 		return a, err
@@ -174,16 +174,6 @@ func (s *Store) finish(ctx context.Context, tx *sql.Tx, runID string, token int6
 	return a, nil
 }
 
-func joinNote(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + "; " + b
-}
-
 // Report attaches figures to the running attempt runID, fenced by token. Zero fields are kept.
 func (s *Store) Report(ctx context.Context, runID string, token int64, r store.Report) error {
 	return s.tx(ctx, func(tx *sql.Tx, _ int64) error {
@@ -191,18 +181,7 @@ func (s *Store) Report(ctx context.Context, runID string, token int64, r store.R
 		if err != nil {
 			return err
 		}
-		if r.Records != nil {
-			a.Records = *r.Records
-		}
-		if r.Progress != "" {
-			a.Progress = r.Progress
-		}
-		if r.Checkpoint != "" {
-			a.Checkpoint = r.Checkpoint
-		}
-		if r.Note != "" {
-			a.Note = r.Note
-		}
+		r.Apply(&a)
 		_, err = tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET records = ?, progress = ?, checkpoint = ?, note = ?
 			WHERE run_id = ? AND state = 'running'`, a.Records, a.Progress, a.Checkpoint, a.Note, runID)
 		return err

@@ -9,11 +9,11 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/once-run/once/internal/kvledger"
+	"github.com/once-run/once/internal/kvstore"
 	"github.com/once-run/once/store"
 )
 
-// Business idempotency keys (store.Keys) through internal/kvledger: one persistent znode per key,
+// Business idempotency keys (store.Keys) through internal/kvstore: one persistent znode per key,
 // /once/<prefix>/k/<scope>/<key> (names escaped), holding the record's JSON. A claim is one multi of
 // creates per batch of 256 keys (a multi must fit ZooKeeper's 1 MB jute.maxbuffer with 1 KB keys);
 // a multi fails whole on the first existing key, and then the batch falls back to one create per
@@ -22,38 +22,6 @@ import (
 // znode's ctime and expiry is judged by ZooKeeper's clock (Now), like leases.
 
 var _ store.Keys = (*Store)(nil)
-
-func (s *Store) keys() *kvledger.Keys { return &kvledger.Keys{KV: keyKV{s}, Name: "zk"} }
-
-// Claim claims keys (store.Keys): a multi of creates per batch of 256, see above.
-func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
-	return s.keys().Claim(ctx, req)
-}
-
-// Complete marks keys pending under runID done (store.Keys).
-func (s *Store) Complete(ctx context.Context, scope string, keys []string, runID string, result []byte) error {
-	return s.keys().Complete(ctx, scope, keys, runID, result)
-}
-
-// Lookup returns the stored keys (store.Keys).
-func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]store.Key, error) {
-	return s.keys().Lookup(ctx, scope, keys)
-}
-
-// Reclaim hands keys whose claimant is gone to c, or marks them done, or deletes them (store.Keys).
-func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *store.Claimant, asDone bool) ([]string, error) {
-	return s.keys().Reclaim(ctx, scope, keys, c, asDone)
-}
-
-// Forget deletes the scope's keys claimed before before (store.Keys).
-func (s *Store) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
-	return s.keys().Forget(ctx, scope, before, includeDone)
-}
-
-// ReleaseKeys deletes keys still pending under runID (store.Keys).
-func (s *Store) ReleaseKeys(ctx context.Context, scope string, keys []string, runID string) error {
-	return s.keys().ReleaseKeys(ctx, scope, keys, runID)
-}
 
 type keyKV struct{ s *Store }
 
@@ -103,7 +71,7 @@ func each(ctx context.Context, n int, f func(i int) error) error {
 	return errors.Join(errs...)
 }
 
-func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []kvledger.KeyRec) ([]bool, error) {
+func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []kvstore.KeyRec) ([]bool, error) {
 	if err := k.ensureDir(ctx, scope); err != nil {
 		return nil, err
 	}
@@ -141,12 +109,12 @@ func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []k
 	return out, nil
 }
 
-func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string]kvledger.StoredKey, error) {
+func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string]kvstore.StoredKey, error) {
 	return k.get(ctx, k.dir(scope), keys)
 }
 
-func (k keyKV) get(ctx context.Context, dir string, keys []string) (map[string]kvledger.StoredKey, error) {
-	recs := make([]*kvledger.StoredKey, len(keys))
+func (k keyKV) get(ctx context.Context, dir string, keys []string) (map[string]kvstore.StoredKey, error) {
+	recs := make([]*kvstore.StoredKey, len(keys))
 	err := each(ctx, len(keys), func(i int) error {
 		b, st, err := k.s.c.Get(dir + "/" + esc(keys[i]))
 		if errors.Is(err, zk.ErrNoNode) {
@@ -155,20 +123,20 @@ func (k keyKV) get(ctx context.Context, dir string, keys []string) (map[string]k
 		if err != nil {
 			return err
 		}
-		r, err := kvledger.DecodeKeyRec(b)
+		r, err := kvstore.DecodeKeyRec(b)
 		if err != nil {
 			return err
 		}
 		if r.Claimed == 0 {
 			r.Claimed = st.Ctime * 1000 // ZooKeeper's clock, ms
 		}
-		recs[i] = &kvledger.StoredKey{Rec: r, Ver: strconv.FormatInt(int64(st.Version), 10)}
+		recs[i] = &kvstore.StoredKey{Rec: r, Ver: strconv.FormatInt(int64(st.Version), 10)}
 		return nil
 	})
 	if err != nil {
 		return nil, k.s.mapErr(err)
 	}
-	m := make(map[string]kvledger.StoredKey, len(keys))
+	m := make(map[string]kvstore.StoredKey, len(keys))
 	for i, r := range recs {
 		if r != nil {
 			m[keys[i]] = *r
@@ -177,14 +145,14 @@ func (k keyKV) get(ctx context.Context, dir string, keys []string) (map[string]k
 	return m, nil
 }
 
-func (k keyKV) List(ctx context.Context, scope string) (map[string]kvledger.StoredKey, error) {
+func (k keyKV) List(ctx context.Context, scope string) (map[string]kvstore.StoredKey, error) {
 	dir := k.dir(scope)
 	names, err := call(ctx, k.s, func() ([]string, error) {
 		names, _, err := k.s.c.Children(dir)
 		return names, err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
-		return map[string]kvledger.StoredKey{}, nil
+		return map[string]kvstore.StoredKey{}, nil
 	}
 	if err != nil {
 		return nil, k.s.mapErr(err)
@@ -193,7 +161,7 @@ func (k keyKV) List(ctx context.Context, scope string) (map[string]kvledger.Stor
 	for i, n := range names {
 		keys[i] = unesc(n)
 	}
-	m := map[string]kvledger.StoredKey{}
+	m := map[string]kvstore.StoredKey{}
 	for lo := 0; lo < len(keys); lo += k.Batch() {
 		part, err := k.get(ctx, dir, keys[lo:min(lo+k.Batch(), len(keys))])
 		if err != nil {
@@ -206,7 +174,7 @@ func (k keyKV) List(ctx context.Context, scope string) (map[string]kvledger.Stor
 	return m, nil
 }
 
-func (k keyKV) Apply(ctx context.Context, scope string, ch []kvledger.KeyChange) (bool, error) {
+func (k keyKV) Apply(ctx context.Context, scope string, ch []kvstore.KeyChange) (bool, error) {
 	ops := make([]any, len(ch))
 	for i, c := range ch {
 		v, err := strconv.ParseInt(c.Ver, 10, 32)

@@ -1,4 +1,4 @@
-package kvledger
+package kvstore
 
 import (
 	"context"
@@ -104,9 +104,8 @@ const applyRounds = 16
 
 // Column-like limits, the same as the SQL stores', so a key claimed on one store fits all.
 const (
-	maxScope = 200
-	maxKey   = 1024
-	maxFP    = 255
+	maxKey = 1024
+	maxFP  = 255
 )
 
 func (k *Keys) errf(format string, a ...any) error {
@@ -114,8 +113,8 @@ func (k *Keys) errf(format string, a ...any) error {
 }
 
 func (k *Keys) checkScope(scope string) error {
-	if scope == "" || len(scope) > maxScope {
-		return k.errf("key scope %q must be 1 to %d bytes", scope, maxScope)
+	if err := store.CheckScope(scope); err != nil {
+		return k.errf("%v", err)
 	}
 	return nil
 }
@@ -213,27 +212,9 @@ func (j judge) gone(r KeyRec) bool {
 // between, after them: a mismatch then deletes the records this call created (tagged with its
 // nonce) before failing with ErrFingerprint, so a failed request claims nothing.
 func (k *Keys) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
-	if err := k.checkScope(req.Scope); err != nil {
+	tmpl, err := k.checkClaim(req)
+	if err != nil {
 		return nil, err
-	}
-	if req.Fingerprints != nil && len(req.Fingerprints) != len(req.Keys) {
-		return nil, k.errf("claim has %d fingerprints for %d keys", len(req.Fingerprints), len(req.Keys))
-	}
-	for i, key := range req.Keys {
-		if key == "" || len(key) > maxKey || !utf8.ValidString(key) {
-			return nil, k.errf("claim of key %.40q: keys are 1 to %d bytes of valid UTF-8", key, maxKey)
-		}
-		if req.Fingerprints != nil && (len(req.Fingerprints[i]) > maxFP || !utf8.ValidString(req.Fingerprints[i])) {
-			return nil, k.errf("fingerprint of key %.40q: at most %d bytes of valid UTF-8", key, maxFP)
-		}
-	}
-	tmpl := KeyRec{State: store.KeyDone}
-	if req.Pending {
-		c := req.Claimant
-		if err := k.checkClaimant(c); err != nil {
-			return nil, err
-		}
-		tmpl = KeyRec{State: store.KeyPending, Task: c.Task, RunID: c.RunID, Token: c.Token, TTL: ttlMicros(c.Expires)}
 	}
 	uniq, first, err := req.Distinct()
 	if err != nil {
@@ -261,39 +242,8 @@ func (k *Keys) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error
 	var nb [8]byte
 	_, _ = rand.Read(nb[:])
 	tmpl.Nonce = hex.EncodeToString(nb[:])
-	// Batches go concurrently (at most claimParallel at once): on etcd and ZooKeeper a batch is
-	// small and each write waits for a consensus round, so this is what makes 1,000 keys fast.
-	cs := chunks(uniq, k.KV.Batch())
-	results := make([][]bool, len(cs))
-	errs := make([]error, len(cs))
-	sem := make(chan struct{}, claimParallel)
-	var wg sync.WaitGroup
-	for n, c := range cs {
-		recs := make([]KeyRec, len(c))
-		for i, key := range c {
-			recs[i] = tmpl
-			recs[i].FP = fp(key)
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			results[n], errs[n] = k.KV.Create(ctx, req.Scope, c, recs)
-		})
-	}
-	wg.Wait()
-	claimed := make(map[string]bool, len(uniq))
-	var created, lost []string
-	for n, c := range cs {
-		for i, ok := range results[n] {
-			if ok {
-				claimed[c[i]] = true
-				created = append(created, c[i])
-			} else {
-				lost = append(lost, c[i])
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	claimed, created, lost, err := k.create(ctx, req.Scope, uniq, tmpl, fp)
+	if err != nil {
 		// Best effort: a failed Claim should claim nothing. A batch that failed half way (ZooKeeper's
 		// per-key fallback, a lost connection) may still leave keys claimed that nobody reports.
 		if len(created) > 0 {
@@ -318,6 +268,71 @@ func (k *Keys) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error
 		out[i] = claimed[key] && first[key] == i
 	}
 	return out, nil
+}
+
+// checkClaim checks req before anything is read and returns the record its keys are created with
+// (without fingerprint and nonce).
+func (k *Keys) checkClaim(req store.ClaimRequest) (KeyRec, error) {
+	if err := k.checkScope(req.Scope); err != nil {
+		return KeyRec{}, err
+	}
+	if req.Fingerprints != nil && len(req.Fingerprints) != len(req.Keys) {
+		return KeyRec{}, k.errf("claim has %d fingerprints for %d keys", len(req.Fingerprints), len(req.Keys))
+	}
+	for i, key := range req.Keys {
+		if key == "" || len(key) > maxKey || !utf8.ValidString(key) {
+			return KeyRec{}, k.errf("claim of key %.40q: keys are 1 to %d bytes of valid UTF-8", key, maxKey)
+		}
+		if req.Fingerprints != nil && (len(req.Fingerprints[i]) > maxFP || !utf8.ValidString(req.Fingerprints[i])) {
+			return KeyRec{}, k.errf("fingerprint of key %.40q: at most %d bytes of valid UTF-8", key, maxFP)
+		}
+	}
+	if !req.Pending {
+		return KeyRec{State: store.KeyDone}, nil
+	}
+	c := req.Claimant
+	if err := k.checkClaimant(c); err != nil {
+		return KeyRec{}, err
+	}
+	return KeyRec{State: store.KeyPending, Task: c.Task, RunID: c.RunID, Token: c.Token, TTL: ttlMicros(c.Expires)}, nil
+}
+
+// create creates the records of the sorted unique keys uniq, batch by batch: claimed and created
+// are the keys this call created, lost the keys that existed. Batches go concurrently (at most
+// claimParallel at once): on etcd and ZooKeeper a batch is small and each write waits for a
+// consensus round, so this is what makes 1,000 keys fast. err joins the batches' errors; the keys
+// of the batches that succeeded are reported all the same, for the caller to undo.
+func (k *Keys) create(ctx context.Context, scope string, uniq []string, tmpl KeyRec, fp func(string) string) (claimed map[string]bool, created, lost []string, err error) {
+	cs := chunks(uniq, k.KV.Batch())
+	results := make([][]bool, len(cs))
+	errs := make([]error, len(cs))
+	sem := make(chan struct{}, claimParallel)
+	var wg sync.WaitGroup
+	for n, c := range cs {
+		recs := make([]KeyRec, len(c))
+		for i, key := range c {
+			recs[i] = tmpl
+			recs[i].FP = fp(key)
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			results[n], errs[n] = k.KV.Create(ctx, scope, c, recs)
+		})
+	}
+	wg.Wait()
+	claimed = make(map[string]bool, len(uniq))
+	for n, c := range cs {
+		for i, ok := range results[n] {
+			if ok {
+				claimed[c[i]] = true
+				created = append(created, c[i])
+			} else {
+				lost = append(lost, c[i])
+			}
+		}
+	}
+	return claimed, created, lost, errors.Join(errs...)
 }
 
 // undo deletes the records of keys still carrying nonce.

@@ -1,4 +1,4 @@
-package kvledger
+package kvstore
 
 import (
 	"bytes"

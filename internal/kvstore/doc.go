@@ -1,0 +1,106 @@
+package kvstore
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// Event is a recorded event inside a Doc.
+type Event struct {
+	Kind    store.State `json:"kind"`
+	RunID   string      `json:"run_id,omitempty"`
+	Holder  string      `json:"holder,omitempty"`
+	Token   int64       `json:"token,omitempty"`
+	Attempt int         `json:"attempt,omitempty"`
+	Note    string      `json:"note,omitempty"`
+	At      time.Time   `json:"at"`
+}
+
+// Doc is everything the ledger keeps about one (task, slot), attempts in number order.
+type Doc struct {
+	Task     string          `json:"task"`
+	Slot     string          `json:"slot"`
+	Attempts []store.Attempt `json:"attempts,omitempty"`
+	Events   []Event         `json:"events,omitempty"`
+
+	waited bool // as read (Unmarshal): the slot waited for a person
+}
+
+// Waited reports whether the document waited for a person as it was read from the store (false
+// for a new one): a backend whose index needs to know whether an entry exists reads it here.
+func (d *Doc) Waited() bool { return d.waited }
+
+// Marshal encodes d for storage.
+func (d *Doc) Marshal() []byte {
+	b, err := json.Marshal(d)
+	if err != nil { // only plain data: cannot fail
+		panic(err)
+	}
+	return b
+}
+
+// Unmarshal decodes a stored document; a corrupt one is ErrUnavailable (nothing can be decided).
+func Unmarshal(b []byte) (*Doc, error) {
+	var d Doc
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("%w: corrupt ledger document: %v", store.ErrUnavailable, err)
+	}
+	_, d.waited = d.Waits()
+	return &d, nil
+}
+
+// State computes the slot state of d.
+func (d *Doc) State() store.SlotState {
+	st := store.SlotState{Task: d.Task, Slot: d.Slot}
+	n := len(d.Attempts)
+	if n == 0 {
+		return st
+	}
+	last := d.Attempts[n-1]
+	st.Last = &last
+	for i := n - 1; i >= 0; i-- {
+		a := d.Attempts[i]
+		if st.Checkpoint == "" && a.Checkpoint != "" {
+			st.Checkpoint = a.Checkpoint
+		}
+	}
+	resolved := 0
+	for _, a := range d.Attempts {
+		if a.Resolution != nil {
+			resolved = a.Number
+		}
+	}
+	for _, a := range d.Attempts {
+		if a.Number > resolved && (a.State == store.Failed || a.State == store.Unknown) {
+			st.Failures++
+		}
+	}
+	review := false
+	for _, e := range d.Events {
+		if e.Kind == store.Review && e.Attempt == last.Number {
+			review = true
+		}
+	}
+	st.Waiting = last.Resolution == nil && (last.State == store.Unknown || review)
+	return st
+}
+
+// Waits reports whether the slot waits for a person (store.SlotState.Waiting) and since when:
+// its last attempt's end, or start when it has none (the order of Waiting).
+func (d *Doc) Waits() (time.Time, bool) {
+	st := d.State()
+	if !st.Waiting {
+		return time.Time{}, false
+	}
+	if st.Last.EndedAt != nil {
+		return *st.Last.EndedAt, true
+	}
+	return st.Last.StartedAt, true
+}
+
+// key is the cursor key of a document's entries: its task and slot.
+func (d *Doc) key() string { return d.Task + "\x00" + d.Slot }

@@ -1,0 +1,60 @@
+// Package kvstore is the code the key-value stores (Redis, etcd, ZooKeeper) share: the run ledger
+// (Ledger, over a backend's KV) and business keys (Keys, over a backend's KeyKV).
+//
+// The ledger of one (task, slot) is one document (Doc): its attempts and events. Every transition
+// is read → decide in Go → compare-and-set of that one document, fenced by the task's latest lease
+// token in the same atomic write (an etcd transaction, a ZooKeeper multi, a Redis Lua script).
+// A backend supplies the KV: load a document with a version, save it if the version (and the
+// fence) still hold, map a run id to its slot, and list documents. Everything else — the legal
+// transitions, failures, waiting, history order — lives here once.
+package kvstore
+
+import (
+	"context"
+	"errors"
+
+	"time"
+)
+
+// ErrStale is returned by KV.Save when the document changed since it was loaded. The ledger
+// reloads and decides again.
+var ErrStale = errors.New("kvstore: document changed since it was read")
+
+// Version is a backend's opaque version of a loaded document (a mod revision, a znode version).
+type Version = int64
+
+// KV is what a backend provides. All methods return store sentinels (ErrUnavailable, ErrNotHeld)
+// or ErrStale.
+type KV interface {
+	// Load returns the document of (task, slot) or nil when there is none, its version (meaningful
+	// to Save only) and the time to stamp transitions with (the store's clock when it has one).
+	Load(ctx context.Context, task, slot string) (*Doc, Version, time.Time, error)
+	// Save writes d when its version is still ver (ver of a missing document means "create") and,
+	// when token > 0, task's latest lease token is still token (ErrNotHeld otherwise). When run is
+	// not empty it also records that run id belongs to (d.Task, d.Slot).
+	Save(ctx context.Context, d *Doc, ver Version, token int64, run string) error
+	// Run returns the task and slot run id began in; ErrNotFound when unknown.
+	Run(ctx context.Context, runID string) (task, slot string, err error)
+	// Latest returns task's latest lease token, 0 when none was ever issued.
+	Latest(ctx context.Context, task string) (int64, error)
+	// Docs lists the documents of task, or of every task when task is "".
+	Docs(ctx context.Context, task string) ([]*Doc, error)
+	// Waiting lists the documents in the backend's index of waiting slots. Save keeps that index
+	// in the same atomic write as the document: the document's slot is in it when d.Waits().
+	// indexed is false when the index was never built (a ledger of an older once): the ledger
+	// then builds it once with Index.
+	Waiting(ctx context.Context) (docs []*Doc, indexed bool, err error)
+	// Index adds the waiting documents of docs to the index and marks it built.
+	Index(ctx context.Context, docs []*Doc) error
+	// Delete removes the document (and its index entries) when its version is still ver.
+	Delete(ctx context.Context, d *Doc, ver Version) error
+	// Unrun removes run ids from the run index (their attempts were pruned). Best effort: a left
+	// entry points at a slot without that attempt, which reads as ErrNotFound.
+	Unrun(ctx context.Context, runs []string) error
+}
+
+// Ledger implements store.Ledger over a KV.
+type Ledger struct{ KV KV }
+
+// maxRetries bounds compare-and-set retries when writers race on one document.
+const maxRetries = 64

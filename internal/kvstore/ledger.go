@@ -1,0 +1,256 @@
+package kvstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// update loads (task, slot), applies f and saves, retrying when the document changed meanwhile.
+// f returns whether there is anything to save.
+func (l Ledger) update(ctx context.Context, task, slot string, token int64, run string, f func(d *Doc, now time.Time) (bool, error)) error {
+	for range maxRetries {
+		d, ver, now, err := l.KV.Load(ctx, task, slot)
+		if err != nil {
+			return err
+		}
+		if d == nil {
+			d = &Doc{Task: task, Slot: slot}
+		}
+		changed, err := f(d, now)
+		if err != nil || !changed {
+			return err
+		}
+		err = l.KV.Save(ctx, d, ver, token, run)
+		if !errors.Is(err, ErrStale) {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+		}
+	}
+	return fmt.Errorf("%w: task %q slot %q: too many concurrent writers", store.ErrConflict, task, slot)
+}
+
+func notLatest(task string, token, latest int64) error {
+	return fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %d)", store.ErrNotHeld, token, task, latest)
+}
+
+func (l Ledger) fence(ctx context.Context, task string, token int64) error {
+	latest, err := l.KV.Latest(ctx, task)
+	if err != nil {
+		return err
+	}
+	if latest != token {
+		return notLatest(task, token, latest)
+	}
+	return nil
+}
+
+// Begin: see store.Ledger.
+func (l Ledger) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
+	if a.Task == "" || a.RunID == "" {
+		return store.Attempt{}, fmt.Errorf("%w: begin needs a task and a run id", store.ErrConflict)
+	}
+	if a.Token <= 0 {
+		return store.Attempt{}, notLatest(a.Task, a.Token, -1)
+	}
+	var out store.Attempt
+	err := l.update(ctx, a.Task, a.Slot, a.Token, a.RunID, func(d *Doc, now time.Time) (bool, error) {
+		last := 0
+		if n := len(d.Attempts); n > 0 {
+			p := d.Attempts[n-1]
+			last = p.Number
+			if p.State == store.Running {
+				return false, fmt.Errorf("%w: task %q slot %q already has a running attempt (run %s)", store.ErrConflict, a.Task, a.Slot, p.RunID)
+			}
+		}
+		n := a.Number
+		if n == 0 {
+			n = last + 1
+		}
+		if n != last+1 {
+			return false, fmt.Errorf("%w: task %q slot %q: attempt %d refused, the next attempt is %d", store.ErrConflict, a.Task, a.Slot, n, last+1)
+		}
+		for _, p := range d.Attempts {
+			if p.RunID == a.RunID {
+				return false, fmt.Errorf("%w: run id %q was already used in task %q slot %q", store.ErrConflict, a.RunID, a.Task, a.Slot)
+			}
+		}
+		out = a
+		out.Number, out.State, out.StartedAt = n, store.Running, now
+		out.EndedAt, out.ExitCode, out.Resolution = nil, nil, nil
+		d.Attempts = append(d.Attempts, out)
+		return true, nil
+	})
+	if err != nil {
+		return store.Attempt{}, err
+	}
+	return out, nil
+}
+
+// running finds the attempt runID in d for a fenced write.
+func running(d *Doc, runID string, token int64) (*store.Attempt, error) {
+	for i := range d.Attempts {
+		a := &d.Attempts[i]
+		if a.RunID != runID {
+			continue
+		}
+		if a.State != store.Running {
+			return nil, fmt.Errorf("%w: run %s is %s, not running", store.ErrConflict, runID, a.State)
+		}
+		if a.Token != token {
+			return nil, fmt.Errorf("%w: run %s began under token %d, not %d", store.ErrNotHeld, runID, a.Token, token)
+		}
+		return a, nil
+	}
+	return nil, fmt.Errorf("%w: no attempt with run id %q", store.ErrNotFound, runID)
+}
+
+// onRun applies f to the running attempt runID, fenced by token.
+func (l Ledger) onRun(ctx context.Context, runID string, token int64, f func(a *store.Attempt, now time.Time)) (store.Attempt, error) {
+	task, slot, err := l.KV.Run(ctx, runID)
+	if err != nil {
+		return store.Attempt{}, err
+	}
+	var out store.Attempt
+	err = l.update(ctx, task, slot, token, "", func(d *Doc, now time.Time) (bool, error) {
+		a, err := running(d, runID, token)
+		if err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				// A stale holder learns it is stale first.
+				if ferr := l.fence(ctx, task, token); ferr != nil {
+					return false, ferr
+				}
+			}
+			return false, err
+		}
+		f(a, now)
+		out = *a
+		return true, nil
+	})
+	return out, err
+}
+
+// Finish: see store.Ledger.
+func (l Ledger) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
+	if !o.State.Finishable() {
+		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
+	}
+	return l.onRun(ctx, runID, token, func(a *store.Attempt, now time.Time) {
+		end := now
+		if end.Before(a.StartedAt) {
+			end = a.StartedAt
+		}
+		a.State, a.EndedAt, a.Note = o.State, &end, store.JoinNote(a.Note, o.Note)
+		if o.ExitCode != nil {
+			c := *o.ExitCode
+			a.ExitCode = &c
+		}
+	})
+}
+
+// Report: see store.Ledger.
+func (l Ledger) Report(ctx context.Context, runID string, token int64, r store.Report) error {
+	_, err := l.onRun(ctx, runID, token, func(a *store.Attempt, _ time.Time) {
+		r.Apply(a)
+	})
+	return err
+}
+
+// Abandon: see store.Ledger. Each slot is abandoned in its own fenced write.
+func (l Ledger) Abandon(ctx context.Context, task string, token int64) ([]store.Attempt, error) {
+	if err := l.fence(ctx, task, token); err != nil {
+		return nil, err
+	}
+	docs, err := l.KV.Docs(ctx, task)
+	if err != nil {
+		return nil, err
+	}
+	out := []store.Attempt{}
+	for _, d0 := range docs {
+		if !hasStale(d0, token) {
+			continue
+		}
+		var got []store.Attempt
+		err := l.update(ctx, task, d0.Slot, token, "", func(d *Doc, now time.Time) (bool, error) {
+			got = got[:0]
+			for i := range d.Attempts {
+				a := &d.Attempts[i]
+				if a.State == store.Running && a.Token < token {
+					end := now
+					a.State, a.EndedAt = store.Unknown, &end
+					got = append(got, *a)
+				}
+			}
+			return len(got) > 0, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+func hasStale(d *Doc, token int64) bool {
+	for _, a := range d.Attempts {
+		if a.State == store.Running && a.Token < token {
+			return true
+		}
+	}
+	return false
+}
+
+// Resolve: see store.Ledger.
+func (l Ledger) Resolve(ctx context.Context, r store.ResolveRequest) (store.Attempt, error) {
+	if r.As != store.Succeeded && r.As != store.Failed {
+		return store.Attempt{}, fmt.Errorf("%w: a slot can only be resolved as succeeded or failed, not %q", store.ErrConflict, r.As)
+	}
+	var out store.Attempt
+	err := l.update(ctx, r.Task, r.Slot, 0, "", func(d *Doc, now time.Time) (bool, error) {
+		if len(d.Attempts) == 0 {
+			return false, fmt.Errorf("%w: task %q slot %q has no attempt to resolve", store.ErrNotFound, r.Task, r.Slot)
+		}
+		a := &d.Attempts[len(d.Attempts)-1]
+		if a.Resolution != nil {
+			return false, fmt.Errorf("%w: task %q slot %q attempt %d was already resolved as %s by %s", store.ErrConflict, r.Task, r.Slot, a.Number, a.Resolution.As, a.Resolution.By)
+		}
+		if a.State != store.Failed && a.State != store.Unknown {
+			return false, fmt.Errorf("%w: task %q slot %q attempt %d is %s; only failed or unknown attempts can be resolved", store.ErrConflict, r.Task, r.Slot, a.Number, a.State)
+		}
+		a.Resolution = &store.Resolution{As: r.As, By: r.By, At: now, Note: r.Note}
+		out = *a
+		return true, nil
+	})
+	return out, err
+}
+
+// Record: see store.Ledger.
+func (l Ledger) Record(ctx context.Context, e store.Event) error {
+	switch e.Kind {
+	case store.Skipped, store.Busy, store.Review:
+	default:
+		return fmt.Errorf("%w: event kind %q is not skipped, busy or review", store.ErrConflict, e.Kind)
+	}
+	return l.update(ctx, e.Task, e.Slot, 0, "", func(d *Doc, now time.Time) (bool, error) {
+		d.Events = append(d.Events, Event{Kind: e.Kind, RunID: e.RunID, Holder: e.Holder, Token: e.Token, Attempt: e.Attempt, Note: e.Note, At: now})
+		return true, nil
+	})
+}
+
+// Slot: see store.Ledger.
+func (l Ledger) Slot(ctx context.Context, task, slot string) (store.SlotState, error) {
+	d, _, _, err := l.KV.Load(ctx, task, slot)
+	if err != nil {
+		return store.SlotState{}, err
+	}
+	if d == nil {
+		return store.SlotState{Task: task, Slot: slot}, nil
+	}
+	return d.State(), nil
+}

@@ -1,0 +1,78 @@
+package etcd
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// Config is a parsed DSN.
+type Config struct {
+	Endpoints []string
+	Username  string
+	Password  string
+	Prefix    string        // key prefix under /once/, default "once"
+	Dial      time.Duration // dial_timeout, default store.ConnectTimeout
+}
+
+// Params are the query parameters an etcd:// DSN accepts (docs/stores/etcd.md).
+var Params = []string{"prefix", "dial_timeout"}
+
+var spec = store.QuerySpec{Store: "etcd", Doc: "docs/stores/etcd.md", Known: Params}
+
+// ParseDSN parses etcd://[user:password@]host:port[,host:port…][/][?prefix=&dial_timeout=]
+// strictly (store.SplitDSN, Params). Errors wrap store.ErrBadDSN and never contain the password.
+func ParseDSN(dsn string) (Config, error) {
+	bad := func(format string, a ...any) (Config, error) {
+		return Config{}, fmt.Errorf("%w: %s in %q; use etcd://host:2379[,host:2379]?prefix=name", store.ErrBadDSN, fmt.Sprintf(format, a...), store.Redact(dsn))
+	}
+	hostpart, q, err := store.SplitDSN(spec, dsn, "etcd")
+	if err != nil {
+		return Config{}, err
+	}
+	cfg := Config{Prefix: "once", Dial: store.ConnectTimeout}
+	hostpart = strings.TrimSuffix(hostpart, "/")
+	if i := strings.LastIndex(hostpart, "@"); i >= 0 {
+		ui := hostpart[:i]
+		hostpart = hostpart[i+1:]
+		user, pw, _ := strings.Cut(ui, ":")
+		var err1, err2 error
+		cfg.Username, err1 = url.PathUnescape(user)
+		cfg.Password, err2 = url.PathUnescape(pw)
+		if err1 != nil || err2 != nil {
+			return bad("bad percent-escape in the user or password (write '%%' as %%25)")
+		}
+		if cfg.Username == "" && cfg.Password != "" {
+			return bad("a password without a user name (etcd authenticates a user: etcd://USER:PASSWORD@host)")
+		}
+	}
+	if strings.Contains(hostpart, "/") {
+		return bad("a path is not allowed")
+	}
+	for _, h := range strings.Split(hostpart, ",") {
+		if h == "" {
+			return bad("empty endpoint")
+		}
+		if strings.ContainsAny(h, " \t\n@%") {
+			return bad("endpoint %q", h)
+		}
+		if !strings.Contains(h, ":") {
+			h += ":2379"
+		}
+		cfg.Endpoints = append(cfg.Endpoints, h)
+	}
+	if v, ok := q["prefix"]; ok {
+		cfg.Prefix = v
+	}
+	if v, ok := q["dial_timeout"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond || d > time.Hour {
+			return Config{}, fmt.Errorf("%w: etcd parameter \"dial_timeout\" is %q: give a duration between 1ms and 1h, e.g. 5s", store.ErrBadDSN, v)
+		}
+		cfg.Dial = d
+	}
+	return cfg, nil
+}

@@ -1,0 +1,371 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// idleLease is an etcd lease this store granted or kept alive and no key uses any more.
+type idleLease struct {
+	id, ttl int64
+	fresh   time.Time // when its TTL last restarted, at the latest (a request's send time)
+}
+
+type leaseValue struct {
+	Holder   string `json:"holder"`
+	RunID    string `json:"run_id"`
+	Acquired int64  `json:"acquired_us"`
+	Expires  int64  `json:"expires_us"`
+	TTL      int64  `json:"ttl_s"` // the etcd lease's granted TTL
+}
+
+func (s *Store) decode(task string, k keyValue) (store.Lease, leaseValue, error) {
+	var v leaseValue
+	if err := json.Unmarshal(k.Value, &v); err != nil {
+		return store.Lease{}, v, fmt.Errorf("%w: corrupt lease of task %q in etcd: %v", store.ErrUnavailable, task, err)
+	}
+	return store.Lease{Task: task, Holder: v.Holder, RunID: v.RunID, Token: int64(k.CreateRevision),
+		Acquired: time.UnixMicro(v.Acquired), Expires: time.UnixMicro(v.Expires)}, v, nil
+}
+
+// seconds rounds a TTL up to whole seconds, etcd's lease granularity.
+func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/time.Second)) }
+
+// acquireTxn is the acquire transaction: put the keys on etcd lease id if the key does not exist.
+func (s *Store) acquireTxn(ctx context.Context, req store.AcquireRequest, id int64, v []byte) (*txnResp, error) {
+	key := s.leaseKey(req.Task)
+	return s.c.txn(ctx, txnReq{
+		Compare: []compare{cmpCreate(key, 0)},
+		Success: []op{opPut(key, string(v), id), opPut(s.holderKey(req.Task), req.Holder, id), opPut(s.fenceKey(req.Task), "", 0)},
+		Failure: []op{opGet(key)},
+	})
+}
+
+// Acquire grants the lease when the key does not exist: one transaction on an etcd lease of
+// ceil(ttl) seconds. The etcd lease is a reused idle one, renewed by a keep-alive sent alongside
+// the transaction, or a new grant. Times are this client's clock; expiry itself is enforced by
+// etcd. See store.Leaser.
+func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	if req.TTL < time.Millisecond {
+		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
+	}
+	sent := time.Now()
+	want := seconds(req.TTL)
+	value := func(ttl int64) []byte {
+		v, _ := json.Marshal(leaseValue{Holder: req.Holder, RunID: req.RunID, Acquired: sent.UnixMicro(),
+			Expires: sent.Add(time.Duration(ttl) * time.Second).UnixMicro(), TTL: ttl})
+		return v
+	}
+	var (
+		r   *txnResp
+		g   idleLease
+		err error
+	)
+	if g0, ok := s.takeIdle(want, sent); ok {
+		// The idle lease has at least half its TTL left, so it outlives both requests: send the
+		// keep-alive that restarts its TTL and the transaction at once (one round trip).
+		type kaResult struct {
+			r   leaseResp
+			err error
+		}
+		kc := make(chan kaResult, 1)
+		go func() {
+			kr, kerr := s.c.keepAliveOnce(ctx, g0.id)
+			kc <- kaResult{kr, kerr}
+		}()
+		r, err = s.acquireTxn(ctx, req, g0.id, value(g0.ttl))
+		ka := <-kc
+		switch {
+		case ka.err == nil && int64(ka.r.TTL) == g0.ttl && err == nil:
+			g = idleLease{id: g0.id, ttl: g0.ttl, fresh: sent}
+		case err == nil && r.Succeeded:
+			// Granted on a lease whose renewal failed: its expiry is not what the value says. Undo,
+			// fail closed.
+			_, _ = s.c.txn(ctx, txnReq{Compare: []compare{cmpCreate(s.leaseKey(req.Task), int64(r.Header.Revision))},
+				Success: []op{opDel(s.leaseKey(req.Task), false), opDel(s.holderKey(req.Task), false)}})
+			s.revoke(g0.id)
+			if ka.err == nil {
+				ka.err = fmt.Errorf("etcd lease %d vanished during acquire", g0.id)
+			}
+			return store.Lease{}, s.mapErr(ka.err)
+		case err == nil: // busy, and the idle lease is gone or was not renewed
+			s.revoke(g0.id)
+		default:
+			if ka.err == nil && int64(ka.r.TTL) == g0.ttl { // a transport error: the lease is still good
+				s.putBack(idleLease{id: g0.id, ttl: g0.ttl, fresh: sent})
+			}
+			if !errors.Is(s.mapErr(err), store.ErrNotHeld) {
+				return store.Lease{}, s.mapErr(err)
+			}
+			r = nil // the lease is gone: take a new one below
+		}
+	}
+	if r == nil {
+		lr, gerr := s.c.grant(ctx, want)
+		if gerr != nil {
+			return store.Lease{}, s.mapErr(gerr)
+		}
+		g = idleLease{id: int64(lr.ID), ttl: max(int64(lr.TTL), 1), fresh: sent}
+		r, err = s.acquireTxn(ctx, req, g.id, value(g.ttl))
+		if err != nil {
+			s.revoke(g.id)
+			return store.Lease{}, s.mapErr(err)
+		}
+	}
+	if !r.Succeeded {
+		if g.id != 0 {
+			s.putBack(g)
+		}
+		return store.Lease{}, s.busy(req.Task, r)
+	}
+	ttl := time.Duration(g.ttl) * time.Second
+	return store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: int64(r.Header.Revision),
+		Acquired: time.UnixMicro(sent.UnixMicro()), Expires: time.UnixMicro(sent.Add(ttl).UnixMicro())}, nil
+}
+
+// busy is the answer to an acquire transaction that did not succeed: a *store.BusyError naming the
+// holder its read found (none when the lease expired between the compare and the read).
+func (s *Store) busy(task string, r *txnResp) error {
+	var kvs []keyValue
+	if len(r.Responses) > 0 && r.Responses[0].Range != nil {
+		kvs = r.Responses[0].Range.Kvs
+	}
+	if len(kvs) == 0 {
+		return &store.BusyError{Lease: store.Lease{Task: task}}
+	}
+	l, _, err := s.decode(task, kvs[0])
+	if err != nil {
+		return err
+	}
+	return &store.BusyError{Lease: l}
+}
+
+// takeIdle returns an idle etcd lease of ttl seconds with at least half of it left at now.
+// Reusing leases keeps an acquire+release at two raft writes, like concurrency.Mutex.
+func (s *Store) takeIdle(ttl int64, now time.Time) (idleLease, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for idle := s.idle[ttl]; len(idle) > 0; idle = s.idle[ttl] {
+		g := idle[len(idle)-1]
+		s.idle[ttl] = idle[:len(idle)-1]
+		if now.Sub(g.fresh) < time.Duration(ttl)*time.Second/2 {
+			return g, true
+		}
+		s.revokeLocked(g.id)
+	}
+	return idleLease{}, false
+}
+
+// putBack keeps an etcd lease that no key uses any more for the next Acquire with its TTL.
+func (s *Store) putBack(g idleLease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.idle[g.ttl]) >= 4 || time.Since(g.fresh) >= time.Duration(g.ttl)*time.Second/2 {
+		s.revokeLocked(g.id)
+		return
+	}
+	s.idle[g.ttl] = append(s.idle[g.ttl], g)
+}
+
+// revoke gives an unused etcd lease back in the background (it would expire anyway).
+func (s *Store) revoke(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revokeLocked(id)
+}
+
+func (s *Store) revokeLocked(id int64) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+		defer cancel()
+		_ = s.c.revoke(ctx, id)
+	}()
+}
+
+// current returns the grant of l.Task when it is l's (same token and holder), with its etcd lease.
+func (s *Store) current(ctx context.Context, l store.Lease) (store.Lease, int64, error) {
+	gr, err := s.c.get(ctx, s.leaseKey(l.Task))
+	if err != nil {
+		return store.Lease{}, 0, s.mapErr(err)
+	}
+	if len(gr.Kvs) == 0 {
+		return store.Lease{}, 0, fmt.Errorf("%w: task %q has no lease (expired or released)", store.ErrNotHeld, l.Task)
+	}
+	cur, _, err := s.decode(l.Task, gr.Kvs[0])
+	if err != nil {
+		return store.Lease{}, 0, err
+	}
+	if cur.Token != l.Token || cur.Holder != l.Holder {
+		return store.Lease{}, 0, fmt.Errorf("%w: task %q is held by %q with token %d, not %q with token %d", store.ErrNotHeld, l.Task, cur.Holder, cur.Token, l.Holder, l.Token)
+	}
+	return cur, int64(gr.Kvs[0].Lease), nil
+}
+
+// Renew keeps l's etcd lease alive (one keep-alive) and records the new expiry. A ttl that rounds
+// to a different number of seconds than the grant moves the key to a fresh etcd lease.
+func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	cur, id, err := s.current(ctx, l)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	sent := time.Now()
+	want := seconds(ttl)
+	newID := id
+	ka, err := s.c.keepAliveOnce(ctx, id)
+	if err != nil {
+		return store.Lease{}, s.mapErr(err)
+	}
+	if ka.TTL <= 0 {
+		return store.Lease{}, fmt.Errorf("%w: etcd lease of task %q token %d not found (expired or revoked)", store.ErrNotHeld, l.Task, l.Token)
+	}
+	got := time.Duration(ka.TTL) * time.Second
+	if int64(ka.TTL) < want || int64(ka.TTL) > max(want, 2) { // etcd's minimum lease is 2s by default
+		g, err := s.c.grant(ctx, want)
+		if err != nil {
+			return store.Lease{}, s.mapErr(err)
+		}
+		newID, got = int64(g.ID), time.Duration(g.TTL)*time.Second
+	}
+	cur.Expires = time.UnixMicro(sent.Add(got).UnixMicro())
+	v, _ := json.Marshal(leaseValue{Holder: cur.Holder, RunID: cur.RunID, Acquired: cur.Acquired.UnixMicro(), Expires: cur.Expires.UnixMicro(), TTL: int64(got / time.Second)})
+	key := s.leaseKey(l.Task)
+	r, err := s.c.txn(ctx, txnReq{
+		Compare: []compare{cmpCreate(key, l.Token), cmpLease(key, id)},
+		Success: []op{opPut(key, string(v), newID), opPut(s.holderKey(l.Task), cur.Holder, newID)},
+	})
+	if err != nil {
+		return store.Lease{}, s.mapErr(err)
+	}
+	if !r.Succeeded {
+		if newID != id {
+			s.revoke(newID)
+		}
+		return store.Lease{}, fmt.Errorf("%w: task %q token %d was replaced during renewal", store.ErrNotHeld, l.Task, l.Token)
+	}
+	if newID != id {
+		s.revoke(id)
+	}
+	return cur, nil
+}
+
+// Release deletes l's keys in one transaction that compares the token (create revision) and the
+// holder, then keeps the etcd lease for reuse. An expired grant nobody replaced (the fence still
+// carries its token) releases fine. See store.Leaser.
+func (s *Store) Release(ctx context.Context, l store.Lease) error {
+	key, hkey := s.leaseKey(l.Task), s.holderKey(l.Task)
+	r, err := s.c.txn(ctx, txnReq{
+		Compare: []compare{cmpCreate(key, l.Token), cmpValue(hkey, l.Holder)},
+		Success: []op{opDel(key, true), opDel(hkey, false)},
+		Failure: []op{opGet(key), opGet(s.fenceKey(l.Task))},
+	})
+	if err != nil {
+		return s.mapErr(err)
+	}
+	if r.Succeeded {
+		if len(r.Responses) > 0 && r.Responses[0].Delete != nil {
+			if prev := r.Responses[0].Delete.PrevKvs; len(prev) > 0 && prev[0].Lease != 0 {
+				var v leaseValue
+				if json.Unmarshal(prev[0].Value, &v) == nil && v.TTL > 0 {
+					// Its TTL last restarted when the recorded expiry was computed.
+					s.putBack(idleLease{id: int64(prev[0].Lease), ttl: v.TTL, fresh: time.UnixMicro(v.Expires).Add(-time.Duration(v.TTL) * time.Second)})
+				} else {
+					s.revoke(int64(prev[0].Lease))
+				}
+			}
+		}
+		return nil
+	}
+	var cur, fence []keyValue
+	if len(r.Responses) == 2 && r.Responses[0].Range != nil && r.Responses[1].Range != nil {
+		cur, fence = r.Responses[0].Range.Kvs, r.Responses[1].Range.Kvs
+	}
+	if len(cur) == 0 && len(fence) > 0 && int64(fence[0].ModRevision) == l.Token {
+		return nil
+	}
+	return fmt.Errorf("%w: task %q token %d held by %q is not the current grant", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+}
+
+// Leases lists the grants whose keys exist and whose recorded expiry has not passed.
+func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
+	gr, err := s.c.getPrefix(ctx, s.p+"l/")
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	now := time.Now()
+	out := []store.Lease{}
+	for _, k := range gr.Kvs {
+		task, err := url.PathUnescape(strings.TrimPrefix(string(k.Key), s.p+"l/"))
+		if err != nil {
+			continue
+		}
+		l, _, err := s.decode(task, k)
+		if err != nil {
+			return nil, err
+		}
+		if l.Expires.Before(now) {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// Lost returns a channel closed when l's key is deleted (expiry, revocation, release) or replaced.
+// It watches from l's token, so a loss before the call is seen too.
+func (s *Store) Lost(l store.Lease) <-chan struct{} {
+	ch := make(chan struct{})
+	key := s.leaseKey(l.Task)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for s.ctx.Err() == nil {
+			if s.watchLoss(key, l.Token) {
+				close(ch)
+				return
+			}
+			select { // the watch ended (no leader, connection): retry
+			case <-s.ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return ch
+}
+
+// watchLoss watches key from revision token until the stream ends; true when the grant is gone.
+func (s *Store) watchLoss(key string, token int64) bool {
+	st, err := s.c.watch(s.ctx, key, token)
+	if err != nil {
+		return false
+	}
+	defer st.close()
+	for {
+		var wr watchResp
+		if err := st.next(&wr); err != nil {
+			return false
+		}
+		if wr.CompactRevision != 0 { // history gone: look at the key itself
+			gr, err := s.c.get(s.ctx, key)
+			if err == nil && (len(gr.Kvs) == 0 || int64(gr.Kvs[0].CreateRevision) != token) {
+				return true
+			}
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == "DELETE" || int64(ev.Kv.CreateRevision) != token {
+				return true
+			}
+		}
+		if wr.Canceled {
+			return false
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/once-run/once/internal/kvstore"
+	"github.com/once-run/once/store"
+)
+
+type kv struct{ s *Store }
+
+func (k kv) Load(ctx context.Context, task, slot string) (*kvstore.Doc, kvstore.Version, time.Time, error) {
+	gr, err := k.s.c.get(ctx, k.s.docKey(task, slot))
+	if err != nil {
+		return nil, 0, time.Time{}, k.s.mapErr(err)
+	}
+	now := time.UnixMicro(time.Now().UnixMicro())
+	if len(gr.Kvs) == 0 {
+		return nil, 0, now, nil
+	}
+	d, err := kvstore.Unmarshal(gr.Kvs[0].Value)
+	return d, int64(gr.Kvs[0].ModRevision), now, err
+}
+
+func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run string) error {
+	s := k.s
+	key := s.docKey(d.Task, d.Slot)
+	cmps := []compare{cmpMod(key, ver)}
+	if token > 0 {
+		cmps = append(cmps, cmpMod(s.fenceKey(d.Task), token))
+	}
+	ops := []op{opPut(key, string(d.Marshal()), 0)}
+	if t, ok := d.Waits(); ok { // the index of waiting slots, in the same transaction
+		ops = append(ops, opPut(s.waitKey(d.Task, d.Slot), strconv.FormatInt(t.UnixMicro(), 10), 0))
+	} else { // no-op when absent; also clears an entry an older once left
+		ops = append(ops, opDel(s.waitKey(d.Task, d.Slot), false))
+	}
+	if run != "" {
+		b, _ := json.Marshal([2]string{d.Task, d.Slot})
+		ops = append(ops, opPut(s.runKey(run), string(b), 0))
+	}
+	r, err := s.c.txn(ctx, txnReq{Compare: cmps, Success: ops, Failure: []op{opGet(s.fenceKey(d.Task))}})
+	if err != nil {
+		return s.mapErr(err)
+	}
+	if r.Succeeded {
+		return nil
+	}
+	if token > 0 {
+		latest := int64(0)
+		if len(r.Responses) > 0 && r.Responses[0].Range != nil && len(r.Responses[0].Range.Kvs) > 0 {
+			latest = int64(r.Responses[0].Range.Kvs[0].ModRevision)
+		}
+		if latest != token {
+			return fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %d)", store.ErrNotHeld, token, d.Task, latest)
+		}
+	}
+	return kvstore.ErrStale
+}
+
+func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
+	gr, err := k.s.c.get(ctx, k.s.runKey(runID))
+	if err != nil {
+		return "", "", k.s.mapErr(err)
+	}
+	if len(gr.Kvs) == 0 {
+		return "", "", fmt.Errorf("%w: no attempt with run id %q", store.ErrNotFound, runID)
+	}
+	var ts [2]string
+	if err := json.Unmarshal(gr.Kvs[0].Value, &ts); err != nil {
+		return "", "", fmt.Errorf("%w: corrupt run index for %q", store.ErrUnavailable, runID)
+	}
+	return ts[0], ts[1], nil
+}
+
+func (k kv) Latest(ctx context.Context, task string) (int64, error) {
+	gr, err := k.s.c.get(ctx, k.s.fenceKey(task))
+	if err != nil {
+		return 0, k.s.mapErr(err)
+	}
+	if len(gr.Kvs) == 0 {
+		return 0, nil
+	}
+	return int64(gr.Kvs[0].ModRevision), nil
+}
+
+func (k kv) Docs(ctx context.Context, task string) ([]*kvstore.Doc, error) {
+	p := k.s.p + "d/"
+	if task != "" {
+		p += esc(task) + "/"
+	}
+	gr, err := k.s.c.getPrefix(ctx, p)
+	if err != nil {
+		return nil, k.s.mapErr(err)
+	}
+	out := make([]*kvstore.Doc, 0, len(gr.Kvs))
+	for _, kv := range gr.Kvs {
+		d, err := kvstore.Unmarshal(kv.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// waitingIndexed marks the index of waiting slots as built (kvstore.KV.Index).
+func (s *Store) waitingIndexed() string { return s.p + "meta/waiting-indexed" }
+
+// Waiting reads the index of waiting slots (one range) and their documents: it costs the slots
+// waiting, not the ledger.
+func (k kv) Waiting(ctx context.Context) ([]*kvstore.Doc, bool, error) {
+	s := k.s
+	m, err := s.c.get(ctx, s.waitingIndexed())
+	if err != nil {
+		return nil, false, s.mapErr(err)
+	}
+	if len(m.Kvs) == 0 {
+		return nil, false, nil
+	}
+	gr, err := s.c.getPrefix(ctx, s.p+"w/")
+	if err != nil {
+		return nil, false, s.mapErr(err)
+	}
+	var out []*kvstore.Doc
+	for _, w := range gr.Kvs {
+		dk := s.p + "d/" + strings.TrimPrefix(string(w.Key), s.p+"w/")
+		dr, err := s.c.get(ctx, dk)
+		if err != nil {
+			return nil, false, s.mapErr(err)
+		}
+		if len(dr.Kvs) == 0 {
+			continue
+		}
+		d, err := kvstore.Unmarshal(dr.Kvs[0].Value)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, d)
+	}
+	return out, true, nil
+}
+
+// Index adds the waiting documents to the index and marks it built.
+func (k kv) Index(ctx context.Context, docs []*kvstore.Doc) error {
+	s := k.s
+	for _, d := range docs {
+		if t, ok := d.Waits(); ok {
+			if _, err := s.c.txn(ctx, txnReq{Success: []op{opPut(s.waitKey(d.Task, d.Slot), strconv.FormatInt(t.UnixMicro(), 10), 0)}}); err != nil {
+				return s.mapErr(err)
+			}
+		}
+	}
+	_, err := s.c.txn(ctx, txnReq{Success: []op{opPut(s.waitingIndexed(), "1", 0)}})
+	return s.mapErr(err)
+}
+
+// Delete removes the document and its index entry when it is still version ver.
+func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) error {
+	s := k.s
+	key := s.docKey(d.Task, d.Slot)
+	r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver)},
+		Success: []op{opDel(key, false), opDel(s.waitKey(d.Task, d.Slot), false)}})
+	if err != nil {
+		return s.mapErr(err)
+	}
+	if !r.Succeeded {
+		return kvstore.ErrStale
+	}
+	return nil
+}
+
+// Unrun removes run ids from the run index, up to 100 per transaction.
+func (k kv) Unrun(ctx context.Context, runs []string) error {
+	s := k.s
+	for len(runs) > 0 {
+		n := min(len(runs), 100)
+		ops := make([]op, n)
+		for i, r := range runs[:n] {
+			ops[i] = opDel(s.runKey(r), false)
+		}
+		if _, err := s.c.txn(ctx, txnReq{Success: ops}); err != nil {
+			return s.mapErr(err)
+		}
+		runs = runs[n:]
+	}
+	return nil
+}

@@ -1,0 +1,220 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/once-run/once/store"
+)
+
+// acquire: ARGV[3] holder, ARGV[4] run id, ARGV[5] ttl in ms. Returns {'OK'|'BUSY', value}.
+var acquireScript = goredis.NewScript(check + `
+local n = check()
+if type(n) == 'table' then return n end
+local cur = redis.call('GET', KEYS[2])
+if cur then
+  if tonumber(cjson.decode(cur).t) > n then return redis.error_reply('LOST') end
+  return {'BUSY', cur}
+end
+n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+redis.call('HSET', KEYS[1], 'e', ARGV[1])
+local t = now()
+local ttl = tonumber(ARGV[5])
+local v = cjson.encode({t = string.format('%d', n), h = ARGV[3], r = ARGV[4],
+  a = string.format('%d', t), x = string.format('%d', t + ttl * 1000)})
+redis.call('SET', KEYS[2], v, 'NX', 'PX', ttl)
+return {'OK', v}
+`)
+
+// renew: ARGV[3] holder, ARGV[4] token, ARGV[5] ttl in ms.
+var renewScript = goredis.NewScript(check + `
+local n = check()
+if type(n) == 'table' then return n end
+local cur = redis.call('GET', KEYS[2])
+if not cur then return {'NOTHELD'} end
+local c = cjson.decode(cur)
+if c.h ~= ARGV[3] or c.t ~= ARGV[4] then return {'NOTHELD'} end
+local ttl = tonumber(ARGV[5])
+c.x = string.format('%d', now() + ttl * 1000)
+local v = cjson.encode(c)
+redis.call('SET', KEYS[2], v, 'XX', 'PX', ttl)
+return {'OK', v}
+`)
+
+// release: ARGV[3] holder, ARGV[4] token. An expired grant nobody replaced (the counter is still
+// its token) releases fine.
+var releaseScript = goredis.NewScript(check + `
+local n = check()
+if type(n) == 'table' then return n end
+local cur = redis.call('GET', KEYS[2])
+if not cur then
+  if string.format('%d', n) == ARGV[4] then return {'OK'} end
+  return {'NOTHELD'}
+end
+local c = cjson.decode(cur)
+if c.h ~= ARGV[3] or c.t ~= ARGV[4] then return {'NOTHELD'} end
+redis.call('DEL', KEYS[2])
+return {'OK'}
+`)
+
+func (s *Store) taskKeys(task string) []string {
+	return []string{s.tkey(task, "fence"), s.tkey(task, "lease"), s.tkey(task, "slots")}
+}
+
+func (s *Store) run(ctx context.Context, sc *goredis.Script, task string, keys []string, args ...any) ([]any, error) {
+	args = append([]any{s.epoch, s.seen(task)}, args...)
+	r, err := sc.Run(ctx, s.c, keys, args...).Slice()
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	return r, nil
+}
+
+type leaseValue struct {
+	T string `json:"t"`
+	H string `json:"h"`
+	R string `json:"r"`
+	A string `json:"a"`
+	X string `json:"x"`
+}
+
+func decodeLease(task string, v any) (store.Lease, error) {
+	s, _ := v.(string)
+	var lv leaseValue
+	if err := json.Unmarshal([]byte(s), &lv); err != nil {
+		return store.Lease{}, fmt.Errorf("%w: corrupt lease of task %q: %v", store.ErrUnavailable, task, err)
+	}
+	tok, err1 := strconv.ParseInt(lv.T, 10, 64)
+	a, err2 := strconv.ParseInt(lv.A, 10, 64)
+	x, err3 := strconv.ParseInt(lv.X, 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return store.Lease{}, fmt.Errorf("%w: corrupt lease of task %q: %v", store.ErrUnavailable, task, err)
+	}
+	return store.Lease{Task: task, Holder: lv.H, RunID: lv.R, Token: tok, Acquired: time.UnixMicro(a), Expires: time.UnixMicro(x)}, nil
+}
+
+func ttlMillis(ttl time.Duration) int64 {
+	return max(1, int64((ttl+time.Millisecond-1)/time.Millisecond))
+}
+
+// Acquire grants req.Task's lease when it is free: one round trip (the script and the task index
+// are pipelined). See store.Leaser.
+func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	if req.TTL < time.Millisecond {
+		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
+	}
+	keys := s.taskKeys(req.Task)
+	args := []any{s.epoch, s.seen(req.Task), req.Holder, req.RunID, ttlMillis(req.TTL)}
+	var res *goredis.Cmd
+	if s.indexed(req.Task) {
+		res = acquireScript.Run(ctx, s.c, keys, args...)
+	} else { // first acquire of the task by this client: index it in the same round trip
+		p := s.c.Pipeline()
+		add := p.SAdd(ctx, s.key("tasks"), req.Task)
+		res = acquireScript.EvalSha(ctx, p, keys, args...)
+		_, _ = p.Exec(ctx)
+		if err := res.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			res = acquireScript.Run(ctx, s.c, keys, args...)
+		}
+		if add.Err() == nil {
+			s.mu.Lock()
+			s.known[req.Task] = true
+			s.mu.Unlock()
+		}
+	}
+	r, err := res.Slice()
+	if err != nil {
+		return store.Lease{}, s.mapErr(err)
+	}
+	l, err := decodeLease(req.Task, r[1])
+	if err != nil {
+		return store.Lease{}, err
+	}
+	s.see(req.Task, l.Token)
+	if r[0] == "BUSY" {
+		return store.Lease{}, &store.BusyError{Lease: l}
+	}
+	return l, nil
+}
+
+// Renew extends l by ttl from now by Redis's clock. See store.Leaser.
+func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	r, err := s.run(ctx, renewScript, l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10), ttlMillis(ttl))
+	if err != nil {
+		return store.Lease{}, err
+	}
+	if r[0] != "OK" {
+		return store.Lease{}, fmt.Errorf("%w: task %q token %d held by %q is no longer the current grant", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+	}
+	return decodeLease(l.Task, r[1])
+}
+
+// Release gives l up. See store.Leaser.
+func (s *Store) Release(ctx context.Context, l store.Lease) error {
+	r, err := s.run(ctx, releaseScript, l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10))
+	if err != nil {
+		return err
+	}
+	if r[0] != "OK" {
+		return fmt.Errorf("%w: task %q token %d held by %q is not the current grant", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+	}
+	return nil
+}
+
+// epochOK fails with ErrLedgerLost when the prefix's epoch marker is gone or replaced.
+func (s *Store) epochOK(cmd *goredis.StringCmd) error {
+	e, err := cmd.Result()
+	if errors.Is(err, goredis.Nil) || err == nil && e != s.epoch {
+		return ErrLedgerLost
+	}
+	return s.mapErr(err)
+}
+
+// Leases lists the unexpired grants.
+func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
+	p := s.c.Pipeline()
+	ep := p.Get(ctx, s.key("epoch"))
+	tasks := p.SMembers(ctx, s.key("tasks"))
+	_, _ = p.Exec(ctx)
+	if err := s.epochOK(ep); err != nil {
+		return nil, err
+	}
+	names, err := tasks.Result()
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	p = s.c.Pipeline()
+	gets := make([]*goredis.StringCmd, len(names))
+	for i, t := range names {
+		gets[i] = p.Get(ctx, s.tkey(t, "lease"))
+	}
+	_, _ = p.Exec(ctx)
+	out := []store.Lease{}
+	for i, g := range gets {
+		v, err := g.Result()
+		if errors.Is(err, goredis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, s.mapErr(err)
+		}
+		l, err := decodeLease(names[i], v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// Now returns Redis's clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	t, err := s.c.Time(ctx).Result()
+	return t, s.mapErr(err)
+}

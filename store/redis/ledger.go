@@ -1,0 +1,285 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/once-run/once/internal/kvstore"
+	"github.com/once-run/once/store"
+)
+
+// load: KEYS[4] the slot document. Returns {counter, now µs, version, doc}.
+var loadScript = goredis.NewScript(check + `
+local n = check()
+if type(n) == 'table' then return n end
+local d = {}
+if KEYS[4] then d = redis.call('HMGET', KEYS[4], 'v', 'd') end
+return {n, string.format('%d', now()), d[1] or false, d[2] or false}
+`)
+
+// save: KEYS[4] the slot document, KEYS[5] the task's waiting index (a sorted set of slots by
+// the time they started waiting); ARGV[3] version read, ARGV[4] token (0: not fenced), ARGV[5]
+// document, ARGV[6] slot name, ARGV[7] when the slot started waiting in µs (empty: it does not wait).
+var saveScript = goredis.NewScript(check + `
+local n = check()
+if type(n) == 'table' then return n end
+if ARGV[4] ~= '0' and string.format('%d', n) ~= ARGV[4] then return {'NOTHELD', n} end
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], 'n', 0, 'e', ARGV[1]) end
+local v = tonumber(redis.call('HGET', KEYS[4], 'v') or '0')
+if v ~= tonumber(ARGV[3]) then return {'STALE'} end
+redis.call('HSET', KEYS[4], 'v', v + 1, 'd', ARGV[5])
+redis.call('SADD', KEYS[3], ARGV[6])
+if ARGV[7] ~= '' then redis.call('ZADD', KEYS[5], ARGV[7], ARGV[6]) else redis.call('ZREM', KEYS[5], ARGV[6]) end
+return {'OK'}
+`)
+
+// forget: KEYS[4] the slot document, KEYS[5] the task's waiting index; ARGV[3] version read,
+// ARGV[4] slot name. Removes the document when it is still that version.
+var forgetScript = goredis.NewScript(check + `
+local n = check()
+if type(n) == 'table' then return n end
+local v = tonumber(redis.call('HGET', KEYS[4], 'v') or '0')
+if v ~= tonumber(ARGV[3]) then return {'STALE'} end
+redis.call('DEL', KEYS[4])
+redis.call('SREM', KEYS[3], ARGV[4])
+redis.call('ZREM', KEYS[5], ARGV[4])
+return {'OK'}
+`)
+
+type kv struct{ s *Store }
+
+func (k kv) Load(ctx context.Context, task, slot string) (*kvstore.Doc, kvstore.Version, time.Time, error) {
+	s := k.s
+	keys := append(s.taskKeys(task), s.tkey(task, "d:"+slot))
+	r, err := s.run(ctx, loadScript, task, keys)
+	if err != nil {
+		return nil, 0, time.Time{}, err
+	}
+	n, _ := r[0].(int64)
+	s.see(task, n)
+	us, _ := strconv.ParseInt(fmt.Sprint(r[1]), 10, 64)
+	now := time.UnixMicro(us)
+	if r[3] == nil {
+		return nil, 0, now, nil
+	}
+	ver, _ := strconv.ParseInt(fmt.Sprint(r[2]), 10, 64)
+	d, err := kvstore.Unmarshal([]byte(fmt.Sprint(r[3])))
+	return d, ver, now, err
+}
+
+func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run string) error {
+	s := k.s
+	if run != "" {
+		b, _ := json.Marshal([2]string{d.Task, d.Slot})
+		if err := s.c.Set(ctx, s.key("run:"+run), b, 0).Err(); err != nil {
+			return s.mapErr(err)
+		}
+	}
+	if ver == 0 {
+		if err := s.c.SAdd(ctx, s.key("tasks"), d.Task).Err(); err != nil {
+			return s.mapErr(err)
+		}
+	}
+	keys := append(s.taskKeys(d.Task), s.tkey(d.Task, "d:"+d.Slot), s.tkey(d.Task, "waiting"))
+	since := ""
+	if t, ok := d.Waits(); ok {
+		since = strconv.FormatInt(t.UnixMicro(), 10)
+	}
+	r, err := s.run(ctx, saveScript, d.Task, keys, ver, token, d.Marshal(), d.Slot, since)
+	if err != nil {
+		return err
+	}
+	switch r[0] {
+	case "OK":
+		return nil
+	case "STALE":
+		return kvstore.ErrStale
+	}
+	return fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %v)", store.ErrNotHeld, token, d.Task, r[1])
+}
+
+func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
+	s := k.s
+	b, err := s.c.Get(ctx, s.key("run:"+runID)).Bytes()
+	if errors.Is(err, goredis.Nil) {
+		return "", "", fmt.Errorf("%w: no attempt with run id %q", store.ErrNotFound, runID)
+	}
+	if err != nil {
+		return "", "", s.mapErr(err)
+	}
+	var ts [2]string
+	if err := json.Unmarshal(b, &ts); err != nil {
+		return "", "", fmt.Errorf("%w: corrupt run index for %q", store.ErrUnavailable, runID)
+	}
+	return ts[0], ts[1], nil
+}
+
+func (k kv) Latest(ctx context.Context, task string) (int64, error) {
+	s := k.s
+	r, err := s.run(ctx, loadScript, task, s.taskKeys(task))
+	if err != nil {
+		return 0, err
+	}
+	n, _ := r[0].(int64)
+	s.see(task, n)
+	return n, nil
+}
+
+func (k kv) Docs(ctx context.Context, task string) ([]*kvstore.Doc, error) {
+	s := k.s
+	tasks := []string{task}
+	if task == "" {
+		p := s.c.Pipeline()
+		ep := p.Get(ctx, s.key("epoch"))
+		tc := p.SMembers(ctx, s.key("tasks"))
+		_, _ = p.Exec(ctx)
+		if err := s.epochOK(ep); err != nil {
+			return nil, err
+		}
+		var err error
+		if tasks, err = tc.Result(); err != nil {
+			return nil, s.mapErr(err)
+		}
+	}
+	var out []*kvstore.Doc
+	for _, t := range tasks {
+		slots, err := s.c.SMembers(ctx, s.tkey(t, "slots")).Result()
+		if err != nil {
+			return nil, s.mapErr(err)
+		}
+		p := s.c.Pipeline()
+		cmds := make([]*goredis.StringCmd, len(slots))
+		for i, sl := range slots {
+			cmds[i] = p.HGet(ctx, s.tkey(t, "d:"+sl), "d")
+		}
+		_, _ = p.Exec(ctx)
+		for _, c := range cmds {
+			b, err := c.Bytes()
+			if errors.Is(err, goredis.Nil) {
+				continue
+			}
+			if err != nil {
+				return nil, s.mapErr(err)
+			}
+			d, err := kvstore.Unmarshal(b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// waitingIndexed marks the prefix's waiting indexes as built (kvstore.KV.Index).
+func (s *Store) waitingIndexed() string { return s.key("waiting-indexed") }
+
+// Waiting reads every task's waiting index (one pipelined round trip for the tasks, one for the
+// indexes, one for the documents): it costs the tasks and the slots waiting, not the ledger.
+func (k kv) Waiting(ctx context.Context) ([]*kvstore.Doc, bool, error) {
+	s := k.s
+	p := s.c.Pipeline()
+	ep := p.Get(ctx, s.key("epoch"))
+	marked := p.Exists(ctx, s.waitingIndexed())
+	tc := p.SMembers(ctx, s.key("tasks"))
+	_, _ = p.Exec(ctx)
+	if err := s.epochOK(ep); err != nil {
+		return nil, false, err
+	}
+	if n, err := marked.Result(); err != nil || n == 0 {
+		return nil, false, s.mapErr(err)
+	}
+	tasks, err := tc.Result()
+	if err != nil {
+		return nil, false, s.mapErr(err)
+	}
+	p = s.c.Pipeline()
+	idx := make([]*goredis.StringSliceCmd, len(tasks))
+	for i, t := range tasks {
+		idx[i] = p.ZRange(ctx, s.tkey(t, "waiting"), 0, -1)
+	}
+	_, _ = p.Exec(ctx)
+	p = s.c.Pipeline()
+	var cmds []*goredis.StringCmd
+	for i, t := range tasks {
+		slots, err := idx[i].Result()
+		if err != nil {
+			return nil, false, s.mapErr(err)
+		}
+		for _, sl := range slots {
+			cmds = append(cmds, p.HGet(ctx, s.tkey(t, "d:"+sl), "d"))
+		}
+	}
+	if len(cmds) == 0 {
+		return nil, true, nil
+	}
+	_, _ = p.Exec(ctx)
+	var out []*kvstore.Doc
+	for _, c := range cmds {
+		b, err := c.Bytes()
+		if errors.Is(err, goredis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, false, s.mapErr(err)
+		}
+		d, err := kvstore.Unmarshal(b)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, d)
+	}
+	return out, true, nil
+}
+
+// Index adds the waiting documents to their tasks' indexes and marks the indexes built.
+func (k kv) Index(ctx context.Context, docs []*kvstore.Doc) error {
+	s := k.s
+	p := s.c.Pipeline()
+	for _, d := range docs {
+		if t, ok := d.Waits(); ok {
+			p.ZAdd(ctx, s.tkey(d.Task, "waiting"), goredis.Z{Score: float64(t.UnixMicro()), Member: d.Slot})
+		}
+	}
+	p.Set(ctx, s.waitingIndexed(), "1", 0)
+	_, err := p.Exec(ctx)
+	return s.mapErr(err)
+}
+
+// Delete removes the document (and its index entries) when it is still version ver.
+func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) error {
+	s := k.s
+	keys := append(s.taskKeys(d.Task), s.tkey(d.Task, "d:"+d.Slot), s.tkey(d.Task, "waiting"))
+	r, err := s.run(ctx, forgetScript, d.Task, keys, ver, d.Slot)
+	if err != nil {
+		return err
+	}
+	if r[0] == "STALE" {
+		return kvstore.ErrStale
+	}
+	return nil
+}
+
+// Unrun removes run ids from the run index.
+func (k kv) Unrun(ctx context.Context, runs []string) error {
+	s := k.s
+	if len(runs) == 0 {
+		return nil
+	}
+	keys := make([]string, len(runs))
+	for i, r := range runs {
+		keys[i] = s.key("run:" + r)
+	}
+	p := s.c.Pipeline()
+	for _, key := range keys { // one DEL per key: in Redis Cluster they live in different slots
+		p.Del(ctx, key)
+	}
+	_, err := p.Exec(ctx)
+	return s.mapErr(err)
+}

@@ -1,0 +1,44 @@
+package store
+
+import "fmt"
+
+// JoinNote is the one way an attempt's notes are joined: the note reported during the run (once
+// report --note) and the outcome's note, in that order, "; " between them, either may be empty.
+func JoinNote(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+// Apply sets on a what r reports: the count when given, and each text that is not empty; the rest
+// of a is left as it is (Ledger.Report).
+func (r Report) Apply(a *Attempt) {
+	if r.Records != nil {
+		a.Records = *r.Records
+	}
+	if r.Progress != "" {
+		a.Progress = r.Progress
+	}
+	if r.Checkpoint != "" {
+		a.Checkpoint = r.Checkpoint
+	}
+	if r.Note != "" {
+		a.Note = r.Note
+	}
+}
+
+// MaxScopeLen bounds a key scope (store.Keys) in bytes, on every store: the SQL stores' column.
+const MaxScopeLen = 200
+
+// CheckScope is the one rule for a key scope every store.Keys applies before it touches the
+// store: 1 to MaxScopeLen bytes. Backends prefix the error with their name.
+func CheckScope(scope string) error {
+	if scope == "" || len(scope) > MaxScopeLen {
+		return fmt.Errorf("key scope %q must be 1 to %d bytes", scope, MaxScopeLen)
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/once-run/once/store"
+)
+
+// ledgerTable holds the file's ledger id and write counter (files.go). It is the one table
+// without the prefix: the id is the file's, shared by every prefix in it.
+const ledgerTable = "once_ledger"
+
+// ensureSchema reads the schema version, the ledger id (into s.id) and the write counter (one
+// statement when current) and, when the tables are missing or older, creates or upgrades them in
+// one IMMEDIATE transaction, safely when many processes do it at once. A file without a ledger
+// id gets one, unless hasMarker says a ledger existed here: then the file was emptied or
+// replaced, and ensureSchema fails with ErrGone before writing anything.
+func (s *Store) ensureSchema(ctx context.Context, hasMarker bool) (int64, error) {
+	var v, seq int64
+	err := s.db.QueryRowContext(ctx, "SELECT m.value, l.id, l.seq FROM "+s.t.meta+" m, "+ledgerTable+" l WHERE m.key = 'schema_version'").Scan(&v, &s.id, &seq)
+	if err == nil && v == SchemaVersion {
+		return seq, nil
+	}
+	if ctx.Err() != nil {
+		return 0, s.mapErr(ctx.Err())
+	}
+	err = s.txRaw(ctx, func(tx *sql.Tx) error {
+		has := func(table string) (bool, error) {
+			var n int
+			err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", table).Scan(&n)
+			return n > 0, err
+		}
+		hasLedger, err := has(ledgerTable)
+		if err != nil {
+			return err
+		}
+		if !hasLedger {
+			if hasMarker {
+				return s.gone("the file holds no once ledger, but %s records one here (emptied, or replaced by another database?); %s", MarkerPath(s.path), s.restoreOrNew())
+			}
+			id, err := newLedgerID()
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `CREATE TABLE `+ledgerTable+` (
+				one INTEGER PRIMARY KEY CHECK (one = 1),
+				id TEXT NOT NULL,
+				seq INTEGER NOT NULL CHECK (seq >= 0)
+			) STRICT`); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, "INSERT INTO "+ledgerTable+" (one, id, seq) VALUES (1, ?, 0)", id); err != nil {
+				return err
+			}
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT id, seq FROM "+ledgerTable).Scan(&s.id, &seq); err != nil {
+			return err
+		}
+		if !validID(s.id) {
+			return s.gone("its once_ledger table holds %q, not a ledger id; fix: restore the file from a backup", s.id)
+		}
+		hasMeta, err := has(s.t.meta)
+		if err != nil {
+			return err
+		}
+		v = 0
+		if hasMeta {
+			if err := tx.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v); err != nil {
+				return err
+			}
+			if v > SchemaVersion {
+				return fmt.Errorf("%w: sqlite %s: schema version %d, this once understands %d; upgrade once", store.ErrUnavailable, s.path, v, SchemaVersion)
+			}
+			if v == SchemaVersion {
+				return nil
+			}
+		}
+		if v == 0 {
+			for _, stmt := range s.ddl() {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return err
+				}
+			}
+			v = 1
+		}
+		for ; v < SchemaVersion; v++ {
+			for _, stmt := range s.upgrade(int(v) + 1) {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return err
+				}
+			}
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t.meta+"(key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", SchemaVersion)
+		return err
+	})
+	return seq, err
+}
+
+// upgrade returns the statements that bring version to-1 of the schema to version to.
+func (s *Store) upgrade(to int) []string {
+	t := s.t
+	switch to {
+	case 2:
+		return []string{
+			// One row per claimed key. A pending key names its claimant: a run (task, run_id,
+			// token: gone when the task's live lease has another token) or an expiring claim
+			// (run_id, expires_at: gone after it); 0 means none.
+			`CREATE TABLE ` + t.keys + ` (
+				scope TEXT NOT NULL,
+				key TEXT NOT NULL,
+				state TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+				fingerprint TEXT NOT NULL,
+				task TEXT NOT NULL,
+				run_id TEXT NOT NULL,
+				token INTEGER NOT NULL,
+				expires_at INTEGER NOT NULL,
+				claimed_at INTEGER NOT NULL,
+				done_at INTEGER CHECK ((state = 'done') = (done_at IS NOT NULL)),
+				result BLOB,
+				PRIMARY KEY (scope, key)
+			) STRICT, WITHOUT ROWID`,
+			`CREATE INDEX ` + t.keys + `_claimed ON ` + t.keys + ` (scope, claimed_at)`,
+		}
+	case 3:
+		return s.upgrade3()
+	}
+	return nil
+}
+
+func (s *Store) ddl() []string {
+	t := s.t
+	return []string{
+		`CREATE TABLE ` + t.meta + ` (key TEXT PRIMARY KEY, value ANY NOT NULL) STRICT`,
+		// A lease row is never deleted, so its token keeps increasing across holders and
+		// releases; release moves expires_at to the moment of release.
+		`CREATE TABLE ` + t.leases + ` (
+			task TEXT PRIMARY KEY,
+			holder TEXT NOT NULL,
+			run_id TEXT NOT NULL,
+			token INTEGER NOT NULL CHECK (token > 0),
+			acquired_at INTEGER NOT NULL,
+			expires_at INTEGER NOT NULL
+		) STRICT`,
+		`CREATE TABLE ` + t.attempts + ` (
+			task TEXT NOT NULL,
+			slot TEXT NOT NULL,
+			number INTEGER NOT NULL CHECK (number > 0),
+			run_id TEXT NOT NULL UNIQUE,
+			state TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed', 'unknown')),
+			holder TEXT NOT NULL,
+			token INTEGER NOT NULL,
+			started_at INTEGER NOT NULL,
+			ended_at INTEGER CHECK ((state = 'running') = (ended_at IS NULL)),
+			exit_code INTEGER,
+			records INTEGER NOT NULL DEFAULT 0,
+			progress TEXT NOT NULL DEFAULT '',
+			checkpoint TEXT NOT NULL DEFAULT '',
+			note TEXT NOT NULL DEFAULT '',
+			resolved_as TEXT CHECK (resolved_as IN ('succeeded', 'failed')),
+			resolved_by TEXT,
+			resolved_at INTEGER,
+			resolution_note TEXT,
+			CHECK ((resolved_as IS NULL) = (resolved_at IS NULL)),
+			CHECK (resolved_as IS NULL OR state IN ('failed', 'unknown')),
+			PRIMARY KEY (task, slot, number)
+		) STRICT`,
+		// At most one running attempt per slot: the second racing writer hits this index.
+		`CREATE UNIQUE INDEX ` + t.attempts + `_running ON ` + t.attempts + ` (task, slot) WHERE state = 'running'`,
+		`CREATE INDEX ` + t.attempts + `_started ON ` + t.attempts + ` (started_at)`,
+		`CREATE TABLE ` + t.events + ` (
+			id INTEGER PRIMARY KEY AUTOINCREMENT,
+			task TEXT NOT NULL,
+			slot TEXT NOT NULL,
+			kind TEXT NOT NULL CHECK (kind IN ('skipped', 'busy', 'review')),
+			run_id TEXT NOT NULL,
+			holder TEXT NOT NULL,
+			token INTEGER NOT NULL,
+			attempt INTEGER NOT NULL,
+			at INTEGER NOT NULL,
+			note TEXT NOT NULL
+		) STRICT`,
+		`CREATE INDEX ` + t.events + `_slot ON ` + t.events + ` (task, slot, kind, attempt)`,
+		`CREATE INDEX ` + t.events + `_at ON ` + t.events + ` (at)`,
+	}
+}

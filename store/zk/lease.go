@@ -1,0 +1,291 @@
+package zk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/once-run/once/store"
+)
+
+type nodeData struct {
+	Holder string `json:"holder"`
+	RunID  string `json:"run_id"`
+	TTL    int64  `json:"ttl_ms"`
+}
+
+func lease(task string, d nodeData, st *zk.Stat) store.Lease {
+	return store.Lease{Task: task, Holder: d.Holder, RunID: d.RunID, Token: st.Czxid, Acquired: ms(st.Ctime), Expires: ms(st.Mtime + d.TTL)}
+}
+
+// node reads a lock node; ok is false when it is gone.
+func (s *Store) node(ctx context.Context, path string) (nodeData, *zk.Stat, bool, error) {
+	type r struct {
+		b  []byte
+		st *zk.Stat
+	}
+	got, err := call(ctx, s, func() (r, error) { b, st, err := s.c.Get(path); return r{b, st}, err })
+	if errors.Is(err, zk.ErrNoNode) {
+		return nodeData{}, nil, false, nil
+	}
+	if err != nil {
+		return nodeData{}, nil, false, s.mapErr(err)
+	}
+	var d nodeData
+	if err := json.Unmarshal(got.b, &d); err != nil {
+		return d, nil, false, fmt.Errorf("%w: corrupt lock node %s: %v", store.ErrUnavailable, path, err)
+	}
+	return d, got.st, true, nil
+}
+
+// Acquire runs the lock recipe without waiting. Round trips when free: create, stat, children,
+// and the multi that publishes the token. See store.Leaser.
+func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	if req.TTL < time.Millisecond {
+		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
+	}
+	dir := s.taskPath(req.Task)
+	data, _ := json.Marshal(nodeData{Holder: req.Holder, RunID: req.RunID, TTL: ttlMillis(req.TTL)})
+	create := func() (string, error) { return s.c.Create(dir+"/n-", data, zk.FlagEphemeral|zk.FlagSequence, acl) }
+	mine, err := call(ctx, s, create)
+	if errors.Is(err, zk.ErrNoNode) {
+		if err := s.ensure(ctx, dir); err != nil {
+			return store.Lease{}, err
+		}
+		mine, err = call(ctx, s, create)
+	}
+	if err != nil {
+		return store.Lease{}, s.mapErr(err)
+	}
+	name := mine[strings.LastIndex(mine, "/")+1:]
+	giveUp := func(err error) (store.Lease, error) {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = call(dctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(mine, -1) })
+		return store.Lease{}, err
+	}
+	d, st, ok, err := s.node(ctx, mine)
+	if err != nil || !ok {
+		return giveUp(errors.Join(err, fmt.Errorf("%w: zookeeper: my lock node vanished (session lost)", store.ErrUnavailable)))
+	}
+	now := st.Ctime // ZooKeeper's clock
+	kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(dir); return k, err })
+	if err != nil {
+		return giveUp(s.mapErr(err))
+	}
+	for _, k := range s.sortChildren(kids) {
+		if seq(k) >= seq(name) {
+			break
+		}
+		od, ost, ok, err := s.node(ctx, dir+"/"+k)
+		if err != nil {
+			return giveUp(err)
+		}
+		if !ok {
+			continue
+		}
+		if ost.Mtime+od.TTL > now {
+			return giveUp(&store.BusyError{Lease: lease(req.Task, od, ost)})
+		}
+		// Expired by ZooKeeper's clock: remove it, unless it was renewed meanwhile.
+		_, err = call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(dir+"/"+k, ost.Version) })
+		if errors.Is(err, zk.ErrBadVersion) {
+			od, ost, ok, _ := s.node(ctx, dir+"/"+k)
+			if ok {
+				return giveUp(&store.BusyError{Lease: lease(req.Task, od, ost)})
+			}
+		} else if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return giveUp(s.mapErr(err))
+		}
+	}
+	// Lowest live node: publish the token, only while the node still exists.
+	tok := strconv.FormatInt(st.Czxid, 10)
+	_, err = call(ctx, s, func() ([]zk.MultiResponse, error) {
+		return s.c.Multi(&zk.CheckVersionRequest{Path: mine, Version: -1}, &zk.SetDataRequest{Path: dir, Data: []byte(tok), Version: -1})
+	})
+	if err != nil {
+		return giveUp(s.mapErr(err))
+	}
+	s.mu.Lock()
+	s.paths[st.Czxid] = mine
+	s.mu.Unlock()
+	return lease(req.Task, d, st), nil
+}
+
+// errMismatch: the token's node exists but names another holder.
+var errMismatch = fmt.Errorf("%w: holder mismatch", store.ErrNotHeld)
+
+// find returns the path of l's lock node when it exists and is l's (token and holder).
+func (s *Store) find(ctx context.Context, l store.Lease) (string, nodeData, *zk.Stat, error) {
+	s.mu.Lock()
+	path, cached := s.paths[l.Token]
+	s.mu.Unlock()
+	var cands []string
+	if cached {
+		cands = []string{path}
+	} else {
+		dir := s.taskPath(l.Task)
+		kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(dir); return k, err })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return "", nodeData{}, nil, s.mapErr(err)
+		}
+		for _, k := range s.sortChildren(kids) {
+			cands = append(cands, dir+"/"+k)
+		}
+	}
+	for _, p := range cands {
+		d, st, ok, err := s.node(ctx, p)
+		if err != nil {
+			return "", d, nil, err
+		}
+		if ok && st.Czxid == l.Token {
+			if d.Holder != l.Holder {
+				return "", d, nil, fmt.Errorf("%w: task %q token %d is held by %q, not %q", errMismatch, l.Task, l.Token, d.Holder, l.Holder)
+			}
+			return p, d, st, nil
+		}
+	}
+	return "", nodeData{}, nil, fmt.Errorf("%w: task %q token %d held by %q is not the current grant", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+}
+
+// Renew rewrites l's node (its mtime is the renewal time by ZooKeeper's clock). A grant found
+// expired by then is deleted and reported ErrNotHeld. See store.Leaser.
+func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	path, d, st, err := s.find(ctx, l)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	old := st.Mtime + d.TTL
+	d.TTL = ttlMillis(ttl)
+	data, _ := json.Marshal(d)
+	nst, err := call(ctx, s, func() (*zk.Stat, error) { return s.c.Set(path, data, st.Version) })
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+		return store.Lease{}, fmt.Errorf("%w: task %q token %d was replaced during renewal", store.ErrNotHeld, l.Task, l.Token)
+	}
+	if err != nil {
+		return store.Lease{}, s.mapErr(err)
+	}
+	if nst.Mtime >= old {
+		_, _ = call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(path, nst.Version) })
+		return store.Lease{}, fmt.Errorf("%w: task %q token %d expired before the renewal", store.ErrNotHeld, l.Task, l.Token)
+	}
+	return lease(l.Task, d, nst), nil
+}
+
+// latest returns the task's published token and the task node's version.
+func (s *Store) latest(ctx context.Context, task string) (int64, int32, error) {
+	type r struct {
+		b  []byte
+		st *zk.Stat
+	}
+	got, err := call(ctx, s, func() (r, error) { b, st, err := s.c.Get(s.taskPath(task)); return r{b, st}, err })
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0, -1, nil
+	}
+	if err != nil {
+		return 0, 0, s.mapErr(err)
+	}
+	n, _ := strconv.ParseInt(string(got.b), 10, 64)
+	return n, got.st.Version, nil
+}
+
+// Release deletes l's node. An expired grant nobody replaced releases fine. See store.Leaser.
+func (s *Store) Release(ctx context.Context, l store.Lease) error {
+	path, _, st, err := s.find(ctx, l)
+	if errors.Is(err, store.ErrNotHeld) && !errors.Is(err, errMismatch) {
+		if n, _, lerr := s.latest(ctx, l.Task); lerr == nil && n == l.Token && n > 0 {
+			return nil
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	_, err = call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(path, st.Version) })
+	s.mu.Lock()
+	delete(s.paths, l.Token)
+	s.mu.Unlock()
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+		return fmt.Errorf("%w: task %q token %d was replaced during release", store.ErrNotHeld, l.Task, l.Token)
+	}
+	return s.mapErr(err)
+}
+
+// Now returns ZooKeeper's clock: the mtime of a write to /once/<prefix>/clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	st, err := call(ctx, s, func() (*zk.Stat, error) { return s.c.Set(s.p+"/clock", nil, -1) })
+	if err != nil {
+		return time.Time{}, s.mapErr(err)
+	}
+	return ms(st.Mtime), nil
+}
+
+// Leases lists, per task, the lowest lock node when it has not expired by ZooKeeper's clock.
+func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
+	now, err := s.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(s.p + "/locks"); return k, err })
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	out := []store.Lease{}
+	for _, t := range tasks {
+		dir := s.p + "/locks/" + t
+		kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(dir); return k, err })
+		if err != nil {
+			return nil, s.mapErr(err)
+		}
+		for _, k := range s.sortChildren(kids) {
+			d, st, ok, err := s.node(ctx, dir+"/"+k)
+			if err != nil {
+				return nil, err
+			}
+			if !ok || st.Mtime+d.TTL <= now.UnixMilli() {
+				continue
+			}
+			out = append(out, lease(unesc(t), d, st))
+			break
+		}
+	}
+	return out, nil
+}
+
+// Lost returns a channel closed when l's lock node is deleted or the session disconnects.
+func (s *Store) Lost(l store.Lease) <-chan struct{} {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	path, down := s.paths[l.Token], s.down
+	s.mu.Unlock()
+	go func() {
+		defer close(ch)
+		if path == "" {
+			return
+		}
+		for {
+			ok, _, ev, err := s.c.ExistsW(path)
+			if err != nil || !ok {
+				return
+			}
+			select {
+			case e := <-ev:
+				// A watch fires on any change to the node, and every renewal rewrites it (its
+				// mtime carries the TTL): only a deletion, or a watch the server dropped
+				// (session gone), means the lease is lost. Anything else re-arms the watch.
+				if e.Type == zk.EventNodeDeleted || e.Type == zk.EventNotWatching {
+					return
+				}
+			case <-down:
+				return
+			}
+		}
+	}()
+	return ch
+}
