@@ -171,10 +171,10 @@ func outcome(werr, lost error) store.Outcome {
 	}
 	out.ExitCode = &code
 	if lost != nil {
-		out.Note = joinNote(out.Note, lost.Error())
+		out.Note = store.JoinNote(out.Note, lost.Error())
 		if out.State != store.Succeeded {
 			out.State = store.Unknown
-			out.Note = joinNote(out.Note, "stopped because the lease was lost; whether the work happened is unknown")
+			out.Note = store.JoinNote(out.Note, "stopped because the lease was lost; whether the work happened is unknown")
 		}
 	}
 	out.Note = store.Clip(out.Note, store.MaxNoteLen) // a work error's text may be anything

@@ -42,13 +42,6 @@ func (g *guard) budget(st store.SlotState) (Decision, string) {
 	return Ran, ""
 }
 
-func joinNote(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
-}
-
 // Decide says what a guarded run of o.Slot would do given the slot's ledger state st, without
 // taking the lease: Ran (run it), Skipped or Review, with the reason. Dry runs use it; the guard
 // itself decides again under the lease.

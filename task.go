@@ -3,8 +3,6 @@ package once
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
 )
@@ -57,29 +55,3 @@ func ValidateTask(name string) error {
 	}
 	return nil
 }
-
-// Home and LockDir are the once command's state layout, not the guard's (a Go program chooses its
-// own Options.LockDir): they move to internal/cli as soon as internal/cli/doctor.go, changed
-// elsewhere at the same time, stops calling them.
-
-// Home is once's state directory: $ONCE_HOME, else $XDG_STATE_HOME/once, else ~/.local/state/once;
-// /var/lib/once for root.
-func Home() (string, error) {
-	if h := os.Getenv("ONCE_HOME"); h != "" {
-		return filepath.Abs(h)
-	}
-	if os.Geteuid() == 0 {
-		return "/var/lib/once", nil
-	}
-	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
-		return filepath.Join(x, "once"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", invalidf("cannot find a home directory for once's state: set ONCE_HOME")
-	}
-	return filepath.Join(home, ".local", "state", "once"), nil
-}
-
-// LockDir is the directory of the kernel file locks under home.
-func LockDir(home string) string { return filepath.Join(home, "locks") }

@@ -168,11 +168,11 @@ func (a *app) dsn() (string, error) {
 		}
 		return s, nil
 	}
-	home, err := once.Home()
+	h, err := home()
 	if err != nil {
 		return "", err
 	}
-	return defaultStore(home), nil
+	return defaultStore(h), nil
 }
 
 // defaultStore is the DSN of the embedded store under home, its path percent-encoded where a DSN

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/once-run/once"
 	"github.com/once-run/once/flock"
 	"github.com/once-run/once/internal/trust"
 	"github.com/once-run/once/store"
@@ -174,12 +173,12 @@ func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *r
 
 // checkLocks reports on the lock directory: local, so checked even when the store is down.
 func checkLocks(r *report) {
-	home, err := once.Home()
+	h, err := home()
 	if err != nil {
 		r.add("locks", store.LevelWarn, "", "%v", err)
 		return
 	}
-	dir := once.LockDir(home)
+	dir := lockDir(h)
 	if err := flock.Check(dir); err != nil {
 		r.add("locks", store.LevelFail, "", "%v", err)
 	} else if _, err := os.Lstat(dir); err != nil {

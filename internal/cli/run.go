@@ -179,7 +179,7 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 	if rn.job, err = job.New(rn.jobOf(args)); err != nil {
 		return nil, notRunnable(args[0], err)
 	}
-	if rn.home, err = once.Home(); err != nil {
+	if rn.home, err = home(); err != nil {
 		return nil, err
 	}
 	return rn, nil
@@ -225,7 +225,7 @@ func (rn *runner) interrupted(ctx context.Context, err error) error {
 func (rn *runner) options(s store.Store) once.Options {
 	f := rn.f
 	return once.Options{Store: s, Task: f.task, Holder: f.holder, TTL: f.ttl, MinHold: f.minHold,
-		Wait: f.wait, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: once.LockDir(rn.home), Logger: rn.log,
+		Wait: f.wait, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: lockDir(rn.home), Logger: rn.log,
 		ResolveHint: func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
 }
 
