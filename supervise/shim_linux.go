@@ -32,26 +32,68 @@ const (
 // dies with the command's exact status. If its parent dies first, it kills the whole run, itself
 // included. It is not meant to be run by hand.
 func ShimMain(args []string) int {
+	sh, code := newShim(args)
+	if sh == nil {
+		return code
+	}
+	// The parent may have died before its prctl(PR_SET_PDEATHSIG) took effect. Go's fork re-checks the
+	// parent pid after the prctl and signals itself; this covers the time since (the signal could have hit
+	// before our handler existed, but then the default action killed us and nothing was started).
+	if os.Getppid() != sh.ppid {
+		return 1
+	}
+	sh.report("ready")
+	defer sh.tick.Stop()
+	if ok, code := sh.waitGoAhead(); !ok {
+		return code
+	}
+	exited, err := sh.start()
+	if err != nil {
+		var errno syscall.Errno
+		if !errors.As(err, &errno) {
+			errno = syscall.EINVAL
+		}
+		sh.report("err %d %s", int(errno), sh.argv[0])
+		if errno == syscall.ENOENT {
+			return 127
+		}
+		return 126
+	}
+	sh.report("pid %d", sh.pid)
+	return sh.wait(exited)
+}
+
+// shimProc is the state of the shim process (ShimMain).
+type shimProc struct {
+	ppid, self, pid int
+	path            string
+	argv            []string
+	status, control *os.File
+	sigs            chan os.Signal
+	tick            *time.Ticker
+}
+
+// newShim reads the shim's arguments and sets the process up: pipes, subreaper, signals. With a nil
+// shim, the shim exits with the code returned.
+func newShim(args []string) (*shimProc, int) {
 	i := slices.Index(args, shimMarker)
 	if i < 0 || len(args) < i+4 {
 		fmt.Fprintf(os.Stderr, "once: %s is internal to once; do not run it by hand\n", ShimArg)
-		return 64
+		return nil, 64
 	}
 	ppid, err := strconv.Atoi(args[i+1])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "once: %s: bad parent pid %q\n", ShimArg, args[i+1])
-		return 64
+		return nil, 64
 	}
-	path, argv := args[i+2], args[i+3:]
-	self := os.Getpid()
+	sh := &shimProc{ppid: ppid, self: os.Getpid(), path: args[i+2], argv: args[i+3:]}
 
 	// fd 3 is the status pipe to once and fd 4 the control pipe from it; the command must inherit
 	// neither, or once would wait for the status pipe's EOF.
 	syscall.CloseOnExec(3)
 	syscall.CloseOnExec(4)
-	status := os.NewFile(3, "once-status")
-	control := os.NewFile(4, "once-control")
-	report := func(format string, a ...any) { _, _ = fmt.Fprintf(status, format+"\n", a...) }
+	sh.status = os.NewFile(3, "once-status")
+	sh.control = os.NewFile(4, "once-control")
 
 	// Orphaned descendants (double-forked daemons, setsid escapees whose parent exited) are re-parented
 	// to us rather than to init, so cleanup can find them.
@@ -59,56 +101,58 @@ func ShimMain(args []string) int {
 
 	// Signals sent to the group reach us too: catch them all so we keep waiting. Caught (not ignored)
 	// signals are reset to default in the command by execve.
-	sigs := make(chan os.Signal, 32)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1,
+	sh.sigs = make(chan os.Signal, 32)
+	signal.Notify(sh.sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1,
 		syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE,
 		syscall.SIGVTALRM, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGPWR)
+	sh.tick = time.NewTicker(parentPoll)
+	return sh, 0
+}
 
-	// The parent may have died before its prctl(PR_SET_PDEATHSIG) took effect. Go's fork re-checks the
-	// parent pid after the prctl and signals itself; this covers the time since (the signal could have hit
-	// before our handler existed, but then the default action killed us and nothing was started).
-	if os.Getppid() != ppid {
-		return 1
-	}
-	report("ready")
-	tick := time.NewTicker(parentPoll)
-	defer tick.Stop()
+func (sh *shimProc) report(format string, a ...any) { _, _ = fmt.Fprintf(sh.status, format+"\n", a...) }
 
-	// Wait for once's go-ahead: it records the attempt in between.
+// waitGoAhead waits for once's go-ahead (once records the attempt in between). Without it, the shim
+// exits with the code returned: 0 when cancelled (nothing was run), 1 when once died.
+func (sh *shimProc) waitGoAhead() (bool, int) {
 	goAhead := make(chan bool, 1)
 	go func() {
 		var b [1]byte
-		n, _ := control.Read(b[:])
+		n, _ := sh.control.Read(b[:])
 		goAhead <- n == 1 && b[0] == 'g'
 	}()
 	for waiting := true; waiting; {
 		select {
 		case ok := <-goAhead:
 			if !ok {
-				return 0 // cancelled: nothing was run
+				return false, 0
 			}
 			waiting = false
-		case <-sigs:
-		case <-tick.C:
+		case <-sh.sigs:
+		case <-sh.tick.C:
 		}
-		if os.Getppid() != ppid {
-			return 1
+		if os.Getppid() != sh.ppid {
+			return false, 1
 		}
 	}
-	control.Close()
+	sh.control.Close()
+	return true, 0
+}
 
+// start starts the command as the shim's child, and returns the channel that gets its wait status.
+// The goroutine that started it reaps every child of the shim (orphans re-parented to it included)
+// until the command exits.
+func (sh *shimProc) start() (<-chan syscall.WaitStatus, error) {
 	started := make(chan error, 1)
 	exited := make(chan syscall.WaitStatus, 1)
-	var pid int
 	go func() {
 		// Same Pdeathsig-per-thread rule as in Start: this thread must outlive the command.
 		runtime.LockOSThread()
-		var err error
-		pid, err = syscall.ForkExec(path, argv, &syscall.ProcAttr{
+		pid, err := syscall.ForkExec(sh.path, sh.argv, &syscall.ProcAttr{
 			Env:   os.Environ(),
 			Files: []uintptr{0, 1, 2},
 			Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 		})
+		sh.pid = pid
 		started <- err
 		if err != nil {
 			return
@@ -130,34 +174,27 @@ func ShimMain(args []string) int {
 			// An orphan re-parented to us: reaped, nothing to report.
 		}
 	}()
-	if err := <-started; err != nil {
-		var errno syscall.Errno
-		if !errors.As(err, &errno) {
-			errno = syscall.EINVAL
-		}
-		report("err %d %s", int(errno), argv[0])
-		if errno == syscall.ENOENT {
-			return 127
-		}
-		return 126
-	}
-	report("pid %d", pid)
+	return exited, <-started
+}
 
+// wait waits for the command to exit, cleans up the rest of the run and returns the command's status
+// as the shim's; if once dies first, it kills the whole run, the shim included.
+func (sh *shimProc) wait(exited <-chan syscall.WaitStatus) int {
 	for {
 		select {
 		case ws := <-exited:
-			report("exit %d", uint32(ws))
-			if left := cleanup(self, syscall.SIGTERM, stragglerGrace); left > 0 {
-				report("left %d", left)
+			sh.report("exit %d", uint32(ws))
+			if left := cleanup(sh.self, syscall.SIGTERM, stragglerGrace); left > 0 {
+				sh.report("left %d", left)
 			}
-			status.Close()
+			sh.status.Close()
 			return exitLike(ws)
-		case <-sigs:
+		case <-sh.sigs:
 			// A signal to the group (the command got it too), or our parent-death signal.
-		case <-tick.C:
+		case <-sh.tick.C:
 		}
-		if os.Getppid() != ppid {
-			parentDied(self)
+		if os.Getppid() != sh.ppid {
+			parentDied(sh.self)
 			return 137
 		}
 	}
