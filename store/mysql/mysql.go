@@ -138,23 +138,9 @@ func ParseDSN(dsn string) (*Config, error) {
 	}
 	addr := net.JoinHostPort(host, port)
 	base := "tcp(" + addr + ")/" + url.PathEscape(db)
-	var params []string
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		v := q[k]
-		if unescaped[k] {
-			v = url.QueryEscape(v)
-		} else if strings.ContainsAny(v, "&=") {
-			return nil, fmt.Errorf("%w: mysql parameter %q is %q: '&' and '=' cannot be part of it", store.ErrBadDSN, k, v)
-		}
-		// One at a time, so that an error names the parameter (the driver's do not).
-		if _, err := gomysql.ParseDSN(base + "?" + k + "=" + v); err != nil {
-			return nil, fmt.Errorf("%w: mysql parameter %q is %q: %s", store.ErrBadDSN, k, q[k], oneLine(err.Error()))
-		}
-		params = append(params, k+"="+v)
-	}
-	query := ""
-	if len(params) > 0 {
-		query = "?" + strings.Join(params, "&")
+	query, err := driverQuery(base, q)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := gomysql.ParseDSN(base + query)
 	if err != nil {
@@ -165,13 +151,42 @@ func ParseDSN(dsn string) (*Config, error) {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
+	connect := cfg.Timeout // the DSN's timeout=, 0 when not given
+	session(cfg)
+	return &Config{Driver: cfg, Prefix: prefix, Where: addr + "/" + db, Connect: connect}, nil
+}
+
+// driverQuery checks the DSN's driver parameters one at a time, so that an error names the parameter
+// (the driver's do not), and returns them as the driver's query string.
+func driverQuery(base string, q store.Params) (string, error) {
+	var params []string
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		v := q[k]
+		if unescaped[k] {
+			v = url.QueryEscape(v)
+		} else if strings.ContainsAny(v, "&=") {
+			return "", fmt.Errorf("%w: mysql parameter %q is %q: '&' and '=' cannot be part of it", store.ErrBadDSN, k, v)
+		}
+		if _, err := gomysql.ParseDSN(base + "?" + k + "=" + v); err != nil {
+			return "", fmt.Errorf("%w: mysql parameter %q is %q: %s", store.ErrBadDSN, k, q[k], oneLine(err.Error()))
+		}
+		params = append(params, k+"="+v)
+	}
+	if len(params) == 0 {
+		return "", nil
+	}
+	return "?" + strings.Join(params, "&"), nil
+}
+
+// session sets what every connection of the store needs, whatever the DSN says: UTC, strict SQL,
+// changed-row counts, and an end to a session idle in a transaction.
+func session(cfg *gomysql.Config) {
 	cfg.Logger = slogger{}
 	cfg.MultiStatements = true
 	cfg.InterpolateParams = true
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.ClientFoundRows = false // ROW_COUNT() must count changed rows, not matched ones
-	connect := cfg.Timeout      // the DSN's timeout=, 0 when not given
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
@@ -188,7 +203,6 @@ func ParseDSN(dsn string) (*Config, error) {
 	if _, set := cfg.Params["idle_transaction_timeout"]; !set {
 		cfg.Params["sql_mode"] += fmt.Sprintf(" /*M!100300 , idle_transaction_timeout = %d */", int(sqlstore.IdleTxTimeout/time.Second))
 	}
-	return &Config{Driver: cfg, Prefix: prefix, Where: addr + "/" + db, Connect: connect}, nil
 }
 
 // slogger sends go-sql-driver's own log lines (e.g. "closing bad idle connection") through slog's
