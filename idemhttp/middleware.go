@@ -107,23 +107,8 @@ func serve(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request
 		next.ServeHTTP(w, r)
 		return
 	}
-	if len(vals) > 1 {
-		problem(w, http.StatusBadRequest, "bad-key", "more than one Idempotency-Key", "send exactly one Idempotency-Key header")
-		return
-	}
-	key, err := ParseKey(vals[0])
-	if err != nil {
-		problem(w, http.StatusBadRequest, "bad-key", "malformed Idempotency-Key", err.Error())
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, o.MaxBody+1))
-	if err != nil {
-		problem(w, http.StatusBadRequest, "bad-body", "request body could not be read", err.Error())
-		return
-	}
-	if int64(len(body)) > o.MaxBody {
-		problem(w, http.StatusRequestEntityTooLarge, "too-large", "request body too large for an idempotent request",
-			fmt.Sprintf("the body is over %d bytes", o.MaxBody))
+	key, body, ok := admit(o, w, r, vals)
+	if !ok {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -131,7 +116,37 @@ func serve(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request
 	if o.ScopeFunc != nil {
 		scope = o.ScopeFunc(r)
 	}
-	fp := o.Fingerprint(r, body)
+	claim(o, next, w, r, scope, key, o.Fingerprint(r, body))
+}
+
+// admit checks the request's one Idempotency-Key and reads its body (bounded by o.MaxBody); on a
+// problem it answers it and returns false.
+func admit(o *Options, w http.ResponseWriter, r *http.Request, vals []string) (string, []byte, bool) {
+	if len(vals) > 1 {
+		problem(w, http.StatusBadRequest, "bad-key", "more than one Idempotency-Key", "send exactly one Idempotency-Key header")
+		return "", nil, false
+	}
+	key, err := ParseKey(vals[0])
+	if err != nil {
+		problem(w, http.StatusBadRequest, "bad-key", "malformed Idempotency-Key", err.Error())
+		return "", nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, o.MaxBody+1))
+	if err != nil {
+		problem(w, http.StatusBadRequest, "bad-body", "request body could not be read", err.Error())
+		return "", nil, false
+	}
+	if int64(len(body)) > o.MaxBody {
+		problem(w, http.StatusRequestEntityTooLarge, "too-large", "request body too large for an idempotent request",
+			fmt.Sprintf("the body is over %d bytes", o.MaxBody))
+		return "", nil, false
+	}
+	return key, body, true
+}
+
+// claim claims key for this request and runs next once it holds it; a key already done replays its
+// response, one in progress is a conflict, one left unknown by a dead handler is taken over.
+func claim(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request, scope, key, fp string) {
 	c := store.Claimant{RunID: newID(), Expires: o.PendingTTL}
 	ctx := r.Context()
 	for range 3 { // rounds lost to a concurrent reclaim or forget
