@@ -244,27 +244,49 @@ func Run(ctx context.Context, st Story) (rep Report, err error) {
 	if st.Flows == 0 {
 		st.Flows = 3000
 	}
-	say := func(format string, a ...any) {
-		if st.Log != nil {
-			fmt.Fprintf(st.Log, format+"\n", a...)
-		}
-	}
-	shop := *st.Shop
-	flows := Flows(st.Day, st.Flows)
-	if err := shop.Setup(ctx); err != nil {
+	p := &play{st: st, shop: *st.Shop, flows: Flows(st.Day, st.Flows), rep: &rep}
+	p.opts = once.Options{Store: st.Guard, Task: st.Task, Slot: st.Day, TTL: 5 * time.Second}
+	if err := p.shop.Setup(ctx); err != nil {
 		return rep, err
 	}
-	opts := once.Options{Store: st.Guard, Task: st.Task, Slot: st.Day, TTL: 5 * time.Second}
-	var wrote sync.Map
-	job := func(s *Shop, who string) once.Work {
-		return func(ctx context.Context, run *once.Run) error {
-			n, err := s.Sync(ctx, run.Task, run.Slot, flows)
-			wrote.Store(who, n)
-			return err
+	for _, act := range []func(context.Context) error{p.nightly, p.reboot, p.review, p.byHand} {
+		if err := act(ctx); err != nil {
+			return rep, err
 		}
 	}
+	if rep.Rows, rep.Distinct, err = p.shop.Count(ctx); err != nil {
+		return rep, err
+	}
+	p.say("end: %d orders, %d distinct flows, %d duplicates", rep.Rows, rep.Distinct, rep.Rows-rep.Distinct)
+	return rep, nil
+}
 
-	// Act 1: 02:00, the nightly run; the machine dies mid-run.
+// play is the state of one telling of the story.
+type play struct {
+	st          Story
+	shop, clean Shop // clean: the same shop, no crash injected
+	flows       []Flow
+	opts        once.Options
+	wrote       sync.Map // who → orders written
+	rep         *Report
+}
+
+func (p *play) say(format string, a ...any) {
+	if p.st.Log != nil {
+		fmt.Fprintf(p.st.Log, format+"\n", a...)
+	}
+}
+
+func (p *play) job(s *Shop, who string) once.Work {
+	return func(ctx context.Context, run *once.Run) error {
+		n, err := s.Sync(ctx, run.Task, run.Slot, p.flows)
+		p.wrote.Store(who, n)
+		return err
+	}
+}
+
+// nightly is act 1: 02:00, the nightly run; the machine dies mid-run.
+func (p *play) nightly(ctx context.Context) (err error) {
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -272,94 +294,96 @@ func Run(ctx context.Context, st Story) (rep Report, err error) {
 				if !ok {
 					panic(r)
 				}
-				rep.Crashed = &c
+				p.rep.Crashed = &c
 			}
 		}()
 		var res once.Result
-		res, err = once.Do(ctx, opts, job(&shop, "nightly"))
+		res, err = once.Do(ctx, p.opts, p.job(&p.shop, "nightly"))
 		if err == nil && res.WorkErr != nil {
 			err = res.WorkErr
 		}
 	}()
 	if err != nil {
-		return rep, fmt.Errorf("act 1: %w", err)
+		return fmt.Errorf("act 1: %w", err)
 	}
-	rows, _, _ := shop.Count(ctx)
-	say("act 1: nightly run: %v; %d orders in the table", rep.Crashed, rows)
+	rows, _, _ := p.shop.Count(ctx)
+	p.say("act 1: nightly run: %v; %d orders in the table", p.rep.Crashed, rows)
+	return nil
+}
 
-	// Act 2: after the reboot, cron and the catch-up service launch the job at the same moment.
-	clean := shop
-	clean.Crash = NoCrash
-	launch := func(act string, o once.Options) ([]once.Decision, error) {
-		var wg sync.WaitGroup
-		ds := make([]once.Decision, 2)
-		errs := make([]error, 2)
-		for i, who := range []string{"cron", "catch-up"} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				o := o
-				o.Holder = who
-				res, err := once.Do(ctx, o, job(&clean, act+who))
-				ds[i], errs[i] = res.Decision, errors.Join(err, res.WorkErr)
-				say("%s: %-8s -> %s %s", act, who, res.Decision, res.Reason)
-			}()
-		}
-		wg.Wait()
-		return ds, errors.Join(errs...)
+// launch starts the guarded job twice at the same moment, as cron and the catch-up service.
+func (p *play) launch(ctx context.Context, act string, o once.Options) ([]once.Decision, error) {
+	var wg sync.WaitGroup
+	ds := make([]once.Decision, 2)
+	errs := make([]error, 2)
+	for i, who := range []string{"cron", "catch-up"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := o
+			o.Holder = who
+			res, err := once.Do(ctx, o, p.job(&p.clean, act+who))
+			ds[i], errs[i] = res.Decision, errors.Join(err, res.WorkErr)
+			p.say("%s: %-8s -> %s %s", act, who, res.Decision, res.Reason)
+		}()
 	}
-	if rep.Launches, err = launch("act 2", opts); err != nil {
-		return rep, err
-	}
+	wg.Wait()
+	return ds, errors.Join(errs...)
+}
 
-	// Act 3: a person reviews the unknown attempt, resolves it as failed (the claims make a re-run
-	// harmless) and re-runs; cron fires at the same time again.
-	if rep.Crashed != nil {
-		if _, err := st.Guard.Resolve(ctx, store.ResolveRequest{Task: st.Task, Slot: st.Day, As: store.Failed,
+// reboot is act 2: after the reboot, cron and the catch-up service launch the job at the same moment.
+func (p *play) reboot(ctx context.Context) (err error) {
+	p.clean = p.shop // the shop as act 1 left it
+	p.clean.Crash = NoCrash
+	p.rep.Launches, err = p.launch(ctx, "act 2", p.opts)
+	return err
+}
+
+// review is act 3: a person reviews the unknown attempt, resolves it as failed (the claims make a
+// re-run harmless) and re-runs; cron fires at the same time again.
+func (p *play) review(ctx context.Context) (err error) {
+	if p.rep.Crashed != nil {
+		if _, err := p.st.Guard.Resolve(ctx, store.ResolveRequest{Task: p.st.Task, Slot: p.st.Day, As: store.Failed,
 			By: "reviewer", Note: "died mid-run; orders are claimed per flow, re-run is safe"}); err != nil {
-			return rep, fmt.Errorf("act 3: resolve: %w", err)
+			return fmt.Errorf("act 3: resolve: %w", err)
 		}
-		say("act 3: reviewer resolved %s/%s as failed", st.Task, st.Day)
+		p.say("act 3: reviewer resolved %s/%s as failed", p.st.Task, p.st.Day)
 	}
-	o3 := opts
+	o3 := p.opts
 	o3.MinHold = time.Second // the winner keeps the lease while the other launch knocks
-	if rep.Rerun, err = launch("act 3", o3); err != nil {
-		return rep, err
+	if p.rep.Rerun, err = p.launch(ctx, "act 3", o3); err != nil {
+		return err
 	}
-	wrote.Range(func(k, v any) bool {
+	p.wrote.Range(func(k, v any) bool {
 		if strings.HasPrefix(k.(string), "act 3") {
-			rep.RerunWrote += v.(int)
+			p.rep.RerunWrote += v.(int)
 		}
 		return true
 	})
-	say("act 3: the re-run wrote %d orders", rep.RerunWrote)
+	p.say("act 3: the re-run wrote %d orders", p.rep.RerunWrote)
+	return nil
+}
 
-	// Act 4: two people run the sync by hand, without the guard and from the first flow.
-	byHand := clean
+// byHand is act 4: two people run the sync by hand, without the guard and from the first flow.
+func (p *play) byHand(ctx context.Context) error {
+	byHand := p.clean
 	byHand.Checkpoint = false
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
-	for i := 0; i < 2; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n, err := byHand.Sync(ctx, st.Task, st.Day, flows)
+	for range 2 {
+		wg.Go(func() {
+			n, err := byHand.Sync(ctx, p.st.Task, p.st.Day, p.flows)
 			mu.Lock()
-			rep.ByHandWrote += n
+			p.rep.ByHandWrote += n
 			errs = append(errs, err)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return rep, fmt.Errorf("act 4: %w", err)
+		return fmt.Errorf("act 4: %w", err)
 	}
-	say("act 4: two unguarded runs by hand wrote %d orders", rep.ByHandWrote)
-
-	if rep.Rows, rep.Distinct, err = shop.Count(ctx); err != nil {
-		return rep, err
-	}
-	say("end: %d orders, %d distinct flows, %d duplicates", rep.Rows, rep.Distinct, rep.Rows-rep.Distinct)
-	return rep, nil
+	p.say("act 4: two unguarded runs by hand wrote %d orders", p.rep.ByHandWrote)
+	return nil
 }
