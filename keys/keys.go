@@ -28,53 +28,27 @@ import (
 	"sort"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/once-run/once/store"
 )
 
-// MaxKeyLen is the longest key in bytes. It fits a MySQL InnoDB unique index on (scope, key) with
-// binary columns (3072-byte limit) and is far above what a flow id, an order id or a hash needs.
-const MaxKeyLen = 1024
+// MaxKeyLen is the longest key in bytes (store.MaxKeyLen: the syntax of a key is the stores' own).
+const MaxKeyLen = store.MaxKeyLen
 
-// ErrInvalidKey is wrapped by every error about a key's syntax (Validate, Lines, Claim).
-var ErrInvalidKey = errors.New("invalid key")
+// ErrInvalidKey is wrapped by every error about a key's syntax (Validate, Lines, Claim); it is
+// store.ErrInvalidKey.
+var ErrInvalidKey = store.ErrInvalidKey
 
 // Validate reports whether key is acceptable: 1 to MaxKeyLen bytes of valid UTF-8 with no control
 // characters (C0 including newline, tab and NUL; DEL; C1). Keys are compared byte for byte; spaces
 // are allowed and kept. The error is one line, wraps ErrInvalidKey and quotes a prefix of the key.
-func Validate(key string) error {
-	if key == "" {
-		return fmt.Errorf("%w: empty key; give a non-empty identifier such as an order id", ErrInvalidKey)
-	}
-	if len(key) > MaxKeyLen {
-		return fmt.Errorf("%w: key %s is %d bytes, longer than the %d-byte limit; hash long keys (e.g. sha256 hex)",
-			ErrInvalidKey, quote(key), len(key), MaxKeyLen)
-	}
-	for i := 0; i < len(key); {
-		r, size := utf8.DecodeRuneInString(key[i:])
-		if r == utf8.RuneError && size <= 1 {
-			return fmt.Errorf("%w: key %s is not valid UTF-8 at byte %d; encode binary ids as hex or base64",
-				ErrInvalidKey, quote(key), i)
-		}
-		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: key %s contains control character %U at byte %d; remove newlines, tabs and NULs",
-				ErrInvalidKey, quote(key), r, i)
-		}
-		i += size
-	}
-	return nil
-}
+// It is store.ValidateKey, the rule every store applies.
+func Validate(key string) error { return store.ValidateKey(key) }
 
 // quote prints at most 40 bytes of key, Go-quoted so control bytes are visible.
-func quote(key string) string {
-	if len(key) > 40 {
-		return fmt.Sprintf("%q…", key[:40])
-	}
-	return fmt.Sprintf("%q", key)
-}
+func quote(key string) string { return store.QuoteKey(key) }
 
 // LineError is an error about one input line of Lines; Line counts from 1.
 type LineError struct {

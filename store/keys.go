@@ -42,7 +42,7 @@ type Claimant struct {
 // ClaimRequest claims keys in one scope.
 type ClaimRequest struct {
 	Scope string   // 1–200 bytes, like a task name
-	Keys  []string // valid keys (see keys.Validate); duplicates within one request count once
+	Keys  []string // valid keys (ValidateKey); duplicates within one request count once
 	// Fingerprints, when not nil, has one payload fingerprint per key; a key already claimed with a
 	// different fingerprint fails the whole request with ErrFingerprint.
 	Fingerprints []string

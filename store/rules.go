@@ -35,10 +35,10 @@ func (r Report) Apply(a *Attempt) {
 const MaxScopeLen = 200
 
 // CheckScope is the one rule for a key scope every store.Keys applies before it touches the
-// store: 1 to MaxScopeLen bytes. Backends prefix the error with their name.
+// store: 1 to MaxScopeLen bytes. Errors wrap ErrInvalid; backends prefix them with their name.
 func CheckScope(scope string) error {
 	if scope == "" || len(scope) > MaxScopeLen {
-		return fmt.Errorf("key scope %q must be 1 to %d bytes", scope, MaxScopeLen)
+		return &invalidValue{fmt.Sprintf("key scope %q must be 1 to %d bytes", scope, MaxScopeLen)}
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/once-run/once/store"
 )
@@ -102,29 +101,20 @@ const claimParallel = 4
 // applyRounds bounds the read-decide-write rounds lost to concurrent writers.
 const applyRounds = 16
 
-// Column-like limits, the same as the SQL stores', so a key claimed on one store fits all.
-const (
-	maxKey = 1024
-	maxFP  = 255
-)
-
 func (k *Keys) errf(format string, a ...any) error {
 	return fmt.Errorf(k.Name+": "+format, a...)
 }
 
 func (k *Keys) checkScope(scope string) error {
 	if err := store.CheckScope(scope); err != nil {
-		return k.errf("%v", err)
+		return k.errf("%w", err)
 	}
 	return nil
 }
 
 func (k *Keys) checkClaimant(c store.Claimant) error {
-	if c.RunID == "" || (c.Token > 0) != (c.Task != "") {
-		return k.errf("a pending claim needs a claimant with a run id, and a task exactly when it has a token")
-	}
-	if !utf8.ValidString(c.RunID) || !utf8.ValidString(c.Task) {
-		return k.errf("claimant run id %q and task %q must be valid UTF-8", c.RunID, c.Task)
+	if err := c.Check(); err != nil {
+		return k.errf("%w", err)
 	}
 	return nil
 }
@@ -273,27 +263,13 @@ func (k *Keys) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error
 // checkClaim checks req before anything is read and returns the record its keys are created with
 // (without fingerprint and nonce).
 func (k *Keys) checkClaim(req store.ClaimRequest) (KeyRec, error) {
-	if err := k.checkScope(req.Scope); err != nil {
-		return KeyRec{}, err
-	}
-	if req.Fingerprints != nil && len(req.Fingerprints) != len(req.Keys) {
-		return KeyRec{}, k.errf("claim has %d fingerprints for %d keys", len(req.Fingerprints), len(req.Keys))
-	}
-	for i, key := range req.Keys {
-		if key == "" || len(key) > maxKey || !utf8.ValidString(key) {
-			return KeyRec{}, k.errf("claim of key %.40q: keys are 1 to %d bytes of valid UTF-8", key, maxKey)
-		}
-		if req.Fingerprints != nil && (len(req.Fingerprints[i]) > maxFP || !utf8.ValidString(req.Fingerprints[i])) {
-			return KeyRec{}, k.errf("fingerprint of key %.40q: at most %d bytes of valid UTF-8", key, maxFP)
-		}
+	if err := req.Check(); err != nil {
+		return KeyRec{}, k.errf("%w", err)
 	}
 	if !req.Pending {
 		return KeyRec{State: store.KeyDone}, nil
 	}
 	c := req.Claimant
-	if err := k.checkClaimant(c); err != nil {
-		return KeyRec{}, err
-	}
 	return KeyRec{State: store.KeyPending, Task: c.Task, RunID: c.RunID, Token: c.Token, TTL: ttlMicros(c.Expires)}, nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/once-run/once/store"
 )
@@ -26,14 +25,9 @@ const (
 // (MySQL) per Claim statement, and an IN list of placeholders for the other operations.
 const keysChunk = 1000
 
-// Column limits of the keys table (migration 002): checked before a write, so that MySQL's INSERT
-// IGNORE can only ever skip duplicates, never truncate.
-const (
-	maxKey   = 1024
-	maxFP    = 255
-	maxRunID = 255
-	maxTask  = 200
-)
+// The keys table's columns (migration 002) are store's limits (store/claims.go), checked by
+// ClaimRequest.Check before a write, so MySQL's INSERT IGNORE can only ever skip duplicates, never
+// truncate.
 
 // goneExpr is true for a pending key (alias k) whose claimant is gone by the database's clock: its
 // own expiry has passed, or it belongs to a run (token > 0) whose lease is no longer the task's live
@@ -47,17 +41,14 @@ func (s *Store) keysErr(format string, a ...any) error {
 
 func (s *Store) checkScope(scope string) error {
 	if err := store.CheckScope(scope); err != nil {
-		return s.keysErr("%v", err)
+		return s.keysErr("%w", err)
 	}
 	return nil
 }
 
 func (s *Store) checkClaimant(c store.Claimant) error {
-	if c.RunID == "" || (c.Token > 0) != (c.Task != "") {
-		return s.keysErr("a pending claim needs a claimant with a run id, and a task exactly when it has a token")
-	}
-	if len(c.RunID) > maxRunID || len(c.Task) > maxTask {
-		return s.keysErr("claimant run id (%d bytes) or task (%d bytes) too long: at most %d and %d", len(c.RunID), len(c.Task), maxRunID, maxTask)
+	if err := c.Check(); err != nil {
+		return s.keysErr("%w", err)
 	}
 	return nil
 }
@@ -102,26 +93,12 @@ func forChunks(keys []string, fn func(chunk []string) error) error {
 // when the batch was partly new (see docs/keys.md for why that is exact). Fingerprints are checked
 // in the same transaction; a mismatch rolls everything back.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
-	if err := s.checkScope(req.Scope); err != nil {
-		return nil, err
-	}
-	if req.Fingerprints != nil && len(req.Fingerprints) != len(req.Keys) {
-		return nil, s.keysErr("claim has %d fingerprints for %d keys", len(req.Fingerprints), len(req.Keys))
-	}
-	for i, k := range req.Keys {
-		if k == "" || len(k) > maxKey || !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0 {
-			return nil, s.keysErr("claim of key %.40q: keys are 1 to %d bytes of valid UTF-8 without NUL", k, maxKey)
-		}
-		if req.Fingerprints != nil && (len(req.Fingerprints[i]) > maxFP || !utf8.ValidString(req.Fingerprints[i]) || strings.IndexByte(req.Fingerprints[i], 0) >= 0) {
-			return nil, s.keysErr("fingerprint of key %.40q: at most %d bytes of valid UTF-8 without NUL", k, maxFP)
-		}
+	if err := req.Check(); err != nil {
+		return nil, s.keysErr("%w", err)
 	}
 	state, c := "done", store.Claimant{}
 	if req.Pending {
 		state, c = "pending", req.Claimant
-		if err := s.checkClaimant(c); err != nil {
-			return nil, err
-		}
 	}
 	uniq, first, err := req.Distinct()
 	if err != nil {

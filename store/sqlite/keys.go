@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/once-run/once/store"
 )
@@ -48,23 +47,12 @@ func jsonKeys(keys []string) string {
 // RETURNING statement per chunk of up to 4,000 keys. Fingerprints, when given, are checked
 // against keys claimed before in the same transaction; a mismatch rolls everything back.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
-	if err := checkScope(req.Scope); err != nil {
-		return nil, err
-	}
-	if req.Fingerprints != nil && len(req.Fingerprints) != len(req.Keys) {
-		return nil, fmt.Errorf("sqlite: claim has %d fingerprints for %d keys", len(req.Fingerprints), len(req.Keys))
-	}
-	for _, k := range req.Keys {
-		if k == "" || !utf8.ValidString(k) {
-			return nil, fmt.Errorf("sqlite: claim of key %q: keys are non-empty valid UTF-8", k)
-		}
+	if err := req.Check(); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	state, c := "done", store.Claimant{}
 	if req.Pending {
 		state, c = "pending", req.Claimant
-		if c.RunID == "" || (c.Token > 0) != (c.Task != "") {
-			return nil, errors.New("sqlite: a pending claim needs a claimant with a run id, and a task exactly when it has a token")
-		}
 	}
 	uniq, first, err := req.Distinct()
 	if err != nil {
@@ -251,8 +239,13 @@ func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *sto
 	if err := checkScope(scope); err != nil {
 		return nil, err
 	}
-	if c != nil && (c.RunID == "" || asDone || (c.Token > 0) != (c.Task != "")) {
-		return nil, errors.New("sqlite: reclaim to a claimant needs its run id and asDone false")
+	if c != nil {
+		if asDone {
+			return nil, errors.New("sqlite: reclaim to a claimant needs asDone false")
+		}
+		if err := c.Check(); err != nil {
+			return nil, fmt.Errorf("sqlite: %w", err)
+		}
 	}
 	changed := map[string]bool{}
 	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
