@@ -107,6 +107,7 @@ type WindowError struct {
 	First, Last string
 }
 
+// Error says what was refused, in the library's words (the CLI words it with its flags).
 func (e *WindowError) Error() string {
 	if e.Spans {
 		return fmt.Sprintf("CatchUp's window %s spans more than %d slots of %s", e.Window, MaxCatchUpWindowSlots, e.Spec)
@@ -115,6 +116,7 @@ func (e *WindowError) Error() string {
 		e.Due, e.Task, e.First, e.Last, e.Max)
 }
 
+// Is makes a WindowError match ErrInvalid.
 func (e *WindowError) Is(target error) bool { return target == ErrInvalid }
 
 // noMissed names a spec that has no periods, for messages: "a task without a slot", "an explicit

@@ -147,6 +147,7 @@ func (r *Runner) Close() {
 // error: the guard records it as the attempt's exit code (once.ExitCoder).
 type ExitError struct{ Code int }
 
+// Error reads like exec.ExitError's.
 func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
 // ExitCode is the status.

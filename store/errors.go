@@ -29,6 +29,7 @@ type BusyError struct {
 	Lease Lease // the current grant as the store sees it
 }
 
+// Error names the holder and when its lease expires.
 func (e *BusyError) Error() string {
 	l := e.Lease
 	if l.Holder == "" {
