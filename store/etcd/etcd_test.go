@@ -27,10 +27,13 @@ func withPrefix(tb testing.TB) string {
 }
 
 func harness() storetest.Harness {
-	return storetest.Harness{DSN: func(t *testing.T) string { return withPrefix(t) }}
+	return storetest.Harness{DSN: func(tb testing.TB) string { return withPrefix(tb) }}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+// BenchmarkSuite: the suite's benchmarks (docs/benchmarks.md).
+func BenchmarkSuite(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -205,36 +208,16 @@ func FuzzParseDSN(f *testing.F) {
 
 // --- benchmarks: p50/p99 of acquire+release against concurrency.Mutex, same server ---
 
-// BenchmarkLease measures one acquire+release round (busy counts as a round) with 1 and 16
-// contenders, each with its own client: this store over the JSON gateway (keep-alive of a reused
-// etcd lease alongside the acquire txn, then the release txn) and etcd's concurrency.Mutex over
-// gRPC with a session created once and reused (TryLock + Unlock; no per-run TTL, no ledger).
+// BenchmarkLease measures the peer of BenchmarkSuite/Contended (this store over the JSON gateway:
+// keep-alive of a reused etcd lease alongside the acquire txn, then the release txn) on the same
+// server: one acquire+release round (busy counts as a round) with 1 and 16 contenders, each with
+// its own client, of etcd's concurrency.Mutex over gRPC with a session created once and reused
+// (TryLock + Unlock; no per-run TTL, no ledger).
 func BenchmarkLease(b *testing.B) {
-	ctx := context.Background()
 	for _, n := range []int{1, 16} {
-		b.Run(fmt.Sprintf("store/c%d", n), func(b *testing.B) {
-			dsn := withPrefix(b)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
-				s, err := Open(ctx, dsn)
-				if err != nil {
-					b.Fatal(err)
-				}
-				req := store.AcquireRequest{Task: "bench", Holder: fmt.Sprintf("h%d", i), RunID: "r", TTL: time.Minute}
-				return func(ctx context.Context) error {
-					l, err := s.Acquire(ctx, req)
-					if errors.Is(err, store.ErrBusy) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					return s.Release(ctx, l)
-				}, func() { s.Close() }
-			})
-		})
 		b.Run(fmt.Sprintf("mutex/c%d", n), func(b *testing.B) {
 			key := "/bench-mutex/" + sqltest.RandHex(b)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
+			storetest.RunContended(b, n, func(i int) (storetest.Op, func()) {
 				cfg, err := ParseDSN(serverDSN(b))
 				if err != nil {
 					b.Fatal(err)

@@ -26,12 +26,13 @@ func serverDSN(tb testing.TB) string { return sqltest.ServerDSN(tb, "ONCE_TEST_P
 func withPrefix(tb testing.TB, dsn string) string { return sqltest.WithPrefix(tb, dsn) }
 
 func harness() storetest.Harness {
-	return storetest.Harness{DSN: func(t *testing.T) string { return withPrefix(t, serverDSN(t)) }}
+	return storetest.Harness{DSN: func(tb testing.TB) string { return withPrefix(tb, serverDSN(tb)) }}
 }
 
-func TestConformance(t *testing.T) {
-	storetest.Run(t, harness())
-}
+func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+// BenchmarkSuite: the suite's benchmarks (docs/benchmarks.md).
+func BenchmarkSuite(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -277,7 +278,7 @@ func FuzzParseDSN(f *testing.F) {
 // --- benchmarks: p50/p99 of a lease round versus raw advisory locks and durable writes ---
 
 // lockOp is a raw pg_try_advisory_lock + pg_advisory_unlock on one key.
-func lockOp(b *testing.B, dsn string) (sqltest.Op, func()) {
+func lockOp(b *testing.B, dsn string) (storetest.Op, func()) {
 	db := rawDB(b, dsn)
 	return func(ctx context.Context) error {
 		var ok bool
@@ -289,27 +290,8 @@ func lockOp(b *testing.B, dsn string) (sqltest.Op, func()) {
 	}, func() { db.Close() }
 }
 
-// storeOp is one Acquire+Release by client i of a store on dsn (busy counts as a round done).
-func storeOp(b *testing.B, dsn string, i int) (sqltest.Op, func()) {
-	s, err := Open(context.Background(), dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	req := store.AcquireRequest{Task: "bench", Holder: fmt.Sprintf("h%d", i), RunID: "r", TTL: time.Minute}
-	return func(ctx context.Context) error {
-		l, err := s.Acquire(ctx, req)
-		if errors.Is(err, store.ErrBusy) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return s.Release(ctx, l)
-	}, func() { s.Close() }
-}
-
 // writesOp is two durable single-row writes (autocommit upserts) by client i on its own row.
-func writesOp(b *testing.B, dsn, table string, i int) (sqltest.Op, func()) {
+func writesOp(b *testing.B, dsn, table string, i int) (storetest.Op, func()) {
 	db := rawDB(b, dsn)
 	up := fmt.Sprintf("INSERT INTO %s AS t (k, v) VALUES (%d, 1) ON CONFLICT (k) DO UPDATE SET v = t.v + 1", table, i)
 	return func(ctx context.Context) error {
@@ -332,23 +314,19 @@ func benchTable(b *testing.B, dsn string) string {
 	return table
 }
 
-// BenchmarkLease measures, in one run against one server: Acquire+Release of this store, a raw
-// advisory lock and unlock, and two durable single-row writes (the floor for a durable acquire plus
-// release), each with one client and with 16 contenders (one task, one lock; the writers each
-// write their own row). Reported: p50 and p99 of one round.
+// BenchmarkLease measures the floors of BenchmarkSuite/Contended (this store's acquire+release) on
+// the same server: a raw advisory lock and unlock, and two durable single-row writes (the floor for a
+// durable acquire plus release), each with one client and with 16 contenders (one lock; the
+// writers each write their own row). Reported: p50 and p99 of one round.
 func BenchmarkLease(b *testing.B) {
 	base := serverDSN(b)
 	for _, n := range []int{1, 16} {
-		b.Run(fmt.Sprintf("store/c%d", n), func(b *testing.B) {
-			dsn := withPrefix(b, base)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) { return storeOp(b, dsn, i) })
-		})
 		b.Run(fmt.Sprintf("advisory/c%d", n), func(b *testing.B) {
-			sqltest.RunContended(b, n, func(int) (sqltest.Op, func()) { return lockOp(b, base) })
+			storetest.RunContended(b, n, func(int) (storetest.Op, func()) { return lockOp(b, base) })
 		})
 		b.Run(fmt.Sprintf("twowrites/c%d", n), func(b *testing.B) {
 			table := benchTable(b, base)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) { return writesOp(b, base, table, i) })
+			storetest.RunContended(b, n, func(i int) (storetest.Op, func()) { return writesOp(b, base, table, i) })
 		})
 	}
 }
@@ -357,13 +335,13 @@ func BenchmarkLease(b *testing.B) {
 // the machine hits all alike, and reports each p50/p99 and the p50 ratios to two writes.
 func BenchmarkLeaseInterleaved(b *testing.B) {
 	base := serverDSN(b)
-	st, done1 := storeOp(b, withPrefix(b, base), 0)
+	st, done1 := storetest.LeaseRound(b, withPrefix(b, base), "h0")
 	defer done1()
 	lk, done2 := lockOp(b, base)
 	defer done2()
 	wr, done3 := writesOp(b, base, benchTable(b, base), 0)
 	defer done3()
-	sqltest.RunInterleaved(b, []sqltest.Named{{Name: "store", Op: st}, {Name: "advisory", Op: lk}, {Name: "twowrites", Op: wr}})
+	storetest.RunInterleaved(b, []storetest.Named{{Name: "store", Op: st}, {Name: "advisory", Op: lk}, {Name: "twowrites", Op: wr}})
 }
 
 func rawDB(b *testing.B, dsn string) *sql.DB {

@@ -25,10 +25,13 @@ import (
 func serverDSN(tb testing.TB) string { return sqltest.ServerDSN(tb, "ONCE_TEST_REDIS", "redis") }
 
 func harness() storetest.Harness {
-	return storetest.Harness{DSN: func(t *testing.T) string { return sqltest.WithPrefix(t, serverDSN(t)) }}
+	return storetest.Harness{DSN: func(tb testing.TB) string { return sqltest.WithPrefix(tb, serverDSN(tb)) }}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+// BenchmarkSuite: the suite's benchmarks (docs/benchmarks.md).
+func BenchmarkSuite(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -264,36 +267,16 @@ func FuzzParseDSN(f *testing.F) {
 
 // --- benchmarks: p50/p99 of acquire+release against bsm/redislock and go-redsync, same server ---
 
-// BenchmarkLease measures one acquire+release round (busy counts as a round) with 1 and 16
-// contenders, each with its own client: this store, bsm/redislock (SET NX PX + Lua release, no
-// fencing token, no ledger) and go-redsync (one-node Redlock, TryLock).
+// BenchmarkLease measures the peers of BenchmarkSuite/Contended on the same server: one
+// acquire+release round (busy counts as a round) with 1 and 16 contenders, each with its own
+// client, of bsm/redislock (SET NX PX + Lua release, no fencing token, no ledger) and go-redsync
+// (one-node Redlock, TryLock).
 func BenchmarkLease(b *testing.B) {
 	base := serverDSN(b)
-	ctx := context.Background()
 	for _, n := range []int{1, 16} {
-		b.Run(fmt.Sprintf("store/c%d", n), func(b *testing.B) {
-			dsn := sqltest.WithPrefix(b, base)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
-				s, err := Open(ctx, dsn)
-				if err != nil {
-					b.Fatal(err)
-				}
-				req := store.AcquireRequest{Task: "bench", Holder: fmt.Sprintf("h%d", i), RunID: "r", TTL: time.Minute}
-				return func(ctx context.Context) error {
-					l, err := s.Acquire(ctx, req)
-					if errors.Is(err, store.ErrBusy) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					return s.Release(ctx, l)
-				}, func() { s.Close() }
-			})
-		})
 		b.Run(fmt.Sprintf("redislock/c%d", n), func(b *testing.B) {
 			key := "bench-redislock-" + sqltest.RandHex(b)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
+			storetest.RunContended(b, n, func(i int) (storetest.Op, func()) {
 				c := rawClient(b, base)
 				lc := redislock.New(c)
 				return func(ctx context.Context) error {
@@ -310,7 +293,7 @@ func BenchmarkLease(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("redsync/c%d", n), func(b *testing.B) {
 			key := "bench-redsync-" + sqltest.RandHex(b)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
+			storetest.RunContended(b, n, func(i int) (storetest.Op, func()) {
 				c := rawClient(b, base)
 				rs := redsync.New(rsgoredis.NewPool(c))
 				return func(ctx context.Context) error {
