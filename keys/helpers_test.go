@@ -13,9 +13,9 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
-	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/keys"
 	oncemysql "github.com/once-run/once/store/mysql"
+	"github.com/once-run/once/store/storetest"
 )
 
 // backend is one database the tests run against: SQLite always, PostgreSQL (database/sql and pgx)
@@ -54,7 +54,7 @@ func openSQLite(t testing.TB) (*sql.DB, *pgxpool.Pool) {
 }
 
 func openPostgres(t testing.TB) (*sql.DB, *pgxpool.Pool) {
-	dsn := sqltest.ServerDSN(t, "ONCE_TEST_POSTGRES", "postgres")
+	dsn := storetest.ServerDSN(t, "ONCE_TEST_POSTGRES", "postgres")
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func openPostgres(t testing.TB) (*sql.DB, *pgxpool.Pool) {
 }
 
 func mysqlDriverDSN(t testing.TB) string {
-	cfg, err := oncemysql.ParseDSN(sqltest.ServerDSN(t, "ONCE_TEST_MYSQL", "mysql"))
+	cfg, err := oncemysql.ParseDSN(storetest.ServerDSN(t, "ONCE_TEST_MYSQL", "mysql"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ type fixture struct {
 
 func newFixture(t testing.TB, b backend) *fixture {
 	db, pool := b.open(t)
-	f := &fixture{b: b, db: db, pool: pool, table: "k" + sqltest.RandHex(t)}
+	f := &fixture{b: b, db: db, pool: pool, table: "k" + storetest.RandHex(t)}
 	var err error
 	f.k, err = keys.New(keys.Options{Dialect: b.dialect, Table: f.table})
 	if err != nil {

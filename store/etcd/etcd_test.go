@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,16 +13,15 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
-	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
 )
 
-func serverDSN(tb testing.TB) string { return sqltest.ServerDSN(tb, "ONCE_TEST_ETCD", "etcd") }
+func serverDSN(tb testing.TB) string { return storetest.ServerDSN(tb, "ONCE_TEST_ETCD", "etcd") }
 
 // withPrefix returns the server DSN with a fresh ?prefix=.
 func withPrefix(tb testing.TB) string {
-	return serverDSN(tb) + "?prefix=t" + sqltest.RandHex(tb)
+	return serverDSN(tb) + "?prefix=t" + storetest.RandHex(tb)
 }
 
 func harness() storetest.Harness {
@@ -100,25 +98,9 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := s.Lost(l)
-	if out, err := exec.Command(ctl, "stop").CombinedOutput(); err != nil {
-		t.Fatalf("ctl stop: %v %s", err, out)
-	}
-	started := false
-	t.Cleanup(func() {
-		if !started {
-			_ = exec.Command(ctl, "start").Run()
-		}
-	})
-	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err = s.Renew(dctx, l, 10*time.Second)
-	cancel()
-	if !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("renew while the server is down: %v, want ErrUnavailable", err)
-	}
-	if out, err := exec.Command(ctl, "start").CombinedOutput(); err != nil {
-		t.Fatalf("ctl start: %v %s", err, out)
-	}
-	started = true
+	start := storetest.Outage(t, ctl)
+	storetest.RenewWhileDown(t, ctx, s, l, 10*time.Second, 3*time.Second)
+	start()
 	other, err := Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +198,7 @@ func FuzzParseDSN(f *testing.F) {
 func BenchmarkLease(b *testing.B) {
 	for _, n := range []int{1, 16} {
 		b.Run(fmt.Sprintf("mutex/c%d", n), func(b *testing.B) {
-			key := "/bench-mutex/" + sqltest.RandHex(b)
+			key := "/bench-mutex/" + storetest.RandHex(b)
 			storetest.RunContended(b, n, func(i int) (storetest.Op, func()) {
 				cfg, err := ParseDSN(serverDSN(b))
 				if err != nil {

@@ -17,15 +17,14 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
 )
 
-func serverDSN(tb testing.TB) string { return sqltest.ServerDSN(tb, "ONCE_TEST_REDIS", "redis") }
+func serverDSN(tb testing.TB) string { return storetest.ServerDSN(tb, "ONCE_TEST_REDIS", "redis") }
 
 func harness() storetest.Harness {
-	return storetest.Harness{DSN: func(tb testing.TB) string { return sqltest.WithPrefix(tb, serverDSN(tb)) }}
+	return storetest.Harness{DSN: func(tb testing.TB) string { return storetest.WithPrefix(tb, serverDSN(tb)) }}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
@@ -43,7 +42,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 // While down, calls fail with ErrUnavailable; afterwards the lease is still the same grant and
 // nobody else can take it.
 func TestRestart(t *testing.T) {
-	dsn := sqltest.WithPrefix(t, serverDSN(t))
+	dsn := storetest.WithPrefix(t, serverDSN(t))
 	ctl := os.Getenv("ONCE_TEST_REDIS_CTL")
 	if ctl == "" {
 		t.Skip("ONCE_TEST_REDIS_CTL is not set (a server of your own)")
@@ -61,25 +60,9 @@ func TestRestart(t *testing.T) {
 	if _, err := s.Begin(ctx, store.Attempt{Task: "r", Slot: "s", RunID: "run", Number: 1, Holder: "h", Token: l.Token}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(ctl, "stop").CombinedOutput(); err != nil {
-		t.Fatalf("ctl stop: %v %s", err, out)
-	}
-	started := false
-	t.Cleanup(func() {
-		if !started {
-			_ = exec.Command(ctl, "start").Run()
-		}
-	})
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = s.Renew(dctx, l, 30*time.Second)
-	cancel()
-	if !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("renew while the server is down: %v, want ErrUnavailable", err)
-	}
-	if out, err := exec.Command(ctl, "start").CombinedOutput(); err != nil {
-		t.Fatalf("ctl start: %v %s", err, out)
-	}
-	started = true
+	start := storetest.Outage(t, ctl)
+	storetest.RenewWhileDown(t, ctx, s, l, 30*time.Second, 5*time.Second)
+	start()
 	other, err := Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +258,7 @@ func BenchmarkLease(b *testing.B) {
 	base := serverDSN(b)
 	for _, n := range []int{1, 16} {
 		b.Run(fmt.Sprintf("redislock/c%d", n), func(b *testing.B) {
-			key := "bench-redislock-" + sqltest.RandHex(b)
+			key := "bench-redislock-" + storetest.RandHex(b)
 			storetest.RunContended(b, n, func(i int) (storetest.Op, func()) {
 				c := rawClient(b, base)
 				lc := redislock.New(c)
@@ -292,7 +275,7 @@ func BenchmarkLease(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("redsync/c%d", n), func(b *testing.B) {
-			key := "bench-redsync-" + sqltest.RandHex(b)
+			key := "bench-redsync-" + storetest.RandHex(b)
 			storetest.RunContended(b, n, func(i int) (storetest.Op, func()) {
 				c := rawClient(b, base)
 				rs := redsync.New(rsgoredis.NewPool(c))
