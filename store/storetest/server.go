@@ -27,8 +27,7 @@ func ServerDSN(tb testing.TB, env, backend string) string {
 	tb.Helper()
 	dsn := os.Getenv(env)
 	if dsn == "" {
-		req := os.Getenv("ONCE_TEST_REQUIRE")
-		if req == "all" || strings.Contains(req, backend) {
+		if req, ok := required(backend); ok {
 			tb.Fatalf("%s is not set but ONCE_TEST_REQUIRE=%s requires %s; run ./scripts/test", env, req, backend)
 		}
 		tb.Skipf("%s is not set; ./scripts/test starts a private server", env)
@@ -90,4 +89,39 @@ func RenewWhileDown(t *testing.T, ctx context.Context, s store.Store, l store.Le
 	if _, err := s.Renew(dctx, l, ttl); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("renew while the server is down: %v, want ErrUnavailable", err)
 	}
+}
+
+// required reports whether ONCE_TEST_REQUIRE ("all", or names) requires backend, and its value.
+func required(backend string) (string, bool) {
+	req := os.Getenv("ONCE_TEST_REQUIRE")
+	return req, req == "all" || strings.Contains(req, backend)
+}
+
+// Server is a networked test server the environment gives.
+type Server struct {
+	Name string // the backend: postgres, mysql, redis, etcd, zk
+	DSN  string // from ONCE_TEST_<NAME>
+	Ctl  string // its control script (ONCE_TEST_<NAME>_CTL), "" for a server of your own
+}
+
+// Servers returns the networked test servers the environment gives, in a fixed order, and logs each
+// one it does not; one that ONCE_TEST_REQUIRE requires fails tb instead.
+func Servers(tb testing.TB) []Server {
+	tb.Helper()
+	var out []Server
+	for _, b := range []struct{ name, env string }{
+		{"postgres", "ONCE_TEST_POSTGRES"}, {"mysql", "ONCE_TEST_MYSQL"}, {"redis", "ONCE_TEST_REDIS"},
+		{"etcd", "ONCE_TEST_ETCD"}, {"zk", "ONCE_TEST_ZK"},
+	} {
+		dsn := os.Getenv(b.env)
+		if dsn == "" {
+			if req, ok := required(b.name); ok {
+				tb.Fatalf("%s is required (ONCE_TEST_REQUIRE=%s) but %s is not set: run ./scripts/test", b.name, req, b.env)
+			}
+			tb.Logf("%s: skipped (%s not set)", b.name, b.env)
+			continue
+		}
+		out = append(out, Server{Name: b.name, DSN: dsn, Ctl: os.Getenv(b.env + "_CTL")})
+	}
+	return out
 }
