@@ -16,11 +16,11 @@ test: ## the project's test command: private servers, vet, staticcheck, gofmt, g
 chaos: ## long fault-injection run on every store: TRIALS per store (default 1000), figures in $(CHAOS_REPORT)
 	rm -f $(CHAOS_REPORT)
 	ONCE_TEST_REQUIRE=$${ONCE_TEST_REQUIRE:-all} ./scripts/with-servers sh -c '\
-	  go test ./chaos -run "^TestChaos$$" -parallel 8 -trials=$(TRIALS) -ttl=$(TTL) -grace=$(GRACE) -timeout 0 -count=1 -v -report=$(CURDIR)/$(CHAOS_REPORT) && \
-	  go test ./chaos -run "^TestRestartStoreChaos$$" -parallel 8 -trials=$(TRIALS) -ttl=$(TTL) -grace=$(GRACE) -timeout 0 -count=1 -v -report=$(CURDIR)/$(CHAOS_REPORT)'
+	  go test ./internal/chaos -run "^TestChaos$$" -parallel 8 -trials=$(TRIALS) -ttl=$(TTL) -grace=$(GRACE) -timeout 0 -count=1 -v -report=$(CURDIR)/$(CHAOS_REPORT) && \
+	  go test ./internal/chaos -run "^TestRestartStoreChaos$$" -parallel 8 -trials=$(TRIALS) -ttl=$(TTL) -grace=$(GRACE) -timeout 0 -count=1 -v -report=$(CURDIR)/$(CHAOS_REPORT)'
 	@cat $(CHAOS_REPORT)
 
 chaos-short: ## the bounded chaos run of the test command (a few trials per fault per store, < 3 minutes)
 	ONCE_TEST_REQUIRE=$${ONCE_TEST_REQUIRE:-all} ./scripts/with-servers sh -c '\
-	  go test ./chaos -count=1 -v -skip "^TestRestart" && \
-	  go test ./chaos -count=1 -v -run "^TestRestart"'
+	  go test ./internal/chaos -count=1 -v -skip "^TestRestart" && \
+	  go test ./internal/chaos -count=1 -v -run "^TestRestart"'

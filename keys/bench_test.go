@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/once-run/once/internal/keystest"
 	"github.com/once-run/once/keys"
 )
 
@@ -34,11 +35,11 @@ func BenchmarkClaim(b *testing.B) {
 	for i := range all {
 		all[i] = fmt.Sprintf("%016x", mix(uint64(i)))
 	}
-	for _, be := range backends() {
-		if be.name == "postgres" {
+	for _, be := range keystest.Backends() {
+		if be.Name == "postgres" {
 			continue // PostgreSQL runs through pgx; database/sql differs only in the driver
 		}
-		b.Run(be.name, func(b *testing.B) {
+		b.Run(be.Name, func(b *testing.B) {
 			for _, dup := range []int{0, 50, 100} {
 				b.Run(fmt.Sprintf("dup=%d%%", dup), func(b *testing.B) {
 					var claimR, floorR, naiveR float64
@@ -68,31 +69,31 @@ func mix(x uint64) uint64 { // splitmix64: distinct, well spread keys
 }
 
 // benchOne claims all (with dup% of them already present) by method and returns keys per second.
-func benchOne(b *testing.B, be backend, method string, all []string, dup int) float64 {
+func benchOne(b *testing.B, be keystest.Backend, method string, all []string, dup int) float64 {
 	b.StopTimer()
-	f := newFixture(b, be)
+	f := keystest.NewFixture(b, be)
 	ctx := context.Background()
-	floor := f.table + "_floor"
+	floor := f.Table + "_floor"
 	if method == "floor" {
-		col := map[keys.Dialect]string{keys.Postgres: "text", keys.SQLite: "TEXT", keys.MySQL: "VARBINARY(1024)"}[be.dialect]
-		if _, err := f.db.Exec("CREATE TABLE " + floor + " (k " + col + " PRIMARY KEY)"); err != nil {
+		col := map[keys.Dialect]string{keys.Postgres: "text", keys.SQLite: "TEXT", keys.MySQL: "VARBINARY(1024)"}[be.Dialect]
+		if _, err := f.DB.Exec("CREATE TABLE " + floor + " (k " + col + " PRIMARY KEY)"); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { _, _ = f.db.Exec("DROP TABLE IF EXISTS " + floor) })
+		b.Cleanup(func() { _, _ = f.DB.Exec("DROP TABLE IF EXISTS " + floor) })
 	}
 	run := func(method string, ks []string) {
 		for lo := 0; lo < len(ks); lo += 1000 {
 			chunk := ks[lo:min(lo+1000, len(ks))]
-			err := f.inTx(ctx, func(tx keys.Execer) error {
+			err := f.InTx(ctx, func(tx keys.Execer) error {
 				switch method {
 				case "claim":
-					_, err := f.k.Claim(ctx, tx, "bench", chunk...)
+					_, err := f.K.Claim(ctx, tx, "bench", chunk...)
 					return err
 				case "floor":
-					_, err := tx.Exec(ctx, floorInsert(be.dialect, floor, len(chunk)), strArgs(chunk)...)
+					_, err := tx.Exec(ctx, floorInsert(be.Dialect, floor, len(chunk)), strArgs(chunk)...)
 					return err
 				default:
-					q := naiveInsert(be.dialect, f.table)
+					q := naiveInsert(be.Dialect, f.Table)
 					for _, k := range chunk {
 						if _, err := tx.Exec(ctx, q, "bench", k); err != nil {
 							return err

@@ -10,19 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/once-run/once/internal/keystest"
 	"github.com/once-run/once/keys"
 )
 
-func each(t *testing.T, fn func(t *testing.T, f *fixture)) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) { fn(t, newFixture(t, b)) })
+func each(t *testing.T, fn func(t *testing.T, f *keystest.Fixture)) {
+	for _, b := range keystest.Backends() {
+		t.Run(b.Name, func(t *testing.T) { fn(t, keystest.NewFixture(t, b)) })
 	}
 }
 
 func TestClaimBasics(t *testing.T) {
-	each(t, func(t *testing.T, f *fixture) {
+	each(t, func(t *testing.T, f *keystest.Fixture) {
 		ctx := ctxT(t, time.Minute)
-		got, err := f.claim(ctx, "s", []string{"b", "a", "b", "Ab", "a ", "订单"})
+		got, err := f.Claim(ctx, "s", []string{"b", "a", "b", "Ab", "a ", "订单"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,19 +31,19 @@ func TestClaimBasics(t *testing.T) {
 		if want := []string{"b", "a", "Ab", "a ", "订单"}; !slices.Equal(got, want) {
 			t.Fatalf("first claim = %q, want %q", got, want)
 		}
-		got, err = f.claim(ctx, "s", []string{"c", "a", "b", "d"})
+		got, err = f.Claim(ctx, "s", []string{"c", "a", "b", "d"})
 		if err != nil || !slices.Equal(got, []string{"c", "d"}) {
 			t.Fatalf("second claim = %q, %v", got, err)
 		}
 		// Scopes are independent.
-		got, err = f.claim(ctx, "other", []string{"a"})
+		got, err = f.Claim(ctx, "other", []string{"a"})
 		if err != nil || !slices.Equal(got, []string{"a"}) {
 			t.Fatalf("other scope = %q, %v", got, err)
 		}
 		// A rolled-back claim is no claim.
 		boom := errors.New("boom")
-		err = f.inTx(ctx, func(tx keys.Execer) error {
-			ok, err := f.k.Claim(ctx, tx, "s", "e")
+		err = f.InTx(ctx, func(tx keys.Execer) error {
+			ok, err := f.K.Claim(ctx, tx, "s", "e")
 			if err != nil || !ok[0] {
 				t.Fatalf("claim e = %v, %v", ok, err)
 			}
@@ -51,31 +52,31 @@ func TestClaimBasics(t *testing.T) {
 		if !errors.Is(err, boom) {
 			t.Fatal(err)
 		}
-		got, err = f.claim(ctx, "s", []string{"e"})
+		got, err = f.Claim(ctx, "s", []string{"e"})
 		if err != nil || !slices.Equal(got, []string{"e"}) {
 			t.Fatalf("after rollback = %q, %v", got, err)
 		}
 		// Empty input, invalid keys.
-		if got, err = f.claim(ctx, "s", nil); err != nil || len(got) != 0 {
+		if got, err = f.Claim(ctx, "s", nil); err != nil || len(got) != 0 {
 			t.Fatalf("empty = %q, %v", got, err)
 		}
-		if _, err = f.claim(ctx, "s", []string{"ok", "bad\nkey"}); !errors.Is(err, keys.ErrInvalidKey) || !strings.Contains(err.Error(), "item 1") {
+		if _, err = f.Claim(ctx, "s", []string{"ok", "bad\nkey"}); !errors.Is(err, keys.ErrInvalidKey) || !strings.Contains(err.Error(), "item 1") {
 			t.Fatalf("invalid key: %v", err)
 		}
-		if _, err = f.claim(ctx, "bad\x00scope", []string{"x"}); !errors.Is(err, keys.ErrInvalidKey) {
+		if _, err = f.Claim(ctx, "bad\x00scope", []string{"x"}); !errors.Is(err, keys.ErrInvalidKey) {
 			t.Fatalf("invalid scope: %v", err)
 		}
 	})
 }
 
 func TestFingerprint(t *testing.T) {
-	each(t, func(t *testing.T, f *fixture) {
+	each(t, func(t *testing.T, f *keystest.Fixture) {
 		ctx := ctxT(t, time.Minute)
 		claim := func(items ...keys.Item) ([]bool, error) {
 			var ok []bool
-			err := f.inTx(ctx, func(tx keys.Execer) error {
+			err := f.InTx(ctx, func(tx keys.Execer) error {
 				var err error
-				ok, err = f.k.ClaimItems(ctx, tx, "pay", items)
+				ok, err = f.K.ClaimItems(ctx, tx, "pay", items)
 				return err
 			})
 			return ok, err
@@ -95,7 +96,7 @@ func TestFingerprint(t *testing.T) {
 			!strings.Contains(err.Error(), `"p1"`) {
 			t.Fatalf("mismatch = %v", err)
 		}
-		if got, err := f.claim(ctx, "pay", []string{"p3"}); err != nil || len(got) != 1 {
+		if got, err := f.Claim(ctx, "pay", []string{"p3"}); err != nil || len(got) != 1 {
 			t.Fatalf("p3 after the failed transaction = %q, %v", got, err)
 		}
 		// Stored without a fingerprint: nothing to compare.
@@ -110,41 +111,41 @@ func TestFingerprint(t *testing.T) {
 }
 
 func TestForgetAndCheckpoint(t *testing.T) {
-	each(t, func(t *testing.T, f *fixture) {
+	each(t, func(t *testing.T, f *keystest.Fixture) {
 		ctx := ctxT(t, time.Minute)
-		if _, err := f.claim(ctx, "s", []string{"a", "b"}); err != nil {
+		if _, err := f.Claim(ctx, "s", []string{"a", "b"}); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := f.k.Forget(ctx, keys.SQL(f.db), "s", time.Hour); err != nil || n != 0 {
+		if n, err := f.K.Forget(ctx, keys.SQL(f.DB), "s", time.Hour); err != nil || n != 0 {
 			t.Fatalf("forget fresh = %d, %v", n, err)
 		}
-		if _, err := f.k.Forget(ctx, keys.SQL(f.db), "s", 0); err == nil {
+		if _, err := f.K.Forget(ctx, keys.SQL(f.DB), "s", 0); err == nil {
 			t.Fatal("forget 0: want an error")
 		}
 		time.Sleep(5 * time.Millisecond)
-		if n, err := f.k.Forget(ctx, keys.SQL(f.db), "s", time.Millisecond); err != nil || n != 2 {
+		if n, err := f.K.Forget(ctx, keys.SQL(f.DB), "s", time.Millisecond); err != nil || n != 2 {
 			t.Fatalf("forget old = %d, %v", n, err)
 		}
-		if got, err := f.claim(ctx, "s", []string{"a"}); err != nil || len(got) != 1 {
+		if got, err := f.Claim(ctx, "s", []string{"a"}); err != nil || len(got) != 1 {
 			t.Fatalf("reclaim after forget = %q, %v", got, err)
 		}
 
-		if v, ok, err := f.k.LoadCheckpoint(ctx, keys.SQL(f.db), "sync", "2026-11-29"); err != nil || ok || v != "" {
+		if v, ok, err := f.K.LoadCheckpoint(ctx, keys.SQL(f.DB), "sync", "2026-11-29"); err != nil || ok || v != "" {
 			t.Fatalf("load missing = %q %v %v", v, ok, err)
 		}
 		for _, v := range []string{"flow 100", "flow 200"} {
-			if err := f.inTx(ctx, func(tx keys.Execer) error { return f.k.SaveCheckpoint(ctx, tx, "sync", "2026-11-29", v) }); err != nil {
+			if err := f.InTx(ctx, func(tx keys.Execer) error { return f.K.SaveCheckpoint(ctx, tx, "sync", "2026-11-29", v) }); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// Rolled back with its writes.
-		_ = f.inTx(ctx, func(tx keys.Execer) error {
-			if err := f.k.SaveCheckpoint(ctx, tx, "sync", "2026-11-29", "flow 300"); err != nil {
+		_ = f.InTx(ctx, func(tx keys.Execer) error {
+			if err := f.K.SaveCheckpoint(ctx, tx, "sync", "2026-11-29", "flow 300"); err != nil {
 				t.Fatal(err)
 			}
 			return errors.New("rollback")
 		})
-		if v, ok, err := f.k.LoadCheckpoint(ctx, keys.SQL(f.db), "sync", "2026-11-29"); err != nil || !ok || v != "flow 200" {
+		if v, ok, err := f.K.LoadCheckpoint(ctx, keys.SQL(f.DB), "sync", "2026-11-29"); err != nil || !ok || v != "flow 200" {
 			t.Fatalf("load = %q %v %v", v, ok, err)
 		}
 	})
@@ -156,15 +157,15 @@ func TestClaim100k(t *testing.T) {
 	if testing.Short() {
 		n = 10_000
 	}
-	each(t, func(t *testing.T, f *fixture) {
+	each(t, func(t *testing.T, f *keystest.Fixture) {
 		ctx := ctxT(t, 5*time.Minute)
 		ks := seq("k", 0, n)
 		rand.Shuffle(len(ks), func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
-		got, err := f.claim(ctx, "bulk", ks)
+		got, err := f.Claim(ctx, "bulk", ks)
 		if err != nil || !slices.Equal(got, ks) {
 			t.Fatalf("first claim: %d of %d new, %v", len(got), n, err)
 		}
-		got, err = f.claim(ctx, "bulk", ks)
+		got, err = f.Claim(ctx, "bulk", ks)
 		if err != nil || len(got) != 0 {
 			t.Fatalf("second claim: %d new, %v", len(got), err)
 		}
@@ -174,7 +175,7 @@ func TestClaim100k(t *testing.T) {
 // TestConcurrentOverlap: two claimers of overlapping sets, in batches in their own transactions,
 // claim the union exactly once between them.
 func TestConcurrentOverlap(t *testing.T) {
-	each(t, func(t *testing.T, f *fixture) {
+	each(t, func(t *testing.T, f *keystest.Fixture) {
 		ctx := ctxT(t, 5*time.Minute)
 		a, b := seq("k", 0, 6000), seq("k", 3000, 9000) // overlap 3000..5999
 		var mu sync.Mutex
@@ -186,7 +187,7 @@ func TestConcurrentOverlap(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for lo := 0; lo < len(set); lo += 500 {
-					got, err := retry(ctx, func() ([]string, error) { return f.claim(ctx, "c", set[lo:lo+500]) })
+					got, err := retry(ctx, func() ([]string, error) { return f.Claim(ctx, "c", set[lo:lo+500]) })
 					if err != nil {
 						errs <- err
 						return

@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/lease"
 	"github.com/once-run/once/store"
 	_ "github.com/once-run/once/store/etcd"
 	_ "github.com/once-run/once/store/mysql"
 	_ "github.com/once-run/once/store/postgres"
 	_ "github.com/once-run/once/store/redis"
+	"github.com/once-run/once/store/storetest"
 	_ "github.com/once-run/once/store/zk"
 )
 
@@ -40,9 +40,9 @@ func wakeStores(tb testing.TB, names ...string) map[string]store.Store {
 				tb.Logf("%s is not set: %s is not measured", env, name)
 				continue
 			}
-			dsn = base + "?prefix=t" + sqltest.RandHex(tb)
+			dsn = base + "?prefix=t" + storetest.RandHex(tb)
 			if strings.Contains(base, "?") {
-				dsn = sqltest.WithPrefix(tb, base)
+				dsn = storetest.WithPrefix(tb, base)
 			}
 		}
 		s, err := store.Open(context.Background(), dsn)
@@ -83,7 +83,7 @@ func clockOffset(tb testing.TB, s store.Store) time.Duration {
 func wakeLatencies(tb testing.TB, s store.Store, n int, step time.Duration, acquire func(ctx context.Context, req store.AcquireRequest) error) []time.Duration {
 	ctx := context.Background()
 	off := clockOffset(tb, s)
-	run := sqltest.RandHex(tb)
+	run := storetest.RandHex(tb)
 	expires := make([]time.Time, n)
 	for i := range n {
 		g, err := s.Acquire(ctx, store.AcquireRequest{Task: fmt.Sprintf("wake-%s-%d", run, i), Holder: "dead:1", RunID: "dead",

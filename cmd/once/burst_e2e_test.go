@@ -34,7 +34,7 @@ func (e *env) launchAll(args [][]string) []result {
 // (69: it used to be 16–20 % of 200, SQLite's busy handler polling while the lock sat idle).
 func TestBurstOfDifferentTasksAllRun(t *testing.T) {
 	const n = 200
-	e := newEnv(t)
+	e := newEnv(t).atVolume()
 	if r := e.run("run", "--task", "warm", "--", "true"); r.code != 0 { // the store exists, as on a real host
 		t.Fatalf("warm-up: %d %s", r.code, r.stderr)
 	}
@@ -75,7 +75,7 @@ func TestBurstOfDifferentTasksAllRun(t *testing.T) {
 // this machine (its local lock), which costs it no durable write, yet its busy event is in history.
 func TestContendedLaunchBusyEventsInHistory(t *testing.T) {
 	const n = 40
-	e := newEnv(t)
+	e := newEnv(t).atVolume()
 	marker := filepath.Join(t.TempDir(), "ran")
 	args := make([][]string, n)
 	for i := range args {

@@ -66,7 +66,7 @@ func keyList(prefix string, from, to int) []string {
 // Test100kKeysPrintedOnceThenNever: 100,000 keys on stdin are printed once, in input order; the
 // same input again prints nothing.
 func Test100kKeysPrintedOnceThenNever(t *testing.T) {
-	e := keysEnv(t)
+	e := keysEnv(t).atVolume()
 	keys := keyList("order-", 0, 100_000)
 	in := strings.Join(keys, "\n") + "\n"
 	r := e.runIn(in, nil, "keys", "claim", "--scope", "orders")
@@ -86,7 +86,7 @@ func Test100kKeysPrintedOnceThenNever(t *testing.T) {
 // TestConcurrentClaimersPrintUnionOnce: two processes claim overlapping sets at once; every key
 // of the union is printed by exactly one of them.
 func TestConcurrentClaimersPrintUnionOnce(t *testing.T) {
-	e := keysEnv(t)
+	e := keysEnv(t).atVolume()
 	a, b := keyList("k", 0, 30_000), keyList("k", 15_000, 45_000)
 	slices.Reverse(b)
 	var outs [2]string
@@ -254,7 +254,7 @@ func TestStoreFlowShellNoDuplicates(t *testing.T) {
 	for _, crash := range []string{"before-claim", "between-claim-and-write", "after-write", "after-commit"} {
 		t.Run(crash, func(t *testing.T) {
 			t.Parallel()
-			e := keysEnv(t)
+			e := keysEnv(t).atVolume()
 			dir := t.TempDir()
 			flows := keyList("flow-", 0, 3000)
 			if err := os.WriteFile(filepath.Join(dir, "flows"), []byte(strings.Join(flows, "\n")+"\n"), 0o600); err != nil {

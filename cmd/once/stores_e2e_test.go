@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/once-run/once/store/storetest"
 )
 
 type backend struct {
@@ -30,20 +32,8 @@ type backend struct {
 func backends(t *testing.T) []backend {
 	t.Helper()
 	bs := []backend{{name: "sqlite", dsn: "sqlite://" + filepath.Join(t.TempDir(), "shared.db")}}
-	require := os.Getenv("ONCE_TEST_REQUIRE")
-	for _, b := range []struct{ name, env string }{
-		{"postgres", "ONCE_TEST_POSTGRES"}, {"mysql", "ONCE_TEST_MYSQL"}, {"redis", "ONCE_TEST_REDIS"},
-		{"etcd", "ONCE_TEST_ETCD"}, {"zk", "ONCE_TEST_ZK"},
-	} {
-		dsn := os.Getenv(b.env)
-		if dsn == "" {
-			if require == "all" || strings.Contains(require, b.name) {
-				t.Fatalf("%s is required (ONCE_TEST_REQUIRE=%s) but %s is not set: run ./scripts/test", b.name, require, b.env)
-			}
-			t.Logf("%s: skipped (%s not set)", b.name, b.env)
-			continue
-		}
-		bs = append(bs, backend{name: b.name, dsn: dsn, ctl: os.Getenv(b.env + "_CTL")})
+	for _, sv := range storetest.Servers(t) {
+		bs = append(bs, backend{name: sv.Name, dsn: sv.DSN, ctl: sv.Ctl})
 	}
 	return bs
 }

@@ -3,34 +3,30 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
-	"go.uber.org/zap"
-
-	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
 )
 
-func serverDSN(tb testing.TB) string { return sqltest.ServerDSN(tb, "ONCE_TEST_ETCD", "etcd") }
+func serverDSN(tb testing.TB) string { return storetest.ServerDSN(tb, "ONCE_TEST_ETCD", "etcd") }
 
 // withPrefix returns the server DSN with a fresh ?prefix=.
 func withPrefix(tb testing.TB) string {
-	return serverDSN(tb) + "?prefix=t" + sqltest.RandHex(tb)
+	return serverDSN(tb) + "?prefix=t" + storetest.RandHex(tb)
 }
 
 func harness() storetest.Harness {
-	return storetest.Harness{DSN: func(t *testing.T) string { return withPrefix(t) }}
+	return storetest.Harness{DSN: func(tb testing.TB) string { return withPrefix(tb) }}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+// BenchmarkSuite: the suite's benchmarks (docs/benchmarks.md).
+func BenchmarkSuite(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -97,25 +93,9 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := s.Lost(l)
-	if out, err := exec.Command(ctl, "stop").CombinedOutput(); err != nil {
-		t.Fatalf("ctl stop: %v %s", err, out)
-	}
-	started := false
-	t.Cleanup(func() {
-		if !started {
-			_ = exec.Command(ctl, "start").Run()
-		}
-	})
-	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err = s.Renew(dctx, l, 10*time.Second)
-	cancel()
-	if !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("renew while the server is down: %v, want ErrUnavailable", err)
-	}
-	if out, err := exec.Command(ctl, "start").CombinedOutput(); err != nil {
-		t.Fatalf("ctl start: %v %s", err, out)
-	}
-	started = true
+	start := storetest.Outage(t, ctl)
+	storetest.RenewWhileDown(t, ctx, s, l, 10*time.Second, 3*time.Second)
+	start()
 	other, err := Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -201,64 +181,4 @@ func FuzzParseDSN(f *testing.F) {
 			}
 		}
 	})
-}
-
-// --- benchmarks: p50/p99 of acquire+release against concurrency.Mutex, same server ---
-
-// BenchmarkLease measures one acquire+release round (busy counts as a round) with 1 and 16
-// contenders, each with its own client: this store over the JSON gateway (keep-alive of a reused
-// etcd lease alongside the acquire txn, then the release txn) and etcd's concurrency.Mutex over
-// gRPC with a session created once and reused (TryLock + Unlock; no per-run TTL, no ledger).
-func BenchmarkLease(b *testing.B) {
-	ctx := context.Background()
-	for _, n := range []int{1, 16} {
-		b.Run(fmt.Sprintf("store/c%d", n), func(b *testing.B) {
-			dsn := withPrefix(b)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
-				s, err := Open(ctx, dsn)
-				if err != nil {
-					b.Fatal(err)
-				}
-				req := store.AcquireRequest{Task: "bench", Holder: fmt.Sprintf("h%d", i), RunID: "r", TTL: time.Minute}
-				return func(ctx context.Context) error {
-					l, err := s.Acquire(ctx, req)
-					if errors.Is(err, store.ErrBusy) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					return s.Release(ctx, l)
-				}, func() { s.Close() }
-			})
-		})
-		b.Run(fmt.Sprintf("mutex/c%d", n), func(b *testing.B) {
-			key := "/bench-mutex/" + sqltest.RandHex(b)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
-				cfg, err := ParseDSN(serverDSN(b))
-				if err != nil {
-					b.Fatal(err)
-				}
-				c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: cfg.Dial, Logger: zap.NewNop()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				sess, err := concurrency.NewSession(c, concurrency.WithTTL(60))
-				if err != nil {
-					b.Fatal(err)
-				}
-				m := concurrency.NewMutex(sess, key)
-				return func(ctx context.Context) error {
-					err := m.TryLock(ctx)
-					if errors.Is(err, concurrency.ErrLocked) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					return m.Unlock(ctx)
-				}, func() { sess.Close(); c.Close() }
-			})
-		})
-	}
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/once-run/once/internal/sqlstore/sqltest"
+	"github.com/once-run/once/store/storetest"
 )
 
 // TestWaitingIndexBuilt: on a ledger written by a once without the waiting index (no index, no
@@ -16,13 +16,13 @@ func TestWaitingIndexBuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	sqltest.WaitingLedger(t, s)
+	storetest.WaitingLedger(t, s)
 	for _, k := range []string{s.waitKey("job", "a"), s.waitKey("job", "c"), s.waitingIndexed()} {
 		if _, err := s.c.txn(ctx, txnReq{Success: []op{opDel(k, false)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sqltest.CheckUpgraded(t, s)
+	storetest.CheckUpgraded(t, s)
 	if gr, err := s.c.getPrefix(ctx, s.p+"w/"); err != nil || len(gr.Kvs) != 2 {
 		t.Fatalf("index after the first Waiting: %v, %v", gr, err)
 	}

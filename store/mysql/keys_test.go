@@ -6,10 +6,7 @@ import (
 	"time"
 
 	"github.com/once-run/once/store"
-	"github.com/once-run/once/store/storetest"
 )
-
-func TestKeysConformance(t *testing.T) { storetest.RunKeys(t, harness()) }
 
 // TestKeysUpgradeFromV1: a version 1 schema (no keys table) is upgraded to version 2 on open, under
 // the migration lock, and keeps its leases.
@@ -43,6 +40,3 @@ func TestKeysUpgradeFromV1(t *testing.T) {
 		t.Fatalf("claim after upgrade: %v, %v", got, err)
 	}
 }
-
-// BenchmarkKeys: Claim in batches of 1,000 at 0%, 50% and 100% duplicates (docs/effects.md).
-func BenchmarkKeys(b *testing.B) { storetest.RunKeysBenchmarks(b, harness()) }

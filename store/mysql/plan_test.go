@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/once-run/once/internal/sqlstore/sqltest"
+	"github.com/once-run/once/store/storetest"
 )
 
 // TestQueryPlans: every read that status, doctor, history, run (Slot) and prune make uses an
@@ -112,7 +113,7 @@ func TestHistoryUpgradeFromV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sqltest.WaitingLedger(t, s)
+	storetest.WaitingLedger(t, s)
 	for _, q := range []string{
 		"DROP TABLE {p}waiting",
 		"ALTER TABLE {p}events DROP KEY events_task_time, DROP KEY events_slot_time",
@@ -127,5 +128,5 @@ func TestHistoryUpgradeFromV2(t *testing.T) {
 		t.Fatalf("open a version 2 schema with half of migration 003 applied: %v", err)
 	}
 	defer s.Close()
-	sqltest.CheckUpgraded(t, s)
+	storetest.CheckUpgraded(t, s)
 }

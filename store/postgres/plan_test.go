@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/once-run/once/internal/sqlstore/sqltest"
+	"github.com/once-run/once/store/storetest"
 )
 
 // TestQueryPlans: every read that status, doctor, history, run (Slot) and prune make is an index
@@ -142,7 +143,7 @@ func TestHistoryUpgradeFromV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sqltest.WaitingLedger(t, s)
+	storetest.WaitingLedger(t, s)
 	for _, q := range []string{
 		"DROP TABLE {p}waiting",
 		"DROP INDEX {p}attempts_time", "DROP INDEX {p}attempts_task_time", "DROP INDEX {p}attempts_slot_time",
@@ -160,5 +161,5 @@ func TestHistoryUpgradeFromV2(t *testing.T) {
 		t.Fatalf("open a version 2 schema: %v", err)
 	}
 	defer s.Close()
-	sqltest.CheckUpgraded(t, s)
+	storetest.CheckUpgraded(t, s)
 }

@@ -4,12 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,17 +17,20 @@ import (
 	"github.com/once-run/once/store/storetest"
 )
 
-func serverDSN(tb testing.TB) string { return sqltest.ServerDSN(tb, "ONCE_TEST_POSTGRES", "postgres") }
+func serverDSN(tb testing.TB) string {
+	return storetest.ServerDSN(tb, "ONCE_TEST_POSTGRES", "postgres")
+}
 
-func withPrefix(tb testing.TB, dsn string) string { return sqltest.WithPrefix(tb, dsn) }
+func withPrefix(tb testing.TB, dsn string) string { return storetest.WithPrefix(tb, dsn) }
 
 func harness() storetest.Harness {
-	return storetest.Harness{DSN: func(t *testing.T) string { return withPrefix(t, serverDSN(t)) }}
+	return storetest.Harness{DSN: func(tb testing.TB) string { return withPrefix(tb, serverDSN(tb)) }}
 }
 
-func TestConformance(t *testing.T) {
-	storetest.Run(t, harness())
-}
+func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+// BenchmarkSuite: the suite's benchmarks (docs/benchmarks.md).
+func BenchmarkSuite(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -40,97 +39,9 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 }
 
 // TestConcurrentMigrate: 50 clients with their own pools open one empty prefix at once; all succeed.
-func TestConcurrentMigrate(t *testing.T) {
-	dsn := withPrefix(t, serverDSN(t))
-	ctx := ctxT(t, 60*time.Second)
-	var wg sync.WaitGroup
-	errs := make(chan error, 50)
-	stores := make(chan *Store, 50)
-	for i := 0; i < 50; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := Open(ctx, dsn)
-			if err != nil {
-				errs <- err
-				return
-			}
-			stores <- s
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	close(stores)
-	for err := range errs {
-		t.Errorf("open: %v", err)
-	}
-	var tokens []int64
-	for s := range stores {
-		l, err := s.Acquire(ctx, store.AcquireRequest{Task: "m", Holder: "h", RunID: "r", TTL: time.Minute})
-		if err == nil {
-			tokens = append(tokens, l.Token)
-		} else if !errors.Is(err, store.ErrBusy) {
-			t.Errorf("acquire: %v", err)
-		}
-		s.Close()
-	}
-	if len(tokens) != 1 {
-		t.Errorf("50 clients acquired %d leases, want 1", len(tokens))
-	}
-}
+func TestConcurrentMigrate(t *testing.T) { sqltest.ConcurrentMigrate(t, withPrefix(t, serverDSN(t))) }
 
-func TestBadDSN(t *testing.T) {
-	good := serverDSN(t)
-	u, err := url.Parse(good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw, _ := u.User.Password()
-	user := u.User.Username()
-	with := func(f func(u *url.URL)) string {
-		c := *u
-		f(&c)
-		return c.String()
-	}
-	cases := []struct {
-		name, dsn, want string
-		sentinel        error
-	}{
-		{"password", with(func(u *url.URL) { u.User = url.UserPassword(user, "wrong-"+pw) }), "password", store.ErrUnavailable},
-		{"host", with(func(u *url.URL) { u.Host = "127.0.0.1:1" }), "127.0.0.1:1", store.ErrUnavailable},
-		{"database", with(func(u *url.URL) { u.Path = "/no_such_db" }), "no_such_db", store.ErrUnavailable},
-		{"prefix", with(func(u *url.URL) { u.RawQuery = "prefix=Bad-Name" }), "prefix", store.ErrBadDSN},
-		{"param", with(func(u *url.URL) { u.RawQuery = "no_such_setting=1" }), "no_such_setting", store.ErrBadDSN},
-		{"nodb", with(func(u *url.URL) { u.Path = "" }), "database", store.ErrBadDSN},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			start := time.Now()
-			s, err := store.Open(ctxT(t, 30*time.Second), c.dsn)
-			if err == nil {
-				s.Close()
-				t.Fatalf("Open(%s) succeeded", store.Redact(c.dsn))
-			}
-			msg := err.Error()
-			t.Logf("%s (%v)", msg, time.Since(start).Round(time.Millisecond))
-			if !errors.Is(err, c.sentinel) {
-				t.Errorf("error %q does not wrap %v", msg, c.sentinel)
-			}
-			if pw != "" && strings.Contains(msg, pw) {
-				t.Errorf("error %q contains the password", msg)
-			}
-			if strings.Contains(msg, "\n") {
-				t.Errorf("error %q is more than one line", msg)
-			}
-			if !strings.Contains(msg, c.want) {
-				t.Errorf("error %q does not mention %q", msg, c.want)
-			}
-			if c.sentinel == store.ErrUnavailable && !strings.Contains(msg, u.Hostname()) {
-				t.Errorf("error %q does not name the host", msg)
-			}
-		})
-	}
-}
+func TestBadDSN(t *testing.T) { sqltest.BadDSN(t, serverDSN(t)) }
 
 // TestNoPrivileges: a role that may connect to a database but not create tables in it (since
 // PostgreSQL 15 nobody but the owner may create in schema public; here: our role in database
@@ -152,79 +63,20 @@ func TestNoPrivileges(t *testing.T) {
 	}
 }
 
-// TestRestart: the server restarts while a lease is held. The store reconnects by itself: renew after
-// the restart succeeds (the lease row is durable and the TTL has not run out), and the token survives.
+// TestRestart: the server restarts while a lease is held; the store reconnects by itself.
 func TestRestart(t *testing.T) {
-	ctl := os.Getenv("ONCE_TEST_POSTGRES_CTL")
-	dsn := withPrefix(t, serverDSN(t))
-	if ctl == "" {
-		t.Skip("ONCE_TEST_POSTGRES_CTL is not set (a server of your own); restart test needs the private server")
-	}
-	ctx := ctxT(t, 60*time.Second)
-	s, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "r", Holder: "h", RunID: "run", TTL: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(ctl, "stop").CombinedOutput(); err != nil {
-		t.Fatalf("ctl stop: %v %s", err, out)
-	}
-	started := false
-	t.Cleanup(func() {
-		if !started {
-			_ = exec.Command(ctl, "start").Run()
-		}
-	})
-	// While it is down: a clean ErrUnavailable within the retry budget, not a hang.
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = s.Renew(dctx, l, 30*time.Second)
-	cancel()
-	if !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("renew while the server is down: %v, want ErrUnavailable", err)
-	}
-	if out, err := exec.Command(ctl, "start").CombinedOutput(); err != nil {
-		t.Fatalf("ctl start: %v %s", err, out)
-	}
-	started = true
-	l2, err := s.Renew(ctx, l, 30*time.Second)
-	if err != nil {
-		t.Fatalf("renew after restart: %v", err)
-	}
-	if l2.Token != l.Token || !l2.Expires.After(l.Expires) {
-		t.Fatalf("renew after restart = %+v, from %+v", l2, l)
-	}
-	if err := s.Release(ctx, l2); err != nil {
-		t.Fatal(err)
-	}
+	sqltest.Restart(t, "ONCE_TEST_POSTGRES_CTL", withPrefix(t, serverDSN(t)))
 }
 
 // TestParseDSNStrict: the query is parsed by store.ParseQuery, every refusal names the parameter, and
 // the password never shows; no server needed.
 func TestParseDSNStrict(t *testing.T) {
-	for _, c := range []struct{ tail, want string }{
-		{"?prefix=teamA;x", `"prefix"`},
-		{"?prefix=teamb;x", `"prefix"`},
-		{"?prefix=a%zz", `"prefix"`},
-		{"?prefx=teamb", `did you mean "prefix"`},
-		{"?prefix=", `"prefix" is empty`},
-		{"?prefix=a&prefix=b", `given twice`},
-		{"?no_such_setting=1", `"no_such_setting"`},
-		{"?sslmode=maybe", "sslmode"},
-		{"?password=other", `"password": also given`},
-		{"?timezone=UTC", `"timezone"`},
-		{"?sslpassword=s3cr3t;x", `"sslpassword"`},
-		{"#x", "'#'"},
-	} {
-		_, err := ParseDSN("postgres://u:pw@h:5432/db" + c.tail)
-		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw@") ||
-			strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "\n") {
-			t.Errorf("ParseDSN(…%s) = %v; want ErrBadDSN naming %s", c.tail, err, c.want)
-		}
-	}
+	sqltest.ParseDSNStrict(t, "postgres://u:pw@h:5432/db", func(dsn string) error { _, err := ParseDSN(dsn); return err },
+		sqltest.Refusal{Tail: "?no_such_setting=1", Want: `"no_such_setting"`},
+		sqltest.Refusal{Tail: "?sslmode=maybe", Want: "sslmode"},
+		sqltest.Refusal{Tail: "?password=other", Want: `"password": also given`},
+		sqltest.Refusal{Tail: "?timezone=UTC", Want: `"timezone"`},
+		sqltest.Refusal{Tail: "?sslpassword=s3cr3t;x", Want: `"sslpassword"`})
 	for _, tail := range []string{
 		"?sslmode=disable&application_name=once%20job&search_path=jobs&options=-c%20lock_timeout%3D5s",
 		"?connect_timeout=2&prefix=team_b&target_session_attrs=read-write",
@@ -255,14 +107,7 @@ func FuzzParseDSN(f *testing.F) {
 	f.Fuzz(func(t *testing.T, dsn string) {
 		cfg, err := ParseDSN(dsn)
 		if err != nil {
-			if !errors.Is(err, store.ErrBadDSN) {
-				t.Fatalf("ParseDSN(%q): %v does not wrap ErrBadDSN", dsn, err)
-			}
-			if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
-				if pw, ok := u.User.Password(); ok && len(pw) > 3 && strings.Contains(err.Error(), pw) {
-					t.Fatalf("error %q leaks the password", err)
-				}
-			}
+			sqltest.FuzzRefusal(t, dsn, err)
 			return
 		}
 		if !strings.HasSuffix(cfg.Prefix, "_") || cfg.Conn.Database == "" {
@@ -276,104 +121,37 @@ func FuzzParseDSN(f *testing.F) {
 
 // --- benchmarks: p50/p99 of a lease round versus raw advisory locks and durable writes ---
 
-// lockOp is a raw pg_try_advisory_lock + pg_advisory_unlock on one key.
-func lockOp(b *testing.B, dsn string) (sqltest.Op, func()) {
-	db := rawDB(b, dsn)
-	return func(ctx context.Context) error {
+// floors: a raw pg_try_advisory_lock + pg_advisory_unlock on one key, and an upsert.
+var floors = sqltest.Floors{
+	Lock: "advisory",
+	LockOp: func(ctx context.Context, db *sql.DB) error {
 		var ok bool
 		if err := db.QueryRowContext(ctx, "SELECT pg_try_advisory_lock(42, 42)").Scan(&ok); err != nil || !ok {
 			return err
 		}
 		_, err := db.ExecContext(ctx, "SELECT pg_advisory_unlock(42, 42)")
 		return err
-	}, func() { db.Close() }
-}
-
-// storeOp is one Acquire+Release by client i of a store on dsn (busy counts as a round done).
-func storeOp(b *testing.B, dsn string, i int) (sqltest.Op, func()) {
-	s, err := Open(context.Background(), dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	req := store.AcquireRequest{Task: "bench", Holder: fmt.Sprintf("h%d", i), RunID: "r", TTL: time.Minute}
-	return func(ctx context.Context) error {
-		l, err := s.Acquire(ctx, req)
-		if errors.Is(err, store.ErrBusy) {
-			return nil
-		}
+	},
+	Upsert: "INSERT INTO %s AS t (k, v) VALUES (%d, 1) ON CONFLICT (k) DO UPDATE SET v = t.v + 1",
+	DB: func(tb testing.TB, dsn string) *sql.DB {
+		cfg, err := ParseDSN(dsn)
 		if err != nil {
-			return err
+			tb.Fatal(err)
 		}
-		return s.Release(ctx, l)
-	}, func() { s.Close() }
+		db := stdlib.OpenDB(*cfg.Conn)
+		db.SetMaxOpenConns(1)
+		return db
+	},
 }
 
-// writesOp is two durable single-row writes (autocommit upserts) by client i on its own row.
-func writesOp(b *testing.B, dsn, table string, i int) (sqltest.Op, func()) {
-	db := rawDB(b, dsn)
-	up := fmt.Sprintf("INSERT INTO %s AS t (k, v) VALUES (%d, 1) ON CONFLICT (k) DO UPDATE SET v = t.v + 1", table, i)
-	return func(ctx context.Context) error {
-		if _, err := db.ExecContext(ctx, up); err != nil {
-			return err
-		}
-		_, err := db.ExecContext(ctx, up)
-		return err
-	}, func() { db.Close() }
-}
+// BenchmarkLease measures the floors of BenchmarkSuite/Contended (this store's acquire+release) on
+// the same server: a raw advisory lock and unlock, and two durable single-row writes.
+func BenchmarkLease(b *testing.B) { sqltest.BenchmarkFloors(b, serverDSN(b), floors) }
 
-// benchTable creates a table for writesOp, dropped when b ends.
-func benchTable(b *testing.B, dsn string) string {
-	table := "bench_w_" + sqltest.RandHex(b)
-	setup := rawDB(b, dsn)
-	if _, err := setup.Exec("CREATE TABLE " + table + " (k INT PRIMARY KEY, v BIGINT NOT NULL)"); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _, _ = setup.Exec("DROP TABLE " + table); setup.Close() })
-	return table
-}
-
-// BenchmarkLease measures, in one run against one server: Acquire+Release of this store, a raw
-// advisory lock and unlock, and two durable single-row writes (the floor for a durable acquire plus
-// release), each with one client and with 16 contenders (one task, one lock; the writers each
-// write their own row). Reported: p50 and p99 of one round.
-func BenchmarkLease(b *testing.B) {
-	base := serverDSN(b)
-	for _, n := range []int{1, 16} {
-		b.Run(fmt.Sprintf("store/c%d", n), func(b *testing.B) {
-			dsn := withPrefix(b, base)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) { return storeOp(b, dsn, i) })
-		})
-		b.Run(fmt.Sprintf("advisory/c%d", n), func(b *testing.B) {
-			sqltest.RunContended(b, n, func(int) (sqltest.Op, func()) { return lockOp(b, base) })
-		})
-		b.Run(fmt.Sprintf("twowrites/c%d", n), func(b *testing.B) {
-			table := benchTable(b, base)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) { return writesOp(b, base, table, i) })
-		})
-	}
-}
-
-// BenchmarkLeaseInterleaved runs one client of each kind round-robin, so that load from elsewhere on
-// the machine hits all alike, and reports each p50/p99 and the p50 ratios to two writes.
+// BenchmarkLeaseInterleaved runs one client of each kind round-robin (sqltest.BenchmarkInterleaved).
 func BenchmarkLeaseInterleaved(b *testing.B) {
 	base := serverDSN(b)
-	st, done1 := storeOp(b, withPrefix(b, base), 0)
-	defer done1()
-	lk, done2 := lockOp(b, base)
-	defer done2()
-	wr, done3 := writesOp(b, base, benchTable(b, base), 0)
-	defer done3()
-	sqltest.RunInterleaved(b, []sqltest.Named{{Name: "store", Op: st}, {Name: "advisory", Op: lk}, {Name: "twowrites", Op: wr}})
-}
-
-func rawDB(b *testing.B, dsn string) *sql.DB {
-	cfg, err := ParseDSN(dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	db := stdlib.OpenDB(*cfg.Conn)
-	db.SetMaxOpenConns(1)
-	return db
+	sqltest.BenchmarkInterleaved(b, base, withPrefix(b, base), floors)
 }
 
 // A holder gone inside a ledger transaction blocks the task only until the server ends its idle

@@ -12,23 +12,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bsm/redislock"
-	"github.com/go-redsync/redsync/v4"
-	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
 )
 
-func serverDSN(tb testing.TB) string { return sqltest.ServerDSN(tb, "ONCE_TEST_REDIS", "redis") }
+func serverDSN(tb testing.TB) string { return storetest.ServerDSN(tb, "ONCE_TEST_REDIS", "redis") }
 
 func harness() storetest.Harness {
-	return storetest.Harness{DSN: func(t *testing.T) string { return sqltest.WithPrefix(t, serverDSN(t)) }}
+	return storetest.Harness{DSN: func(tb testing.TB) string { return storetest.WithPrefix(tb, serverDSN(tb)) }}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+// BenchmarkSuite: the suite's benchmarks (docs/benchmarks.md).
+func BenchmarkSuite(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -40,7 +37,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 // While down, calls fail with ErrUnavailable; afterwards the lease is still the same grant and
 // nobody else can take it.
 func TestRestart(t *testing.T) {
-	dsn := sqltest.WithPrefix(t, serverDSN(t))
+	dsn := storetest.WithPrefix(t, serverDSN(t))
 	ctl := os.Getenv("ONCE_TEST_REDIS_CTL")
 	if ctl == "" {
 		t.Skip("ONCE_TEST_REDIS_CTL is not set (a server of your own)")
@@ -58,25 +55,9 @@ func TestRestart(t *testing.T) {
 	if _, err := s.Begin(ctx, store.Attempt{Task: "r", Slot: "s", RunID: "run", Number: 1, Holder: "h", Token: l.Token}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(ctl, "stop").CombinedOutput(); err != nil {
-		t.Fatalf("ctl stop: %v %s", err, out)
-	}
-	started := false
-	t.Cleanup(func() {
-		if !started {
-			_ = exec.Command(ctl, "start").Run()
-		}
-	})
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = s.Renew(dctx, l, 30*time.Second)
-	cancel()
-	if !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("renew while the server is down: %v, want ErrUnavailable", err)
-	}
-	if out, err := exec.Command(ctl, "start").CombinedOutput(); err != nil {
-		t.Fatalf("ctl start: %v %s", err, out)
-	}
-	started = true
+	start := storetest.Outage(t, ctl)
+	storetest.RenewWhileDown(t, ctx, s, l, 30*time.Second, 5*time.Second)
+	start()
 	other, err := Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -260,82 +241,4 @@ func FuzzParseDSN(f *testing.F) {
 			t.Fatalf("ParseDSN(%q) = %+v", dsn, cfg)
 		}
 	})
-}
-
-// --- benchmarks: p50/p99 of acquire+release against bsm/redislock and go-redsync, same server ---
-
-// BenchmarkLease measures one acquire+release round (busy counts as a round) with 1 and 16
-// contenders, each with its own client: this store, bsm/redislock (SET NX PX + Lua release, no
-// fencing token, no ledger) and go-redsync (one-node Redlock, TryLock).
-func BenchmarkLease(b *testing.B) {
-	base := serverDSN(b)
-	ctx := context.Background()
-	for _, n := range []int{1, 16} {
-		b.Run(fmt.Sprintf("store/c%d", n), func(b *testing.B) {
-			dsn := sqltest.WithPrefix(b, base)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
-				s, err := Open(ctx, dsn)
-				if err != nil {
-					b.Fatal(err)
-				}
-				req := store.AcquireRequest{Task: "bench", Holder: fmt.Sprintf("h%d", i), RunID: "r", TTL: time.Minute}
-				return func(ctx context.Context) error {
-					l, err := s.Acquire(ctx, req)
-					if errors.Is(err, store.ErrBusy) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					return s.Release(ctx, l)
-				}, func() { s.Close() }
-			})
-		})
-		b.Run(fmt.Sprintf("redislock/c%d", n), func(b *testing.B) {
-			key := "bench-redislock-" + sqltest.RandHex(b)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
-				c := rawClient(b, base)
-				lc := redislock.New(c)
-				return func(ctx context.Context) error {
-					l, err := lc.Obtain(ctx, key, time.Minute, nil)
-					if errors.Is(err, redislock.ErrNotObtained) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					return l.Release(ctx)
-				}, func() { c.Close() }
-			})
-		})
-		b.Run(fmt.Sprintf("redsync/c%d", n), func(b *testing.B) {
-			key := "bench-redsync-" + sqltest.RandHex(b)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
-				c := rawClient(b, base)
-				rs := redsync.New(rsgoredis.NewPool(c))
-				return func(ctx context.Context) error {
-					m := rs.NewMutex(key, redsync.WithExpiry(time.Minute), redsync.WithTries(1))
-					err := m.TryLockContext(ctx)
-					var taken *redsync.ErrTaken
-					if errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					_, err = m.UnlockContext(ctx)
-					return err
-				}, func() { c.Close() }
-			})
-		})
-	}
-}
-
-func rawClient(b *testing.B, dsn string) *goredis.Client {
-	cfg, err := ParseDSN(dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.Opts.DisableIdentity = true
-	return goredis.NewClient(cfg.Opts)
 }

@@ -7,10 +7,7 @@ import (
 	"testing"
 
 	"github.com/once-run/once/store"
-	"github.com/once-run/once/store/storetest"
 )
-
-func TestKeysConformance(t *testing.T) { storetest.RunKeys(t, harness()) }
 
 // TestSchemaUpgradeFromV1: a version 1 file (no keys table) opens, is upgraded, and keeps its rows.
 func TestSchemaUpgradeFromV1(t *testing.T) {
@@ -48,5 +45,3 @@ func TestSchemaUpgradeFromV1(t *testing.T) {
 		t.Fatalf("claim after upgrade: %v, %v", got, err)
 	}
 }
-
-func BenchmarkKeys(b *testing.B) { storetest.RunKeysBenchmarks(b, benchHarness(b)) }

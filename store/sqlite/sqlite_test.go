@@ -23,22 +23,16 @@ import (
 
 const helperEnv = "ONCE_SQLITE_TEST_HELPER"
 
-var benchDir string
-
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode))
 	}
-	code := m.Run()
-	if benchDir != "" {
-		os.RemoveAll(benchDir)
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 func harness() storetest.Harness {
-	return storetest.Harness{DSN: func(t *testing.T) string {
-		return "sqlite://" + filepath.Join(t.TempDir(), "once.db")
+	return storetest.Harness{DSN: func(tb testing.TB) string {
+		return "sqlite://" + filepath.Join(tb.TempDir(), "once.db")
 	}}
 }
 
@@ -48,32 +42,18 @@ func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
 func TestConformancePrefix(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "shared.db")
 	var n atomic.Int64
-	storetest.Run(t, storetest.Harness{DSN: func(t *testing.T) string {
+	storetest.Run(t, storetest.Harness{DSN: func(testing.TB) string {
 		return fmt.Sprintf("sqlite:%s?prefix=p%d_", file, n.Add(1))
 	}})
 }
 
-var benchSeq atomic.Int64
-
-func benchHarness(b *testing.B) storetest.Harness {
-	if benchDir == "" {
-		d, err := os.MkdirTemp("", "once-sqlite-bench-")
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchDir = d
-	}
-	return storetest.Harness{DSN: func(*testing.T) string {
-		return "sqlite://" + filepath.Join(benchDir, fmt.Sprintf("b%d.db", benchSeq.Add(1)))
-	}}
-}
-
-func BenchmarkSuite(b *testing.B) { storetest.RunBenchmarks(b, benchHarness(b)) }
+// BenchmarkSuite: the suite's benchmarks (docs/stores/sqlite.md).
+func BenchmarkSuite(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
 
 // BenchmarkOpenAcquireRelease is what `once run` does to the store on every run, in-process:
 // open (schema check), acquire, release, close.
 func BenchmarkOpenAcquireRelease(b *testing.B) {
-	dsn := benchHarness(b).DSN(nil)
+	dsn := harness().DSN(b)
 	ctx := context.Background()
 	s, err := store.Open(ctx, dsn) // create the schema outside the loop
 	if err != nil {
@@ -100,7 +80,7 @@ func BenchmarkOpenAcquireRelease(b *testing.B) {
 // opens the store, acquires and releases; BenchmarkProcessFlock runs flock(1) per iteration.
 // Compare their ns/op for the CLI's wall-time budget.
 func BenchmarkProcessOpenAcquireRelease(b *testing.B) {
-	dsn := benchHarness(b).DSN(nil)
+	dsn := harness().DSN(b)
 	runHelper(b, "once", dsn, "", "0")
 	for b.Loop() {
 		runHelper(b, "once", dsn, "", "0")
@@ -112,7 +92,7 @@ func BenchmarkProcessFlock(b *testing.B) {
 	if err != nil {
 		b.Skip("flock(1) not installed")
 	}
-	lock := filepath.Join(benchHarness(b).DSN(nil)[len("sqlite://"):] + ".lock")
+	lock := filepath.Join(harness().DSN(b)[len("sqlite://"):] + ".lock")
 	for b.Loop() {
 		if out, err := exec.Command(flock, "-n", lock, "true").CombinedOutput(); err != nil {
 			b.Fatalf("flock: %v %s", err, out)

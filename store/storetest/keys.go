@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,36 +11,8 @@ import (
 	"github.com/once-run/once/store"
 )
 
-// RunKeys runs the conformance suite for store.Keys (business idempotency keys). A store that does
-// not implement store.Keys fails the suite. Subtests run in parallel, each on its own DSN, and use
-// several clients (separate store.Open calls) where concurrency matters.
-func RunKeys(t *testing.T, h Harness) {
-	t.Helper()
-	if h.DSN == nil {
-		t.Fatal("storetest: Harness.DSN is nil")
-	}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, h Harness)
-	}{
-		{"ClaimInputOrder", testKeysOrder},
-		{"ClaimLargeBatch", testKeysLarge},
-		{"ClaimScopes", testKeysScopes},
-		{"ClaimConcurrentUnionOnce", testKeysConcurrent},
-		{"Fingerprint", testKeysFingerprint},
-		{"PendingComplete", testKeysComplete},
-		{"ExpiredClaimantReclaim", testKeysExpired},
-		{"RunClaimantTokenMovedOn", testKeysRunClaimant},
-		{"Forget", testKeysForget},
-		{"ReleaseKeys", testKeysRelease},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, h)
-		})
-	}
-}
+// The store.Keys cases (business idempotency keys). They use several clients (separate
+// store.Open calls) where concurrency matters.
 
 // keysClient opens a separate client on dsn as store.Keys.
 func keysClient(t *testing.T, dsn string) store.Keys {
@@ -445,44 +416,5 @@ func testKeysRelease(t *testing.T, h Harness) {
 	}
 	if err := k.Complete(ctx, "r", []string{"p1"}, "mine", nil); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("Complete of a released (then re-claimed as done) key by its old claimant: %v, want ErrConflict", err)
-	}
-}
-
-// RunKeysBenchmarks measures Claim in batches of 1,000 keys (one client) at 0%, 50% and 100%
-// duplicates, reporting keys/s. Each benchmark uses a fresh DSN (see RunBenchmarks on Harness.DSN).
-func RunKeysBenchmarks(b *testing.B, h Harness) {
-	const batch = 1000
-	for _, dup := range []int{0, 50, 100} {
-		b.Run(fmt.Sprintf("ClaimBatch1000/dup%d", dup), func(b *testing.B) {
-			ctx := context.Background()
-			s, err := store.Open(ctx, benchDSN(b, h))
-			if err != nil {
-				b.Fatalf("open: %v", err)
-			}
-			defer s.Close()
-			k, ok := s.(store.Keys)
-			if !ok {
-				b.Skipf("%T does not implement store.Keys", s)
-			}
-			next := 0
-			keys := make([]string, batch)
-			b.ResetTimer()
-			for b.Loop() {
-				// dup% of each batch repeats keys of the previous batch; the rest are new.
-				old := batch * dup / 100
-				for i := range keys {
-					if i < old && next >= batch {
-						keys[i] = fmt.Sprintf("key-%012d", next-batch+i)
-					} else {
-						keys[i] = fmt.Sprintf("key-%012d", next)
-						next++
-					}
-				}
-				if _, err := k.Claim(ctx, store.ClaimRequest{Scope: "bench", Keys: keys}); err != nil {
-					b.Fatalf("claim: %v", err)
-				}
-			}
-			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "keys/s")
-		})
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/once-run/once/internal/sqlstore/sqltest"
+	"github.com/once-run/once/store/storetest"
 )
 
 // TestWaitingIndexBuilt: on a ledger written by a once without the waiting index (no index, no
@@ -16,13 +16,13 @@ func TestWaitingIndexBuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	sqltest.WaitingLedger(t, s)
+	storetest.WaitingLedger(t, s)
 	for _, p := range []string{s.waitPath("job", "a"), s.waitPath("job", "c"), s.waitingIndexed()} {
 		if err := s.c.Delete(p, -1); err != nil {
 			t.Fatalf("delete %s: %v", p, err)
 		}
 	}
-	sqltest.CheckUpgraded(t, s)
+	storetest.CheckUpgraded(t, s)
 	if kids, _, err := s.c.Children(s.p + "/w"); err != nil || len(kids) != 2 {
 		t.Fatalf("index after the first Waiting: %v, %v", kids, err)
 	}

@@ -5,27 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/once-run/once/internal/sqlstore/sqltest"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
 )
 
-func serverDSN(tb testing.TB) string { return sqltest.ServerDSN(tb, "ONCE_TEST_ZK", "zk") }
+func serverDSN(tb testing.TB) string { return storetest.ServerDSN(tb, "ONCE_TEST_ZK", "zk") }
 
-func withPrefix(tb testing.TB) string { return serverDSN(tb) + "?prefix=t" + sqltest.RandHex(tb) }
+func withPrefix(tb testing.TB) string { return serverDSN(tb) + "?prefix=t" + storetest.RandHex(tb) }
 
 func harness() storetest.Harness {
-	return storetest.Harness{DSN: func(t *testing.T) string { return withPrefix(t) }}
+	return storetest.Harness{DSN: func(tb testing.TB) string { return withPrefix(tb) }}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+// BenchmarkSuite: the suite's benchmarks (docs/benchmarks.md).
+func BenchmarkSuite(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -102,30 +103,14 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := s.Lost(l)
-	if out, err := exec.Command(ctl, "stop").CombinedOutput(); err != nil {
-		t.Fatalf("ctl stop: %v %s", err, out)
-	}
-	started := false
-	t.Cleanup(func() {
-		if !started {
-			_ = exec.Command(ctl, "start").Run()
-		}
-	})
+	start := storetest.Outage(t, ctl)
 	select {
 	case <-lost:
 	case <-time.After(10 * time.Second):
 		t.Fatal("disconnection not reported through Lost")
 	}
-	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err = s.Renew(dctx, l, 20*time.Second)
-	cancel()
-	if !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("renew while the server is down: %v, want ErrUnavailable", err)
-	}
-	if out, err := exec.Command(ctl, "start").CombinedOutput(); err != nil {
-		t.Fatalf("ctl start: %v %s", err, out)
-	}
-	started = true
+	storetest.RenewWhileDown(t, ctx, s, l, 20*time.Second, 3*time.Second)
+	start()
 	other, err := Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -195,35 +180,16 @@ func FuzzParseDSN(f *testing.F) {
 
 // --- benchmarks: p50/p99 of acquire+release against a plain go-zookeeper lock, same server ---
 
-// BenchmarkLease measures one acquire+release round (busy counts as a round) with 1 and 16
-// contenders, each with its own session: this store (non-blocking recipe) and go-zookeeper's
-// zk.NewLock (Lock blocks until held, so under contention its rounds include the wait).
+// BenchmarkLease measures the peer of BenchmarkSuite/Contended (this store's non-blocking recipe)
+// on the same server: one acquire+release round with 1 and 16 contenders, each with its own
+// session, of go-zookeeper's zk.NewLock (Lock blocks until held, so under contention its rounds
+// include the wait).
 func BenchmarkLease(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{1, 16} {
-		b.Run(fmt.Sprintf("store/c%d", n), func(b *testing.B) {
-			dsn := withPrefix(b)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
-				s, err := Open(ctx, dsn)
-				if err != nil {
-					b.Fatal(err)
-				}
-				req := store.AcquireRequest{Task: "bench", Holder: fmt.Sprintf("h%d", i), RunID: "r", TTL: time.Minute}
-				return func(ctx context.Context) error {
-					l, err := s.Acquire(ctx, req)
-					if errors.Is(err, store.ErrBusy) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					return s.Release(ctx, l)
-				}, func() { s.Close() }
-			})
-		})
 		b.Run(fmt.Sprintf("zklock/c%d", n), func(b *testing.B) {
-			path := "/bench-zklock-" + sqltest.RandHex(b)
-			sqltest.RunContended(b, n, func(i int) (sqltest.Op, func()) {
+			path := "/bench-zklock-" + storetest.RandHex(b)
+			storetest.RunContended(b, n, func(i int) (storetest.Op, func()) {
 				s, err := Open(ctx, withPrefix(b))
 				if err != nil {
 					b.Fatal(err)

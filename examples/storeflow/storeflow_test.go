@@ -1,4 +1,4 @@
-package keys_test
+package storeflow_test
 
 import (
 	"path/filepath"
@@ -7,19 +7,20 @@ import (
 
 	"github.com/once-run/once"
 	"github.com/once-run/once/examples/storeflow"
+	"github.com/once-run/once/internal/keystest"
 	"github.com/once-run/once/store/sqlite"
 )
 
-// TestStoreFlow plays the seed's incident (examples/storeflow) with a crash injected at row 2,000
+// TestStoreFlow plays the seed's incident (this example) with a crash injected at row 2,000
 // at every point of a batch's transaction, on every backend: 3,000 flows must end as 3,000 orders
 // with no duplicate, whatever the crash point, the two concurrent launches, the re-run after review
 // and two unguarded runs by hand.
 func TestStoreFlow(t *testing.T) {
-	for _, b := range backends() {
-		if b.pgx {
+	for _, b := range keystest.Backends() {
+		if b.Pgx {
 			continue // the example uses database/sql; pgx is covered by the claim tests
 		}
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			for _, tc := range []struct {
 				crash      storeflow.Crash
 				checkpoint bool
@@ -36,16 +37,16 @@ func TestStoreFlow(t *testing.T) {
 					name += " with checkpoint"
 				}
 				t.Run(name, func(t *testing.T) {
-					f := newFixture(t, b)
-					ctx := ctxT(t, 2*time.Minute)
+					f := keystest.NewFixture(t, b)
+					ctx := keystest.Context(t, 2*time.Minute)
 					guard, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "once.db"), sqlite.Options{})
 					if err != nil {
 						t.Fatal(err)
 					}
 					t.Cleanup(func() { guard.Close() })
-					orders := f.table + "_orders"
-					t.Cleanup(func() { _, _ = f.db.Exec("DROP TABLE IF EXISTS " + orders) })
-					shop := &storeflow.Shop{DB: f.db, Dialect: b.dialect, Keys: f.k, Orders: orders,
+					orders := f.Table + "_orders"
+					t.Cleanup(func() { _, _ = f.DB.Exec("DROP TABLE IF EXISTS " + orders) })
+					shop := &storeflow.Shop{DB: f.DB, Dialect: b.Dialect, Keys: f.K, Orders: orders,
 						Checkpoint: tc.checkpoint, Crash: tc.crash, CrashAt: 2000}
 					rep, err := storeflow.Run(ctx, storeflow.Story{Shop: shop, Guard: guard, Flows: 3000})
 					if err != nil {
@@ -86,14 +87,14 @@ func TestStoreFlow(t *testing.T) {
 // TestStoreFlowNaive is the control: the same story without the claims duplicates orders, so the
 // test above would see a duplicate if the claims failed.
 func TestStoreFlowNaive(t *testing.T) {
-	f := newFixture(t, backends()[0])
-	ctx := ctxT(t, time.Minute)
+	f := keystest.NewFixture(t, keystest.Backends()[0])
+	ctx := keystest.Context(t, time.Minute)
 	guard, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "once.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer guard.Close()
-	shop := &storeflow.Shop{DB: f.db, Dialect: f.b.dialect, Keys: f.k, Naive: true, Crash: storeflow.AfterCommit, CrashAt: 2000}
+	shop := &storeflow.Shop{DB: f.DB, Dialect: f.B.Dialect, Keys: f.K, Naive: true, Crash: storeflow.AfterCommit, CrashAt: 2000}
 	rep, err := storeflow.Run(ctx, storeflow.Story{Shop: shop, Guard: guard})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/once-run/once/store/storetest"
 )
 
 var (
@@ -95,20 +97,8 @@ func backends(t *testing.T, networkedOnly bool) []Backend {
 	if !networkedOnly {
 		bs = append(bs, Backend{Name: "sqlite"})
 	}
-	require := os.Getenv("ONCE_TEST_REQUIRE")
-	for _, b := range []struct{ name, env string }{
-		{"postgres", "ONCE_TEST_POSTGRES"}, {"mysql", "ONCE_TEST_MYSQL"}, {"redis", "ONCE_TEST_REDIS"},
-		{"etcd", "ONCE_TEST_ETCD"}, {"zk", "ONCE_TEST_ZK"},
-	} {
-		dsn := os.Getenv(b.env)
-		if dsn == "" {
-			if require == "all" || strings.Contains(require, b.name) {
-				t.Fatalf("%s is required (ONCE_TEST_REQUIRE=%s) but %s is not set: run ./scripts/test", b.name, require, b.env)
-			}
-			t.Logf("%s: skipped (%s not set)", b.name, b.env)
-			continue
-		}
-		bs = append(bs, Backend{Name: b.name, DSN: dsn, Ctl: os.Getenv(b.env + "_CTL")})
+	for _, sv := range storetest.Servers(t) {
+		bs = append(bs, Backend{Name: sv.Name, DSN: sv.DSN, Ctl: sv.Ctl})
 	}
 	return bs
 }
