@@ -101,6 +101,7 @@ var cases = []testCase{
 	{"FinishRelease", testFinishRelease, capFinisher},
 	{"RecordLazy", testRecordLazy, capLazy},
 	{"Inspect", testInspect, capInspector},
+	{"Keys/ClaimRefused", testKeysRefused, capKeys},
 	{"Keys/ClaimInputOrder", testKeysOrder, capKeys},
 	{"Keys/ClaimLargeBatch", testKeysLarge, capKeys},
 	{"Keys/ClaimScopes", testKeysScopes, capKeys},
