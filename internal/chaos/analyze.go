@@ -24,73 +24,11 @@ type execution struct {
 
 // analyze checks the witness log of one trial and fills the outcome.
 func analyze(out *Outcome, recs []Record, procs []*proc, f Fault, faultAt, resolved, end time.Time) {
-	execs := map[string]*execution{}
-	var order []*execution
-	for i, rec := range recs {
-		e := execs[rec.RunID]
-		if e == nil {
-			e = &execution{run: rec.RunID, proc: rec.Proc, token: rec.Token, entrySeq: -1, allOK: true}
-			execs[rec.RunID] = e
-			order = append(order, e)
-		}
-		e.last = rec.Time
-		switch rec.Kind {
-		case KindEntry:
-			e.entry, e.entrySeq = rec, i
-		case KindExit:
-			e.completed = e.allOK
-		}
-		if rec.Kind == KindEntry || rec.Kind == KindWrite {
-			e.allOK = e.allOK && rec.OK
-		}
-	}
+	execs, order := executions(recs)
 	out.Executions = len(order)
-	// Entries in register order must carry strictly increasing tokens.
-	var prev int64 = -1 << 62
-	var entries []*execution
-	for _, rec := range recs {
-		if rec.Kind == KindEntry {
-			if rec.Token <= prev {
-				out.TokenOrder++
-				out.problem("token order: entry of %s (proc %s) has token %d, not above the highest earlier entry token %d", rec.RunID, rec.Proc, rec.Token, prev)
-			}
-			prev = max(prev, rec.Token)
-			entries = append(entries, execs[rec.RunID])
-		}
-	}
-	// Stale writes accepted: an accepted write after another execution with an equal or higher
-	// token entered.
-	for i, rec := range recs {
-		if (rec.Kind != KindWrite && rec.Kind != KindEntry) || !rec.OK {
-			continue
-		}
-		for _, e := range entries {
-			if e.entrySeq < i && e.run != rec.RunID && e.token >= rec.Token {
-				out.StaleAccepted++
-				out.problem("stale write accepted: run %s token %d after run %s token %d entered", rec.RunID, rec.Token, e.run, e.token)
-				break
-			}
-		}
-	}
-	// Overlaps: excused only for a paused stale holder whose writes after the overlap were all
-	// rejected.
-	for i, rec := range recs {
-		if rec.Kind != KindOverlap {
-			continue
-		}
-		excused := f == FaultPauseLong
-		for _, w := range recs[i+1:] {
-			if w.Proc == "A" && (w.Kind == KindWrite || w.Kind == KindEntry) && w.OK {
-				excused = false
-			}
-		}
-		if excused {
-			out.Excused++
-		} else {
-			out.Overlaps++
-			out.problem("overlap: run %s (proc %s, token %d) started while another execution was running", rec.RunID, rec.Proc, rec.Token)
-		}
-	}
+	entries := checkTokens(out, recs, execs)
+	checkStale(out, recs, entries)
+	checkOverlaps(out, recs, f)
 	// Review: nothing may run between the unknown (A's death) and the resolution.
 	if f == FaultReview {
 		for _, e := range order {
@@ -124,6 +62,87 @@ func analyze(out *Outcome, recs []Record, procs []*proc, f Fault, faultAt, resol
 	out.Linearizable = checkMutex(order, byID, f, faultAt, end)
 	if !out.Linearizable {
 		out.problem("porcupine: the acquire/release history is not linearizable as a mutex")
+	}
+}
+
+// executions groups the witness records by run, in the order runs first appear.
+func executions(recs []Record) (map[string]*execution, []*execution) {
+	execs := map[string]*execution{}
+	var order []*execution
+	for i, rec := range recs {
+		e := execs[rec.RunID]
+		if e == nil {
+			e = &execution{run: rec.RunID, proc: rec.Proc, token: rec.Token, entrySeq: -1, allOK: true}
+			execs[rec.RunID] = e
+			order = append(order, e)
+		}
+		e.last = rec.Time
+		switch rec.Kind {
+		case KindEntry:
+			e.entry, e.entrySeq = rec, i
+		case KindExit:
+			e.completed = e.allOK
+		}
+		if rec.Kind == KindEntry || rec.Kind == KindWrite {
+			e.allOK = e.allOK && rec.OK
+		}
+	}
+	return execs, order
+}
+
+// checkTokens: entries in register order must carry strictly increasing tokens. It returns the
+// executions in the order they entered.
+func checkTokens(out *Outcome, recs []Record, execs map[string]*execution) []*execution {
+	var prev int64 = -1 << 62
+	var entries []*execution
+	for _, rec := range recs {
+		if rec.Kind == KindEntry {
+			if rec.Token <= prev {
+				out.TokenOrder++
+				out.problem("token order: entry of %s (proc %s) has token %d, not above the highest earlier entry token %d", rec.RunID, rec.Proc, rec.Token, prev)
+			}
+			prev = max(prev, rec.Token)
+			entries = append(entries, execs[rec.RunID])
+		}
+	}
+	return entries
+}
+
+// checkStale: no write may be accepted after another execution with an equal or higher token entered.
+func checkStale(out *Outcome, recs []Record, entries []*execution) {
+	for i, rec := range recs {
+		if (rec.Kind != KindWrite && rec.Kind != KindEntry) || !rec.OK {
+			continue
+		}
+		for _, e := range entries {
+			if e.entrySeq < i && e.run != rec.RunID && e.token >= rec.Token {
+				out.StaleAccepted++
+				out.problem("stale write accepted: run %s token %d after run %s token %d entered", rec.RunID, rec.Token, e.run, e.token)
+				break
+			}
+		}
+	}
+}
+
+// checkOverlaps: an overlap is excused only for a paused stale holder whose writes after the
+// overlap were all rejected.
+func checkOverlaps(out *Outcome, recs []Record, f Fault) {
+	for i, rec := range recs {
+		if rec.Kind != KindOverlap {
+			continue
+		}
+		excused := f == FaultPauseLong
+		for _, w := range recs[i+1:] {
+			if w.Proc == "A" && (w.Kind == KindWrite || w.Kind == KindEntry) && w.OK {
+				excused = false
+			}
+		}
+		if excused {
+			out.Excused++
+		} else {
+			out.Overlaps++
+			out.problem("overlap: run %s (proc %s, token %d) started while another execution was running", rec.RunID, rec.Proc, rec.Token)
+		}
 	}
 }
 

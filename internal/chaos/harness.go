@@ -269,249 +269,329 @@ func (o *Outcome) problem(format string, args ...any) {
 // Trial runs one trial: host A starts the task's slot, B and C compete with --wait, the fault hits
 // A, and the slot is then driven to success; the witness log is checked.
 func (r *Runner) Trial(ctx context.Context, f Fault) (Outcome, error) {
-	r.seq++
-	out := Outcome{Store: r.cfg.Store.Name, Fault: f, Takeover: -1, StaleStop: -1}
-	task := fmt.Sprintf("chaos-%d-%d", os.Getpid(), r.seq)
-	wdir := filepath.Join(r.cfg.Dir, task)
-	if err := os.MkdirAll(wdir, 0o755); err != nil {
-		return out, err
+	tr, err := r.newTrial(f)
+	if err != nil {
+		return tr.out, err
 	}
-	ttl := r.cfg.TTL
+	defer tr.cleanup()
+	if err := tr.startHolders(ctx); err != nil || tr.out.Aborted != "" {
+		return tr.out, err
+	}
+	tr.watchA()
+	if err := tr.inject(ctx); err != nil {
+		return tr.out, err
+	}
+	tr.collect()
+	tr.review(ctx)
+	if err := tr.complete(); err != nil {
+		return tr.out, err
+	}
+	return tr.out, tr.judge()
+}
+
+// trial is the state of one Trial, step by step.
+type trial struct {
+	r        *Runner
+	f        Fault
+	out      Outcome
+	task     string
+	wdir     string
+	ttl      time.Duration
+	limit    time.Duration // how long any once of the trial may take to exit
+	skew     map[string]time.Duration
+	procs    []*proc
+	a, b, c  *proc
+	wpid     int            // the pid of A's command (its witness)
+	faultAt  time.Time      // when the fault was injected
+	aDead    chan time.Time // when A's command died
+	aChecked chan struct{}  // closed once escLeft is known
+	escLeft  []int          // escapers alive when A's once exited
+	resolved time.Time      // when the review was resolved (FaultReview)
+	final    *proc          // the last once that drove the slot to success
+	end      time.Time
+}
+
+func (r *Runner) newTrial(f Fault) (*trial, error) {
+	r.seq++
+	tr := &trial{r: r, f: f, ttl: r.cfg.TTL, out: Outcome{Store: r.cfg.Store.Name, Fault: f, Takeover: -1, StaleStop: -1}}
+	tr.limit = 8*tr.ttl + 30*time.Second
+	tr.task = fmt.Sprintf("chaos-%d-%d", os.Getpid(), r.seq)
+	tr.wdir = filepath.Join(r.cfg.Dir, tr.task)
+	if err := os.MkdirAll(tr.wdir, 0o755); err != nil {
+		return tr, err
+	}
 	for _, h := range r.hosts {
 		if h.proxy != nil {
 			h.proxy.Heal()
 		}
 	}
-	var procs []*proc
-	defer func() {
-		for _, pid := range aliveEscapers(wdir) { // a failed trial leaves nothing behind
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		for _, p := range procs {
-			select {
-			case <-p.done:
-			default:
-				p.kill()
-			}
-		}
-	}()
 	// The clock faults run one holder on a binary whose wall clock is off by SkewOffset.
-	skew := map[string]time.Duration{}
+	tr.skew = map[string]time.Duration{}
 	switch f {
 	case FaultClockBack:
-		skew["A"] = -SkewOffset
+		tr.skew["A"] = -SkewOffset
 	case FaultClockAhead:
-		skew["B"] = SkewOffset
+		tr.skew["B"] = SkewOffset
 	}
-	start := func(h *simHost, id string, sleep time.Duration, args ...string) (*proc, error) {
-		p, err := r.launch(h, id, task, wdir, sleep, skew[id], id == "A" && escapeFaults[f], args...)
-		if err == nil {
-			procs = append(procs, p)
+	return tr, nil
+}
+
+// cleanup leaves nothing of a failed trial behind.
+func (tr *trial) cleanup() {
+	for _, pid := range aliveEscapers(tr.wdir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for _, p := range tr.procs {
+		select {
+		case <-p.done:
+		default:
+			p.kill()
 		}
-		return p, err
 	}
+}
+
+func (tr *trial) start(h *simHost, id string, sleep time.Duration, args ...string) (*proc, error) {
+	p, err := tr.r.launch(h, id, tr.task, tr.wdir, sleep, tr.skew[id], id == "A" && escapeFaults[tr.f], args...)
+	if err == nil {
+		tr.procs = append(tr.procs, p)
+	}
+	return p, err
+}
+
+// startHolders starts A, waits for its command to enter, then starts B and C, which wait for it.
+func (tr *trial) startHolders(ctx context.Context) error {
 	policy := "rerun"
-	if f == FaultReview {
+	if tr.f == FaultReview {
 		policy = "review"
 	}
 	// A runs long enough for every fault to land while it holds the lease.
-	a, err := start(r.hosts[0], "A", 3*ttl, "--on-unknown", "rerun")
+	a, err := tr.start(tr.r.hosts[0], "A", 3*tr.ttl, "--on-unknown", "rerun")
 	if err != nil {
-		return out, err
+		return err
 	}
-	entryA, err := waitRecord(ctx, wdir, 15*time.Second, func(rec Record) bool { return rec.Proc == "A" && rec.Kind == KindEntry })
+	tr.a = a
+	entryA, err := waitRecord(ctx, tr.wdir, 15*time.Second, func(rec Record) bool { return rec.Proc == "A" && rec.Kind == KindEntry })
 	if err != nil {
 		a.wait(time.Second)
 		if b, _ := os.ReadFile(a.stderr); a.cmd.ProcessState != nil && strings.Contains(string(b), "lease lost") {
 			// Fail-closed on an overloaded machine: A's renewals did not come back within 2/3 TTL of
 			// its acquire, so once stopped the command before it reached the witness. Nothing ran;
 			// the trial is counted as aborted, not as a trial of its fault.
-			out.Aborted = "the first holder lost its lease before its command entered (renewals too slow)"
-			r.cfg.Logf("%s %s trial %s aborted: %s", r.cfg.Store.Name, f, task, out.Aborted)
-			return out, nil
+			tr.out.Aborted = "the first holder lost its lease before its command entered (renewals too slow)"
+			tr.r.cfg.Logf("%s %s trial %s aborted: %s", tr.r.cfg.Store.Name, tr.f, tr.task, tr.out.Aborted)
+			return nil
 		}
-		return out, fmt.Errorf("holder A never started its command (exit %d): %w; %s", a.code, err, tail(a.stderr))
+		return fmt.Errorf("holder A never started its command (exit %d): %w; %s", a.code, err, tail(a.stderr))
 	}
-	wait := (4 * ttl).String()
-	b, err := start(r.hosts[1], "B", ttl/2, "--on-unknown", policy, "--wait", wait)
-	if err != nil {
-		return out, err
+	tr.wpid = entryA.PID
+	wait := (4 * tr.ttl).String()
+	if tr.b, err = tr.start(tr.r.hosts[1], "B", tr.ttl/2, "--on-unknown", policy, "--wait", wait); err != nil {
+		return err
 	}
-	c, err := start(r.hosts[2], "C", ttl/2, "--on-unknown", policy, "--wait", wait)
-	if err != nil {
-		return out, err
+	if tr.c, err = tr.start(tr.r.hosts[2], "C", tr.ttl/2, "--on-unknown", policy, "--wait", wait); err != nil {
+		return err
 	}
 	time.Sleep(50 * time.Millisecond) // let B and C reach the store and find it busy
-	wpid := entryA.PID
-	aChecked := make(chan struct{})
-	faultAt := time.Now()
-	aDead := make(chan time.Time, 1)
-	go func() { aDead <- waitDead(wpid, 20*ttl+60*time.Second) }()
-	other := func(rec Record) bool { return rec.Proc != "A" && rec.Kind == KindEntry }
-	var escLeft []int // escapers alive when A's once exited
-	if escapeFaults[f] {
+	return nil
+}
+
+// watchA notes when A's command dies and, for the escape faults, which escapers outlive A's once.
+func (tr *trial) watchA() {
+	tr.aChecked = make(chan struct{})
+	tr.faultAt = time.Now()
+	tr.aDead = make(chan time.Time, 1)
+	go func() { tr.aDead <- waitDead(tr.wpid, 20*tr.ttl+60*time.Second) }()
+	if !escapeFaults[tr.f] {
+		close(tr.aChecked)
+	}
+}
+
+// inject lands the fault on A.
+func (tr *trial) inject(ctx context.Context) error {
+	a := tr.a
+	if escapeFaults[tr.f] {
 		// The fault lands once the escapers run (the witness starts them right after its entry).
-		if err := waitEscapers(ctx, wdir, 10*time.Second); err != nil {
-			return out, fmt.Errorf("holder A's escapers never started: %w; %s", err, tail(a.stderr))
+		if err := waitEscapers(ctx, tr.wdir, 10*time.Second); err != nil {
+			close(tr.aChecked)
+			return fmt.Errorf("holder A's escapers never started: %w; %s", err, tail(a.stderr))
 		}
 		go func() {
 			<-a.done
 			// The moment once reports the attempt over, no process of its run may be alive. (kill -9 of
-			// once: its shim kills the run after once is gone, checked below.)
-			if f != FaultEscapeKill {
-				escLeft = aliveEscapers(wdir)
+			// once: its shim kills the run after once is gone, checked in collect.)
+			if tr.f != FaultEscapeKill {
+				tr.escLeft = aliveEscapers(tr.wdir)
 			}
-			close(aChecked)
+			close(tr.aChecked)
 		}()
-	} else {
-		close(aChecked)
 	}
-	switch f {
+	switch tr.f {
 	case FaultNone, FaultClockBack, FaultClockAhead, FaultEscapeExit:
 	case FaultEscapeTerm:
 		_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGTERM)
 	case FaultEscapeLost:
-		if err := r.cutOff(ctx, r.hosts[0], 2*ttl); err != nil {
-			return out, err
-		}
+		return tr.r.cutOff(ctx, tr.r.hosts[0], 2*tr.ttl)
 	case FaultKillOnce, FaultReview, FaultEscapeKill:
 		_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGKILL)
 	case FaultKillCmd:
-		_ = syscall.Kill(wpid, syscall.SIGKILL)
+		_ = syscall.Kill(tr.wpid, syscall.SIGKILL)
 	case FaultPauseShort, FaultPauseLong:
-		wpg, _ := syscall.Getpgid(wpid)
-		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGSTOP)
-		if wpg > 0 {
-			_ = syscall.Kill(-wpg, syscall.SIGSTOP)
-		}
-		if f == FaultPauseShort {
-			time.Sleep(ttl / 2)
-		} else if _, err := waitRecord(ctx, wdir, 4*ttl+5*time.Second, other); err != nil {
-			// Not a safety failure: with SQLite a holder paused inside a write transaction keeps the
-			// database file locked, so nobody can take the lease until it wakes (a liveness cost).
-			out.Blocked = true
-			r.cfg.Logf("%s pause>ttl trial %s: no other holder could run during a %s pause", r.cfg.Store.Name, task, time.Since(faultAt).Round(time.Millisecond))
-		} else {
-			time.Sleep(ttl / 4) // let the new holder's fenced writes land before the stale one wakes
-		}
-		wake := time.Now()
-		if wpg > 0 {
-			_ = syscall.Kill(-wpg, syscall.SIGCONT)
-		}
-		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGCONT)
-		if f == FaultPauseLong {
-			dead := waitDead(wpid, r.cfg.Grace+10*time.Second)
-			out.StaleStop = dead.Sub(wake)
-			// --grace bounds the stop; the slack covers polling and a loaded machine's scheduling.
-			if slack := 500 * time.Millisecond; out.StaleStop > r.cfg.Grace+slack {
-				out.problem("pause>ttl: the stale command ran %s after waking, more than --grace %s", out.StaleStop.Round(time.Millisecond), r.cfg.Grace)
-			}
-		}
+		tr.pause(ctx)
 	case FaultCut, FaultBlackhole:
-		p := r.hosts[0].proxy
-		p.Set(map[Fault]Mode{FaultCut: Cut, FaultBlackhole: Blackhole}[f])
-		time.Sleep(2 * ttl)
+		p := tr.r.hosts[0].proxy
+		p.Set(map[Fault]Mode{FaultCut: Cut, FaultBlackhole: Blackhole}[tr.f])
+		time.Sleep(2 * tr.ttl)
 		p.Heal()
 	case FaultRestart:
-		if err := ctl(ctx, r.cfg.Store.Ctl, "stop"); err != nil {
-			return out, err
+		if err := ctl(ctx, tr.r.cfg.Store.Ctl, "stop"); err != nil {
+			return err
 		}
-		time.Sleep(ttl)
-		if err := ctl(ctx, r.cfg.Store.Ctl, "start"); err != nil {
-			return out, err
+		time.Sleep(tr.ttl)
+		return ctl(ctx, tr.r.cfg.Store.Ctl, "start")
+	}
+	return nil
+}
+
+// pause stops A (once and its command) for less or more than the TTL, then wakes it; after a long
+// pause the stale command must stop within --grace.
+func (tr *trial) pause(ctx context.Context) {
+	a, ttl := tr.a, tr.ttl
+	wpg, _ := syscall.Getpgid(tr.wpid)
+	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGSTOP)
+	if wpg > 0 {
+		_ = syscall.Kill(-wpg, syscall.SIGSTOP)
+	}
+	other := func(rec Record) bool { return rec.Proc != "A" && rec.Kind == KindEntry }
+	if tr.f == FaultPauseShort {
+		time.Sleep(ttl / 2)
+	} else if _, err := waitRecord(ctx, tr.wdir, 4*ttl+5*time.Second, other); err != nil {
+		// Not a safety failure: with SQLite a holder paused inside a write transaction keeps the
+		// database file locked, so nobody can take the lease until it wakes (a liveness cost).
+		tr.out.Blocked = true
+		tr.r.cfg.Logf("%s pause>ttl trial %s: no other holder could run during a %s pause", tr.r.cfg.Store.Name, tr.task, time.Since(tr.faultAt).Round(time.Millisecond))
+	} else {
+		time.Sleep(ttl / 4) // let the new holder's fenced writes land before the stale one wakes
+	}
+	wake := time.Now()
+	if wpg > 0 {
+		_ = syscall.Kill(-wpg, syscall.SIGCONT)
+	}
+	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGCONT)
+	if tr.f == FaultPauseLong {
+		dead := waitDead(tr.wpid, tr.r.cfg.Grace+10*time.Second)
+		tr.out.StaleStop = dead.Sub(wake)
+		// --grace bounds the stop; the slack covers polling and a loaded machine's scheduling.
+		if slack := 500 * time.Millisecond; tr.out.StaleStop > tr.r.cfg.Grace+slack {
+			tr.out.problem("pause>ttl: the stale command ran %s after waking, more than --grace %s", tr.out.StaleStop.Round(time.Millisecond), tr.r.cfg.Grace)
 		}
 	}
-	limit := 8*ttl + 30*time.Second
-	for _, p := range []*proc{a, b, c} {
-		if !p.wait(limit) {
-			out.problem("once %s did not exit within %s; %s", p.id, limit, tail(p.stderr))
+}
+
+// collect waits for A, B and C and checks what A left: escapers, a lost lease, liveness.
+func (tr *trial) collect() {
+	out, a := &tr.out, tr.a
+	for _, p := range []*proc{a, tr.b, tr.c} {
+		if !p.wait(tr.limit) {
+			out.problem("once %s did not exit within %s; %s", p.id, tr.limit, tail(p.stderr))
 			p.kill()
 		}
 	}
-	deadAt := <-aDead
-	<-aChecked
-	out.Escaped += len(escLeft)
-	if len(escLeft) > 0 {
-		out.problem("escapers %v of holder A were alive when its once exited %d", escLeft, a.code)
+	<-tr.aChecked
+	out.Escaped += len(tr.escLeft)
+	if len(tr.escLeft) > 0 {
+		out.problem("escapers %v of holder A were alive when its once exited %d", tr.escLeft, a.code)
 	}
-	if f == FaultEscapeKill {
+	if tr.f == FaultEscapeKill {
 		// once died by SIGKILL: its shim kills the run; give it the parent-death grace.
-		for _, pid := range aliveEscapers(wdir) {
+		for _, pid := range aliveEscapers(tr.wdir) {
 			if waitDead(pid, 2*time.Second); alive(pid) {
 				out.Escaped++
 				out.problem("escaper %d of holder A alive 2s after kill -9 of its once", pid)
 			}
 		}
 	}
-	if b, _ := os.ReadFile(a.stderr); strings.Contains(string(b), "lease lost") {
-		out.LeaseLost = true
+	logText, _ := os.ReadFile(a.stderr)
+	out.LeaseLost = strings.Contains(string(logText), "lease lost")
+	unfaulted := tr.f == FaultNone || tr.f == FaultClockBack || tr.f == FaultClockAhead || tr.f == FaultEscapeExit
+	switch {
+	case !unfaulted || a.code == 0:
+	case strings.Contains(string(logText), "the store did not answer"):
+		// The store itself stalled past the renew deadline (a loaded CI machine): failing closed is
+		// right, and the caller runs the trial again rather than excusing it.
+		out.problem("%s the first holder, not killed or paused, exited %d: the store did not answer its renewals; %s", StoreStalled, a.code, tail(a.stderr))
+	default:
+		out.problem("liveness: the first holder, not killed or paused, exited %d, want 0 (its command runs 3 TTL); %s", a.code, tail(a.stderr))
 	}
+}
 
-	if (f == FaultNone || f == FaultClockBack || f == FaultClockAhead || f == FaultEscapeExit) && a.code != 0 {
-		if logText, _ := os.ReadFile(a.stderr); strings.Contains(string(logText), "the store did not answer") {
-			// The store itself stalled past the renew deadline (a loaded CI machine): failing closed is
-			// right, and the caller runs the trial again rather than excusing it.
-			out.problem("%s the first holder, not killed or paused, exited %d: the store did not answer its renewals; %s", StoreStalled, a.code, tail(a.stderr))
-		} else {
-			out.problem("liveness: the first holder, not killed or paused, exited %d, want 0 (its command runs 3 TTL); %s", a.code, tail(a.stderr))
+// review: with FaultReview, B and C must stop at the unknown attempt (76), and a person resolves it.
+func (tr *trial) review(ctx context.Context) {
+	if tr.f != FaultReview {
+		return
+	}
+	for _, p := range []*proc{tr.b, tr.c} {
+		if p.code != 76 && p.code != 0 {
+			tr.out.problem("review: once %s exited %d, want 76 (needs review); %s", p.id, p.code, tail(p.stderr))
 		}
 	}
-	var resolved time.Time
-	if f == FaultReview {
-		for _, p := range []*proc{b, c} {
-			if p.code != 76 && p.code != 0 {
-				out.problem("review: once %s exited %d, want 76 (needs review); %s", p.id, p.code, tail(p.stderr))
-			}
-		}
-		resolved = time.Now()
-		rc := exec.CommandContext(ctx, r.cfg.Once, "resolve", "--task", task, "--slot", "s", "--as", "failed", "--note", "chaos")
-		rc.Env = []string{"ONCE_HOME=" + r.hosts[2].home, "ONCE_STORE=" + r.hosts[2].dsn, "PATH=" + os.Getenv("PATH")}
-		if o, err := rc.CombinedOutput(); err != nil {
-			out.problem("resolve: %v: %s", err, strings.TrimSpace(string(o)))
-		}
+	tr.resolved = time.Now()
+	h := tr.r.hosts[2]
+	rc := exec.CommandContext(ctx, tr.r.cfg.Once, "resolve", "--task", tr.task, "--slot", "s", "--as", "failed", "--note", "chaos")
+	rc.Env = []string{"ONCE_HOME=" + h.home, "ONCE_STORE=" + h.dsn, "PATH=" + os.Getenv("PATH")}
+	if o, err := rc.CombinedOutput(); err != nil {
+		tr.out.problem("resolve: %v: %s", err, strings.TrimSpace(string(o)))
 	}
-	// Drive the slot to success: an idempotent job with --on-unknown rerun must get there.
-	var final *proc
+}
+
+// complete drives the slot to success: an idempotent job with --on-unknown rerun must get there.
+func (tr *trial) complete() error {
 	for i := 0; i < 4; i++ {
-		p, err := start(r.hosts[2], fmt.Sprintf("F%d", i), ttl/4, "--on-unknown", "rerun", "--wait", (3 * ttl).String())
+		p, err := tr.start(tr.r.hosts[2], fmt.Sprintf("F%d", i), tr.ttl/4, "--on-unknown", "rerun", "--wait", (3 * tr.ttl).String())
 		if err != nil {
-			return out, err
+			return err
 		}
-		if !p.wait(limit) {
+		if !p.wait(tr.limit) {
 			p.kill()
 		}
-		final = p
+		tr.final = p
 		if p.code == 0 {
 			break
 		}
 	}
-	end := time.Now()
+	tr.end = time.Now()
+	return nil
+}
 
-	recs, err := ReadLog(wdir)
+// judge checks the witness log against the fault (analyze), the faulted command's death against
+// the next entry, and the slot's completion; a failed trial logs everything it saw.
+func (tr *trial) judge() error {
+	out := &tr.out
+	recs, err := ReadLog(tr.wdir)
 	if err != nil {
-		return out, err
+		return err
 	}
-	analyze(&out, recs, procs, f, faultAt, resolved, end)
+	deadAt := <-tr.aDead
+	analyze(out, recs, tr.procs, tr.f, tr.faultAt, tr.resolved, tr.end)
 	for _, rec := range recs {
 		if rec.Kind == KindEntry && rec.Proc != "A" {
 			out.StopMargin, out.HasMargin = time.Duration(rec.Time-deadAt.UnixNano()), true
 			break
 		}
 	}
-	if out.HasMargin && out.StopMargin < 0 && f != FaultPauseLong {
+	if out.HasMargin && out.StopMargin < 0 && tr.f != FaultPauseLong {
 		out.problem("the faulted command was still running %s after the next execution started", -out.StopMargin)
 	}
-	if final.code != 0 {
+	if tr.final.code != 0 {
 		out.Lost = true
-		out.problem("lost slot: the final run exited %d; %s", final.code, tail(final.stderr))
+		out.problem("lost slot: the final run exited %d; %s", tr.final.code, tail(tr.final.stderr))
 	}
 	if !out.OK() {
-		r.cfg.Logf("%s %s trial %s: %s", r.cfg.Store.Name, f, task, strings.Join(out.Problems, "; "))
-		for _, p := range procs {
-			r.cfg.Logf("once %s exited %d:\n%s", p.id, p.code, tail(p.stderr))
+		tr.r.cfg.Logf("%s %s trial %s: %s", tr.r.cfg.Store.Name, tr.f, tr.task, strings.Join(out.Problems, "; "))
+		for _, p := range tr.procs {
+			tr.r.cfg.Logf("once %s exited %d:\n%s", p.id, p.code, tail(p.stderr))
 		}
-		b, _ := os.ReadFile(filepath.Join(wdir, "log"))
-		r.cfg.Logf("witness log:\n%s", b)
+		b, _ := os.ReadFile(filepath.Join(tr.wdir, "log"))
+		tr.r.cfg.Logf("witness log:\n%s", b)
 	}
-	return out, nil
+	return nil
 }

@@ -62,92 +62,123 @@ type Record struct {
 // write was rejected (a fenced resource refuses a stale holder, so the job fails), 143 on SIGTERM,
 // 2 on a setup error.
 func WitnessMain() int {
+	w, err := newWitness()
+	if err == nil {
+		w.onTerm()
+		var held *os.File
+		if held, err = w.hold(); err == nil {
+			defer held.Close()
+			var rejected bool
+			if rejected, err = w.run(held); err == nil && rejected {
+				return 3
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "witness:", err)
+		return 2
+	}
+	return 0
+}
+
+// witness is one execution of the witness command, configured by the environment once and the
+// harness give it.
+type witness struct {
+	dir    string
+	writes int
+	sleep  time.Duration // between the first and the last write
+	escape bool          // ignore SIGTERM and start escapers (the escape faults)
+	base   Record
+	reg    *register
+}
+
+func newWitness() (*witness, error) {
 	dir := os.Getenv(EnvDir)
 	tok, err := strconv.ParseInt(os.Getenv("ONCE_FENCING_TOKEN"), 10, 64)
 	if dir == "" || err != nil {
-		fmt.Fprintln(os.Stderr, "witness: CHAOS_DIR and ONCE_FENCING_TOKEN must be set")
-		return 2
+		return nil, errors.New("CHAOS_DIR and ONCE_FENCING_TOKEN must be set")
 	}
-	writes, _ := strconv.Atoi(os.Getenv(EnvWrites))
-	if writes <= 0 {
-		writes = 4
+	w := &witness{dir: dir, reg: &register{dir: dir}, escape: os.Getenv(EnvEscape) == "1"}
+	if w.writes, _ = strconv.Atoi(os.Getenv(EnvWrites)); w.writes <= 0 {
+		w.writes = 4
 	}
 	sleepMS, _ := strconv.Atoi(os.Getenv(EnvSleep))
 	if sleepMS <= 0 {
 		sleepMS = 1000
 	}
+	w.sleep = time.Duration(sleepMS) * time.Millisecond
 	att, _ := strconv.Atoi(os.Getenv("ONCE_ATTEMPT"))
-	base := Record{Proc: os.Getenv(EnvProc), RunID: os.Getenv("ONCE_RUN_ID"), Slot: os.Getenv("ONCE_SLOT"),
+	w.base = Record{Proc: os.Getenv(EnvProc), RunID: os.Getenv("ONCE_RUN_ID"), Slot: os.Getenv("ONCE_SLOT"),
 		Attempt: att, Token: tok, PID: os.Getpid()}
-	reg := &register{dir: dir}
+	return w, nil
+}
 
-	escape := os.Getenv(EnvEscape) == "1"
-	if escape {
+// onTerm records SIGTERM and exits 143, or, for the escape faults, ignores it.
+func (w *witness) onTerm() {
+	if w.escape {
 		signal.Ignore(syscall.SIGTERM)
-	} else {
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGTERM)
-		go func() {
-			<-sigs
-			r := base
-			r.Kind = KindTerm
-			_ = reg.append(r)
-			os.Exit(143)
-		}()
+		return
 	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		r := w.base
+		r.Kind = KindTerm
+		_ = w.reg.append(r)
+		os.Exit(143)
+	}()
+}
 
-	held, err := os.OpenFile(filepath.Join(dir, "held"), os.O_CREATE|os.O_RDWR, 0o644)
+// hold takes the kernel lock every execution takes for its life; finding it held is an overlap,
+// recorded.
+func (w *witness) hold() (*os.File, error) {
+	held, err := os.OpenFile(filepath.Join(w.dir, "held"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "witness:", err)
-		return 2
+		return nil, err
 	}
-	defer held.Close()
 	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			fmt.Fprintln(os.Stderr, "witness: flock:", err)
-			return 2
+			held.Close()
+			return nil, fmt.Errorf("flock: %w", err)
 		}
-		fmt.Fprintf(os.Stderr, "WITNESS: OVERLAP: run %s (token %d) started while another execution held the lock\n", base.RunID, tok)
-		r := base
+		fmt.Fprintf(os.Stderr, "WITNESS: OVERLAP: run %s (token %d) started while another execution held the lock\n", w.base.RunID, w.base.Token)
+		r := w.base
 		r.Kind = KindOverlap
-		if err := reg.append(r); err != nil {
-			fmt.Fprintln(os.Stderr, "witness:", err)
-			return 2
+		if err := w.reg.append(r); err != nil {
+			held.Close()
+			return nil, err
 		}
 	}
-	rejected := false
-	for i := 0; i <= writes; i++ {
+	return held, nil
+}
+
+// run makes the entry and the fenced writes, then records the exit; rejected is whether the
+// register refused a write (a stale token).
+func (w *witness) run(held *os.File) (rejected bool, err error) {
+	for i := 0; i <= w.writes; i++ {
 		if i > 0 {
-			time.Sleep(time.Duration(sleepMS) * time.Millisecond / time.Duration(writes))
+			time.Sleep(w.sleep / time.Duration(w.writes))
 		}
-		r := base
+		r := w.base
 		r.Kind = KindWrite
 		if i == 0 {
 			r.Kind = KindEntry
 		}
-		ok, err := reg.write(r)
+		ok, err := w.reg.write(r)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "witness:", err)
-			return 2
+			return false, err
 		}
 		rejected = rejected || !ok
-		if i == 0 && escape {
-			if err := startEscapers(dir, held); err != nil {
-				fmt.Fprintln(os.Stderr, "witness:", err)
-				return 2
+		if i == 0 && w.escape {
+			if err := startEscapers(w.dir, held); err != nil {
+				return false, err
 			}
 		}
 	}
-	r := base
+	r := w.base
 	r.Kind = KindExit
-	if err := reg.append(r); err != nil {
-		fmt.Fprintln(os.Stderr, "witness:", err)
-		return 2
-	}
-	if rejected {
-		return 3
-	}
-	return 0
+	return rejected, w.reg.append(r)
 }
 
 // register is the fencing-aware resource: a file holding the highest accepted token, guarded by a

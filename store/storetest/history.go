@@ -90,43 +90,7 @@ func testHistoryPages(t *testing.T, h Harness) {
 			seen[e.Cursor] = true
 		}
 		for _, size := range []int{1, 2, 5} {
-			// Forwards, with an entry written in the middle of the walk (newer: not in the walk).
-			all := history(t, o, q)
-			var walked []store.Entry
-			page := q
-			page.Limit = size
-			for n := 0; ; n++ {
-				es := history(t, o, page)
-				walked = append(walked, es...)
-				if n == 1 {
-					if err := s.Record(ctx, store.Event{Task: "job", Slot: "d0", Kind: store.Busy, RunID: "mid-walk"}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if len(es) < size {
-					break
-				}
-				page.Before = es[len(es)-1].Cursor
-			}
-			if got, want := entryRuns(walked), entryRuns(all); got != want {
-				t.Fatalf("history %+v in pages of %d:\n got %s\nwant %s", q, size, got, want)
-			}
-			// Back from the oldest entry: After gives the page nearest to it, newest first.
-			cur := history(t, o, q)
-			var back []store.Entry
-			page = q
-			page.Limit, page.After = size, cur[len(cur)-1].Cursor
-			for {
-				es := history(t, o, page)
-				back = append(es, back...)
-				if len(es) < size {
-					break
-				}
-				page.After = es[0].Cursor
-			}
-			if got, want := entryRuns(back), entryRuns(cur[:len(cur)-1]); got != want {
-				t.Fatalf("history %+v back in pages of %d:\n got %s\nwant %s", q, size, got, want)
-			}
+			walkPages(t, s, o, q, size)
 		}
 		// Between two cursors.
 		if all := history(t, o, q); len(all) >= 4 {
@@ -145,6 +109,50 @@ func testHistoryPages(t *testing.T, h Harness) {
 	}
 }
 
+// walkPages walks history q in pages of size, forwards (with an entry written by s in the middle of
+// the walk, newer, so not in it) and back from the oldest entry, and compares with one read.
+func walkPages(t *testing.T, s, o store.Store, q store.HistoryQuery, size int) {
+	t.Helper()
+	ctx := ctxT(t)
+	// Forwards, with an entry written in the middle of the walk (newer: not in the walk).
+	all := history(t, o, q)
+	var walked []store.Entry
+	page := q
+	page.Limit = size
+	for n := 0; ; n++ {
+		es := history(t, o, page)
+		walked = append(walked, es...)
+		if n == 1 {
+			if err := s.Record(ctx, store.Event{Task: "job", Slot: "d0", Kind: store.Busy, RunID: "mid-walk"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(es) < size {
+			break
+		}
+		page.Before = es[len(es)-1].Cursor
+	}
+	if got, want := entryRuns(walked), entryRuns(all); got != want {
+		t.Fatalf("history %+v in pages of %d:\n got %s\nwant %s", q, size, got, want)
+	}
+	// Back from the oldest entry: After gives the page nearest to it, newest first.
+	cur := history(t, o, q)
+	var back []store.Entry
+	page = q
+	page.Limit, page.After = size, cur[len(cur)-1].Cursor
+	for {
+		es := history(t, o, page)
+		back = append(es, back...)
+		if len(es) < size {
+			break
+		}
+		page.After = es[0].Cursor
+	}
+	if got, want := entryRuns(back), entryRuns(cur[:len(cur)-1]); got != want {
+		t.Fatalf("history %+v back in pages of %d:\n got %s\nwant %s", q, size, got, want)
+	}
+}
+
 // pruneSlot is a slot testPrune builds and what Prune must keep of it.
 type pruneSlot struct {
 	slot string
@@ -155,6 +163,87 @@ type pruneSlot struct {
 // decision reads: Slot and Waiting say the same after it, attempt numbers go on, dry runs count
 // the same and change nothing, a second prune removes nothing, other tasks are left alone.
 func testPrune(t *testing.T, h Harness) {
+	s, l, cutoff := seedPrune(t, h)
+	ctx := ctxT(t)
+	slots := []pruneSlot{
+		{"done", "d2 d3 d-new"},
+		{"failing", "f1 f2"},
+		{"review", "v1 v-rev"},
+		{"unknown", "u1 u2"},
+		{"again", "a2 a4 a5"},
+		{"settled", "s2"},
+		{"running", "n1 n2"},
+	}
+	before := map[string]store.SlotState{}
+	for _, p := range slots {
+		before[p.slot] = slotState(t, s, "job", p.slot)
+	}
+	waiting, err := s.Waiting(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := history(t, s, store.HistoryQuery{})
+	r := store.PruneRequest{Before: cutoff, Task: "job"}
+
+	dry := r
+	dry.DryRun = true
+	counted, err := s.Prune(ctx, dry)
+	if err != nil {
+		t.Fatalf("Prune dry run: %v", err)
+	}
+	if got := history(t, s, store.HistoryQuery{}); entryRuns(got) != entryRuns(all) {
+		t.Fatalf("a dry run changed history:\n got %s\nwant %s", entryRuns(got), entryRuns(all))
+	}
+	// Since: what happened before the skipped event of slot done (its attempts) is left alone.
+	var since time.Time
+	for _, e := range all {
+		if e.RunID == "d-skip" {
+			since = e.StartedAt
+		}
+	}
+	window := r
+	window.Since = since
+	got, err := s.Prune(ctx, window)
+	if err != nil {
+		t.Fatalf("Prune since %s: %v", since, err)
+	}
+	if want := (store.PruneResult{Attempts: 3, Events: 3}); got != want {
+		t.Fatalf("Prune since the skipped event removed %+v, want %+v (a1, a3, s1; d-skip, d-busy, a-rev)", got, want)
+	}
+	rest, err := s.Prune(ctx, r)
+	if err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	got.Add(rest)
+	// Removed: d1, d-skip, d-busy, a1, a3, a-rev (a review about attempt 3, which a person
+	// resolved), s1. Kept: everything that a decision reads.
+	if want := (store.PruneResult{Attempts: 4, Events: 3}); got != want || counted != want {
+		t.Fatalf("Prune removed %+v, its dry run counted %+v; want %+v", got, counted, want)
+	}
+	checkPruned(t, s, slots, before, len(waiting))
+	if again, err := s.Prune(ctx, r); err != nil || again != (store.PruneResult{}) {
+		t.Fatalf("second prune: %+v, %v; want nothing removed", again, err)
+	}
+	// Attempt numbers go on after the pruned ones; the checkpoint is handed on.
+	begin(t, s, l, "failing", "f3", 3)
+	if st := slotState(t, s, "job", "failing"); st.Failures != 2 {
+		t.Fatalf("failing slot after prune: %d failures, want 2 (its budget)", st.Failures)
+	}
+	// Every task: other's superseded attempt goes too.
+	if got, err := s.Prune(ctx, store.PruneRequest{Before: cutoff}); err != nil || got != (store.PruneResult{Attempts: 1}) {
+		t.Fatalf("prune of every task: %+v, %v; want other's attempt o1", got, err)
+	}
+	for _, bad := range []store.PruneRequest{{}, {Before: cutoff, Since: since, ForgetSlots: true}} {
+		if _, err := s.Prune(ctx, bad); !errors.Is(err, store.ErrInvalid) {
+			t.Fatalf("Prune(%+v): %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// seedPrune writes the history testPrune prunes: task job, one slot per rule of what a prune must
+// keep, and task other; it returns the store, job's lease and the cutoff, after which it wrote a
+// little more.
+func seedPrune(t *testing.T, h Harness) (store.Store, store.Lease, time.Time) {
 	dsn := h.DSN(t)
 	s := client(t, dsn)
 	ctx := ctxT(t)
@@ -226,62 +315,13 @@ func testPrune(t *testing.T, h Harness) {
 	if h := history(t, s, store.HistoryQuery{Limit: 1}); !h[0].StartedAt.After(cutoff) {
 		t.Fatalf("the store's clock went back: %s after %s", h[0].StartedAt, cutoff)
 	}
+	return s, l, cutoff
+}
 
-	slots := []pruneSlot{
-		{"done", "d2 d3 d-new"},
-		{"failing", "f1 f2"},
-		{"review", "v1 v-rev"},
-		{"unknown", "u1 u2"},
-		{"again", "a2 a4 a5"},
-		{"settled", "s2"},
-		{"running", "n1 n2"},
-	}
-	before := map[string]store.SlotState{}
-	for _, p := range slots {
-		before[p.slot] = slotState(t, s, "job", p.slot)
-	}
-	waiting, err := s.Waiting(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := history(t, s, store.HistoryQuery{})
-	r := store.PruneRequest{Before: cutoff, Task: "job"}
-
-	dry := r
-	dry.DryRun = true
-	counted, err := s.Prune(ctx, dry)
-	if err != nil {
-		t.Fatalf("Prune dry run: %v", err)
-	}
-	if got := history(t, s, store.HistoryQuery{}); entryRuns(got) != entryRuns(all) {
-		t.Fatalf("a dry run changed history:\n got %s\nwant %s", entryRuns(got), entryRuns(all))
-	}
-	// Since: what happened before the skipped event of slot done (its attempts) is left alone.
-	var since time.Time
-	for _, e := range all {
-		if e.RunID == "d-skip" {
-			since = e.StartedAt
-		}
-	}
-	window := r
-	window.Since = since
-	got, err := s.Prune(ctx, window)
-	if err != nil {
-		t.Fatalf("Prune since %s: %v", since, err)
-	}
-	if want := (store.PruneResult{Attempts: 3, Events: 3}); got != want {
-		t.Fatalf("Prune since the skipped event removed %+v, want %+v (a1, a3, s1; d-skip, d-busy, a-rev)", got, want)
-	}
-	rest, err := s.Prune(ctx, r)
-	if err != nil {
-		t.Fatalf("Prune: %v", err)
-	}
-	got.Add(rest)
-	// Removed: d1, d-skip, d-busy, a1, a3, a-rev (a review about attempt 3, which a person
-	// resolved), s1. Kept: everything that a decision reads.
-	if want := (store.PruneResult{Attempts: 4, Events: 3}); got != want || counted != want {
-		t.Fatalf("Prune removed %+v, its dry run counted %+v; want %+v", got, counted, want)
-	}
+// checkPruned checks each slot of job after the prune: the runs it keeps, and its state as a
+// decision reads it (last attempt, checkpoint, waiting, failures) unchanged; Waiting unchanged.
+func checkPruned(t *testing.T, s store.Store, slots []pruneSlot, before map[string]store.SlotState, waiting int) {
+	t.Helper()
 	for _, p := range slots {
 		var runs []string
 		es := history(t, s, store.HistoryQuery{Task: "job", Slot: p.slot})
@@ -298,28 +338,11 @@ func testPrune(t *testing.T, h Harness) {
 			t.Errorf("slot %s: %+v before prune, %+v after", p.slot, b, after)
 		}
 	}
-	if w, err := s.Waiting(ctx); err != nil || len(w) != len(waiting) || len(w) != 2 || w[0].Slot != "review" || w[1].Slot != "unknown" {
+	if w, err := s.Waiting(ctxT(t)); err != nil || len(w) != waiting || len(w) != 2 || w[0].Slot != "review" || w[1].Slot != "unknown" {
 		t.Fatalf("Waiting after prune = %+v, %v; want job/review and job/unknown as before", w, err)
 	}
 	if got := entryRuns(history(t, s, store.HistoryQuery{Task: "other"})); got != "other/o:succeeded:o2 other/o:failed:o1" {
 		t.Fatalf("prune of task job touched task other: %s", got)
-	}
-	if again, err := s.Prune(ctx, r); err != nil || again != (store.PruneResult{}) {
-		t.Fatalf("second prune: %+v, %v; want nothing removed", again, err)
-	}
-	// Attempt numbers go on after the pruned ones; the checkpoint is handed on.
-	begin(t, s, l, "failing", "f3", 3)
-	if st := slotState(t, s, "job", "failing"); st.Failures != 2 {
-		t.Fatalf("failing slot after prune: %d failures, want 2 (its budget)", st.Failures)
-	}
-	// Every task: other's superseded attempt goes too.
-	if got, err := s.Prune(ctx, store.PruneRequest{Before: cutoff}); err != nil || got != (store.PruneResult{Attempts: 1}) {
-		t.Fatalf("prune of every task: %+v, %v; want other's attempt o1", got, err)
-	}
-	for _, bad := range []store.PruneRequest{{}, {Before: cutoff, Since: since, ForgetSlots: true}} {
-		if _, err := s.Prune(ctx, bad); !errors.Is(err, store.ErrInvalid) {
-			t.Fatalf("Prune(%+v): %v, want ErrInvalid", bad, err)
-		}
 	}
 }
 

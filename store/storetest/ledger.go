@@ -155,6 +155,13 @@ func testAbandonResolve(t *testing.T, h Harness) {
 	}
 	_, err = b.Finish(ctx, "ra1", lb.Token, store.Outcome{State: store.Succeeded})
 	wantErr(t, "finish of an unknown attempt with the latest token", err, store.ErrConflict)
+	testResolveAbandoned(t, a, b)
+}
+
+// testResolveAbandoned: the slots job/s1 and job/s2 left unknown by an abandon wait for a person;
+// resolving s1 records who and why, once.
+func testResolveAbandoned(t *testing.T, a, b store.Store) {
+	ctx := ctxT(t)
 	st := slotState(t, b, "job", "s1")
 	if st.Last == nil || st.Last.State != store.Unknown || st.Last.EndedAt == nil || !st.Waiting || st.Failures != 1 {
 		t.Fatalf("slot after abandon: %+v", st)

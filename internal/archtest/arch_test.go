@@ -1,0 +1,167 @@
+// Package archtest checks the shape the architecture page (docs/architecture.md) promises: what each
+// package may import, and the size of files and functions. It has tests only.
+package archtest
+
+import (
+	"bufio"
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/once-run/once"
+
+// Limits from issue 13: no non-test file over 600 lines; no function over 80 lines unless its doc
+// comment gives the reason in a sentence starting "Long because".
+const (
+	maxFileLines = 600
+	maxFuncLines = 80
+	longReason   = "Long because"
+)
+
+// imports lists every package of the module with the module's and third parties' packages it imports
+// (tests excluded): go list, as the build sees them.
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...")
+	cmd.Dir = root(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	m := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		if pkg == "" {
+			pkg = "once"
+		}
+		m[pkg] = f[1:]
+	}
+	if len(m) < 20 || m["cmd/once"] == nil {
+		t.Fatalf("go list found %d packages: %s", len(m), out)
+	}
+	return m
+}
+
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func local(imp string) (string, bool) {
+	if imp == module {
+		return "once", true
+	}
+	if rest, ok := strings.CutPrefix(imp, module+"/"); ok {
+		return rest, true
+	}
+	return "", false
+}
+
+// testOnly are the packages only tests import: they may import anything, and nothing else imports them.
+var testOnly = map[string]bool{"store/storetest": true, "internal/chaos": true, "internal/sqlstore/sqltest": true, "internal/keystest": true}
+
+var backends = []string{"store/sqlite", "store/postgres", "store/mysql", "store/redis", "store/etcd", "store/zk"}
+
+func isBackend(p string) bool {
+	for _, b := range backends {
+		if p == b {
+			return true
+		}
+	}
+	return false
+}
+
+// TestImportRules: arrows point down (cli → job → once → lease/store ← backends).
+func TestImportRules(t *testing.T) {
+	for pkg, imps := range imports(t) {
+		if testOnly[pkg] {
+			continue
+		}
+		for _, imp := range imps {
+			dep, ok := local(imp)
+			third := !ok
+			if third && (strings.HasPrefix(imp, "github.com/spf13/cobra") || strings.HasPrefix(imp, "github.com/spf13/pflag")) &&
+				pkg != "internal/cli" {
+				t.Errorf("%s imports %s: only internal/cli parses flags", pkg, imp)
+			}
+			if third {
+				continue
+			}
+			switch {
+			case dep == "internal/cli" && pkg != "cmd/once":
+				t.Errorf("%s imports internal/cli: only cmd/once may", pkg)
+			case dep == "job" && pkg != "internal/cli":
+				t.Errorf("%s imports job: in this module only internal/cli runs commands under the guard", pkg)
+			case testOnly[dep]:
+				t.Errorf("%s imports %s, which is for tests only", pkg, dep)
+			case isBackend(pkg) && isBackend(dep):
+				t.Errorf("backend %s imports backend %s: no backend imports another", pkg, dep)
+			case isBackend(dep) && !(pkg == "internal/cli" || pkg == "cmd/once" || strings.HasPrefix(pkg, "examples/") || strings.HasPrefix(pkg, "bench/")):
+				t.Errorf("%s imports backend %s: the library knows stores through package store only", pkg, dep)
+			case (pkg == "store" || isBackend(pkg) || pkg == "internal/sqlstore" || pkg == "internal/kvstore") &&
+				(dep == "once" || dep == "lease" || dep == "supervise" || dep == "slot" || dep == "flock"):
+				t.Errorf("%s imports %s: stores know nothing of the guard", pkg, dep)
+			case pkg == "once" && (dep == "supervise" || dep == "notify"):
+				t.Errorf("once imports %s: the guard knows nothing of processes (package job runs commands)", dep)
+			}
+		}
+	}
+}
+
+// TestSizes: files and functions small enough to read; a long function says why.
+func TestSizes(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root(t), func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == "testdata" || strings.HasPrefix(n, ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root(t), p)
+		if n := fset.Position(f.End()).Line; n > maxFileLines {
+			t.Errorf("%s: %d lines, want at most %d: split it by concept", rel, n, maxFileLines)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok {
+				continue
+			}
+			n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+			if n > maxFuncLines && !strings.Contains(fd.Doc.Text(), longReason) {
+				t.Errorf("%s: %s is %d lines, want at most %d, or a sentence %q in its doc comment",
+					rel, fd.Name.Name, n, maxFuncLines, longReason+" …")
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
