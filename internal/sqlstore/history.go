@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/once-run/once/store"
 )
@@ -171,7 +172,7 @@ func (s *Store) HistoryQuery(q store.HistoryQuery) (string, []any, error) {
 		ai, ei = "attempts_task_time", "events_task_time"
 	}
 	add := func(b *branch, cond string, args ...any) {
-		b.conds = append(b.conds, strings.ReplaceAll(cond, "T", b.t))
+		b.conds = append(b.conds, cond)
 		b.args = append(b.args, args...)
 	}
 	for _, b := range []*branch{&at, &ev} {
@@ -182,26 +183,13 @@ func (s *Store) HistoryQuery(q store.HistoryQuery) (string, []any, error) {
 			add(b, "slot = ?", q.Slot)
 		}
 	}
-	// Older than c: an earlier time, or the same time and later in order (events come first).
-	if c := before; c != nil {
-		t := c.At.UTC()
-		if c.Event {
-			add(&at, "T <= ?", t)
-			add(&ev, "T <= ? AND (T < ? OR id < ?)", t, t, c.Seq)
-		} else {
-			add(&at, "T <= ? AND (T < ? OR id < ?)", t, t, c.Seq)
-			add(&ev, "T < ?", t)
-		}
+	atConds, evConds := store.PageConds(before, after, store.PageColumns{Time: at.t, Seq: "id"},
+		store.PageColumns{Time: ev.t, Seq: "id"}, func(t time.Time) any { return t.UTC() })
+	for _, c := range atConds {
+		add(&at, c.SQL, c.Args...)
 	}
-	if c := after; c != nil {
-		t := c.At.UTC()
-		if c.Event {
-			add(&at, "T > ?", t)
-			add(&ev, "T >= ? AND (T > ? OR id > ?)", t, t, c.Seq)
-		} else {
-			add(&at, "T >= ? AND (T > ? OR id > ?)", t, t, c.Seq)
-			add(&ev, "T >= ?", t)
-		}
+	for _, c := range evConds {
+		add(&ev, c.SQL, c.Args...)
 	}
 	dir := "DESC"
 	if after != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"strings"
+	"time"
 
 	"github.com/once-run/once/store"
 )
@@ -188,26 +189,13 @@ func (s *Store) historyQuery(q store.HistoryQuery) (string, []any, error) {
 			add(b, "slot = ?", q.Slot)
 		}
 	}
-	// Older than c: an earlier time, or the same time and later in order (events come first).
-	if c := before; c != nil {
-		us := c.At.UnixMicro()
-		if c.Event {
-			add(&at, "started_at <= ?", us)
-			add(&ev, "at <= ? AND (at < ? OR id < ?)", us, us, c.Seq)
-		} else {
-			add(&at, "started_at <= ? AND (started_at < ? OR rowid < ?)", us, us, c.Seq)
-			add(&ev, "at < ?", us)
-		}
+	atConds, evConds := store.PageConds(before, after, store.PageColumns{Time: "started_at", Seq: "rowid"},
+		store.PageColumns{Time: "at", Seq: "id"}, func(t time.Time) any { return t.UnixMicro() })
+	for _, c := range atConds {
+		add(&at, c.SQL, c.Args...)
 	}
-	if c := after; c != nil {
-		us := c.At.UnixMicro()
-		if c.Event {
-			add(&at, "started_at > ?", us)
-			add(&ev, "at >= ? AND (at > ? OR id > ?)", us, us, c.Seq)
-		} else {
-			add(&at, "started_at >= ? AND (started_at > ? OR rowid > ?)", us, us, c.Seq)
-			add(&ev, "at >= ?", us)
-		}
+	for _, c := range evConds {
+		add(&ev, c.SQL, c.Args...)
 	}
 	where := func(b branch) string {
 		if len(b.conds) == 0 {
