@@ -25,6 +25,15 @@ func harness() storetest.Harness {
 	return storetest.Harness{DSN: func(tb testing.TB) string { return withPrefix(tb, serverDSN(tb)) }}
 }
 
+// opener opens the store for the sqltest helpers that need its SQL side too.
+func opener(ctx context.Context, dsn string) (store.Store, *sqlstore.Store, error) {
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, s.Store, nil
+}
+
 func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
 
 // BenchmarkSuite: the suite's benchmarks (docs/benchmarks.md).
@@ -159,11 +168,5 @@ func BenchmarkLeaseInterleaved(b *testing.B) {
 // A holder gone inside a ledger transaction blocks the task only until MariaDB ends its idle
 // session (idle_transaction_timeout), not for wait_timeout's eight hours.
 func TestIdleTransactionEnded(t *testing.T) {
-	sqltest.IdleTx(t, withPrefix(t, serverDSN(t)), func(ctx context.Context, dsn string) (store.Store, *sqlstore.Store, error) {
-		s, err := Open(ctx, dsn)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.Store, nil
-	}, "SELECT CAST(@@idle_transaction_timeout AS DOUBLE)", "&idle_transaction_timeout=1")
+	sqltest.IdleTx(t, withPrefix(t, serverDSN(t)), opener, "SELECT CAST(@@idle_transaction_timeout AS DOUBLE)", "&idle_transaction_timeout=1")
 }

@@ -27,6 +27,15 @@ func harness() storetest.Harness {
 	return storetest.Harness{DSN: func(tb testing.TB) string { return withPrefix(tb, serverDSN(tb)) }}
 }
 
+// opener opens the store for the sqltest helpers that need its SQL side too.
+func opener(ctx context.Context, dsn string) (store.Store, *sqlstore.Store, error) {
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, s.Store, nil
+}
+
 func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
 
 // BenchmarkSuite: the suite's benchmarks (docs/benchmarks.md).
@@ -157,12 +166,6 @@ func BenchmarkLeaseInterleaved(b *testing.B) {
 // A holder gone inside a ledger transaction blocks the task only until the server ends its idle
 // session (idle_in_transaction_session_timeout), not for TCP keepalive's two hours.
 func TestIdleTransactionEnded(t *testing.T) {
-	sqltest.IdleTx(t, withPrefix(t, serverDSN(t)), func(ctx context.Context, dsn string) (store.Store, *sqlstore.Store, error) {
-		s, err := Open(ctx, dsn)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.Store, nil
-	}, "SELECT EXTRACT(EPOCH FROM current_setting('idle_in_transaction_session_timeout')::interval)::float8",
+	sqltest.IdleTx(t, withPrefix(t, serverDSN(t)), opener, "SELECT EXTRACT(EPOCH FROM current_setting('idle_in_transaction_session_timeout')::interval)::float8",
 		"&idle_in_transaction_session_timeout=1s")
 }
