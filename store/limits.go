@@ -16,7 +16,7 @@ import (
 // for notes and checkpoints. The key-value stores keep one document per (task, slot) with every
 // attempt in it, and ZooKeeper refuses a node over about 1 MB: notes are kept small so that a
 // slot's document holds dozens of attempts with notes at the limit. Task names and slot values
-// have their own rules (once.ValidateTask, slot.CheckValue); keys have theirs (package keys).
+// have their own rules (once.ValidateTask, slot.CheckValue); keys and claims have theirs (claims.go).
 const (
 	// MaxHolderLen bounds a holder: --holder, ONCE_HOLDER, Options.Holder (a Kubernetes pod name
 	// is at most 253).
@@ -34,8 +34,9 @@ const (
 	MaxProgressLen = 64
 )
 
-// ErrInvalid is wrapped by the errors of CheckText and CheckName: a value the contract refuses
-// (too long, not UTF-8, a NUL byte, control characters). Nothing was written.
+// ErrInvalid is wrapped by every error about a value the contract refuses (CheckText, CheckName,
+// CheckScope, ValidateKey, ClaimRequest.Check, Claimant.Check, a bad history cursor or prune
+// request): too long, not UTF-8, a NUL byte, control characters. Nothing was written.
 var ErrInvalid = errors.New("store: invalid value")
 
 type invalidValue struct{ msg string }
