@@ -100,7 +100,7 @@ func TestContention(t *testing.T) {
 	if _, err := flock.Acquire(context.Background(), dir, "job/x", 0); !errors.Is(err, flock.ErrBusy) {
 		t.Fatalf("in-process: want ErrBusy, got %v", err)
 	}
-	if d := time.Since(start); d > 100*time.Millisecond {
+	if d := time.Since(start); d > time.Second { // fail fast, not wait: a loaded machine can be slow
 		t.Errorf("fail-fast took %v", d)
 	}
 	// A different task is independent.

@@ -52,8 +52,10 @@ func TestWaitStartsAtTheDeadHoldersExpiry(t *testing.T) {
 	}
 	late := time.Unix(0, int64(sec*1e9)).Sub(st.Leases[0].Expires)
 	t.Logf("the command started %s after the dead holder's lease expired", late.Round(time.Millisecond))
-	// 50 ms for the wake-up (lease/wake_test.go), the rest for starting the shim, sh and date.
-	if late < 0 || late > 250*time.Millisecond {
+	// Starting before the expiry would be two holders at once: that is the rule this test holds.
+	// How soon after the expiry it wakes is speed, measured by bench/wait-wakeup.sh (p99 4-17 ms);
+	// the bound here only catches waiting out a whole extra lease on a loaded CI machine.
+	if late < 0 || late > 2*time.Second {
 		t.Fatalf("the command started %s after the expiry", late)
 	}
 }
