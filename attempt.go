@@ -114,7 +114,7 @@ func (g *guard) decideSlot(st store.SlotState) (Decision, string) {
 func (g *guard) logDecision(ctx context.Context, d Decision, reason string, last *store.Attempt, token int64, quiet bool) {
 	switch d {
 	case Skipped:
-		if quiet {
+		if quiet || g.o.Fleet {
 			g.log.Debug("skipped", "reason", reason, "attempt", last.Number)
 			return
 		}

@@ -110,8 +110,7 @@ func (g *guard) lockLocal(ctx context.Context) (unlock func(), busy *Result, err
 			return nil, nil, err
 		}
 		reason := "another once on this machine holds the task's lock"
-		g.log.Info("busy", "reason", reason)
-		g.event(ctx, store.Busy, 0, 0, reason)
+		g.busyEvent(ctx, reason)
 		return nil, &Result{Decision: Busy, Reason: reason}, nil
 	}
 	if err != nil {
@@ -146,8 +145,7 @@ func (g *guard) takeLease(ctx context.Context, first *string) (ls *lease.Lease, 
 	if errors.As(err, &be) {
 		reason := fmt.Sprintf("held by %s (token %d, run %s) until %s", be.Lease.Holder, be.Lease.Token,
 			be.Lease.RunID, be.Lease.Expires.UTC().Format(time.RFC3339))
-		g.log.Info("busy", "reason", reason)
-		g.event(ctx, store.Busy, 0, 0, reason)
+		g.busyEvent(ctx, reason)
 		return nil, nil, &Result{Decision: Busy, Holder: &be.Lease, Reason: reason}, nil
 	}
 	if err != nil {
@@ -248,6 +246,17 @@ func (g *guard) minHold(ctx context.Context, ls *lease.Lease, firstStart time.Ti
 		case <-ctx.Done():
 		}
 	}
+}
+
+// busyEvent logs and records that the task was held elsewhere; in a fleet only at Debug
+// (Options.Fleet).
+func (g *guard) busyEvent(ctx context.Context, reason string) {
+	if g.o.Fleet {
+		g.log.Debug("busy", "reason", reason)
+		return
+	}
+	g.log.Info("busy", "reason", reason)
+	g.event(ctx, store.Busy, 0, 0, reason)
 }
 
 // event records a skipped, busy or review event. A busy event is recorded lazily where the store

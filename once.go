@@ -91,6 +91,11 @@ type Options struct {
 	// be called (the lease was lost before the attempt was recorded): Prepare's resources must be
 	// released by the caller after Do returns.
 	Prepare func(ctx context.Context, run *Run) error
+	// Fleet marks a launch by one of several nodes that all launch every slot and expect one of them
+	// to run it (a scheduler such as package scheduler): finding the task held elsewhere (Busy) or
+	// the slot already succeeded (Skipped) is then the fleet working, not news, so it is logged at
+	// Debug and recorded in no history event. Reviews and every attempt are recorded as always.
+	Fleet bool
 	// Now is the clock that CatchUp uses to tell which slots are due; nil means time.Now. Tests
 	// set it to simulate downtime. Lease expiry never uses it: that is the store's clock.
 	Now func() time.Time

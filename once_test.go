@@ -281,3 +281,40 @@ func TestWorkCancelledWhenLeaseLost(t *testing.T) {
 		t.Fatalf("RecordErr %v: a stale holder's outcome must be refused", r.RecordErr)
 	}
 }
+
+// A fleet's losers record nothing: busy while another node runs the slot, skipped once it
+// succeeded. Only the winner's attempt is in history.
+func TestFleetLosersRecordNoEvents(t *testing.T) {
+	s, dsn := newStore(t)
+	other, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		once.Do(context.Background(), once.Options{Store: other, Task: "t", Slot: "s1", Holder: "A", TTL: 2 * time.Second, Fleet: true},
+			func(context.Context, *once.Run) error {
+				close(started)
+				<-release
+				return nil
+			})
+	}()
+	<-started
+	if r := do(t, once.Options{Store: s, Task: "t", Slot: "s1", Holder: "B", TTL: time.Second, Fleet: true}, ok); r.Decision != once.Busy {
+		t.Fatalf("while held: %+v", r)
+	}
+	close(release)
+	<-done
+	if r := do(t, once.Options{Store: s, Task: "t", Slot: "s1", Holder: "B", TTL: time.Second, Fleet: true}, ok); r.Decision != once.Skipped {
+		t.Fatalf("after: %+v", r)
+	}
+	h, err := s.History(context.Background(), store.HistoryQuery{Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 1 || h[0].State != store.Succeeded || h[0].Holder != "A" {
+		t.Fatalf("history %+v, want only A's attempt", h)
+	}
+}

@@ -13,6 +13,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"io"
 	"iter"
 	"log/slog"
 	"os"
@@ -32,6 +33,10 @@ import (
 type Job struct {
 	// Args is the command and its arguments (required). Args[0] is looked up in PATH.
 	Args []string
+	// Dir is the command's working directory; "" is this process's.
+	Dir string
+	// Stdout and Stderr receive the command's output; nil inherits this process's.
+	Stdout, Stderr io.Writer
 	// Env, when set, returns variables added to every attempt's environment, after the process's
 	// own (without once's variables, see Environ) and the run's (once.Run.Env): the once command
 	// adds ONCE_STORE there.

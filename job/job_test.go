@@ -211,3 +211,45 @@ func TestStartExit(t *testing.T) {
 		t.Error("another failure has a shell's code")
 	}
 }
+
+// Dir and Stdout reach the command, and Stop ends a running command like a stop signal: the
+// attempt is recorded as failed with 128+15, so the slot follows the usual rules.
+func TestDirOutputAndStop(t *testing.T) {
+	dir := t.TempDir()
+	var out strings.Builder
+	var mu sync.Mutex
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) })
+	started := make(chan struct{})
+	var once1 sync.Once
+	r := newRunner(t, job.Job{Args: []string{"sh", "-c", "pwd; exec sleep 30"}, Dir: dir, Stdout: w,
+		Grace: time.Second, Before: func(*once.Run) { once1.Do(func() { close(started) }) }})
+	s := newStore(t)
+	go func() {
+		<-started
+		for { // until the command has printed its directory
+			mu.Lock()
+			n := out.Len()
+			mu.Unlock()
+			if n > 0 && r.Stop(15) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	res, err := r.Do(context.Background(), once.Options{Store: s, Task: "stop", Slot: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attempt == nil || res.Attempt.State != store.Failed || res.Attempt.ExitCode == nil || *res.Attempt.ExitCode != 143 {
+		t.Fatalf("attempt %+v, want failed with 143", res.Attempt)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.TrimSpace(out.String()); got != dir {
+		t.Fatalf("the command ran in %q, want %q", got, dir)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

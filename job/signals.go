@@ -50,6 +50,20 @@ func (r *Runner) HandleSignals(ctx context.Context) (context.Context, func()) {
 	return ctx, func() { signal.Stop(sigs); close(sigs); cancel(nil) }
 }
 
+// Stop stops the call as the stop signal sig would, for a program that decides itself when a run
+// must end (a scheduler's timeout, drain or replace): a running command gets sig and is killed
+// after Grace; a command not started yet is stopped as it starts. It reports whether a command
+// was running. The call still records the outcome (the exit status 128+N of a command that
+// honoured sig), so the slot follows the usual rules.
+func (r *Runner) Stop(sig syscall.Signal) bool {
+	r.gotSig.Store(sig)
+	if p := r.proc.Load(); p != nil {
+		p.Stop(sig, r.j.Grace)
+		return true
+	}
+	return false
+}
+
 // Signal is the stop signal HandleSignals received, or 0: when the call's context was cancelled
 // by it, the command had not started.
 func (r *Runner) Signal() syscall.Signal {

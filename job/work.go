@@ -24,7 +24,7 @@ func (r *Runner) prepare(ctx context.Context, run *once.Run) error {
 		env = append(env, r.j.Env()...)
 	}
 	pr, err := supervise.Prepare(supervise.Config{Args: append([]string{r.path}, r.j.Args[1:]...), Env: env,
-		Shim: r.j.Shim})
+		Dir: r.j.Dir, Stdout: r.j.Stdout, Stderr: r.j.Stderr, Shim: r.j.Shim})
 	if err != nil {
 		return err
 	}
