@@ -185,3 +185,28 @@ func TestAroundEveryTransition(t *testing.T) {
 		}
 	}
 }
+
+// TestPastZoneTable: Go's ZoneBounds returns a segment that ends before t for the last day of
+// a leap year past the zone's table (2040-12-31 in New York ends at 00:00Z); the searches must
+// not loop there, and the invariants hold across it.
+func TestPastZoneTable(t *testing.T) {
+	for _, day := range []string{"2040-12-30T12:00:00Z", "2040-12-31T00:00:00Z", "2040-12-31T13:30:00Z", "2108-12-31T12:00:00Z"} {
+		x := rfc(t, day)
+		for _, z := range fuzzZones {
+			for _, sp := range fuzzSpecs {
+				s := mustNew(t, sp.per, sp.sched, "", z)
+				for _, d := range []time.Duration{0, 6 * time.Hour, 12 * time.Hour, 18 * time.Hour} {
+					checkRoundTrip(t, s, x.Add(d))
+				}
+			}
+		}
+	}
+	// The hang FuzzParse found: a value in Pacific/Chatham whose search crosses 2108-12-31.
+	s := mustNew(t, "", "0 0 29 2 *", "", "Pacific/Chatham")
+	if _, err := s.Parse("2108-11-29T1:58:00+00:00"); err == nil {
+		t.Error("Parse accepted a time that is not a fire time")
+	}
+	if n := s.Next(rfc(t, "2108-11-29T01:58:00Z")); n.Value != "2112-02-29T00:00:00+13:45" {
+		t.Errorf("Next = %+v", n)
+	}
+}

@@ -163,6 +163,17 @@ func segmentAt(t time.Time, loc *time.Location) segment {
 	lt := t.In(loc)
 	_, off := lt.Zone()
 	s, e := lt.ZoneBounds()
+	// Past the end of a zone's table, Go (1.26) can return bounds that do not contain t: for
+	// Pacific/Chatham in the last day of 2108 the segment ends at 2108-12-31T00:00Z, a day
+	// early, and the search would loop there. Clock changes happen on a quarter hour (UTC), so
+	// the quarter hour around t has one offset: use it as the segment.
+	const q = 15 * time.Minute
+	if !e.IsZero() && !e.After(t) {
+		e = t.Truncate(q).Add(q)
+	}
+	if !s.IsZero() && s.After(t) {
+		s = t.Truncate(q)
+	}
 	return segment{start: s, end: e, off: time.Duration(off) * time.Second}
 }
 
