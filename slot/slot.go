@@ -220,7 +220,8 @@ func (s Spec) IsZero() bool { return s.kind == KindNone }
 func (s Spec) Location() *time.Location { return s.loc }
 
 // String describes the Spec for log lines and messages, e.g. `per day in Europe/Berlin`,
-// `schedule "0 2 * * *" in UTC`, `slot "batch-7"` or `no slot`.
+// `schedule "0 2 * * *" in UTC`, `schedule "*/2 * * * * *" in UTC`, `schedule "@every 5m" in UTC`,
+// `slot "batch-7"` or `no slot`. A schedule is shown as given, without surrounding spaces.
 func (s Spec) String() string {
 	switch s.kind {
 	case KindPer:
