@@ -35,10 +35,14 @@
 //     slot. An hour or minute skipped entirely has no --per value (Parse rejects it).
 //   - A wall time repeated by a fall-back starts a slot at its first occurrence only. For --per
 //     that makes the repeated hour one two-hour slot (2026-11-01T01 in New York) and the day 25
-//     hours long. A schedule whose hour field is "*" (e.g. "0 * * * *", @hourly) also fires at
-//     the second occurrence, which is a distinct slot because its offset differs
-//     (01:00:00-04:00, then 01:00:00-05:00); a fixed-hour schedule such as "30 1 * * *" fires
-//     once that day, as in cron(8).
+//     hours long. A schedule whose hour field is "*" (e.g. "0 * * * *", @hourly,
+//     "*/2 * * * * *") also fires at the second occurrence, which is a distinct slot because its
+//     offset differs (01:00:00-04:00, then 01:00:00-05:00); a fixed-hour schedule such as
+//     "30 1 * * *" or "30 30 1 * * *" fires once that day, as in cron(8).
+//
+// A seconds field changes none of this: "30 30 2 * * *" fires at 03:00:00 on the day 02:30:30
+// is skipped. "@every D" is the exception: its slots are fixed intervals of real time and
+// ignore clock changes (see Schedules).
 //
 // robfig/cron/v3 parses the cron text; fire times are computed here, because robfig's Next
 // (v3.0.1) skips a 02:30 job entirely on spring-forward day and runs a 01:30 job twice on
@@ -47,11 +51,23 @@
 // # Schedules
 //
 // Five fields (minute hour day-of-month month day-of-week, names like mon and jan allowed,
-// day-of-week 0–6 with 0 = Sunday) or @yearly @annually @monthly @weekly @daily @midnight
-// @hourly. A seconds field, @every, and TZ=/CRON_TZ= prefixes (use --tz) are rejected, and
-// so is a schedule that can never fire ("0 0 30 2 *"). As in cron, when both day-of-month and
-// day-of-week are restricted a day matches either.
+// day-of-week 0–6 with 0 = Sunday); six fields, the first being seconds (0–59):
+// "*/2 * * * * *" fires every 2 seconds, "30 0 2 * * *" at 02:00:30; @yearly @annually
+// @monthly @weekly @daily @midnight @hourly; or "@every D". TZ=/CRON_TZ= prefixes (use --tz)
+// are rejected, and so is a schedule that can never fire ("0 0 30 2 *"). As in cron, when
+// both day-of-month and day-of-week are restricted a day matches either.
 //
-// Searches look back or ahead at most 10 years, enough for the sparsest schedule
+// "@every D" takes a Go duration of whole seconds from 1s to 24h ("@every 30s", "@every 1h30m").
+// Its slots are fixed intervals anchored at the Unix epoch: the slot containing t starts at
+// floor(unix(t)/D)*D seconds, whatever the zone and its clock changes, so every node of a fleet
+// computes the same slots without coordinating, and a restart does not shift them. --tz only
+// chooses the offset the values are written with (RFC 3339, like other schedule values): in
+// New York "@every 1h" gives 2026-11-01T01:00:00-04:00 and then 2026-11-01T01:00:00-05:00.
+// (robfig's own @every counts from when its scheduler started, so nodes started at different
+// times would disagree.) An interval that does not divide a day is not aligned to midnight or
+// to the hour: "@every 7m" fires at 01:58:00Z, 02:05:00Z, …; and "@every 24h" fires at 00:00
+// UTC, which is 08:00 in Asia/Shanghai (a daily job at a local time is "0 2 * * *").
+//
+// Cron searches look back or ahead at most 10 years, enough for the sparsest schedule
 // ("0 0 29 2 *", 8 years apart around 2100).
 package slot

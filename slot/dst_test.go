@@ -68,6 +68,28 @@ func TestDST(t *testing.T) {
 		{"ny spring hourly", "", "0 * * * *", ny, "2026-03-08T07:30:00Z", "2026-03-08T03:00:00-04:00", "2026-03-08T07:00:00Z"},
 		{"sao paulo 2018 @daily", "", "@daily", "America/Sao_Paulo", "2018-11-04T12:00:00Z", "2018-11-04T01:00:00-02:00", "2018-11-04T03:00:00Z"},
 		{"lord howe half-hour fall", "", "45 1 * * *", "Australia/Lord_Howe", "2026-04-04T15:10:00Z", "2026-04-05T01:45:00+11:00", "2026-04-04T14:45:00Z"},
+
+		// A seconds field follows the same rules: gap times fire at the first instant after the
+		// gap, and a repeated wall time fires again only when the hour field is "*".
+		{"ny spring */2s before", "", "*/2 * * * * *", ny, "2026-03-08T06:59:59Z", "2026-03-08T01:59:58-05:00", "2026-03-08T06:59:58Z"},
+		{"ny spring */2s after", "", "*/2 * * * * *", ny, "2026-03-08T07:00:01Z", "2026-03-08T03:00:00-04:00", "2026-03-08T07:00:00Z"},
+		{"ny spring 02:30:30", "", "30 30 2 * * *", ny, "2026-03-08T07:00:05Z", "2026-03-08T03:00:00-04:00", "2026-03-08T07:00:00Z"},
+		{"ny spring 02:30:30 next day", "", "30 30 2 * * *", ny, "2026-03-09T06:30:30Z", "2026-03-09T02:30:30-04:00", "2026-03-09T06:30:30Z"},
+		{"ny fall */2s first", "", "*/2 * * * * *", ny, "2026-11-01T05:59:59Z", "2026-11-01T01:59:58-04:00", "2026-11-01T05:59:58Z"},
+		{"ny fall */2s repeat", "", "*/2 * * * * *", ny, "2026-11-01T06:00:01Z", "2026-11-01T01:00:00-05:00", "2026-11-01T06:00:00Z"},
+		{"ny fall 01:30:30 repeat", "", "30 30 1 * * *", ny, "2026-11-01T06:45:00Z", "2026-11-01T01:30:30-04:00", "2026-11-01T05:30:30Z"},
+		{"ny fall fixed hour every minute", "", "15 * 1 * * *", ny, "2026-11-01T06:30:20Z", "2026-11-01T01:59:15-04:00", "2026-11-01T05:59:15Z"},
+		{"berlin spring */2s before", "", "*/2 * * * * *", berlin, "2026-03-29T00:59:59Z", "2026-03-29T01:59:58+01:00", "2026-03-29T00:59:58Z"},
+		{"berlin spring */2s after", "", "*/2 * * * * *", berlin, "2026-03-29T01:00:01Z", "2026-03-29T03:00:00+02:00", "2026-03-29T01:00:00Z"},
+		{"berlin spring 02:30:45", "", "45 30 2 * * *", berlin, "2026-03-29T01:10:00Z", "2026-03-29T03:00:00+02:00", "2026-03-29T01:00:00Z"},
+		{"berlin fall */2s first", "", "*/2 * * * * *", berlin, "2026-10-25T00:59:59Z", "2026-10-25T02:59:58+02:00", "2026-10-25T00:59:58Z"},
+		{"berlin fall */2s repeat", "", "*/2 * * * * *", berlin, "2026-10-25T01:00:01Z", "2026-10-25T02:00:00+01:00", "2026-10-25T01:00:00Z"},
+		{"berlin fall 02:30:45 repeat", "", "45 30 2 * * *", berlin, "2026-10-25T01:45:00Z", "2026-10-25T02:30:45+02:00", "2026-10-25T00:30:45Z"},
+		// @every D ignores clock changes: fixed intervals from the Unix epoch; only the offset shown changes.
+		{"ny fall @every 1h repeat", "", "@every 1h", ny, "2026-11-01T06:30:00Z", "2026-11-01T01:00:00-05:00", "2026-11-01T06:00:00Z"},
+		{"ny spring @every 1h", "", "@every 1h", ny, "2026-03-08T07:30:00Z", "2026-03-08T03:00:00-04:00", "2026-03-08T07:00:00Z"},
+		{"berlin spring @every 90m", "", "@every 90m", berlin, "2026-03-29T01:10:00Z", "2026-03-29T01:00:00+01:00", "2026-03-29T00:00:00Z"},
+		{"berlin spring @every 90m after", "", "@every 90m", berlin, "2026-03-29T01:40:00Z", "2026-03-29T03:30:00+02:00", "2026-03-29T01:30:00Z"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			checkSlot(t, mustNew(t, c.per, c.sched, "", c.tz), c.at, c.value, c.start)
@@ -95,6 +117,16 @@ func TestNextAcrossDST(t *testing.T) {
 			"2026-11-01T01", "2026-11-01T02", "2026-11-01T03"}},
 		{"day", "", "Pacific/Apia", "2011-12-28T12:00:00Z", []string{"2011-12-29", "2011-12-31", "2012-01-01"}},
 		{"day", "", "Asia/Beirut", "2026-10-24T12:00:00Z", []string{"2026-10-25", "2026-10-26"}},
+		{"", "*/20 * * * * *", "America/New_York", "2026-11-01T05:59:30Z", []string{
+			"2026-11-01T01:59:40-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T01:00:20-05:00"}},
+		{"", "*/20 * * * * *", "Europe/Berlin", "2026-03-29T00:59:30Z", []string{
+			"2026-03-29T01:59:40+01:00", "2026-03-29T03:00:00+02:00", "2026-03-29T03:00:20+02:00"}},
+		{"", "0 30 1 * * *", "America/New_York", "2026-10-31T12:00:00Z", []string{
+			"2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"}},
+		{"", "@every 30m", "America/New_York", "2026-11-01T05:10:00Z", []string{
+			"2026-11-01T01:30:00-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T01:30:00-05:00", "2026-11-01T02:00:00-05:00"}},
+		{"", "@every 40m", "Europe/Berlin", "2026-03-29T00:00:00Z", []string{
+			"2026-03-29T01:40:00+01:00", "2026-03-29T03:20:00+02:00", "2026-03-29T04:00:00+02:00"}},
 		{"", "@hourly", "Asia/Beirut", "2026-10-24T19:30:00Z", []string{
 			"2026-10-24T23:00:00+03:00", "2026-10-24T23:00:00+02:00", "2026-10-25T00:00:00+02:00"}},
 	} {
@@ -151,5 +183,30 @@ func TestAroundEveryTransition(t *testing.T) {
 			}
 			x = e
 		}
+	}
+}
+
+// TestPastZoneTable: Go's ZoneBounds returns a segment that ends before t for the last day of
+// a leap year past the zone's table (2040-12-31 in New York ends at 00:00Z); the searches must
+// not loop there, and the invariants hold across it.
+func TestPastZoneTable(t *testing.T) {
+	for _, day := range []string{"2040-12-30T12:00:00Z", "2040-12-31T00:00:00Z", "2040-12-31T13:30:00Z", "2108-12-31T12:00:00Z"} {
+		x := rfc(t, day)
+		for _, z := range fuzzZones {
+			for _, sp := range fuzzSpecs {
+				s := mustNew(t, sp.per, sp.sched, "", z)
+				for _, d := range []time.Duration{0, 6 * time.Hour, 12 * time.Hour, 18 * time.Hour} {
+					checkRoundTrip(t, s, x.Add(d))
+				}
+			}
+		}
+	}
+	// The hang FuzzParse found: a value in Pacific/Chatham whose search crosses 2108-12-31.
+	s := mustNew(t, "", "0 0 29 2 *", "", "Pacific/Chatham")
+	if _, err := s.Parse("2108-11-29T1:58:00+00:00"); err == nil {
+		t.Error("Parse accepted a time that is not a fire time")
+	}
+	if n := s.Next(rfc(t, "2108-11-29T01:58:00Z")); n.Value != "2112-02-29T00:00:00+13:45" {
+		t.Errorf("Next = %+v", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 const horizon = 10 * 366 * 24 * time.Hour
 
 const (
+	secondMask = 1<<60 - 1
 	minuteMask = 1<<60 - 1
 	hourMask   = 1<<24 - 1
 	domMask    = 1<<32 - 2       // bits 1..31
@@ -18,11 +19,12 @@ const (
 	starBit    = uint64(1) << 63 // robfig marks a field written as "*" with this bit
 )
 
-// matcher decides which wall-clock minutes start a slot. It holds robfig's bit sets: bit i of
-// minute is set when minute i matches, and so on. Every --per period is also a matcher
-// (e.g. day is "0 0 * * *"), so periods and schedules share one search engine.
+// matcher decides which wall-clock seconds start a slot. It holds robfig's bit sets: bit i of
+// second is set when second i matches, and so on; a 5-field schedule matches second 0 only.
+// Every --per period is also a matcher (e.g. day is "0 0 0 * * *"), so periods and schedules
+// share one search engine.
 type matcher struct {
-	minute, hour, dom, month, dow uint64
+	second, minute, hour, dom, month, dow uint64
 	// domStar/dowStar: the field was "*", so the day matches on both fields (AND), as in cron;
 	// otherwise a day matches when either restricted field matches (OR).
 	domStar, dowStar bool
@@ -52,36 +54,46 @@ func dayStart(t time.Time) time.Time {
 	return time.Date(y, mo, d, 0, 0, 0, 0, time.UTC)
 }
 
-// latest returns the latest matching wall minute in [lo, hi].
+// latest returns the latest matching wall second in [lo, hi].
 func (m *matcher) latest(lo, hi time.Time) (time.Time, bool) {
-	w := hi.Truncate(time.Minute)
+	w := hi.Truncate(time.Second)
 	for !w.Before(lo) {
 		y, mo, _ := w.Date()
 		if m.month&(1<<uint(mo)) == 0 {
-			w = time.Date(y, mo, 1, 0, 0, 0, 0, time.UTC).Add(-time.Minute)
+			w = time.Date(y, mo, 1, 0, 0, 0, 0, time.UTC).Add(-time.Second)
 			continue
 		}
 		day := dayStart(w)
 		if !m.dayOK(w) {
-			w = day.Add(-time.Minute)
+			w = day.Add(-time.Second)
 			continue
 		}
 		hs := m.hour & hourMask & (uint64(2)<<uint(w.Hour()) - 1)
 		if hs == 0 {
-			w = day.Add(-time.Minute)
+			w = day.Add(-time.Second)
 			continue
 		}
-		h := 63 - bits.LeadingZeros64(hs)
-		if h != w.Hour() {
-			w = day.Add(time.Duration(h)*time.Hour + 59*time.Minute)
+		h := time.Duration(63-bits.LeadingZeros64(hs)) * time.Hour
+		if int(h/time.Hour) != w.Hour() {
+			w = day.Add(h + time.Hour - time.Second)
 			continue
 		}
 		ms := m.minute & minuteMask & (uint64(2)<<uint(w.Minute()) - 1)
 		if ms == 0 {
-			w = day.Add(time.Duration(h)*time.Hour - time.Minute)
+			w = day.Add(h - time.Second)
 			continue
 		}
-		w = day.Add(time.Duration(h)*time.Hour + time.Duration(63-bits.LeadingZeros64(ms))*time.Minute)
+		mi := time.Duration(63-bits.LeadingZeros64(ms)) * time.Minute
+		if int(mi/time.Minute) != w.Minute() {
+			w = day.Add(h + mi + time.Minute - time.Second)
+			continue
+		}
+		ss := m.second & secondMask & (uint64(2)<<uint(w.Second()) - 1)
+		if ss == 0 {
+			w = day.Add(h + mi - time.Second)
+			continue
+		}
+		w = day.Add(h + mi + time.Duration(63-bits.LeadingZeros64(ss))*time.Second)
 		if w.Before(lo) {
 			return time.Time{}, false
 		}
@@ -90,11 +102,11 @@ func (m *matcher) latest(lo, hi time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// earliest returns the earliest matching wall minute in [lo, hi].
+// earliest returns the earliest matching wall second in [lo, hi].
 func (m *matcher) earliest(lo, hi time.Time) (time.Time, bool) {
-	w := lo.Truncate(time.Minute)
+	w := lo.Truncate(time.Second)
 	if w.Before(lo) {
-		w = w.Add(time.Minute)
+		w = w.Add(time.Second)
 	}
 	for !w.After(hi) {
 		y, mo, _ := w.Date()
@@ -112,17 +124,27 @@ func (m *matcher) earliest(lo, hi time.Time) (time.Time, bool) {
 			w = day.AddDate(0, 0, 1)
 			continue
 		}
-		h := bits.TrailingZeros64(hs)
-		if h != w.Hour() {
-			w = day.Add(time.Duration(h) * time.Hour)
+		h := time.Duration(bits.TrailingZeros64(hs)) * time.Hour
+		if int(h/time.Hour) != w.Hour() {
+			w = day.Add(h)
 			continue
 		}
 		ms := m.minute & minuteMask &^ (uint64(1)<<uint(w.Minute()) - 1)
 		if ms == 0 {
-			w = day.Add(time.Duration(h+1) * time.Hour)
+			w = day.Add(h + time.Hour)
 			continue
 		}
-		w = day.Add(time.Duration(h)*time.Hour + time.Duration(bits.TrailingZeros64(ms))*time.Minute)
+		mi := time.Duration(bits.TrailingZeros64(ms)) * time.Minute
+		if int(mi/time.Minute) != w.Minute() {
+			w = day.Add(h + mi)
+			continue
+		}
+		ss := m.second & secondMask &^ (uint64(1)<<uint(w.Second()) - 1)
+		if ss == 0 {
+			w = day.Add(h + mi + time.Minute)
+			continue
+		}
+		w = day.Add(h + mi + time.Duration(bits.TrailingZeros64(ss))*time.Second)
 		if w.After(hi) {
 			return time.Time{}, false
 		}
@@ -141,6 +163,17 @@ func segmentAt(t time.Time, loc *time.Location) segment {
 	lt := t.In(loc)
 	_, off := lt.Zone()
 	s, e := lt.ZoneBounds()
+	// Past the end of a zone's table, Go (1.26) can return bounds that do not contain t: for
+	// Pacific/Chatham in the last day of 2108 the segment ends at 2108-12-31T00:00Z, a day
+	// early, and the search would loop there. Clock changes happen on a quarter hour (UTC), so
+	// the quarter hour around t has one offset: use it as the segment.
+	const q = 15 * time.Minute
+	if !e.IsZero() && !e.After(t) {
+		e = t.Truncate(q).Add(q)
+	}
+	if !s.IsZero() && s.After(t) {
+		s = t.Truncate(q)
+	}
 	return segment{start: s, end: e, off: time.Duration(off) * time.Second}
 }
 
@@ -248,7 +281,7 @@ func (m *matcher) next(t time.Time, loc *time.Location) (fire, bool) {
 // fires reports whether the matcher matches any day at all. Every (month, day, weekday)
 // combination, 29 February included, occurs in the 28 years 2001–2028.
 func (m *matcher) fires() bool {
-	if m.minute&minuteMask == 0 || m.hour&hourMask == 0 {
+	if m.second&secondMask == 0 || m.minute&minuteMask == 0 || m.hour&hourMask == 0 {
 		return false
 	}
 	for d := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() < 2029; d = d.AddDate(0, 0, 1) {

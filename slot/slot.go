@@ -39,11 +39,11 @@ var periods = map[string]struct {
 	example string
 	m       matcher
 }{
-	"minute": {"2006-01-02T15:04", "2026-11-29T02:05", matcher{minute: minuteMask, hour: hourMask, dom: domMask, month: monthMask, dow: dowMask, domStar: true, dowStar: true}},
-	"hour":   {"2006-01-02T15", "2026-11-29T02", matcher{minute: 1, hour: hourMask, dom: domMask, month: monthMask, dow: dowMask, domStar: true, dowStar: true}},
-	"day":    {"2006-01-02", "2026-11-29", matcher{minute: 1, hour: 1, dom: domMask, month: monthMask, dow: dowMask, domStar: true, dowStar: true}},
-	"week":   {"", "2026-W48", matcher{minute: 1, hour: 1, dom: domMask, month: monthMask, dow: 1 << time.Monday, domStar: true}},
-	"month":  {"2006-01", "2026-11", matcher{minute: 1, hour: 1, dom: 1 << 1, month: monthMask, dow: dowMask, dowStar: true}},
+	"minute": {"2006-01-02T15:04", "2026-11-29T02:05", matcher{second: 1, minute: minuteMask, hour: hourMask, dom: domMask, month: monthMask, dow: dowMask, domStar: true, dowStar: true}},
+	"hour":   {"2006-01-02T15", "2026-11-29T02", matcher{second: 1, minute: 1, hour: hourMask, dom: domMask, month: monthMask, dow: dowMask, domStar: true, dowStar: true}},
+	"day":    {"2006-01-02", "2026-11-29", matcher{second: 1, minute: 1, hour: 1, dom: domMask, month: monthMask, dow: dowMask, domStar: true, dowStar: true}},
+	"week":   {"", "2026-W48", matcher{second: 1, minute: 1, hour: 1, dom: domMask, month: monthMask, dow: 1 << time.Monday, domStar: true}},
+	"month":  {"2006-01", "2026-11", matcher{second: 1, minute: 1, hour: 1, dom: 1 << 1, month: monthMask, dow: dowMask, dowStar: true}},
 }
 
 // scheduleLayout is RFC 3339 with the numeric offset always written: "+00:00", never "Z", so
@@ -61,7 +61,8 @@ type Spec struct {
 	schedule string // cron text for KindSchedule
 	explicit string // value for KindSlot
 	loc      *time.Location
-	m        matcher
+	m        matcher       // KindPer, and KindSchedule unless every is set
+	every    time.Duration // KindSchedule "@every D": fixed slots of D anchored at the Unix epoch
 }
 
 // New validates the --per, --schedule, --slot and --tz flag values ("" = not given) and builds a
@@ -101,11 +102,16 @@ func New(per, schedule, explicit, tz string) (Spec, error) {
 		}
 		return Spec{kind: KindPer, per: per, loc: loc, m: p.m}, nil
 	}
-	m, err := parseSchedule(schedule)
+	sp := Spec{kind: KindSchedule, schedule: strings.TrimSpace(schedule), loc: loc}
+	if strings.HasPrefix(sp.schedule, "@every") {
+		sp.every, err = parseEvery(schedule)
+	} else {
+		sp.m, err = parseSchedule(schedule)
+	}
 	if err != nil {
 		return Spec{}, err
 	}
-	return Spec{kind: KindSchedule, schedule: strings.TrimSpace(schedule), loc: loc, m: m}, nil
+	return sp, nil
 }
 
 func loadZone(tz string) (*time.Location, error) {
@@ -123,10 +129,14 @@ func loadZone(tz string) (*time.Location, error) {
 	return loc, nil
 }
 
-// parseSchedule accepts 5-field cron and the descriptors @yearly @annually @monthly @weekly
-// @daily @midnight @hourly, using robfig/cron's parser for the fields only: fire times are
-// computed by this package (robfig's Next skips a 02:30 job on spring-forward day and runs a
-// 01:30 job twice on fall-back day).
+// scheduleWant is how error messages describe the accepted schedule forms.
+const scheduleWant = `5 fields (minute hour day-of-month month day-of-week) such as "0 2 * * *", 6 with a leading seconds field such as "*/10 * * * * *", @daily-style, or "@every 30s"`
+
+// parseSchedule accepts 5-field cron, 6-field cron with a leading seconds field, and the
+// descriptors @yearly @annually @monthly @weekly @daily @midnight @hourly, using robfig/cron's
+// parser for the fields only: fire times are computed by this package (robfig's Next skips a
+// 02:30 job on spring-forward day and runs a 01:30 job twice on fall-back day). "@every" is
+// parseEvery's.
 func parseSchedule(text string) (m matcher, err error) {
 	spec := strings.TrimSpace(text)
 	bad := func(why string) error {
@@ -134,24 +144,18 @@ func parseSchedule(text string) (m matcher, err error) {
 	}
 	switch {
 	case spec == "":
-		return m, bad("empty; want 5 fields (minute hour day-of-month month day-of-week) such as \"0 2 * * *\", or @daily")
+		return m, bad("empty; want " + scheduleWant)
 	case strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ="):
 		return m, bad("a zone prefix is not supported; use --tz")
-	case strings.HasPrefix(spec, "@every"):
-		return m, bad("@every is not supported; use a cron expression such as \"*/5 * * * *\"")
 	case strings.HasPrefix(spec, "@"):
 		switch spec {
 		case "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly":
 		default:
-			return m, bad("unknown descriptor; want @yearly, @annually, @monthly, @weekly, @daily, @midnight or @hourly")
+			return m, bad("unknown descriptor; want @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every D")
 		}
 	default:
-		if n := len(strings.Fields(spec)); n != 5 {
-			why := fmt.Sprintf("want 5 fields (minute hour day-of-month month day-of-week), found %d", n)
-			if n == 6 {
-				why += "; a seconds field is not supported"
-			}
-			return m, bad(why)
+		if n := len(strings.Fields(spec)); n != 5 && n != 6 {
+			return m, bad(fmt.Sprintf("want 5 fields (minute hour day-of-month month day-of-week) or 6 with a leading seconds field, found %d", n))
 		}
 	}
 	defer func() { // robfig's parser is not ours; never let it take the process down
@@ -159,7 +163,8 @@ func parseSchedule(text string) (m matcher, err error) {
 			err = bad("cannot parse")
 		}
 	}()
-	s, perr := cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor).Parse(spec)
+	// SecondOptional: 6 fields start with seconds; 5 fields get second 0.
+	s, perr := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor).Parse(spec)
 	if perr != nil {
 		return m, bad(oneLine(perr.Error()))
 	}
@@ -168,7 +173,7 @@ func parseSchedule(text string) (m matcher, err error) {
 		return m, bad("unsupported schedule")
 	}
 	m = matcher{
-		minute: ss.Minute, hour: ss.Hour, dom: ss.Dom, month: ss.Month, dow: ss.Dow,
+		second: ss.Second, minute: ss.Minute, hour: ss.Hour, dom: ss.Dom, month: ss.Month, dow: ss.Dow,
 		domStar: ss.Dom&starBit != 0, dowStar: ss.Dow&starBit != 0,
 		repeats: ss.Hour&hourMask == hourMask,
 	}
@@ -215,7 +220,8 @@ func (s Spec) IsZero() bool { return s.kind == KindNone }
 func (s Spec) Location() *time.Location { return s.loc }
 
 // String describes the Spec for log lines and messages, e.g. `per day in Europe/Berlin`,
-// `schedule "0 2 * * *" in UTC`, `slot "batch-7"` or `no slot`.
+// `schedule "0 2 * * *" in UTC`, `schedule "*/2 * * * * *" in UTC`, `schedule "@every 5m" in UTC`,
+// `slot "batch-7"` or `no slot`. A schedule is shown as given, without surrounding spaces.
 func (s Spec) String() string {
 	switch s.kind {
 	case KindPer:
@@ -236,7 +242,7 @@ func (s Spec) At(t time.Time) string {
 	case KindSlot:
 		return s.explicit
 	case KindPer, KindSchedule:
-		f, ok := s.m.prev(t, s.loc)
+		f, ok := s.prev(t)
 		if !ok {
 			return ""
 		}
@@ -263,7 +269,7 @@ func (s Spec) Start(t time.Time) (time.Time, error) {
 	if s.kind != KindPer && s.kind != KindSchedule {
 		return time.Time{}, invalidf("%s has no start time", s)
 	}
-	f, ok := s.m.prev(t, s.loc)
+	f, ok := s.prev(t)
 	if !ok {
 		return time.Time{}, invalidf("%s: no slot starts in the 10 years before %s", s, t.Format(time.RFC3339))
 	}
@@ -316,10 +322,10 @@ func (s Spec) parsePer(value string) (time.Time, error) {
 	// either, so also try w under the offsets in force a day before and after.
 	g := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), 0, 0, s.loc)
 	for _, c := range []time.Time{g, w.Add(-offsetAt(g.Add(-24*time.Hour), s.loc)), w.Add(-offsetAt(g.Add(24*time.Hour), s.loc))} {
-		if f, ok := s.m.prev(c, s.loc); ok && s.format(f) == value {
+		if f, ok := s.prev(c); ok && s.format(f) == value {
 			return f.at, nil
 		}
-		if f, ok := s.m.next(c, s.loc); ok && s.format(f) == value {
+		if f, ok := s.next(c); ok && s.format(f) == value {
 			return f.at, nil
 		}
 	}
@@ -340,10 +346,15 @@ func (s Spec) parseSchedule(value string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, invalidf("slot %q: not an RFC 3339 time (want e.g. 2026-11-29T02:00:00+08:00)", value)
 	}
-	// +59s: an offset with seconds (historic zones) loses them in RFC 3339.
-	f, ok := s.m.prev(x.Add(59*time.Second), s.loc)
-	if ok && (f.at.Equal(x) || s.format(f) == value) {
+	if f, ok := s.prev(x); ok && f.at.Equal(x) {
 		return f.at, nil
+	}
+	// An offset with seconds (historic zones) loses them in RFC 3339, so x may be up to 59s off
+	// the fire time written as value: look for it within a minute either side.
+	for f, ok := s.next(x.Add(-time.Minute)); ok && !f.at.After(x.Add(time.Minute)); f, ok = s.next(f.at) {
+		if s.format(f) == value {
+			return f.at, nil
+		}
 	}
 	return time.Time{}, invalidf("slot %q: not a fire time of %s", value, s)
 }
@@ -368,13 +379,13 @@ func (s Spec) Range(from, to time.Time, max int) ([]Slot, error) {
 		return nil, invalidf("range limit %d: must be at least 1", max)
 	}
 	var out []Slot
-	f, ok := s.m.next(from.Add(-time.Nanosecond), s.loc)
+	f, ok := s.next(from.Add(-time.Nanosecond))
 	for ok && !f.at.After(to) {
 		if len(out) == max {
 			return nil, invalidf("range %s to %s holds more than %d slots of %s", from.Format(time.RFC3339), to.Format(time.RFC3339), max, s)
 		}
 		out = append(out, Slot{Value: s.format(f), Start: f.at})
-		f, ok = s.m.next(f.at, s.loc)
+		f, ok = s.next(f.at)
 	}
 	return out, nil
 }
@@ -385,7 +396,7 @@ func (s Spec) Next(t time.Time) Slot {
 	if s.kind != KindPer && s.kind != KindSchedule {
 		return Slot{}
 	}
-	f, ok := s.m.next(t, s.loc)
+	f, ok := s.next(t)
 	if !ok {
 		return Slot{}
 	}

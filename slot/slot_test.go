@@ -149,6 +149,23 @@ func TestSchedule(t *testing.T) {
 		// Sparse: 29 February, 8 years apart around 2100.
 		{"0 0 29 2 *", "UTC", "2026-11-29T00:00:00Z", "2024-02-29T00:00:00+00:00", "2024-02-29T00:00:00Z"},
 		{"0 0 29 2 *", "UTC", "2103-12-31T00:00:00Z", "2096-02-29T00:00:00+00:00", "2096-02-29T00:00:00Z"},
+		// A leading seconds field.
+		{"*/2 * * * * *", "UTC", "2026-11-29T02:03:05.5Z", "2026-11-29T02:03:04+00:00", "2026-11-29T02:03:04Z"},
+		{"*/2 * * * * *", "UTC", "2026-11-29T02:03:04Z", "2026-11-29T02:03:04+00:00", "2026-11-29T02:03:04Z"},
+		{"*/2 * * * * *", "Asia/Kolkata", "2026-11-29T00:00:00Z", "2026-11-29T05:30:00+05:30", "2026-11-29T00:00:00Z"},
+		{"30 0 2 * * *", "Asia/Shanghai", "2026-11-29T02:00:29+08:00", "2026-11-28T02:00:30+08:00", "2026-11-28T02:00:30+08:00"},
+		{"30 0 2 * * *", "Asia/Shanghai", "2026-11-29T02:00:30+08:00", "2026-11-29T02:00:30+08:00", "2026-11-29T02:00:30+08:00"},
+		{"0 0 2 * * *", "Asia/Shanghai", "2026-11-29T02:03:00+08:00", "2026-11-29T02:00:00+08:00", "2026-11-29T02:00:00+08:00"},
+		{"10,50 59 23 31 12 *", "UTC", "2027-01-01T00:00:00Z", "2026-12-31T23:59:50+00:00", "2026-12-31T23:59:50Z"},
+		{"15-20 */30 9 * * mon", "UTC", "2026-11-30T09:30:45Z", "2026-11-30T09:30:20+00:00", "2026-11-30T09:30:20Z"},
+		// @every D: fixed slots anchored at the Unix epoch, whatever the zone (1795917784 = 02:03:04Z).
+		{"@every 7m", "UTC", "2026-11-29T02:03:04Z", "2026-11-29T01:58:00+00:00", "2026-11-29T01:58:00Z"},
+		{"@every 7m", "Asia/Kolkata", "2026-11-29T02:03:04Z", "2026-11-29T07:28:00+05:30", "2026-11-29T01:58:00Z"},
+		{"@every 45m", "America/New_York", "2026-11-29T02:03:04Z", "2026-11-28T20:30:00-05:00", "2026-11-29T01:30:00Z"},
+		{"@every 24h", "Asia/Shanghai", "2026-11-29T02:03:04Z", "2026-11-29T08:00:00+08:00", "2026-11-29T00:00:00Z"},
+		{"@every 23h59m59s", "UTC", "2026-11-29T02:03:04Z", "2026-11-28T18:13:34+00:00", "2026-11-28T18:13:34Z"},
+		{"@every 1s", "UTC", "2026-11-29T02:03:04.999Z", "2026-11-29T02:03:04+00:00", "2026-11-29T02:03:04Z"},
+		{"@every 10s", "UTC", "1969-12-31T23:59:55Z", "1969-12-31T23:59:50+00:00", "1969-12-31T23:59:50Z"},
 	} {
 		checkSlot(t, mustNew(t, "", c.sched, "", c.tz), c.at, c.value, c.start)
 	}
@@ -186,6 +203,12 @@ func TestExplicitAndNone(t *testing.T) {
 	if got := mustNew(t, "", "0 2 * * *", "", "UTC").String(); got != `schedule "0 2 * * *" in UTC` {
 		t.Error(got)
 	}
+	if got := mustNew(t, "", " @every 5m ", "", "UTC"); got.String() != `schedule "@every 5m" in UTC` || got.Kind() != KindSchedule {
+		t.Error(got.String(), got.Kind())
+	}
+	if got := mustNew(t, "", "*/2 * * * * *", "", "Europe/Berlin"); got.String() != `schedule "*/2 * * * * *" in Europe/Berlin` || got.Kind() != KindSchedule {
+		t.Error(got.String(), got.Kind())
+	}
 	if got := mustNew(t, "hour", "", "", "").Location(); got != time.Local {
 		t.Errorf("tz \"\" = %v, want Local", got)
 	}
@@ -208,16 +231,26 @@ func TestNewErrors(t *testing.T) {
 		{"", "", "x", "Mars/Base", "--tz"},
 		{"", "", "", "Mars/Base", "--tz"},
 		{"", "@daily", "", "Europe/Berlin\n", "--tz"},
-		{"", "0 2 * *", "", "UTC", "want 5 fields (minute hour day-of-month month day-of-week), found 4"},
-		{"", "0 0 2 * * *", "", "UTC", "found 6; a seconds field is not supported"},
+		{"", "0 2 * *", "", "UTC", "want 5 fields (minute hour day-of-month month day-of-week) or 6 with a leading seconds field, found 4"},
+		{"", "0 0 0 2 * * *", "", "UTC", "found 7"},
+		{"", "60 * * * * *", "", "UTC", "above maximum"},
+		{"", "0 0 0 30 2 *", "", "UTC", "never fires"},
 		{"", "60 * * * *", "", "UTC", "above maximum"},
 		{"", "0 24 * * *", "", "UTC", "above maximum"},
 		{"", "0 0 0 * *", "", "UTC", "below minimum"},
 		{"", "0 0 * 13 *", "", "UTC", "above maximum"},
 		{"", "0 0 * * 8", "", "UTC", "above maximum"},
 		{"", "5-1 * * * *", "", "UTC", "beyond end of range"},
-		{"", "@every 5m", "", "UTC", "@every is not supported"},
-		{"", "@every", "", "UTC", "@every is not supported"},
+		{"", "@every", "", "UTC", "want @every D with D a duration of whole seconds from 1s to 24h"},
+		{"", "@every 5m 2s", "", "UTC", "want @every D"},
+		{"", "@every five", "", "UTC", "want @every D"},
+		{"", "@every 500ms", "", "UTC", "at least 1s and at most 24h"},
+		{"", "@every 0s", "", "UTC", "at least 1s and at most 24h"},
+		{"", "@every -5m", "", "UTC", "at least 1s and at most 24h"},
+		{"", "@every 24h0m1s", "", "UTC", "at least 1s and at most 24h"},
+		{"", "@every 1500ms", "", "UTC", "must be whole seconds"},
+		{"", "@everyday", "", "UTC", "unknown descriptor"},
+		{"", "TZ=UTC */2 * * * * *", "", "UTC", "use --tz"},
 		{"", "@fortnightly", "", "UTC", "unknown descriptor"},
 		{"", "TZ=UTC 0 2 * * *", "", "UTC", "use --tz"},
 		{"", "CRON_TZ=UTC", "", "UTC", "use --tz"},
@@ -248,7 +281,8 @@ func TestNewErrors(t *testing.T) {
 			t.Errorf("--slot %q: %v", ok, err)
 		}
 	}
-	for _, ok := range []string{" 0 2 * * * ", "0 0 29 2 *", "0 0 ? * *", "0 0 * jan-mar sun", "*/5 * * * *"} {
+	for _, ok := range []string{" 0 2 * * * ", "0 0 29 2 *", "0 0 ? * *", "0 0 * jan-mar sun", "*/5 * * * *",
+		"*/2 * * * * *", "30 0 2 * * *", "0-59/15 * * * * mon-fri", "@every 1s", "@every 24h", "@every 1h30m", " @every\t90s "} {
 		if _, err := New("", ok, "", "UTC"); err != nil {
 			t.Errorf("--schedule %q: %v", ok, err)
 		}
@@ -288,6 +322,19 @@ func TestParse(t *testing.T) {
 		{"", "0 2 * * *", "Asia/Shanghai", "2026-11-29", ""},
 		{"", "0 2 * * *", "UTC", "2026-11-29T02:00:00Z", "2026-11-29T02:00:00Z"},
 		{"", "0 2 * * *", "UTC", "2026-11-29T02:00:00+00:00", "2026-11-29T02:00:00Z"},
+		{"", "*/2 * * * * *", "UTC", "2026-11-29T02:00:02+00:00", "2026-11-29T02:00:02Z"},
+		{"", "*/2 * * * * *", "UTC", "2026-11-29T02:00:03+00:00", ""},
+		{"", "*/2 * * * * *", "UTC", "2026-11-29T02:00:02.1+00:00", ""},
+		{"", "30 30 2 * * *", berlin, "2026-03-29T02:30:30+01:00", ""}, // in the gap: fires at 03:00+02:00 instead
+		{"", "30 30 2 * * *", berlin, "2026-03-29T03:00:00+02:00", "2026-03-29T01:00:00Z"},
+		{"", "*/2 * * * * *", berlin, "2026-03-29T03:00:00+02:00", "2026-03-29T01:00:00Z"},
+		{"", "*/2 * * * * *", berlin, "2026-10-25T02:30:00+01:00", "2026-10-25T01:30:00Z"}, // second pass
+		{"", "30 30 2 * * *", berlin, "2026-10-25T02:30:30+01:00", ""},                     // fixed hour: first pass only
+		{"", "@every 7m", "UTC", "2026-11-29T01:58:00+00:00", "2026-11-29T01:58:00Z"},
+		{"", "@every 7m", "Asia/Kolkata", "2026-11-29T01:58:00Z", "2026-11-29T01:58:00Z"},
+		{"", "@every 7m", "UTC", "2026-11-29T02:00:00+00:00", ""},
+		{"", "@every 7m", "UTC", "2026-11-29T01:58:00.5Z", ""},
+		{"", "@every 7m", "UTC", "2026-11-29", ""},
 	} {
 		s := mustNew(t, c.per, c.sched, "", c.tz)
 		got, err := s.Parse(c.value)

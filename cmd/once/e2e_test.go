@@ -212,6 +212,30 @@ func TestSlotRunsOnceAndFailedSlotRetries(t *testing.T) {
 	}
 }
 
+// TestSecondsAndEverySchedules: --schedule takes a leading seconds field and "@every D"; the slot
+// is the fire time to the second, and a second run in the same slot is skipped.
+func TestSecondsAndEverySchedules(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ task, sched string }{{"sec", "0 0 0 * * *"}, {"every", "@every 24h"}} {
+		out := filepath.Join(t.TempDir(), "slot")
+		before := time.Now().UTC().Format("2006-01-02")
+		for i := 0; i < 2; i++ {
+			r := e.run("run", "--task", c.task, "--schedule", c.sched, "--tz", "UTC", "--", "sh", "-c", "echo $ONCE_SLOT >> "+out)
+			if r.code != 0 {
+				t.Fatalf("%s run %d: %d %s", c.sched, i+1, r.code, r.stderr)
+			}
+		}
+		after := time.Now().UTC().Format("2006-01-02")
+		got, _ := os.ReadFile(out)
+		if g := string(got); g != before+"T00:00:00+00:00\n" && g != after+"T00:00:00+00:00\n" {
+			t.Errorf("%s: ONCE_SLOT lines %q, want one, of today's 00:00:00+00:00", c.sched, g)
+		}
+	}
+	if r := e.run("run", "--task", "t", "--schedule", "@every 1500ms", "--", "true"); r.code != 64 || !strings.Contains(r.stderr, "whole seconds") {
+		t.Errorf("@every 1500ms: %d %s", r.code, r.stderr)
+	}
+}
+
 func TestMaxAttemptsNeedsReview(t *testing.T) {
 	e := newEnv(t)
 	for i := 1; i <= 2; i++ {
@@ -388,6 +412,8 @@ func TestBadInputExits64AndRunsNothing(t *testing.T) {
 		"bad duration":      {"run", "--task", "t", "--ttl", "soon"},
 		"negative duration": {"run", "--task", "t", "--grace", "-1s"},
 		"bad cron":          {"run", "--task", "t", "--schedule", "61 * * * *"},
+		"bad seconds":       {"run", "--task", "t", "--schedule", "60 0 2 * * *"},
+		"bad every":         {"run", "--task", "t", "--schedule", "@every 25h"},
 		"bad zone":          {"run", "--task", "t", "--per", "day", "--tz", "Mars/Olympus"},
 		"bad per":           {"run", "--task", "t", "--per", "fortnight"},
 		"conflicting slots": {"run", "--task", "t", "--per", "day", "--slot", "x"},
