@@ -27,7 +27,9 @@ var jobKeys = []string{"name", "schedule", "tz", "command", "dir", "env", "timeo
 	"on-unknown", "max-attempts", "retry-backoff", "catch-up", "catch-up-max", "jitter", "notify", "ping", "overlap"}
 
 // defaultsKeys may be given in [defaults]: every job key but the three that make a job itself.
-func defaultsKey(k string) bool { return k != "name" && k != "schedule" && k != "command" && isJobKey(k) }
+func defaultsKey(k string) bool {
+	return k != "name" && k != "schedule" && k != "command" && isJobKey(k)
+}
 
 func isJobKey(k string) bool {
 	for _, x := range jobKeys {
