@@ -256,7 +256,7 @@ func (st *cronState) job(n int, line string) (cronJob, error) {
 		c.f["tz"] = value{v: st.tz, line: st.tzLine, from: " (from CRON_TZ)"}
 	}
 	for _, o := range st.opts {
-		c.f[o.key] = value{v: o.val, line: o.line}
+		c.f[o.key] = value{v: optText(o.val), line: o.line}
 		c.named = c.named || o.key == "name"
 	}
 	for k, v := range st.env {

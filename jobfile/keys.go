@@ -19,6 +19,10 @@ type value struct {
 	from string // "" or " (from [defaults])"
 }
 
+// optText is the text of a crontab's "# once:" option: numbers are written as text there, while
+// TOML has integers.
+type optText string
+
 // fields are one job's keys before validation.
 type fields map[string]value
 
@@ -176,6 +180,9 @@ var flagWords = strings.NewReplacer("--schedule", "schedule", "--tz", "tz")
 
 // set validates one key's value into j; "" when good, else what is wrong and how to fix it.
 func set(j *Job, k string, v any) string {
+	if o, ok := v.(optText); ok && k != "max-attempts" && k != "catch-up-max" {
+		v = string(o)
+	}
 	if d, ok := durationKeys[k]; ok {
 		dur, msg := durationValue(k, v, d.min, d.max, d.example)
 		*d.field(j) = dur
@@ -337,9 +344,9 @@ func intValue(k string, v any, lo, hi int, example string) (int, string) {
 	switch x := v.(type) {
 	case int64:
 		n = x
-	case string: // from a crontab's "# once:" options
+	case optText: // from a crontab's "# once:" options
 		var err error
-		if n, err = strconv.ParseInt(x, 10, 64); err != nil {
+		if n, err = strconv.ParseInt(string(x), 10, 64); err != nil {
 			return 0, fmt.Sprintf("%s %q is not a whole number: give one such as %s", k, x, example)
 		}
 	default:
