@@ -67,6 +67,9 @@ func readCrontab(file string, data []byte) ([]cronJob, error) {
 	st := &cronState{file: file, env: map[string]string{}, shell: "sh"}
 	var jobs []cronJob
 	lines := strings.Split(string(data), "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1] // the final newline ends the last line
+	}
 	for i, raw := range lines {
 		n := i + 1
 		if !utf8.ValidString(raw) {
