@@ -104,7 +104,7 @@ func quote(s string) string {
 		case r == '"' || r == '\\':
 			b.WriteByte('\\')
 			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f:
+		case r < 0x20 && r != '\t' || r == 0x7f:
 			fmt.Fprintf(&b, "\\u%04X", r)
 		default:
 			b.WriteRune(r)
