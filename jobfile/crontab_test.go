@@ -68,8 +68,11 @@ func TestDeriveName(t *testing.T) {
 	if DeriveName("backup --full") == DeriveName("backup --fast") {
 		t.Error("two commands, one name")
 	}
-	// The documented example (docs/jobs-file.md): keep it true.
-	if n := DeriveName("/usr/local/bin/backup --full"); n != "backup-"+n[len("backup-"):] || len(n) != 15 {
+	// The documented examples (docs/jobs-file.md): a name never changes once released.
+	if n := DeriveName("/usr/local/bin/backup --full"); n != "backup-ad8c850f" {
+		t.Error(n)
+	}
+	if n := DeriveName("FOO=1 /opt/run.sh"); n != "run.sh-cb38d3d3" {
 		t.Error(n)
 	}
 }
