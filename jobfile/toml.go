@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/once-run/once/slot"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 )
@@ -51,6 +52,9 @@ func parseTOML(file string, data []byte) ([]Job, error) {
 					msg = fmt.Sprintf("%s cannot be in [defaults]: give it in each [[job]]", k)
 				}
 				return nil, errorf(file, at.line("defaults", k), "%s", msg)
+			}
+			if msg := checkDefault(k, m[k]); msg != "" { // also when every job gives its own
+				return nil, errorf(file, at.line("defaults", k), "%s (in [defaults])", msg)
 			}
 		}
 		defaults = m
@@ -106,6 +110,19 @@ func tomlJob(file string, at *lineIndex, i int, x any, defaults map[string]any) 
 		f[k] = value{v: v, line: at.line("job", idx, k)}
 	}
 	return build(file, start, f)
+}
+
+// checkDefault validates one [defaults] key's value on its own; "" when good.
+func checkDefault(k string, v any) string {
+	if msg := set(&Job{}, k, v); msg != "" {
+		return msg
+	}
+	if s, ok := v.(string); ok && k == "tz" {
+		if _, err := slot.New("", "", "", s); err != nil {
+			return flagWords.Replace(err.Error())
+		}
+	}
+	return ""
 }
 
 // sortedKeys are m's keys in the order they appear in the file, so that the first error reported
