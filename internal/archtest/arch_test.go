@@ -117,6 +117,8 @@ func TestImportRules(t *testing.T) {
 			case (pkg == "store" || isBackend(pkg) || pkg == "internal/sqlstore" || pkg == "internal/kvstore") &&
 				(dep == "once" || dep == "lease" || dep == "supervise" || dep == "slot" || dep == "flock"):
 				t.Errorf("%s imports %s: stores know nothing of the guard", pkg, dep)
+			case pkg == "jobfile" && dep != "once" && dep != "slot" && dep != "store":
+				t.Errorf("jobfile imports %s: it reads jobs files with once, slot and store only", dep)
 			case pkg == "once" && (dep == "supervise" || dep == "notify"):
 				t.Errorf("once imports %s: the guard knows nothing of processes (package job runs commands)", dep)
 			}

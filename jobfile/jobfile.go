@@ -1,0 +1,199 @@
+package jobfile
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/once-run/once/slot"
+)
+
+// Job is one scheduled job of a jobs file.
+type Job struct {
+	Name         string        // the task name (once.ValidateTask)
+	Schedule     string        // cron text as written: 5 fields, 6 with leading seconds, @daily-style, @every D
+	TZ           string        // IANA zone; "" = the daemon's local zone
+	Command      []string      // argv; a string command `command = "…"` becomes ["sh", "-c", "…"]
+	Dir          string        // working directory (absolute), "" = the daemon's
+	Env          []string      // "K=V", sorted by key, keys validated; nil when none
+	Timeout      time.Duration // 0 = none
+	TTL          time.Duration // lease TTL; 0 = default (60s)
+	Grace        time.Duration // 0 = default
+	OnUnknown    string        // "review" (default) | "rerun" | "skip"  (once.ParsePolicy)
+	MaxAttempts  int           // 0 = no limit
+	RetryBackoff time.Duration // wait between attempts inside one slot; 0 = no retry inside the slot
+	CatchUp      time.Duration // catch-up window; 0 = none
+	CatchUpMax   int           // most missed slots run per catch-up; default 1 when CatchUp > 0
+	Jitter       time.Duration // random delay up to this after the fire time; 0 = none
+	Notify, Ping string        // http(s) URLs, "" = none
+	Overlap      string        // "skip" (default) | "buffer-one" | "replace"
+	Source       string        // "file:line" where the job is defined, for messages
+}
+
+// Spec is the job's schedule in its zone, as package slot reads it.
+func (j Job) Spec() (slot.Spec, error) { return slot.New("", j.Schedule, "", j.TZ) }
+
+// Error is a problem with a jobs file: where it is and what to fix. Every error of Load, Parse and
+// ImportCrontab about their input is an *Error.
+type Error struct {
+	File string
+	Line int // 1-based; 0 when the problem is the file as a whole
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Line == 0 {
+		return e.File + ": " + e.Msg
+	}
+	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+}
+
+func errorf(file string, line int, format string, args ...any) *Error {
+	return &Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// MaxFileSize is the largest jobs file (or drop-in) read, in bytes.
+const MaxFileSize = 4 << 20
+
+// Parse reads one jobs file: TOML when name ends in .toml, a crontab when it ends in .crontab.
+// name is used in errors and in each Job's Source. Names are not checked for duplicates across
+// files (Load does that); within the file they are.
+func Parse(name string, data []byte) ([]Job, error) {
+	var jobs []Job
+	var err error
+	switch {
+	case strings.HasSuffix(name, ".toml"):
+		jobs, err = parseTOML(name, data)
+	case strings.HasSuffix(name, ".crontab"):
+		jobs, err = parseCrontab(name, data)
+	default:
+		return nil, errorf(name, 0, "unknown kind of jobs file: name it *.toml (the jobs file format) or *.crontab (crontab lines)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDuplicates(jobs); err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+// Load reads the jobs file at path, or, when path is a directory, each of its *.toml and *.crontab
+// files in name order (drop-ins). In a directory, names starting with "." are skipped (editors'
+// and hidden files), other names are ignored, and a matching entry that is a symbolic link, a
+// directory or not a regular file is refused. A job name may be defined only once in all files.
+func Load(path string) ([]Job, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, errorf(path, 0, "cannot read the jobs file: %s", osReason(err))
+	}
+	if !fi.IsDir() {
+		data, err := readFile(path, fi)
+		if err != nil {
+			return nil, err
+		}
+		return Parse(path, data)
+	}
+	entries, err := os.ReadDir(path) // sorted by name
+	if err != nil {
+		return nil, errorf(path, 0, "cannot read the jobs directory: %s", osReason(err))
+	}
+	var all []Job
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".toml") || strings.HasSuffix(name, ".crontab")) {
+			continue
+		}
+		p := filepath.Join(path, name)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return nil, errorf(p, 0, "cannot read the drop-in: %s", osReason(err))
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			return nil, errorf(p, 0, "is a symbolic link: copy the file into %s (drop-ins must be regular files)", path)
+		case !fi.Mode().IsRegular():
+			return nil, errorf(p, 0, "is not a regular file: drop-ins are *.toml and *.crontab files; rename or remove it")
+		}
+		data, err := readFile(p, fi)
+		if err != nil {
+			return nil, err
+		}
+		jobs, err := parseKind(p, data)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, jobs...)
+	}
+	if err := checkDuplicates(all); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+func parseKind(name string, data []byte) ([]Job, error) {
+	if strings.HasSuffix(name, ".toml") {
+		return parseTOML(name, data)
+	}
+	return parseCrontab(name, data)
+}
+
+func readFile(path string, fi os.FileInfo) ([]byte, error) {
+	if !fi.Mode().IsRegular() {
+		return nil, errorf(path, 0, "is not a regular file: give a jobs file or a directory of them")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, errorf(path, 0, "cannot read the jobs file: %s", osReason(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, errorf(path, 0, "cannot read the jobs file: %s", osReason(err))
+	}
+	if len(data) > MaxFileSize {
+		return nil, errorf(path, 0, "is larger than %d MiB: split it into drop-ins in a directory", MaxFileSize>>20)
+	}
+	return data, nil
+}
+
+// osReason is the end of an *os.PathError's message (the path is already in the Error).
+func osReason(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// checkDuplicates refuses a job name defined twice, naming both places.
+func checkDuplicates(jobs []Job) error {
+	seen := make(map[string]string, len(jobs))
+	for _, j := range jobs {
+		if first, ok := seen[j.Name]; ok {
+			file, line := splitSource(j.Source)
+			return errorf(file, line, "job name %q is already defined at %s: give each job its own name (in a crontab: a \"# once: name=…\" line above it)", j.Name, first)
+		}
+		seen[j.Name] = j.Source
+	}
+	return nil
+}
+
+func source(file string, line int) string { return fmt.Sprintf("%s:%d", file, line) }
+
+func splitSource(s string) (string, int) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return s, 0
+	}
+	n := 0
+	for _, c := range s[i+1:] {
+		if c < '0' || c > '9' {
+			return s, 0
+		}
+		n = n*10 + int(c-'0')
+	}
+	return s[:i], n
+}
