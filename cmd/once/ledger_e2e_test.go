@@ -369,13 +369,20 @@ func TestLedgerLostBeforeOutcome(t *testing.T) {
 	if r := e.run("run", "--task", "x", "--", "true"); r.code != 0 {
 		t.Fatalf("setup: %d %s", r.code, r.stderr)
 	}
+	began := filepath.Join(t.TempDir(), "began")
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		// Delete the ledger once the command runs (the attempt is recorded), not at a fixed time: a
+		// loaded machine can start once later than that, and then nothing runs (exit 69, correctly).
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(began); err == nil {
+				break
+			}
+		}
 		for _, x := range []string{"", "-wal", "-shm"} {
 			os.Remove(filepath.Join(e.home, "once.db") + x)
 		}
 	}()
-	r := e.run("run", "--task", "q", "--slot", "s", "--ttl", "9s", "--", "sleep", "0.6")
+	r := e.run("run", "--task", "q", "--slot", "s", "--ttl", "9s", "--", "sh", "-c", "touch "+began+"; sleep 0.6")
 	if r.code != 0 {
 		t.Fatalf("exit %d, want the command's 0\n%s", r.code, r.stderr)
 	}
