@@ -31,6 +31,7 @@ const (
 	Unknown   = "unknown"    // an attempt's outcome is unknown (its holder vanished, or it could not be recorded)
 	Review    = "review"     // a slot waits for a person (once resolve)
 	LeaseLost = "lease_lost" // the lease was lost while the command ran; it is being stopped
+	Missed    = "missed"     // a scheduled slot passed while no node ran it, outside its catch-up window
 )
 
 // Event is the JSON body posted to a --notify URL.

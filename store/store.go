@@ -105,6 +105,9 @@ const (
 	Skipped State = "skipped" // the slot had already succeeded (or --on-unknown skip)
 	Busy    State = "busy"    // the lease (or the local lock) was held elsewhere
 	Review  State = "review"  // the slot needs a person: unknown outcome or attempts used up
+	// Missed: a scheduler (once daemon) found the slot's fire time passed while no node ran it,
+	// outside its catch-up window; nothing ran and nothing will, unless a person backfills it.
+	Missed State = "missed"
 )
 
 // Attempt is one try at a (task, slot). Slot is "" for tasks without slots.
