@@ -106,6 +106,9 @@ func (g *guard) decideSlot(st store.SlotState) (Decision, string) {
 	if st.Last == nil || g.slot == "" {
 		return Ran, ""
 	}
+	if g.o.Untried {
+		return Skipped, fmt.Sprintf("already tried: attempt %d by %s is %s", st.Last.Number, st.Last.Holder, st.Last.State)
+	}
 	return g.decide(st)
 }
 
@@ -114,7 +117,7 @@ func (g *guard) decideSlot(st store.SlotState) (Decision, string) {
 func (g *guard) logDecision(ctx context.Context, d Decision, reason string, last *store.Attempt, token int64, quiet bool) {
 	switch d {
 	case Skipped:
-		if quiet || g.o.Fleet {
+		if quiet || g.o.Fleet || g.o.Untried {
 			g.log.Debug("skipped", "reason", reason, "attempt", last.Number)
 			return
 		}

@@ -96,6 +96,11 @@ type Options struct {
 	// the slot already succeeded (Skipped) is then the fleet working, not news, so it is logged at
 	// Debug and recorded in no history event. Reviews and every attempt are recorded as always.
 	Fleet bool
+	// Untried runs the slot only when it has no attempt yet: a slot that any holder has already
+	// tried, whatever its state, is Skipped (at Debug, with no history event). A fleet fires each
+	// slot on every node; Untried keeps a node that arrives late from retrying the attempt another
+	// node has just made. Retries are then the caller's decision: a call without Untried.
+	Untried bool
 	// Now is the clock that CatchUp uses to tell which slots are due; nil means time.Now. Tests
 	// set it to simulate downtime. Lease expiry never uses it: that is the store's clock.
 	Now func() time.Time

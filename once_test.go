@@ -318,3 +318,29 @@ func TestFleetLosersRecordNoEvents(t *testing.T) {
 		t.Fatalf("history %+v, want only A's attempt", h)
 	}
 }
+
+// Untried runs a slot only while nobody has tried it: a late node finds the failed attempt of
+// another and skips it quietly instead of retrying; a call without Untried retries as always.
+func TestUntriedSkipsATriedSlot(t *testing.T) {
+	s, _ := newStore(t)
+	o := once.Options{Store: s, Task: "t", Slot: "s1", TTL: time.Second, Untried: true}
+	boom := func(context.Context, *once.Run) error { return errors.New("boom") }
+	if r := do(t, o, boom); r.Decision != once.Ran || r.Attempt.State != store.Failed {
+		t.Fatalf("first: %+v", r)
+	}
+	r := do(t, o, ok)
+	if r.Decision != once.Skipped || !strings.Contains(r.Reason, "already tried") {
+		t.Fatalf("late node: %+v, want skipped as already tried", r)
+	}
+	o.Untried = false
+	if r := do(t, o, ok); r.Decision != once.Ran || r.Attempt.Number != 2 {
+		t.Fatalf("retry: %+v", r)
+	}
+	h, err := s.History(context.Background(), store.HistoryQuery{Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 {
+		t.Fatalf("history %+v, want the two attempts and no skipped event", h)
+	}
+}

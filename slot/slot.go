@@ -402,3 +402,17 @@ func (s Spec) Next(t time.Time) Slot {
 	}
 	return Slot{Value: s.format(f), Start: f.at}
 }
+
+// Prev returns the slot containing t: the one whose start is the latest at or before t, so
+// that Prev(s.Start.Add(-time.Nanosecond)) walks back one slot. It is the zero Slot for --slot
+// and no slot, and when no slot starts within 10 years before t.
+func (s Spec) Prev(t time.Time) Slot {
+	if s.kind != KindPer && s.kind != KindSchedule {
+		return Slot{}
+	}
+	f, ok := s.prev(t)
+	if !ok {
+		return Slot{}
+	}
+	return Slot{Value: s.format(f), Start: f.at}
+}

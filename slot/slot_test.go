@@ -417,3 +417,28 @@ func TestRange(t *testing.T) {
 		}
 	}
 }
+
+// Prev walks back exactly the slots Next walks forward, DST days included.
+func TestPrevMirrorsNext(t *testing.T) {
+	for _, c := range []struct{ sched, tz string }{{"30 2 * * *", "Europe/Berlin"}, {"*/10 * * * * *", "UTC"}, {"@every 90s", "UTC"}, {"0 * * * *", "America/New_York"}} {
+		sp, err := New("", c.sched, "", c.tz)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from := time.Date(2026, 3, 27, 0, 0, 0, 0, time.UTC)
+		var fwd []Slot
+		for sl := sp.Next(from); len(fwd) < 200; sl = sp.Next(sl.Start) {
+			fwd = append(fwd, sl)
+		}
+		sl := sp.Prev(fwd[len(fwd)-1].Start)
+		for i := len(fwd) - 1; i >= 0; i-- {
+			if sl != fwd[i] {
+				t.Fatalf("%s: back step %d: %+v, want %+v", c.sched, i, sl, fwd[i])
+			}
+			sl = sp.Prev(sl.Start.Add(-time.Nanosecond))
+		}
+	}
+	if (Spec{}).Prev(time.Now()) != (Slot{}) {
+		t.Fatal("no slot has no Prev")
+	}
+}

@@ -106,8 +106,12 @@ func TestImportRules(t *testing.T) {
 			switch {
 			case dep == "internal/cli" && pkg != "cmd/once":
 				t.Errorf("%s imports internal/cli: only cmd/once may", pkg)
-			case dep == "job" && pkg != "internal/cli":
-				t.Errorf("%s imports job: in this module only internal/cli runs commands under the guard", pkg)
+			case dep == "job" && pkg != "internal/cli" && pkg != "scheduler":
+				t.Errorf("%s imports job: in this module only internal/cli and scheduler run commands under the guard", pkg)
+			case dep == "scheduler" && pkg != "internal/cli":
+				t.Errorf("%s imports scheduler: in this module only internal/cli runs the daemon", pkg)
+			case pkg == "scheduler" && (dep == "supervise" || dep == "flock" || dep == "lease"):
+				t.Errorf("scheduler imports %s: it runs commands through job and the guard through once", dep)
 			case testOnly[dep]:
 				t.Errorf("%s imports %s, which is for tests only", pkg, dep)
 			case isBackend(pkg) && isBackend(dep):

@@ -150,7 +150,8 @@ Its password: in the DSN, or in --store-password-file FILE ($ONCE_STORE_PASSWORD
 		return usage("%v (see 'once %s --help')", err, c.Name())
 	})
 	root.AddCommand(a.runCmd(), a.statusCmd(), a.historyCmd(), a.resolveCmd(), a.reportCmd(), a.versionCmd(),
-		a.backfillCmd(), a.drillCmd(), a.doctorCmd(), a.keysCmd(), a.effectCmd(), a.pruneCmd())
+		a.backfillCmd(), a.drillCmd(), a.doctorCmd(), a.keysCmd(), a.effectCmd(), a.pruneCmd(), a.daemonCmd(),
+		a.jobsCmd(), a.pauseCmd(), a.resumeCmd(), a.triggerCmd(), a.logsCmd())
 	return root
 }
 

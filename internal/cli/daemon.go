@@ -1,0 +1,310 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/once-run/once/job"
+	"github.com/once-run/once/jobfile"
+	"github.com/once-run/once/notify"
+	"github.com/once-run/once/scheduler"
+	"github.com/once-run/once/store"
+)
+
+type daemonFlags struct {
+	jobs, check, importCrontab string
+	node                       string
+	drain, maxOffset, poll     time.Duration
+	logDir                     string
+	tailSize                   int
+}
+
+// Bounds of the daemon's durations.
+const (
+	maxDrain = 24 * time.Hour
+	maxPoll  = time.Minute
+)
+
+func (a *app) daemonCmd() *cobra.Command {
+	f := &daemonFlags{}
+	c := &cobra.Command{
+		Use:   "daemon --jobs PATH [flags]",
+		Short: "Run the jobs of a jobs file on this node of a fleet: every slot once across the fleet",
+		Long: `Run the jobs of PATH (a *.toml jobs file, a *.crontab, or a directory of them: docs/jobs-file.md)
+on this node. Every node of a fleet runs once daemon with the same jobs on the same store, and each
+slot of each job runs at most once across the fleet, through the same guard as once run (lease,
+fencing token, ledger, supervision); slots missed while every node was down run within the job's
+catch-up window, older ones are recorded as missed (docs/daemon.md).
+
+SIGHUP, or a change of PATH, reloads it: a bad file keeps the jobs running as they are and logs
+what to fix. SIGTERM or SIGINT drains: no new slot fires, running jobs get --drain to end, then are
+stopped (SIGTERM, SIGKILL after their grace) and their outcomes recorded; a second signal stops them
+at once. Under systemd (Type=notify) it reports READY, RELOADING and STOPPING.
+
+--check PATH validates a jobs file and prints its jobs and their next fire times, running nothing
+(64 and file:line on a problem). --import-crontab FILE prints FILE as a TOML jobs file.`,
+		Example: `  once daemon --jobs /etc/once/jobs.d --store postgres://once@db/once
+  once daemon --check /etc/once/jobs.toml
+  crontab -l > my.crontab && once daemon --import-crontab my.crontab > jobs.toml`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			switch n := countSet(f.jobs, f.check, f.importCrontab); {
+			case n == 0:
+				return usage("give --jobs PATH to run, --check PATH to validate, or --import-crontab FILE")
+			case n > 1:
+				return usage("--jobs, --check and --import-crontab are exclusive: give one")
+			case f.check != "":
+				return a.daemonCheck(f.check)
+			case f.importCrontab != "":
+				return a.importCrontab(f.importCrontab)
+			}
+			return a.daemon(c.Context(), f)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.jobs, "jobs", "", "the jobs file, or a directory of *.toml and *.crontab drop-ins")
+	fl.StringVar(&f.check, "check", "", "validate this jobs file (or directory) and exit")
+	fl.StringVar(&f.importCrontab, "import-crontab", "", "print this crontab as a TOML jobs file and exit")
+	fl.StringVar(&f.node, "node", os.Getenv("ONCE_NODE"), "this node's name in leases and history (env ONCE_NODE; default hostname:pid)")
+	durationVar(fl, &f.drain, "drain", 5*time.Minute, maxDrain, "on SIGTERM: how long running jobs get to end before they are stopped")
+	durationVar(fl, &f.maxOffset, "max-clock-offset", 2*time.Second, time.Hour, "refuse to fire while this node's clock is off from the store's by more than this")
+	durationVar(fl, &f.poll, "poll", 2*time.Second, maxPoll, "how often pause, trigger and the slots of other nodes are read")
+	fl.StringVar(&f.logDir, "log-dir", "", "keep each job's full output in DIR/NAME.log, rotated (default $ONCE_HOME/logs)")
+	fl.IntVar(&f.tailSize, "tail-size", 64<<10, "bytes of each attempt's output kept in the store for once logs (0: none)")
+	return c
+}
+
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// loadJobs reads a jobs file (or directory) into the scheduler's jobs; a problem is a usage error
+// (64) with file:line.
+func loadJobs(path string) ([]scheduler.Job, error) {
+	js, err := jobfile.Load(path)
+	if err != nil {
+		return nil, usage("%v", err)
+	}
+	out := make([]scheduler.Job, len(js))
+	for i, j := range js {
+		out[i] = scheduler.Job{Job: j}
+	}
+	return out, nil
+}
+
+// daemonCheck validates a jobs file: its jobs, schedules and next fire times, and commands not
+// found in PATH (a warning: the daemon's PATH may differ).
+func (a *app) daemonCheck(path string) error {
+	jobs, err := loadJobs(path)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, j := range jobs {
+		sp, err := j.Spec()
+		if err != nil {
+			return usage("%s: %v", j.Source, err)
+		}
+		nx := sp.Next(now)
+		fmt.Fprintf(a.stdout, "%s\t%s\tnext %s\t(%s)\n", j.Name, j.Schedule, nx.Start.In(sp.Location()).Format(time.RFC3339), j.Source)
+		if _, err := exec.LookPath(j.Command[0]); err != nil {
+			fmt.Fprintf(a.stderr, "once: warning: %s: %s: command %s is not in this PATH\n", j.Source, j.Name, j.Command[0])
+		}
+	}
+	fmt.Fprintf(a.stdout, "%s: %d jobs, ok\n", path, len(jobs))
+	return nil
+}
+
+func (a *app) importCrontab(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return usage("cannot read the crontab: %v", err)
+	}
+	out, err := jobfile.ImportCrontab(filepath.Base(path)+suffixCrontab(path), data)
+	if err != nil {
+		return usage("%v", err)
+	}
+	_, err = a.rawStdout.Write(out)
+	return err
+}
+
+// suffixCrontab lets a crontab named anything (crontab -l > mine) be imported: jobfile names
+// the format by the suffix.
+func suffixCrontab(path string) string {
+	if strings.HasSuffix(path, ".crontab") {
+		return ""
+	}
+	return ".crontab"
+}
+
+// daemon runs the scheduler until a stop signal, reloading on SIGHUP and on a change of the file.
+func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
+	if f.tailSize < 0 {
+		return usage("--tail-size %d is negative: give 0 (none) or a number of bytes", f.tailSize)
+	}
+	if f.node != "" {
+		if err := store.CheckName("--node (or ONCE_NODE)", f.node, store.MaxHolderLen); err != nil {
+			return err
+		}
+	}
+	if a.logLevel == "" && a.verbose == 0 && os.Getenv("ONCE_LOG_LEVEL") == "" {
+		a.logLevel = "info" // a service: its log is its record, terminal or not
+	}
+	log, err := a.logger()
+	if err != nil {
+		return err
+	}
+	jobs, err := loadJobs(f.jobs)
+	if err != nil {
+		return err
+	}
+	h, err := home()
+	if err != nil {
+		return err
+	}
+	s, dsn, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	notifySocket := takeNotifySocket()
+	logDir := f.logDir
+	if logDir == "" {
+		logDir = filepath.Join(h, "logs")
+	}
+	tail := f.tailSize
+	if tail == 0 {
+		tail = -1
+	}
+	sch, err := scheduler.New(scheduler.Config{Store: s, Jobs: jobs, Node: f.node, Logger: log, LockDir: lockDir(h),
+		MaxClockOffset: f.maxOffset, Drain: f.drain, Poll: f.poll, LogDir: logDir, TailSize: tail,
+		Env:     func() []string { return a.storeEnv(dsn) },
+		Resolve: func(task, sl string) *notify.Resolve { return a.resolveCommands(dsn, task, sl) }})
+	if err != nil {
+		return err
+	}
+	job.Adopt(log)
+	return a.serveDaemon(ctx, sch, f, log, notifySocket, len(jobs), store.Redact(dsn))
+}
+
+// serveDaemon runs sch, handling signals and reloads, until it has drained.
+func (a *app) serveDaemon(ctx context.Context, sch *scheduler.Scheduler, f *daemonFlags, log *slog.Logger,
+	sock string, n int, dsn string) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGPIPE)
+	defer signal.Stop(sigs)
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- sch.Run(rctx) }()
+	log.Info("once daemon started", "jobs", n, "node", sch.Node(), "store", dsn, "drain", f.drain.String())
+	sdNotify(sock, "READY=1\nSTATUS=running "+fmt.Sprint(n)+" jobs")
+	watch := newFileWatch(f.jobs)
+	t := time.NewTicker(f.poll)
+	defer t.Stop()
+	stopping := false
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			if watch.changed() {
+				a.reload(sch, f.jobs, log, sock, "the jobs file changed")
+			}
+		case sig := <-sigs:
+			switch {
+			case sig == syscall.SIGPIPE:
+			case sig == syscall.SIGHUP:
+				a.reload(sch, f.jobs, log, sock, "SIGHUP")
+			case !stopping:
+				stopping = true
+				log.Info("draining: no new slots; running jobs get the drain time", "signal", sig.String(), "drain", f.drain.String())
+				sdNotify(sock, "STOPPING=1\nSTATUS=draining")
+				stop()
+			default:
+				log.Warn("stopping running jobs now (second signal)", "signal", sig.String())
+				sch.Hurry()
+			}
+		}
+	}
+}
+
+// reload reads the jobs file again; a bad one keeps the running jobs and says what to fix.
+func (a *app) reload(sch *scheduler.Scheduler, path string, log *slog.Logger, sock, why string) {
+	sdNotify(sock, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
+	defer sdNotify(sock, "READY=1")
+	jobs, err := loadJobs(path)
+	if err == nil {
+		err = sch.Reload(jobs)
+	}
+	if err != nil {
+		sch.ReloadFailed()
+		var ee *exitError
+		msg := err.Error()
+		if errors.As(err, &ee) {
+			msg = ee.msg
+		}
+		log.Error("reload refused; the jobs as they were keep running", "why", why, "err", msg)
+		return
+	}
+	log.Info("reloaded", "why", why, "jobs", len(jobs))
+}
+
+// fileWatch tells when a jobs file, or a directory's drop-ins, changed: names, sizes, times.
+type fileWatch struct {
+	path string
+	last string
+}
+
+func newFileWatch(path string) *fileWatch {
+	w := &fileWatch{path: path}
+	w.last = w.state()
+	return w
+}
+
+func (w *fileWatch) state() string {
+	fi, err := os.Stat(w.path)
+	if err != nil {
+		return "missing"
+	}
+	if !fi.IsDir() {
+		return fmt.Sprint(fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+	}
+	entries, err := os.ReadDir(w.path)
+	if err != nil {
+		return "unreadable"
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		if i, err := e.Info(); err == nil {
+			fmt.Fprintf(&b, "%s %d %d\n", e.Name(), i.Size(), i.ModTime().UnixNano())
+		}
+	}
+	return b.String()
+}
+
+func (w *fileWatch) changed() bool {
+	s := w.state()
+	if s == w.last {
+		return false
+	}
+	w.last = s
+	return true
+}

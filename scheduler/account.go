@@ -1,0 +1,214 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/once-run/once/notify"
+	"github.com/once-run/once/slot"
+	"github.com/once-run/once/store"
+)
+
+// Bounds of one gap's accounting.
+const (
+	// maxMissedEvents is how many missed slots a gap records one by one (the newest); the oldest
+	// of them says how many earlier ones were missed too.
+	maxMissedEvents = 100
+	// maxGapCount bounds how far back the earlier missed slots are counted.
+	maxGapCount = 1_000_000
+	// newestEntries is how many of the task's newest history entries name the newest slot known.
+	newestEntries = 20
+)
+
+// gap is the slots of a job that passed since the newest slot the ledger knows, newest first by
+// kind: late (fired moments ago: fired now), catchUp (in the catch-up window, at most
+// catch-up-max), missed (the rest, the newest maxMissedEvents of them) and earlier (how many more
+// missed ones are older; more is set when there were more than maxGapCount).
+type gap struct {
+	late, catchUp, missed []slot.Slot
+	earlier               int
+	more                  bool
+}
+
+// account catches up job js after a gap: on start, after a suspend, after refused fires. The
+// slots since the newest slot of the job's history run oldest first when they are due in its
+// catch-up window (or passed only moments ago); older ones are recorded as missed, once per
+// fleet, and announced. A job with no history starts from now.
+func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
+	js.mu.Lock()
+	jb, spec := js.job, js.spec
+	if js.next.Value == "" || !fireTime(jb.Name, js.next, jb.Jitter).After(now) {
+		js.next = nextFire(jb.Name, spec, jb.Jitter, now)
+	}
+	js.mu.Unlock()
+	if _, paused := s.isPaused(jb.Name); paused {
+		return
+	}
+	last, err := s.newestSlot(ctx, jb.Name, spec)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("cannot read the job's history to catch up; trying again at its next slot", "task", jb.Name, "err", err)
+			js.mu.Lock()
+			js.needAccount = true
+			js.mu.Unlock()
+		}
+		return
+	}
+	if last.IsZero() {
+		return
+	}
+	g := findGap(jb, spec, last, now)
+	if len(g.missed) > 0 {
+		s.recordMissed(ctx, js, jb, g)
+	}
+	if run := append(g.catchUp, g.late...); len(run) > 0 {
+		slots := make([]string, len(run))
+		for i, sl := range run {
+			slots[i] = sl.Value
+		}
+		s.log.Info("catching up", "task", jb.Name, "slots", len(slots), "first", slots[0], "last", slots[len(slots)-1])
+		js.submit(ctx, launch{slots: slots, untried: true, why: whyCatchUp})
+	}
+}
+
+// newestSlot is the start of the newest slot of task's newest history entries that spec can read
+// (a changed schedule's old slots and manual runs' slots are not its own), zero when none.
+func (s *Scheduler) newestSlot(ctx context.Context, task string, spec slot.Spec) (time.Time, error) {
+	h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: task, Limit: newestEntries})
+	if err != nil {
+		return time.Time{}, err
+	}
+	var last time.Time
+	for _, e := range h {
+		if t, err := spec.Parse(e.Slot); err == nil && t.After(last) {
+			last = t
+		}
+	}
+	return last, nil
+}
+
+// findGap walks back from now to the slot after last: the slots fired less than late ago, then
+// the catch-up window's newest catch-up-max, then the missed ones.
+func findGap(jb Job, spec slot.Spec, last, now time.Time) gap {
+	var g gap
+	window, most := jb.CatchUp, jb.CatchUpMax
+	if window > 0 && most <= 0 {
+		most = 1
+	}
+	from := now.Add(-window)
+	n := 0
+	for sl := spec.Prev(now); sl.Value != "" && sl.Start.After(last); sl = spec.Prev(sl.Start.Add(-time.Nanosecond)) {
+		at := fireTime(jb.Name, sl, jb.Jitter)
+		switch {
+		case at.After(now): // not due yet: the dispatcher fires it
+		case now.Sub(at) <= late && len(g.late) == 0:
+			g.late = append(g.late, sl)
+		case window > 0 && sl.Start.After(from) && len(g.catchUp) < most:
+			g.catchUp = append(g.catchUp, sl)
+		case len(g.missed) < maxMissedEvents:
+			g.missed = append(g.missed, sl)
+		default:
+			if n++; n > maxGapCount {
+				g.more = true
+				return reverse(g)
+			}
+			g.earlier++
+		}
+	}
+	return reverse(g)
+}
+
+// reverse puts each list oldest first.
+func reverse(g gap) gap {
+	slices.Reverse(g.late)
+	slices.Reverse(g.catchUp)
+	slices.Reverse(g.missed)
+	return g
+}
+
+// recordedScope is the business-key scope in which the fleet's nodes claim the right to record
+// a missed (or paused) slot, so that it is recorded once however many nodes find it.
+const recordedScope = "once.scheduler.recorded"
+
+// recordMissed records g's missed slots as missed events, each once per fleet, and sends one
+// notification for them. A slot it could not record is left for the job's next accounting.
+func (s *Scheduler) recordMissed(ctx context.Context, js *jobState, jb Job, g gap) {
+	events := make([]store.Event, len(g.missed))
+	for i, sl := range g.missed {
+		note := "missed: its fire time passed while no node of the fleet ran the job, outside its catch-up window"
+		if i == 0 && (g.earlier > 0 || g.more) {
+			note += fmt.Sprintf("; %s earlier slots were missed too (not recorded one by one)", earlier(g))
+		}
+		events[i] = store.Event{Task: jb.Name, Slot: sl.Value, Kind: store.Missed, Holder: s.c.Node, Note: note}
+	}
+	recorded, err := s.recordOnce(ctx, "missed", events)
+	if err != nil {
+		s.log.Warn("cannot record the missed slots; trying again at the job's next slot", "task", jb.Name, "err", err)
+		js.mu.Lock()
+		js.needAccount = true
+		js.mu.Unlock()
+	}
+	s.stats.missed.Add(int64(recorded))
+	if recorded == 0 {
+		return
+	}
+	first, last := g.missed[0].Value, g.missed[len(g.missed)-1].Value
+	s.log.Warn("missed slots: they passed while no node ran the job, outside its catch-up window",
+		"task", jb.Name, "missed", recorded, "first", first, "last", last, "earlier", earlier(g),
+		"backfill", fmt.Sprintf("once backfill --task %s --from %s --to %s -- COMMAND", jb.Name, first, last))
+	s.out.Event(jb.Notify, notify.Event{Event: notify.Missed, Task: jb.Name, Slot: last, Holder: s.c.Node,
+		Reason: fmt.Sprintf("%d slots missed, %s to %s (and %s earlier)", recorded, first, last, earlier(g))})
+}
+
+func earlier(g gap) string {
+	if g.more {
+		return fmt.Sprintf("more than %d", maxGapCount)
+	}
+	return fmt.Sprint(g.earlier)
+}
+
+// recordOnce records each of events that no other node of the fleet records: the nodes claim
+// "KIND TASK SLOT" in recordedScope first, and only the node whose claim wins records. A claim
+// whose event could not be recorded is given back, so that a later try can record it. It
+// returns how many events this node recorded; err is the first failure.
+func (s *Scheduler) recordOnce(ctx context.Context, kind string, events []store.Event) (int, error) {
+	keys := make([]string, len(events))
+	for i, e := range events {
+		keys[i] = kind + " " + e.Task + " " + e.Slot
+	}
+	won := make([]bool, len(keys))
+	claimant := "record " + s.c.Node
+	if s.keys == nil {
+		for i := range won {
+			won[i] = true
+		}
+	} else {
+		var err error
+		won, err = s.keys.Claim(ctx, store.ClaimRequest{Scope: recordedScope, Keys: keys, Pending: true,
+			Claimant: store.Claimant{RunID: store.Clip(claimant, store.MaxRunIDLen)}})
+		if err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	var first error
+	for i, e := range events {
+		if !won[i] {
+			continue
+		}
+		e.Note = store.Clip(e.Note, store.MaxNoteLen)
+		if err := s.c.Store.Record(context.WithoutCancel(ctx), e); err != nil {
+			if first == nil {
+				first = err
+			}
+			if s.keys != nil {
+				_ = s.keys.ReleaseKeys(context.WithoutCancel(ctx), recordedScope, keys[i:i+1], store.Clip(claimant, store.MaxRunIDLen))
+			}
+			continue
+		}
+		n++
+	}
+	return n, first
+}

@@ -1,0 +1,189 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/job"
+	"github.com/once-run/once/notify"
+	"github.com/once-run/once/store"
+)
+
+// options are the guard's options for a launch of jb.
+func (s *Scheduler) options(jb Job, l launch) once.Options {
+	o := once.Options{Store: s.c.Store, Task: jb.Name, Holder: s.c.Node, TTL: jb.TTL, MaxAttempts: jb.MaxAttempts,
+		OnUnknown: once.Policy(jb.OnUnknown), LockDir: s.c.LockDir, Logger: s.log, Fleet: true, Untried: l.untried}
+	if s.c.Resolve != nil {
+		o.ResolveHint = func(sl string) string {
+			if r := s.c.Resolve(jb.Name, sl); r != nil {
+				return r.Failed
+			}
+			return ""
+		}
+	}
+	return o
+}
+
+// call runs the active launch a through the guard and acts on its results.
+func (js *jobState) call(ctx context.Context, a *active) {
+	s := js.s
+	js.mu.Lock()
+	jb := js.job
+	js.mu.Unlock()
+	o := s.options(jb, a.l)
+	out := s.output(jb)
+	defer out.close()
+	var timeout *time.Timer
+	before := func(run *once.Run) {
+		js.mu.Lock()
+		a.run = run
+		stopped := a.stopped
+		js.mu.Unlock()
+		out.begin(run)
+		if stopped != "" { // stopped before the command started: it is stopped as it starts
+			return
+		}
+		if jb.Timeout > 0 {
+			timeout = time.AfterFunc(jb.Timeout, func() {
+				js.mu.Lock()
+				defer js.mu.Unlock()
+				if js.active == a && a.run == run {
+					js.stopLocked(ctx, fmt.Sprintf("timed out after %s", jb.Timeout))
+				}
+			})
+		}
+	}
+	results := func(res once.Result) {
+		if timeout != nil {
+			timeout.Stop()
+		}
+		js.mu.Lock()
+		a.run = nil
+		js.mu.Unlock()
+		out.end(ctx, res)
+		js.after(ctx, a, res)
+	}
+	var err error
+	if jb.Work != nil {
+		err = js.callWork(ctx, o, a, jb, before, results)
+	} else {
+		err = js.callCommand(ctx, o, a, jb, out, before, results)
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.Error("could not run the job", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+	}
+}
+
+// callCommand runs a command job: a fresh job.Runner per launch, its output to out.
+func (js *jobState) callCommand(ctx context.Context, o once.Options, a *active, jb Job, out *output,
+	before func(*once.Run), results func(once.Result)) error {
+	s := js.s
+	grace := jb.Grace
+	if grace == 0 {
+		grace = s.c.Grace
+	}
+	r, err := job.New(job.Job{Args: jb.Command, Dir: jb.Dir, Stdout: out, Stderr: out, Shim: s.c.Shim, Grace: grace,
+		Notify: jb.Notify, Ping: jb.Ping, NotifyTimeout: 5 * time.Second, Logger: s.log,
+		Env: func() []string {
+			env := slices.Clone(jb.Env)
+			if s.c.Env != nil {
+				env = append(env, s.c.Env()...)
+			}
+			return env
+		},
+		Resolve: func(sl string) *notify.Resolve { return s.resolve(jb.Name, sl) },
+		Before:  before,
+	})
+	if err != nil {
+		return fmt.Errorf("the command cannot run: %w", err)
+	}
+	defer r.Close()
+	js.mu.Lock()
+	a.runner = r
+	stopped := a.stopped
+	js.mu.Unlock()
+	if stopped != "" {
+		r.Stop(syscall.SIGTERM)
+	}
+	if len(a.l.slots) == 1 {
+		o.Slot = a.l.slots[0]
+		res, err := r.Do(ctx, o)
+		if err == nil {
+			results(res)
+		}
+		return err
+	}
+	return r.SequenceStream(ctx, o, slices.Values(a.l.slots), a.l.slots[len(a.l.slots)-1],
+		once.SeqOptions{KeepGoing: true, Quiet: true, OnResult: results})
+}
+
+// callWork runs a Go function job.
+func (js *jobState) callWork(ctx context.Context, o once.Options, a *active, jb Job,
+	before func(*once.Run), results func(once.Result)) error {
+	work := func(ctx context.Context, run *once.Run) error {
+		before(run)
+		if jb.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, jb.Timeout)
+			defer cancel()
+		}
+		return jb.Work(ctx, run)
+	}
+	if len(a.l.slots) == 1 {
+		o.Slot = a.l.slots[0]
+		res, err := once.Do(ctx, o, work)
+		if err == nil {
+			results(res)
+		}
+		return err
+	}
+	_, err := once.Sequence(ctx, o, a.l.slots, once.SeqOptions{KeepGoing: true, Quiet: true, OnResult: results}, work)
+	return err
+}
+
+func (s *Scheduler) resolve(task, sl string) *notify.Resolve {
+	if s.c.Resolve == nil {
+		return nil
+	}
+	return s.c.Resolve(task, sl)
+}
+
+// after acts on one result of a launch: a slot another node holds is watched; a failed attempt
+// is watched for its retry; attempts that vanished holders left, and an attempt that lost its
+// lease, run again when the job's on-unknown policy is rerun; a trigger that was answered is
+// removed.
+func (js *jobState) after(ctx context.Context, a *active, res once.Result) {
+	s := js.s
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	jb := js.job
+	if jb.OnUnknown == string(once.PolicyRerun) {
+		for _, ab := range res.Abandoned {
+			if ab.Slot != "" {
+				js.enqueueLocked(launch{slots: []string{ab.Slot}, why: whyRerun})
+			}
+		}
+	}
+	switch res.Decision {
+	case once.Busy:
+		js.watchLocked(res.Slot, a.l.untried && (jb.Overlap != "skip" && jb.Overlap != "" || a.l.why != whyFire))
+		return
+	case once.Ran:
+		at := res.Attempt
+		switch {
+		case res.RecordErr != nil:
+			js.watchLocked(res.Slot, false)
+		case at.State == store.Failed && jb.RetryBackoff > 0 && a.stopped == "":
+			js.watchLocked(res.Slot, false)
+		case at.State == store.Unknown && jb.OnUnknown == string(once.PolicyRerun) && a.stopped == "":
+			js.watchLocked(res.Slot, false)
+		}
+	}
+	if a.l.trigger != "" && (res.Decision == once.Ran || res.Decision == once.Skipped) {
+		go s.triggerDone(ctx, jb.Name, a.l.trigger)
+	}
+}

@@ -1,0 +1,234 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/slot"
+	"github.com/once-run/once/store"
+)
+
+// The fleet's control requests are business keys (store.Keys) in these scopes, one key per job
+// name, pending under a claimant that never goes away, so that a request holds until it is taken
+// back: a pause until Resume, a trigger until a node has run it.
+const (
+	PauseScope   = "once.scheduler.paused"
+	TriggerScope = "once.scheduler.trigger"
+)
+
+// ErrNoKeys: the store keeps no business keys, so the fleet cannot share control requests.
+var ErrNoKeys = errors.New("the store keeps no business keys (store.Keys): pause, resume and trigger need them")
+
+func keysOf(s store.Store) (store.Keys, error) {
+	k, ok := s.(store.Keys)
+	if !ok {
+		return nil, ErrNoKeys
+	}
+	return k, nil
+}
+
+// Pause pauses job name for the whole fleet: no node fires its slots until Resume (each paused
+// slot is recorded once as skipped). by and note say who and why (shown by Paused). It reports
+// false, with the pause in force, when the job was already paused.
+func Pause(ctx context.Context, s store.Store, name, by, note string) (bool, store.Key, error) {
+	k, err := keysOf(s)
+	if err != nil {
+		return false, store.Key{}, err
+	}
+	if err := once.ValidateTask(name); err != nil {
+		return false, store.Key{}, err
+	}
+	id := store.Clip("pause by "+by+": "+note, store.MaxRunIDLen)
+	won, err := k.Claim(ctx, store.ClaimRequest{Scope: PauseScope, Keys: []string{name}, Pending: true,
+		Claimant: store.Claimant{RunID: id}})
+	if err != nil {
+		return false, store.Key{}, err
+	}
+	got, err := k.Lookup(ctx, PauseScope, []string{name})
+	if err != nil || len(got) == 0 {
+		return won[0], store.Key{}, err
+	}
+	return won[0], got[0], nil
+}
+
+// Resume ends a pause of job name; false when it was not paused.
+func Resume(ctx context.Context, s store.Store, name string) (bool, error) {
+	k, err := keysOf(s)
+	if err != nil {
+		return false, err
+	}
+	got, err := k.Lookup(ctx, PauseScope, []string{name})
+	if err != nil || len(got) == 0 {
+		return false, err
+	}
+	return true, k.ReleaseKeys(ctx, PauseScope, []string{name}, got[0].RunID)
+}
+
+// Paused returns the pauses in force among names, by name.
+func Paused(ctx context.Context, s store.Store, names []string) (map[string]store.Key, error) {
+	return lookup(ctx, s, PauseScope, names)
+}
+
+// Triggered returns the trigger requests waiting among names, by name.
+func Triggered(ctx context.Context, s store.Store, names []string) (map[string]store.Key, error) {
+	return lookup(ctx, s, TriggerScope, names)
+}
+
+func lookup(ctx context.Context, s store.Store, scope string, names []string) (map[string]store.Key, error) {
+	k, err := keysOf(s)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]store.Key{}
+	for len(names) > 0 {
+		n := min(len(names), 500)
+		got, err := k.Lookup(ctx, scope, names[:n])
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range got {
+			out[x.Key] = x
+		}
+		names = names[n:]
+	}
+	return out, nil
+}
+
+// ManualSlotPrefix starts the slot of a manual run (Trigger).
+const ManualSlotPrefix = "manual:"
+
+// triggerPrefix starts a trigger request's claimant run id; the slot follows it.
+const triggerPrefix = "trigger "
+
+// Trigger asks the fleet to run job name now, once, in a slot of its own ("manual:" and the UTC
+// time), through the guard as any slot. A node running the job picks it up within its poll; the
+// request is removed once it ran. It reports false, with the waiting request's slot, when a
+// trigger of the job already waits.
+func Trigger(ctx context.Context, s store.Store, name string, now time.Time) (bool, string, error) {
+	k, err := keysOf(s)
+	if err != nil {
+		return false, "", err
+	}
+	if err := once.ValidateTask(name); err != nil {
+		return false, "", err
+	}
+	sl := ManualSlotPrefix + now.UTC().Format("2006-01-02T15:04:05.000Z")
+	won, err := k.Claim(ctx, store.ClaimRequest{Scope: TriggerScope, Keys: []string{name}, Pending: true,
+		Claimant: store.Claimant{RunID: triggerPrefix + sl}})
+	if err != nil {
+		return false, "", err
+	}
+	if won[0] {
+		return true, sl, nil
+	}
+	got, err := k.Lookup(ctx, TriggerScope, []string{name})
+	if err != nil || len(got) == 0 {
+		return false, "", err
+	}
+	return false, strings.TrimPrefix(got[0].RunID, triggerPrefix), nil
+}
+
+// pollControl reads the fleet's pauses and the triggers of this node's jobs.
+func (s *Scheduler) pollControl(ctx context.Context) {
+	if s.keys == nil {
+		return
+	}
+	names := s.names()
+	paused, err := Paused(ctx, s.c.Store, names)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("cannot read the fleet's pauses; keeping the last known", "err", err)
+		}
+	} else {
+		s.mu.Lock()
+		for n := range paused {
+			if _, was := s.paused[n]; !was {
+				s.log.Info("job paused", "task", n, "by", paused[n].RunID)
+			}
+		}
+		for n := range s.paused {
+			if _, still := paused[n]; !still {
+				s.log.Info("job resumed", "task", n)
+			}
+		}
+		s.paused = paused
+		s.mu.Unlock()
+	}
+	trig, err := Triggered(ctx, s.c.Store, names)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("cannot read trigger requests", "err", err)
+		}
+		return
+	}
+	for name, k := range trig {
+		s.startTrigger(ctx, name, k)
+	}
+}
+
+func (s *Scheduler) names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.order...)
+}
+
+func (s *Scheduler) isPaused(name string) (store.Key, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.paused[name]
+	return k, ok
+}
+
+// startTrigger launches a trigger request's manual slot, unless this node already has it queued
+// or running.
+func (s *Scheduler) startTrigger(ctx context.Context, name string, k store.Key) {
+	sl := strings.TrimPrefix(k.RunID, triggerPrefix)
+	if !strings.HasPrefix(k.RunID, triggerPrefix) || slot.CheckValue(sl) != nil {
+		s.log.Warn("ignoring a malformed trigger request", "task", name, "request", k.RunID)
+		return
+	}
+	s.mu.Lock()
+	js := s.jobs[name]
+	s.mu.Unlock()
+	if js == nil {
+		return
+	}
+	js.mu.Lock()
+	pending := js.active != nil && js.active.l.trigger == k.RunID
+	for _, q := range js.queue {
+		pending = pending || q.trigger == k.RunID
+	}
+	js.mu.Unlock()
+	if pending {
+		return
+	}
+	s.log.Info("triggered", "task", name, "slot", sl)
+	js.submit(ctx, launch{slots: []string{sl}, untried: true, why: whyTrigger, trigger: k.RunID})
+}
+
+// triggerDone removes an answered trigger request.
+func (s *Scheduler) triggerDone(ctx context.Context, name, runID string) {
+	if s.keys == nil {
+		return
+	}
+	if err := s.keys.ReleaseKeys(context.WithoutCancel(ctx), TriggerScope, []string{name}, runID); err != nil {
+		s.log.Warn("cannot remove the answered trigger request; another node may find its slot done", "task", name, "err", err)
+	}
+}
+
+// pausedSlot records, once per fleet, that a slot of a paused job was not run.
+func (s *Scheduler) pausedSlot(ctx context.Context, jb Job, sl string) {
+	k, _ := s.isPaused(jb.Name)
+	note := fmt.Sprintf("paused (%s since %s): once resume %s", k.RunID, k.ClaimedAt.UTC().Format(time.RFC3339), jb.Name)
+	n, err := s.recordOnce(ctx, "paused", []store.Event{{Task: jb.Name, Slot: sl, Kind: store.Skipped, Holder: s.c.Node, Note: note}})
+	switch {
+	case err != nil:
+		s.log.Warn("cannot record a paused job's slot", "task", jb.Name, "slot", sl, "err", err)
+	case n == 1:
+		s.log.Info("skipped", "task", jb.Name, "slot", sl, "reason", note)
+	}
+}

@@ -1,0 +1,156 @@
+package scheduler_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/jobfile"
+	"github.com/once-run/once/scheduler"
+	"github.com/once-run/once/store"
+	_ "github.com/once-run/once/store/sqlite"
+	"github.com/once-run/once/supervise"
+)
+
+// TestMain doubles as the supervision shim, as a program that runs commands must.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == supervise.ShimArg {
+		os.Exit(supervise.ShimMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// fleet is n nodes' stores on one SQLite file, as n daemons sharing it would open it.
+type fleet struct {
+	t      *testing.T
+	dsn    string
+	stores []store.Store
+}
+
+func newFleet(t *testing.T, n int) *fleet {
+	t.Helper()
+	f := &fleet{t: t, dsn: "sqlite://" + filepath.Join(t.TempDir(), "once.db")}
+	for range n {
+		s, err := store.Open(context.Background(), f.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		f.stores = append(f.stores, s)
+	}
+	return f
+}
+
+// node runs a scheduler on store i until the test ends or stop is called; stop waits for its drain.
+type node struct {
+	s      *scheduler.Scheduler
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (n *node) stop() {
+	n.cancel()
+	<-n.done
+}
+
+func (f *fleet) start(i int, c scheduler.Config) *node {
+	f.t.Helper()
+	c.Store = f.stores[i]
+	if c.Node == "" {
+		c.Node = "node" + string(rune('A'+i))
+	}
+	if c.Poll == 0 {
+		c.Poll = 100 * time.Millisecond
+	}
+	if c.Logger == nil && testing.Verbose() {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", c.Node)
+	}
+	s, err := scheduler.New(c)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{s: s, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(n.done)
+		if err := s.Run(ctx); err != nil {
+			f.t.Errorf("Run: %v", err)
+		}
+	}()
+	f.t.Cleanup(n.stop)
+	return n
+}
+
+func (f *fleet) history(task string) []store.Entry {
+	f.t.Helper()
+	h, err := f.stores[0].History(context.Background(), store.HistoryQuery{Task: task})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return h
+}
+
+// witness records each run of a work job, and any two that overlapped.
+type witness struct {
+	mu      sync.Mutex
+	running int
+	overlap int
+	runs    []once.Run
+}
+
+func (w *witness) work(d time.Duration) once.Work {
+	return func(ctx context.Context, run *once.Run) error {
+		w.mu.Lock()
+		w.running++
+		if w.running > 1 {
+			w.overlap++
+		}
+		w.runs = append(w.runs, *run)
+		w.mu.Unlock()
+		defer func() { w.mu.Lock(); w.running--; w.mu.Unlock() }()
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+func (w *witness) snapshot() ([]once.Run, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]once.Run(nil), w.runs...), w.overlap
+}
+
+func workJob(name, schedule string, work once.Work) scheduler.Job {
+	return scheduler.Job{Job: jobfile.Job{Name: name, Schedule: schedule, TZ: "UTC", TTL: time.Second}, Work: work}
+}
+
+// eventually fails the test unless cond holds within d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func count(h []store.Entry, st store.State, noteHas string) int {
+	n := 0
+	for _, e := range h {
+		if e.State == st && strings.Contains(e.Note, noteHas) {
+			n++
+		}
+	}
+	return n
+}

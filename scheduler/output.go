@@ -1,0 +1,199 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/store"
+)
+
+// OutputScope is the business-key scope that keeps each attempt's output tail, keyed by run id.
+const OutputScope = "once.scheduler.output"
+
+// keptLogs is how many rotated log files of a job are kept besides the current one.
+const keptLogs = 3
+
+// output takes a launch's command output: all of it to the job's log file (when Config.LogDir
+// is set), the last TailSize bytes of each attempt to the store. It is an io.Writer for the
+// command's stdout and stderr together.
+type output struct {
+	s    *Scheduler
+	name string
+
+	mu   sync.Mutex
+	file *os.File // the job's log file, nil when none
+	size int64
+	tail []byte // ring: the last TailSize bytes of the attempt
+	full bool
+	pos  int
+	run  *once.Run
+}
+
+func (s *Scheduler) output(jb Job) *output {
+	o := &output{s: s, name: jb.Name}
+	if s.c.TailSize > 0 {
+		o.tail = make([]byte, s.c.TailSize)
+	}
+	if s.c.LogDir != "" {
+		if err := o.open(); err != nil {
+			s.log.Warn("cannot open the job's log file; its output is kept only as the tail in the store", "task", jb.Name, "err", err)
+		}
+	}
+	return o
+}
+
+// LogFile is the file a job's full output goes to under dir: the job's name with '/' written
+// %2F (a task name may hold '/'), and .log.
+func LogFile(dir, name string) string {
+	return filepath.Join(dir, strings.ReplaceAll(strings.ReplaceAll(name, "%", "%25"), "/", "%2F")+".log")
+}
+
+// open opens the job's log file for appending: created 0600 in a directory created 0700, and
+// never through a symbolic link.
+func (o *output) open() error {
+	if err := os.MkdirAll(o.s.c.LogDir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(LogFile(o.s.c.LogDir, o.name), os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	o.file, o.size = f, fi.Size()
+	return nil
+}
+
+// begin starts the output of attempt run: a header line in the log file, an empty tail.
+func (o *output) begin(run *once.Run) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.run, o.pos, o.full = run, 0, false
+	o.logLine(fmt.Sprintf("=== %s once: task %s slot %s attempt %d run %s token %d on %s\n", time.Now().UTC().Format(time.RFC3339Nano),
+		run.Task, run.Slot, run.Attempt, run.RunID, run.Token, run.Holder))
+}
+
+// Write keeps p in the tail and the log file; it never fails, so that the command never sees a
+// broken pipe because once could not keep its output.
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.file != nil {
+		o.writeFile(p)
+	}
+	if n := len(o.tail); n > 0 {
+		q := p
+		if len(q) > n {
+			q = q[len(q)-n:]
+			o.full = true
+		}
+		for len(q) > 0 {
+			c := copy(o.tail[o.pos:], q)
+			q = q[c:]
+			o.pos += c
+			if o.pos == n {
+				o.pos, o.full = 0, true
+			}
+		}
+	}
+	return len(p), nil
+}
+
+func (o *output) logLine(s string) {
+	if o.file != nil {
+		o.writeFile([]byte(s))
+	}
+}
+
+// writeFile appends p to the log file, rotating it first when it has reached Config.LogSize.
+func (o *output) writeFile(p []byte) {
+	if o.size >= o.s.c.LogSize {
+		o.rotate()
+		if o.file == nil {
+			return
+		}
+	}
+	n, _ := o.file.Write(p)
+	o.size += int64(n)
+}
+
+// rotate renames NAME.log to NAME.log.1 (and .1 to .2 …, keeping keptLogs) and opens a new one.
+func (o *output) rotate() {
+	path := LogFile(o.s.c.LogDir, o.name)
+	o.file.Close()
+	o.file = nil
+	for i := keptLogs - 1; i >= 1; i-- {
+		_ = os.Rename(fmt.Sprintf("%s.%d", path, i), fmt.Sprintf("%s.%d", path, i+1))
+	}
+	_ = os.Rename(path, path+".1")
+	if err := o.open(); err != nil {
+		o.s.log.Warn("cannot reopen the job's log file after rotating it", "task", o.name, "err", err)
+	}
+}
+
+// tailBytes is the attempt's tail, oldest byte first.
+func (o *output) tailBytes() []byte {
+	if !o.full {
+		return append([]byte(nil), o.tail[:o.pos]...)
+	}
+	return append(append([]byte(nil), o.tail[o.pos:]...), o.tail[:o.pos]...)
+}
+
+// end keeps the tail of the attempt res made in the store, under its run id.
+func (o *output) end(ctx context.Context, res once.Result) {
+	o.mu.Lock()
+	run := o.run
+	o.run = nil
+	tail := o.tailBytes()
+	if run != nil && res.Attempt != nil {
+		state := string(res.Attempt.State)
+		o.logLine(fmt.Sprintf("=== %s once: run %s ended %s\n", time.Now().UTC().Format(time.RFC3339Nano), run.RunID, state))
+	}
+	o.mu.Unlock()
+	if run == nil || o.s.keys == nil || len(o.tail) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	k := o.s.keys
+	_, err := k.Claim(ctx, store.ClaimRequest{Scope: OutputScope, Keys: []string{run.RunID}, Pending: true,
+		Claimant: store.Claimant{RunID: run.RunID}})
+	if err == nil {
+		err = k.Complete(ctx, OutputScope, []string{run.RunID}, run.RunID, tail)
+	}
+	if err != nil {
+		o.s.log.Warn("cannot keep the attempt's output tail in the store", "task", run.Task, "run_id", run.RunID, "err", err)
+	}
+}
+
+func (o *output) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.file != nil {
+		o.file.Close()
+		o.file = nil
+	}
+}
+
+// Tail returns the output tail kept for the attempt runID, and whether there is one.
+func Tail(ctx context.Context, s store.Store, runID string) ([]byte, bool, error) {
+	k, err := keysOf(s)
+	if err != nil {
+		return nil, false, err
+	}
+	got, err := k.Lookup(ctx, OutputScope, []string{runID})
+	if err != nil || len(got) == 0 || got[0].State != store.KeyDone {
+		return nil, false, err
+	}
+	return got[0].Result, true, nil
+}

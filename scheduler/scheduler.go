@@ -1,0 +1,300 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/jobfile"
+	"github.com/once-run/once/notify"
+	"github.com/once-run/once/slot"
+	"github.com/once-run/once/store"
+)
+
+// Job is one scheduled job: a jobs file's job (package jobfile), or a program's own.
+type Job struct {
+	jobfile.Job
+	// Work, when set, runs instead of Command: a Go function as the guarded work. It must stop
+	// when its context is cancelled (a lost lease, a timeout, replace, the end of a drain).
+	Work once.Work
+}
+
+// Config configures a Scheduler. Store and Jobs are required.
+type Config struct {
+	// Store is the store every node of the fleet shares. Pause, resume, trigger and output tails
+	// need it to implement store.Keys (every backend of this module does).
+	Store store.Store
+	// Jobs are the jobs to run; names must be unique (see Reload).
+	Jobs []Job
+	// Node names this node in leases and history (the holder of its runs); default
+	// once.DefaultHolder() (hostname:pid).
+	Node string
+	// Logger receives the scheduler's lines and the guard's; nil discards them.
+	Logger *slog.Logger
+	// LockDir, when set, adds the guard's kernel file lock (once.Options.LockDir) to every run.
+	LockDir string
+	// MaxClockOffset is the largest difference between this node's clock and the store's at which
+	// it still fires; default 2s. Stores without a clock (etcd) are trusted as this node's.
+	MaxClockOffset time.Duration
+	// Drain is how long running jobs get to finish when Run's context is cancelled, before they
+	// are stopped (SIGTERM, then SIGKILL after their grace); default 5m.
+	Drain time.Duration
+	// Grace is a job's grace when it gives none; default 10s.
+	Grace time.Duration
+	// Poll is how often the node reads pause and trigger requests and follows up the slots it
+	// watches; default 2s.
+	Poll time.Duration
+	// Env, when set, adds variables to every command's environment (the once command adds
+	// ONCE_STORE there), after the job's own.
+	Env func() []string
+	// Shim is the argv prefix that runs the supervision shim (job.Job.Shim); nil is the default.
+	Shim []string
+	// LogDir, when set, keeps each job's full output in LogDir/NAME.log, rotated at LogSize.
+	LogDir string
+	// LogSize is the size at which a job's log file is rotated (3 old files kept); default 10 MiB.
+	LogSize int64
+	// TailSize is how many bytes of each attempt's output are kept in the store; default 64 KiB,
+	// negative keeps none.
+	TailSize int
+	// Resolve, when set, returns the commands a person runs to decide a slot that needs review,
+	// for log lines and notifications.
+	Resolve func(task, slot string) *notify.Resolve
+	// Now is this node's clock; nil is time.Now. Tests set it.
+	Now func() time.Time
+}
+
+// Scheduler runs jobs on one node of a fleet. Create it with New, then call Run once.
+type Scheduler struct {
+	c     Config
+	keys  store.Keys // nil when the store keeps no keys
+	log   *slog.Logger
+	out   *notify.Sender
+	clock *clock
+
+	mu       sync.Mutex
+	jobs     map[string]*jobState
+	order    []string    // job names, in the order given
+	retired  []*jobState // removed by a reload while a launch of theirs ran: drain waits for them too
+	paused   map[string]store.Key
+	draining bool
+	wake     chan struct{} // the dispatcher looks again (a reload)
+	hurry    chan struct{} // closed by Hurry: the drain stops running jobs now
+	runs     sync.WaitGroup
+
+	stats statsCounters
+}
+
+// New checks the configuration and the jobs; nothing runs until Run.
+func New(c Config) (*Scheduler, error) {
+	if c.Store == nil {
+		return nil, fmt.Errorf("%w: scheduler: no Config.Store", once.ErrInvalid)
+	}
+	if c.Node == "" {
+		c.Node = once.DefaultHolder()
+	}
+	if err := store.CheckName("Config.Node", c.Node, store.MaxHolderLen); err != nil {
+		return nil, fmt.Errorf("%w: %w", once.ErrInvalid, err)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	defaults(&c)
+	s := &Scheduler{c: c, log: c.Logger, jobs: map[string]*jobState{}, paused: map[string]store.Key{},
+		wake: make(chan struct{}, 1), hurry: make(chan struct{})}
+	s.keys, _ = c.Store.(store.Keys)
+	s.out = notify.New(notify.Options{Logger: c.Logger})
+	s.clock = newClock(c.Store, c.Now, c.MaxClockOffset)
+	if err := s.Reload(c.Jobs); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func defaults(c *Config) {
+	if c.MaxClockOffset <= 0 {
+		c.MaxClockOffset = 2 * time.Second
+	}
+	if c.Drain <= 0 {
+		c.Drain = 5 * time.Minute
+	}
+	if c.Grace <= 0 {
+		c.Grace = 10 * time.Second
+	}
+	if c.Poll <= 0 {
+		c.Poll = 2 * time.Second
+	}
+	if c.LogSize <= 0 {
+		c.LogSize = 10 << 20
+	}
+	if c.TailSize == 0 {
+		c.TailSize = 64 << 10
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Reload replaces the jobs. A job whose name is kept keeps its state: an attempt it runs now
+// goes on under the old definition, and a changed schedule applies from its next slot. A removed
+// job fires no more; an attempt of it that runs now finishes. An added job fires from its next
+// slot. A bad job (an unparsable schedule, a name given twice) refuses the whole list and keeps
+// the jobs as they were; its error wraps once.ErrInvalid.
+func (s *Scheduler) Reload(jobs []Job) error {
+	specs := make([]slot.Spec, len(jobs))
+	seen := make(map[string]bool, len(jobs))
+	for i, j := range jobs {
+		if err := once.ValidateTask(j.Name); err != nil {
+			return err
+		}
+		if seen[j.Name] {
+			return fmt.Errorf("%w: job %q is given twice", once.ErrInvalid, j.Name)
+		}
+		seen[j.Name] = true
+		if len(j.Command) == 0 && j.Work == nil {
+			return fmt.Errorf("%w: job %q has neither Command nor Work", once.ErrInvalid, j.Name)
+		}
+		sp, err := j.Spec()
+		if err != nil {
+			return fmt.Errorf("%w: job %q: %w", once.ErrInvalid, j.Name, err)
+		}
+		if sp.Kind() != slot.KindSchedule {
+			return fmt.Errorf("%w: job %q has no schedule", once.ErrInvalid, j.Name)
+		}
+		specs[i] = sp
+	}
+	now := s.clock.now()
+	s.mu.Lock()
+	old := s.jobs
+	s.jobs = make(map[string]*jobState, len(jobs))
+	s.order = s.order[:0]
+	for i, j := range jobs {
+		js := old[j.Name]
+		if js == nil {
+			js = &jobState{s: s, watches: map[string]*watch{}}
+		}
+		js.mu.Lock()
+		changed := js.spec.String() != specs[i].String() || js.job.Jitter != j.Jitter
+		js.job, js.spec = j, specs[i]
+		if changed || js.next.Value == "" {
+			js.next = nextFire(j.Name, specs[i], j.Jitter, now)
+		}
+		js.mu.Unlock()
+		s.jobs[j.Name] = js
+		s.order = append(s.order, j.Name)
+		delete(old, j.Name)
+	}
+	for _, js := range old {
+		js.mu.Lock()
+		if js.active != nil {
+			s.retired = append(s.retired, js)
+		}
+		js.removed = true
+		js.queue = nil
+		js.watches = map[string]*watch{}
+		js.mu.Unlock()
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Run schedules the jobs until ctx is cancelled, then drains: no new slot fires, running jobs get
+// Config.Drain to finish and are then stopped through their stop path (their outcomes are
+// recorded, so their slots follow the usual rules on the other nodes). It returns nil after a
+// drain, or the error that kept it from starting (the store unreachable).
+func (s *Scheduler) Run(ctx context.Context) error {
+	if err := s.clock.check(ctx); err != nil && !errors.Is(err, errNoClock) {
+		s.log.Warn("cannot read the store's clock; retrying", "err", err)
+	}
+	s.pollControl(ctx)
+	for _, js := range s.snapshot() {
+		s.account(ctx, js, s.clock.now())
+	}
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); s.background(ctx) }()
+	go func() { defer bg.Done(); s.dispatch(ctx) }()
+	<-ctx.Done()
+	bg.Wait()
+	s.drain()
+	s.out.Wait(5 * time.Second)
+	return nil
+}
+
+// Node is the name this node runs its jobs under.
+func (s *Scheduler) Node() string { return s.c.Node }
+
+// Hurry ends a drain's wait: running jobs are stopped now (a second stop signal).
+func (s *Scheduler) Hurry() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.hurry:
+	default:
+		close(s.hurry)
+	}
+}
+
+// snapshot is the current jobs, in their order.
+func (s *Scheduler) snapshot() []*jobState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*jobState, 0, len(s.order))
+	for _, n := range s.order {
+		out = append(out, s.jobs[n])
+	}
+	return out
+}
+
+// background reads the store's clock, pause and trigger requests, and follows up watched slots,
+// every Poll (the clock every 10 Polls).
+func (s *Scheduler) background(ctx context.Context) {
+	t := time.NewTicker(s.c.Poll)
+	defer t.Stop()
+	var tidied time.Time
+	for i := 1; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if i%10 == 0 {
+			if err := s.clock.check(ctx); err != nil && !errors.Is(err, errNoClock) && ctx.Err() == nil {
+				s.log.Warn("cannot read the store's clock", "err", err)
+			}
+		}
+		s.pollControl(ctx)
+		s.followUp(ctx)
+		if now := s.clock.now(); now.Sub(tidied) > time.Hour {
+			tidied = now
+			s.tidy(ctx, now)
+		}
+	}
+}
+
+// Retention of the scheduler's business keys: the claims that make a missed or paused slot
+// recorded once (needed only while the nodes that race for it run), and output tails.
+const (
+	recordedRetention = 48 * time.Hour
+	// TailRetention is how long an attempt's output tail is kept in the store.
+	TailRetention = 30 * 24 * time.Hour
+)
+
+// tidy forgets the scheduler's keys past their retention; every node does it, harmlessly.
+func (s *Scheduler) tidy(ctx context.Context, now time.Time) {
+	if s.keys == nil {
+		return
+	}
+	for scope, keep := range map[string]time.Duration{recordedScope: recordedRetention, OutputScope: TailRetention} {
+		if _, err := s.keys.Forget(ctx, scope, now.Add(-keep), true); err != nil && ctx.Err() == nil {
+			s.log.Warn("cannot forget old scheduler keys", "scope", scope, "err", err)
+		}
+	}
+}

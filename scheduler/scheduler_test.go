@@ -1,0 +1,362 @@
+package scheduler_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/jobfile"
+	"github.com/once-run/once/scheduler"
+	"github.com/once-run/once/store"
+)
+
+// Three nodes on one store: every slot runs exactly once, never two at a time, with strictly
+// increasing tokens, and the losers record nothing.
+func TestFleetRunsEachSlotOnce(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 3)
+	w := &witness{}
+	jobs := []scheduler.Job{workJob("tick", "@every 1s", w.work(200*time.Millisecond))}
+	var nodes []*node
+	for i := range 3 {
+		nodes = append(nodes, f.start(i, scheduler.Config{Jobs: jobs}))
+	}
+	time.Sleep(5500 * time.Millisecond)
+	for _, n := range nodes {
+		n.stop()
+	}
+	runs, overlap := w.snapshot()
+	if overlap > 0 {
+		t.Fatalf("%d runs overlapped", overlap)
+	}
+	if len(runs) < 4 {
+		t.Fatalf("%d runs in 5.5 s of a 1 s schedule", len(runs))
+	}
+	seen := map[string]bool{}
+	for i, r := range runs {
+		if seen[r.Slot] {
+			t.Fatalf("slot %s ran twice", r.Slot)
+		}
+		seen[r.Slot] = true
+		if i > 0 && r.Token <= runs[i-1].Token {
+			t.Fatalf("token %d after %d", r.Token, runs[i-1].Token)
+		}
+	}
+	h := f.history("tick")
+	if len(h) != len(runs) || count(h, store.Succeeded, "") != len(runs) {
+		t.Fatalf("history %+v: want only the %d succeeded attempts", h, len(runs))
+	}
+}
+
+// overlap = skip: a slot due while the previous runs is skipped, recorded once, by the node that
+// runs the job.
+func TestOverlapSkip(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2)
+	w := &witness{}
+	jobs := []scheduler.Job{workJob("slow", "@every 1s", w.work(2300*time.Millisecond))}
+	a, b := f.start(0, scheduler.Config{Jobs: jobs}), f.start(1, scheduler.Config{Jobs: jobs})
+	time.Sleep(5 * time.Second)
+	a.stop()
+	b.stop()
+	runs, overlap := w.snapshot()
+	h := f.history("slow")
+	skips := count(h, store.Skipped, "overlap = skip")
+	if overlap > 0 || len(runs) < 1 || skips < 2 {
+		t.Fatalf("runs %d, overlaps %d, skips %d: %+v", len(runs), overlap, skips, h)
+	}
+	slots := map[string]int{}
+	for _, e := range h {
+		slots[e.Slot]++
+	}
+	for sl, n := range slots {
+		if n > 1 {
+			t.Fatalf("slot %s has %d entries: %+v", sl, n, h)
+		}
+	}
+}
+
+// overlap = buffer-one: a slot due while the previous runs starts right after it; a second one
+// due meanwhile is skipped.
+func TestOverlapBufferOne(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	w := &witness{}
+	j := workJob("buf", "@every 1s", w.work(2500*time.Millisecond))
+	j.Overlap = "buffer-one"
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
+	time.Sleep(5800 * time.Millisecond)
+	n.stop()
+	runs, overlap := w.snapshot()
+	h := f.history("buf")
+	if overlap > 0 || len(runs) < 2 || count(h, store.Skipped, "overlap = buffer-one") < 1 {
+		t.Fatalf("runs %d, overlap %d: %+v", len(runs), overlap, h)
+	}
+}
+
+// overlap = replace: the running attempt is stopped through its stop path (recorded failed, with
+// why), and the new slot runs.
+func TestOverlapReplace(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	w := &witness{}
+	j := workJob("rep", "@every 1s", w.work(time.Hour))
+	j.Overlap = "replace"
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 100 * time.Millisecond})
+	time.Sleep(3500 * time.Millisecond)
+	n.stop()
+	runs, overlap := w.snapshot()
+	h := f.history("rep")
+	if overlap > 0 || len(runs) < 2 || count(h, store.Failed, "replaced by slot") < 1 {
+		t.Fatalf("runs %d, overlap %d: %+v", len(runs), overlap, h)
+	}
+}
+
+// Every node down for a while: on start the slots in the catch-up window run oldest first, once;
+// older ones are recorded missed, once, however many nodes start together.
+func TestCatchUpAndMissed(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2)
+	ctx := context.Background()
+	now := time.Now()
+	sp, _ := jobfile.Job{Schedule: "@every 2s", TZ: "UTC"}.Spec()
+	old := sp.Prev(now.Add(-30 * time.Second))
+	if _, err := once.Do(ctx, once.Options{Store: f.stores[0], Task: "gap", Slot: old.Value, TTL: time.Second}, func(context.Context, *once.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	w := &witness{}
+	j := workJob("gap", "@every 2s", w.work(10*time.Millisecond))
+	j.CatchUp, j.CatchUpMax = 7*time.Second, 10
+	a, b := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}}), f.start(1, scheduler.Config{Jobs: []scheduler.Job{j}})
+	eventually(t, 5*time.Second, "catch-up ran", func() bool { runs, _ := w.snapshot(); return len(runs) >= 3 })
+	a.stop()
+	b.stop()
+	runs, _ := w.snapshot()
+	for i := 1; i < len(runs); i++ {
+		if runs[i].Slot <= runs[i-1].Slot {
+			t.Fatalf("not oldest first: %s after %s", runs[i].Slot, runs[i-1].Slot)
+		}
+	}
+	h := f.history("gap")
+	missed := map[string]int{}
+	for _, e := range h {
+		if e.State == store.Missed {
+			missed[e.Slot]++
+		}
+	}
+	ran := map[string]bool{}
+	for _, r := range runs {
+		if ran[r.Slot] {
+			t.Fatalf("slot %s ran twice", r.Slot)
+		}
+		ran[r.Slot] = true
+	}
+	for sl, n := range missed {
+		if n != 1 || ran[sl] {
+			t.Fatalf("slot %s: missed %d times, ran %v", sl, n, ran[sl])
+		}
+	}
+	// 30 s of a 2 s schedule since the old slot: the newest 3–4 are in the 7 s window (or fired
+	// late), the other ~11 are missed.
+	if len(missed) < 9 || len(missed) > 13 {
+		t.Fatalf("%d missed slots, %d ran: %+v", len(missed), len(runs), h)
+	}
+}
+
+// Pause holds for the whole fleet (each paused slot is recorded once as skipped); a trigger runs a
+// manual slot once; resume fires again.
+func TestPauseTriggerResume(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2)
+	ctx := context.Background()
+	w := &witness{}
+	jobs := []scheduler.Job{workJob("ctl", "@every 1s", w.work(10*time.Millisecond))}
+	if ok, _, err := scheduler.Pause(ctx, f.stores[0], "ctl", "test", "maintenance"); err != nil || !ok {
+		t.Fatalf("pause: %v %v", ok, err)
+	}
+	if ok, _, _ := scheduler.Pause(ctx, f.stores[0], "ctl", "test", "again"); ok {
+		t.Fatal("a second pause reported as new")
+	}
+	f.start(0, scheduler.Config{Jobs: jobs})
+	f.start(1, scheduler.Config{Jobs: jobs})
+	time.Sleep(2500 * time.Millisecond)
+	if runs, _ := w.snapshot(); len(runs) != 0 {
+		t.Fatalf("a paused job ran: %+v", runs)
+	}
+	h := f.history("ctl")
+	if count(h, store.Skipped, "paused") < 2 {
+		t.Fatalf("paused slots not recorded: %+v", h)
+	}
+	perSlot := map[string]int{}
+	for _, e := range h {
+		perSlot[e.Slot]++
+	}
+	for sl, n := range perSlot {
+		if n > 1 {
+			t.Fatalf("paused slot %s recorded %d times", sl, n)
+		}
+	}
+	ok, manual, err := scheduler.Trigger(ctx, f.stores[0], "ctl", time.Now())
+	if err != nil || !ok || !strings.HasPrefix(manual, scheduler.ManualSlotPrefix) {
+		t.Fatalf("trigger: %v %q %v", ok, manual, err)
+	}
+	eventually(t, 3*time.Second, "the trigger ran", func() bool { runs, _ := w.snapshot(); return len(runs) == 1 })
+	if runs, _ := w.snapshot(); runs[0].Slot != manual {
+		t.Fatalf("trigger ran slot %s, want %s", runs[0].Slot, manual)
+	}
+	eventually(t, 3*time.Second, "the trigger request removed", func() bool {
+		m, err := scheduler.Triggered(ctx, f.stores[0], []string{"ctl"})
+		return err == nil && len(m) == 0
+	})
+	if ok, err := scheduler.Resume(ctx, f.stores[0], "ctl"); err != nil || !ok {
+		t.Fatalf("resume: %v %v", ok, err)
+	}
+	eventually(t, 4*time.Second, "fires after resume", func() bool { runs, _ := w.snapshot(); return len(runs) >= 3 })
+	runs, _ := w.snapshot()
+	seen := map[string]bool{}
+	for _, r := range runs {
+		if seen[r.Slot] {
+			t.Fatalf("slot %s ran twice", r.Slot)
+		}
+		seen[r.Slot] = true
+	}
+}
+
+// A node whose clock is off from the store's by more than the limit refuses to fire.
+func TestClockOffRefuses(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	w := &witness{}
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{workJob("skew", "@every 1s", w.work(0))},
+		Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+	time.Sleep(2500 * time.Millisecond)
+	st := n.s.Stats()
+	n.stop()
+	if runs, _ := w.snapshot(); len(runs) != 0 || st.Refused < 1 || st.ClockOK {
+		t.Fatalf("runs %+v, stats %+v", runs, st)
+	}
+}
+
+// A holder that vanished mid-run: the node that found the slot busy takes it over once its lease
+// expires; the guard marks the attempt unknown and the policy decides (review, or rerun).
+func TestVanishedHolder(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []string{"review", "rerun"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			f := newFleet(t, 2)
+			ctx := context.Background()
+			sp, _ := jobfile.Job{Schedule: "@every 3s", TZ: "UTC"}.Spec()
+			// The "dead node" takes the next slot's lease just before it fires and begins an attempt
+			// that nobody renews.
+			next := sp.Next(time.Now().Add(500 * time.Millisecond))
+			time.Sleep(time.Until(next.Start.Add(-200 * time.Millisecond)))
+			l, err := f.stores[1].Acquire(ctx, store.AcquireRequest{Task: "v", Holder: "dead", RunID: "r-dead", TTL: 1500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.stores[1].Begin(ctx, store.Attempt{Task: "v", Slot: next.Value, RunID: "r-dead", Number: 1, Holder: "dead", Token: l.Token, State: store.Running}); err != nil {
+				t.Fatal(err)
+			}
+			w := &witness{}
+			j := workJob("v", "@every 3s", w.work(10*time.Millisecond))
+			j.OnUnknown = policy
+			n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
+			eventually(t, 6*time.Second, "the dead holder's attempt marked unknown", func() bool {
+				st, err := f.stores[0].Slot(ctx, "v", next.Value)
+				return err == nil && st.Last != nil && (st.Last.State == store.Unknown && policy == "review" || st.Last.Number == 2 && st.Last.State == store.Succeeded)
+			})
+			n.stop()
+			st, _ := f.stores[0].Slot(ctx, "v", next.Value)
+			if policy == "review" && !st.Waiting {
+				t.Fatalf("slot %+v does not wait for review", st)
+			}
+		})
+	}
+}
+
+// A command job: its output's tail is kept in the store with the attempt, and all of it in the
+// job's log file (0600, in a 0700 directory).
+func TestCommandOutput(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	dir := filepath.Join(t.TempDir(), "logs")
+	j := scheduler.Job{Job: jobfile.Job{Name: "out/put", Schedule: "@every 1s", TZ: "UTC",
+		Command: []string{"sh", "-c", "echo hello; echo $ONCE_SLOT >&2"}, Env: []string{"X=1"}}}
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, LogDir: dir, TailSize: 8})
+	ctx := context.Background()
+	var att *store.Attempt
+	eventually(t, 4*time.Second, "an attempt", func() bool {
+		for _, e := range f.history("out/put") {
+			if e.State == store.Succeeded {
+				a := e.Attempt
+				att = &a
+				return true
+			}
+		}
+		return false
+	})
+	n.stop()
+	tail, ok, err := scheduler.Tail(ctx, f.stores[0], att.RunID)
+	if err != nil || !ok {
+		t.Fatalf("tail: %v %v", ok, err)
+	}
+	if want := att.Slot[len(att.Slot)-7:] + "\n"; string(tail) != want {
+		t.Fatalf("tail %q, want the last 8 bytes %q", tail, want)
+	}
+	path := scheduler.LogFile(dir, "out/put")
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(b), "hello\n"+att.Slot+"\n") {
+		t.Fatalf("log file: %v %q", err, b)
+	}
+	fi, _ := os.Stat(path)
+	di, _ := os.Stat(dir)
+	if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
+		t.Fatalf("modes %v %v", fi.Mode(), di.Mode())
+	}
+}
+
+// Drain: a running job gets the drain time, then is stopped through its stop path, and its
+// outcome is recorded.
+func TestDrainStopsAfterItsTime(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	w := &witness{}
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{workJob("long", "@every 1s", w.work(time.Hour))}, Drain: 300 * time.Millisecond})
+	eventually(t, 3*time.Second, "the job runs", func() bool { runs, _ := w.snapshot(); return len(runs) == 1 })
+	start := time.Now()
+	n.stop()
+	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("drain took %s", d)
+	}
+	h := f.history("long")
+	if count(h, store.Failed, "drains") != 1 {
+		t.Fatalf("history %+v: want the attempt failed, stopped by the drain", h)
+	}
+}
+
+// A reload: an added job fires, a removed one stops firing, a bad list is refused whole.
+func TestReload(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	wa, wb := &witness{}, &witness{}
+	a := workJob("a", "@every 1s", wa.work(0))
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{a}})
+	eventually(t, 3*time.Second, "a fires", func() bool { r, _ := wa.snapshot(); return len(r) > 0 })
+	bad := workJob("b", "not a schedule", wb.work(0))
+	if err := n.s.Reload([]scheduler.Job{a, bad}); err == nil {
+		t.Fatal("a bad schedule was accepted")
+	}
+	if err := n.s.Reload([]scheduler.Job{workJob("b", "@every 1s", wb.work(0))}); err != nil {
+		t.Fatal(err)
+	}
+	ra, _ := wa.snapshot()
+	eventually(t, 3*time.Second, "b fires", func() bool { r, _ := wb.snapshot(); return len(r) > 1 })
+	if r, _ := wa.snapshot(); len(r) > len(ra)+1 {
+		t.Fatalf("removed job a fired %d more times", len(r)-len(ra))
+	}
+}

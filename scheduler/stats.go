@@ -1,0 +1,41 @@
+package scheduler
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+type statsCounters struct {
+	fired, refused, missed, reloadFailures atomic.Int64
+}
+
+// Stats are a node's counters since it started, for status lines and metrics.
+type Stats struct {
+	Fired          int64         // slots fired (launched, or handled by the overlap policy)
+	Refused        int64         // fires refused because this node's clock is off
+	Missed         int64         // missed slots this node recorded
+	ReloadFailures int64         // reloads refused (ReloadFailed)
+	ClockOffset    time.Duration // the store's clock minus this node's, last measured
+	ClockOK        bool          // the offset is within Config.MaxClockOffset
+	Jobs           int
+	Running        int // launches in progress on this node
+}
+
+// Stats returns the node's counters now.
+func (s *Scheduler) Stats() Stats {
+	off, ok := s.clock.state()
+	st := Stats{Fired: s.stats.fired.Load(), Refused: s.stats.refused.Load(), Missed: s.stats.missed.Load(),
+		ReloadFailures: s.stats.reloadFailures.Load(), ClockOffset: off, ClockOK: ok}
+	for _, js := range s.snapshot() {
+		st.Jobs++
+		js.mu.Lock()
+		if js.active != nil {
+			st.Running++
+		}
+		js.mu.Unlock()
+	}
+	return st
+}
+
+// ReloadFailed counts a reload the caller refused (a bad jobs file) in Stats.
+func (s *Scheduler) ReloadFailed() { s.stats.reloadFailures.Add(1) }
