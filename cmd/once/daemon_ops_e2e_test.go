@@ -1,0 +1,245 @@
+package main
+
+// once daemon's operations through the real binary, on the embedded store: overlap policies,
+// reload, drain, pause/resume/trigger, logs and jobs, bad jobs files, systemd's notify protocol.
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func countState(h []map[string]any, state, noteHas string) int {
+	n := 0
+	for _, e := range h {
+		if e["state"] == state && strings.Contains(fmt.Sprint(e["note"]), noteHas) {
+			n++
+		}
+	}
+	return n
+}
+
+// Each overlap policy, with slots due every second and runs of 2.5 s.
+func TestDaemonOverlapPolicies(t *testing.T) {
+	t.Parallel()
+	e, dir := newEnv(t), t.TempDir()
+	var b strings.Builder
+	for _, p := range []string{"skip", "buffer-one", "replace"} {
+		fmt.Fprintf(&b, "[[job]]\nname = %q\nschedule = \"@every 1s\"\ntz = \"UTC\"\noverlap = %q\ngrace = \"1s\"\ncommand = \"sleep 2.5\"\n\n", p, p)
+	}
+	d := startDaemon(t, e, "node-a", "--jobs", writeJobs(t, dir, "jobs.toml", b.String()))
+	time.Sleep(7 * time.Second)
+	d.stop(syscall.SIGTERM, 20*time.Second)
+	skip, buf, rep := e.history("skip"), e.history("buffer-one"), e.history("replace")
+	if countState(skip, "skipped", "overlap = skip") < 3 || countState(skip, "succeeded", "") < 1 {
+		t.Errorf("skip: %v", skip)
+	}
+	if countState(buf, "skipped", "overlap = buffer-one") < 2 || countState(buf, "succeeded", "") < 2 {
+		t.Errorf("buffer-one: %v", buf)
+	}
+	if countState(rep, "failed", "replaced by slot") < 3 {
+		t.Errorf("replace: %v", rep)
+	}
+}
+
+// A reload on a change of the file and on SIGHUP: a bad file keeps the jobs running and says
+// what to fix; a good one applies (an added job fires, a removed one stops).
+func TestDaemonReload(t *testing.T) {
+	t.Parallel()
+	e, dir := newEnv(t), t.TempDir()
+	job := func(name string) string {
+		return fmt.Sprintf("[[job]]\nname = %q\nschedule = \"@every 1s\"\ncommand = \"echo %s >> %s/ran\"\n", name, name, dir)
+	}
+	path := writeJobs(t, dir, "jobs.toml", job("a"))
+	d := startDaemon(t, e, "node-a", "--jobs", path)
+	d.waitLog(`msg=end task=a`, 10*time.Second)
+	writeJobs(t, dir, "jobs.toml", job("a")+"bogus = 1\n")
+	d.waitLog("reload refused", 5*time.Second)
+	if !strings.Contains(d.logText(), "jobs.toml:5: ") {
+		t.Errorf("the refusal does not say file:line: %s", d.logText())
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(time.Second)
+	if n := strings.Count(d.logText(), "reload refused"); n < 2 {
+		t.Errorf("SIGHUP did not reload (refusals %d)", n)
+	}
+	before := strings.Count(string(must(os.ReadFile(filepath.Join(dir, "ran")))), "a\n")
+	if before < 2 {
+		t.Errorf("job a stopped firing on a bad file: %d runs", before)
+	}
+	writeJobs(t, dir, "jobs.toml", job("b"))
+	d.waitLog("reloaded", 5*time.Second)
+	d.waitLog(`msg=end task=b`, 5*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	ran := string(must(os.ReadFile(filepath.Join(dir, "ran"))))
+	time.Sleep(1500 * time.Millisecond)
+	if after := string(must(os.ReadFile(filepath.Join(dir, "ran")))); strings.Count(after, "a\n") != strings.Count(ran, "a\n") {
+		t.Errorf("the removed job a still fires")
+	}
+	if code := d.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// SIGTERM drains: a job that ends within --drain finishes and succeeds; one that does not is
+// stopped (SIGTERM, then its grace) and recorded failed; the daemon exits 0 either way.
+func TestDaemonDrain(t *testing.T) {
+	t.Parallel()
+	e, dir := newEnv(t), t.TempDir()
+	jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf(`[[job]]
+name = "short"
+schedule = "@every 1s"
+command = "sleep 1.5; echo done >> %[1]s/short"
+
+[[job]]
+name = "long"
+schedule = "@every 1s"
+grace = "1s"
+command = "trap 'echo TERM >> %[1]s/long; exit 143' TERM; echo start >> %[1]s/long; while :; do sleep 0.1; done"
+`, dir))
+	d := startDaemon(t, e, "node-a", "--jobs", jobs, "--drain", "2500ms")
+	waitLines(t, filepath.Join(dir, "long"), 1, 10*time.Second)
+	start := time.Now()
+	if code := d.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("drained in %s: the long job did not get --drain", took)
+	}
+	if got := string(must(os.ReadFile(filepath.Join(dir, "long")))); got != "start\nTERM\n" {
+		t.Errorf("long job saw %q, want start then TERM", got)
+	}
+	if h := e.history("long"); countState(h, "failed", "drains") != 1 {
+		t.Errorf("long: %v", h)
+	}
+	if h := e.history("short"); countState(h, "succeeded", "") < 1 || countState(h, "failed", "") != 0 {
+		t.Errorf("short did not finish within the drain: %v", h)
+	}
+}
+
+// pause, resume and trigger through the store, as a person on another machine would; jobs and
+// logs show the state and the output.
+func TestDaemonPauseResumeTriggerLogs(t *testing.T) {
+	t.Parallel()
+	e, dir := newEnv(t), t.TempDir()
+	jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf("[[job]]\nname = \"ctl\"\nschedule = \"@every 1s\"\ncommand = \"echo out-$ONCE_SLOT; echo $ONCE_SLOT >> %s/ran\"\n", dir))
+	ran := filepath.Join(dir, "ran")
+	d := startDaemon(t, e, "node-a", "--jobs", jobs)
+	waitLines(t, ran, 1, 10*time.Second)
+	if r := e.run("pause", "ctl", "--note", "maintenance"); r.code != 0 || !strings.Contains(r.stdout, "paused ctl") {
+		t.Fatalf("pause: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	d.waitLog("job paused", 5*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	n := countLines(t, ran)
+	time.Sleep(2 * time.Second)
+	if m := countLines(t, ran); m != n {
+		t.Fatalf("a paused job ran %d times", m-n)
+	}
+	if r := e.run("jobs", "--jobs", jobs); r.code != 0 || !strings.Contains(r.stdout, "paused") || !strings.Contains(r.stdout, "maintenance") {
+		t.Errorf("jobs: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r := e.run("trigger", "ctl")
+	if r.code != 0 || !strings.Contains(r.stdout, "slot manual:") {
+		t.Fatalf("trigger: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	manual := strings.TrimSpace(r.stdout[strings.Index(r.stdout, "manual:"):])
+	waitLines(t, ran, n+1, 5*time.Second)
+	if got := string(must(os.ReadFile(ran))); !strings.HasSuffix(got, manual+"\n") {
+		t.Errorf("the trigger did not run its slot %s: %q", manual, got)
+	}
+	time.Sleep(time.Second)
+	if l := e.run("logs", "ctl"); l.code != 0 || l.stdout != "out-"+manual+"\n" {
+		t.Errorf("logs: %d %q %s", l.code, l.stdout, l.stderr)
+	}
+	if r := e.run("resume", "ctl"); r.code != 0 || !strings.Contains(r.stdout, "resumed ctl") {
+		t.Fatalf("resume: %d %s", r.code, r.stdout)
+	}
+	waitLines(t, ran, n+3, 5*time.Second)
+	if h := e.history("ctl"); countState(h, "skipped", "paused") < 1 {
+		t.Errorf("the paused slots are not in history: %v", h)
+	}
+	d.stop(syscall.SIGTERM, 20*time.Second)
+}
+
+// A bad jobs file: exit 64 with file:line, and nothing fires.
+func TestDaemonBadJobsFile(t *testing.T) {
+	t.Parallel()
+	e, dir := newEnv(t), t.TempDir()
+	for _, c := range []struct{ name, text, want string }{
+		{"a.toml", "[[job]]\nname = \"x\"\nschedule = \"61 * * * *\"\ncommand = \"true\"\n", "a.toml:3: "},
+		{"b.toml", "[[job]]\nname = \"x\"\nschedule = \"@daily\"\ncomand = \"true\"\n", "did you mean command?"},
+		{"c.crontab", "0 2 * * * /bin/true\n0 2 * * * /bin/true\n", "c.crontab:2: "},
+	} {
+		path := writeJobs(t, dir, c.name, c.text)
+		for _, args := range [][]string{{"daemon", "--jobs", path}, {"daemon", "--check", path}} {
+			r := e.run(args...)
+			if r.code != 64 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+				t.Errorf("%v: %d %q, want 64 and one line with %q", args, r.code, r.stderr, c.want)
+			}
+		}
+	}
+	if h := e.history("x"); len(h) != 0 {
+		t.Errorf("something ran: %v", h)
+	}
+}
+
+// Under systemd (Type=notify) the daemon says READY, RELOADING then READY on SIGHUP, and
+// STOPPING on SIGTERM; its jobs do not inherit NOTIFY_SOCKET.
+func TestDaemonSystemdNotify(t *testing.T) {
+	t.Parallel()
+	e, dir := newEnv(t), t.TempDir()
+	sock := filepath.Join(dir, "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	msgs := make(chan string, 16)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			msgs <- string(buf[:n])
+		}
+	}()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case m := <-msgs:
+			if !strings.Contains(m, want) {
+				t.Fatalf("notify %q, want %s", m, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s", want)
+		}
+	}
+	e.vars = append(e.vars, "NOTIFY_SOCKET="+sock)
+	jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf("[[job]]\nname = \"env\"\nschedule = \"@every 1s\"\ncommand = \"env > %s/env\"\n", dir))
+	d := startDaemon(t, e, "node-a", "--jobs", jobs)
+	next("READY=1")
+	_ = d.cmd.Process.Signal(syscall.SIGHUP)
+	next("RELOADING=1")
+	next("READY=1")
+	waitLines(t, filepath.Join(dir, "env"), 1, 5*time.Second)
+	d.stop(syscall.SIGTERM, 20*time.Second)
+	next("STOPPING=1")
+	if env := string(must(os.ReadFile(filepath.Join(dir, "env")))); strings.Contains(env, "NOTIFY_SOCKET") || !strings.Contains(env, "ONCE_SLOT=") {
+		t.Errorf("the job's environment: %s", env)
+	}
+}
