@@ -214,8 +214,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.log.Warn("cannot read the store's clock; retrying", "err", err)
 	}
 	s.pollControl(ctx)
+	now := s.clock.now()
 	for _, js := range s.snapshot() {
-		s.account(ctx, js, s.clock.now())
+		js.mu.Lock() // the next fires were computed before the store's clock was read
+		js.next = nextFire(js.job.Name, js.spec, js.job.Jitter, now)
+		js.mu.Unlock()
+		s.account(ctx, js, now)
 	}
 	var bg sync.WaitGroup
 	bg.Add(2)

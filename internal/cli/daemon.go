@@ -19,6 +19,7 @@ import (
 	"github.com/once-run/once/jobfile"
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/scheduler"
+	"github.com/once-run/once/internal/sdnotify"
 	"github.com/once-run/once/store"
 )
 
@@ -184,7 +185,7 @@ func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 		return err
 	}
 	defer s.Close()
-	notifySocket := takeNotifySocket()
+	sdnotify.Unsetenv() // the jobs' commands must not inherit NOTIFY_SOCKET
 	logDir := f.logDir
 	if logDir == "" {
 		logDir = filepath.Join(h, "logs")
@@ -201,12 +202,11 @@ func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 		return err
 	}
 	job.Adopt(log)
-	return a.serveDaemon(ctx, sch, f, log, notifySocket, len(jobs), store.Redact(dsn))
+	return a.serveDaemon(ctx, sch, f, log, len(jobs), store.Redact(dsn))
 }
 
 // serveDaemon runs sch, handling signals and reloads, until it has drained.
-func (a *app) serveDaemon(ctx context.Context, sch *scheduler.Scheduler, f *daemonFlags, log *slog.Logger,
-	sock string, n int, dsn string) error {
+func (a *app) serveDaemon(ctx context.Context, sch *scheduler.Scheduler, f *daemonFlags, log *slog.Logger, n int, dsn string) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGPIPE)
 	defer signal.Stop(sigs)
@@ -215,7 +215,13 @@ func (a *app) serveDaemon(ctx context.Context, sch *scheduler.Scheduler, f *daem
 	done := make(chan error, 1)
 	go func() { done <- sch.Run(rctx) }()
 	log.Info("once daemon started", "jobs", n, "node", sch.Node(), "store", dsn, "drain", f.drain.String())
-	sdNotify(sock, "READY=1\nSTATUS=running "+fmt.Sprint(n)+" jobs")
+	notifySystemd(log, sdnotify.Ready+"\n"+sdnotify.Status(fmt.Sprintf("running %d jobs", n)))
+	var watchdog <-chan time.Time
+	if iv, ok := sdnotify.WatchdogInterval(); ok {
+		wt := time.NewTicker(iv / 2)
+		defer wt.Stop()
+		watchdog = wt.C
+	}
 	watch := newFileWatch(f.jobs)
 	t := time.NewTicker(f.poll)
 	defer t.Stop()
@@ -224,19 +230,21 @@ func (a *app) serveDaemon(ctx context.Context, sch *scheduler.Scheduler, f *daem
 		select {
 		case err := <-done:
 			return err
+		case <-watchdog:
+			notifySystemd(log, sdnotify.Watchdog)
 		case <-t.C:
 			if watch.changed() {
-				a.reload(sch, f.jobs, log, sock, "the jobs file changed")
+				a.reload(sch, f.jobs, log, "the jobs file changed")
 			}
 		case sig := <-sigs:
 			switch {
 			case sig == syscall.SIGPIPE:
 			case sig == syscall.SIGHUP:
-				a.reload(sch, f.jobs, log, sock, "SIGHUP")
+				a.reload(sch, f.jobs, log, "SIGHUP")
 			case !stopping:
 				stopping = true
 				log.Info("draining: no new slots; running jobs get the drain time", "signal", sig.String(), "drain", f.drain.String())
-				sdNotify(sock, "STOPPING=1\nSTATUS=draining")
+				notifySystemd(log, sdnotify.Stopping+"\n"+sdnotify.Status("draining"))
 				stop()
 			default:
 				log.Warn("stopping running jobs now (second signal)", "signal", sig.String())
@@ -247,9 +255,9 @@ func (a *app) serveDaemon(ctx context.Context, sch *scheduler.Scheduler, f *daem
 }
 
 // reload reads the jobs file again; a bad one keeps the running jobs and says what to fix.
-func (a *app) reload(sch *scheduler.Scheduler, path string, log *slog.Logger, sock, why string) {
-	sdNotify(sock, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
-	defer sdNotify(sock, "READY=1")
+func (a *app) reload(sch *scheduler.Scheduler, path string, log *slog.Logger, why string) {
+	notifySystemd(log, sdnotify.Reloading())
+	defer notifySystemd(log, sdnotify.Ready)
 	jobs, err := loadJobs(path)
 	if err == nil {
 		err = sch.Reload(jobs)
@@ -265,6 +273,13 @@ func (a *app) reload(sch *scheduler.Scheduler, path string, log *slog.Logger, so
 		return
 	}
 	log.Info("reloaded", "why", why, "jobs", len(jobs))
+}
+
+// notifySystemd tells systemd (Type=notify) the daemon's state; a failure is logged once per call.
+func notifySystemd(log *slog.Logger, state string) {
+	if _, err := sdnotify.Notify(state); err != nil {
+		log.Warn("cannot notify systemd", "err", err)
+	}
 }
 
 // fileWatch tells when a jobs file, or a directory's drop-ins, changed: names, sizes, times.
