@@ -15,11 +15,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/once-run/once/internal/sdnotify"
 	"github.com/once-run/once/job"
 	"github.com/once-run/once/jobfile"
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/scheduler"
-	"github.com/once-run/once/internal/sdnotify"
 	"github.com/once-run/once/store"
 )
 
