@@ -144,7 +144,7 @@ func (s *Scheduler) pollControl(ctx context.Context) {
 			s.log.Warn("cannot read the fleet's pauses; keeping the last known", "err", err)
 		}
 	} else {
-		s.mu.Lock()
+		s.ctlMu.Lock()
 		for n := range paused {
 			if _, was := s.paused[n]; !was {
 				s.log.Info("job paused", "task", n, "by", paused[n].RunID)
@@ -156,7 +156,7 @@ func (s *Scheduler) pollControl(ctx context.Context) {
 			}
 		}
 		s.paused = paused
-		s.mu.Unlock()
+		s.ctlMu.Unlock()
 	}
 	trig, err := Triggered(ctx, s.c.Store, names)
 	if err != nil {
@@ -177,8 +177,8 @@ func (s *Scheduler) names() []string {
 }
 
 func (s *Scheduler) isPaused(name string) (store.Key, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
 	k, ok := s.paused[name]
 	return k, ok
 }

@@ -5,18 +5,14 @@ import (
 	"time"
 )
 
-func (s *Scheduler) isDraining() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.draining
-}
+func (s *Scheduler) isDraining() bool { return s.draining.Load() }
 
 // drain ends a Run: nothing new starts, queued launches are dropped (the nodes that watch their
 // slots run those that waited behind another), running ones get Config.Drain to end and are then
 // stopped through their stop path, and drain returns once every launch has ended.
 func (s *Scheduler) drain() {
+	s.draining.Store(true)
 	s.mu.Lock()
-	s.draining = true
 	jobs := make([]*jobState, 0, len(s.jobs))
 	for _, js := range s.jobs {
 		jobs = append(jobs, js)

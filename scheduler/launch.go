@@ -68,11 +68,12 @@ func (s *Scheduler) fire(ctx context.Context, js *jobState, sl slot.Slot) {
 	s.stats.fired.Add(1)
 	js.mu.Lock()
 	jb := js.job
+	js.mu.Unlock()
 	if _, paused := s.isPaused(jb.Name); paused {
-		js.mu.Unlock()
 		s.pausedSlot(ctx, jb, sl.Value)
 		return
 	}
+	js.mu.Lock()
 	l := launch{slots: []string{sl.Value}, untried: true, why: whyFire}
 	if js.active == nil {
 		js.startLocked(ctx, l)

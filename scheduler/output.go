@@ -160,8 +160,8 @@ func (o *output) end(ctx context.Context, res once.Result) {
 		o.logLine(fmt.Sprintf("=== %s once: run %s ended %s\n", time.Now().UTC().Format(time.RFC3339Nano), run.RunID, state))
 	}
 	o.mu.Unlock()
-	if run == nil || o.s.keys == nil || len(o.tail) == 0 {
-		return
+	if run == nil || o.s.keys == nil || len(tail) == 0 {
+		return // nothing to keep: an attempt that printed nothing costs the store nothing more
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/once-run/once"
@@ -75,12 +76,14 @@ type Scheduler struct {
 	out   *notify.Sender
 	clock *clock
 
+	// Lock order: mu before a jobState's mu; ctlMu is taken alone.
 	mu       sync.Mutex
 	jobs     map[string]*jobState
 	order    []string    // job names, in the order given
 	retired  []*jobState // removed by a reload while a launch of theirs ran: drain waits for them too
-	paused   map[string]store.Key
-	draining bool
+	ctlMu    sync.Mutex
+	paused   map[string]store.Key // under ctlMu
+	draining atomic.Bool
 	wake     chan struct{} // the dispatcher looks again (a reload)
 	hurry    chan struct{} // closed by Hurry: the drain stops running jobs now
 	runs     sync.WaitGroup

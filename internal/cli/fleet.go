@@ -206,7 +206,7 @@ Without --slot: the job's newest attempt; with --slot: that slot's last attempt,
 				}
 				fmt.Fprintf(a.stderr, "once: %s slot %s attempt %d (%s, run %s, on %s)\n", args[0], cell(at.Slot), at.Number, at.State, at.RunID, cell(at.Holder))
 				if !ok {
-					return exit(ExitUnavailable, "no output kept for run %s: it ran outside the daemon, kept none (--tail-size 0), or is older than %s", at.RunID, scheduler.TailRetention)
+					return exit(ExitUnavailable, "no output kept for run %s: it printed nothing, ran outside the daemon, kept none (--tail-size 0), or is older than %s", at.RunID, scheduler.TailRetention)
 				}
 				_, err = a.stdout.Write(tail)
 				return err
