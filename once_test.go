@@ -136,26 +136,37 @@ func TestUnknownPolicies(t *testing.T) {
 	}
 }
 
-func TestBusyWhileHeldElsewhere(t *testing.T) {
-	s, dsn := newStore(t)
+// holdElsewhere runs o's task on a second connection to the store (holder A) until the returned
+// release is called; release waits for that run to end.
+func holdElsewhere(t *testing.T, dsn string, o once.Options) (release func()) {
+	t.Helper()
 	other, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer other.Close()
-	started, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	started, stop, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	o.Store, o.Holder, o.TTL = other, "A", 2*time.Second
 	go func() {
 		defer close(done)
-		once.Do(context.Background(), once.Options{Store: other, Task: "t", Holder: "A", TTL: 2 * time.Second}, func(context.Context, *once.Run) error {
+		once.Do(context.Background(), o, func(context.Context, *once.Run) error {
 			close(started)
-			<-release
+			<-stop
 			return nil
 		})
 	}()
 	<-started
+	return func() {
+		close(stop)
+		<-done
+		other.Close()
+	}
+}
+
+func TestBusyWhileHeldElsewhere(t *testing.T) {
+	s, dsn := newStore(t)
+	release := holdElsewhere(t, dsn, once.Options{Task: "t"})
 	r := do(t, once.Options{Store: s, Task: "t", Holder: "B", TTL: time.Second}, ok)
-	close(release)
-	<-done
+	release()
 	if r.Decision != once.Busy || r.Holder == nil || r.Holder.Holder != "A" {
 		t.Fatalf("%+v", r)
 	}
@@ -286,27 +297,11 @@ func TestWorkCancelledWhenLeaseLost(t *testing.T) {
 // succeeded. Only the winner's attempt is in history.
 func TestFleetLosersRecordNoEvents(t *testing.T) {
 	s, dsn := newStore(t)
-	other, err := store.Open(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	started, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		once.Do(context.Background(), once.Options{Store: other, Task: "t", Slot: "s1", Holder: "A", TTL: 2 * time.Second, Fleet: true},
-			func(context.Context, *once.Run) error {
-				close(started)
-				<-release
-				return nil
-			})
-	}()
-	<-started
+	release := holdElsewhere(t, dsn, once.Options{Task: "t", Slot: "s1", Fleet: true})
 	if r := do(t, once.Options{Store: s, Task: "t", Slot: "s1", Holder: "B", TTL: time.Second, Fleet: true}, ok); r.Decision != once.Busy {
 		t.Fatalf("while held: %+v", r)
 	}
-	close(release)
-	<-done
+	release()
 	if r := do(t, once.Options{Store: s, Task: "t", Slot: "s1", Holder: "B", TTL: time.Second, Fleet: true}, ok); r.Decision != once.Skipped {
 		t.Fatalf("after: %+v", r)
 	}

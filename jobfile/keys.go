@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/store"
 )
 
 // value is one key's value as read, and where: v is a string, int64, []any or map[string]any from
@@ -73,31 +74,11 @@ func closest(k string, keys []string) string {
 		if len(x) > 5 {
 			limit = 2
 		}
-		if len(k) < 64 && editDistance(norm, x) <= limit {
+		if store.EditDistance(norm, x) <= limit {
 			return x
 		}
 	}
 	return ""
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // Bounds of the durations and counts (docs/jobs-file.md). A lease longer than a day is a typo

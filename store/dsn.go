@@ -147,14 +147,17 @@ func unknown(spec QuerySpec, key string) string {
 func closest(key string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
-		if d := editDistance(strings.ToLower(key), strings.ToLower(k)); d < bestD {
+		if d := EditDistance(strings.ToLower(key), strings.ToLower(k)); d < bestD {
 			best, bestD = k, d
 		}
 	}
 	return best
 }
 
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b, for "did you mean" hints (a DSN
+// parameter here, a jobs file's key in package jobfile); 64 when either is longer than 64 bytes,
+// so that a hostile value costs no more than a short one.
+func EditDistance(a, b string) int {
 	if len(a) > 64 || len(b) > 64 {
 		return 64
 	}
