@@ -189,6 +189,10 @@ func (s *Store) historyQuery(q store.HistoryQuery) (string, []any, error) {
 			add(b, "slot = ?", q.Slot)
 		}
 	}
+	if q.Kind != "" {
+		add(&at, "state = ?", string(q.Kind))
+		add(&ev, "kind = ?", string(q.Kind))
+	}
 	atConds, evConds := store.PageConds(before, after, store.PageColumns{Time: "started_at", Seq: "rowid"},
 		store.PageColumns{Time: "at", Seq: "id"}, func(t time.Time) any { return t.UnixMicro() })
 	for _, c := range atConds {
@@ -213,7 +217,8 @@ func (s *Store) historyQuery(q store.HistoryQuery) (string, []any, error) {
 	}
 	// Each table is read through the index named (INDEXED BY: the statement fails rather than
 	// fall back to a scan), in time order; the merge stops at the limit and sorts only entries of
-	// the same instant.
+	// the same instant. A Kind reads only the table of its entries, by the index the other
+	// filters choose, past the entries of other kinds.
 	ai, ei := s.t.attempts+"_started", s.t.events+"_at"
 	switch {
 	case q.Slot != "" && q.Task != "":
@@ -221,11 +226,17 @@ func (s *Store) historyQuery(q store.HistoryQuery) (string, []any, error) {
 	case q.Task != "":
 		ai, ei = s.t.attempts+"_task_started", s.t.events+"_task_at"
 	}
-	cols := strings.Join(strings.Fields(attemptCols), " ")
-	query := `SELECT ` + cols + `, 0 AS ev, rowid AS seq FROM ` + s.t.attempts + ` INDEXED BY ` + ai + where(at) + `
-		UNION ALL SELECT task, slot, attempt, run_id, kind, holder, token, at, NULL, NULL, 0, '', '', note,
-			NULL, NULL, NULL, NULL, 1, id FROM ` + s.t.events + ` INDEXED BY ` + ei + where(ev) + `
-		ORDER BY started_at ` + dir + `, ev ` + dir + `, seq ` + dir + ` LIMIT ?`
-	args := append(append(at.args, ev.args...), limit)
-	return query, args, nil
+	var parts []string
+	var args []any
+	if q.ReadsAttempts() {
+		parts = append(parts, `SELECT `+strings.Join(strings.Fields(attemptCols), " ")+`, 0 AS ev, rowid AS seq FROM `+s.t.attempts+` INDEXED BY `+ai+where(at))
+		args = append(args, at.args...)
+	}
+	if q.ReadsEvents() {
+		parts = append(parts, `SELECT task, slot, attempt, run_id, kind, holder, token, at AS started_at, NULL, NULL, 0, '', '', note,
+			NULL, NULL, NULL, NULL, 1 AS ev, id AS seq FROM `+s.t.events+` INDEXED BY `+ei+where(ev))
+		args = append(args, ev.args...)
+	}
+	query := strings.Join(parts, " UNION ALL ") + ` ORDER BY started_at ` + dir + `, ev ` + dir + `, seq ` + dir + ` LIMIT ?`
+	return query, append(args, limit), nil
 }
