@@ -113,8 +113,12 @@ func InPage(c Cursor, before, after *Cursor) bool {
 	return (before == nil || before.Precedes(c)) && (after == nil || c.Precedes(*after))
 }
 
-// Cursors parses q's Before and After (nil when empty).
+// Cursors checks q's Kind (CheckKind) and parses its Before and After (nil when empty): every
+// History calls it first, so a query is refused the same way on every store.
 func (q HistoryQuery) Cursors() (before, after *Cursor, err error) {
+	if err := CheckKind(q.Kind); err != nil {
+		return nil, nil, err
+	}
 	if q.Before != "" {
 		c, err := ParseCursor(q.Before)
 		if err != nil {

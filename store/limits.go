@@ -35,7 +35,7 @@ const (
 )
 
 // ErrInvalid is wrapped by every error about a value the contract refuses (CheckText, CheckName,
-// CheckScope, ValidateKey, ClaimRequest.Check, Claimant.Check, a bad history cursor or prune
+// CheckScope, ValidateKey, ClaimRequest.Check, Claimant.Check, a bad history cursor or kind, a prune
 // request): too long, not UTF-8, a NUL byte, control characters. Nothing was written.
 var ErrInvalid = errors.New("store: invalid value")
 

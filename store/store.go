@@ -5,7 +5,7 @@
 //   - a Leaser: one lease per task, with a time-to-live measured by the store's own clock, a holder
 //     identity and a fencing token that strictly increases per task across holders and restarts;
 //   - a Ledger: the attempts made for each (task, slot), their states and legal transitions, the events
-//     (skipped, busy, review) and people's resolutions, with the figures and checkpoints runs report.
+//     (skipped, busy, review, missed) and people's resolutions, with the figures and checkpoints runs report.
 //
 // Ledger writes made on behalf of a run are fenced: they carry the run's lease token and the store
 // refuses them (ErrNotHeld) once a later token has been issued for the task. A paused or partitioned
@@ -154,11 +154,11 @@ type Report struct {
 	Note       string
 }
 
-// Event is a skip, busy or review decision, kept in history.
+// Event is a skip, busy, review or missed decision, kept in history.
 type Event struct {
 	Task    string
 	Slot    string
-	Kind    State // Skipped, Busy or Review
+	Kind    State // one of EventKinds: Skipped, Busy, Review or Missed
 	RunID   string
 	Holder  string
 	Token   int64 // 0 when no lease was held
@@ -201,10 +201,14 @@ type HistoryQuery struct {
 	// After keeps only the entries before this cursor in history order (newer). With Limit, the
 	// page is the Limit entries nearest to it — the previous page — still listed newest first.
 	After string
+	// Kind keeps only the entries of this kind: an attempt state (AttemptStates) or an event kind
+	// (EventKinds); "" keeps all. Another value is refused with ErrInvalid (CheckKind). Pages and
+	// cursors work as without it: a cursor of a filtered page pages on through the same filter.
+	Kind State
 }
 
 // Entry is one line of history: an attempt (State running/succeeded/failed/unknown) or an event
-// (State skipped/busy/review). For events StartedAt is when it happened and EndedAt is nil.
+// (State skipped/busy/review/missed). For events StartedAt is when it happened and EndedAt is nil.
 type Entry struct {
 	Attempt
 	// Cursor is the entry's position in history order, for HistoryQuery.Before and After. It is
@@ -230,7 +234,9 @@ type Entry struct {
 //     returns them; token must be the task's latest lease token (ErrNotHeld otherwise).
 //   - Resolve attaches a person's decision to the slot's last attempt when it is unknown or failed
 //     and not yet resolved; ErrNotFound when the slot has no attempt, ErrConflict otherwise.
-//   - Record keeps an event; events are not fenced (a busy contender holds no lease).
+//   - Record keeps an event of one of EventKinds (ErrConflict for another kind, CheckEvent); events
+//     are not fenced (a busy contender holds no lease). Only a review event can make a slot wait;
+//     no event changes Slot's Last or Failures.
 //   - Slot, History and Waiting read. Waiting lists the slots waiting for a person, oldest first:
 //     by the time their last attempt ended (its start if it has no end), then by task, then by
 //     slot. History lists entries in the order of Cursor; HistoryQuery.Before and After page

@@ -55,7 +55,7 @@ func (l Ledger) Waiting(ctx context.Context) ([]store.SlotState, error) {
 }
 
 // History: see store.Ledger. Every page reads the documents of the task (or of every task) and
-// sorts their entries: a page costs the task's history, not the page. A cursor's Seq is an
+// sorts their entries of q's Kind: a page costs the task's history, not the page. A cursor's Seq is an
 // attempt's number or an event's place among its slot's events.
 func (l Ledger) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
 	before, after, err := q.Cursors()
@@ -82,11 +82,15 @@ func (l Ledger) History(ctx context.Context, q store.HistoryQuery) ([]store.Entr
 			continue
 		}
 		for _, a := range d.Attempts {
-			keep(store.Entry{Attempt: a}, store.CursorOf(a.StartedAt, false, d.key(), int64(a.Number)))
+			if q.Selects(a.State) {
+				keep(store.Entry{Attempt: a}, store.CursorOf(a.StartedAt, false, d.key(), int64(a.Number)))
+			}
 		}
 		for i, e := range d.Events {
-			keep(store.Entry{Attempt: store.Attempt{Task: d.Task, Slot: d.Slot, RunID: e.RunID, Number: e.Attempt, State: e.Kind,
-				Holder: e.Holder, Token: e.Token, StartedAt: e.At, Note: e.Note}}, store.CursorOf(e.At, true, d.key(), int64(i)))
+			if q.Selects(e.Kind) {
+				keep(store.Entry{Attempt: store.Attempt{Task: d.Task, Slot: d.Slot, RunID: e.RunID, Number: e.Attempt, State: e.Kind,
+					Holder: e.Holder, Token: e.Token, StartedAt: e.At, Note: e.Note}}, store.CursorOf(e.At, true, d.key(), int64(i)))
+			}
 		}
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].c.Precedes(items[j].c) })

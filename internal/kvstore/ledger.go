@@ -232,10 +232,8 @@ func (l Ledger) Resolve(ctx context.Context, r store.ResolveRequest) (store.Atte
 
 // Record: see store.Ledger.
 func (l Ledger) Record(ctx context.Context, e store.Event) error {
-	switch e.Kind {
-	case store.Skipped, store.Busy, store.Review:
-	default:
-		return fmt.Errorf("%w: event kind %q is not skipped, busy or review", store.ErrConflict, e.Kind)
+	if err := store.CheckEvent(e); err != nil {
+		return err
 	}
 	return l.update(ctx, e.Task, e.Slot, 0, "", func(d *Doc, now time.Time) (bool, error) {
 		d.Events = append(d.Events, Event{Kind: e.Kind, RunID: e.RunID, Holder: e.Holder, Token: e.Token, Attempt: e.Attempt, Note: e.Note, At: now})

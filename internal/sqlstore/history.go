@@ -116,9 +116,9 @@ const historyPage = 1000
 func (s *Store) HistoryPageSize() int { return historyPage }
 
 // History lists attempts and events in history order (store.Ledger). Each table is read in time
-// order from an index on (task, slot, time, id), (task, time, id) or (time, id) as the filter
-// allows, up to the limit, and the two are merged: a page costs the page. The cursor is the
-// entry's time, kind and id.
+// order from an index on (task, slot, time, id), (task, time, id), events' (kind, time, id) or
+// (time, id) as the filter allows, up to the limit, and the two are merged: a page costs the
+// page. The cursor is the entry's time, kind and id.
 func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
 	query, args, err := s.HistoryQuery(q)
 	if err != nil {
@@ -164,12 +164,14 @@ func (s *Store) HistoryQuery(q store.HistoryQuery) (string, []any, error) {
 		args  []any
 	}
 	at, ev := branch{t: "started_at"}, branch{t: "happened_at"}
-	ai, ei := "attempts_started", "events_time" // MySQL's names (migrations 001, 003)
+	ai, ei := "attempts_started", "events_time" // MySQL's names (migrations 001, 003, 004)
 	switch {
 	case q.Task != "" && q.Slot != "":
 		ai, ei = "attempts_slot_time", "events_slot_time"
 	case q.Task != "":
 		ai, ei = "attempts_task_time", "events_task_time"
+	case q.Kind != "":
+		ei = "events_kind_time"
 	}
 	add := func(b *branch, cond string, args ...any) {
 		b.conds = append(b.conds, cond)
@@ -182,6 +184,10 @@ func (s *Store) HistoryQuery(q store.HistoryQuery) (string, []any, error) {
 		if q.Slot != "" {
 			add(b, "slot = ?", q.Slot)
 		}
+	}
+	if q.Kind != "" {
+		add(&at, "state = ?", string(q.Kind))
+		add(&ev, "kind = ?", string(q.Kind))
 	}
 	atConds, evConds := store.PageConds(before, after, store.PageColumns{Time: at.t, Seq: "id"},
 		store.PageColumns{Time: ev.t, Seq: "id"}, func(t time.Time) any { return t.UTC() })
@@ -206,14 +212,25 @@ func (s *Store) HistoryQuery(q store.HistoryQuery) (string, []any, error) {
 		}
 		return w + " ORDER BY " + b.t + " " + dir + ", id " + dir + limit
 	}
+	// A Kind reads only the table of its entries (one of the two branches): one kind of event
+	// without a task by events_kind_time (migration 004), an attempt state by the time index.
+	var parts []string
+	var args []any
+	if q.ReadsAttempts() {
+		parts = append(parts, `(SELECT 0 AS ev, id AS seq, `+attemptCols+` FROM {p}attempts`+s.force(ai)+tail(at)+`)`)
+		args = append(args, at.args...)
+	}
+	if q.ReadsEvents() {
+		parts = append(parts, `(SELECT 1 AS ev, id AS seq, task, slot, run_id, attempt, kind AS state, holder, token,
+			happened_at AS started_at, NULL AS ended_at, NULL AS exit_code, 0 AS records, '' AS progress, '' AS checkpoint,
+			note, NULL AS res_as, NULL AS res_by, NULL AS res_at, NULL AS res_note FROM {p}events`+s.force(ei)+tail(ev)+`)`)
+		args = append(args, ev.args...)
+	}
 	query := `SELECT ev, seq, task, slot, run_id, attempt, state, holder, token, started_at, ended_at, exit_code,
 		records, progress, checkpoint, note, res_as, res_by, res_at, res_note FROM (
-		(SELECT 0 AS ev, id AS seq, ` + attemptCols + ` FROM {p}attempts` + s.force(ai) + tail(at) + `)
-		UNION ALL
-		(SELECT 1, id, task, slot, run_id, attempt, kind, holder, token, happened_at, NULL, NULL,
-			0, '', '', note, NULL, NULL, NULL, NULL FROM {p}events` + s.force(ei) + tail(ev) + `)
+		` + strings.Join(parts, "\n\t\tUNION ALL\n\t\t") + `
 		) h ORDER BY started_at ` + dir + `, ev ` + dir + `, seq ` + dir + limit
-	return s.Q(query), append(at.args, ev.args...), nil
+	return s.Q(query), args, nil
 }
 
 // force names the index a MySQL/MariaDB read must use (FORCE INDEX): their planners fall back

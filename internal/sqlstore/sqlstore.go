@@ -463,10 +463,8 @@ func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Atte
 
 // Record keeps an event (store.Ledger). Events are not fenced.
 func (s *Store) Record(ctx context.Context, e store.Event) error {
-	switch e.Kind {
-	case store.Skipped, store.Busy, store.Review:
-	default:
-		return fmt.Errorf("%w: event kind %q (want skipped, busy or review)", store.ErrConflict, e.Kind)
+	if err := store.CheckEvent(e); err != nil {
+		return err
 	}
 	insert := s.Q(`INSERT INTO {p}events (task, slot, kind, run_id, holder, token, attempt, note, happened_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now})`)

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/once-run/once/store"
 )
@@ -22,12 +21,11 @@ const lazyEventSQL = `INSERT INTO {p}events (task, slot, kind, run_id, holder, t
 // A review event is recorded by Record: it may make the slot wait for a person, which is not
 // written lazily.
 func (s *Store) RecordLazy(ctx context.Context, e store.Event) error {
-	switch e.Kind {
-	case store.Skipped, store.Busy:
-	case store.Review:
+	if err := store.CheckEvent(e); err != nil {
+		return err
+	}
+	if e.Kind == store.Review {
 		return s.Record(ctx, e)
-	default:
-		return fmt.Errorf("%w: event kind %q (want skipped, busy or review)", store.ErrConflict, e.Kind)
 	}
 	q := s.Q(lazyEventSQL)
 	return s.Do(ctx, func(ctx context.Context) error {

@@ -132,9 +132,9 @@ var _ store.HistoryPager = (*Store)(nil)
 
 // History returns attempts and events in history order, filtered by q (store.Ledger).
 //
-// Each table is read newest first from an index on (task, slot, time), (task, time) or (time)
-// as the filter allows, and the two are merged up to the limit: a page costs the page. The
-// cursor is the entry's time, kind and rowid.
+// Each table is read newest first from an index on (task, slot, time), (task, time), (kind,
+// time) or (time) as the filter allows, and the two are merged up to the limit: a page costs
+// the page. The cursor is the entry's time, kind and rowid.
 func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
 	query, args, err := s.historyQuery(q)
 	if err != nil {
@@ -189,6 +189,10 @@ func (s *Store) historyQuery(q store.HistoryQuery) (string, []any, error) {
 			add(b, "slot = ?", q.Slot)
 		}
 	}
+	if q.Kind != "" {
+		add(&at, "state = ?", string(q.Kind))
+		add(&ev, "kind = ?", string(q.Kind))
+	}
 	atConds, evConds := store.PageConds(before, after, store.PageColumns{Time: "started_at", Seq: "rowid"},
 		store.PageColumns{Time: "at", Seq: "id"}, func(t time.Time) any { return t.UnixMicro() })
 	for _, c := range atConds {
@@ -213,19 +217,29 @@ func (s *Store) historyQuery(q store.HistoryQuery) (string, []any, error) {
 	}
 	// Each table is read through the index named (INDEXED BY: the statement fails rather than
 	// fall back to a scan), in time order; the merge stops at the limit and sorts only entries of
-	// the same instant.
+	// the same instant. A Kind reads only the table of its entries: one kind of event without a
+	// task, by events_kind_at (kind, at); an attempt state, by the time index, past the attempts
+	// of other states.
 	ai, ei := s.t.attempts+"_started", s.t.events+"_at"
 	switch {
 	case q.Slot != "" && q.Task != "":
 		ai, ei = s.t.attempts+"_slot_started", s.t.events+"_slot_at"
 	case q.Task != "":
 		ai, ei = s.t.attempts+"_task_started", s.t.events+"_task_at"
+	case q.Kind != "":
+		ei = s.t.events + "_kind_at"
 	}
-	cols := strings.Join(strings.Fields(attemptCols), " ")
-	query := `SELECT ` + cols + `, 0 AS ev, rowid AS seq FROM ` + s.t.attempts + ` INDEXED BY ` + ai + where(at) + `
-		UNION ALL SELECT task, slot, attempt, run_id, kind, holder, token, at, NULL, NULL, 0, '', '', note,
-			NULL, NULL, NULL, NULL, 1, id FROM ` + s.t.events + ` INDEXED BY ` + ei + where(ev) + `
-		ORDER BY started_at ` + dir + `, ev ` + dir + `, seq ` + dir + ` LIMIT ?`
-	args := append(append(at.args, ev.args...), limit)
-	return query, args, nil
+	var parts []string
+	var args []any
+	if q.ReadsAttempts() {
+		parts = append(parts, `SELECT `+strings.Join(strings.Fields(attemptCols), " ")+`, 0 AS ev, rowid AS seq FROM `+s.t.attempts+` INDEXED BY `+ai+where(at))
+		args = append(args, at.args...)
+	}
+	if q.ReadsEvents() {
+		parts = append(parts, `SELECT task, slot, attempt, run_id, kind, holder, token, at AS started_at, NULL, NULL, 0, '', '', note,
+			NULL, NULL, NULL, NULL, 1 AS ev, id AS seq FROM `+s.t.events+` INDEXED BY `+ei+where(ev))
+		args = append(args, ev.args...)
+	}
+	query := strings.Join(parts, " UNION ALL ") + ` ORDER BY started_at ` + dir + `, ev ` + dir + `, seq ` + dir + ` LIMIT ?`
+	return query, append(args, limit), nil
 }

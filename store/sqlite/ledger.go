@@ -266,9 +266,9 @@ func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Atte
 	return out, err
 }
 
-// Record keeps an event (skipped, busy or review), stamped by this machine's clock. Not fenced.
+// Record keeps an event (store.EventKinds), stamped by this machine's clock. Not fenced.
 func (s *Store) Record(ctx context.Context, e store.Event) error {
-	if err := checkEvent(e); err != nil {
+	if err := store.CheckEvent(e); err != nil {
 		return err
 	}
 	return s.txRaw(ctx, func(tx *sql.Tx) error { return s.record(ctx, tx, e) })
@@ -278,21 +278,13 @@ func (s *Store) Record(ctx context.Context, e store.Event) error {
 // soon after may lose the event; the next durable commit on this file makes it durable.
 // A review event is recorded durably, by Record: it decides whether the slot waits for a person.
 func (s *Store) RecordLazy(ctx context.Context, e store.Event) error {
-	if err := checkEvent(e); err != nil {
+	if err := store.CheckEvent(e); err != nil {
 		return err
 	}
 	if e.Kind == store.Review {
 		return s.Record(ctx, e)
 	}
 	return s.write(ctx, true, func(tx *sql.Tx) error { return s.record(ctx, tx, e) })
-}
-
-func checkEvent(e store.Event) error {
-	switch e.Kind {
-	case store.Skipped, store.Busy, store.Review:
-		return nil
-	}
-	return fmt.Errorf("%w: event kind %q is not skipped, busy or review", store.ErrConflict, e.Kind)
 }
 
 func (s *Store) record(ctx context.Context, tx *sql.Tx, e store.Event) error {
