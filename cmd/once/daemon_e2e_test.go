@@ -156,6 +156,7 @@ func readWitness(t *testing.T, path string) []witnessRun {
 // Three daemons on one store, a job every 2 s for 30 s: every slot of the window ran exactly once,
 // never two at a time, with strictly increasing fencing tokens; on every store.
 func TestDaemonFleetEverySlotOnce(t *testing.T) {
+	t.Parallel()
 	acrossStores(t, func(t *testing.T, b backend) {
 		dsn, dir := b.isolated(), t.TempDir()
 		jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf("[[job]]\nname = \"tick\"\nschedule = \"@every 2s\"\ntz = \"UTC\"\nttl = \"5s\"\ncommand = %q\n",
@@ -220,6 +221,7 @@ func (e *env) status() statusJSON {
 // kill -9 of the node running a job: its command dies with it; the slot waits for review (or,
 // with on-unknown = rerun, runs again on another node); later slots fire on the survivors.
 func TestDaemonKill9OfTheRunningNode(t *testing.T) {
+	t.Parallel()
 	acrossStores(t, func(t *testing.T, b backend) {
 		policies := []string{"review"}
 		if b.name == "sqlite" || b.name == "redis" {
@@ -317,6 +319,7 @@ func waitLines(t *testing.T, path string, n int, within time.Duration) {
 // Every node down for several periods, then one starts: the missed slots within the catch-up
 // window run once, oldest first; older ones are recorded missed; each slot has one entry.
 func TestDaemonCatchUpAndMissed(t *testing.T) {
+	t.Parallel()
 	acrossStores(t, func(t *testing.T, b backend) {
 		dsn, dir := b.isolated(), t.TempDir()
 		jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf("[[job]]\nname = \"gap\"\nschedule = \"@every 2s\"\ntz = \"UTC\"\ncatch-up = \"5s\"\ncatch-up-max = 10\ncommand = %q\n",
