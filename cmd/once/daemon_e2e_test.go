@@ -366,8 +366,11 @@ func TestDaemonCatchUpAndMissed(t *testing.T) {
 				}
 			}
 		}
-		if r := h.run("status"); !strings.Contains(r.stdout, "gap") {
-			t.Logf("status does not show the missed slots yet: %s", r.stdout)
+		if r := h.run("status"); !strings.Contains(r.stdout, "MISSED") || !strings.Contains(r.stdout, missed[0]) {
+			t.Errorf("status does not show the missed slots: %s", r.stdout)
+		}
+		if r := h.run("history", "--kind", "missed", "--task", "gap", "--json"); strings.Count(r.stdout, `"missed"`) != len(missed) {
+			t.Errorf("history --kind missed: %s", r.stdout)
 		}
 	})
 }
