@@ -245,7 +245,7 @@ func daemonKill9(t *testing.T, b backend, policy string) {
 	}
 	pid := waitPid(t, filepath.Join(dir, "pid"), 20*time.Second)
 	var holder string
-	for deadline := time.Now().Add(5 * time.Second); holder == "" && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); holder == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		for _, l := range hosts["node-a"].status().Leases {
 			if l.Task == "k9" {
 				holder = l.Holder
