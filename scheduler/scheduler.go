@@ -213,9 +213,7 @@ func (s *Scheduler) Reload(jobs []Job) error {
 // recorded, so their slots follow the usual rules on the other nodes). It returns nil after a
 // drain, or the error that kept it from starting (the store unreachable).
 func (s *Scheduler) Run(ctx context.Context) error {
-	if err := s.clock.check(ctx); err != nil && !errors.Is(err, errNoClock) {
-		s.log.Warn("cannot read the store's clock; retrying", "err", err)
-	}
+	s.checkClock(ctx, true)
 	s.pollControl(ctx)
 	now := s.clock.now()
 	for _, js := range s.snapshot() {
@@ -273,9 +271,7 @@ func (s *Scheduler) background(ctx context.Context) {
 		case <-t.C:
 		}
 		if i%10 == 0 {
-			if err := s.clock.check(ctx); err != nil && !errors.Is(err, errNoClock) && ctx.Err() == nil {
-				s.log.Warn("cannot read the store's clock", "err", err)
-			}
+			s.checkClock(ctx, false)
 		}
 		s.pollControl(ctx)
 		s.followUp(ctx)
@@ -283,6 +279,35 @@ func (s *Scheduler) background(ctx context.Context) {
 			tidied = now
 			s.tidy(ctx, now)
 		}
+	}
+}
+
+// checkClock measures the offset to the store's clock and logs it at start and whenever this
+// node starts or stops refusing to fire because of it.
+func (s *Scheduler) checkClock(ctx context.Context, start bool) {
+	_, wasOK := s.clock.state()
+	err := s.clock.check(ctx)
+	switch {
+	case errors.Is(err, errNoClock):
+		if start {
+			s.log.Info("the store has no clock: slots are due by this node's clock; keep the nodes' clocks in sync (NTP)")
+		}
+		return
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.Warn("cannot read the store's clock; keeping the last offset", "err", err)
+		}
+		return
+	}
+	off, ok := s.clock.state()
+	switch {
+	case !ok && (wasOK || start):
+		s.log.Error("this node's clock is off from the store's by more than the limit: it fires nothing until fixed (NTP)",
+			"offset", off.String(), "max", s.c.MaxClockOffset.String())
+	case ok && !wasOK:
+		s.log.Info("this node's clock agrees with the store's again: firing", "offset", off.String())
+	case start:
+		s.log.Info("clock offset to the store", "offset", off.String())
 	}
 }
 
