@@ -132,9 +132,9 @@ var _ store.HistoryPager = (*Store)(nil)
 
 // History returns attempts and events in history order, filtered by q (store.Ledger).
 //
-// Each table is read newest first from an index on (task, slot, time), (task, time) or (time)
-// as the filter allows, and the two are merged up to the limit: a page costs the page. The
-// cursor is the entry's time, kind and rowid.
+// Each table is read newest first from an index on (task, slot, time), (task, time), (kind,
+// time) or (time) as the filter allows, and the two are merged up to the limit: a page costs
+// the page. The cursor is the entry's time, kind and rowid.
 func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
 	query, args, err := s.historyQuery(q)
 	if err != nil {
@@ -217,14 +217,17 @@ func (s *Store) historyQuery(q store.HistoryQuery) (string, []any, error) {
 	}
 	// Each table is read through the index named (INDEXED BY: the statement fails rather than
 	// fall back to a scan), in time order; the merge stops at the limit and sorts only entries of
-	// the same instant. A Kind reads only the table of its entries, by the index the other
-	// filters choose, past the entries of other kinds.
+	// the same instant. A Kind reads only the table of its entries: one kind of event without a
+	// task, by events_kind_at (kind, at); an attempt state, by the time index, past the attempts
+	// of other states.
 	ai, ei := s.t.attempts+"_started", s.t.events+"_at"
 	switch {
 	case q.Slot != "" && q.Task != "":
 		ai, ei = s.t.attempts+"_slot_started", s.t.events+"_slot_at"
 	case q.Task != "":
 		ai, ei = s.t.attempts+"_task_started", s.t.events+"_task_at"
+	case q.Kind != "":
+		ei = s.t.events + "_kind_at"
 	}
 	var parts []string
 	var args []any

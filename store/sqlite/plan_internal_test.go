@@ -50,6 +50,12 @@ func TestQueryPlans(t *testing.T) {
 		{"history --task --slot", store.HistoryQuery{Task: "job", Slot: "s1", Limit: 50}, false},
 		{"history --task --slot --before", store.HistoryQuery{Task: "job", Slot: "s1", Limit: 50, Before: e}, false},
 		{"doctor's scan", store.HistoryQuery{Limit: 10000}, true},
+		{"history --kind missed (status, doctor)", store.HistoryQuery{Kind: store.Missed, Limit: 100}, false},
+		{"history --kind missed --before", store.HistoryQuery{Kind: store.Missed, Limit: 50, Before: e}, false},
+		{"history --kind missed --after", store.HistoryQuery{Kind: store.Missed, Limit: 50, After: c}, false},
+		{"history --task --kind busy", store.HistoryQuery{Task: "job", Kind: store.Busy, Limit: 50}, false},
+		{"history --task --slot --kind missed", store.HistoryQuery{Task: "job", Slot: "s1", Kind: store.Missed, Limit: 50}, false},
+		{"history --kind failed", store.HistoryQuery{Kind: store.Failed, Limit: 50}, true},
 	} {
 		query, args, err := s.historyQuery(q.q)
 		if err != nil {
@@ -150,8 +156,12 @@ func seedPlanRows(t *testing.T, s *Store) {
 			t.Fatal(err)
 		}
 		if i%3 == 0 {
+			kind := "busy"
+			if i%300 == 0 {
+				kind = "missed"
+			}
 			if _, err := tx.Exec(`INSERT INTO `+s.t.events+` (task, slot, kind, run_id, holder, token, attempt, at, note)
-				VALUES (?, ?, 'busy', 'b', 'h', 0, 0, ?, '')`, task, slot, int64(i)*1000+7); err != nil {
+				VALUES (?, ?, ?, 'b', 'h', 0, 0, ?, '')`, task, slot, kind, int64(i)*1000+7); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/once-run/once/store"
 )
@@ -86,10 +87,8 @@ func (s *Store) ensureSchema(ctx context.Context, hasMarker bool) (int64, error)
 			v = 1
 		}
 		for ; v < SchemaVersion; v++ {
-			for _, stmt := range s.upgrade(int(v) + 1) {
-				if _, err := tx.ExecContext(ctx, stmt); err != nil {
-					return err
-				}
+			if err := s.upgradeTo(ctx, tx, int(v)+1); err != nil {
+				return err
 			}
 		}
 		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t.meta+"(key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", SchemaVersion)
@@ -98,7 +97,21 @@ func (s *Store) ensureSchema(ctx context.Context, hasMarker bool) (int64, error)
 	return seq, err
 }
 
-// upgrade returns the statements that bring version to-1 of the schema to version to.
+// upgradeTo brings version to-1 of the schema to version to, in tx.
+func (s *Store) upgradeTo(ctx context.Context, tx *sql.Tx, to int) error {
+	if to == 4 {
+		return s.upgrade4(ctx, tx)
+	}
+	for _, stmt := range s.upgrade(to) {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// upgrade returns the statements that bring version to-1 of the schema to version to (2 and 3;
+// 4 is upgrade4).
 func (s *Store) upgrade(to int) []string {
 	t := s.t
 	switch to {
@@ -169,19 +182,80 @@ func (s *Store) ddl() []string {
 		// At most one running attempt per slot: the second racing writer hits this index.
 		`CREATE UNIQUE INDEX ` + t.attempts + `_running ON ` + t.attempts + ` (task, slot) WHERE state = 'running'`,
 		`CREATE INDEX ` + t.attempts + `_started ON ` + t.attempts + ` (started_at)`,
-		`CREATE TABLE ` + t.events + ` (
+		eventsTable(t.events, eventKindsV1),
+		`CREATE INDEX ` + t.events + `_slot ON ` + t.events + ` (task, slot, kind, attempt)`,
+		`CREATE INDEX ` + t.events + `_at ON ` + t.events + ` (at)`,
+	}
+}
+
+// The kinds of event the events table's CHECK allows: version 1's, and version 4's (store.Missed).
+const (
+	eventKindsV1 = `'skipped', 'busy', 'review'`
+	eventKindsV4 = `'skipped', 'busy', 'review', 'missed'`
+)
+
+// eventsTable creates the events table name whose CHECK allows kinds.
+func eventsTable(name, kinds string) string {
+	return `CREATE TABLE ` + name + ` (
 			id INTEGER PRIMARY KEY AUTOINCREMENT,
 			task TEXT NOT NULL,
 			slot TEXT NOT NULL,
-			kind TEXT NOT NULL CHECK (kind IN ('skipped', 'busy', 'review')),
+			kind TEXT NOT NULL CHECK (kind IN (` + kinds + `)),
 			run_id TEXT NOT NULL,
 			holder TEXT NOT NULL,
 			token INTEGER NOT NULL,
 			attempt INTEGER NOT NULL,
 			at INTEGER NOT NULL,
 			note TEXT NOT NULL
-		) STRICT`,
-		`CREATE INDEX ` + t.events + `_slot ON ` + t.events + ` (task, slot, kind, attempt)`,
-		`CREATE INDEX ` + t.events + `_at ON ` + t.events + ` (at)`,
+		) STRICT`
+}
+
+// upgrade4 lets the events table keep missed events (store.Missed) and adds events_kind_at
+// (kind, at), the index a page of one kind of event reads. SQLite cannot change a CHECK, so the
+// table is rebuilt as https://www.sqlite.org/lang_altertable.html#otheralter says, in the
+// upgrade's transaction: a new table with the new CHECK, every row copied with its id, the
+// AUTOINCREMENT counter carried over (an id is never handed out twice, so no cursor given out
+// before can name another event), the old table dropped and the new one renamed; then every
+// index and trigger of the events table, and every trigger of the attempts table (the waiting
+// triggers read events: a rename checks every trigger that names the table, and a trigger that
+// names a table not there fails it), is created again exactly as sqlite_schema held it.
+func (s *Store) upgrade4(ctx context.Context, tx *sql.Tx) error {
+	t := s.t
+	rows, err := tx.QueryContext(ctx, `SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL
+		AND (tbl_name = ?1 AND type IN ('index', 'trigger') OR tbl_name = ?2 AND type = 'trigger') ORDER BY type, name`, t.events, t.attempts)
+	if err != nil {
+		return err
 	}
+	var drops, again []string
+	for rows.Next() {
+		var typ, name, stmt string
+		if err := rows.Scan(&typ, &name, &stmt); err != nil {
+			rows.Close()
+			return err
+		}
+		if typ == "trigger" {
+			drops = append(drops, `DROP TRIGGER `+name)
+		}
+		again = append(again, stmt)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	tmp := t.events + "_v4"
+	cols := `id, task, slot, kind, run_id, holder, token, attempt, at, note`
+	stmts := append(drops,
+		eventsTable(tmp, eventKindsV4),
+		`INSERT INTO `+tmp+` (`+cols+`) SELECT `+cols+` FROM `+t.events,
+		`DELETE FROM sqlite_sequence WHERE name = '`+tmp+`'`,
+		`INSERT INTO sqlite_sequence (name, seq) SELECT '`+tmp+`', seq FROM sqlite_sequence WHERE name = '`+t.events+`'`,
+		`DROP TABLE `+t.events,
+		`ALTER TABLE `+tmp+` RENAME TO `+t.events)
+	stmts = append(append(stmts, again...), `CREATE INDEX `+t.events+`_kind_at ON `+t.events+` (kind, at)`)
+	for _, stmt := range stmts {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("schema version 4: %s: %w", strings.Fields(stmt)[0]+" "+strings.Fields(stmt)[1], err)
+		}
+	}
+	return nil
 }

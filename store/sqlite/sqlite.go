@@ -29,8 +29,9 @@ import (
 
 // SchemaVersion is the version of the tables this package creates and understands. Version 2
 // added the keys table (store.Keys); version 3 the indexes history, status and prune read, and the
-// waiting table. An older file is upgraded in place when opened.
-const SchemaVersion = 3
+// waiting table; version 4 missed events (store.Missed) and the index of events by kind. An older
+// file is upgraded in place when opened; a newer one is refused (ErrUnavailable: upgrade once).
+const SchemaVersion = 4
 
 func init() {
 	store.Register("sqlite", func(ctx context.Context, dsn string) (store.Store, error) {
