@@ -116,9 +116,9 @@ const historyPage = 1000
 func (s *Store) HistoryPageSize() int { return historyPage }
 
 // History lists attempts and events in history order (store.Ledger). Each table is read in time
-// order from an index on (task, slot, time, id), (task, time, id) or (time, id) as the filter
-// allows, up to the limit, and the two are merged: a page costs the page. The cursor is the
-// entry's time, kind and id.
+// order from an index on (task, slot, time, id), (task, time, id), events' (kind, time, id) or
+// (time, id) as the filter allows, up to the limit, and the two are merged: a page costs the
+// page. The cursor is the entry's time, kind and id.
 func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
 	query, args, err := s.HistoryQuery(q)
 	if err != nil {
@@ -164,12 +164,14 @@ func (s *Store) HistoryQuery(q store.HistoryQuery) (string, []any, error) {
 		args  []any
 	}
 	at, ev := branch{t: "started_at"}, branch{t: "happened_at"}
-	ai, ei := "attempts_started", "events_time" // MySQL's names (migrations 001, 003)
+	ai, ei := "attempts_started", "events_time" // MySQL's names (migrations 001, 003, 004)
 	switch {
 	case q.Task != "" && q.Slot != "":
 		ai, ei = "attempts_slot_time", "events_slot_time"
 	case q.Task != "":
 		ai, ei = "attempts_task_time", "events_task_time"
+	case q.Kind != "":
+		ei = "events_kind_time"
 	}
 	add := func(b *branch, cond string, args ...any) {
 		b.conds = append(b.conds, cond)
@@ -210,7 +212,8 @@ func (s *Store) HistoryQuery(q store.HistoryQuery) (string, []any, error) {
 		}
 		return w + " ORDER BY " + b.t + " " + dir + ", id " + dir + limit
 	}
-	// A Kind reads only the table of its entries (one of the two branches).
+	// A Kind reads only the table of its entries (one of the two branches): one kind of event
+	// without a task by events_kind_time (migration 004), an attempt state by the time index.
 	var parts []string
 	var args []any
 	if q.ReadsAttempts() {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/once-run/once/internal/sqlstore/sqltest"
+	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
 )
 
@@ -129,4 +130,40 @@ func TestHistoryUpgradeFromV2(t *testing.T) {
 	}
 	defer s.Close()
 	storetest.CheckUpgraded(t, s)
+}
+
+// TestEventsUpgradeFromV3: a version 3 schema with skipped, busy and review events (the CHECK on
+// kind the column declared in 001) is upgraded in place (migration 004) and keeps them; a newer
+// schema is refused.
+func TestEventsUpgradeFromV3(t *testing.T) {
+	sqltest.EventsUpgradeFromV3(t, withPrefix(t, serverDSN(t)), opener, []string{
+		"ALTER TABLE {p}events DROP KEY events_kind_time, DROP CONSTRAINT {p}events_kind, MODIFY kind VARCHAR(16) NOT NULL CHECK (kind IN ('skipped', 'busy', 'review'))",
+	})
+}
+
+// TestEventsMigrationRunsAgain: migration 004 cut short after its ALTER TABLE of the CHECK (DDL
+// commits by itself) runs again: the CHECK is not replaced twice, the index that exists is skipped.
+func TestEventsMigrationRunsAgain(t *testing.T) {
+	dsn := withPrefix(t, serverDSN(t))
+	ctx := ctxT(t, time.Minute)
+	s, sq, err := opener(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sq.DB.ExecContext(ctx, sq.Q("DELETE FROM {p}schema_version WHERE version >= 4")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, sq, err = opener(ctx, dsn); err != nil {
+		t.Fatalf("open with migration 004 applied but not recorded: %v", err)
+	}
+	defer s.Close()
+	if err := s.Record(ctx, store.Event{Task: "t", Slot: "s", Kind: store.Missed}); err != nil {
+		t.Fatalf("Record of a missed event: %v", err)
+	}
+	var n int
+	if err := sq.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS
+		WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ? AND CONSTRAINT_TYPE = 'CHECK'`, sq.Prefix+"events").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d CHECK constraints on the events table, %v; want 1", n, err)
+	}
 }

@@ -163,3 +163,12 @@ func TestHistoryUpgradeFromV2(t *testing.T) {
 	defer s.Close()
 	storetest.CheckUpgraded(t, s)
 }
+
+// TestEventsUpgradeFromV3: a version 3 schema with skipped, busy and review events is upgraded in
+// place (migration 004: the CHECK on kind allows missed) and keeps them; a newer schema is refused.
+func TestEventsUpgradeFromV3(t *testing.T) {
+	sqltest.EventsUpgradeFromV3(t, withPrefix(t, serverDSN(t)), opener, []string{
+		"DROP INDEX {p}events_kind_time",
+		"ALTER TABLE {p}events DROP CONSTRAINT {p}events_kind_check, ADD CONSTRAINT {p}events_kind_check CHECK (kind IN ('skipped', 'busy', 'review'))",
+	})
+}

@@ -44,6 +44,11 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 		{"history --task --slot", store.HistoryQuery{Task: "joba0", Slot: "s1", Limit: 50}, false},
 		{"history --task --slot --before", store.HistoryQuery{Task: "joba0", Slot: "s1", Limit: 50, Before: e}, false},
 		{"doctor's scan", store.HistoryQuery{Limit: 10000}, true},
+		{"history --kind missed (status, doctor)", store.HistoryQuery{Kind: store.Missed, Limit: 100}, false},
+		{"history --kind missed --before", store.HistoryQuery{Kind: store.Missed, Limit: 50, Before: e}, false},
+		{"history --kind missed --after", store.HistoryQuery{Kind: store.Missed, Limit: 50, After: c}, false},
+		{"history --task --kind busy", store.HistoryQuery{Task: "joba0", Kind: store.Busy, Limit: 50}, false},
+		{"history --kind failed", store.HistoryQuery{Kind: store.Failed, Limit: 50}, true},
 	} {
 		query, args, err := s.HistoryQuery(q.q)
 		if err != nil {
@@ -65,8 +70,10 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 	return out
 }
 
-// SeedPlanRows writes 4,000 attempts and 1,334 events over 400 tasks ("joba0" …) and 10 slots
-// each ("s0" …), so the planner has tables worth an index and a task is a small part of them. The caller then runs the backend's ANALYZE.
+// SeedPlanRows writes 4,000 attempts and 12,000 events (three a slot: busy, but 14 missed and 13
+// review) over 400 tasks ("joba0" …) and 10 slots each ("s0" …), so the planner has tables worth an
+// index, a task or a rare kind of event is a small part of them, and a slot's events are more than
+// the one its review is (with one event a slot, PostgreSQL's estimates of the slot's indexes tie). The caller then runs the backend's ANALYZE.
 func SeedPlanRows(tb testing.TB, s *sqlstore.Store) {
 	tb.Helper()
 	ctx := context.Background()
@@ -81,9 +88,18 @@ func SeedPlanRows(tb testing.TB, s *sqlstore.Store) {
 			at := base.Add(time.Duration(i) * time.Minute)
 			vals = append(vals, "(?, ?, 1, ?, 'succeeded', 'h', 1, ?, ?, '', '')")
 			args = append(args, task, slot, fmt.Sprintf("r%d", i), at, at.Add(time.Second))
-			if i%3 == 0 {
-				evs = append(evs, "(?, ?, 'busy', 'b', 'h', 0, 0, '', ?)")
-				eargs = append(eargs, task, slot, at.Add(time.Millisecond))
+			// Busy events (a launch on every host: several a slot), now and then a review or a
+			// missed one.
+			for k := range 3 {
+				kind := "busy"
+				switch {
+				case k == 0 && i%300 == 0:
+					kind = "missed"
+				case k == 0 && i%300 == 150:
+					kind = "review"
+				}
+				evs = append(evs, "(?, ?, ?, 'b', 'h', 0, 0, '', ?)")
+				eargs = append(eargs, task, slot, kind, at.Add(time.Duration(k+1)*time.Millisecond))
 			}
 		}
 		if _, err := s.DB.ExecContext(ctx, s.Q(`INSERT INTO {p}attempts (task, slot, attempt, run_id, state, holder, token,

@@ -2,10 +2,13 @@ package sqltest
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
 )
 
 // KeysUpgradeFromV1: a version 1 schema (no keys table) at dsn is upgraded to version 2 on open,
@@ -41,5 +44,46 @@ func KeysUpgradeFromV1(t *testing.T, dsn string, open Opener) {
 	got, err := k.Claim(ctx, store.ClaimRequest{Scope: "s", Keys: []string{"k"}})
 	if err != nil || !got[0] {
 		t.Fatalf("claim after upgrade: %v, %v", got, err)
+	}
+}
+
+// EventsUpgradeFromV3: a version 3 schema at dsn (what downgrade, run in order with {p} for the
+// table prefix, makes of a current one: the events table's CHECK without missed, no index by kind)
+// with skipped, busy and review events is upgraded on open (migration 004) and keeps every entry as
+// it was, then keeps missed events (storetest.CheckEventsUpgraded). Then a schema newer than this once
+// knows is refused, fail closed: an older once meets a migrated schema the same way.
+func EventsUpgradeFromV3(t *testing.T, dsn string, open Opener, downgrade []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, sq, err := open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := storetest.EventsLedger(t, s)
+	for _, q := range append(downgrade, "DELETE FROM {p}schema_version WHERE version >= 4") {
+		if _, err := sq.DB.ExecContext(ctx, sq.Q(q)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := s.Record(ctx, store.Event{Task: "ev", Kind: store.Missed}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("the version 3 schema took a missed event: %v", err)
+	}
+	s.Close()
+	s, sq, err = open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open a version 3 schema: %v", err)
+	}
+	storetest.CheckEventsUpgraded(t, s, before)
+	var v int
+	if err := sq.DB.QueryRowContext(ctx, sq.Q("SELECT MAX(version) FROM {p}schema_version")).Scan(&v); err != nil || v != 4 {
+		t.Fatalf("schema version after the upgrade: %d, %v; want 4", v, err)
+	}
+	if _, err := sq.DB.ExecContext(ctx, sq.Q("INSERT INTO {p}schema_version (version, applied_at) VALUES (5, CURRENT_TIMESTAMP)")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, _, err = open(ctx, dsn)
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "schema version 5") || !strings.Contains(err.Error(), "upgrade once") {
+		t.Fatalf("open a version 5 schema: %v; want ErrUnavailable: schema version 5 … upgrade once", err)
 	}
 }
