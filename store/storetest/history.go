@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,7 +54,8 @@ func testWaitingOrder(t *testing.T, h Harness) {
 }
 
 // testHistoryPages: walking history by cursors, forwards (Before) and back (After), gives the
-// same entries in the same order as one read, with filters, while new entries are written.
+// same entries in the same order as one read, with filters (a Kind among them: exactly the entries
+// of that kind), while new entries are written.
 func testHistoryPages(t *testing.T, h Harness) {
 	dsn := h.DSN(t)
 	s, o := client(t, dsn), client(t, dsn)
@@ -77,10 +79,20 @@ func testHistoryPages(t *testing.T, h Harness) {
 			t.Fatal(err)
 		}
 	}
-	for _, q := range []store.HistoryQuery{{}, {Task: "job"}, {Task: "job", Slot: "d0"}, {Slot: "d1"}} {
+	// Missed events, a scheduler's, of slots tried and never tried.
+	for i, slot := range []string{"d1", "d2", "d0", "d3", "d1"} {
+		if err := o.Record(ctx, store.Event{Task: "job", Slot: slot, Kind: store.Missed, RunID: fmt.Sprintf("m%d", i), Holder: "node"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []store.HistoryQuery{{}, {Task: "job"}, {Task: "job", Slot: "d0"}, {Slot: "d1"},
+		{Kind: store.Missed}, {Kind: store.Busy}, {Task: "job", Kind: store.Skipped}, {Slot: "d1", Kind: store.Succeeded}} {
 		all := history(t, o, q)
 		if len(all) == 0 {
 			t.Fatalf("history %+v is empty", q)
+		}
+		if q.Kind != "" {
+			checkKind(t, o, q, all)
 		}
 		seen := map[string]bool{}
 		for _, e := range all {
@@ -89,7 +101,11 @@ func testHistoryPages(t *testing.T, h Harness) {
 			}
 			seen[e.Cursor] = true
 		}
-		for _, size := range []int{1, 2, 5} {
+		sizes := []int{1, 2, 5}
+		if q.Kind != "" {
+			sizes = []int{1, 3} // fewer walks (each writes an entry) on a page already short
+		}
+		for _, size := range sizes {
 			walkPages(t, s, o, q, size)
 		}
 		// Between two cursors.
@@ -105,6 +121,34 @@ func testHistoryPages(t *testing.T, h Harness) {
 		_, err := o.History(ctx, store.HistoryQuery{Before: bad})
 		if !errors.Is(err, store.ErrInvalid) {
 			t.Fatalf("History with cursor %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+	for _, bad := range []store.State{"Missed", "done", "missed ", "x\n"} {
+		_, err := o.History(ctx, store.HistoryQuery{Kind: bad, Limit: 5})
+		if !errors.Is(err, store.ErrInvalid) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("History of kind %q: %v, want one line wrapping ErrInvalid", bad, err)
+		}
+	}
+}
+
+// checkKind: history q (with a Kind) is exactly the entries of that kind of history q without it,
+// in the same order.
+func checkKind(t *testing.T, s store.Store, q store.HistoryQuery, got []store.Entry) {
+	t.Helper()
+	every := q
+	every.Kind = ""
+	var want []store.Entry
+	for _, e := range history(t, s, every) {
+		if e.State == q.Kind {
+			want = append(want, e)
+		}
+	}
+	if g, w := entryRuns(got), entryRuns(want); g != w {
+		t.Fatalf("history %+v:\n got %s\nwant %s", q, g, w)
+	}
+	for i := range got {
+		if got[i].Cursor != want[i].Cursor {
+			t.Fatalf("history %+v: entry %d has cursor %s, %s without the kind", q, i, got[i].Cursor, want[i].Cursor)
 		}
 	}
 }
@@ -379,17 +423,7 @@ func testPruneForget(t *testing.T, h Harness) {
 	if err := s.Record(ctx, store.Event{Task: "job", Slot: "checked", Kind: store.Skipped, RunID: "c-skip", Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
-	r := store.PruneRequest{Before: cutoff, ForgetSlots: true}
-	dry := r
-	dry.DryRun = true
-	counted, err := s.Prune(ctx, dry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Prune(ctx, r)
-	if err != nil {
-		t.Fatalf("Prune: %v", err)
-	}
+	got, counted := pruneAfterDryRun(t, s, store.PruneRequest{Before: cutoff, ForgetSlots: true})
 	if want := (store.PruneResult{Attempts: 3, Events: 1, Slots: 2}); got != want || counted != want {
 		t.Fatalf("Prune forgetting slots removed %+v, its dry run counted %+v; want %+v", got, counted, want)
 	}
@@ -407,6 +441,61 @@ func testPruneForget(t *testing.T, h Harness) {
 	if w, err := s.Waiting(ctx); err != nil || len(w) != 1 || w[0].Slot != "waits" {
 		t.Fatalf("Waiting after forgetting = %+v, %v", w, err)
 	}
+}
+
+// testPruneMissed: Prune removes old missed events as it removes busy ones — of a slot never tried,
+// a failing one and one waiting for review — and keeps the newer ones; Slot and Waiting are as
+// before.
+func testPruneMissed(t *testing.T, h Harness) {
+	s := client(t, h.DSN(t))
+	ctx := ctxT(t)
+	slots, _ := missedSlots(t, s)
+	event := func(slot string, kind store.State, run string) {
+		t.Helper()
+		if err := s.Record(ctx, store.Event{Task: "job", Slot: slot, Kind: kind, RunID: run, Holder: "node"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := map[string]store.SlotState{}
+	for _, slot := range slots {
+		event(slot, store.Missed, "m-"+slot)
+		event(slot, store.Busy, "b-"+slot)
+		before[slot] = slotState(t, s, "job", slot)
+	}
+	cutoff := after(t, s)
+	time.Sleep(20 * time.Millisecond)
+	event("never", store.Missed, "m-new")
+	got, counted := pruneAfterDryRun(t, s, store.PruneRequest{Before: cutoff})
+	if want := (store.PruneResult{Events: 6}); got != want || counted != want {
+		t.Fatalf("Prune removed %+v, its dry run counted %+v; want %+v: every old missed and busy event", got, counted, want)
+	}
+	if got := entryRuns(history(t, s, store.HistoryQuery{Kind: store.Missed})); got != "job/never:missed:m-new" {
+		t.Fatalf("missed events after prune: %s; want the one after the cutoff", got)
+	}
+	for slot, b := range before {
+		if st := slotState(t, s, "job", slot); !reflect.DeepEqual(st, b) {
+			t.Errorf("slot %s: %+v before prune, %+v after", slot, b, st)
+		}
+	}
+	if w, err := s.Waiting(ctx); err != nil || len(w) != 1 || w[0].Slot != "waits" {
+		t.Fatalf("Waiting after prune = %+v, %v; want job/waits", w, err)
+	}
+}
+
+// pruneAfterDryRun prunes r from s, first as a dry run: what the dry run counted, and what the
+// prune removed.
+func pruneAfterDryRun(t *testing.T, s store.Store, r store.PruneRequest) (got, counted store.PruneResult) {
+	t.Helper()
+	dry := r
+	dry.DryRun = true
+	counted, err := s.Prune(ctxT(t), dry)
+	if err != nil {
+		t.Fatalf("Prune dry run: %v", err)
+	}
+	if got, err = s.Prune(ctxT(t), r); err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	return got, counted
 }
 
 // after returns an instant after every time in s's history (starts and ends).

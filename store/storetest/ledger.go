@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -295,6 +296,84 @@ func testEventsHistory(t *testing.T, h Harness) {
 	if st := slotState(t, o, "job", "d1"); st.Waiting || st.Last.RunID != "r1" {
 		t.Fatalf("slot after events: %+v", st)
 	}
+}
+
+// testMissedEvent: a missed event (a scheduler's: no lease, no attempt) of a slot never tried, of a
+// failing slot and of a slot waiting for review is kept and listed like any event, by Kind too,
+// and changes nothing a decision reads: Slot's Last and Failures, whether a slot waits, Waiting.
+// An event of a kind the ledger does not have is refused and writes nothing.
+func testMissedEvent(t *testing.T, h Harness) {
+	dsn := h.DSN(t)
+	s, o := client(t, dsn), client(t, dsn)
+	ctx := ctxT(t)
+	slots, l := missedSlots(t, s)
+	before := map[string]store.SlotState{}
+	for _, slot := range slots {
+		before[slot] = slotState(t, o, "job", slot)
+	}
+	waiting, err := o.Waiting(ctx)
+	if err != nil || len(waiting) != 1 {
+		t.Fatalf("Waiting = %+v, %v; want job/waits", waiting, err)
+	}
+	for i, slot := range slots {
+		pause()
+		e := store.Event{Task: "job", Slot: slot, Kind: store.Missed, Holder: "node-1", Note: "fire time passed, outside the catch-up window"}
+		if err := o.Record(ctx, e); err != nil {
+			t.Fatalf("Record(%+v): %v", e, err)
+		}
+		es := history(t, s, store.HistoryQuery{Task: "job", Limit: 1})
+		m := es[0]
+		if m.State != store.Missed || m.Slot != slots[i] || m.Holder != "node-1" || m.Token != 0 || m.Number != 0 || m.RunID != "" ||
+			m.Note != e.Note || m.StartedAt.IsZero() || m.EndedAt != nil || m.ExitCode != nil || m.Cursor == "" {
+			t.Fatalf("the newest entry after a missed event: %+v", m)
+		}
+	}
+	if got, want := entryRuns(history(t, s, store.HistoryQuery{Kind: store.Missed})), "job/waits:missed: job/failing:missed: job/never:missed:"; got != want {
+		t.Fatalf("history of missed events:\n got %s\nwant %s", got, want)
+	}
+	if got := entryRuns(history(t, s, store.HistoryQuery{Task: "job", Slot: "failing", Kind: store.Missed})); got != "job/failing:missed:" {
+		t.Fatalf("missed events of job/failing: %s", got)
+	}
+	if got := entryRuns(history(t, s, store.HistoryQuery{Kind: store.Missed, Limit: 2})); got != "job/waits:missed: job/failing:missed:" {
+		t.Fatalf("the newest 2 missed events: %s", got)
+	}
+	if got := history(t, s, store.HistoryQuery{Task: "other", Kind: store.Missed}); len(got) != 0 {
+		t.Fatalf("missed events of another task: %s", entryRuns(got))
+	}
+	if got := entryRuns(history(t, s, store.HistoryQuery{Kind: store.Unknown})); got != "job/waits:unknown:r2" {
+		t.Fatalf("unknown attempts: %s", got)
+	}
+	for _, slot := range slots {
+		st := slotState(t, s, "job", slot)
+		if !reflect.DeepEqual(st, before[slot]) {
+			t.Fatalf("slot %s after a missed event: %+v, was %+v", slot, st, before[slot])
+		}
+	}
+	if w, err := s.Waiting(ctx); err != nil || !reflect.DeepEqual(w, waiting) {
+		t.Fatalf("Waiting after missed events = %+v, %v; was %+v", w, err, waiting)
+	}
+	// A slot missed and then run (a backfill) runs from attempt 1, as a slot never tried.
+	begin(t, s, l, "never", "r3", 1)
+	for _, bad := range []store.State{"", "Missed", "done", store.Running, store.Succeeded} {
+		err := o.Record(ctx, store.Event{Task: "bad", Slot: "s", Kind: bad})
+		wantErr(t, fmt.Sprintf("Record of an event of kind %q", bad), err, store.ErrConflict)
+	}
+	if got := history(t, s, store.HistoryQuery{Task: "bad"}); len(got) != 0 {
+		t.Fatalf("refused events were written: %s", entryRuns(got))
+	}
+}
+
+// missedSlots writes, through s, the slots of task job that the missed cases record missed events
+// for: "never" (never tried), "failing" (its attempt failed) and "waits" (unknown: it waits for
+// review). It returns their names and job's lease.
+func missedSlots(t *testing.T, s store.Store) ([]string, store.Lease) {
+	t.Helper()
+	l := acquire(t, s, "job", "a", time.Minute)
+	begin(t, s, l, "failing", "r1", 1)
+	finish(t, s, "r1", l.Token, store.Failed, 1)
+	begin(t, s, l, "waits", "r2", 1)
+	finish(t, s, "r2", l.Token, store.Unknown, 143)
+	return []string{"never", "failing", "waits"}, l
 }
 
 func testReviewFailures(t *testing.T, h Harness) {
