@@ -31,7 +31,7 @@ func (a *app) doctorCmd() *cobra.Command {
 	f := &doctorFlags{}
 	c := &cobra.Command{
 		Use:   "doctor [--json]",
-		Short: "Check the store, the clocks, leases, slots waiting for review, lock directory and history",
+		Short: "Check the store, the clocks, leases, slots waiting for review or missed, lock directory and history",
 		Long: `Check what once depends on and what history shows:
 
   store       reachable, schema current
@@ -48,6 +48,9 @@ func (a *app) doctorCmd() *cobra.Command {
   lease       leases held now; stale ones (held by a process of this host that is gone)
   stale       attempts still "running" whose holder's lease is gone (the next run marks them unknown)
   review      slots waiting for a person (once resolve)
+  missed      slots missed in the last 30 days and not run since: once daemon found their fire
+              time passed while no node ran them, outside the job's catch-up window; a warning
+              per task with the once backfill that runs them (from the newest 100 missed events)
   locks       ownership and mode of the lock directory $ONCE_HOME/locks, its files and the
               directories above it
   overlap     two attempts of one task that ran at the same time (must never happen)
@@ -134,7 +137,7 @@ func (a *app) doctor(ctx context.Context, f *doctorFlags) error {
 
 // doctorChecks adds the findings in the order doctor prints them: the local lock directory (checked
 // even when the store is down), then the store's own report, its clock, leases, slots waiting for
-// review and what history shows.
+// review, slots missed and what history shows.
 func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *report) {
 	checkLocks(r)
 	s, err := a.openStore(ctx, dsn)
@@ -160,6 +163,7 @@ func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *r
 	}
 	checkLeases(leases, r)
 	a.checkReview(ctx, s, dsn, r)
+	a.checkMissed(ctx, s, dsn, storeNow, r)
 	hist, err := s.History(ctx, store.HistoryQuery{Limit: f.scan})
 	if err != nil {
 		r.add("history", store.LevelFail, "", "cannot read history: %v", err)

@@ -107,6 +107,7 @@ var emptyHints = map[string]string{
 	"holder":   "give a name, or leave --holder out for hostname:pid",
 	"notify":   "give a URL, or leave --notify out",
 	"ping":     "give a URL, or leave --ping out",
+	"kind":     "give an attempt state or an event kind (missed, say), or leave --kind out for every entry",
 
 	"log-level": "give debug, info, warn or error, or leave --log-level out (info on a terminal, else warn)",
 	"log-file":  "give a file or syslog, or leave --log-file out to log on stderr only",

@@ -26,9 +26,13 @@ func (a *app) historyCmd() *cobra.Command {
 	var q store.HistoryQuery
 	var asJSON, asJSONL bool
 	c := &cobra.Command{
-		Use:   "history [--task T] [--slot S] [--limit N] [--before CURSOR | --after CURSOR] [--json | --jsonl]",
-		Short: "Attempts and events (skipped, busy, review), newest first",
-		Long: `Attempts and events (skipped, busy, review), newest first.
+		Use:   "history [--task T] [--slot S] [--kind KIND] [--limit N] [--before CURSOR | --after CURSOR] [--json | --jsonl]",
+		Short: "Attempts and events (skipped, busy, review, missed), newest first",
+		Long: `Attempts and events (skipped, busy, review, missed), newest first.
+
+--kind KIND lists only the entries of one kind: an attempt state (running, succeeded, failed,
+unknown) or an event kind (skipped, busy, review, missed: a slot whose fire time passed while no
+node of once daemon ran it, outside its catch-up window). Its pages and cursors work as without it.
 
 Every entry has a cursor (the "cursor" field of --json and --jsonl). --before CURSOR lists the
 entries older than that entry (the next page), --after CURSOR the ones newer than it (the previous
@@ -39,6 +43,7 @@ by page, in bounded memory.
 --json prints one JSON array, --jsonl one JSON object per line (the same fields), written as they
 are read: for a pipe into jq -c, or a large history.`,
 		Example: `  once history --task nightly-sync --limit 10
+  once history --kind missed --limit 20
   once history --task nightly-sync --limit 10 --before 1767323045123456.a.42
   once history --task nightly-sync --slot 2026-11-29 --json
   once history --limit 0 --jsonl | jq -c 'select(.state == "failed")'`,
@@ -52,6 +57,7 @@ are read: for a pipe into jq -c, or a large history.`,
 	}
 	c.Flags().StringVar(&q.Task, "task", "", "only this task")
 	c.Flags().StringVar(&q.Slot, "slot", "", "only this slot")
+	c.Flags().StringVar((*string)(&q.Kind), "kind", "", "only entries of this kind: running, succeeded, failed, unknown, skipped, busy, review or missed")
 	c.Flags().IntVar(&q.Limit, "limit", 50, "at most this many entries (0: all, streamed)")
 	c.Flags().StringVar(&q.Before, "before", "", "only entries older than the entry with this cursor (the next page)")
 	c.Flags().StringVar(&q.After, "after", "", "only entries newer than the entry with this cursor (the previous page)")
@@ -71,6 +77,9 @@ func checkHistoryQuery(q store.HistoryQuery, asJSON, asJSONL bool) error {
 		if err := slot.CheckValue(q.Slot); err != nil {
 			return usage("%v", err)
 		}
+	}
+	if err := store.CheckKind(q.Kind); err != nil {
+		return usage("--kind: %v", err)
 	}
 	if q.Limit < 0 {
 		return usage("--limit %d is negative", q.Limit)

@@ -45,74 +45,87 @@ func (a *app) statusCmd() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "status [--json]",
-		Short: "Leases held now and slots waiting for review",
+		Short: "Leases held now, slots waiting for review, and slots missed in the last 7 days",
+		Long: `Leases held now, slots waiting for review (oldest first, with the commands that decide them),
+and the newest slots missed in the last 7 days (at most 20; once history --kind missed lists them
+all): slots whose fire time passed while no node of once daemon ran them, outside the job's
+catch-up window. The MISSED section is shown only when there is one; --json always has "missed".`,
 		Example: `  once status
-  once status --json | jq '.review[]'`,
+  once status --json | jq '.review[]'
+  once status --json | jq -r '.missed[] | "\(.task) \(.slot)"'`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			s, dsn, err := a.open(c.Context())
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			leases, err := s.Leases(c.Context())
-			if err != nil {
-				return err
-			}
-			waiting, err := s.Waiting(c.Context())
-			if err != nil {
-				return err
-			}
-			if leases == nil {
-				leases = []store.Lease{}
-			}
-			type review struct {
-				store.SlotState
-				Resolve *notify.Resolve `json:"resolve"` // one complete command per decision
-			}
-			reviews := make([]review, len(waiting))
-			for i, w := range waiting {
-				reviews[i] = review{w, a.resolveCommands(dsn, w.Task, w.Slot)}
-			}
-			if asJSON {
-				return writeJSON(a.stdout, map[string]any{"leases": leases, "review": reviews})
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "LEASES (%d)\n", len(leases))
-			if len(leases) > 0 {
-				fmt.Fprintln(tw, "TASK\tHOLDER\tRUN ID\tTOKEN\tACQUIRED\tEXPIRES")
-				for _, l := range leases {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", cell(l.Task), cell(l.Holder), cell(dash(l.RunID)), l.Token, fmtTime(l.Acquired), fmtTime(l.Expires))
-				}
-			}
-			fmt.Fprintf(tw, "\nWAITING FOR REVIEW (%d)\n", len(waiting))
-			if len(waiting) > 0 {
-				fmt.Fprintln(tw, "TASK\tSLOT\tATTEMPT\tSTATE\tHOLDER\tSTARTED")
-				for _, w := range waiting {
-					l := w.Last
-					if l == nil {
-						continue
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(w.Task), cell(dash(w.Slot)), l.Number, cell(string(l.State)), cell(l.Holder), fmtTime(l.StartedAt))
-				}
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			// The commands below the table, each alone on its line: a line pasted whole runs
-			// exactly one decision.
-			for _, r := range reviews {
-				fmt.Fprintf(a.stdout, "\ntask %s slot %s: to run it again (add --note TEXT to say why):\n  %s\nor to mark it done:\n  %s\n",
-					cell(r.Task), cell(dash(r.Slot)), r.Resolve.Failed, r.Resolve.Succeeded)
-			}
-			if note := a.hiddenPassword(dsn); note != "" && len(reviews) > 0 {
-				fmt.Fprintf(a.stdout, "%s\n", note)
-			}
-			return nil
-		},
+		RunE: func(c *cobra.Command, _ []string) error { return a.status(c.Context(), asJSON) },
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, `print {"leases":[…],"review":[…]}`)
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"leases":[…],"missed":[…],"review":[…]}`)
 	return c
+}
+
+// review is a slot waiting for review as status lists it.
+type review struct {
+	store.SlotState
+	Resolve *notify.Resolve `json:"resolve"` // one complete command per decision
+}
+
+func (a *app) status(ctx context.Context, asJSON bool) error {
+	s, dsn, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	leases, err := s.Leases(ctx)
+	if err != nil {
+		return err
+	}
+	waiting, err := s.Waiting(ctx)
+	if err != nil {
+		return err
+	}
+	missed, more, err := recentMissed(ctx, s, time.Now())
+	if err != nil {
+		return err
+	}
+	if leases == nil {
+		leases = []store.Lease{}
+	}
+	reviews := make([]review, len(waiting))
+	for i, w := range waiting {
+		reviews[i] = review{w, a.resolveCommands(dsn, w.Task, w.Slot)}
+	}
+	if asJSON {
+		return writeJSON(a.stdout, map[string]any{"leases": leases, "review": reviews, "missed": missed})
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "LEASES (%d)\n", len(leases))
+	if len(leases) > 0 {
+		fmt.Fprintln(tw, "TASK\tHOLDER\tRUN ID\tTOKEN\tACQUIRED\tEXPIRES")
+		for _, l := range leases {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", cell(l.Task), cell(l.Holder), cell(dash(l.RunID)), l.Token, fmtTime(l.Acquired), fmtTime(l.Expires))
+		}
+	}
+	fmt.Fprintf(tw, "\nWAITING FOR REVIEW (%d)\n", len(waiting))
+	if len(waiting) > 0 {
+		fmt.Fprintln(tw, "TASK\tSLOT\tATTEMPT\tSTATE\tHOLDER\tSTARTED")
+		for _, w := range waiting {
+			l := w.Last
+			if l == nil {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(w.Task), cell(dash(w.Slot)), l.Number, cell(string(l.State)), cell(l.Holder), fmtTime(l.StartedAt))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The commands below the table, each alone on its line: a line pasted whole runs
+	// exactly one decision.
+	for _, r := range reviews {
+		fmt.Fprintf(a.stdout, "\ntask %s slot %s: to run it again (add --note TEXT to say why):\n  %s\nor to mark it done:\n  %s\n",
+			cell(r.Task), cell(dash(r.Slot)), r.Resolve.Failed, r.Resolve.Succeeded)
+	}
+	if note := a.hiddenPassword(dsn); note != "" && len(reviews) > 0 {
+		fmt.Fprintf(a.stdout, "%s\n", note)
+	}
+	return a.printMissed(missed, more)
 }
 
 func (a *app) resolveCmd() *cobra.Command {

@@ -44,7 +44,7 @@ func (a *app) pruneCmd() *cobra.Command {
 
   - attempts of a settled slot (its last attempt succeeded, or a person resolved it) that are
     not the slot's last attempt nor the last one that reported a checkpoint
-  - events (skipped, busy, review), except a review that keeps a slot waiting for a person
+  - events (skipped, busy, review, missed), except a review that keeps a slot waiting for a person
 
 Kept, whatever their age: every slot's last attempt (so a slot that succeeded is never run again,
 by a catch-up or a backfill), every attempt of a slot still failing or unknown (its attempts are

@@ -37,6 +37,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--task", "t", "--store", "nosuch://x", "--", "true"}, "nosuch"},
 		{[]string{"history", "--task", "t", "--limit", "-1"}, "--limit -1 is negative"},
 		{[]string{"history", "--task", "t", "--before", "zzz"}, "history cursor"},
+		{[]string{"history", "--kind", "done"}, `--kind: history kind "done": give an attempt state (running, succeeded, failed, unknown) or an event kind (skipped, busy, review, missed)`},
+		{[]string{"history", "--kind", "Missed"}, `history kind "Missed"`},
 		{[]string{"resolve", "--task", "t", "--slot", "s", "--as", "maybe"}, `--as "maybe"`},
 		{[]string{"backfill", "--task", "t", "--from", "2026-01-01", "--to", "2025-01-01", "--", "true"}, "needs --per or --schedule"},
 		{[]string{"prune", "--older-than", "0"}, "--older-than"},
