@@ -188,37 +188,7 @@ func timeReads(ctx context.Context, dsn, bin string, runs int) error {
 			break
 		}
 	}
-	reads := []struct {
-		name string
-		fn   func() error
-		args []string
-	}{
-		{"status", func() error {
-			if _, err := s.Leases(ctx); err != nil {
-				return err
-			}
-			_, err := s.Waiting(ctx)
-			return err
-		}, []string{"status"}},
-		{"doctor", func() error {
-			if _, err := s.Leases(ctx); err != nil {
-				return err
-			}
-			if _, err := s.Waiting(ctx); err != nil {
-				return err
-			}
-			_, err := s.History(ctx, store.HistoryQuery{Limit: 10000})
-			return err
-		}, []string{"doctor"}},
-		{"history --task", func() error {
-			_, err := s.History(ctx, store.HistoryQuery{Task: task, Limit: 50})
-			return err
-		}, []string{"history", "--task", task}},
-		{"history", func() error {
-			_, err := s.History(ctx, store.HistoryQuery{Limit: 50})
-			return err
-		}, []string{"history"}},
-	}
+	reads := storeReads(ctx, s, task)
 	fmt.Println("| read | store calls (in-process) | their CPU time | whole process |")
 	fmt.Println("|---|---|---|---|")
 	for _, r := range reads {
@@ -249,6 +219,55 @@ func timeReads(ctx context.Context, dsn, bin string, runs int) error {
 		fmt.Printf("| `once %s` | %s | %s | %s |\n", strings.Join(r.args, " "), fmtDur(in), fmtDur(cpu[len(cpu)/2]), whole)
 	}
 	return nil
+}
+
+// storeRead is one read timeReads times: the store calls behind a command, and the command.
+type storeRead struct {
+	name string
+	fn   func() error
+	args []string
+}
+
+// storeReads are the store calls behind once status, doctor, history --task, history and history
+// --kind busy on s (task: a task of the ledger).
+func storeReads(ctx context.Context, s store.Store, task string) []storeRead {
+	return []storeRead{
+		{"status", func() error {
+			if _, err := s.Leases(ctx); err != nil {
+				return err
+			}
+			if _, err := s.Waiting(ctx); err != nil {
+				return err
+			}
+			_, err := s.History(ctx, store.HistoryQuery{Kind: store.Missed, Limit: 20})
+			return err
+		}, []string{"status"}},
+		{"doctor", func() error {
+			if _, err := s.Leases(ctx); err != nil {
+				return err
+			}
+			if _, err := s.Waiting(ctx); err != nil {
+				return err
+			}
+			if _, err := s.History(ctx, store.HistoryQuery{Kind: store.Missed, Limit: 100}); err != nil {
+				return err
+			}
+			_, err := s.History(ctx, store.HistoryQuery{Limit: 10000})
+			return err
+		}, []string{"doctor"}},
+		{"history --task", func() error {
+			_, err := s.History(ctx, store.HistoryQuery{Task: task, Limit: 50})
+			return err
+		}, []string{"history", "--task", task}},
+		{"history", func() error {
+			_, err := s.History(ctx, store.HistoryQuery{Limit: 50})
+			return err
+		}, []string{"history"}},
+		{"history --kind busy", func() error {
+			_, err := s.History(ctx, store.HistoryQuery{Kind: store.Busy, Limit: 50})
+			return err
+		}, []string{"history", "--kind", "busy"}},
+	}
 }
 
 // cpuTime is this process's user and system CPU time so far: the store calls' own cost, which a
