@@ -63,16 +63,24 @@ func downgradeToV2(t *testing.T, db *sql.DB, p string) {
 	}
 }
 
-// TestSchemaUpgradeFromV2: a version 2 ledger with slots waiting for review opens, is upgraded in
-// place, and status lists the same slots in the same order, from the new waiting table.
-func TestSchemaUpgradeFromV2(t *testing.T) {
+// openNew opens a new file of that name in a temporary directory: a context for the test's calls,
+// the file's path and the store.
+func openNew(t *testing.T, name string) (context.Context, string, store.Store) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	path := filepath.Join(t.TempDir(), "v2.db")
+	t.Cleanup(cancel)
+	path := filepath.Join(t.TempDir(), name)
 	s, err := store.Open(ctx, "sqlite://"+path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, path, s
+}
+
+// TestSchemaUpgradeFromV2: a version 2 ledger with slots waiting for review opens, is upgraded in
+// place, and status lists the same slots in the same order, from the new waiting table.
+func TestSchemaUpgradeFromV2(t *testing.T) {
+	ctx, path, s := openNew(t, "v2.db")
 	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "h", RunID: "r", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -196,13 +204,7 @@ func TestSchemaUpgradeFromV3(t *testing.T) {
 // TestSchemaNewerRefused: a file whose schema a newer once wrote is refused, fail closed, and
 // nothing in it is changed.
 func TestSchemaNewerRefused(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	path := filepath.Join(t.TempDir(), "v5.db")
-	s, err := store.Open(ctx, "sqlite://"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, path, s := openNew(t, "v5.db")
 	s.Close()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
