@@ -19,9 +19,11 @@ export ONCE_HOME="$work/home"
 "$work/once" run --task warm -- true # create the store and its schema once, like a real machine
 
 base=()
-if [ -n "${ONCE_BENCH_BASE:-}" ]; then # the same store file, its own tasks
-  base=(-n "once run (base)" "$ONCE_BENCH_BASE run --task bench-base -- true"
-    -n "once run --per day (skip) (base)" "$ONCE_BENCH_BASE run --task bench-day-base --per day --on-unknown rerun -- true")
+if [ -n "${ONCE_BENCH_BASE:-}" ]; then # a store file of its own: an older once may refuse a newer schema
+  bs="sqlite://$work/home/base.db"
+  "$ONCE_BENCH_BASE" run --store "$bs" --task warm -- true
+  base=(-n "once run (base)" "$ONCE_BENCH_BASE run --store $bs --task bench-base -- true"
+    -n "once run --per day (skip) (base)" "$ONCE_BENCH_BASE run --store $bs --task bench-day-base --per day --on-unknown rerun -- true")
 fi
 
 hyperfine -N --warmup 10 --runs "$runs" --export-json "$work/h.json" \

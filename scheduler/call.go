@@ -169,8 +169,10 @@ func (js *jobState) after(ctx context.Context, a *active, res once.Result) {
 		}
 	}
 	switch res.Decision {
-	case once.Busy:
-		js.watchLocked(res.Slot, a.l.untried && (jb.Overlap != "skip" && jb.Overlap != "" || a.l.why != whyFire))
+	case once.Busy: // every slot of the launch: a catch-up elsewhere may die half-way
+		for _, sl := range a.l.slots {
+			js.watchLocked(sl, a.l.untried && (jb.Overlap != "skip" && jb.Overlap != "" || a.l.why != whyFire))
+		}
 		return
 	case once.Ran:
 		at := res.Attempt
@@ -183,7 +185,7 @@ func (js *jobState) after(ctx context.Context, a *active, res once.Result) {
 			js.watchLocked(res.Slot, false)
 		}
 	}
-	if a.l.trigger != "" && (res.Decision == once.Ran || res.Decision == once.Skipped) {
+	if a.l.trigger != "" { // answered: ran, already tried, or waiting for review
 		go s.triggerDone(ctx, jb.Name, a.l.trigger)
 	}
 }

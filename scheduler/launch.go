@@ -70,7 +70,7 @@ func (s *Scheduler) fire(ctx context.Context, js *jobState, sl slot.Slot) {
 	jb := js.job
 	js.mu.Unlock()
 	if _, paused := s.isPaused(jb.Name); paused {
-		s.pausedSlot(ctx, jb, sl.Value)
+		s.offDispatch(func() { s.pausedSlot(ctx, jb, sl.Value) })
 		return
 	}
 	js.mu.Lock()
@@ -123,8 +123,18 @@ func (js *jobState) overlapLocked(ctx context.Context, l launch) {
 // the job records it, so the fleet records it once.
 func (s *Scheduler) overlapSkip(ctx context.Context, jb Job, sl string, running *once.Run, note string) {
 	s.log.Info("skipped", "task", jb.Name, "slot", sl, "reason", note)
-	s.record(ctx, store.Event{Task: jb.Name, Slot: sl, Kind: store.Skipped, Holder: s.c.Node,
-		Token: running.Token, RunID: running.RunID, Note: note})
+	e := store.Event{Task: jb.Name, Slot: sl, Kind: store.Skipped, Holder: s.c.Node, Token: running.Token, RunID: running.RunID, Note: note}
+	s.offDispatch(func() { s.record(ctx, e) })
+}
+
+// offDispatch runs a store write off the dispatcher (which must not wait for the store between
+// fires) and the job's lock; Run waits for it before it returns.
+func (s *Scheduler) offDispatch(fn func()) {
+	s.writes.Add(1)
+	go func() {
+		defer s.writes.Done()
+		fn()
+	}()
 }
 
 func (s *Scheduler) record(ctx context.Context, e store.Event) {

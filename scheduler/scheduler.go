@@ -86,7 +86,8 @@ type Scheduler struct {
 	draining atomic.Bool
 	wake     chan struct{} // the dispatcher looks again (a reload)
 	hurry    chan struct{} // closed by Hurry: the drain stops running jobs now
-	runs     sync.WaitGroup
+	runs     sync.WaitGroup // launches
+	writes   sync.WaitGroup // store writes off the dispatcher (background)
 
 	stats statsCounters
 }
@@ -229,6 +230,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	<-ctx.Done()
 	bg.Wait()
 	s.drain()
+	s.writes.Wait()
 	s.out.Wait(5 * time.Second)
 	return nil
 }
