@@ -84,8 +84,8 @@ type Scheduler struct {
 	ctlMu    sync.Mutex
 	paused   map[string]store.Key // under ctlMu
 	draining atomic.Bool
-	wake     chan struct{} // the dispatcher looks again (a reload)
-	hurry    chan struct{} // closed by Hurry: the drain stops running jobs now
+	wake     chan struct{}  // the dispatcher looks again (a reload)
+	hurry    chan struct{}  // closed by Hurry: the drain stops running jobs now
 	runs     sync.WaitGroup // launches
 	writes   sync.WaitGroup // store writes off the dispatcher (background)
 
