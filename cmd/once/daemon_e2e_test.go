@@ -20,7 +20,9 @@ import (
 )
 
 // acrossStores runs fn on every store at once, each as a subtest: the daemon tests mostly wait
-// for slots to come, so they run side by side whatever go test's -parallel.
+// for slots to come, so they run side by side whatever go test's -parallel. The tests that use it
+// do not call t.Parallel: a dozen daemons per store at once is load enough for a 2-core machine
+// whose other packages measure timings.
 func acrossStores(t *testing.T, fn func(t *testing.T, b backend)) {
 	var wg sync.WaitGroup
 	for _, b := range backends(t) {
@@ -60,7 +62,7 @@ func (d *daemon) logText() string {
 func startDaemon(t *testing.T, e *env, name string, args ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, name: name, done: make(chan struct{})}
-	d.cmd = e.cmd(context.Background(), append([]string{"daemon", "--node", name, "--poll", "300ms", "-v"}, args...)...)
+	d.cmd = e.cmd(context.Background(), append([]string{"daemon", "--node", name, "--poll", "1s", "-v"}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d, d
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -156,7 +158,6 @@ func readWitness(t *testing.T, path string) []witnessRun {
 // Three daemons on one store, a job every 2 s for 30 s: every slot of the window ran exactly once,
 // never two at a time, with strictly increasing fencing tokens; on every store.
 func TestDaemonFleetEverySlotOnce(t *testing.T) {
-	t.Parallel()
 	acrossStores(t, func(t *testing.T, b backend) {
 		dsn, dir := b.isolated(), t.TempDir()
 		jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf("[[job]]\nname = \"tick\"\nschedule = \"@every 2s\"\ntz = \"UTC\"\nttl = \"5s\"\ncommand = %q\n",
@@ -221,7 +222,6 @@ func (e *env) status() statusJSON {
 // kill -9 of the node running a job: its command dies with it; the slot waits for review (or,
 // with on-unknown = rerun, runs again on another node); later slots fire on the survivors.
 func TestDaemonKill9OfTheRunningNode(t *testing.T) {
-	t.Parallel()
 	acrossStores(t, func(t *testing.T, b backend) {
 		policies := []string{"review"}
 		if b.name == "sqlite" || b.name == "redis" {
@@ -319,7 +319,6 @@ func waitLines(t *testing.T, path string, n int, within time.Duration) {
 // Every node down for several periods, then one starts: the missed slots within the catch-up
 // window run once, oldest first; older ones are recorded missed; each slot has one entry.
 func TestDaemonCatchUpAndMissed(t *testing.T) {
-	t.Parallel()
 	acrossStores(t, func(t *testing.T, b backend) {
 		dsn, dir := b.isolated(), t.TempDir()
 		jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf("[[job]]\nname = \"gap\"\nschedule = \"@every 2s\"\ntz = \"UTC\"\ncatch-up = \"5s\"\ncatch-up-max = 10\ncommand = %q\n",

@@ -287,14 +287,19 @@ func (s *Store) Close() error {
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
-// Now returns the store's time as shown: this machine's wall clock. (Expiry is decided by the
-// machine's boot clock, see clock.go, and lease times are converted to the wall clock, so a
-// host and this store never disagree.)
+// Now returns the store's time as its leases show it: the clock that decides expiry (this boot's
+// epoch plus the machine's boot clock, see clock.go) while it is within a second of this
+// machine's wall clock, else the wall clock — the rule by which lease times are shown (shown), so
+// that a lease's Acquired and Expires and Now are read off the same clock.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, s.mapErr(err)
 	}
-	return micros(s.wall()), nil
+	us, err := s.now(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return micros(us).Add(s.wallOffset()).UTC(), nil
 }
 
 // tx runs fn in one BEGIN IMMEDIATE transaction and commits it; now is the store's clock in

@@ -103,7 +103,9 @@ func testLeaseRenew(t *testing.T, h Harness) {
 	dsn := h.DSN(t)
 	a, b := client(t, dsn), client(t, dsn)
 	ctx := ctxT(t)
-	const ttl = 1500 * time.Millisecond
+	// Renewed every 400 ms: a TTL of 3 s leaves a loaded machine 2.6 s between two renewals (at
+	// 1.5 s one stalled CI run lost the lease between them).
+	const ttl = 3 * time.Second
 	began := time.Now()
 	l := acquire(t, a, "job", "a", ttl)
 	first := l
