@@ -3,7 +3,6 @@ package main
 // once daemon through the real binary: fleets of daemon processes sharing each store.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -131,24 +130,15 @@ type witnessRun struct {
 
 func readWitness(t *testing.T, path string) []witnessRun {
 	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []witnessRun
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		w := strings.Fields(sc.Text())
+	for _, l := range fileLines(t, path) {
+		w := strings.Fields(l)
 		if len(w) != 2 || w[0] == "OVERLAP" {
-			t.Fatalf("witness: %q (two runs of the job at once)", sc.Text())
+			t.Fatalf("witness: %q (two runs of the job at once)", l)
 		}
 		n, err := strconv.ParseInt(w[1], 10, 64)
 		if err != nil {
-			t.Fatalf("witness: %q", sc.Text())
+			t.Fatalf("witness: %q", l)
 		}
 		out = append(out, witnessRun{w[0], n})
 	}

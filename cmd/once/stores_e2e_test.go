@@ -5,7 +5,6 @@ package main
 // ./scripts/test sets; without them they are skipped, unless ONCE_TEST_REQUIRE asks for them.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -59,22 +58,29 @@ func host(t *testing.T, name, dsn string) *env {
 	return e
 }
 
-func readInts(t *testing.T, path string) []int64 {
+// fileLines is the lines of path, none when it does not exist.
+func fileLines(t *testing.T, path string) []string {
 	t.Helper()
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	if len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+func readInts(t *testing.T, path string) []int64 {
+	t.Helper()
 	var out []int64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		n, err := strconv.ParseInt(strings.TrimSpace(sc.Text()), 10, 64)
+	for _, l := range fileLines(t, path) {
+		n, err := strconv.ParseInt(strings.TrimSpace(l), 10, 64)
 		if err != nil {
-			t.Fatalf("%s: %q", path, sc.Text())
+			t.Fatalf("%s: %q", path, l)
 		}
 		out = append(out, n)
 	}
