@@ -93,8 +93,7 @@ func fleetBurst(b *testing.B, n int, command bool) []time.Duration {
 		}
 		var at *store.Entry
 		for k := range h {
-			switch h[k].State {
-			case store.Running, store.Succeeded, store.Failed, store.Unknown:
+			if h[k].State.IsAttempt() {
 				if at != nil {
 					b.Fatalf("job %d slot %s ran twice: %+v", i, burst, h)
 				}

@@ -79,8 +79,7 @@ func LastAttempt(ctx context.Context, s store.Store, task string) (*store.Attemp
 		return nil, err
 	}
 	for _, e := range h {
-		switch e.State {
-		case store.Running, store.Succeeded, store.Failed, store.Unknown:
+		if e.State.IsAttempt() {
 			a := e.Attempt
 			return &a, nil
 		}

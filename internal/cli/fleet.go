@@ -232,7 +232,7 @@ func findAttempt(ctx context.Context, s store.Store, task, sl string, n int) (*s
 		return nil, err
 	}
 	for _, e := range h {
-		if e.State.Finishable() || e.State == store.Running {
+		if e.State.IsAttempt() {
 			if n == 0 || e.Number == n {
 				at := e.Attempt
 				return &at, nil
