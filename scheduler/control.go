@@ -35,6 +35,12 @@ func keysOf(s store.Store) (store.Keys, error) {
 // slot is recorded once as skipped). by and note say who and why (shown by Paused). It reports
 // false, with the pause in force, when the job was already paused.
 func Pause(ctx context.Context, s store.Store, name, by, note string) (bool, store.Key, error) {
+	return request(ctx, s, PauseScope, name, store.Clip("pause by "+by+": "+note, store.MaxRunIDLen))
+}
+
+// request claims job name's key in scope as a pending request whose claimant is id, held until
+// taken back. It reports false, with the request in force, when one was already there.
+func request(ctx context.Context, s store.Store, scope, name, id string) (bool, store.Key, error) {
 	k, err := keysOf(s)
 	if err != nil {
 		return false, store.Key{}, err
@@ -42,17 +48,16 @@ func Pause(ctx context.Context, s store.Store, name, by, note string) (bool, sto
 	if err := once.ValidateTask(name); err != nil {
 		return false, store.Key{}, err
 	}
-	id := store.Clip("pause by "+by+": "+note, store.MaxRunIDLen)
-	won, err := k.Claim(ctx, store.ClaimRequest{Scope: PauseScope, Keys: []string{name}, Pending: true,
+	won, err := k.Claim(ctx, store.ClaimRequest{Scope: scope, Keys: []string{name}, Pending: true,
 		Claimant: store.Claimant{RunID: id}})
-	if err != nil {
+	if err != nil || won[0] {
+		return err == nil, store.Key{}, err
+	}
+	got, err := k.Lookup(ctx, scope, []string{name})
+	if err != nil || len(got) == 0 { // taken back in between
 		return false, store.Key{}, err
 	}
-	got, err := k.Lookup(ctx, PauseScope, []string{name})
-	if err != nil || len(got) == 0 {
-		return won[0], store.Key{}, err
-	}
-	return won[0], got[0], nil
+	return false, got[0], nil
 }
 
 // Resume ends a pause of job name; false when it was not paused.
@@ -109,27 +114,12 @@ const triggerPrefix = "trigger "
 // request is removed once it ran. It reports false, with the waiting request's slot, when a
 // trigger of the job already waits.
 func Trigger(ctx context.Context, s store.Store, name string, now time.Time) (bool, string, error) {
-	k, err := keysOf(s)
-	if err != nil {
-		return false, "", err
-	}
-	if err := once.ValidateTask(name); err != nil {
-		return false, "", err
-	}
 	sl := ManualSlotPrefix + now.UTC().Format("2006-01-02T15:04:05.000Z")
-	won, err := k.Claim(ctx, store.ClaimRequest{Scope: TriggerScope, Keys: []string{name}, Pending: true,
-		Claimant: store.Claimant{RunID: triggerPrefix + sl}})
-	if err != nil {
-		return false, "", err
+	won, k, err := request(ctx, s, TriggerScope, name, triggerPrefix+sl)
+	if err != nil || won {
+		return won, sl, err
 	}
-	if won[0] {
-		return true, sl, nil
-	}
-	got, err := k.Lookup(ctx, TriggerScope, []string{name})
-	if err != nil || len(got) == 0 {
-		return false, "", err
-	}
-	return false, strings.TrimPrefix(got[0].RunID, triggerPrefix), nil
+	return false, strings.TrimPrefix(k.RunID, triggerPrefix), nil
 }
 
 // pollControl reads the fleet's pauses and the triggers of this node's jobs.
