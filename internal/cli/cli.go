@@ -151,7 +151,7 @@ Its password: in the DSN, or in --store-password-file FILE ($ONCE_STORE_PASSWORD
 	})
 	root.AddCommand(a.runCmd(), a.statusCmd(), a.historyCmd(), a.resolveCmd(), a.reportCmd(), a.versionCmd(),
 		a.backfillCmd(), a.drillCmd(), a.doctorCmd(), a.keysCmd(), a.effectCmd(), a.pruneCmd(), a.daemonCmd(),
-		a.jobsCmd(), a.pauseCmd(), a.resumeCmd(), a.triggerCmd(), a.logsCmd())
+		a.jobsCmd(), a.pauseCmd(), a.resumeCmd(), a.triggerCmd(), a.logsCmd(), a.serveCmd())
 	return root
 }
 

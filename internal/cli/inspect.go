@@ -293,22 +293,29 @@ A checkpoint is handed to the slot's next attempt as ONCE_CHECKPOINT. Outside a 
 // Version is set at build time with -ldflags "-X github.com/once-run/once/internal/cli.Version=v1.2.3".
 var Version = ""
 
+// version is once's version: Version, else the module's, else "devel".
+func version() string {
+	v := Version
+	if bi, ok := debug.ReadBuildInfo(); ok && v == "" {
+		v = bi.Main.Version
+	}
+	if v == "" || v == "(devel)" {
+		v = "devel"
+	}
+	return v
+}
+
 func (a *app) versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, the Go version and the stores compiled in",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			v, goVersion := Version, ""
+			goVersion := ""
 			if bi, ok := debug.ReadBuildInfo(); ok {
 				goVersion = bi.GoVersion
-				if v == "" {
-					v = bi.Main.Version
-				}
 			}
-			if v == "" || v == "(devel)" {
-				v = "devel"
-			}
+			v := version()
 			fmt.Fprintf(a.stdout, "once %s (%s)\nstores: %s\n", v, goVersion, strings.Join(store.Schemes(), ", "))
 			return nil
 		},

@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/once-run/once/internal/web"
+	"github.com/once-run/once/scheduler"
+	"github.com/once-run/once/store"
+)
+
+// httpFlags are once serve's flags, shared with once daemon --http.
+type httpFlags struct {
+	listen, tokenFile, certFile, keyFile string
+}
+
+// minToken is the shortest token taken: a token guards every change, so it is not a word.
+const minToken = 16
+
+func (h *httpFlags) add(fl *pflag.FlagSet, listenFlag, listenDefault, listenUsage string) {
+	fl.StringVar(&h.listen, listenFlag, listenDefault, listenUsage)
+	fl.StringVar(&h.tokenFile, "token-file", "", "the bearer token every change needs (and every read beyond loopback), in a file only you can read (env ONCE_SERVE_TOKEN_FILE)")
+	fl.StringVar(&h.certFile, "tls-cert", "", "serve HTTPS with this certificate file (PEM; with --tls-key)")
+	fl.StringVar(&h.keyFile, "tls-key", "", "the certificate's private key file (PEM)")
+}
+
+// token reads the token from --token-file (or ONCE_SERVE_TOKEN_FILE), or ONCE_SERVE_TOKEN; ""
+// without either. The file follows the password file's rules: the file itself, yours, mode 0600.
+func (h *httpFlags) token() (string, error) {
+	path, src := h.tokenFile, "--token-file"
+	if path == "" {
+		path, src = os.Getenv("ONCE_SERVE_TOKEN_FILE"), "ONCE_SERVE_TOKEN_FILE"
+	}
+	var tok string
+	switch {
+	case path != "":
+		t, err := readPasswordFile(path)
+		if err != nil {
+			return "", usage("%s %s: %v", src, path, err)
+		}
+		tok = t
+	case os.Getenv("ONCE_SERVE_TOKEN") != "":
+		tok, src = os.Getenv("ONCE_SERVE_TOKEN"), "ONCE_SERVE_TOKEN"
+	default:
+		return "", nil
+	}
+	if len(tok) < minToken {
+		return "", usage("%s: the token is %d characters; give at least %d (e.g. openssl rand -hex 32 > token; chmod 600 token)", src, len(tok), minToken)
+	}
+	return tok, nil
+}
+
+// listener checks the flags and opens the listener: beyond loopback only with a token.
+func (h *httpFlags) listener(flag, token string) (net.Listener, error) {
+	if (h.certFile == "") != (h.keyFile == "") {
+		return nil, usage("give --tls-cert and --tls-key together")
+	}
+	host, _, err := net.SplitHostPort(h.listen)
+	if err != nil {
+		return nil, usage("%s %q: give HOST:PORT, e.g. 127.0.0.1:8080", flag, h.listen)
+	}
+	ln, err := net.Listen("tcp", h.listen)
+	if err != nil {
+		return nil, exit(ExitUnavailable, "%s %s: cannot listen: %v", flag, h.listen, err)
+	}
+	if !web.IsLoopback(ln.Addr()) && token == "" {
+		ln.Close()
+		return nil, usage("%s %s: reachable from other hosts (host %q), so every read needs a token: give --token-file, or listen on 127.0.0.1", flag, h.listen, host)
+	}
+	return ln, nil
+}
+
+func (a *app) serveCmd() *cobra.Command {
+	var h httpFlags
+	var jobsPath string
+	c := &cobra.Command{
+		Use:   "serve [--listen ADDR] [--token-file FILE] [--jobs PATH]",
+		Short: "Serve the store over HTTP: a dashboard, a JSON API (/api/v1) and Prometheus metrics (/metrics)",
+		Long: `Serve the store (--store, ONCE_STORE) over HTTP: the dashboard (overview, timeline, review queue,
+live leases, run detail, jobs), the JSON API under /api/v1 (docs/api.md) and /metrics for Prometheus
+(docs/metrics.md).
+
+It listens on 127.0.0.1:8080 by default. On loopback, reads need no credentials; every change
+(resolve, pause, resume, trigger) needs the bearer token of --token-file (or ONCE_SERVE_TOKEN), and
+a browser logs in with it once. Without a token the server is read-only. A listener beyond loopback
+needs the token for every read too. --tls-cert and --tls-key serve HTTPS. --jobs PATH shows the
+daemon's jobs with their next fire times and lets a person pause, resume or trigger them.`,
+		Example: `  once serve
+  openssl rand -hex 32 > ~/.once-token && chmod 600 ~/.once-token
+  once serve --listen 0.0.0.0:8443 --token-file ~/.once-token --tls-cert cert.pem --tls-key key.pem --jobs /etc/once/jobs.d
+  curl -s localhost:8080/api/v1/review | jq '.review[].task'`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var jobs func() []scheduler.Job
+			if jobsPath != "" {
+				js, err := loadJobs(jobsPath)
+				if err != nil {
+					return err
+				}
+				jobs = func() []scheduler.Job { return js }
+			}
+			return a.serve(c.Context(), &h, jobs, nil)
+		},
+	}
+	h.add(c.Flags(), "listen", "127.0.0.1:8080", "the address to listen on (HOST:PORT)")
+	c.Flags().StringVar(&jobsPath, "jobs", "", "the daemon's jobs file (or directory): show its jobs, and pause, resume and trigger them")
+	return c
+}
+
+// serve runs once serve until SIGTERM or SIGINT.
+func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.Job, metrics http.Handler) error {
+	if a.logLevel == "" && a.verbose == 0 && os.Getenv("ONCE_LOG_LEVEL") == "" {
+		a.logLevel = "info"
+	}
+	log, err := a.logger()
+	if err != nil {
+		return err
+	}
+	tok, err := h.token()
+	if err != nil {
+		return err
+	}
+	s, dsn, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ln, err := h.listener("--listen", tok)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return a.runWeb(ctx, s, dsn, tok, jobs, metrics, ln, h, log)
+}
+
+// runWeb serves the dashboard, the API and the metrics on ln until ctx ends.
+func (a *app) runWeb(ctx context.Context, s store.Store, dsn, tok string, jobs func() []scheduler.Job, metrics http.Handler, ln net.Listener, h *httpFlags, log *slog.Logger) error {
+	srv, err := web.New(web.Config{Store: s, DSN: dsn, Token: tok, Jobs: jobs, Metrics: metrics, Log: log, Version: version()})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	scheme := "http"
+	if h.certFile != "" {
+		scheme = "https"
+	}
+	log.Info("serving", "url", fmt.Sprintf("%s://%s/", scheme, ln.Addr()), "store", store.Redact(dsn), "changes", tok != "")
+	err = srv.Serve(ctx, ln, h.certFile, h.keyFile)
+	if errors.Is(err, web.ErrNeedsToken) {
+		return usage("%v: give --token-file", err)
+	}
+	if err != nil {
+		return exit(ExitUnavailable, "once serve: %v", err)
+	}
+	return nil
+}

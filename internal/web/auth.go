@@ -1,0 +1,174 @@
+package web
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// The access rules, in one place:
+//
+//   - A read (GET, HEAD) is open without credentials only when the listener is on loopback and
+//     the request names a loopback host (Host header): a page of another site that rebinds its
+//     name to 127.0.0.1 is refused. Otherwise it needs the token: the bearer header, or the
+//     session cookie a browser gets at /login.
+//   - A change needs the token always: API calls send it as a bearer header (no cookie is taken
+//     for them, so no other page can make a browser send one); dashboard forms are taken with the
+//     session cookie only when they also carry the CSRF token bound to it and come from this
+//     origin (Sec-Fetch-Site, Origin).
+//   - Without a token configured nothing can be changed: the server is read-only.
+
+const sessionCookie = "once_session"
+
+// mac is HMAC-SHA256 of msg under the token: the session cookie and the CSRF token are derived
+// from the token, so they need no server state and die with it (a new token logs everyone out).
+func (s *Server) mac(msg string) string {
+	h := hmac.New(sha256.New, []byte(s.c.Token))
+	h.Write([]byte(msg))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (s *Server) sessionValue() string { return s.mac("session") }
+
+// csrf is the CSRF token for the session presented with r ("" without one).
+func (s *Server) csrf(r *http.Request) string {
+	if !s.hasSession(r) {
+		return ""
+	}
+	return s.mac("csrf")
+}
+
+func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// bearer reports whether r carries the token as "Authorization: Bearer TOKEN".
+func (s *Server) bearer(r *http.Request) bool {
+	if s.c.Token == "" {
+		return false
+	}
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	return ok && equal(strings.TrimSpace(tok), s.c.Token)
+}
+
+func (s *Server) hasSession(r *http.Request) bool {
+	if s.c.Token == "" {
+		return false
+	}
+	c, err := r.Cookie(sessionCookie)
+	return err == nil && equal(c.Value, s.sessionValue())
+}
+
+// loopbackHost reports whether r's Host names this machine's loopback: localhost or a loopback
+// address, with any port.
+func loopbackHost(r *http.Request) bool {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// mayRead reports whether r may read.
+func (s *Server) mayRead(r *http.Request) bool {
+	if s.loopback && loopbackHost(r) {
+		return true
+	}
+	return s.bearer(r) || s.hasSession(r)
+}
+
+// sameOrigin reports whether a browser form came from this server's own pages.
+func sameOrigin(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		_, host, _ := strings.Cut(o, "://")
+		return strings.EqualFold(host, r.Host)
+	}
+	return true
+}
+
+// guard applies the read rule and the headers every answer carries.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("Cache-Control", "no-store")
+		if s.tls {
+			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		open := r.URL.Path == "/healthz" || r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/")
+		if !open && !s.mayRead(r) {
+			if strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="once"`)
+				apiError(w, http.StatusUnauthorized, "this server needs its token: send Authorization: Bearer TOKEN (the token file given to once serve --token-file)")
+				return
+			}
+			http.Redirect(w, r, "/login?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// write wraps an API call that changes something: the bearer token is required.
+func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case s.c.Token == "":
+			apiError(w, http.StatusForbidden, "this server is read-only: start once serve with --token-file to allow changes")
+		case !s.bearer(r):
+			w.Header().Set("WWW-Authenticate", `Bearer realm="once"`)
+			apiError(w, http.StatusUnauthorized, "a change needs the token: send Authorization: Bearer TOKEN")
+		default:
+			h(w, r)
+		}
+	}
+}
+
+// formWrite wraps a dashboard form that changes something: a session, its CSRF token and this
+// origin are required.
+func (s *Server) formWrite(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		t := s.tr(r)
+		switch {
+		case s.c.Token == "":
+			s.fail(w, r, http.StatusForbidden, t("readonly"))
+		case !s.hasSession(r):
+			http.Redirect(w, r, "/login?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
+		case !sameOrigin(r) || !equal(r.PostFormValue("csrf"), s.csrf(r)):
+			s.fail(w, r, http.StatusForbidden, t("csrf"))
+		default:
+			h(w, r)
+		}
+	}
+}
+
+// safeNext keeps a redirect target on this server: a path, never a URL to elsewhere.
+func safeNext(u string) string {
+	return url.QueryEscape(localPath(u))
+}
+
+// localPath is a redirect target taken from a form: a path on this server, or "/".
+func localPath(u string) string {
+	if !strings.HasPrefix(u, "/") || strings.HasPrefix(u, "//") || strings.HasPrefix(u, "/\\") {
+		return "/"
+	}
+	return u
+}

@@ -1,0 +1,114 @@
+package web
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// The timeline as an SVG drawn on the server: a row per task, a bar per attempt from its start
+// to its end (now while running), a mark per event; bars of one task that overlap in time are
+// red and name each other.
+
+const (
+	tlLabel = 200.0 // the task names' column
+	tlWidth = 900.0 // the bars' column
+	tlRow   = 24.0
+	tlTop   = 28.0 // the time axis
+)
+
+// drawn is a timeline with its geometry, for templates/timeline.html.
+type drawn struct {
+	Timeline
+	Task          string
+	Width, Height float64
+	Label         float64
+	Rows          []drawnRow
+	Ticks         []drawnTick
+	FromParam     string
+	ToParam       string
+	Earlier       string // query of the range before
+	Later         string // query of the range after ("" when it would reach past now)
+}
+
+type drawnRow struct {
+	Task   string
+	Y      float64
+	LabelY float64
+	Bars   []drawnBar
+	Marks  []drawnMark
+}
+
+type drawnBar struct {
+	Bar
+	X, Y, W float64
+	Class   string
+	Title   string
+}
+
+type drawnMark struct {
+	Mark
+	D     string // the mark's path: a small triangle above the row's bars
+	Title string
+}
+
+type drawnTick struct {
+	X    float64
+	Text string
+}
+
+func drawTimeline(tl Timeline, task string) drawn {
+	d := drawn{Timeline: tl, Task: task, Label: tlLabel, Width: tlLabel + tlWidth + 10,
+		FromParam: tl.From.Format(time.RFC3339), ToParam: tl.To.Format(time.RFC3339)}
+	span := tl.To.Sub(tl.From)
+	x := func(t time.Time) float64 {
+		f := float64(t.Sub(tl.From)) / float64(span)
+		if f < 0 {
+			f = 0
+		}
+		if f > 1 {
+			f = 1
+		}
+		return tlLabel + f*tlWidth
+	}
+	for i, t := range tl.Tasks {
+		y := tlTop + float64(i)*tlRow
+		row := drawnRow{Task: t, Y: y, LabelY: y + 14}
+		for _, b := range tl.Bars[t] {
+			db := drawnBar{Bar: b, X: x(b.Start), Y: y + 3, Class: "bar " + string(b.State)}
+			db.W = x(b.End) - db.X
+			if db.W < 2 {
+				db.W = 2
+			}
+			db.Title = fmt.Sprintf("%s slot %s attempt %d: %s on %s, %s → %s", b.Task, orDash(b.Slot), b.Attempt, b.State, b.Holder,
+				b.Start.Format(time.RFC3339), b.End.Format(time.RFC3339))
+			if len(b.Overlap) > 0 {
+				db.Class += " overlap"
+				db.Title += "; OVERLAPS " + fmt.Sprint(b.Overlap)
+			}
+			row.Bars = append(row.Bars, db)
+		}
+		for _, m := range tl.Marks[t] {
+			row.Marks = append(row.Marks, drawnMark{Mark: m, D: fmt.Sprintf("M%.1f %.1f l-4 -7 h8 z", x(m.At), y+10),
+				Title: fmt.Sprintf("%s slot %s: %s (%s) at %s", m.Task, orDash(m.Slot), m.Kind, m.Holder, m.At.Format(time.RFC3339))})
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	d.Height = tlTop + float64(len(tl.Tasks))*tlRow + 8
+	for i := 0; i <= 6; i++ {
+		t := tl.From.Add(span * time.Duration(i) / 6)
+		d.Ticks = append(d.Ticks, drawnTick{X: x(t), Text: t.Format("01-02 15:04")})
+	}
+	q := func(from, to time.Time) string {
+		v := url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}}
+		if task != "" {
+			v.Set("task", task)
+		}
+		return v.Encode()
+	}
+	d.Earlier = q(tl.From.Add(-span), tl.From)
+	d.Later = q(tl.To, tl.To.Add(span))
+	return d
+}
+
+func urlQuery(s string) string { return url.QueryEscape(s) }

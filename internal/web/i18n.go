@@ -1,0 +1,131 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The dashboard speaks English and 简体中文 (our first users). A page's language is ?lang= (kept
+// in a cookie), else the cookie, else the browser's Accept-Language; its times are UTC or the
+// browser's local time (?tz=local, done in app.js so that it is the reader's zone, not the
+// server's).
+
+const (
+	langEN = "en"
+	langZH = "zh-CN"
+)
+
+var messages = map[string]map[string]string{
+	langEN: {
+		"title": "once", "overview": "Overview", "timeline": "Timeline", "review": "Review", "leases": "Leases",
+		"jobs": "Jobs", "login": "Log in", "logout": "Log out", "task": "Task", "status": "Status",
+		"last": "Last attempt", "last_success": "Last success", "next": "Next run", "trend": "Duration trend",
+		"slot": "Slot", "attempt": "Attempt", "state": "State", "holder": "Holder", "started": "Started",
+		"ended": "Ended", "duration": "Duration", "records": "Records", "checkpoint": "Checkpoint",
+		"progress": "Progress", "token": "Token", "run_id": "Run ID", "note": "Note", "exit": "Exit code",
+		"expires": "Expires", "acquired": "Acquired", "output": "Output (tail)", "env": "Environment it saw",
+		"history": "History", "resolution": "Resolution", "resolve_ok": "Resolve as succeeded (it is done)",
+		"resolve_failed": "Resolve as failed (run it again)", "by": "Who decides", "note_required": "Why (required, kept in history)",
+		"no_tasks": "No task has run on this store yet.", "no_review": "No slot is waiting for review.",
+		"no_leases": "No lease is held now.", "no_jobs": "This server knows no daemon jobs: start it with --jobs PATH, or use once daemon --http.",
+		"overlaps": "Overlapping attempts", "no_overlaps": "No two attempts of one task overlapped in this range.",
+		"overlap_with": "ran at the same time as", "from": "From", "to": "To", "show": "Show", "more": "Next page",
+		"truncated": "The range holds more entries than one timeline shows: the newest are drawn. Narrow the range.",
+		"readonly": "This server is read-only: start once serve with --token-file to allow changes.",
+		"csrf": "This form is stale or came from another site: reload the page and try again.",
+		"bad_token": "That is not this server's token.", "token_label": "The token (the contents of the file given to --token-file)",
+		"waiting_since": "waiting since", "schedule": "Schedule", "paused": "paused", "active": "active",
+		"pause": "Pause", "resume": "Resume", "trigger": "Run now", "running_on": "Running on", "never": "never ran",
+		"events": "Events", "store": "Store", "times": "Times", "utc": "UTC", "local": "local",
+		"status_running": "running", "status_review": "waiting for review", "status_ok": "succeeded",
+		"status_failed": "failed", "status_unknown": "unknown", "status_never": "never ran",
+		"live": "updates every second", "evidence": "Evidence", "lease_now": "Lease held now",
+		"done": "Done", "resolved": "Recorded", "error": "Error", "back": "Back",
+	},
+	langZH: {
+		"title": "once", "overview": "总览", "timeline": "时间线", "review": "待审核", "leases": "租约",
+		"jobs": "定时任务", "login": "登录", "logout": "退出", "task": "任务", "status": "状态",
+		"last": "最近一次尝试", "last_success": "最近成功", "next": "下次运行", "trend": "耗时趋势",
+		"slot": "时段", "attempt": "尝试", "state": "状态", "holder": "持有者", "started": "开始",
+		"ended": "结束", "duration": "耗时", "records": "记录数", "checkpoint": "检查点",
+		"progress": "进度", "token": "令牌", "run_id": "运行 ID", "note": "备注", "exit": "退出码",
+		"expires": "到期", "acquired": "获得", "output": "输出（末尾）", "env": "运行时环境变量",
+		"history": "历史", "resolution": "处理结论", "resolve_ok": "确认为成功（已完成）",
+		"resolve_failed": "确认为失败（重新运行）", "by": "处理人", "note_required": "原因（必填，记入历史）",
+		"no_tasks": "此存储上还没有任务运行过。", "no_review": "没有等待审核的时段。",
+		"no_leases": "当前没有被持有的租约。", "no_jobs": "此服务不知道守护进程的任务：请用 --jobs PATH 启动，或使用 once daemon --http。",
+		"overlaps": "重叠的尝试", "no_overlaps": "此范围内同一任务没有两次尝试重叠。",
+		"overlap_with": "与之同时运行", "from": "从", "to": "到", "show": "显示", "more": "下一页",
+		"truncated": "此范围内条目过多，只画出最新的部分。请缩小范围。",
+		"readonly": "此服务为只读：用 --token-file 启动 once serve 才能修改。",
+		"csrf": "表单已过期或来自其他网站：请刷新页面后重试。",
+		"bad_token": "令牌不正确。", "token_label": "令牌（--token-file 所给文件的内容）",
+		"waiting_since": "等待自", "schedule": "计划", "paused": "已暂停", "active": "运行中",
+		"pause": "暂停", "resume": "恢复", "trigger": "立即运行", "running_on": "运行节点", "never": "从未运行",
+		"events": "事件", "store": "存储", "times": "时间", "utc": "UTC", "local": "本地",
+		"status_running": "运行中", "status_review": "等待审核", "status_ok": "成功",
+		"status_failed": "失败", "status_unknown": "结果未知", "status_never": "从未运行",
+		"live": "每秒更新", "evidence": "证据", "lease_now": "当前租约",
+		"done": "完成", "resolved": "已记录", "error": "错误", "back": "返回",
+	},
+}
+
+// lang picks the page's language and keeps an explicit choice in a cookie.
+func lang(w http.ResponseWriter, r *http.Request) string {
+	if l := r.URL.Query().Get("lang"); l == langEN || l == langZH {
+		http.SetCookie(w, &http.Cookie{Name: "once_lang", Value: l, Path: "/", MaxAge: 365 * 24 * 3600, SameSite: http.SameSiteLaxMode})
+		return l
+	}
+	if c, err := r.Cookie("once_lang"); err == nil && (c.Value == langEN || c.Value == langZH) {
+		return c.Value
+	}
+	if strings.HasPrefix(strings.ToLower(r.Header.Get("Accept-Language")), "zh") {
+		return langZH
+	}
+	return langEN
+}
+
+// zone is "local" or "utc": the times a page shows.
+func zone(w http.ResponseWriter, r *http.Request) string {
+	if z := r.URL.Query().Get("tz"); z == "local" || z == "utc" {
+		http.SetCookie(w, &http.Cookie{Name: "once_tz", Value: z, Path: "/", MaxAge: 365 * 24 * 3600, SameSite: http.SameSiteLaxMode})
+		return z
+	}
+	if c, err := r.Cookie("once_tz"); err == nil && c.Value == "local" {
+		return "local"
+	}
+	return "utc"
+}
+
+// tr returns the translator of r's language (without setting cookies: for error pages).
+func (s *Server) tr(r *http.Request) func(string) string {
+	l := langEN
+	if c, err := r.Cookie("once_lang"); err == nil && c.Value == langZH {
+		l = langZH
+	}
+	return translator(l)
+}
+
+func translator(l string) func(string) string {
+	m := messages[l]
+	return func(k string) string {
+		if v, ok := m[k]; ok {
+			return v
+		}
+		return messages[langEN][k]
+	}
+}
+
+// fmtDur shows a duration to a person: 850ms, 12.3s, 4m05s, 2h10m.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}

@@ -1,0 +1,278 @@
+package web
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// pages are the dashboard's templates, each the layout with one page's "content".
+var pages = func() map[string]*template.Template {
+	funcs := template.FuncMap{
+		"when":     when,
+		"dur":      func(a store.Attempt) string { return attemptDur(a) },
+		"pct":      func(done, total float64) string { return fmt.Sprintf("%.0f", 100*done/total) },
+		"dash":     func(s string) string { return orDash(s) },
+		"add":      func(a, b int) int { return a + b },
+		"sparks":   sparkline,
+		"join":     strings.Join,
+		"contains": strings.Contains,
+	}
+	out := map[string]*template.Template{}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	for _, n := range names {
+		if n == "templates/layout.html" {
+			continue
+		}
+		t := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n))
+		out[strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")] = t
+	}
+	return out
+}()
+
+// view is what every page's template gets.
+type view struct {
+	tr       func(string) string
+	Lang     string
+	Zone     string
+	Page     string // the template's name: the nav marks it
+	Path     string // the page's path and query without lang and tz, for the switches
+	CSRF     string
+	LoggedIn bool
+	CanWrite bool // a token is configured and this browser has a session
+	HasToken bool
+	DSN      string
+	Version  string
+	Flash    string
+	Now      time.Time
+	Data     any
+}
+
+func (s *Server) view(w http.ResponseWriter, r *http.Request, page string, data any) view {
+	q := r.URL.Query()
+	q.Del("lang")
+	q.Del("tz")
+	path := r.URL.Path
+	if e := q.Encode(); e != "" {
+		path += "?" + e
+	}
+	l := lang(w, r)
+	return view{tr: translator(l), Lang: l, Zone: zone(w, r), Page: page, Path: path, CSRF: s.csrf(r),
+		LoggedIn: s.hasSession(r), CanWrite: s.hasSession(r), HasToken: s.c.Token != "", DSN: s.c.DSN,
+		Version: s.c.Version, Flash: r.URL.Query().Get("done"), Now: s.c.Now().UTC(), Data: data}
+}
+
+// T is the text of key k in the page's language.
+func (v view) T(k string) string { return v.tr(k) }
+
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
+	v := s.view(w, r, page, data)
+	var b bytes.Buffer
+	if err := pages[page].Execute(&b, v); err != nil {
+		s.c.Log.Error("page failed", "page", page, "err", err)
+		http.Error(w, "the page could not be drawn: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// fail shows an error page: one line saying what was wrong.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	if status >= 500 {
+		s.c.Log.Warn("page failed", "path", r.URL.Path, "err", msg)
+	}
+	s.render(w, r, status, "error", msg)
+}
+
+func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) {
+	s.fail(w, r, statusOf(err), err.Error())
+}
+
+// when is a time as a page shows it: a <time> element with the instant, its text in UTC (app.js
+// rewrites it in the reader's zone when they chose local).
+func when(t any) template.HTML {
+	var tm time.Time
+	switch v := t.(type) {
+	case time.Time:
+		tm = v
+	case *time.Time:
+		if v == nil {
+			return "-"
+		}
+		tm = *v
+	default:
+		return "-"
+	}
+	if tm.IsZero() {
+		return "-"
+	}
+	u := tm.UTC()
+	return template.HTML(fmt.Sprintf(`<time datetime="%s">%s</time>`, u.Format(time.RFC3339Nano), u.Format("2006-01-02 15:04:05Z")))
+}
+
+func attemptDur(a store.Attempt) string {
+	if a.EndedAt == nil {
+		return "-"
+	}
+	return fmtDur(a.EndedAt.Sub(a.StartedAt))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// sparkline draws durations as an inline SVG polyline (server-side: no script, no CDN).
+func sparkline(ds []float64) template.HTML {
+	if len(ds) < 2 {
+		return ""
+	}
+	max := 0.0
+	for _, d := range ds {
+		max = maxf(max, d)
+	}
+	if max == 0 {
+		max = 1
+	}
+	const w, h = 80.0, 18.0
+	pts := make([]string, len(ds))
+	for i, d := range ds {
+		pts[i] = fmt.Sprintf("%.1f,%.1f", float64(i)*w/float64(len(ds)-1), h-1-(h-2)*d/max)
+	}
+	return template.HTML(fmt.Sprintf(`<svg class="spark" width="%.0f" height="%.0f" role="img" aria-label="%s"><polyline points="%s"/></svg>`,
+		w, h, template.HTMLEscapeString(fmt.Sprintf("%.1fs … %.1fs", ds[0], ds[len(ds)-1])), strings.Join(pts, " ")))
+}
+
+func maxf(a, b float64) float64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func (s *Server) pageOverview(w http.ResponseWriter, r *http.Request) {
+	p, err := s.tasks(r.Context(), r.URL.Query().Get("after"), defaultPage)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "overview", p)
+}
+
+func (s *Server) pageTimeline(w http.ResponseWriter, r *http.Request) {
+	from, to, task, err := s.timelineParams(r)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	tl, err := s.timeline(r.Context(), from, to, task)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "timeline", drawTimeline(tl, task))
+}
+
+func (s *Server) pageReview(w http.ResponseWriter, r *http.Request) {
+	rs, total, err := s.reviews(r.Context(), maxPage)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "review", map[string]any{"Reviews": rs, "Total": total})
+}
+
+func (s *Server) formResolve(w http.ResponseWriter, r *http.Request) {
+	req := resolveRequest{Task: r.PostFormValue("task"), Slot: r.PostFormValue("slot"), As: r.PostFormValue("as"),
+		Note: r.PostFormValue("note"), By: r.PostFormValue("by")}
+	att, err := s.resolve(r, req)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	msg := fmt.Sprintf("task %s slot %s attempt %d: %s", req.Task, orDash(req.Slot), att.Number, req.As)
+	http.Redirect(w, r, "/review?done="+urlQuery(msg), http.StatusSeeOther)
+}
+
+func (s *Server) pageLeases(w http.ResponseWriter, r *http.Request) {
+	ls, err := s.leases(r.Context())
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "leases", ls)
+}
+
+func (s *Server) pageSlot(w http.ResponseWriter, r *http.Request) {
+	d, err := s.slotDetail(r)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "slot", d)
+}
+
+func (s *Server) pageJobs(w http.ResponseWriter, r *http.Request) {
+	js, err := s.jobs(r)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "jobs", map[string]any{"Jobs": js, "Daemon": s.c.Jobs != nil})
+}
+
+func (s *Server) formJob(w http.ResponseWriter, r *http.Request) {
+	msg, err := s.jobAction(r, r.PostFormValue("job"), r.PostFormValue("action"), r.PostFormValue("by"), r.PostFormValue("note"))
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/jobs?done="+urlQuery(msg), http.StatusSeeOther)
+}
+
+func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) {
+	s.render(w, r, http.StatusOK, "login", map[string]string{"Next": localPath(r.URL.Query().Get("next")), "Error": ""})
+}
+
+// formLogin takes the token once and gives the browser a session cookie derived from it
+// (HttpOnly, SameSite=Strict; Secure under TLS).
+func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) {
+	next := localPath(r.PostFormValue("next"))
+	if s.c.Token == "" || !equal(strings.TrimSpace(r.PostFormValue("token")), s.c.Token) {
+		s.c.Log.Warn("login refused", "from", r.RemoteAddr)
+		msg := s.tr(r)("bad_token")
+		if s.c.Token == "" {
+			msg = s.tr(r)("readonly")
+		}
+		s.render(w, r, http.StatusUnauthorized, "login", map[string]string{"Next": next, "Error": msg})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.sessionValue(), Path: "/", HttpOnly: true,
+		Secure: s.tls, SameSite: http.SameSiteStrictMode, MaxAge: 12 * 3600})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (s *Server) formLogout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, MaxAge: -1})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}

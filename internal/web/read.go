@@ -1,0 +1,336 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/once-run/once/scheduler"
+	"github.com/once-run/once/store"
+)
+
+// The read model: what pages, API answers and metrics show, each read bounded by a page, never by
+// the size of history (docs/api.md says what each costs).
+
+// Page sizes and bounds.
+const (
+	defaultPage  = 50
+	maxPage      = 500
+	trendLen     = 10   // attempts in a task's duration trend
+	maxTimeline  = 5000 // history entries a timeline reads at most
+	maxScan      = 5000 // entries a filtered history page reads at most before it answers
+	slotEntries  = 200  // entries of one slot a run detail shows
+	reviewEvents = 20   // history entries of a slot shown as review evidence
+)
+
+// Status of a task on the overview: a colour and a text label per value.
+const (
+	statusRunning = "running"
+	statusReview  = "review"
+	statusOK      = "ok"
+	statusFailed  = "failed"
+	statusUnknown = "unknown"
+	statusNever   = "never"
+)
+
+// TaskRow is one task on the overview.
+type TaskRow struct {
+	Task        string         `json:"task"`
+	Status      string         `json:"status"`
+	Last        *store.Attempt `json:"last,omitempty"`
+	LastSuccess *time.Time     `json:"last_success,omitempty"`
+	Lease       *store.Lease   `json:"lease,omitempty"`
+	Waiting     int            `json:"waiting"`
+	// Durations are the seconds of the newest ended attempts (up to 10), oldest first.
+	Durations []float64  `json:"durations"`
+	Next      *time.Time `json:"next,omitempty"` // the next fire time, when a daemon job runs it
+}
+
+// TaskPage is a page of the overview.
+type TaskPage struct {
+	Tasks []TaskRow `json:"tasks"`
+	// Next is the after= of the next page, "" on the last.
+	Next string `json:"next"`
+}
+
+// tasks reads a page of the overview: the task names after `after`, then per task one short
+// history read and one read of its last success; one Leases and one Waiting call for the page.
+func (s *Server) tasks(ctx context.Context, after string, limit int) (TaskPage, error) {
+	names, err := store.ListTasks(ctx, s.c.Store, after, limit+1)
+	if err != nil {
+		return TaskPage{}, err
+	}
+	var p TaskPage
+	if len(names) > limit {
+		names, p.Next = names[:limit], names[limit-1]
+	}
+	leases, err := s.c.Store.Leases(ctx)
+	if err != nil {
+		return TaskPage{}, err
+	}
+	held := map[string]store.Lease{}
+	for _, l := range leases {
+		held[l.Task] = l
+	}
+	waiting, err := s.c.Store.Waiting(ctx)
+	if err != nil {
+		return TaskPage{}, err
+	}
+	waits := map[string]int{}
+	for _, w := range waiting {
+		waits[w.Task]++
+	}
+	next := s.nextFires(ctx)
+	p.Tasks = make([]TaskRow, 0, len(names))
+	for _, name := range names {
+		row, err := s.taskRow(ctx, name)
+		if err != nil {
+			return TaskPage{}, err
+		}
+		if l, ok := held[name]; ok {
+			row.Lease = &l
+		}
+		row.Waiting = waits[name]
+		if t, ok := next[name]; ok {
+			row.Next = &t
+		}
+		row.Status = status(row)
+		p.Tasks = append(p.Tasks, row)
+	}
+	return p, nil
+}
+
+func (s *Server) taskRow(ctx context.Context, name string) (TaskRow, error) {
+	row := TaskRow{Task: name, Durations: []float64{}}
+	es, err := s.c.Store.History(ctx, store.HistoryQuery{Task: name, Limit: 4 * trendLen})
+	if err != nil {
+		return row, err
+	}
+	for i := range es {
+		a := es[i].Attempt
+		if !a.State.IsAttempt() {
+			continue
+		}
+		if row.Last == nil {
+			row.Last = &a
+		}
+		if a.EndedAt != nil && len(row.Durations) < trendLen {
+			row.Durations = append(row.Durations, a.EndedAt.Sub(a.StartedAt).Seconds())
+		}
+	}
+	for i, j := 0, len(row.Durations)-1; i < j; i, j = i+1, j-1 {
+		row.Durations[i], row.Durations[j] = row.Durations[j], row.Durations[i]
+	}
+	if row.Last != nil && row.Last.State == store.Succeeded {
+		row.LastSuccess = row.Last.EndedAt
+		return row, nil
+	}
+	ok, err := s.c.Store.History(ctx, store.HistoryQuery{Task: name, Kind: store.Succeeded, Limit: 1})
+	if err != nil {
+		return row, err
+	}
+	if len(ok) == 1 {
+		row.LastSuccess = ok[0].EndedAt
+	}
+	return row, nil
+}
+
+func status(r TaskRow) string {
+	switch {
+	case r.Lease != nil:
+		return statusRunning
+	case r.Waiting > 0:
+		return statusReview
+	case r.Last == nil:
+		return statusNever
+	case r.Last.State == store.Succeeded:
+		return statusOK
+	case r.Last.State == store.Failed:
+		return statusFailed
+	}
+	return statusUnknown
+}
+
+// nextFires is each daemon job's next fire time (none without jobs).
+func (s *Server) nextFires(ctx context.Context) map[string]time.Time {
+	out := map[string]time.Time{}
+	if s.c.Jobs == nil {
+		return out
+	}
+	infos, err := scheduler.Describe(ctx, s.c.Store, s.c.Jobs(), s.c.Now(), 1)
+	if err != nil {
+		return out
+	}
+	for _, ji := range infos {
+		if len(ji.Next) > 0 {
+			out[ji.Name] = ji.Next[0]
+		}
+	}
+	return out
+}
+
+// HistoryFilter selects history for the API and the pages.
+type HistoryFilter struct {
+	store.HistoryQuery
+	Holder   string
+	Attempts bool // attempts only (no events), when Kind is ""
+	Events   bool // events only, when Kind is ""
+	From, To time.Time
+}
+
+// HistoryPage is a page of history. Next is the before= of the next page ("" at the end); a
+// filter that the store cannot apply (holder, attempts or events only) reads at most maxScan
+// entries per page, so a page may hold fewer than asked and still have a Next.
+type HistoryPage struct {
+	Entries []store.Entry `json:"entries"`
+	Next    string        `json:"next"`
+}
+
+var errStop = errors.New("stop")
+
+func (s *Server) history(ctx context.Context, f HistoryFilter) (HistoryPage, error) {
+	q := f.HistoryQuery
+	limit := q.Limit
+	q.Limit = maxScan
+	if q.Before == "" && !f.To.IsZero() {
+		q.Before = timeCursor(f.To)
+	}
+	p := HistoryPage{Entries: []store.Entry{}}
+	scanned, last := 0, ""
+	err := store.EachHistory(ctx, s.c.Store, q, func(e store.Entry) error {
+		if !f.From.IsZero() && e.StartedAt.Before(f.From) {
+			last = ""
+			return errStop
+		}
+		scanned++
+		last = e.Cursor
+		if f.keeps(e) {
+			p.Entries = append(p.Entries, e)
+		}
+		if len(p.Entries) == limit || scanned == maxScan {
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return HistoryPage{}, err
+	}
+	if errors.Is(err, errStop) {
+		p.Next = last
+	}
+	return p, nil
+}
+
+func (f HistoryFilter) keeps(e store.Entry) bool {
+	switch {
+	case f.Holder != "" && e.Holder != f.Holder:
+		return false
+	case f.Kind == "" && f.Attempts && !e.State.IsAttempt():
+		return false
+	case f.Kind == "" && f.Events && !e.State.IsEvent():
+		return false
+	}
+	return true
+}
+
+// timeCursor is the history position just after t (newer than every entry at t): a page read
+// before it starts at t.
+func timeCursor(t time.Time) string {
+	return store.CursorOf(t.Add(time.Microsecond), true, "", 0).String()
+}
+
+// Review is a slot waiting for a person, with its evidence.
+type Review struct {
+	store.SlotState
+	// Lease is the task's lease held now (an attempt running in another slot), nil when none.
+	Lease *store.Lease `json:"lease,omitempty"`
+	// History is the slot's newest entries: its attempts and events.
+	History []store.Entry `json:"history"`
+	// Tail is the end of the last attempt's output (the daemon keeps it), "" when none.
+	Tail string `json:"tail,omitempty"`
+}
+
+// reviews reads the review queue: Waiting, then per slot a short history read and its output tail.
+func (s *Server) reviews(ctx context.Context, limit int) ([]Review, int, error) {
+	waiting, err := s.c.Store.Waiting(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	total := len(waiting)
+	if len(waiting) > limit {
+		waiting = waiting[:limit]
+	}
+	leases, err := s.c.Store.Leases(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]Review, 0, len(waiting))
+	for _, w := range waiting {
+		r := Review{SlotState: w}
+		for _, l := range leases {
+			if l.Task == w.Task {
+				r.Lease = &l
+			}
+		}
+		if r.History, err = s.c.Store.History(ctx, store.HistoryQuery{Task: w.Task, Slot: w.Slot, Limit: reviewEvents}); err != nil {
+			return nil, 0, err
+		}
+		if w.Last != nil {
+			r.Tail = s.tail(ctx, w.Last.RunID)
+		}
+		out = append(out, r)
+	}
+	return out, total, nil
+}
+
+// tail is a run's output tail, "" when none is kept (or it cannot be read: evidence is shown
+// when there is some, and its absence is not an error).
+func (s *Server) tail(ctx context.Context, runID string) string {
+	if _, ok := s.c.Store.(store.Keys); !ok || runID == "" {
+		return ""
+	}
+	b, _, err := scheduler.Tail(ctx, s.c.Store, runID)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// LeaseRow is a lease held now with its running attempt's figures.
+type LeaseRow struct {
+	store.Lease
+	Slot     string `json:"slot"`
+	Attempt  int    `json:"attempt"`
+	Records  int64  `json:"records"`
+	Progress string `json:"progress,omitempty"`
+	// Done and Total are Progress read as DONE/TOTAL (Total 0 when it is not).
+	Done       float64 `json:"done"`
+	Total      float64 `json:"total"` // 0 when Progress is not DONE/TOTAL
+	Checkpoint string  `json:"checkpoint,omitempty"`
+}
+
+func (s *Server) leases(ctx context.Context) ([]LeaseRow, error) {
+	ls, err := s.c.Store.Leases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(ls, func(i, j int) bool { return ls[i].Task < ls[j].Task })
+	out := make([]LeaseRow, 0, len(ls))
+	for _, l := range ls {
+		row := LeaseRow{Lease: l}
+		es, err := s.c.Store.History(ctx, store.HistoryQuery{Task: l.Task, Kind: store.Running, Limit: 5})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			if e.RunID == l.RunID {
+				row.Slot, row.Attempt, row.Records, row.Progress, row.Checkpoint = e.Slot, e.Number, e.Records, e.Progress, e.Checkpoint
+				row.Done, row.Total = progress(e.Progress)
+				break
+			}
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}

@@ -1,0 +1,154 @@
+package web
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/once-run/once/scheduler"
+	"github.com/once-run/once/store"
+)
+
+// Config is what a Server serves.
+type Config struct {
+	Store store.Store
+	// DSN is the store's DSN as shown on pages: store.Redact is applied to it again here.
+	DSN string
+	// Token is the bearer token every change needs; "" makes the server read-only.
+	Token string
+	// Jobs, when set, gives the daemon's jobs now (once daemon --http, once serve --jobs).
+	Jobs func() []scheduler.Job
+	// Metrics, when set, is served at /metrics.
+	Metrics http.Handler
+	// Log receives one line per change made and per failed request; nil discards.
+	Log *slog.Logger
+	// Now is the clock of "now" on pages (the timeline's end); nil is time.Now.
+	Now func() time.Time
+	// Version is shown in the footer.
+	Version string
+}
+
+// Server serves a store over HTTP. Create it with New.
+type Server struct {
+	c   Config
+	mux *http.ServeMux
+	// loopback is whether the listener is on a loopback address: only then are reads open
+	// without the token.
+	loopback bool
+	tls      bool
+}
+
+// New checks c and returns a server. Its Handler is ready at once; Serve listens.
+func New(c Config) (*Server, error) {
+	if c.Store == nil {
+		return nil, errors.New("web: Config.Store is required")
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	c.DSN = store.Redact(c.DSN)
+	s := &Server{c: c, mux: http.NewServeMux(), loopback: true}
+	s.routes()
+	return s, nil
+}
+
+// Handler is the whole server as an http.Handler, access rules and headers included. Reads are
+// open as on a loopback listener unless Serve said otherwise.
+func (s *Server) Handler() http.Handler { return s.guard(s.mux) }
+
+// ErrNeedsToken is returned by Serve for a listener beyond loopback without a token.
+var ErrNeedsToken = errors.New("web: a listener beyond loopback needs a token")
+
+// Serve answers on ln until ctx ends, then stops within 5 s. With cert and key files it serves
+// TLS. A listener that is not on a loopback address needs Config.Token: every read needs it too.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
+	s.loopback = IsLoopback(ln.Addr())
+	if !s.loopback && s.c.Token == "" {
+		ln.Close()
+		return fmt.Errorf("%w: %s is reachable from other hosts", ErrNeedsToken, ln.Addr())
+	}
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.c.Log.Handler(), slog.LevelWarn),
+	}
+	if certFile != "" {
+		s.tls = true
+		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	done := make(chan error, 1)
+	go func() {
+		if s.tls {
+			done <- hs.ServeTLS(ln, certFile, keyFile)
+			return
+		}
+		done <- hs.Serve(ln)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if errors.Is(<-done, http.ErrServerClosed) || err != nil {
+		return err
+	}
+	return nil
+}
+
+// IsLoopback reports whether addr is on a loopback address (127.0.0.0/8, ::1).
+func IsLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	// The JSON API (api.go).
+	m.HandleFunc("GET /api/v1/tasks", s.apiTasks)
+	m.HandleFunc("GET /api/v1/history", s.apiHistory)
+	m.HandleFunc("GET /api/v1/slot", s.apiSlot)
+	m.HandleFunc("GET /api/v1/leases", s.apiLeases)
+	m.HandleFunc("GET /api/v1/review", s.apiReview)
+	m.HandleFunc("POST /api/v1/review/resolve", s.write(s.apiResolve))
+	m.HandleFunc("GET /api/v1/timeline", s.apiTimeline)
+	m.HandleFunc("GET /api/v1/jobs", s.apiJobs)
+	m.HandleFunc("POST /api/v1/jobs/{name}/{action}", s.write(s.apiJobAction))
+	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		apiError(w, http.StatusNotFound, "no such API call: see docs/api.md")
+	})
+	if s.c.Metrics != nil {
+		m.Handle("GET /metrics", s.c.Metrics)
+	}
+	// The dashboard (pages.go).
+	m.HandleFunc("GET /{$}", s.pageOverview)
+	m.HandleFunc("GET /timeline", s.pageTimeline)
+	m.HandleFunc("GET /review", s.pageReview)
+	m.HandleFunc("POST /review", s.formWrite(s.formResolve))
+	m.HandleFunc("GET /leases", s.pageLeases)
+	m.HandleFunc("GET /slot", s.pageSlot)
+	m.HandleFunc("GET /jobs", s.pageJobs)
+	m.HandleFunc("POST /jobs", s.formWrite(s.formJob))
+	m.HandleFunc("GET /login", s.pageLogin)
+	m.HandleFunc("POST /login", s.formLogin)
+	m.HandleFunc("POST /logout", s.formLogout)
+	m.Handle("GET /static/", http.FileServerFS(staticFS))
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+}
