@@ -108,8 +108,10 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports internal/cli: only cmd/once may", pkg)
 			case dep == "job" && pkg != "internal/cli" && pkg != "scheduler":
 				t.Errorf("%s imports job: in this module only internal/cli and scheduler run commands under the guard", pkg)
-			case dep == "scheduler" && pkg != "internal/cli":
-				t.Errorf("%s imports scheduler: in this module only internal/cli runs the daemon", pkg)
+			case dep == "scheduler" && pkg != "internal/cli" && pkg != "internal/web":
+				t.Errorf("%s imports scheduler: in this module only internal/cli runs the daemon (and internal/web reads its jobs)", pkg)
+			case pkg == "internal/web" && (dep == "job" || dep == "supervise" || dep == "lease" || dep == "flock" || dep == "internal/cli"):
+				t.Errorf("internal/web imports %s: the web server reads and decides through the store, it runs nothing", dep)
 			case pkg == "scheduler" && (dep == "supervise" || dep == "flock" || dep == "lease"):
 				t.Errorf("scheduler imports %s: it runs commands through job and the guard through once", dep)
 			case testOnly[dep]:

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +30,9 @@ type daemonFlags struct {
 	drain, maxOffset, poll     time.Duration
 	logDir                     string
 	tailSize                   int
+	http                       httpFlags // --http: once serve inside the daemon
+	// current is the jobs running now (reloads replace it), for the dashboard.
+	current atomic.Pointer[[]scheduler.Job]
 }
 
 // Bounds of the daemon's durations.
@@ -83,6 +87,7 @@ at once. Under systemd (Type=notify) it reports READY, RELOADING and STOPPING.
 	durationVar(fl, &f.poll, "poll", 2*time.Second, maxPoll, "how often pause, trigger and the slots of other nodes are read")
 	fl.StringVar(&f.logDir, "log-dir", "", "keep each job's full output in DIR/NAME.log, rotated (default $ONCE_HOME/logs)")
 	fl.IntVar(&f.tailSize, "tail-size", 64<<10, "bytes of each attempt's output kept in the store for once logs (0: none)")
+	f.http.add(fl, "http", "", "also serve the dashboard, the API and /metrics on this address (HOST:PORT), as once serve does")
 	return c
 }
 
@@ -202,7 +207,38 @@ func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 		return err
 	}
 	job.Adopt(log)
+	f.current.Store(&jobs)
+	if f.http.listen != "" {
+		stopWeb, err := a.daemonWeb(ctx, s, dsn, f, log)
+		if err != nil {
+			return err
+		}
+		defer stopWeb()
+	}
 	return a.serveDaemon(ctx, sch, f, log, len(jobs), store.Redact(dsn))
+}
+
+// daemonWeb starts once serve's handler inside the daemon (--http) and returns what stops it:
+// the dashboard shows the jobs running now, and the listener is checked before any job runs.
+func (a *app) daemonWeb(ctx context.Context, s store.Store, dsn string, f *daemonFlags, log *slog.Logger) (func(), error) {
+	tok, err := f.http.token()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := f.http.listener("--http", tok)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		jobs := func() []scheduler.Job { return *f.current.Load() }
+		if err := a.runWeb(wctx, s, dsn, tok, jobs, nil, ln, &f.http, log); err != nil {
+			log.Error("the dashboard stopped; the jobs keep running", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // serveDaemon runs sch, handling signals and reloads, until it has drained.
@@ -234,13 +270,13 @@ func (a *app) serveDaemon(ctx context.Context, sch *scheduler.Scheduler, f *daem
 			notifySystemd(log, sdnotify.Watchdog)
 		case <-t.C:
 			if watch.changed() {
-				a.reload(sch, f.jobs, log, "the jobs file changed")
+				a.reload(sch, f.jobs, &f.current, log, "the jobs file changed")
 			}
 		case sig := <-sigs:
 			switch {
 			case sig == syscall.SIGPIPE:
 			case sig == syscall.SIGHUP:
-				a.reload(sch, f.jobs, log, "SIGHUP")
+				a.reload(sch, f.jobs, &f.current, log, "SIGHUP")
 			case !stopping:
 				stopping = true
 				log.Info("draining: no new slots; running jobs get the drain time", "signal", sig.String(), "drain", f.drain.String())
@@ -255,12 +291,15 @@ func (a *app) serveDaemon(ctx context.Context, sch *scheduler.Scheduler, f *daem
 }
 
 // reload reads the jobs file again; a bad one keeps the running jobs and says what to fix.
-func (a *app) reload(sch *scheduler.Scheduler, path string, log *slog.Logger, why string) {
+func (a *app) reload(sch *scheduler.Scheduler, path string, current *atomic.Pointer[[]scheduler.Job], log *slog.Logger, why string) {
 	notifySystemd(log, sdnotify.Reloading())
 	defer notifySystemd(log, sdnotify.Ready)
 	jobs, err := loadJobs(path)
 	if err == nil {
 		err = sch.Reload(jobs)
+	}
+	if err == nil && current != nil {
+		current.Store(&jobs)
 	}
 	if err != nil {
 		sch.ReloadFailed()
