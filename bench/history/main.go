@@ -5,6 +5,7 @@
 //	go run ./bench/history seed -store DSN -shape minute|daily -n 1000000
 //	go run ./bench/history time -store DSN -bin ./once [-runs 7]
 //	go run ./bench/history drop -store DSN          (PostgreSQL, MySQL: drop the prefix's tables)
+//	go run ./bench/history serve -store DSN [-runs 7]   (every page and API call of once serve, server time)
 //
 // Seeding writes rows straight into the store's tables (the schema is created first by opening
 // the store the normal way): SQLite in one transaction of multi-row INSERTs, PostgreSQL with COPY,
@@ -65,6 +66,8 @@ func main() {
 		err = timeReads(ctx, *dsn, *bin, *runs)
 	case "drop":
 		err = drop(ctx, *dsn)
+	case "serve":
+		err = timeServe(ctx, *dsn, *runs)
 	default:
 		usage()
 	}
@@ -75,7 +78,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: history seed|time|drop -store DSN [-shape minute|daily] [-n N] [-bin once] [-runs R]")
+	fmt.Fprintln(os.Stderr, "usage: history seed|time|serve|drop -store DSN [-shape minute|daily] [-n N] [-bin once] [-runs R]")
 	os.Exit(64)
 }
 

@@ -83,6 +83,10 @@ func seedSQLite(ctx context.Context, dsn, shape string, n int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// A task is known (store.TaskLister) once it held a lease: one released lease row per task.
+	if _, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO "+p+"leases (task, holder, run_id, token, acquired_at, expires_at) SELECT DISTINCT task, '', '', 1, 0, 0 FROM "+p+"attempts"); err != nil {
+		return 0, err
+	}
 	if err := tx.Commit(); err != nil {
 		return 0, err
 	}
@@ -140,7 +144,10 @@ func seedPostgres(ctx context.Context, dsn, shape string, n int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, t := range []string{"attempts", "events"} {
+	if _, err := conn.Exec(ctx, "INSERT INTO "+cfg.Prefix+"leases (task, holder, run_id, token, acquired_at, expires_at) SELECT DISTINCT task, '', '', 1, to_timestamp(0), to_timestamp(0) FROM "+cfg.Prefix+"attempts ON CONFLICT (task) DO NOTHING"); err != nil {
+		return 0, err
+	}
+	for _, t := range []string{"attempts", "events", "leases"} {
 		if _, err := conn.Exec(ctx, "ANALYZE "+cfg.Prefix+t); err != nil {
 			return 0, err
 		}
@@ -208,7 +215,10 @@ func seedMySQL(ctx context.Context, dsn, shape string, n int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, t := range []string{"attempts", "events"} {
+	if _, err := db.ExecContext(ctx, "INSERT IGNORE INTO "+p+"leases (task, holder, run_id, token, acquired_at, expires_at) SELECT DISTINCT task, '', '', 1, '1970-01-01 00:00:01', '1970-01-01 00:00:01' FROM "+p+"attempts"); err != nil {
+		return 0, err
+	}
+	for _, t := range []string{"attempts", "events", "leases"} {
 		if _, err := db.ExecContext(ctx, "ANALYZE TABLE "+p+t); err != nil {
 			return 0, err
 		}
