@@ -58,6 +58,7 @@ func (s *Scheduler) due(ctx context.Context, js *jobState, now time.Time) time.D
 	}
 	lateBy := now.Sub(at)
 	js.mu.Lock()
+	js.lastFire, js.lastLag = at, lateBy
 	if lateBy > late {
 		js.next = nextFire(jb.Name, js.spec, jb.Jitter, now)
 	} else {

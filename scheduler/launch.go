@@ -44,6 +44,8 @@ type jobState struct {
 	watches     map[string]*watch // slots this node follows up, by slot
 	needAccount bool              // a fire was refused: account before the next one
 	removed     bool              // no longer in the jobs (a reload)
+	lastFire    time.Time         // the fire time of the last slot fired, for Stats
+	lastLag     time.Duration     // how late after its fire time the dispatcher fired it
 }
 
 // active is the launch in progress.

@@ -19,6 +19,17 @@ type Stats struct {
 	ClockOK        bool          // the offset is within Config.MaxClockOffset
 	Jobs           int
 	Running        int // launches in progress on this node
+	// PerJob is each job's dispatch figures, in the jobs' order.
+	PerJob []JobStats
+}
+
+// JobStats is one job's dispatch figures on this node.
+type JobStats struct {
+	Name     string
+	Next     time.Time     // when its next slot fires (jitter included); zero when none
+	LastFire time.Time     // the fire time of the last slot the dispatcher handled; zero before
+	LastLag  time.Duration // how long after LastFire the dispatcher handled it
+	Running  bool          // a launch of it is in progress on this node
 }
 
 // Stats returns the node's counters now.
@@ -32,7 +43,12 @@ func (s *Scheduler) Stats() Stats {
 		if js.active != nil {
 			st.Running++
 		}
+		j := JobStats{Name: js.job.Name, LastFire: js.lastFire, LastLag: js.lastLag, Running: js.active != nil}
+		if js.next.Value != "" {
+			j.Next = fireTime(js.job.Name, js.next, js.job.Jitter)
+		}
 		js.mu.Unlock()
+		st.PerJob = append(st.PerJob, j)
 	}
 	return st
 }
