@@ -52,8 +52,9 @@ func tasks(t *testing.T, s store.Store, size int) []string {
 	}
 }
 
-// wantTasks: s lists exactly want, in byte order, whatever the page size.
-func wantTasks(t *testing.T, s store.Store, what string, want ...string) {
+// WantTasks checks that s (a store.TaskLister) lists exactly want, in byte order, whatever the
+// page size: for a backend's tests of an index built for tasks an older once wrote.
+func WantTasks(t *testing.T, s store.Store, what string, want ...string) {
 	t.Helper()
 	want = slices.Clone(want)
 	sort.Strings(want)
@@ -70,7 +71,7 @@ func testTasksKnown(t *testing.T, h Harness) {
 	dsn := h.DSN(t)
 	s, o := client(t, dsn), client(t, dsn)
 	ctx := ctxT(t)
-	wantTasks(t, o, "an empty store")
+	WantTasks(t, o, "an empty store")
 	known := []string{"held", "released", "expired", "pruned"}
 	acquire(t, s, "held", "a", time.Minute)
 	rel := acquire(t, s, "released", "a", time.Minute)
@@ -82,7 +83,7 @@ func testTasksKnown(t *testing.T, h Harness) {
 		}
 		known = append(known, "started")
 	}
-	wantTasks(t, o, "after the grants", known...)
+	WantTasks(t, o, "after the grants", known...)
 
 	if err := s.Release(ctx, rel); err != nil {
 		t.Fatalf("release: %v", err)
@@ -106,7 +107,7 @@ func testTasksKnown(t *testing.T, h Harness) {
 	if st := slotState(t, s, "pruned", "s1"); st.Last != nil {
 		t.Fatalf("slot pruned/s1 after Prune: %+v", st)
 	}
-	wantTasks(t, o, "after release, expiry and prune", known...)
+	WantTasks(t, o, "after release, expiry and prune", known...)
 }
 
 // testTasksPages: pages are in byte order and walk every task once, whatever their size; after
@@ -125,7 +126,7 @@ func testTasksPages(t *testing.T, h Harness) {
 	}
 	want := slices.Clone(taskNames)
 	sort.Strings(want)
-	wantTasks(t, o, "every task", want...)
+	WantTasks(t, o, "every task", want...)
 	tl := o.(store.TaskLister)
 	for after, first := range map[string]string{"": "0", "a-": "a-b", "a/b": "a/b/c", "team": "team-x", "y": strings.Repeat("y", 200)} {
 		if page, err := tl.Tasks(ctx, after, 1); err != nil || len(page) != 1 || page[0] != first {
@@ -156,6 +157,6 @@ func testTasksPrefix(t *testing.T, h Harness) {
 	acquire(t, a, "a/only", "a", time.Minute)
 	acquire(t, b, "b-only", "b", time.Minute)
 	acquire(t, b, "b/only", "b", time.Minute)
-	wantTasks(t, a, "namespace a", "a/only", "shared")
-	wantTasks(t, b, "namespace b", "b-only", "b/only", "shared")
+	WantTasks(t, a, "namespace a", "a/only", "shared")
+	WantTasks(t, b, "namespace b", "b-only", "b/only", "shared")
 }
