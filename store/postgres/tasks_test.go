@@ -79,6 +79,27 @@ func TestTasksCollation(t *testing.T) {
 	if !slices.Equal(got, names) {
 		t.Fatalf("Tasks in pages of 2 = %q, want byte order %q (the column orders %q)", got, names, natural)
 	}
+	// What docs/stores/postgres.md tells such a database's owner: an index in "C" makes a page a
+	// range of it again.
+	if _, err := s.DB.ExecContext(ctx, s.Q(`CREATE INDEX {p}leases_task_c ON {p}leases (task COLLATE "C")`)); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.DB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET enable_seqscan = off"); err != nil { // 9 rows: priced as a big table's
+		t.Fatal(err)
+	}
+	q, _ := s.TasksQuery(ctx)
+	var plan string
+	if err := conn.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+q, "a", 2).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, `"Index Name": "`+s.Prefix+`leases_task_c"`) || strings.Contains(plan, "Seq Scan") || strings.Contains(plan, `"Sort"`) {
+		t.Fatalf("a page with the index in \"C\": %s", plan)
+	}
 }
 
 // TestByteOrder: the collations whose order is byte order, by provider and locale.
