@@ -116,13 +116,8 @@ func testTasksPages(t *testing.T, h Harness) {
 	dsn := h.DSN(t)
 	s, o := client(t, dsn), client(t, dsn)
 	ctx := ctxT(t)
-	for i, name := range taskNames {
-		l := acquire(t, s, name, "a", time.Minute)
-		if i%2 == 0 {
-			if err := s.Release(ctx, l); err != nil {
-				t.Fatalf("release %s: %v", name, err)
-			}
-		}
+	for _, name := range taskNames {
+		acquire(t, s, name, "a", time.Minute)
 	}
 	want := slices.Clone(taskNames)
 	sort.Strings(want)
