@@ -36,7 +36,8 @@ const (
 
 // ErrInvalid is wrapped by every error about a value the contract refuses (CheckText, CheckName,
 // CheckScope, ValidateKey, ClaimRequest.Check, Claimant.Check, a bad history cursor or kind, a prune
-// request): too long, not UTF-8, a NUL byte, control characters. Nothing was written.
+// request, a page of tasks (CheckTasksPage)): too long, not UTF-8, a NUL byte, control characters, a
+// limit below 1. Nothing was written.
 var ErrInvalid = errors.New("store: invalid value")
 
 type invalidValue struct{ msg string }

@@ -56,6 +56,9 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	orderMu   sync.Mutex
+	taskOrder string // the byte-order comparison of the leases' task column (tasks.go), once known
 }
 
 // Q expands {p} and {now} and rebinds the placeholders of query.

@@ -49,12 +49,16 @@ type (
 		Lease          i64    `json:"lease"`
 	}
 	rangeReq struct {
-		Key      []byte `json:"key"`
-		RangeEnd []byte `json:"range_end,omitempty"`
+		Key       []byte `json:"key"`
+		RangeEnd  []byte `json:"range_end,omitempty"`
+		Limit     i64    `json:"limit,omitempty"`
+		KeysOnly  bool   `json:"keys_only,omitempty"`
+		CountOnly bool   `json:"count_only,omitempty"`
 	}
 	rangeResp struct {
 		Header header     `json:"header"`
 		Kvs    []keyValue `json:"kvs"`
+		Count  i64        `json:"count"`
 	}
 	putReq struct {
 		Key   []byte `json:"key"`
@@ -137,6 +141,11 @@ func cmpLease(key string, id int64) compare {
 }
 
 func opGet(key string) op { return op{Range: &rangeReq{Key: []byte(key)}} }
+
+// opCount counts the keys starting with p.
+func opCount(p string) op {
+	return op{Range: &rangeReq{Key: []byte(p), RangeEnd: prefixEnd(p), CountOnly: true}}
+}
 func opPut(key, v string, lease int64) op {
 	return op{Put: &putReq{Key: []byte(key), Value: []byte(v), Lease: i64(lease)}}
 }

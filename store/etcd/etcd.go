@@ -144,5 +144,9 @@ func (s *Store) fenceKey(task string) string     { return s.p + "f/" + esc(task)
 func (s *Store) docKey(task, slot string) string { return s.p + "d/" + esc(task) + "/" + esc(slot) }
 func (s *Store) runKey(run string) string        { return s.p + "r/" + esc(run) }
 
+// taskKey is the task's entry in the task index (Tasks): the name as it is, not escaped, so that
+// the keys sort as the names do (an escaped '/' sorts before '-' and '.'); nothing follows it.
+func (s *Store) taskKey(task string) string { return s.p + "t/" + task }
+
 // waitKey is the slot's entry in the index of waiting slots (kvstore.KV.Waiting).
 func (s *Store) waitKey(task, slot string) string { return s.p + "w/" + esc(task) + "/" + esc(slot) }

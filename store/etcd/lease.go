@@ -38,12 +38,14 @@ func (s *Store) decode(task string, k keyValue) (store.Lease, leaseValue, error)
 // seconds rounds a TTL up to whole seconds, etcd's lease granularity.
 func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/time.Second)) }
 
-// acquireTxn is the acquire transaction: put the keys on etcd lease id if the key does not exist.
+// acquireTxn is the acquire transaction: put the keys on etcd lease id if the key does not exist,
+// with the fence and the task index's entry, which stay.
 func (s *Store) acquireTxn(ctx context.Context, req store.AcquireRequest, id int64, v []byte) (*txnResp, error) {
 	key := s.leaseKey(req.Task)
 	return s.c.txn(ctx, txnReq{
 		Compare: []compare{cmpCreate(key, 0)},
-		Success: []op{opPut(key, string(v), id), opPut(s.holderKey(req.Task), req.Holder, id), opPut(s.fenceKey(req.Task), "", 0)},
+		Success: []op{opPut(key, string(v), id), opPut(s.holderKey(req.Task), req.Holder, id), opPut(s.fenceKey(req.Task), "", 0),
+			opPut(s.taskKey(req.Task), "", 0)},
 		Failure: []op{opGet(key)},
 	})
 }
@@ -368,4 +370,79 @@ func (s *Store) watchLoss(key string, token int64) bool {
 			return false
 		}
 	}
+}
+
+var _ store.TaskLister = (*Store)(nil)
+
+// Tasks lists the task index from the name after on (store.TaskLister): a range of the index's
+// keys with a limit, keys only, in one read-only transaction that also counts the index and the
+// fence keys (etcd counts in its in-memory index, reading no values). Every grant puts both in its
+// transaction and neither is ever deleted, so they differ only when an older once granted leases
+// without the index (or the prefix predates it): then the missing entries are put from the fence
+// keys, and the page is read again.
+func (s *Store) Tasks(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := store.CheckTasksPage(limit); err != nil {
+		return nil, err
+	}
+	dir := s.p + "t/"
+	from := []byte(dir)
+	if after != "" {
+		from = append([]byte(dir+after), 0) // the first key past after's
+	}
+	page := op{Range: &rangeReq{Key: from, RangeEnd: prefixEnd(dir), Limit: i64(limit), KeysOnly: true}}
+	for indexed := false; ; indexed = true {
+		r, err := s.c.txn(ctx, txnReq{Success: []op{page, opCount(dir), opCount(s.p + "f/")}})
+		if err != nil {
+			return nil, s.mapErr(err)
+		}
+		if len(r.Responses) != 3 || r.Responses[0].Range == nil || r.Responses[1].Range == nil || r.Responses[2].Range == nil {
+			return nil, fmt.Errorf("%w: etcd at %s: the task index read returned %d responses", store.ErrUnavailable, s.where, len(r.Responses))
+		}
+		if indexed || r.Responses[1].Range.Count == r.Responses[2].Range.Count {
+			out := make([]string, 0, len(r.Responses[0].Range.Kvs))
+			for _, k := range r.Responses[0].Range.Kvs {
+				out = append(out, strings.TrimPrefix(string(k.Key), dir))
+			}
+			return out, nil
+		}
+		if err := s.indexTasks(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// indexTasks puts the task index's entry of every task with a fence key and none (128 a
+// transaction, etcd's default --max-txn-ops). The fence and index keys hold no value.
+func (s *Store) indexTasks(ctx context.Context) error {
+	fences, err := s.c.getPrefix(ctx, s.p+"f/")
+	if err != nil {
+		return s.mapErr(err)
+	}
+	index, err := s.c.getPrefix(ctx, s.p+"t/")
+	if err != nil {
+		return s.mapErr(err)
+	}
+	have := make(map[string]bool, len(index.Kvs))
+	for _, k := range index.Kvs {
+		have[string(k.Key)] = true
+	}
+	var ops []op
+	for _, k := range fences.Kvs {
+		task, err := url.PathUnescape(strings.TrimPrefix(string(k.Key), s.p+"f/"))
+		if err != nil || have[s.taskKey(task)] {
+			continue
+		}
+		if ops = append(ops, opPut(s.taskKey(task), "", 0)); len(ops) == 128 {
+			if _, err := s.c.txn(ctx, txnReq{Success: ops}); err != nil {
+				return s.mapErr(err)
+			}
+			ops = nil
+		}
+	}
+	if len(ops) > 0 {
+		if _, err := s.c.txn(ctx, txnReq{Success: ops}); err != nil {
+			return s.mapErr(err)
+		}
+	}
+	return nil
 }

@@ -26,7 +26,7 @@ func TestQueryPlans(t *testing.T) {
 	}
 	defer s.Close()
 	sqltest.SeedPlanRows(t, s.Store)
-	for _, tb := range []string{"attempts", "events", "waiting"} {
+	for _, tb := range []string{"attempts", "events", "waiting", "leases"} {
 		if _, err := s.DB.ExecContext(ctx, "ANALYZE "+s.Prefix+tb); err != nil {
 			t.Fatal(err)
 		}
@@ -57,6 +57,9 @@ func TestQueryPlans(t *testing.T) {
 		plan := explain(p.Query, p.Args)
 		for _, problem := range plan.problems(s.Prefix, p.Walk) {
 			t.Errorf("%s: %s:\n%s", p.Name, problem, plan.String(""))
+		}
+		if pk := s.Prefix + p.Primary + "_pkey"; p.Primary != "" && !plan.searches(s.Prefix+p.Primary, pk) {
+			t.Errorf("%s: not a range of %s:\n%s", p.Name, pk, plan.String(""))
 		}
 		t.Logf("%s:\n%s", p.Name, plan.String(""))
 	}
@@ -111,6 +114,19 @@ func (n planNode) problems(prefix string, walk bool) []string {
 		out = append(out, c.problems(prefix, walk)...)
 	}
 	return out
+}
+
+// searches reports whether n reads table through a search (a condition) of index.
+func (n planNode) searches(table, index string) bool {
+	if n.RelationName == table && n.IndexName == index && n.IndexCond != "" {
+		return true
+	}
+	for _, c := range n.Plans {
+		if c.searches(table, index) {
+			return true
+		}
+	}
+	return false
 }
 
 // scansTable reports whether a scan of a table is below n with no Limit in between.

@@ -63,6 +63,19 @@ redis.call('DEL', KEYS[2])
 return {'OK'}
 `)
 
+// indexScript adds ARGV[1] to the task index: KEYS[1] the set of tasks (which Leases, Docs and
+// Waiting read), KEYS[2] the same names in a sorted set of score 0, in byte order (Tasks). One
+// script, so the sorted set never lacks a name the set has, but for names an older once added
+// (Tasks then adds them). Both keys are the prefix's: one Cluster slot.
+var indexScript = goredis.NewScript(`
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
+return 1
+`)
+
+// indexKeys are the keys of indexScript.
+func (s *Store) indexKeys() []string { return []string{s.key("tasks"), s.key("task-names")} }
+
 func (s *Store) taskKeys(task string) []string {
 	return []string{s.tkey(task, "fence"), s.tkey(task, "lease"), s.tkey(task, "slots")}
 }
@@ -103,8 +116,8 @@ func ttlMillis(ttl time.Duration) int64 {
 	return max(1, int64((ttl+time.Millisecond-1)/time.Millisecond))
 }
 
-// Acquire grants req.Task's lease when it is free: one round trip (the script and the task index
-// are pipelined). See store.Leaser.
+// Acquire grants req.Task's lease when it is free: one round trip (on a client's first acquire of
+// the task, the task index's script is pipelined with it). See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if req.TTL < time.Millisecond {
 		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
@@ -116,7 +129,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		res = acquireScript.Run(ctx, s.c, keys, args...)
 	} else { // first acquire of the task by this client: index it in the same round trip
 		p := s.c.Pipeline()
-		add := p.SAdd(ctx, s.key("tasks"), req.Task)
+		add := indexScript.Eval(ctx, p, s.indexKeys(), req.Task) // the body: no NOSCRIPT to recover from
 		res = acquireScript.EvalSha(ctx, p, keys, args...)
 		_, _ = p.Exec(ctx)
 		if err := res.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -211,6 +224,42 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+var _ store.TaskLister = (*Store)(nil)
+
+// Tasks lists the task index from the name after on (store.TaskLister): ZRANGEBYLEX of the sorted
+// set with LIMIT, O(log n + limit), in one MULTI with the epoch check and the sizes of the set and
+// the sorted set. When they differ, an older once added tasks to the set alone (or the sorted set
+// predates this once): one ZUNIONSTORE adds them, and the page is read again.
+func (s *Store) Tasks(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := store.CheckTasksPage(limit); err != nil {
+		return nil, err
+	}
+	from := "-"
+	if after != "" {
+		from = "(" + after
+	}
+	keys := s.indexKeys()
+	for indexed := false; ; indexed = true {
+		p := s.c.TxPipeline()
+		ep := p.Get(ctx, s.key("epoch"))
+		set, sorted := p.SCard(ctx, keys[0]), p.ZCard(ctx, keys[1])
+		page := p.ZRangeByLex(ctx, keys[1], &goredis.ZRangeBy{Min: from, Max: "+", Count: int64(limit)})
+		_, _ = p.Exec(ctx)
+		if err := s.epochOK(ep); err != nil {
+			return nil, err
+		}
+		if err := errors.Join(set.Err(), sorted.Err(), page.Err()); err != nil {
+			return nil, s.mapErr(err)
+		}
+		if indexed || set.Val() == sorted.Val() {
+			return page.Val(), nil
+		}
+		if err := s.c.ZUnionStore(ctx, keys[1], &goredis.ZStore{Keys: []string{keys[1], keys[0]}, Weights: []float64{0, 0}}).Err(); err != nil {
+			return nil, s.mapErr(err)
+		}
+	}
 }
 
 // Now returns Redis's clock.

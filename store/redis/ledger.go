@@ -82,7 +82,7 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		}
 	}
 	if ver == 0 {
-		if err := s.c.SAdd(ctx, s.key("tasks"), d.Task).Err(); err != nil {
+		if err := indexScript.Run(ctx, s.c, s.indexKeys(), d.Task).Err(); err != nil {
 			return s.mapErr(err)
 		}
 	}

@@ -178,3 +178,32 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 	}
 	return out, s.mapErr(rows.Err())
 }
+
+var _ store.TaskLister = (*Store)(nil)
+
+// tasksQuery is a page of the task index: the leases table (one row per task granted a lease,
+// never deleted) from a name on, a range of its primary key. SQLite compares TEXT with memcmp.
+func tasksQuery(t tables) string {
+	return `SELECT task FROM ` + t.leases + ` WHERE task > ? ORDER BY task LIMIT ?`
+}
+
+// Tasks lists the tasks granted a lease, from the name after on (store.TaskLister).
+func (s *Store) Tasks(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := store.CheckTasksPage(limit); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, tasksQuery(s.t), after, limit)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var task string
+		if err := rows.Scan(&task); err != nil {
+			return nil, s.mapErr(err)
+		}
+		out = append(out, task)
+	}
+	return out, s.mapErr(rows.Err())
+}

@@ -74,11 +74,18 @@ func TestQueryPlans(t *testing.T) {
 		plan{"prune events", s.pruneEventsQuery(false), []any{now, 0, 0, 0}, true},
 		plan{"prune events of a task", s.pruneEventsQuery(true), []any{now, 0, 0, 0, "job"}, false},
 		plan{"waiting row of a slot (trigger)", s.waitingSelect("?1", "?2"), []any{"job", "s1"}, false},
+		plan{"tasks: first page", tasksQuery(s.t), []any{"", store.MaxTasksPage}, false},
+		plan{"tasks: page after a name", tasksQuery(s.t), []any{"jobk", 50}, false},
 	)
 	for _, p := range plans {
 		lines := explain(t, s, p.query, p.args)
 		for _, problem := range planProblems(lines, p.walk) {
 			t.Errorf("%s: %s:\n%s", p.name, problem, strings.Join(lines, "\n"))
+		}
+		// The task index is a range of the leases' primary key (its automatic index).
+		if pk := "SEARCH " + s.t.leases + " USING COVERING INDEX sqlite_autoindex_" + s.t.leases + "_1 (task>?)"; strings.HasPrefix(p.name, "tasks") &&
+			(len(lines) != 1 || strings.TrimSpace(lines[0]) != pk) {
+			t.Errorf("%s: not %s:\n%s", p.name, pk, strings.Join(lines, "\n"))
 		}
 		t.Logf("%s:\n%s", p.name, strings.Join(lines, "\n"))
 	}
@@ -140,8 +147,8 @@ func explain(t *testing.T, s *Store, query string, args []any) []string {
 	return out
 }
 
-// seedPlanRows writes a few thousand attempts and events over many tasks and slots, and runs
-// ANALYZE, so the planner has statistics like a real ledger's.
+// seedPlanRows writes a few thousand attempts and events over many tasks and slots, and lease
+// rows for 2,000 tasks, and runs ANALYZE, so the planner has statistics like a real ledger's.
 func seedPlanRows(t *testing.T, s *Store) {
 	t.Helper()
 	tx, err := s.db.Begin()
@@ -164,6 +171,17 @@ func seedPlanRows(t *testing.T, s *Store) {
 				VALUES (?, ?, ?, 'b', 'h', 0, 0, ?, '')`, task, slot, kind, int64(i)*1000+7); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+	// A lease row for each task, and many of tasks released long ago.
+	for i := range 2000 {
+		task := "old" + strconv.Itoa(i)
+		if i < 20 {
+			task = "job" + string(rune('a'+i))
+		}
+		if _, err := tx.Exec(`INSERT INTO `+s.t.leases+` (task, holder, run_id, token, acquired_at, expires_at)
+			VALUES (?, '', '', 1, 0, 0)`, task); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if err := tx.Commit(); err != nil {

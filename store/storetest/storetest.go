@@ -11,8 +11,9 @@
 //
 // The cases live by area: lease.go (one holder, expiry, renewals, tokens), ledger.go (attempts,
 // events, review), history.go (order, pages, prune), limits.go, combined.go (store.Starter,
-// store.Finisher, store.LazyRecorder), keys.go (store.Keys), inspect.go (store.Inspector);
-// helpers.go holds what they share, bench.go the benchmarks, server.go the test servers.
+// store.Finisher, store.LazyRecorder), keys.go (store.Keys), inspect.go (store.Inspector), tasks.go
+// (store.TaskLister); helpers.go holds what they share, bench.go the benchmarks, server.go the test
+// servers.
 //
 // Timing assumptions: lease TTLs are at least 1s in the timing tests and a backend may round
 // a TTL up to whole seconds; every wait is bounded by TTL + 2s.
@@ -63,6 +64,7 @@ var (
 	capInspector = implements[store.Inspector]("store.Inspector")
 	capClock     = implements[store.Clock]("store.Clock")
 	capLoss      = implements[store.LossNotifier]("store.LossNotifier")
+	capTasks     = implements[store.TaskLister]("store.TaskLister")
 )
 
 // testCase is one conformance case; needs, when set, is the interface it tests.
@@ -103,6 +105,9 @@ var cases = []testCase{
 	{"FinishRelease", testFinishRelease, capFinisher},
 	{"RecordLazy", testRecordLazy, capLazy},
 	{"Inspect", testInspect, capInspector},
+	{"Tasks/Known", testTasksKnown, capTasks},
+	{"Tasks/Pages", testTasksPages, capTasks},
+	{"Tasks/Prefix", testTasksPrefix, capTasks},
 	{"Keys/ClaimRefused", testKeysRefused, capKeys},
 	{"Keys/ClaimInputOrder", testKeysOrder, capKeys},
 	{"Keys/ClaimLargeBatch", testKeysLarge, capKeys},

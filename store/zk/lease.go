@@ -258,6 +258,27 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 	return out, nil
 }
 
+var _ store.TaskLister = (*Store)(nil)
+
+// Tasks lists the task index from the name after on (store.TaskLister): the children of
+// /once/<prefix>/locks, one persistent node per task created by its first Acquire and never
+// deleted (its lock nodes come and go under it). ZooKeeper lists a node's children whole and
+// unordered, so a page reads every task's name (one round trip; no attempt, document or lock node)
+// and keeps the ones it returns.
+func (s *Store) Tasks(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := store.CheckTasksPage(limit); err != nil {
+		return nil, err
+	}
+	kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(s.p + "/locks"); return k, err })
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	for i, k := range kids {
+		kids[i] = unesc(k)
+	}
+	return store.TasksPage(kids, after, limit), nil
+}
+
 // Lost returns a channel closed when l's lock node is deleted or the session disconnects.
 func (s *Store) Lost(l store.Lease) <-chan struct{} {
 	ch := make(chan struct{})

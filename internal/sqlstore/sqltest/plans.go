@@ -18,6 +18,8 @@ type Plan struct {
 	Args  []any
 	// Walk: a read with nothing to search by, which walks a time index in order to its limit.
 	Walk bool
+	// Primary: the read must be a range of the primary key of this table (without the prefix).
+	Primary string
 }
 
 // Plans lists the statements status, doctor, history, run (Slot) and prune make, with arguments.
@@ -54,18 +56,25 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		out = append(out, Plan{q.name, query, args, q.walk})
+		out = append(out, Plan{Name: q.name, Query: query, Args: args, Walk: q.walk})
+	}
+	tasks, err := s.TasksQuery(context.Background())
+	if err != nil {
+		tb.Fatal(err)
 	}
 	out = append(out,
-		Plan{"waiting", s.Q(sqlstore.WaitingQuery), nil, true},
-		Plan{"slot: failures, checkpoint, review", s.Q(sqlstore.SlotQuery), []any{"joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1"}, false},
-		Plan{"slot: last attempt", s.Q(sqlstore.LastQuery), []any{"joba0", "s1"}, false},
-		Plan{"prune: checkpoint of a slot", s.Q(sqlstore.CheckpointQuery), []any{"joba0", "s1"}, false},
-		Plan{"prune attempts", s.PruneAttemptsQuery(false, false), []any{now, start, start, 0}, true},
-		Plan{"prune attempts of a task", s.PruneAttemptsQuery(false, true), []any{now, start, start, 0, "joba0"}, false},
-		Plan{"prune attempts, forget slots", s.PruneAttemptsQuery(true, false), []any{now, now, now, start, start, 0}, true},
-		Plan{"prune events", s.PruneEventsQuery(false), []any{now, start, start, 0}, true},
-		Plan{"prune events of a task", s.PruneEventsQuery(true), []any{now, start, start, 0, "joba0"}, false},
+		Plan{"waiting", s.Q(sqlstore.WaitingQuery), nil, true, ""},
+		Plan{"slot: failures, checkpoint, review", s.Q(sqlstore.SlotQuery), []any{"joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1"}, false, ""},
+		Plan{"slot: last attempt", s.Q(sqlstore.LastQuery), []any{"joba0", "s1"}, false, ""},
+		Plan{"prune: checkpoint of a slot", s.Q(sqlstore.CheckpointQuery), []any{"joba0", "s1"}, false, ""},
+		Plan{"prune attempts", s.PruneAttemptsQuery(false, false), []any{now, start, start, 0}, true, ""},
+		Plan{"prune attempts of a task", s.PruneAttemptsQuery(false, true), []any{now, start, start, 0, "joba0"}, false, ""},
+		Plan{"prune attempts, forget slots", s.PruneAttemptsQuery(true, false), []any{now, now, now, start, start, 0}, true, ""},
+		Plan{"prune events", s.PruneEventsQuery(false), []any{now, start, start, 0}, true, ""},
+		Plan{"prune events of a task", s.PruneEventsQuery(true), []any{now, start, start, 0, "joba0"}, false, ""},
+		// once serve's overview: a page of the task index, the first and one from a name on.
+		Plan{"tasks: first page", tasks, []any{"", store.MaxTasksPage}, false, "leases"},
+		Plan{"tasks: page after a name", tasks, []any{"jobk1", 50}, false, "leases"},
 	)
 	return out
 }
@@ -73,7 +82,9 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 // SeedPlanRows writes 4,000 attempts and 12,000 events (three a slot: busy, but 14 missed and 13
 // review) over 400 tasks ("joba0" …) and 10 slots each ("s0" …), so the planner has tables worth an
 // index, a task or a rare kind of event is a small part of them, and a slot's events are more than
-// the one its review is (with one event a slot, PostgreSQL's estimates of the slot's indexes tie). The caller then runs the backend's ANALYZE.
+// the one its review is (with one event a slot, PostgreSQL's estimates of the slot's indexes tie),
+// and the 400 tasks' lease rows (4,000 more tasks released long ago: a page is a small part of the
+// index). The caller then runs the backend's ANALYZE.
 func SeedPlanRows(tb testing.TB, s *sqlstore.Store) {
 	tb.Helper()
 	ctx := context.Background()
@@ -108,6 +119,28 @@ func SeedPlanRows(tb testing.TB, s *sqlstore.Store) {
 		}
 		if _, err := s.DB.ExecContext(ctx, s.Q(`INSERT INTO {p}events (task, slot, kind, run_id, holder, token, attempt, note,
 			happened_at) VALUES `+strings.Join(evs, ", ")), eargs...); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	seedLeases(tb, s, base)
+}
+
+// seedLeases writes a lease row for each of SeedPlanRows' 400 tasks, and 4,000 of tasks released.
+func seedLeases(tb testing.TB, s *sqlstore.Store, at time.Time) {
+	tb.Helper()
+	for b := range 11 {
+		var vals []string
+		var args []any
+		for j := range 400 {
+			task := fmt.Sprintf("job%c%d", 'a'+j%20, j/20)
+			if b > 0 {
+				task = fmt.Sprintf("old%d-%d", b, j)
+			}
+			vals = append(vals, "(?, '', '', 1, ?, ?)")
+			args = append(args, task, at, at)
+		}
+		if _, err := s.DB.ExecContext(context.Background(), s.Q(`INSERT INTO {p}leases (task, holder, run_id, token, acquired_at,
+			expires_at) VALUES `+strings.Join(vals, ", ")), args...); err != nil {
 			tb.Fatal(err)
 		}
 	}
