@@ -13,6 +13,7 @@ import (
 const (
 	tlLabel = 200.0 // the task names' column
 	tlWidth = 900.0 // the bars' column
+	tlRight = 40.0  // room right of the bars for the last tick's label, centred on their end
 	tlRow   = 24.0
 	tlTop   = 28.0 // the time axis
 )
@@ -58,7 +59,7 @@ type drawnTick struct {
 }
 
 func drawTimeline(tl Timeline, task string) drawn {
-	d := drawn{Timeline: tl, Task: task, Label: tlLabel, Width: tlLabel + tlWidth + 10,
+	d := drawn{Timeline: tl, Task: task, Label: tlLabel, Width: tlLabel + tlWidth + tlRight,
 		FromParam: tl.From.Format(time.RFC3339), ToParam: tl.To.Format(time.RFC3339)}
 	span := tl.To.Sub(tl.From)
 	x := func(t time.Time) float64 {
@@ -95,9 +96,14 @@ func drawTimeline(tl Timeline, task string) drawn {
 		d.Rows = append(d.Rows, row)
 	}
 	d.Height = tlTop + float64(len(tl.Tasks))*tlRow + 8
+	// Ticks less than a minute apart are labelled to the second: to the minute they read alike.
+	layout := "01-02 15:04"
+	if span/6 < time.Minute {
+		layout = "15:04:05"
+	}
 	for i := 0; i <= 6; i++ {
 		t := tl.From.Add(span * time.Duration(i) / 6)
-		d.Ticks = append(d.Ticks, drawnTick{X: x(t), Text: t.Format("01-02 15:04")})
+		d.Ticks = append(d.Ticks, drawnTick{X: x(t), Text: t.Format(layout)})
 	}
 	q := func(from, to time.Time) string {
 		v := url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}}
