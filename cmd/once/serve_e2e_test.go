@@ -196,7 +196,8 @@ command = ["/usr/local/bin/backup", "--full"]
 	from, to := seedStart.Add(-5*time.Second).Truncate(time.Second), time.Now().UTC().Add(10*time.Second).Truncate(time.Second)
 	b.open(base + "/timeline?" + url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}}.Encode())
 	red := evalJS[[]map[string]string](b, `Array.from(document.querySelectorAll("svg.timeline rect.overlap")).map(r => ({
-		task: r.closest("g.row").dataset.task, holder: r.dataset.holder, fill: getComputedStyle(r).fill}))`)
+		task: r.closest("g.row").dataset.task, holder: r.dataset.holder, fill: getComputedStyle(r).fill,
+		y: String(r.getBBox().y), h: String(r.getBBox().height)}))`)
 	if len(red) != 2 {
 		t.Errorf("timeline: %d rect.overlap, want 2 (hostA's and hostB's attempts): %v", len(red), red)
 	}
@@ -209,6 +210,10 @@ command = ["/usr/local/bin/backup", "--full"]
 	}
 	if slices.Sort(holders); !slices.Equal(holders, []string{"hostA", "hostB"}) {
 		t.Errorf("timeline: the red bars' holders are %v, want hostA and hostB", holders)
+	}
+	// Both visible: one above the other in the row, not one drawn over the other.
+	if len(red) == 2 && (red[0]["y"] == red[1]["y"] || red[0]["h"] != "9" || red[1]["h"] != "9") {
+		t.Errorf("timeline: the overlapping bars are not drawn one above the other, each half the row: %v", red)
 	}
 	if n := evalJS[int](b, `document.querySelectorAll("svg.timeline rect.bar").length`); n < 10 {
 		t.Errorf("timeline: %d bars, want every seeded attempt (10 or more)", n)
