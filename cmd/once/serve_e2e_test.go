@@ -24,6 +24,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/sqlite"
 )
 
 // chromiumPath is Debian's chromium (scripts/testenv/chromium.sh installs it), or ONCE_TEST_CHROMIUM.
@@ -145,7 +146,7 @@ command = ["/usr/local/bin/backup", "--full"]
 
 	// A job reporting its progress while the browser watches /leases.
 	prog := e.cmd(context.Background(), "run", "--task", "reindex-search", "--holder", "web-2", "--slot", "2026-05-01", "--", "sh", "-c",
-		fmt.Sprintf(`i=1; while [ $i -le 40 ]; do %s report --progress $i/40 --records $((i * 250)); i=$((i + 1)); sleep 1; done`, bin))
+		fmt.Sprintf(`i=1; while [ $i -le 60 ]; do %s report --progress $i/60 --records $((i * 250)); i=$((i + 1)); sleep 0.5; done`, volumeBin))
 	if err := prog.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -282,11 +283,15 @@ command = ["/usr/local/bin/backup", "--full"]
 	evalJS[bool](b, `window.onceNoReload = true`)
 	sel := `#leases tr[data-task="reindex-search"] progress`
 	b.waitJS(fmt.Sprintf(`document.querySelector(%q) !== null`, sel), 5*time.Second)
-	v1 := evalJS[float64](b, fmt.Sprintf(`document.querySelector(%q).value`, sel))
-	time.Sleep(2500 * time.Millisecond)
-	v2 := evalJS[float64](b, fmt.Sprintf(`document.querySelector(%q).value`, sel))
+	read := func() float64 { return evalJS[float64](b, fmt.Sprintf(`document.querySelector(%q).value`, sel)) }
+	v1, t1 := read(), time.Now()
+	time.Sleep(2 * time.Second)
+	v2 := read()
+	for deadline := time.Now().Add(10 * time.Second); v2 <= v1 && time.Now().Before(deadline); v2 = read() {
+		time.Sleep(250 * time.Millisecond) // a loaded machine: the job's reports come slower
+	}
 	if v2 <= v1 {
-		t.Errorf("leases: the progress bar read %v, then %v 2.5 s later: it did not move", v1, v2)
+		t.Errorf("leases: the progress bar read %v, then still %v %s later: it did not move", v1, v2, time.Since(t1).Round(time.Second))
 	}
 	if !evalJS[bool](b, `window.onceNoReload === true`) {
 		t.Error("leases: the page was reloaded (the live update should not reload it)")
@@ -294,7 +299,7 @@ command = ["/usr/local/bin/backup", "--full"]
 	if h := b.text(`#leases tr[data-task="reindex-search"] td:nth-child(3)`); h != "web-2" {
 		t.Errorf("leases: holder %q, want web-2", h)
 	}
-	t.Logf("leases: progress %v/40 then %v/40", v1, v2)
+	t.Logf("leases: progress %v/60, then %v/60 %s later", v1, v2, time.Since(t1).Round(100*time.Millisecond))
 	b.shot("leases")
 	ph.done("d. leases, live progress")
 
@@ -343,8 +348,8 @@ command = ["/usr/local/bin/backup", "--full"]
 // seedOverlap makes the ledger hold two attempts of task import-flows by two holders at the same
 // time, the way a takeover without the guard would leave it:
 //
-//  1. hostA's real once run (slot batch-1, --ttl 1500ms) is frozen with SIGSTOP right after a
-//     renewal (once only: its command goes on running), so its lease expires;
+//  1. hostA's real once run (slot batch-1, --ttl 1500ms) is frozen with SIGSTOP, outside a ledger
+//     write (once only: its command goes on running), so its lease expires;
 //  2. hostB takes the expired lease through the library and records its attempt (slot batch-2)
 //     without Abandon, the step once's guard takes before it begins: hostA's attempt stays
 //     running in the ledger, as an unguarded second scheduler would leave it;
@@ -366,30 +371,14 @@ func seedOverlap(t *testing.T, e *env, dsn string) {
 	const task = "import-flows"
 	dir := t.TempDir()
 	a, cmdPid := startOnce(t, e, dir, "--task", task, "--slot", "batch-1", "--holder", "hostA", "--ttl", "1500ms", "--grace", "1s")
-	// Freeze once right after a renewal: the next is 500 ms away, so SIGSTOP does not land inside
-	// a write (a holder frozen in a SQLite write transaction would block every other writer).
-	first := lease(t, s, task)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		l := lease(t, s, task)
-		if l != nil && first != nil && l.Expires.After(first.Expires) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hostA's lease was not renewed within 5 s: %+v", l)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := syscall.Kill(a.Process.Pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	freezeOutsideWrite(t, a.Process.Pid, strings.TrimPrefix(dsn, "sqlite://"))
 	stopped := true
 	t.Cleanup(func() {
 		if stopped {
 			syscall.Kill(a.Process.Pid, syscall.SIGCONT)
 		}
 	})
-	for deadline = time.Now().Add(5 * time.Second); lease(t, s, task) != nil; {
+	for deadline := time.Now().Add(5 * time.Second); lease(t, s, task) != nil; {
 		if time.Now().After(deadline) {
 			t.Fatal("hostA's lease did not expire within 5 s of SIGSTOP")
 		}
@@ -418,6 +407,12 @@ func seedOverlap(t *testing.T, e *env, dsn string) {
 		t.Fatal(err)
 	}
 
+	// While hostA's once was frozen its command went on running, past its lease and through
+	// hostB's whole attempt: the two really ran at the same time.
+	if !alive(cmdPid) {
+		t.Fatalf("hostA's command %d died while its once was frozen", cmdPid)
+	}
+
 	// hostA wakes: a later token was issued, so nothing it writes is taken, and it stops its command.
 	if err := syscall.Kill(a.Process.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -433,6 +428,10 @@ func seedOverlap(t *testing.T, e *env, dsn string) {
 	}
 	if !waitDead(cmdPid, 2*time.Second) {
 		t.Errorf("hostA's command %d is alive after its once woke without its lease and exited", cmdPid)
+	}
+
+	if st, err := s.Slot(ctx, task, "batch-1"); err != nil || st.Last == nil || st.Last.State != store.Running {
+		t.Fatalf("hostA's attempt after its once woke and exited: %+v %v; want still running (its outcome refused)", st.Last, err)
 	}
 
 	// hostC's real run marks hostA's attempt unknown now.
@@ -456,6 +455,59 @@ func seedOverlap(t *testing.T, e *env, dsn string) {
 	if !bStart.Before(aEnd) || !bEnd.Before(aEnd) {
 		t.Fatalf("the ledger holds no overlap: hostA ended %s, hostB ran %s → %s", aEnd, bStart, bEnd)
 	}
+}
+
+// freezeOutsideWrite stops process pid (SIGSTOP) at a moment it is not inside a write of the
+// SQLite ledger at path: a holder frozen inside a write transaction would hold every other writer
+// (docs/reliability.md, Findings). Every write holds the ledger's writers' queue (an flock) from
+// before BEGIN to after COMMIT, so the process is stopped, the queue tried without waiting, and
+// the process woken and stopped again a moment later while it is taken.
+func freezeOutsideWrite(t *testing.T, pid int, path string) {
+	t.Helper()
+	q, err := os.OpenFile(sqlite.QueuePath(path), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for try := 0; try < 50; try++ {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); procState(pid) != "T"; {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d not stopped within 5 s of SIGSTOP (state %q)", pid, procState(pid))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		err := syscall.Flock(int(q.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			syscall.Flock(int(q.Fd()), syscall.LOCK_UN)
+			if try > 0 {
+				t.Logf("process %d stopped outside a ledger write at try %d", pid, try+1)
+			}
+			return
+		}
+		if err != syscall.EWOULDBLOCK {
+			t.Fatal(err)
+		}
+		syscall.Kill(pid, syscall.SIGCONT)
+		time.Sleep(37 * time.Millisecond)
+	}
+	t.Fatalf("process %d was inside a ledger write at each of 50 tries", pid)
+}
+
+// procState is the state letter of /proc/PID/stat ("T" stopped), "" when it cannot be read.
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The name, field 2, is in parentheses and may hold spaces: the state follows the last ")".
+	_, rest, ok := strings.Cut(string(b[strings.LastIndexByte(string(b), ')')+1:]), " ")
+	if !ok || rest == "" {
+		return ""
+	}
+	return rest[:1]
 }
 
 // lease is task's lease held now, nil when none.
