@@ -82,37 +82,41 @@ func TestServeDashboardInChromium(t *testing.T) {
 	began := time.Now()
 	ph := &phase{t: t, last: began}
 	e, dsn := dashEnv(t)
+	// The seed runs the binary built without -race (the same once, faster to start: a race-built
+	// launch costs about 2 s on a loaded machine); once serve, the code under test here, and the
+	// commands that check the ledger run the race-built one when the tests are.
+	seed := &env{t: t, home: e.home, vars: e.vars, bin: volumeBin}
 	seedStart := time.Now().UTC()
 
 	// Tasks that succeeded, one that failed.
 	for i := 0; i < 3; i++ {
-		if r := e.run("run", "--task", "sync-orders", "--holder", "web-1", "--", "sh", "-c", fmt.Sprintf("sleep 0.%d", i+1)); r.code != 0 {
+		if r := seed.run("run", "--task", "sync-orders", "--holder", "web-1", "--", "sh", "-c", fmt.Sprintf("sleep 0.%d", i+1)); r.code != 0 {
 			t.Fatalf("sync-orders: %d %s", r.code, r.stderr)
 		}
 	}
-	if r := e.run("run", "--task", "backup-db", "--holder", "web-2", "--slot", "2026-05-01", "--", "true"); r.code != 0 {
+	if r := seed.run("run", "--task", "backup-db", "--holder", "web-2", "--slot", "2026-05-01", "--", "true"); r.code != 0 {
 		t.Fatalf("backup-db: %d %s", r.code, r.stderr)
 	}
-	if r := e.run("run", "--task", "send-invoices", "--holder", "web-1", "--slot", "2026-05-01", "--", "sh", "-c", "echo 'smtp: connection refused' >&2; exit 3"); r.code != 3 {
+	if r := seed.run("run", "--task", "send-invoices", "--holder", "web-1", "--slot", "2026-05-01", "--", "sh", "-c", "echo 'smtp: connection refused' >&2; exit 3"); r.code != 3 {
 		t.Fatalf("send-invoices: %d, want 3: %s", r.code, r.stderr)
 	}
 	ph.done("seed: runs that succeeded and failed")
 
 	// A slot waiting for review: kill -9 of once leaves its attempt running; after the lease's TTL
 	// the next run marks it unknown and, with the default --on-unknown review, records a review.
-	c, _ := startOnce(t, e, t.TempDir(), "--task", "rebuild-index", "--slot", "2026-05-01", "--holder", "web-3", "--ttl", "1s")
+	c, _ := startOnce(t, seed, t.TempDir(), "--task", "rebuild-index", "--slot", "2026-05-01", "--holder", "web-3", "--ttl", "1s")
 	killed := time.Now()
 	if err := c.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	c.Wait()
 	time.Sleep(time.Until(killed.Add(1200 * time.Millisecond)))
-	if r := e.run("run", "--task", "rebuild-index", "--slot", "2026-05-01", "--holder", "web-1", "--", "true"); r.code != 76 {
+	if r := seed.run("run", "--task", "rebuild-index", "--slot", "2026-05-01", "--holder", "web-1", "--", "true"); r.code != 76 {
 		t.Fatalf("rebuild-index after kill -9: %d, want 76 (review)\n%s", r.code, r.stderr)
 	}
 	ph.done("seed: kill -9, then a review")
 
-	seedOverlap(t, e, dsn)
+	seedOverlap(t, seed, dsn)
 	ph.done("seed: overlap (SIGSTOP, a takeover without Abandon)")
 
 	// The daemon's jobs, for the jobs page and the overview's next runs.
@@ -145,7 +149,7 @@ command = ["/usr/local/bin/backup", "--full"]
 	ph.done("once serve: up (/healthz)")
 
 	// A job reporting its progress while the browser watches /leases.
-	prog := e.cmd(context.Background(), "run", "--task", "reindex-search", "--holder", "web-2", "--slot", "2026-05-01", "--", "sh", "-c",
+	prog := seed.cmd(context.Background(), "run", "--task", "reindex-search", "--holder", "web-2", "--slot", "2026-05-01", "--", "sh", "-c",
 		fmt.Sprintf(`i=1; while [ $i -le 60 ]; do %s report --progress $i/60 --records $((i * 250)); i=$((i + 1)); sleep 0.5; done`, volumeBin))
 	if err := prog.Start(); err != nil {
 		t.Fatal(err)
