@@ -136,6 +136,8 @@ func (s *Server) taskRow(ctx context.Context, name string) (TaskRow, error) {
 	return row, nil
 }
 
+// status is a task's status: a person's resolution of its last attempt counts as that attempt's
+// outcome (an unknown attempt resolved as succeeded is done, not unknown).
 func status(r TaskRow) string {
 	switch {
 	case r.Lease != nil:
@@ -144,6 +146,10 @@ func status(r TaskRow) string {
 		return statusReview
 	case r.Last == nil:
 		return statusNever
+	case r.Last.Resolution != nil && r.Last.Resolution.As == store.Succeeded:
+		return statusOK
+	case r.Last.Resolution != nil && r.Last.Resolution.As == store.Failed:
+		return statusFailed
 	case r.Last.State == store.Succeeded:
 		return statusOK
 	case r.Last.State == store.Failed:
