@@ -44,7 +44,7 @@ func timeServe(ctx context.Context, dsn string, runs int) error {
 		after = deep[len(deep)-1]
 	}
 	paths := []string{
-		"/", "/?after=" + url.QueryEscape(after), "/api/v1/tasks", "/api/v1/tasks?limit=500&after=" + url.QueryEscape(after),
+		"/", "/?after=" + url.QueryEscape(after), "/api/v1/tasks", "/api/v1/tasks?limit=200&after=" + url.QueryEscape(after),
 		"/api/v1/history", "/api/v1/history?limit=500", "/api/v1/history?kind=failed", "/api/v1/history?kind=busy",
 		"/api/v1/history?task=daily-00042", "/api/v1/history?task=every-minute&kind=failed", "/api/v1/history?holder=nobody",
 		"/api/v1/history?kind=attempts&from=" + url.QueryEscape(now.Add(-48*time.Hour).Format(time.RFC3339)),

@@ -107,6 +107,9 @@ func clip(s string) string { return store.Clip(s, 64) }
 
 func (s *Server) apiTasks(w http.ResponseWriter, r *http.Request) {
 	limit, err := limitParam(r)
+	if err == nil && limit > maxTasks {
+		err = bad("limit=%d: a page of tasks holds at most %d (each task costs two short reads); follow next", limit, maxTasks)
+	}
 	if err != nil {
 		s.apiFail(w, r, err)
 		return

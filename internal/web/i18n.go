@@ -41,7 +41,9 @@ var messages = map[string]map[string]string{
 		"status_running": "running", "status_review": "waiting for review", "status_ok": "succeeded",
 		"status_failed": "failed", "status_unknown": "unknown", "status_never": "never ran",
 		"live": "updates every second", "evidence": "Evidence", "lease_now": "Lease held now",
-		"done": "Done", "resolved": "Recorded", "error": "Error", "back": "Back",
+		"done": "Done", "resolved": "Recorded", "error": "Error", "back": "Back", "resolved_as": "resolved as",
+		"state_running": "running", "state_succeeded": "succeeded", "state_failed": "failed", "state_unknown": "unknown",
+		"state_skipped": "skipped", "state_busy": "busy", "state_review": "review", "state_missed": "missed",
 	},
 	langZH: {
 		"title": "once", "overview": "总览", "timeline": "时间线", "review": "待审核", "leases": "租约",
@@ -67,7 +69,9 @@ var messages = map[string]map[string]string{
 		"status_running": "运行中", "status_review": "等待审核", "status_ok": "成功",
 		"status_failed": "失败", "status_unknown": "结果未知", "status_never": "从未运行",
 		"live": "每秒更新", "evidence": "证据", "lease_now": "当前租约",
-		"done": "完成", "resolved": "已记录", "error": "错误", "back": "返回",
+		"done": "完成", "resolved": "已记录", "error": "错误", "back": "返回", "resolved_as": "已确认为",
+		"state_running": "运行中", "state_succeeded": "成功", "state_failed": "失败", "state_unknown": "结果未知",
+		"state_skipped": "已跳过", "state_busy": "被占用", "state_review": "待审核", "state_missed": "已错过",
 	},
 }
 

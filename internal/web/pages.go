@@ -81,6 +81,9 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request, page string, data 
 // T is the text of key k in the page's language.
 func (v view) T(k string) string { return v.tr(k) }
 
+// S is an attempt's state or an event's kind in the page's language.
+func (v view) S(st store.State) string { return v.tr("state_" + string(st)) }
+
 func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
 	v := s.view(w, r, page, data)
 	var b bytes.Buffer

@@ -17,6 +17,7 @@ import (
 const (
 	defaultPage  = 50
 	maxPage      = 500
+	maxTasks     = 200  // tasks on one page of the overview
 	trendLen     = 10   // attempts in a task's duration trend
 	maxTimeline  = 5000 // history entries a timeline reads at most
 	maxScan      = 5000 // entries a filtered history page reads at most before it answers
@@ -103,7 +104,7 @@ func (s *Server) tasks(ctx context.Context, after string, limit int) (TaskPage, 
 
 func (s *Server) taskRow(ctx context.Context, name string) (TaskRow, error) {
 	row := TaskRow{Task: name, Durations: []float64{}}
-	es, err := s.c.Store.History(ctx, store.HistoryQuery{Task: name, Limit: 4 * trendLen})
+	es, err := s.c.Store.History(ctx, store.HistoryQuery{Task: name, Limit: 2 * trendLen})
 	if err != nil {
 		return row, err
 	}
