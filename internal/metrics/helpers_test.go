@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -230,4 +232,18 @@ func seedAttempts(tb testing.TB, path string, tasks, n int) {
 	if err := tx.Commit(); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// need finds a program on PATH, or skips the test; it fails instead when ONCE_TEST_REQUIRE asks for
+// everything or for name (as the test command does).
+func need(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if r := os.Getenv("ONCE_TEST_REQUIRE"); r == "all" || strings.Contains(r, "prometheus") {
+			t.Fatalf("%s not found, but ONCE_TEST_REQUIRE=%s requires it: scripts/testenv/prometheus.sh installs it (apt-get install %s)", name, r, pkg)
+		}
+		t.Skipf("%s not found (Debian package %s; scripts/testenv/prometheus.sh installs it): not tested against a real Prometheus", name, pkg)
+	}
+	return p
 }
