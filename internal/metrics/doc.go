@@ -40,7 +40,11 @@
 //
 //   - Each tail reads again the last 10 s before the newest entry seen (entries that land late: a
 //     writer whose clock is behind, a commit after a later-dated one), so an attempt that ends
-//     within 10 s of its start, or of a later entry, is seen ended there.
+//     within 10 s of its start, or of a later entry, is seen ended there. When the newest entry is
+//     dated after the collector's clock (Config.Now; a writer whose clock is ahead), the window
+//     starts 10 s before the collector's now instead, but at most 5 minutes before that entry:
+//     one clock ahead does not make the tail skip what the others write meanwhile, and a
+//     collector whose own clock is behind re-reads a bounded window.
 //   - Otherwise a running attempt is left alone while its task's lease is held by the token it
 //     began under and it is its task's newest attempt: its run is still going. When the lease is
 //     gone, taken by another token, or its holder has begun a later attempt (a sequence of

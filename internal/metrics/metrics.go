@@ -19,8 +19,9 @@ type Config struct {
 	Store store.Store
 	// Fleet is optional: a running daemon's counters (once daemon --http).
 	Fleet FleetStats
-	// Now is the collector's clock (default time.Now): it paces the reads of the store, never
-	// dates an entry of history (the store's times do).
+	// Now is the collector's clock (default time.Now): it paces the reads of the store and bounds
+	// how far ahead of it the tail trusts an entry's date (docs: Long attempts); it never dates
+	// an entry of history (the store's times do).
 	Now func() time.Time
 	// MaxTasks bounds the tasks exported (default 10,000); beyond it, once_tasks_left_out says
 	// how many were left out. It also bounds the daemon's per-job series.

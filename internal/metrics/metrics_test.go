@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"database/sql"
 	"io"
 	"math"
 	"net/http/httptest"
@@ -160,6 +161,8 @@ func TestSequenceUnderOneLease(t *testing.T) {
 	scrape(t, c)
 	ls := l.acquire("seq", "h", time.Minute)
 	a := l.begin(ls, "s1")
+	time.Sleep(2 * time.Millisecond)
+	l.event("other", "", store.Busy) // the tail goes past it
 	scrape(t, c)
 	l.finish(ls, a, store.Succeeded)
 	time.Sleep(2 * time.Millisecond)
@@ -283,5 +286,30 @@ func TestHandler(t *testing.T) {
 func TestNewNeedsAStore(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Fatal("New without a store: no error")
+	}
+}
+
+// TestWriterClockAhead: an entry dated a minute ahead (a writer whose clock is ahead) does not
+// make the tail skip the entries the others write meanwhile.
+func TestWriterClockAhead(t *testing.T) {
+	st, path := openStore(t)
+	l := &ledger{tb: t, st: st}
+	c := newCollector(t, Config{Store: st})
+	scrape(t, c)
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO events (task, slot, kind, run_id, holder, token, attempt, at, note)
+		VALUES ('ahead', '', 'busy', 'r', 'h', 0, 0, ?, '')`, time.Now().Add(time.Minute).UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	want(t, scrape(t, c), map[string]float64{`once_events_total{kind="busy",task="ahead"}`: 1})
+	l.run("t", "", store.Succeeded)
+	l.event("t", "", store.Busy)
+	for range 2 {
+		want(t, scrape(t, c), map[string]float64{`once_attempts_total{state="succeeded",task="t"}`: 1,
+			`once_events_total{kind="busy",task="t"}`: 1, `once_events_total{kind="busy",task="ahead"}`: 1})
 	}
 }

@@ -21,6 +21,9 @@ const (
 	// that land late: a writer whose clock is behind, or whose commit came after a later-dated
 	// one. Entries already counted are recognised and not counted twice.
 	defaultOverlap = 10 * time.Second
+	// maxAhead bounds how far ahead of the collector's clock the newest entry seen may be dated
+	// and still be read past (see window).
+	maxAhead = 5 * time.Minute
 	// recheckEvery paces the reads of a running attempt whose lease is gone but which is still
 	// running in the ledger (its holder vanished; the next holder will mark it unknown), and
 	// maxChecks bounds such reads per scrape.
@@ -57,7 +60,7 @@ func eventID(e store.Entry) string {
 // (counters start at zero); they name the tasks recently active, date their last attempts, and
 // give the attempts running now, which are counted when they end. The newest is the mark the
 // tail goes on from.
-func (t *tracker) bootstrap(ctx context.Context) error {
+func (t *tracker) bootstrap(ctx context.Context, now time.Time) error {
 	t.mark = nil
 	err := store.EachHistory(ctx, t.st, store.HistoryQuery{Limit: bootstrapScan}, func(e store.Entry) error {
 		c, err := store.ParseCursor(e.Cursor)
@@ -71,7 +74,7 @@ func (t *tracker) bootstrap(ctx context.Context) error {
 		if tk == nil {
 			return nil
 		}
-		recent := !c.At.Before(t.mark.At.Add(-t.overlap)) // the first tail reads it again
+		recent := !c.At.Before(t.window(now)) // the first tail reads it again
 		if e.State.IsEvent() {
 			if recent {
 				t.seen[eventID(e)] = c.At
@@ -96,17 +99,32 @@ func (t *tracker) bootstrap(ctx context.Context) error {
 	return nil
 }
 
-// tail reads the entries newer than the mark less the overlap (or than where the last scrape
-// stopped at its budget), oldest page first, and counts what it has not counted yet.
-func (t *tracker) tail(ctx context.Context) error {
+// window is where the tail starts reading again: the overlap before the newest entry seen, or
+// before now when that entry is dated later — a writer whose clock is ahead must not make the
+// tail skip what the others write meanwhile — but not more than maxAhead earlier than the entry,
+// so that a collector whose own clock is behind re-reads a bounded window. 1970 when nothing
+// was seen.
+func (t *tracker) window(now time.Time) time.Time {
+	if t.mark == nil {
+		return time.UnixMicro(0)
+	}
+	at := t.mark.At
+	if now.Before(at) {
+		at = now
+		if lo := t.mark.At.Add(-maxAhead); at.Before(lo) {
+			at = lo
+		}
+	}
+	return at.Add(-t.overlap)
+}
+
+// tail reads the entries newer than the window (or than where the last scrape stopped at its
+// budget), oldest page first, and counts what it has not counted yet.
+func (t *tracker) tail(ctx context.Context, now time.Time) error {
 	from := t.resume
 	t.resume = ""
-	if from == "" {
-		at := time.UnixMicro(0) // an empty history at the start: everything is new
-		if t.mark != nil {
-			at = t.mark.At.Add(-t.overlap)
-		}
-		from = store.CursorOf(at, false, "", 0).String() // the last place at that microsecond
+	if from == "" { // the last place at the window's microsecond; from 1970 when nothing was seen
+		from = store.CursorOf(t.window(now), false, "", 0).String()
 	}
 	for n := 0; ; {
 		es, err := t.st.History(ctx, store.HistoryQuery{After: from, Limit: tailPage})
@@ -247,11 +265,11 @@ func (t *tracker) read(ctx context.Context, r *run) (a store.Attempt, ok bool, e
 }
 
 // prune forgets the entries counted that the tail will not read again.
-func (t *tracker) prune() {
+func (t *tracker) prune(now time.Time) {
 	if t.mark == nil {
 		return
 	}
-	limit := t.mark.At.Add(-t.overlap)
+	limit := t.window(now)
 	for id, at := range t.seen {
 		if at.Before(limit) {
 			delete(t.seen, id)

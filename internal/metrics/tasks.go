@@ -159,9 +159,9 @@ func (t *tracker) task(name string) *task {
 func (t *tracker) refresh(ctx context.Context, now time.Time) error {
 	var errs []error
 	if !t.started {
-		errs = append(errs, t.bootstrap(ctx))
+		errs = append(errs, t.bootstrap(ctx, now))
 	} else {
-		errs = append(errs, t.tail(ctx))
+		errs = append(errs, t.tail(ctx, now))
 	}
 	leases, lerr := t.st.Leases(ctx)
 	if lerr == nil {
@@ -175,7 +175,7 @@ func (t *tracker) refresh(ctx context.Context, now time.Time) error {
 	if lerr == nil && t.started {
 		errs = append(errs, t.checkRunning(ctx, now))
 	}
-	t.prune()
+	t.prune(now)
 	return errors.Join(errs...)
 }
 
