@@ -200,9 +200,10 @@ func (l *ledger) event(task, slot string, kind store.State) {
 
 func ts(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 
-// seedAttempts writes n succeeded attempts over tasks task-0 … task-(tasks-1), one slot each,
-// straight into the SQLite ledger at path (which the store created): the Ledger API makes two
-// durable commits per attempt, minutes for a history this long.
+// seedAttempts writes n succeeded attempts over tasks task-0 … task-(tasks-1), one slot each, a
+// second apart and ending now, straight into the SQLite ledger at path (which the store created),
+// in one statement: the Ledger API makes two durable commits per attempt, minutes for a history
+// this long.
 func seedAttempts(tb testing.TB, path string, tasks, n int) {
 	tb.Helper()
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
@@ -210,26 +211,11 @@ func seedAttempts(tb testing.TB, path string, tasks, n int) {
 		tb.Fatal(err)
 	}
 	defer db.Close()
-	tx, err := db.Begin()
-	if err != nil {
-		tb.Fatal(err)
-	}
 	base := time.Now().Add(-time.Duration(n) * time.Second).UnixMicro()
-	const batch = 500
-	for i := 0; i < n; i += batch {
-		var vals []string
-		var args []any
-		for j := i; j < min(n, i+batch); j++ {
-			vals = append(vals, "(?, ?, 1, ?, 'succeeded', 'seed', 1, ?, ?, '')")
-			at := base + int64(j)*1e6
-			args = append(args, fmt.Sprintf("task-%d", j%tasks), fmt.Sprintf("s%07d", j), fmt.Sprintf("r%07d", j), at, at+5e5)
-		}
-		if _, err := tx.Exec(`INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at, note)
-			VALUES `+strings.Join(vals, ", "), args...); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
+	if _, err := db.Exec(`INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at, note)
+		WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < ?)
+		SELECT 'task-' || (i % ?), printf('s%07d', i), 1, printf('r%07d', i), 'succeeded', 'seed', 1,
+			? + i * 1000000, ? + i * 1000000 + 500000, '' FROM seq`, n, tasks, base, base); err != nil {
 		tb.Fatal(err)
 	}
 }
