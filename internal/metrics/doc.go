@@ -21,6 +21,11 @@
 // store.HistoryPager); the key-value stores read their whole history for any page, as their
 // docs/stores pages say.
 //
+// The reads are made on the scrape, not by a background poll: the collector has no goroutine to
+// start or stop (New reads nothing, and there is no Close), a store nobody scrapes is not read,
+// and a scrape's cost is bounded anyway (what is new, at most 100,000 entries, and 0.5 s of
+// tasks' first reads). Config.MinInterval makes concurrent or repeated scrapes one read.
+//
 // # Counters start at zero
 //
 // The first scrape does not walk history: it reads the newest 10,000 entries (to find the tasks
