@@ -30,8 +30,9 @@ type Config struct {
 	// what that read found, so that two Prometheus servers (or a retry) cost one read
 	// (default 1s; negative: read on every scrape).
 	MinInterval time.Duration
-	// Timeout bounds the store reads of one scrape (default 10s). A read cut short is
-	// once_store_up 0, and the next scrape goes on from where this one stopped.
+	// Timeout bounds the store reads of one scrape (default 5s: under Prometheus' default
+	// scrape_timeout of 10s, so that a store that hangs is once_store_up 0 rather than a failed
+	// scrape). A read cut short is once_store_up 0; the next scrape goes on from where it stopped.
 	Timeout time.Duration
 }
 
@@ -67,7 +68,7 @@ type JobStats struct {
 const (
 	DefaultMaxTasks    = 10000
 	DefaultMinInterval = time.Second
-	DefaultTimeout     = 10 * time.Second
+	DefaultTimeout     = 5 * time.Second
 )
 
 // Collector is a prometheus.Collector of once's metrics, read from the store (and a daemon's
