@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"io"
 	"math"
 	"net/http/httptest"
@@ -311,5 +313,30 @@ func TestWriterClockAhead(t *testing.T) {
 	for range 2 {
 		want(t, scrape(t, c), map[string]float64{`once_attempts_total{state="succeeded",task="t"}`: 1,
 			`once_events_total{kind="busy",task="t"}`: 1, `once_events_total{kind="busy",task="ahead"}`: 1})
+	}
+}
+
+// hanging is a store whose Leases hangs until its context ends (a server that stopped answering).
+type hanging struct{ store.Store }
+
+func (h hanging) Leases(ctx context.Context) ([]store.Lease, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestStoreHangs: a store that does not answer is once_store_up 0 within Config.Timeout, and the
+// scrape answers.
+func TestStoreHangs(t *testing.T) {
+	st, _ := openStore(t)
+	(&ledger{tb: t, st: st}).run("t", "", store.Succeeded)
+	c := newCollector(t, Config{Store: hanging{st}, Timeout: 200 * time.Millisecond})
+	t0 := time.Now()
+	got := scrape(t, c)
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("scrape took %v with a 200ms timeout", d)
+	}
+	want(t, got, map[string]float64{`once_store_up`: 0, `once_tasks`: 1})
+	if !errors.Is(c.Err(), context.DeadlineExceeded) {
+		t.Errorf("Err() = %v, want the deadline", c.Err())
 	}
 }
