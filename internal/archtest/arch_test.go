@@ -125,6 +125,8 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports %s: stores know nothing of the guard", pkg, dep)
 			case pkg == "jobfile" && dep != "once" && dep != "slot" && dep != "store":
 				t.Errorf("jobfile imports %s: it reads jobs files with once, slot and store only", dep)
+			case pkg == "internal/metrics" && (dep == "once" || dep == "job" || dep == "scheduler" || dep == "lease" || dep == "supervise"):
+				t.Errorf("internal/metrics imports %s: it reads the store, and a daemon's counters through metrics.FleetStats", dep)
 			case pkg == "once" && (dep == "supervise" || dep == "notify"):
 				t.Errorf("once imports %s: the guard knows nothing of processes (package job runs commands)", dep)
 			}

@@ -1,0 +1,152 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/once-run/once/store"
+)
+
+// Config is what the collector reads. Store is required; Fleet is nil without a daemon.
+type Config struct {
+	Store store.Store
+	// Fleet is optional: a running daemon's counters (once daemon --http).
+	Fleet FleetStats
+	// Now is the collector's clock (default time.Now): it paces the reads of the store and bounds
+	// how far ahead of it the tail trusts an entry's date (docs: Long attempts); it never dates
+	// an entry of history (the store's times do).
+	Now func() time.Time
+	// MaxTasks bounds the tasks exported (default 10,000); beyond it, once_tasks_left_out says
+	// how many were left out. It also bounds the daemon's per-job series.
+	MaxTasks int
+	// MinInterval: a scrape within MinInterval of the last read of the store is answered from
+	// what that read found, so that two Prometheus servers (or a retry) cost one read
+	// (default 1s; negative: read on every scrape).
+	MinInterval time.Duration
+	// Timeout bounds the store reads of one scrape (default 5s: under Prometheus' default
+	// scrape_timeout of 10s, so that a store that hangs is once_store_up 0 rather than a failed
+	// scrape). A read cut short is once_store_up 0; the next scrape goes on from where it stopped.
+	Timeout time.Duration
+}
+
+// FleetStats is a running daemon node, as the collector reads it on every scrape.
+type FleetStats interface {
+	// FleetStats is the daemon node's counters (those of scheduler.Stats) and, per job, the
+	// next fire time and the lag of the last fire. It must be cheap: it is called on every scrape.
+	FleetStats() Fleet
+}
+
+// Fleet is a daemon node's counters, filled by the daemon (this package does not import it).
+type Fleet struct {
+	Fired          int64         // slots fired (launched, or handled by the overlap policy)
+	Refused        int64         // fires refused because this node's clock is off
+	Missed         int64         // missed slots this node recorded
+	ReloadFailures int64         // reloads of the jobs file refused
+	ClockOffset    time.Duration // the store's clock minus this node's, last measured
+	ClockOK        bool          // the offset is within the daemon's maximum
+	Jobs           int           // jobs loaded
+	Running        int           // launches in progress on this node
+	PerJob         []JobStats    // one per job; at most MaxTasks are exported (by name)
+}
+
+// JobStats is one job of a daemon node.
+type JobStats struct {
+	Job      string
+	NextFire time.Time     // when its next slot fires; zero when none is scheduled
+	LastFire time.Time     // when it last fired on this node; zero when it has not
+	FireLag  time.Duration // of the last fire: when it was launched minus its slot's fire time
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxTasks    = 10000
+	DefaultMinInterval = time.Second
+	DefaultTimeout     = 5 * time.Second
+)
+
+// Collector is a prometheus.Collector of once's metrics, read from the store (and a daemon's
+// counters). It is safe for concurrent use; scrapes are served one read of the store at a time.
+type Collector struct {
+	c  Config
+	mu sync.Mutex
+	t  *tracker
+	// Of the last read of the store.
+	readAt  time.Time
+	readDur time.Duration
+	readErr error
+}
+
+// New returns a collector of c.Store; it reads nothing before the first scrape.
+func New(c Config) (*Collector, error) {
+	if c.Store == nil {
+		return nil, errors.New("metrics: Config.Store is required")
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.MaxTasks <= 0 {
+		c.MaxTasks = DefaultMaxTasks
+	}
+	if c.MinInterval == 0 {
+		c.MinInterval = DefaultMinInterval
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return &Collector{c: c, t: newTracker(c.Store, c.MaxTasks)}, nil
+}
+
+// Handler serves the collector in Prometheus' text and protobuf formats from a registry of its
+// own, with the Go runtime's and this process's collectors. Mount it at /metrics.
+func (c *Collector) Handler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Describe sends the descriptors of every metric the collector can export.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs {
+		ch <- d
+	}
+}
+
+// Collect reads what is new in the store (at most once per MinInterval) and sends the metrics.
+// A store that fails is once_store_up 0, with the rest from what was read before.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	start := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.c.Now()
+	if c.readAt.IsZero() || c.c.MinInterval < 0 || now.Sub(c.readAt) >= c.c.MinInterval {
+		ctx, cancel := context.WithTimeout(context.Background(), c.c.Timeout)
+		c.readErr = c.t.refresh(ctx, now)
+		cancel()
+		c.readAt, c.readDur = now, time.Since(start)
+	}
+	c.collectTasks(ch)
+	if c.c.Fleet != nil {
+		collectFleet(ch, c.c.Fleet.FleetStats(), c.c.MaxTasks)
+	}
+	up := 1.0
+	if c.readErr != nil {
+		up = 0
+	}
+	ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(descReadDuration, prometheus.GaugeValue, c.readDur.Seconds())
+	ch <- prometheus.MustNewConstMetric(descScrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds())
+}
+
+// Err is the error of the last read of the store (nil when it worked), for a server's log.
+func (c *Collector) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.readErr
+}
