@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/once-run/once/internal/metrics"
 	"github.com/once-run/once/internal/sdnotify"
 	"github.com/once-run/once/job"
 	"github.com/once-run/once/jobfile"
@@ -209,7 +210,7 @@ func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 	job.Adopt(log)
 	f.current.Store(&jobs)
 	if f.http.listen != "" {
-		stopWeb, err := a.daemonWeb(ctx, s, dsn, f, log)
+		stopWeb, err := a.daemonWeb(ctx, s, dsn, f, fleetStats{sch}, log)
 		if err != nil {
 			return err
 		}
@@ -220,7 +221,7 @@ func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 
 // daemonWeb starts once serve's handler inside the daemon (--http) and returns what stops it:
 // the dashboard shows the jobs running now, and the listener is checked before any job runs.
-func (a *app) daemonWeb(ctx context.Context, s store.Store, dsn string, f *daemonFlags, log *slog.Logger) (func(), error) {
+func (a *app) daemonWeb(ctx context.Context, s store.Store, dsn string, f *daemonFlags, fleet metrics.FleetStats, log *slog.Logger) (func(), error) {
 	tok, err := f.http.token()
 	if err != nil {
 		return nil, err
@@ -234,7 +235,7 @@ func (a *app) daemonWeb(ctx context.Context, s store.Store, dsn string, f *daemo
 	go func() {
 		defer close(done)
 		jobs := func() []scheduler.Job { return *f.current.Load() }
-		if err := a.runWeb(wctx, s, dsn, tok, jobs, nil, ln, &f.http, log); err != nil {
+		if err := a.runWeb(wctx, s, dsn, tok, jobs, fleet, ln, &f.http, log); err != nil {
 			log.Error("the dashboard stopped; the jobs keep running", "err", err)
 		}
 	}()

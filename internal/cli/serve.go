@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/once-run/once/internal/metrics"
 	"github.com/once-run/once/internal/web"
 	"github.com/once-run/once/scheduler"
 	"github.com/once-run/once/store"
@@ -117,8 +117,21 @@ daemon's jobs with their next fire times and lets a person pause, resume or trig
 	return c
 }
 
+// fleetStats gives a daemon's counters to the metrics (once daemon --http).
+type fleetStats struct{ sch *scheduler.Scheduler }
+
+func (f fleetStats) FleetStats() metrics.Fleet {
+	st := f.sch.Stats()
+	out := metrics.Fleet{Fired: st.Fired, Refused: st.Refused, Missed: st.Missed, ReloadFailures: st.ReloadFailures,
+		ClockOffset: st.ClockOffset, ClockOK: st.ClockOK, Jobs: st.Jobs, Running: st.Running}
+	for _, j := range st.PerJob {
+		out.PerJob = append(out.PerJob, metrics.JobStats{Job: j.Name, NextFire: j.Next, LastFire: j.LastFire, FireLag: j.LastLag})
+	}
+	return out
+}
+
 // serve runs once serve until SIGTERM or SIGINT.
-func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.Job, metrics http.Handler) error {
+func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.Job, fleet metrics.FleetStats) error {
 	if a.logLevel == "" && a.verbose == 0 && os.Getenv("ONCE_LOG_LEVEL") == "" {
 		a.logLevel = "info"
 	}
@@ -141,12 +154,17 @@ func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.J
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return a.runWeb(ctx, s, dsn, tok, jobs, metrics, ln, h, log)
+	return a.runWeb(ctx, s, dsn, tok, jobs, fleet, ln, h, log)
 }
 
 // runWeb serves the dashboard, the API and the metrics on ln until ctx ends.
-func (a *app) runWeb(ctx context.Context, s store.Store, dsn, tok string, jobs func() []scheduler.Job, metrics http.Handler, ln net.Listener, h *httpFlags, log *slog.Logger) error {
-	srv, err := web.New(web.Config{Store: s, DSN: dsn, Token: tok, Jobs: jobs, Metrics: metrics, Log: log, Version: version()})
+func (a *app) runWeb(ctx context.Context, s store.Store, dsn, tok string, jobs func() []scheduler.Job, fleet metrics.FleetStats, ln net.Listener, h *httpFlags, log *slog.Logger) error {
+	col, err := metrics.New(metrics.Config{Store: s, Fleet: fleet})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv, err := web.New(web.Config{Store: s, DSN: dsn, Token: tok, Jobs: jobs, Metrics: col.Handler(), Log: log, Version: version()})
 	if err != nil {
 		ln.Close()
 		return err
