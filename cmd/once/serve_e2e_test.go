@@ -147,6 +147,20 @@ command = ["/usr/local/bin/backup", "--full"]
 	}
 	base := startServe(t, e, "--listen", "127.0.0.1:0", "--token-file", tokenFile, "--jobs", jobs)
 	ph.done("once serve: up (/healthz)")
+	// /metrics of the same server: the seeded tasks, the store up, and no password or DSN in it.
+	if resp, err := http.Get(base + "/metrics"); err != nil {
+		t.Fatal(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := string(body)
+		if resp.StatusCode != 200 || !strings.Contains(m, "once_store_up 1") || !strings.Contains(m, `once_task_last_success_timestamp_seconds{task="`) {
+			t.Fatalf("/metrics: %d\n%.2000s", resp.StatusCode, m)
+		}
+		if strings.Contains(m, "sqlite://") || strings.Contains(m, token) {
+			t.Fatal("/metrics shows the DSN or the token")
+		}
+	}
 
 	// A job reporting its progress while the browser watches /leases.
 	prog := seed.cmd(context.Background(), "run", "--task", "reindex-search", "--holder", "web-2", "--slot", "2026-05-01", "--", "sh", "-c",
