@@ -143,6 +143,9 @@ func (r *Run) LostErr() error { return r.lease.Err() }
 // before the store can grant the lease to another holder.
 func (r *Run) StopBy() time.Time { return r.lease.Deadline().Add(-r.lease.TTL() / 6) }
 
+// TTL is the time-to-live the run's lease is renewed with.
+func (r *Run) TTL() time.Duration { return r.lease.TTL() }
+
 // Env returns the ONCE_* variables for a command run as this attempt (all but ONCE_STORE, which
 // only the caller knows).
 func (r *Run) Env() []string {

@@ -70,7 +70,7 @@ func (r *Runner) supervise(run *once.Run) (int, error) {
 	if pr == nil {
 		return 0, errors.New("the command was not prepared")
 	}
-	p, err := pr.Start()
+	p, err := pr.StartFenced(run.StopBy())
 	if err != nil {
 		return r.startFailed(err)
 	}
@@ -79,6 +79,8 @@ func (r *Runner) supervise(run *once.Run) (int, error) {
 	if v := r.gotSig.Load(); v != nil { // a signal that arrived while starting
 		p.Stop(v.(syscall.Signal), r.j.Grace)
 	}
+	stopFence := fence(p, run)
+	defer stopFence()
 	select {
 	case <-p.Done():
 	case <-run.Lost():
@@ -93,7 +95,39 @@ func (r *Runner) supervise(run *once.Run) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if p.Fenced() {
+		r.log.Error("the supervision shim killed the command at the lease's stop-by instant: once itself was not running (frozen or starved) to renew the lease or stop it",
+			"task", run.Task, "run_id", run.RunID, "token", run.Token)
+	}
 	return ex.Code, nil
+}
+
+// fence keeps the shim's fence (supervise.Process.Fence) at the run's stop-by instant, moving it
+// after each renewal: if this process stops running — frozen, starved — the shim kills the command
+// by the time another holder could be granted the lease. It returns what stops it.
+func fence(p *supervise.Process, run *once.Run) func() {
+	every := min(max(run.TTL()/12, 20*time.Millisecond), time.Second)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		var last time.Time
+		for {
+			if by := run.StopBy(); !by.Equal(last) && p.Fence(by) == nil {
+				last = by
+			}
+			select {
+			case <-done:
+				return
+			case <-p.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 // startFailed: the command was checked before the attempt was recorded; it can still fail to

@@ -28,6 +28,11 @@ type Process struct {
 	timer    *time.Timer
 	leftover int // processes a kill could not end
 
+	// control is the shim's control pipe after the go-ahead: Fence writes to it (fence_linux.go);
+	// nil without a shim, and once the run is over.
+	control *os.File
+	fenced  bool // the shim killed the run at its fence (it reported "fenced")
+
 	// Set before done is closed.
 	exit Exit
 	err  error

@@ -146,13 +146,28 @@ func (pr *Prepared) startShim() error {
 }
 
 // Start runs the prepared command and returns once it has started (or failed to exec).
-func (pr *Prepared) Start() (*Process, error) {
+func (pr *Prepared) Start() (*Process, error) { return pr.StartFenced(time.Time{}) }
+
+// StartFenced is Start with the shim's fence set at until (Process.Fence) before the command
+// starts: the go-ahead and the fence go to the shim in one write, so a once frozen right after it
+// cannot leave the command unfenced. A zero until sets no fence.
+func (pr *Prepared) StartFenced(until time.Time) (*Process, error) {
 	if pr.control == nil {
 		return pr.startDirect()
 	}
 	p, st := pr.p, pr.st
-	_, werr := pr.control.Write([]byte{'g'})
-	pr.control.Close()
+	msg := []byte{'g'}
+	if !until.IsZero() {
+		msg = append(msg, fenceLine(until)...)
+	}
+	_, werr := pr.control.Write(msg)
+	if werr == nil {
+		p.mu.Lock()
+		p.control = pr.control // for Fence, until the run is over
+		p.mu.Unlock()
+	} else {
+		pr.control.Close()
+	}
 	timeout := time.NewTimer(handshakeTimeout)
 	defer timeout.Stop()
 	if werr == nil {
@@ -236,6 +251,7 @@ type shimStatus struct {
 	eof     chan struct{}   // closed when the pipe is closed; exit and left are set before
 	exit    *syscall.WaitStatus
 	left    int
+	fenced  bool // the shim killed the run at its fence
 }
 
 type shimReport struct {
@@ -273,6 +289,8 @@ func (s *shimStatus) read(r io.ReadCloser) {
 			if n, err := strconv.Atoi(rest); err == nil && n > 0 {
 				s.left = n
 			}
+		case "fenced":
+			s.fenced = true
 		case "pid", "err":
 			if started || !ready {
 				continue
@@ -318,7 +336,11 @@ func (p *Process) wait(c *exec.Cmd, st *shimStatus) {
 			p.exit = exitFromStatus(*st.exit)
 		}
 		left = max(left, st.left)
+		p.mu.Lock()
+		p.fenced = st.fenced
+		p.mu.Unlock()
 	}
+	p.closeControl()
 	// Whatever the shim could not kill, or left behind when it was killed by someone else, was
 	// re-parented to this process if it is a subreaper: kill it now, before the run is reported over.
 	left = max(left, sweepAdopted())

@@ -29,6 +29,9 @@ func Prepare(cfg Config) (*Prepared, error) {
 // Cancel ends a prepared command that will not be started.
 func (pr *Prepared) Cancel() {}
 
+// StartFenced is Start: there is no shim to keep a fence outside Linux.
+func (pr *Prepared) StartFenced(time.Time) (*Process, error) { return pr.Start() }
+
 // Start runs the prepared command.
 func (pr *Prepared) Start() (*Process, error) {
 	cfg := pr.cfg

@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -16,7 +18,7 @@ import (
 )
 
 // shimMarker starts the shim's own arguments: MARKER PARENT_PID PATH ARGV...
-const shimMarker = "once-shim-v2"
+const shimMarker = "once-shim-v3"
 
 // Timings of the shim's cleanup.
 const (
@@ -71,6 +73,7 @@ type shimProc struct {
 	status, control *os.File
 	sigs            chan os.Signal
 	tick            *time.Ticker
+	fences          chan time.Duration // the fence's instants once sends (CLOCK_BOOTTIME), fence_linux.go
 }
 
 // newShim reads the shim's arguments and sets the process up: pipes, subreaper, signals. With a nil
@@ -134,8 +137,27 @@ func (sh *shimProc) waitGoAhead() (bool, int) {
 			return false, 1
 		}
 	}
-	sh.control.Close()
+	sh.fences = make(chan time.Duration, 1)
+	go readFences(sh.control, sh.fences)
 	return true, 0
+}
+
+// readFences passes on each fence once sends ("f NANOS" lines), the latest only, until the pipe
+// closes.
+func readFences(r *os.File, out chan time.Duration) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		v, ok := strings.CutPrefix(sc.Text(), "f ")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil || n <= 0 {
+			continue
+		}
+		select {
+		case <-out: // drop a fence not yet taken: the new one replaces it
+		default:
+		}
+		out <- time.Duration(n)
+	}
 }
 
 // start starts the command as the shim's child, and returns the channel that gets its wait status.
@@ -180,8 +202,16 @@ func (sh *shimProc) start() (<-chan syscall.WaitStatus, error) {
 // wait waits for the command to exit, cleans up the rest of the run and returns the command's status
 // as the shim's; if once dies first, it kills the whole run, the shim included.
 func (sh *shimProc) wait(exited <-chan syscall.WaitStatus) int {
+	var fence time.Duration // CLOCK_BOOTTIME; 0: none yet
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
+		case f := <-sh.fences:
+			fence = f
+			timer.Reset(max(f-bootNow(), 0))
+		case <-timer.C:
 		case ws := <-exited:
 			sh.report("exit %d", uint32(ws))
 			if left := cleanup(sh.self, syscall.SIGTERM, stragglerGrace); left > 0 {
@@ -196,6 +226,16 @@ func (sh *shimProc) wait(exited <-chan syscall.WaitStatus) int {
 		if os.Getppid() != sh.ppid {
 			parentDied(sh.self)
 			return 137
+		}
+		if fence > 0 && bootNow() >= fence {
+			// once did not move the fence in time: it is frozen or starved, and its lease may be
+			// another holder's now. Kill the whole run at once, and say so.
+			sh.report("fenced")
+			cleanup(sh.self, syscall.SIGKILL, 0)
+			ws := syscall.WaitStatus(syscall.SIGKILL)
+			sh.report("exit %d", uint32(ws))
+			sh.status.Close()
+			return exitLike(ws)
 		}
 	}
 }
