@@ -171,10 +171,7 @@ func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 			return err
 		}
 	}
-	if a.logLevel == "" && a.verbose == 0 && os.Getenv("ONCE_LOG_LEVEL") == "" {
-		a.logLevel = "info" // a service: its log is its record, terminal or not
-	}
-	log, err := a.logger()
+	log, err := a.serviceLogger()
 	if err != nil {
 		return err
 	}

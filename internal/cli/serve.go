@@ -117,6 +117,15 @@ daemon's jobs with their next fire times and lets a person pause, resume or trig
 	return c
 }
 
+// serviceLogger is the logger of a service (once daemon, once serve): at info unless told
+// otherwise, terminal or not, since its log is its record.
+func (a *app) serviceLogger() (*slog.Logger, error) {
+	if a.logLevel == "" && a.verbose == 0 && os.Getenv("ONCE_LOG_LEVEL") == "" {
+		a.logLevel = "info"
+	}
+	return a.logger()
+}
+
 // fleetStats gives a daemon's counters to the metrics (once daemon --http).
 type fleetStats struct{ sch *scheduler.Scheduler }
 
@@ -132,10 +141,7 @@ func (f fleetStats) FleetStats() metrics.Fleet {
 
 // serve runs once serve until SIGTERM or SIGINT.
 func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.Job, fleet metrics.FleetStats) error {
-	if a.logLevel == "" && a.verbose == 0 && os.Getenv("ONCE_LOG_LEVEL") == "" {
-		a.logLevel = "info"
-	}
-	log, err := a.logger()
+	log, err := a.serviceLogger()
 	if err != nil {
 		return err
 	}

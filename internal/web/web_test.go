@@ -87,6 +87,13 @@ func (sd *seeded) server(tok string) (*Server, *httptest.Server) {
 func get(t *testing.T, ts *httptest.Server, path string, hdr ...string) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", ts.URL+path, nil)
+	return do(t, req, hdr)
+}
+
+// do sends req with the headers hdr (name, value, …; "Host" sets the request's host) without
+// following redirects, and returns the answer and its body.
+func do(t *testing.T, req *http.Request, hdr []string) (*http.Response, string) {
+	t.Helper()
 	for i := 0; i+1 < len(hdr); i += 2 {
 		if hdr[i] == "Host" {
 			req.Host = hdr[i+1]
@@ -153,17 +160,7 @@ func post(t *testing.T, ts *httptest.Server, path, ctype, body string, hdr ...st
 	t.Helper()
 	req, _ := http.NewRequest("POST", ts.URL+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", ctype)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return do(t, req, hdr)
 }
 
 // waiting seeds a slot whose last attempt is unknown (its holder vanished, a later holder took
