@@ -1,11 +1,9 @@
 package web
 
 import (
-	"bytes"
 	"embed"
 	"fmt"
-	"html/template"
-	"io/fs"
+	"html"
 	"net/http"
 	"strings"
 	"time"
@@ -13,38 +11,8 @@ import (
 	"github.com/once-run/once/store"
 )
 
-//go:embed templates/*.html
-var templateFS embed.FS
-
 //go:embed static
 var staticFS embed.FS
-
-// pages are the dashboard's templates, each the layout with one page's "content".
-var pages = func() map[string]*template.Template {
-	funcs := template.FuncMap{
-		"when":     when,
-		"dur":      func(a store.Attempt) string { return attemptDur(a) },
-		"pct":      func(done, total float64) string { return fmt.Sprintf("%.0f", 100*done/total) },
-		"dash":     func(s string) string { return orDash(s) },
-		"add":      func(a, b int) int { return a + b },
-		"sparks":   sparkline,
-		"join":     strings.Join,
-		"contains": strings.Contains,
-	}
-	out := map[string]*template.Template{}
-	names, err := fs.Glob(templateFS, "templates/*.html")
-	if err != nil {
-		panic(err)
-	}
-	for _, n := range names {
-		if n == "templates/layout.html" {
-			continue
-		}
-		t := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n))
-		out[strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")] = t
-	}
-	return out
-}()
 
 // view is what every page's template gets.
 type view struct {
@@ -84,17 +52,13 @@ func (v view) T(k string) string { return v.tr(k) }
 // S is an attempt's state or an event's kind in the page's language.
 func (v view) S(st store.State) string { return v.tr("state_" + string(st)) }
 
-func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
-	v := s.view(w, r, page, data)
-	var b bytes.Buffer
-	if err := pages[page].Execute(&b, v); err != nil {
-		s.c.Log.Error("page failed", "page", page, "err", err)
-		http.Error(w, "the page could not be drawn: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	v := s.view(w, r, name, data)
+	var pg page
+	layout(&pg, v, pageFuncs[name])
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(b.Bytes())
+	_, _ = w.Write(pg.b.Bytes())
 }
 
 // fail shows an error page: one line saying what was wrong.
@@ -111,7 +75,7 @@ func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) {
 
 // when is a time as a page shows it: a <time> element with the instant, its text in UTC (app.js
 // rewrites it in the reader's zone when they chose local).
-func when(t any) template.HTML {
+func when(t any) safe {
 	var tm time.Time
 	switch v := t.(type) {
 	case time.Time:
@@ -128,7 +92,7 @@ func when(t any) template.HTML {
 		return "-"
 	}
 	u := tm.UTC()
-	return template.HTML(fmt.Sprintf(`<time datetime="%s">%s</time>`, u.Format(time.RFC3339Nano), u.Format("2006-01-02 15:04:05Z")))
+	return safe(fmt.Sprintf(`<time datetime="%s">%s</time>`, u.Format(time.RFC3339Nano), u.Format("2006-01-02 15:04:05Z")))
 }
 
 func attemptDur(a store.Attempt) string {
@@ -146,7 +110,7 @@ func orDash(s string) string {
 }
 
 // sparkline draws durations as an inline SVG polyline (server-side: no script, no CDN).
-func sparkline(ds []float64) template.HTML {
+func sparkline(ds []float64) safe {
 	if len(ds) < 2 {
 		return ""
 	}
@@ -162,8 +126,8 @@ func sparkline(ds []float64) template.HTML {
 	for i, d := range ds {
 		pts[i] = fmt.Sprintf("%.1f,%.1f", float64(i)*w/float64(len(ds)-1), h-1-(h-2)*d/max)
 	}
-	return template.HTML(fmt.Sprintf(`<svg class="spark" width="%.0f" height="%.0f" role="img" aria-label="%s"><polyline points="%s"/></svg>`,
-		w, h, template.HTMLEscapeString(fmt.Sprintf("%.1fs … %.1fs", ds[0], ds[len(ds)-1])), strings.Join(pts, " ")))
+	return safe(fmt.Sprintf(`<svg class="spark" width="%.0f" height="%.0f" role="img" aria-label="%s"><polyline points="%s"/></svg>`,
+		w, h, html.EscapeString(fmt.Sprintf("%.1fs … %.1fs", ds[0], ds[len(ds)-1])), strings.Join(pts, " ")))
 }
 
 func maxf(a, b float64) float64 {
