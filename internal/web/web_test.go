@@ -416,3 +416,28 @@ func TestLeasesShowProgress(t *testing.T) {
 		t.Fatal("the overview does not show the task running")
 	}
 }
+
+// TestHostileTextIsEscaped: holders, notes and slots are people's and programs' text; none of it
+// becomes markup on any page.
+func TestHostileTextIsEscaped(t *testing.T) {
+	sd := newSeeded(t)
+	const evil = `"><script>alert(1)</script><img src=x onerror=alert(2)>`
+	a := sd.run("t", "s1", evil, store.Running)
+	if err := sd.s.Report(context.Background(), a.RunID, a.Token, store.Report{Note: evil, Progress: evil, Checkpoint: evil}); err != nil {
+		t.Fatal(err)
+	}
+	sd.waiting("w", "s2")
+	if err := sd.s.Record(context.Background(), store.Event{Task: "w", Slot: "s2", Kind: store.Busy, Holder: evil, Note: evil}); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := sd.server(testToken)
+	for _, p := range []string{"/", "/timeline", "/review", "/leases", "/slot?task=t&slot=s1", "/slot?task=w&slot=s2", "/?after=" + url.QueryEscape(evil), "/login?next=" + url.QueryEscape(evil)} {
+		_, body := get(t, ts, p)
+		if strings.Contains(body, "<script>alert") || strings.Contains(body, "<img src=x") {
+			t.Errorf("%s: hostile text became markup", p)
+		}
+	}
+	if _, body := get(t, ts, "/slot?task=t&slot=s1"); !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Error("the slot page does not show the hostile holder as text")
+	}
+}
