@@ -1,6 +1,17 @@
 package main
 
 // End-to-end tests: they build the real binary and run it as cron, systemd or a person would.
+//
+// A test calls t.Parallel when it mostly waits (for leases to expire, grace, the processes it
+// starts) and none of these holds; the others run first, one at a time, before any parallel one
+// starts (docs/testing.md):
+//   - it checks a time: a bound on how long something took, a kill -9 or lease window, launches
+//     that must overlap a short command, a daemon's slots;
+//   - it loads the machine: bursts, volumes (atVolume), a backfill that spins for seconds;
+//   - it changes what the process shares: environment variables (t.Setenv), the working
+//     directory, fixed ports or files.
+//
+// Each test has its own ONCE_HOME (newEnv) and, on a shared server, its own prefix (isolated).
 
 import (
 	"bytes"
@@ -182,6 +193,7 @@ func TestEightConcurrentRunsOneExecutes(t *testing.T) {
 }
 
 func TestSlotRunsOnceAndFailedSlotRetries(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	r := e.run("run", "--task", "daily", "--slot", "batch-7", "--", "sh", "-c", "echo x >> "+marker)
@@ -224,6 +236,7 @@ func TestSlotRunsOnceAndFailedSlotRetries(t *testing.T) {
 // TestSecondsAndEverySchedules: --schedule takes a leading seconds field and "@every D"; the slot
 // is the fire time to the second, and a second run in the same slot is skipped.
 func TestSecondsAndEverySchedules(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, c := range []struct{ task, sched string }{{"sec", "0 0 0 * * *"}, {"every", "@every 24h"}} {
 		out := filepath.Join(t.TempDir(), "slot")
@@ -246,6 +259,7 @@ func TestSecondsAndEverySchedules(t *testing.T) {
 }
 
 func TestMaxAttemptsNeedsReview(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := 1; i <= 2; i++ {
 		if r := e.run("run", "--task", "t", "--slot", "s", "--max-attempts", "2", "--", "false"); r.code != 1 {
@@ -360,6 +374,7 @@ func TestKill9OfOnceTakesCommandAndSlotNeedsReview(t *testing.T) {
 }
 
 func TestOnUnknownRerun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	c, _ := startOnce(t, e, t.TempDir(), "--task", "rr", "--slot", "s", "--ttl", "1s")
 	c.Process.Signal(syscall.SIGKILL)
@@ -411,6 +426,7 @@ func TestSIGTERMForwardedThenKillAfterGrace(t *testing.T) {
 }
 
 func TestBadInputExits64AndRunsNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	cmd := []string{"--", "sh", "-c", "echo x > " + marker}
@@ -450,6 +466,7 @@ func TestBadInputExits64AndRunsNothing(t *testing.T) {
 }
 
 func TestCorruptStoreExits69(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	db := filepath.Join(t.TempDir(), "bad.db")
@@ -464,6 +481,7 @@ func TestCorruptStoreExits69(t *testing.T) {
 }
 
 func TestReportShownByHistoryAndCheckpointHandedOn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	out := filepath.Join(t.TempDir(), "cp")
 	r := e.run("run", "--task", "rep", "--slot", "s", "--", "sh", "-c",
@@ -488,6 +506,7 @@ func TestReportShownByHistoryAndCheckpointHandedOn(t *testing.T) {
 }
 
 func TestJSONLogLines(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.run("run", "--task", "j", "--log-format", "json", "-v", "--", "true")
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
@@ -508,6 +527,7 @@ func TestJSONLogLines(t *testing.T) {
 }
 
 func TestCommandNotFound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("run", "--task", "nf", "--", "no-such-command-xyz"); r.code != 127 {
 		t.Fatalf("exit %d, want 127: %s", r.code, r.stderr)
@@ -515,6 +535,7 @@ func TestCommandNotFound(t *testing.T) {
 }
 
 func TestSignalExitPassThrough(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("run", "--task", "sig", "--", "sh", "-c", "kill -USR1 $$"); r.code != 128+int(syscall.SIGUSR1) {
 		t.Fatalf("exit %d, want %d", r.code, 128+int(syscall.SIGUSR1))
