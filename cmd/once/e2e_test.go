@@ -18,6 +18,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,7 +44,19 @@ var bin string
 // docs/testing.md.
 var volumeBin string
 
+// parallel is -parallel for this package when the command line gives none (go test's default is
+// GOMAXPROCS, 2 on the test machine): the parallel tests mostly wait, and at 4 they keep about
+// one core busy between them (docs/testing.md). It also lets four of the subtests that run a case
+// on every store at once (TestStoresKill9TakeoverAfterTTL, …) run together instead of two.
+const parallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(parallel))
+	}
 	dir, err := os.MkdirTemp("", "once-e2e-bin")
 	if err != nil {
 		panic(err)
