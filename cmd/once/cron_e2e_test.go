@@ -28,6 +28,7 @@ const debianCron = "/usr/sbin/cron"
 // them as it starts, exactly as it runs a `* * * * *` line at the next minute (same job
 // environment, same mailer), so the test takes seconds instead of up to a minute.
 func TestUnderDebianCron(t *testing.T) {
+	t.Parallel()
 	required := os.Getenv("ONCE_TEST_REQUIRE") == "all" || strings.Contains(os.Getenv("ONCE_TEST_REQUIRE"), "cron")
 	if os.Geteuid() != 0 {
 		t.Skip("runs Debian's cron daemon in a private mount namespace: needs root")

@@ -21,7 +21,9 @@ import (
 // acrossStores runs fn on every store at once, each as a subtest: the daemon tests mostly wait
 // for slots to come, so they run side by side whatever go test's -parallel. The tests that use it
 // do not call t.Parallel: a dozen daemons per store at once is load enough for a 2-core machine
-// whose other packages measure timings.
+// whose other packages measure timings. And what they check is timed: the fleet's job (0.5 s,
+// every 2 s, overlap = skip) run alongside the package's parallel tests started a second late and
+// took 1.3 s, so the next slot was skipped on four stores at once (docs/testing.md).
 func acrossStores(t *testing.T, fn func(t *testing.T, b backend)) {
 	var wg sync.WaitGroup
 	for _, b := range backends(t) {

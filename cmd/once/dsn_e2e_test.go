@@ -57,6 +57,7 @@ func checkRefused(t *testing.T, r result, what, secret, marker string) {
 // store, and runs nothing. Team A's and team B's malformed prefixes used to fall back to the
 // default prefix, so team B's job was skipped as "already succeeded".
 func TestDSNStrictOnEveryStore(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
@@ -93,6 +94,7 @@ func TestDSNStrictOnEveryStore(t *testing.T) {
 // Item 3 (environment): ONCE_STORE or ONCE_STORE_PASSWORD_FILE set but empty is refused, not taken
 // as unset: an unset $DSN in a crontab would otherwise move the job to the local SQLite file.
 func TestEmptyStoreEnvironment(t *testing.T) {
+	t.Parallel()
 	marker := filepath.Join(t.TempDir(), "ran")
 	for _, v := range []struct{ kv, want string }{
 		{"ONCE_STORE=", "ONCE_STORE is set but empty: unset it to use the embedded store, or give a DSN"},
@@ -111,6 +113,7 @@ func TestEmptyStoreEnvironment(t *testing.T) {
 // Item 7: errors never show a password, whatever form the DSN takes, and never garble the message
 // by replacing the password in free text; webhook paths and ping UUIDs are not logged.
 func TestPasswordNeverShown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	const pw = "s3cr3tpw"
@@ -222,6 +225,7 @@ func treeArgs(pid int) []string {
 // others can read, a symbolic link, someone else's file, an empty file, a DSN that has a password
 // already, a store that takes none.
 func TestStorePasswordFile(t *testing.T) {
+	t.Parallel()
 	type target struct{ name, dsn, pw string }
 	var targets []target
 	for _, env := range []string{"ONCE_TEST_POSTGRES", "ONCE_TEST_MYSQL"} {
@@ -373,6 +377,7 @@ func privateRedis(t *testing.T, extra ...string) (addr, password string, ok bool
 // Item 12: with --log-format json every line once writes on stderr is JSON, the store's warning
 // included, and doctor reports that warning once.
 func TestOneLogger(t *testing.T) {
+	t.Parallel()
 	addr, _, ok := privateRedis(t)
 	if !ok {
 		t.Skip("redis-server not installed")

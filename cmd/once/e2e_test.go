@@ -1,12 +1,24 @@
 package main
 
 // End-to-end tests: they build the real binary and run it as cron, systemd or a person would.
+//
+// A test calls t.Parallel when it mostly waits (for leases to expire, grace, the processes it
+// starts) and none of these holds; the others run first, one at a time, before any parallel one
+// starts (docs/testing.md):
+//   - it checks a time: a bound on how long something took, a kill -9 or lease window, launches
+//     that must overlap a short command, a daemon's slots;
+//   - it loads the machine: bursts, volumes (atVolume), a backfill that spins for seconds;
+//   - it changes what the process shares: environment variables (t.Setenv), the working
+//     directory, fixed ports or files.
+//
+// Each test has its own ONCE_HOME (newEnv) and, on a shared server, its own prefix (isolated).
 
 import (
 	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,7 +44,19 @@ var bin string
 // docs/testing.md.
 var volumeBin string
 
+// parallel is -parallel for this package when the command line gives none (go test's default is
+// GOMAXPROCS, 2 on the test machine): the parallel tests mostly wait, and at 4 they keep about
+// one core busy between them (docs/testing.md). It also lets four of the subtests that run a case
+// on every store at once (TestStoresKill9TakeoverAfterTTL, …) run together instead of two.
+const parallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(parallel))
+	}
 	dir, err := os.MkdirTemp("", "once-e2e-bin")
 	if err != nil {
 		panic(err)
@@ -70,8 +94,17 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
-	return &env{t: t, home: home, vars: []string{"ONCE_HOME=" + home, "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, bin: bin}
+	return &env{t: t, home: home, vars: []string{"ONCE_HOME=" + home, "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), noExitSleep}, bin: bin}
 }
+
+// noExitSleep is in the environment of every process the tests start. A race-built process that
+// exits 0 first sleeps GORACE's atexit_sleep_ms, 1 s by default, and `once run` is two of them
+// (once and its supervision shim): 2.2 s a run instead of 0.3 s, most of this package's time.
+// Nothing is lost: after the sleep the race runtime waits for the reports under way, and every
+// race between accesses made before the exit is reported at the second access; the sleep only
+// lets goroutines run on past the exit, which a build without -race never does. The race
+// runtime's exit status (66 after a report) is unchanged. Without -race GORACE is not read.
+const noExitSleep = "GORACE=atexit_sleep_ms=0"
 
 // atVolume makes e run volumeBin, for a test of hundreds of processes or 100,000 keys, or a story
 // of many processes each of whose code paths a race-built test runs too; a PATH entry for bin's
@@ -173,6 +206,7 @@ func TestEightConcurrentRunsOneExecutes(t *testing.T) {
 }
 
 func TestSlotRunsOnceAndFailedSlotRetries(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	r := e.run("run", "--task", "daily", "--slot", "batch-7", "--", "sh", "-c", "echo x >> "+marker)
@@ -215,6 +249,7 @@ func TestSlotRunsOnceAndFailedSlotRetries(t *testing.T) {
 // TestSecondsAndEverySchedules: --schedule takes a leading seconds field and "@every D"; the slot
 // is the fire time to the second, and a second run in the same slot is skipped.
 func TestSecondsAndEverySchedules(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, c := range []struct{ task, sched string }{{"sec", "0 0 0 * * *"}, {"every", "@every 24h"}} {
 		out := filepath.Join(t.TempDir(), "slot")
@@ -237,6 +272,7 @@ func TestSecondsAndEverySchedules(t *testing.T) {
 }
 
 func TestMaxAttemptsNeedsReview(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := 1; i <= 2; i++ {
 		if r := e.run("run", "--task", "t", "--slot", "s", "--max-attempts", "2", "--", "false"); r.code != 1 {
@@ -351,6 +387,7 @@ func TestKill9OfOnceTakesCommandAndSlotNeedsReview(t *testing.T) {
 }
 
 func TestOnUnknownRerun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	c, _ := startOnce(t, e, t.TempDir(), "--task", "rr", "--slot", "s", "--ttl", "1s")
 	c.Process.Signal(syscall.SIGKILL)
@@ -402,6 +439,7 @@ func TestSIGTERMForwardedThenKillAfterGrace(t *testing.T) {
 }
 
 func TestBadInputExits64AndRunsNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	cmd := []string{"--", "sh", "-c", "echo x > " + marker}
@@ -441,6 +479,7 @@ func TestBadInputExits64AndRunsNothing(t *testing.T) {
 }
 
 func TestCorruptStoreExits69(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	db := filepath.Join(t.TempDir(), "bad.db")
@@ -455,6 +494,7 @@ func TestCorruptStoreExits69(t *testing.T) {
 }
 
 func TestReportShownByHistoryAndCheckpointHandedOn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	out := filepath.Join(t.TempDir(), "cp")
 	r := e.run("run", "--task", "rep", "--slot", "s", "--", "sh", "-c",
@@ -479,6 +519,7 @@ func TestReportShownByHistoryAndCheckpointHandedOn(t *testing.T) {
 }
 
 func TestJSONLogLines(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.run("run", "--task", "j", "--log-format", "json", "-v", "--", "true")
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
@@ -499,6 +540,7 @@ func TestJSONLogLines(t *testing.T) {
 }
 
 func TestCommandNotFound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("run", "--task", "nf", "--", "no-such-command-xyz"); r.code != 127 {
 		t.Fatalf("exit %d, want 127: %s", r.code, r.stderr)
@@ -506,6 +548,7 @@ func TestCommandNotFound(t *testing.T) {
 }
 
 func TestSignalExitPassThrough(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("run", "--task", "sig", "--", "sh", "-c", "kill -USR1 $$"); r.code != 128+int(syscall.SIGUSR1) {
 		t.Fatalf("exit %d, want %d", r.code, 128+int(syscall.SIGUSR1))

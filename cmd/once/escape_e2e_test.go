@@ -106,6 +106,7 @@ func exitOf(err error) int {
 // Every stop path through a signal to once, and the command exiting by itself: when once exits, no
 // process of the run is alive, and the attempt is recorded with once's exit status.
 func TestEscapersDeadWhenOnceExits(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		pre, post  string
@@ -125,6 +126,7 @@ func TestEscapersDeadWhenOnceExits(t *testing.T) {
 		{"kills-its-group", "", "sleep 0.2; kill -9 0; sleep 300", 0, "10s", 137, "failed", 137},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t)
 			pidFile := filepath.Join(t.TempDir(), "pids")
 			task := "esc-" + tc.name
@@ -207,6 +209,7 @@ func TestEscapersDeadBeforeLostLeaseExpires(t *testing.T) {
 
 // Issue 11, item 10: a command that cannot start uses up no attempt and leaves no attempt in history.
 func TestCommandThatCannotStartCostsNoAttempt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "job")

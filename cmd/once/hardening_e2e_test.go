@@ -40,6 +40,7 @@ func refused(t *testing.T, r result, want string) {
 // Item 3: a flag given with an empty value (an unset variable in a crontab) is refused on every
 // command instead of meaning "absent": no fallback to the local store, no run without a slot.
 func TestEmptyFlagValuesExit64(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	cmd := []string{"--", "sh", "-c", "echo x > " + marker}
@@ -122,6 +123,7 @@ type decisions struct{ failed, succeeded string }
 // the non-default store and never its password; pasted into sh -c each records exactly the
 // decision it names. With a password, the pasted line records nothing and says how to fix it.
 func TestPastedResolveCommandsRecordTheirDecision(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
@@ -317,6 +319,7 @@ func shellQuoteTest(s string) string {
 // Item 6, without a slot: status prints --slot ” for a task without slots that waits for
 // review, and that line, pasted, resolves it (the documented exception to item 3).
 func TestPastedResolveOfTaskWithoutSlot(t *testing.T) {
+	t.Parallel()
 	e := keysEnv(t)
 	dsn := "sqlite://" + filepath.Join(t.TempDir(), "noslot.db")
 	ctx := context.Background()
@@ -368,6 +371,7 @@ func rawControl(s string) string {
 // anyway (notes, checkpoints, or a holder written by an older version or a rogue writer) shows
 // escaped in history, status, doctor and the 76 message; JSON keeps the exact value.
 func TestHostileTextIsEscapedOnTerminals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const title, clear = "\x1b]0;pwned\x07", "\x1b[2J"
 	refused(t, e.run("run", "--task", "esc", "--holder", "evil"+title, "--", "true"), "--holder")
@@ -439,6 +443,7 @@ func TestHostileTextIsEscapedOnTerminals(t *testing.T) {
 // Item 9: one set of limits, the same on every store: over the limit is 64 up front and
 // nothing is recorded; at the limit (in ASCII and in multi-byte characters) is kept exactly.
 func TestTextLimitsSameOnEveryStore(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
@@ -492,6 +497,7 @@ func TestTextLimitsSameOnEveryStore(t *testing.T) {
 // Item 13: bounds on durations, a streamed backfill, messages that say the right thing, and a
 // resolve conflict with a contract code.
 func TestBoundsAndMessages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, c := range [][]string{
 		{"run", "--task", "t", "--ttl", "999999h", "--", "true"},

@@ -48,6 +48,7 @@ func runIDs(es []map[string]any) string {
 // gives what --limit 0 gives, in the same order; --after pages back; --json is the array of what
 // --jsonl prints line by line; a cursor once never gave out is refused with 64 and one line.
 func TestHistoryPages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := range 3 {
 		for _, cmd := range []string{"false", "true"} {
@@ -209,6 +210,7 @@ func TestHistoryAllInBoundedMemory(t *testing.T) {
 // a done slot still skips (also under --catch-up), a slot out of attempts still needs review with
 // the same budget, and status lists the same slots waiting.
 func TestPruneKeepsWhatDecisionsNeed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	run := func(want int, args ...string) result {
 		t.Helper()
@@ -301,6 +303,7 @@ func TestPruneKeepsWhatDecisionsNeed(t *testing.T) {
 // TestRunRetain: with ONCE_RETAIN, each run removes what aged out since the task's previous run,
 // by prune's rule: a task without slots keeps its last run only, once they are old enough.
 func TestRunRetain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := range 3 { // nothing is an hour old
 		if r := e.run("run", "--task", "kept", "--retain", "1h", "--", "true"); r.code != 0 {

@@ -118,6 +118,7 @@ func TestConcurrentClaimersPrintUnionOnce(t *testing.T) {
 }
 
 func TestBadKeysExit64WithLineNothingClaimed(t *testing.T) {
+	t.Parallel()
 	e := keysEnv(t)
 	for name, bad := range map[string]string{
 		"NUL":         "a\x00b",
@@ -145,6 +146,7 @@ func TestBadKeysExit64WithLineNothingClaimed(t *testing.T) {
 // TestPendingLeftByDeadRunIsUnknown: keys claimed --pending by a run that died are not handed out
 // (76, listed on stderr) until --reclaim-unknown.
 func TestPendingLeftByDeadRunIsUnknown(t *testing.T) {
+	t.Parallel()
 	e := keysEnv(t)
 	r := e.runIn("", nil, "run", "--task", "job", "--", "sh", "-c",
 		`printf 'a\nb\nc\n' | once keys claim --scope job --pending >/dev/null && once keys done --scope job a && kill -9 $$`)
@@ -177,6 +179,7 @@ func TestPendingLeftByDeadRunIsUnknown(t *testing.T) {
 }
 
 func TestEffectCallsOncePerKey(t *testing.T) {
+	t.Parallel()
 	e := keysEnv(t)
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "calls")

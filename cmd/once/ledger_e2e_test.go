@@ -67,6 +67,7 @@ func ranFile(t *testing.T) (path, script string) {
 }
 
 func TestLedgerFirstCreationIsSilent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ran, script := ranFile(t)
 	r := e.run("run", "--task", "new", "--slot", "s", "--", "sh", "-c", script)
@@ -90,6 +91,7 @@ func TestLedgerFirstCreationIsSilent(t *testing.T) {
 }
 
 func TestLedgerOthersCanChangeIsRefused(t *testing.T) {
+	t.Parallel()
 	setup := func(t *testing.T) (*env, string, string) {
 		e := newEnv(t)
 		if r := e.run("run", "--task", "t", "--slot", "s0", "--", "true"); r.code != 0 {
@@ -209,6 +211,7 @@ func TestLedgerOthersCanChangeIsRefused(t *testing.T) {
 }
 
 func TestLedgerLostBetweenRunsIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		do   func(t *testing.T, db string)
@@ -334,6 +337,7 @@ func TestLedgerLostDuringRun(t *testing.T) {
 
 // A ledger shared by a group is an explicit opt-in (?group=): refused without it, used with it.
 func TestLedgerSharedWithGroup(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	e := newEnv(t)
 	shared := filepath.Join(t.TempDir(), "shared")

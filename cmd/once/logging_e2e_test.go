@@ -22,6 +22,7 @@ import (
 // terminal; a failure and a slot that needs review do. -v, --log-level and ONCE_LOG_LEVEL bring
 // the lines back; --log-file keeps them whatever stderr shows.
 func TestQuietWhenAllIsWell(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	quiet := func(what string, r result, code int) {
 		t.Helper()
@@ -91,6 +92,7 @@ func TestQuietWhenAllIsWell(t *testing.T) {
 
 // Bad logging flags and variables: 64, one line, nothing run.
 func TestLogFlagsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ran, script := ranFile(t)
 	dir := t.TempDir()
@@ -132,6 +134,7 @@ func TestLogFlagsRefused(t *testing.T) {
 
 // On a terminal the start and end lines are shown, as before.
 func TestLogLinesOnATerminal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	master, slave := openPTY(t)
 	c := e.cmd(context.Background(), "run", "--task", "tty", "--", "true")

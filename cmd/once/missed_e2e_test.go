@@ -42,6 +42,7 @@ func seedMissed(t *testing.T, h *env, dsn string) {
 // shown by status (text and --json) and doctor (a warning per task with its slots not run since
 // and the backfill that runs them), on every store.
 func TestMissedShown(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
@@ -147,6 +148,7 @@ func checkMissedStatus(t *testing.T, h *env) {
 // TestMissedNone: with no missed slot status has no MISSED section and "missed": [] in --json, and
 // doctor's missed finding is OK.
 func TestMissedNone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("run", "--task", "ok", "--per", "day", "--", "true"); r.code != 0 {
 		t.Fatalf("run: %d %s", r.code, r.stderr)

@@ -21,6 +21,7 @@ import (
 )
 
 func TestDoctorHealthy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("run", "--task", "ok", "--per", "day", "--", "true"); r.code != 0 {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
@@ -138,6 +139,7 @@ func (h *hook) all() string {
 }
 
 func TestNotifyAndPing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	h := &hook{fails: 1}
 	srv := httptest.NewServer(h)

@@ -23,6 +23,7 @@ func readLines(t *testing.T, path string) []string {
 }
 
 func TestCatchUpRunsEachMissedDayOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	out := filepath.Join(t.TempDir(), "slots")
 	job := []string{"--", "sh", "-c", `echo "$ONCE_SLOT" >> ` + out}
@@ -47,6 +48,7 @@ func TestCatchUpRunsEachMissedDayOnce(t *testing.T) {
 }
 
 func TestCatchUpStopsAtFailure(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	out := filepath.Join(t.TempDir(), "slots")
 	bad := time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02")
@@ -68,6 +70,7 @@ func TestCatchUpStopsAtFailure(t *testing.T) {
 }
 
 func TestBackfillFiveDaysOneDone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	out := filepath.Join(t.TempDir(), "slots")
 	if r := e.run("run", "--task", "bf", "--slot", "2026-11-03", "--", "true"); r.code != 0 {
@@ -103,6 +106,7 @@ func TestBackfillFiveDaysOneDone(t *testing.T) {
 }
 
 func TestBackfillStopsAtFailureUnlessKeepGoing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	out := filepath.Join(t.TempDir(), "slots")
 	script := `echo "$ONCE_SLOT" >> ` + out + `; [ "$ONCE_SLOT" != 2026-11-02 ] || exit 5`
