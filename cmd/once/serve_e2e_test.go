@@ -61,7 +61,7 @@ func dashEnv(t *testing.T) (*env, string) {
 	}
 	dsn := "sqlite://" + filepath.Join(home, "dashboard.db")
 	return &env{t: t, home: home, bin: bin, vars: []string{"ONCE_HOME=" + home, "ONCE_STORE=" + dsn,
-		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}}, dsn
+		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), noExitSleep}}, dsn
 }
 
 // phase logs how long each step of the test took.
