@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // The access rules, in one place:
@@ -33,14 +35,41 @@ func (s *Server) mac(msg string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func (s *Server) sessionValue() string { return s.mac("session") }
+// sessionTTL is how long a browser's session lasts: the server checks it, not only the cookie's
+// MaxAge.
+const sessionTTL = 12 * time.Hour
 
-// csrf is the CSRF token for the session presented with r ("" without one).
-func (s *Server) csrf(r *http.Request) string {
-	if !s.hasSession(r) {
+// sessionValue is a session cookie that ends at exp: "UNIX.MAC", the MAC binding the end to the
+// token, so that a cookie cannot be made to last longer.
+func (s *Server) sessionValue(exp time.Time) string {
+	e := strconv.FormatInt(exp.Unix(), 10)
+	return e + "." + s.mac("session|"+e)
+}
+
+// session is r's session cookie when it is valid now, "" otherwise.
+func (s *Server) session(r *http.Request) string {
+	if s.c.Token == "" {
 		return ""
 	}
-	return s.mac("csrf")
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return ""
+	}
+	e, m, ok := strings.Cut(c.Value, ".")
+	exp, err := strconv.ParseInt(e, 10, 64)
+	if !ok || err != nil || !equal(m, s.mac("session|"+e)) || s.c.Now().Unix() >= exp {
+		return ""
+	}
+	return c.Value
+}
+
+// csrf is the CSRF token for the session presented with r ("" without one): bound to the session.
+func (s *Server) csrf(r *http.Request) string {
+	v := s.session(r)
+	if v == "" {
+		return ""
+	}
+	return s.mac("csrf|" + v)
 }
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
@@ -55,13 +84,7 @@ func (s *Server) bearer(r *http.Request) bool {
 	return ok && equal(strings.TrimSpace(tok), s.c.Token)
 }
 
-func (s *Server) hasSession(r *http.Request) bool {
-	if s.c.Token == "" {
-		return false
-	}
-	c, err := r.Cookie(sessionCookie)
-	return err == nil && equal(c.Value, s.sessionValue())
-}
+func (s *Server) hasSession(r *http.Request) bool { return s.session(r) != "" }
 
 // loopbackHost reports whether r's Host names this machine's loopback: localhost or a loopback
 // address, with any port.

@@ -234,8 +234,8 @@ func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusUnauthorized, "login", map[string]string{"Next": next, "Error": msg})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.sessionValue(), Path: "/", HttpOnly: true,
-		Secure: s.tls, SameSite: http.SameSiteStrictMode, MaxAge: 12 * 3600})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.sessionValue(s.c.Now().Add(sessionTTL)), Path: "/", HttpOnly: true,
+		Secure: s.tls, SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL / time.Second)})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 

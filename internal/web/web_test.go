@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -439,5 +440,41 @@ func TestHostileTextIsEscaped(t *testing.T) {
 	}
 	if _, body := get(t, ts, "/slot?task=t&slot=s1"); !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 		t.Error("the slot page does not show the hostile holder as text")
+	}
+}
+
+// TestSessionEnds: a session cookie lasts sessionTTL by the server's clock, and its end cannot be
+// moved by editing the cookie.
+func TestSessionEnds(t *testing.T) {
+	sd := newSeeded(t)
+	now := time.Now()
+	srv, err := New(Config{Store: sd.s, Token: testToken, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.loopback = false // every read needs the token or a session
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	resp, _ := post(t, ts, "/login", "application/x-www-form-urlencoded", url.Values{"token": {testToken}}.Encode())
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == sessionCookie {
+			cookie = c
+		}
+	}
+	if cookie == nil {
+		t.Fatal("no session cookie")
+	}
+	if resp, _ := get(t, ts, "/api/v1/tasks", "Cookie", cookie.Name+"="+cookie.Value); resp.StatusCode != 200 {
+		t.Fatalf("with the session: %d", resp.StatusCode)
+	}
+	exp, m, _ := strings.Cut(cookie.Value, ".")
+	later := strconv.FormatInt(now.Add(48*time.Hour).Unix(), 10)
+	if resp, _ := get(t, ts, "/api/v1/tasks", "Cookie", cookie.Name+"="+later+"."+m); resp.StatusCode != 401 {
+		t.Fatalf("a cookie with its end moved: %d", resp.StatusCode)
+	}
+	now = now.Add(sessionTTL + time.Second)
+	if resp, _ := get(t, ts, "/api/v1/tasks", "Cookie", cookie.Name+"="+exp+"."+m); resp.StatusCode != 401 {
+		t.Fatalf("an ended session: %d", resp.StatusCode)
 	}
 }
