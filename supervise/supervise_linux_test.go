@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -26,6 +27,12 @@ func TestMain(m *testing.M) {
 	}
 	if script := os.Getenv("SUPERVISE_TEST_PARENT"); script != "" {
 		os.Exit(fakeParent(script, os.Getenv("SUPERVISE_TEST_TRAP") != ""))
+	}
+	// Run under nohup (SIGHUP ignored), every command the tests start would inherit the ignored
+	// HUP, and a shell cannot trap a signal ignored on entry: TestSignalGroup would wait out its
+	// sleep. A handler is reset to the default at exec, an ignored signal is not.
+	if signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	}
 	os.Exit(m.Run())
 }
