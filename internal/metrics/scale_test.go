@@ -32,7 +32,12 @@ func TestMaxTasksBoundsTheOutput(t *testing.T) {
 	l.run("task-0", "first", store.Succeeded) // creates the ledger
 	seedAttempts(t, path, tasks, tasks)
 	c := newCollector(t, Config{Store: st, MaxTasks: max})
+	// A scrape gives its first reads of new tasks a bounded time and carries the rest over to the
+	// next scrapes: on a loaded machine the count of tasks seen converges over a few scrapes.
 	got := scrape(t, c)
+	for i := 0; i < 20 && got[`once_tasks_left_out`] < tasks-max; i++ {
+		got = scrape(t, c)
+	}
 	want(t, got, map[string]float64{`once_tasks`: max, `once_tasks_left_out`: tasks - max})
 	if n := len(taskNames(got)); n != max {
 		t.Errorf("series of %d tasks, want %d", n, max)
