@@ -431,3 +431,44 @@ func (s *Server) apiJobAction(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSONTo(w, http.StatusOK, map[string]string{"result": msg})
 }
+
+// maxLookup bounds the keys one GET /api/v1/keys looks up.
+const maxLookup = 100
+
+// apiKeys looks up business keys of one scope (once keys status): each key's state — pending,
+// done, or unknown when its claimant is gone (an effect whose outcome nobody knows) — its
+// claimant's run and when it was claimed and done. A key never claimed is absent. Results are
+// not shown: they may hold a downstream's answer.
+func (s *Server) apiKeys(w http.ResponseWriter, r *http.Request) {
+	ks, ok := s.c.Store.(store.Keys)
+	if !ok {
+		apiError(w, http.StatusNotFound, "this store keeps no business keys")
+		return
+	}
+	scope, keys := r.URL.Query().Get("scope"), r.URL.Query()["key"]
+	var err error
+	switch {
+	case store.CheckScope(scope) != nil:
+		err = bad("scope=%q: give the keys' scope, 1 to %d bytes", clip(scope), store.MaxScopeLen)
+	case len(keys) == 0 || len(keys) > maxLookup:
+		err = bad("give 1 to %d key= parameters", maxLookup)
+	}
+	for _, k := range keys {
+		if err == nil && store.ValidateKey(k) != nil {
+			err = bad("key %q: %v", clip(k), store.ValidateKey(k))
+		}
+	}
+	if err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	found, err := ks.Lookup(r.Context(), scope, keys)
+	if err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	if found == nil {
+		found = []store.Key{}
+	}
+	writeJSONTo(w, http.StatusOK, map[string]any{"scope": scope, "keys": found})
+}

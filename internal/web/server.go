@@ -127,6 +127,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/review/resolve", s.write(s.apiResolve))
 	m.HandleFunc("GET /api/v1/timeline", s.apiTimeline)
 	m.HandleFunc("GET /api/v1/jobs", s.apiJobs)
+	m.HandleFunc("GET /api/v1/keys", s.apiKeys)
 	m.HandleFunc("POST /api/v1/jobs/{name}/{action}", s.write(s.apiJobAction))
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such API call: see docs/api.md")

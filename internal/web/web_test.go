@@ -478,3 +478,41 @@ func TestSessionEnds(t *testing.T) {
 		t.Fatalf("an ended session: %d", resp.StatusCode)
 	}
 }
+
+// TestKeysLookup: GET /api/v1/keys shows a scope's keys by state, an effect whose claimant is gone
+// as unknown, and never a stored result.
+func TestKeysLookup(t *testing.T) {
+	sd := newSeeded(t)
+	ctx := context.Background()
+	ks := sd.s.(store.Keys)
+	if _, err := ks.Claim(ctx, store.ClaimRequest{Scope: "payments", Keys: []string{"done-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := sd.s.Acquire(ctx, store.AcquireRequest{Task: "pay", Holder: "h", RunID: "r1", TTL: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ks.Claim(ctx, store.ClaimRequest{Scope: "payments", Keys: []string{"pending-1"}, Pending: true,
+		Claimant: store.Claimant{Task: "pay", RunID: "r1", Token: l.Token}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the claimant's lease expires: its key's outcome is unknown
+	_, ts := sd.server("")
+	_, body := get(t, ts, "/api/v1/keys?scope=payments&key=done-1&key=pending-1&key=never")
+	var got struct{ Keys []store.Key }
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err, body)
+	}
+	states := map[string]store.KeyState{}
+	for _, k := range got.Keys {
+		states[k.Key] = k.State
+	}
+	if len(got.Keys) != 2 || states["done-1"] != store.KeyDone || states["pending-1"] != store.KeyUnknown {
+		t.Fatalf("keys %s", body)
+	}
+	for _, c := range []string{"/api/v1/keys?key=x", "/api/v1/keys?scope=payments", "/api/v1/keys?scope=payments&key=" + url.QueryEscape("a\x00b")} {
+		if resp, b := get(t, ts, c); resp.StatusCode != 400 {
+			t.Errorf("%s: %d %s", c, resp.StatusCode, b)
+		}
+	}
+}
