@@ -22,6 +22,18 @@ type JobInfo struct {
 	Source string         `json:"source,omitempty"`
 }
 
+// NextFires is when job j fires next after now, n times, jitter included (none when its schedule
+// does not parse). It reads nothing.
+func NextFires(j Job, now time.Time, n int) []time.Time {
+	var out []time.Time
+	if sp, err := j.Spec(); err == nil {
+		for sl := nextFire(j.Name, sp, j.Jitter, now); sl.Value != "" && len(out) < n; sl = sp.Next(sl.Start) {
+			out = append(out, fireTime(j.Name, sl, j.Jitter))
+		}
+	}
+	return out
+}
+
 // Describe reads what the store knows of jobs: next fire times after now (n of them), pauses,
 // triggers waiting, the lease held, and each job's newest attempt. It costs a Leases call, two
 // lookups of the names and one short history read per job.
@@ -48,12 +60,7 @@ func Describe(ctx context.Context, s store.Store, jobs []Job, now time.Time, n i
 	}
 	out := make([]JobInfo, len(jobs))
 	for i, j := range jobs {
-		ji := JobInfo{Name: j.Name, Schedule: j.Schedule, TZ: j.TZ, Source: j.Source}
-		if sp, err := j.Spec(); err == nil {
-			for sl := nextFire(j.Name, sp, j.Jitter, now); sl.Value != "" && len(ji.Next) < n; sl = sp.Next(sl.Start) {
-				ji.Next = append(ji.Next, fireTime(j.Name, sl, j.Jitter))
-			}
-		}
+		ji := JobInfo{Name: j.Name, Schedule: j.Schedule, TZ: j.TZ, Source: j.Source, Next: NextFires(j, now, n)}
 		if k, ok := paused[j.Name]; ok {
 			ji.Paused = &k
 		}

@@ -159,19 +159,17 @@ func status(r TaskRow) string {
 	return statusUnknown
 }
 
-// nextFires is each daemon job's next fire time (none without jobs).
-func (s *Server) nextFires(ctx context.Context) map[string]time.Time {
+// nextFires is each daemon job's next fire time (none without jobs), from the jobs alone: the
+// overview reads nothing of the store per job.
+func (s *Server) nextFires(context.Context) map[string]time.Time {
 	out := map[string]time.Time{}
 	if s.c.Jobs == nil {
 		return out
 	}
-	infos, err := scheduler.Describe(ctx, s.c.Store, s.c.Jobs(), s.c.Now(), 1)
-	if err != nil {
-		return out
-	}
-	for _, ji := range infos {
-		if len(ji.Next) > 0 {
-			out[ji.Name] = ji.Next[0]
+	now := s.c.Now()
+	for _, j := range s.c.Jobs() {
+		if next := scheduler.NextFires(j, now, 1); len(next) > 0 {
+			out[j.Name] = next[0]
 		}
 	}
 	return out
