@@ -79,6 +79,12 @@ type KeyKV interface {
 	Leases(ctx context.Context) ([]store.Lease, error)
 	// Batch is the most keys one Create, Get or Apply takes.
 	Batch() int
+	// Scopes returns at most limit scopes that hold keys, after cursor ("" for the first page), and
+	// the next cursor ("" at the end): a page of store.ScopeLister's Scopes.
+	Scopes(ctx context.Context, cursor string, limit int) ([]string, string, error)
+	// Page returns about limit keys of scope after cursor, with their records, and the next cursor
+	// ("" at the end): a page of store.ScopeLister's ScopeKeys, before the claimants are judged.
+	Page(ctx context.Context, scope, cursor string, limit int) ([]string, []KeyRec, string, error)
 }
 
 // Keys implements store.Keys over a KeyKV. Name prefixes its errors ("redis", "etcd", "zk").
@@ -444,21 +450,67 @@ func (k *Keys) Lookup(ctx context.Context, scope string, keys []string) ([]store
 	}
 	out := make([]store.Key, 0, len(recs))
 	for _, key := range u {
-		r, ok := recs[key]
-		if !ok {
-			continue
+		if r, ok := recs[key]; ok {
+			out = append(out, j.key(scope, key, r.Rec))
 		}
-		x := store.Key{Scope: scope, Key: key, State: r.Rec.State, Fingerprint: r.Rec.FP, RunID: r.Rec.RunID,
-			ClaimedAt: time.UnixMicro(r.Rec.Claimed).UTC(), Result: r.Rec.Result}
-		if r.Rec.Done > 0 {
-			x.DoneAt = time.UnixMicro(r.Rec.Done).UTC()
-		}
-		if j.gone(r.Rec) {
-			x.State = store.KeyUnknown
-		}
-		out = append(out, x)
 	}
 	return out, nil
+}
+
+// key is the stored key as store.Keys reports it: KeyUnknown when its claimant is gone.
+func (j judge) key(scope, key string, r KeyRec) store.Key {
+	x := store.Key{Scope: scope, Key: key, State: r.State, Fingerprint: r.FP, RunID: r.RunID,
+		ClaimedAt: time.UnixMicro(r.Claimed).UTC(), Result: r.Result}
+	switch {
+	case r.Done > 0:
+		x.DoneAt = time.UnixMicro(r.Done).UTC()
+	case r.State == store.KeyDone: // claimed done at once: done when claimed, as on the SQL stores
+		x.DoneAt = x.ClaimedAt
+	}
+	if j.gone(r) {
+		x.State = store.KeyUnknown
+	}
+	return x
+}
+
+var _ store.ScopeLister = (*Keys)(nil)
+
+// Scopes lists the scopes that hold keys (store.ScopeLister), a page of the backend's index.
+func (k *Keys) Scopes(ctx context.Context, cursor string, limit int) ([]string, string, error) {
+	if err := store.CheckScopesPage(limit); err != nil {
+		return nil, "", err
+	}
+	return k.KV.Scopes(ctx, cursor, limit)
+}
+
+// ScopeKeys lists the keys of scope (store.ScopeLister): a page read from the backend, judged as
+// Lookup judges, without results.
+func (k *Keys) ScopeKeys(ctx context.Context, scope, cursor string, limit int) ([]store.Key, string, error) {
+	if err := k.checkScope(scope); err != nil {
+		return nil, "", err
+	}
+	if err := store.CheckScopesPage(limit); err != nil {
+		return nil, "", err
+	}
+	keys, recs, next, err := k.KV.Page(ctx, scope, cursor, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	m := make(map[string]StoredKey, len(keys))
+	for i, key := range keys {
+		m[key] = StoredKey{Rec: recs[i]}
+	}
+	j, err := k.judge(ctx, m, false)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]store.Key, len(keys))
+	for i, key := range keys {
+		r := recs[i]
+		r.Result = nil
+		out[i] = j.key(scope, key, r)
+	}
+	return out, next, nil
 }
 
 // Reclaim changes the keys whose claimant is gone (store.Keys): pending under c when c is set, else

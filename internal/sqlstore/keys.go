@@ -321,18 +321,9 @@ func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]stor
 			}
 			defer rows.Close()
 			for rows.Next() {
-				k := store.Key{Scope: scope}
-				var gone bool
-				var doneAt sql.NullTime
-				if err := rows.Scan(&k.Key, &k.State, &gone, &k.Fingerprint, &k.RunID, &k.ClaimedAt, &doneAt, &k.Result); err != nil {
+				k, err := scanKey(rows, scope)
+				if err != nil {
 					return err
-				}
-				if gone {
-					k.State = store.KeyUnknown
-				}
-				k.ClaimedAt = k.ClaimedAt.UTC()
-				if doneAt.Valid {
-					k.DoneAt = doneAt.Time.UTC()
 				}
 				found[k.Key] = k
 			}

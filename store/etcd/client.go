@@ -408,6 +408,12 @@ func (c *client) get(ctx context.Context, key string) (*rangeResp, error) {
 	return &r, c.call(ctx, "/v3/kv/range", rangeReq{Key: []byte(key)}, &r, true)
 }
 
+// rng reads one range.
+func (c *client) rng(ctx context.Context, q rangeReq) (*rangeResp, error) {
+	var r rangeResp
+	return &r, c.call(ctx, "/v3/kv/range", q, &r, true)
+}
+
 func (c *client) getPrefix(ctx context.Context, p string) (*rangeResp, error) {
 	var r rangeResp
 	return &r, c.call(ctx, "/v3/kv/range", rangeReq{Key: []byte(p), RangeEnd: prefixEnd(p)}, &r, true)

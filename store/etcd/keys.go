@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/once-run/once/internal/kvstore"
@@ -152,4 +153,79 @@ func (k keyKV) Apply(ctx context.Context, scope string, ch []kvstore.KeyChange) 
 		return false, k.s.mapErr(err)
 	}
 	return r.Succeeded, nil
+}
+
+// scopeStep is how many key names one read of Scopes takes: the keys of small scopes come in one
+// read, and a large scope costs one read, after which the next read starts past it.
+const scopeStep = 256
+
+// Scopes steps through the keys' names (no values) from the cursor, the escaped name of the page's
+// last scope, skipping each scope's keys once its name is known: a page costs a read per scope
+// with many keys, at most, whatever their number (store.ScopeLister). The order is that of the
+// escaped names.
+func (k keyKV) Scopes(ctx context.Context, cursor string, limit int) ([]string, string, error) {
+	root := k.s.p + "k/"
+	from := []byte(root)
+	if cursor != "" {
+		from = prefixEnd(root + cursor + "/")
+	}
+	var out, escaped []string
+	for len(out) < limit {
+		r, err := k.s.c.rng(ctx, rangeReq{Key: from, RangeEnd: prefixEnd(root), Limit: scopeStep, KeysOnly: true})
+		if err != nil {
+			return nil, "", k.s.mapErr(err)
+		}
+		last := ""
+		for _, kv := range r.Kvs {
+			name, _, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), root), "/")
+			if !ok || name == last {
+				continue
+			}
+			last = name
+			sc, err := url.PathUnescape(name)
+			if err != nil {
+				continue
+			}
+			out, escaped = append(out, sc), append(escaped, name)
+			if len(out) == limit {
+				break
+			}
+		}
+		if len(r.Kvs) < scopeStep || len(out) == limit {
+			break
+		}
+		from = prefixEnd(root + last + "/")
+	}
+	return out, store.NextCursor(escaped, limit, func(e string) string { return e }), nil
+}
+
+// Page reads limit keys of scope with their records, from past the cursor, the escaped name of
+// the page's last key (store.ScopeLister).
+func (k keyKV) Page(ctx context.Context, scope, cursor string, limit int) ([]string, []kvstore.KeyRec, string, error) {
+	dir := k.dir(scope)
+	from := []byte(dir)
+	if cursor != "" {
+		from = append([]byte(dir+cursor), 0)
+	}
+	r, err := k.s.c.rng(ctx, rangeReq{Key: from, RangeEnd: prefixEnd(dir), Limit: i64(limit)})
+	if err != nil {
+		return nil, nil, "", k.s.mapErr(err)
+	}
+	keys, recs := make([]string, 0, len(r.Kvs)), make([]kvstore.KeyRec, 0, len(r.Kvs))
+	for _, kv := range r.Kvs {
+		key, err := url.PathUnescape(string(kv.Key[len(dir):]))
+		if err != nil {
+			continue
+		}
+		rec, err := kvstore.DecodeKeyRec(kv.Value)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		keys, recs = append(keys, key), append(recs, rec)
+	}
+	next := ""
+	if len(r.Kvs) == limit {
+		next = string(r.Kvs[len(r.Kvs)-1].Key[len(dir):])
+	}
+	return keys, recs, next, nil
 }

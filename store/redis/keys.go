@@ -3,6 +3,9 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -57,7 +60,7 @@ func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []k
 		}
 		args = append(args, key, recs[i].Encode())
 	}
-	r, err := createScript.Run(ctx, k.s.c, []string{k.hash(scope)}, args...).Int64Slice()
+	r, err := k.create(ctx, scope, args)
 	if err != nil {
 		return nil, k.s.mapErr(err)
 	}
@@ -125,3 +128,116 @@ func (k keyKV) Apply(ctx context.Context, scope string, ch []kvstore.KeyChange) 
 
 func (k keyKV) Now(ctx context.Context) (time.Time, error)        { return k.s.Now(ctx) }
 func (k keyKV) Leases(ctx context.Context) ([]store.Lease, error) { return k.s.Leases(ctx) }
+
+// The scope index (store.ScopeLister): a sorted set of scope names, all of score 0, read from a
+// name on with ZRANGEBYLEX. A client adds a scope the first time it claims in it, in the round trip
+// of the claim (a pipeline). Scopes only an older once claimed in are added by the first Scopes
+// call of this once, which scans the key space for the scopes' hashes once and then sets a marker;
+// a scope an older once first claims in after that is missing from the index until this once
+// claims in it too.
+
+func (s *Store) scopesKey() string      { return s.key("k-scopes") }
+func (s *Store) scopesBuiltKey() string { return s.key("k-scopes-built") }
+
+// create runs createScript, in one pipeline with the scope's index entry the first time this
+// client claims in scope. An error of the index write is not the claim's: the claim stands, and
+// the next claim in the scope writes the entry again.
+func (k keyKV) create(ctx context.Context, scope string, args []any) ([]int64, error) {
+	keys := []string{k.hash(scope)}
+	if k.s.scopeKnown(scope) {
+		return createScript.Run(ctx, k.s.c, keys, args...).Int64Slice()
+	}
+	p := k.s.c.Pipeline()
+	z := p.ZAddNX(ctx, k.s.scopesKey(), goredis.Z{Member: scope})
+	c := createScript.EvalSha(ctx, p, keys, args...)
+	_, _ = p.Exec(ctx)
+	if z.Err() == nil {
+		k.s.knowScope(scope)
+	}
+	if err := c.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		return createScript.Run(ctx, k.s.c, keys, args...).Int64Slice()
+	}
+	return c.Int64Slice()
+}
+
+// Scopes pages the scope index after the cursor, the page's last scope (store.ScopeLister):
+// O(log n + limit).
+func (k keyKV) Scopes(ctx context.Context, cursor string, limit int) ([]string, string, error) {
+	from := "-"
+	if cursor != "" {
+		from = "(" + cursor
+	}
+	for built := false; ; built = true {
+		p := k.s.c.Pipeline()
+		marker := p.Exists(ctx, k.s.scopesBuiltKey())
+		page := p.ZRangeByLex(ctx, k.s.scopesKey(), &goredis.ZRangeBy{Min: from, Max: "+", Count: int64(limit)})
+		_, _ = p.Exec(ctx)
+		if err := errors.Join(marker.Err(), page.Err()); err != nil {
+			return nil, "", k.s.mapErr(err)
+		}
+		if built || marker.Val() == 1 {
+			return page.Val(), store.NextCursor(page.Val(), limit, func(sc string) string { return sc }), nil
+		}
+		if err := k.indexScopes(ctx); err != nil {
+			return nil, "", err
+		}
+	}
+}
+
+// indexScopes adds every scope that has a keys hash to the index, then sets the marker.
+func (k keyKV) indexScopes(ctx context.Context) error {
+	head, tail := "{"+k.s.prefix+":k:", "}:keys"
+	it := k.s.c.Scan(ctx, 0, head+"*"+tail, 1000).Iterator()
+	var batch []goredis.Z
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := k.s.c.ZAddNX(ctx, k.s.scopesKey(), batch...).Err()
+		batch = batch[:0]
+		return err
+	}
+	for it.Next(ctx) {
+		name := strings.TrimSuffix(strings.TrimPrefix(it.Val(), head), tail)
+		batch = append(batch, goredis.Z{Member: unescape(name)})
+		if len(batch) == 1000 {
+			if err := flush(); err != nil {
+				return k.s.mapErr(err)
+			}
+		}
+	}
+	if err := errors.Join(it.Err(), flush()); err != nil {
+		return k.s.mapErr(err)
+	}
+	return k.s.mapErr(k.s.c.Set(ctx, k.s.scopesBuiltKey(), "1", 0).Err())
+}
+
+// Page reads about limit keys of scope with HSCAN from the cursor, HSCAN's own ("" for 0): a
+// key may come twice while the hash grows, never not at all (store.ScopeLister). A small hash
+// comes whole in one page.
+func (k keyKV) Page(ctx context.Context, scope, cursor string, limit int) ([]string, []kvstore.KeyRec, string, error) {
+	var at uint64
+	if cursor != "" {
+		var err error
+		if at, err = strconv.ParseUint(cursor, 10, 64); err != nil {
+			return nil, nil, "", fmt.Errorf("redis: keys page: cursor %q is not one a page returned: %w", cursor, store.ErrInvalid)
+		}
+	}
+	kv, next, err := k.s.c.HScan(ctx, k.hash(scope), at, "", int64(limit)).Result()
+	if err != nil {
+		return nil, nil, "", k.s.mapErr(err)
+	}
+	keys, recs := make([]string, 0, len(kv)/2), make([]kvstore.KeyRec, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		r, err := kvstore.DecodeKeyRec([]byte(kv[i+1]))
+		if err != nil {
+			return nil, nil, "", err
+		}
+		keys, recs = append(keys, kv[i]), append(recs, r)
+	}
+	nc := ""
+	if next != 0 {
+		nc = strconv.FormatUint(next, 10)
+	}
+	return keys, recs, nc, nil
+}

@@ -58,9 +58,10 @@ type Store struct {
 	kvstore.Ledger // the run ledger (store.Ledger), written once for the KV stores
 	*kvstore.Keys  // business keys (store.Keys), written once for the KV stores (keys.go)
 
-	mu    sync.Mutex
-	hwm   map[string]int64 // highest token seen per task: a counter below it means Redis lost data
-	known map[string]bool  // tasks this client added to the task index
+	mu     sync.Mutex
+	hwm    map[string]int64 // highest token seen per task: a counter below it means Redis lost data
+	known  map[string]bool  // tasks this client added to the task index
+	scopes map[string]bool  // scopes this client added to the scope index (keys.go)
 }
 
 // quiet drops go-redis's own log lines (pool dial retries); the store reports errors itself.
@@ -128,6 +129,27 @@ func (s *Store) tkey(task, name string) string {
 // escape keeps task names from closing the hash tag early.
 func escape(s string) string {
 	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(s)
+}
+
+// unescape undoes escape.
+func unescape(s string) string {
+	return strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%").Replace(s)
+}
+
+// scopeKnown reports whether this client already added scope to the scope index.
+func (s *Store) scopeKnown(scope string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scopes[scope]
+}
+
+func (s *Store) knowScope(scope string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.scopes == nil {
+		s.scopes = map[string]bool{}
+	}
+	s.scopes[scope] = true
 }
 
 // indexed reports whether this client already added task to the task index.

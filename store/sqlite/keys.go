@@ -203,19 +203,9 @@ func (s *Store) Lookup(ctx context.Context, scope string, keys []string) ([]stor
 		}
 		defer rows.Close()
 		for rows.Next() {
-			k := store.Key{Scope: scope}
-			var gone bool
-			var claimedAt int64
-			var doneAt sql.NullInt64
-			if err := rows.Scan(&k.Key, &k.State, &gone, &k.Fingerprint, &k.RunID, &claimedAt, &doneAt, &k.Result); err != nil {
+			k, err := scanKey(rows, scope)
+			if err != nil {
 				return err
-			}
-			if gone {
-				k.State = store.KeyUnknown
-			}
-			k.ClaimedAt = micros(claimedAt)
-			if doneAt.Valid {
-				k.DoneAt = micros(doneAt.Int64)
 			}
 			found[k.Key] = k
 		}

@@ -65,6 +65,7 @@ var (
 	capClock     = implements[store.Clock]("store.Clock")
 	capLoss      = implements[store.LossNotifier]("store.LossNotifier")
 	capTasks     = implements[store.TaskLister]("store.TaskLister")
+	capScopes    = implements[store.ScopeLister]("store.ScopeLister")
 )
 
 // testCase is one conformance case; needs, when set, is the interface it tests.
@@ -119,6 +120,8 @@ var cases = []testCase{
 	{"Keys/RunClaimantTokenMovedOn", testKeysRunClaimant, capKeys},
 	{"Keys/Forget", testKeysForget, capKeys},
 	{"Keys/ReleaseKeys", testKeysRelease, capKeys},
+	{"Scopes/Walk", testScopesWalk, capScopes},
+	{"Scopes/Keys", testScopesKeys, capScopes},
 }
 
 // partial lists the interfaces some cases use when the store has them and check less without.

@@ -3,6 +3,7 @@ package zk
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -147,15 +148,9 @@ func (k keyKV) get(ctx context.Context, dir string, keys []string) (map[string]k
 
 func (k keyKV) List(ctx context.Context, scope string) (map[string]kvstore.StoredKey, error) {
 	dir := k.dir(scope)
-	names, err := call(ctx, k.s, func() ([]string, error) {
-		names, _, err := k.s.c.Children(dir)
-		return names, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return map[string]kvstore.StoredKey{}, nil
-	}
+	names, err := k.children(ctx, dir)
 	if err != nil {
-		return nil, k.s.mapErr(err)
+		return nil, err
 	}
 	keys := make([]string, len(names))
 	for i, n := range names {
@@ -196,4 +191,76 @@ func (k keyKV) Apply(ctx context.Context, scope string, ch []kvstore.KeyChange) 
 		return false, nil
 	}
 	return false, k.s.mapErr(err)
+}
+
+// children returns the sorted child names of dir (none when dir is missing).
+func (k keyKV) children(ctx context.Context, dir string) ([]string, error) {
+	names, err := call(ctx, k.s, func() ([]string, error) {
+		names, _, err := k.s.c.Children(dir)
+		return names, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, k.s.mapErr(err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// pageOf returns at most limit of the sorted names after cursor, and the next cursor.
+func pageOf(names []string, cursor string, limit int) ([]string, string) {
+	i, _ := slices.BinarySearch(names, cursor)
+	if i < len(names) && names[i] == cursor {
+		i++
+	}
+	page := names[i:min(i+limit, len(names))]
+	if i+limit < len(names) {
+		return page, page[len(page)-1]
+	}
+	return page, ""
+}
+
+// Scopes pages the children of the keys' node, one per scope, in the order of their escaped
+// names (store.ScopeLister). ZooKeeper lists a node's children whole, so a page costs one read of
+// every scope's name; a scope whose keys were all forgotten keeps its node and is listed.
+func (k keyKV) Scopes(ctx context.Context, cursor string, limit int) ([]string, string, error) {
+	names, err := k.children(ctx, k.s.p+"/k")
+	if err != nil {
+		return nil, "", err
+	}
+	page, next := pageOf(names, cursor, limit)
+	out := make([]string, len(page))
+	for i, n := range page {
+		out[i] = unesc(n)
+	}
+	return out, next, nil
+}
+
+// Page reads limit keys of scope after the cursor, the escaped name of the page's last key, in
+// the order of the escaped names: the scope's children (whole, as ZooKeeper lists them), then the
+// page's records in parallel reads (store.ScopeLister).
+func (k keyKV) Page(ctx context.Context, scope, cursor string, limit int) ([]string, []kvstore.KeyRec, string, error) {
+	dir := k.dir(scope)
+	names, err := k.children(ctx, dir)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	page, next := pageOf(names, cursor, limit)
+	keys := make([]string, len(page))
+	for i, n := range page {
+		keys[i] = unesc(n)
+	}
+	m, err := k.get(ctx, dir, keys)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	outKeys, recs := make([]string, 0, len(keys)), make([]kvstore.KeyRec, 0, len(keys))
+	for _, key := range keys {
+		if r, ok := m[key]; ok { // gone since the children were read
+			outKeys, recs = append(outKeys, key), append(recs, r.Rec)
+		}
+	}
+	return outKeys, recs, next, nil
 }

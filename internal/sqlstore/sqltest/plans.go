@@ -18,7 +18,8 @@ type Plan struct {
 	Args  []any
 	// Walk: a read with nothing to search by, which walks a time index in order to its limit.
 	Walk bool
-	// Primary: the read must be a range of the primary key of this table (without the prefix).
+	// Primary: the read must be a range of the primary key of this table (without the prefix),
+	// optionally followed by the alias the query gives it ("keys k").
 	Primary string
 }
 
@@ -75,6 +76,12 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 		// once serve's overview: a page of the task index, the first and one from a name on.
 		Plan{"tasks: first page", tasks, []any{"", store.MaxTasksPage}, false, "leases"},
 		Plan{"tasks: page after a name", tasks, []any{"jobk1", 50}, false, "leases"},
+		// once serve's scopes: a page of scopes (a step through an index on scope per scope),
+		// and a page of one scope's keys (a range of the primary key).
+		Plan{"scopes: first page", s.ScopesQuery(), []any{"", 50}, false, ""},
+		Plan{"scopes: page after a scope", s.ScopesQuery(), []any{"scope1", 50}, false, ""},
+		Plan{"scope keys: first page", s.ScopeKeysQuery(), []any{"big", "", 1000}, false, "keys k"},
+		Plan{"scope keys: page after a key", s.ScopeKeysQuery(), []any{"big", "key600", 1000}, false, "keys k"},
 	)
 	return out
 }
@@ -123,6 +130,36 @@ func SeedPlanRows(tb testing.TB, s *sqlstore.Store) {
 		}
 	}
 	seedLeases(tb, s, base)
+	seedKeys(tb, s, base)
+}
+
+// seedKeys writes 6,000 keys in 31 scopes, one of them ("big") with 200, a fifth of them pending
+// under a run of joba0.
+func seedKeys(tb testing.TB, s *sqlstore.Store, at time.Time) {
+	tb.Helper()
+	cols, val := "scope, ikey, state, fingerprint, task, run_id, token, claimed_at, done_at", "(?, ?, ?, '', 'joba0', 'r', 1, ?, ?)"
+	if s.Flavor == sqlstore.MySQL {
+		cols, val = cols+", claim_id", "(?, ?, ?, '', 'joba0', 'r', 1, ?, ?, '0123456789abcdef')"
+	}
+	for b := range 6 {
+		var vals []string
+		var args []any
+		for j := range 1000 {
+			i := b*1000 + j
+			scope, state, done := fmt.Sprintf("scope%d", i%30), "done", any(at)
+			if i%30 == 0 {
+				scope = "big"
+			}
+			if i%5 == 0 {
+				state, done = "pending", nil
+			}
+			vals = append(vals, val)
+			args = append(args, scope, fmt.Sprintf("key%d", i), state, at, done)
+		}
+		if _, err := s.DB.ExecContext(context.Background(), s.Q(`INSERT INTO {p}keys (`+cols+`) VALUES `+strings.Join(vals, ", ")), args...); err != nil {
+			tb.Fatal(err)
+		}
+	}
 }
 
 // seedLeases writes a lease row for each of SeedPlanRows' 400 tasks, and 4,000 of tasks released.
