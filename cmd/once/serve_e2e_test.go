@@ -102,6 +102,17 @@ func TestServeDashboardInChromium(t *testing.T) {
 	}
 	ph.done("seed: runs that succeeded and failed")
 
+	// Business keys: orders claimed done; payments claimed two-phase by a run, one completed and
+	// two left pending when the run ended: their outcome is unknown.
+	if r := seed.run("keys", "claim", "--scope", "orders", "o-1001", "o-1002", "o-1003"); r.code != 0 {
+		t.Fatalf("keys claim: %d %s", r.code, r.stderr)
+	}
+	pay := fmt.Sprintf(`%[1]s keys claim --scope payments --pending pay-7001 pay-7002 pay-7003 >/dev/null && %[1]s keys done --scope payments pay-7003`, volumeBin)
+	if r := seed.run("run", "--task", "charge-cards", "--holder", "web-1", "--slot", "2026-05-01", "--", "sh", "-c", pay); r.code != 0 {
+		t.Fatalf("charge-cards: %d %s", r.code, r.stderr)
+	}
+	ph.done("seed: keys, two of them unknown")
+
 	// A slot waiting for review: kill -9 of once leaves its attempt running; after the lease's TTL
 	// the next run marks it unknown and, with the default --on-unknown review, records a review.
 	c, _ := startOnce(t, seed, t.TempDir(), "--task", "rebuild-index", "--slot", "2026-05-01", "--holder", "web-3", "--ttl", "1s")
@@ -330,6 +341,26 @@ command = ["/usr/local/bin/backup", "--full"]
 		t.Errorf("jobs: %d pause buttons for a logged-in reader, want 3", n)
 	}
 	b.shot("jobs")
+
+	// f. /keys: the scopes with their counts; the unknown effects of one.
+	b.open(base + "/keys")
+	if got := b.text(`tr[data-scope="payments"] .status`); got != "2" {
+		t.Errorf("keys: payments shows %q unknown, want 2", got)
+	}
+	if got := b.text(`tr[data-scope="orders"] td:nth-child(4)`); got != "3" {
+		t.Errorf("keys: orders shows %q done, want 3", got)
+	}
+	b.shot("keys")
+	b.do(chromedp.Click(chromedp.CSS(`tr[data-scope="payments"] a[href*="state=unknown"]`)))
+	b.waitJS(`location.search.includes("state=unknown")`, 10*time.Second)
+	if got := evalJS[[]string](b, `Array.from(document.querySelectorAll("table.keys tr[data-key]")).map(r => r.dataset.key + "=" + r.querySelector(".status").textContent)`); !slices.Equal(got, []string{"pay-7001=unknown", "pay-7002=unknown"}) {
+		t.Errorf("keys: the unknown effects of payments are %v, want pay-7001 and pay-7002", got)
+	}
+	if h := b.text("p.hint code"); h != "once keys claim --scope payments --reclaim-unknown KEY" {
+		t.Errorf("keys: the hint reads %q", h)
+	}
+	b.shot("keys-unknown")
+	ph.done("f. keys, unknown effects")
 
 	// e. 简体中文.
 	b.open(base + "/?lang=zh-CN")

@@ -2,19 +2,14 @@ package cli
 
 import (
 	"os"
-	"strings"
 
+	"github.com/once-run/once/internal/shell"
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/store"
 )
 
 // shellQuote quotes s for a POSIX shell when it needs quoting.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:@/-=+,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+func shellQuote(s string) string { return shell.Quote(s) }
 
 // Commands a person pastes. Each is one complete shell line that records exactly the decision
 // it names: arguments are shell-quoted, and the store is named whenever the user's default

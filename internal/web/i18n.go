@@ -18,7 +18,14 @@ const (
 
 var messages = map[string]map[string]string{
 	langEN: {
-		"title": "once", "overview": "Overview", "timeline": "Timeline", "review": "Review", "leases": "Leases",
+		"keys": "Keys", "keys_intro": "Business idempotency keys (once keys, once effect), by scope. Unknown: claimed two-phase by a run or a claim that ended without saying whether the work happened.",
+		"no_scopes": "No business key has been claimed on this store.", "scope": "Scope", "key": "Key", "claimed": "Claimed",
+		"key_pending": "pending", "key_unknown": "unknown", "key_done": "done", "all": "all",
+		"h_unknown": "Unknown", "h_pending": "Pending",
+		"count_max": "Each scope's keys are counted up to {n}; a count with + is of the first {n}.",
+		"keys_read": "Read {read} keys of this scope: {shown} shown.", "read_on": "Read on",
+		"unknown_hint": "Nobody knows whether an unknown key's work happened. Check downstream; if it did not happen, hand the key out again:",
+		"title":        "once", "overview": "Overview", "timeline": "Timeline", "review": "Review", "leases": "Leases",
 		"jobs": "Jobs", "login": "Log in", "logout": "Log out", "task": "Task", "status": "Status",
 		"last": "Last attempt", "last_success": "Last success", "next": "Next run", "trend": "Duration trend",
 		"slot": "Slot", "attempt": "Attempt", "state": "State", "holder": "Holder", "started": "Started",
@@ -46,7 +53,14 @@ var messages = map[string]map[string]string{
 		"state_skipped": "skipped", "state_busy": "busy", "state_review": "review", "state_missed": "missed",
 	},
 	langZH: {
-		"title": "once", "overview": "总览", "timeline": "时间线", "review": "待审核", "leases": "租约",
+		"keys": "幂等键", "keys_intro": "业务幂等键（once keys、once effect），按作用域列出。未知：两阶段认领的键，其运行或认领已结束，却没有说明工作是否完成。",
+		"no_scopes": "此存储上还没有认领过业务键。", "scope": "作用域", "key": "键", "claimed": "认领时间",
+		"key_pending": "处理中", "key_unknown": "未知", "key_done": "已完成", "all": "全部",
+		"h_unknown": "未知", "h_pending": "处理中",
+		"count_max": "每个作用域最多统计 {n} 个键；带 + 的数字只统计了前 {n} 个。",
+		"keys_read": "读取了此作用域的 {read} 个键：显示 {shown} 个。", "read_on": "继续读取",
+		"unknown_hint": "未知键的工作是否完成无人知晓。请检查下游；若未完成，重新分发该键：",
+		"title":        "once", "overview": "总览", "timeline": "时间线", "review": "待审核", "leases": "租约",
 		"jobs": "定时任务", "login": "登录", "logout": "退出", "task": "任务", "status": "状态",
 		"last": "最近一次尝试", "last_success": "最近成功", "next": "下次运行", "trend": "耗时趋势",
 		"slot": "时段", "attempt": "尝试", "state": "状态", "holder": "持有者", "started": "开始",

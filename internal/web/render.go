@@ -15,6 +15,7 @@ import (
 var pageFuncs = map[string]func(w *page, v view){
 	"error": renderError, "login": renderLogin, "overview": renderOverview, "timeline": renderTimeline,
 	"review": renderReview, "leases": renderLeases, "slot": renderSlot, "jobs": renderJobs,
+	"keys": renderScopes, "scope": renderScope,
 }
 
 func layout(w *page, v view, content func(*page, view)) {
@@ -31,9 +32,9 @@ func layout(w *page, v view, content func(*page, view)) {
 <header>
   <a class="brand" href="/">once</a>
   <nav>`, v.Lang, v.Zone, v.T(v.Page))
-	for _, n := range []struct{ page, href string }{{"overview", "/"}, {"timeline", "/timeline"}, {"review", "/review"}, {"leases", "/leases"}, {"jobs", "/jobs"}} {
+	for _, n := range []struct{ page, href string }{{"overview", "/"}, {"timeline", "/timeline"}, {"review", "/review"}, {"leases", "/leases"}, {"jobs", "/jobs"}, {"keys", "/keys"}} {
 		cur := safe("")
-		if v.Page == n.page {
+		if v.Page == n.page || v.Page == "scope" && n.page == "keys" {
 			cur = ` aria-current="page"`
 		}
 		w.p("\n    <a href=\"%s\"%s>%s</a>", n.href, cur, v.T(n.page))

@@ -128,6 +128,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/v1/timeline", s.apiTimeline)
 	m.HandleFunc("GET /api/v1/jobs", s.apiJobs)
 	m.HandleFunc("GET /api/v1/keys", s.apiKeys)
+	m.HandleFunc("GET /api/v1/scopes", s.apiScopes)
 	m.HandleFunc("POST /api/v1/jobs/{name}/{action}", s.write(s.apiJobAction))
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such API call: see docs/api.md")
@@ -143,6 +144,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /leases", s.pageLeases)
 	m.HandleFunc("GET /slot", s.pageSlot)
 	m.HandleFunc("GET /jobs", s.pageJobs)
+	m.HandleFunc("GET /keys", s.pageKeys)
 	m.HandleFunc("POST /jobs", s.formWrite(s.formJob))
 	m.HandleFunc("GET /login", s.pageLogin)
 	m.HandleFunc("POST /login", s.formLogin)

@@ -480,7 +480,8 @@ func TestSessionEnds(t *testing.T) {
 }
 
 // TestKeysLookup: GET /api/v1/keys shows a scope's keys by state, an effect whose claimant is gone
-// as unknown, and never a stored result.
+// as unknown, and never a stored result; /api/v1/scopes and /keys list the scopes with their
+// counts, a scope's keys a page at a time, and its unknown ones.
 func TestKeysLookup(t *testing.T) {
 	sd := newSeeded(t)
 	ctx := context.Background()
@@ -510,9 +511,84 @@ func TestKeysLookup(t *testing.T) {
 	if len(got.Keys) != 2 || states["done-1"] != store.KeyDone || states["pending-1"] != store.KeyUnknown {
 		t.Fatalf("keys %s", body)
 	}
-	for _, c := range []string{"/api/v1/keys?key=x", "/api/v1/keys?scope=payments", "/api/v1/keys?scope=payments&key=" + url.QueryEscape("a\x00b")} {
+	for _, c := range []string{"/api/v1/keys?key=x", "/api/v1/keys?scope=payments&key=" + url.QueryEscape("a\x00b"),
+		"/api/v1/keys?scope=payments&state=lost", "/api/v1/keys?scope=payments&limit=0", "/api/v1/keys?scope=payments&limit=5001",
+		"/api/v1/scopes?limit=51", "/api/v1/scopes?limit=x", "/keys?scope=payments&state=lost", "/keys?scope=payments&key=done-1"} {
 		if resp, b := get(t, ts, c); resp.StatusCode != 400 {
 			t.Errorf("%s: %d %s", c, resp.StatusCode, b)
 		}
+	}
+
+	// The scopes, counted by state; a scope's unknown keys; its keys a page at a time.
+	hostile := "<b>x</b>'"
+	many := make([]string, 30)
+	for i := range many {
+		many[i] = "k" + strconv.Itoa(i)
+	}
+	for _, sc := range []string{"many", hostile} {
+		if _, err := ks.Claim(ctx, store.ClaimRequest{Scope: sc, Keys: many}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body = get(t, ts, "/api/v1/scopes?limit=2")
+	var sp ScopesPage
+	if err := json.Unmarshal([]byte(body), &sp); err != nil || len(sp.Scopes) != 2 || sp.Next == "" || sp.CountMax != countMax {
+		t.Fatalf("scopes page of 2: %v %s", err, body)
+	}
+	_, body = get(t, ts, "/api/v1/scopes?cursor="+url.QueryEscape(sp.Next))
+	var rest ScopesPage
+	if err := json.Unmarshal([]byte(body), &rest); err != nil || len(rest.Scopes) != 1 || rest.Next != "" {
+		t.Fatalf("scopes, the next page: %v %s", err, body)
+	}
+	counts := map[string]store.ScopeCount{}
+	for _, c := range append(sp.Scopes, rest.Scopes...) {
+		counts[c.Scope] = c
+	}
+	if c := counts["payments"]; c.Done != 1 || c.Unknown != 1 || c.Pending != 0 || c.Capped {
+		t.Fatalf("payments counted %+v", c)
+	}
+	if c := counts["many"]; c.Done != 30 {
+		t.Fatalf("many counted %+v", c)
+	}
+	_, body = get(t, ts, "/api/v1/keys?scope=payments&state=unknown")
+	var kp KeysPage
+	if err := json.Unmarshal([]byte(body), &kp); err != nil || len(kp.Keys) != 1 || kp.Keys[0].Key != "pending-1" || kp.Read != 2 || kp.Next != "" {
+		t.Fatalf("unknown keys of payments: %v %s", err, body)
+	}
+	seen := map[string]bool{}
+	for cursor, pages := "", 0; ; pages++ {
+		_, body = get(t, ts, "/api/v1/keys?scope=many&limit=7&cursor="+url.QueryEscape(cursor))
+		var p KeysPage
+		if err := json.Unmarshal([]byte(body), &p); err != nil || pages > 10 {
+			t.Fatalf("keys of many, page %d: %v %s", pages, err, body)
+		}
+		for _, k := range p.Keys {
+			seen[k.Key] = true
+		}
+		if p.Next == "" {
+			break
+		}
+		cursor = p.Next
+	}
+	if len(seen) != 30 {
+		t.Fatalf("keys of many in pages of 7: %d of 30", len(seen))
+	}
+	_, page := get(t, ts, "/keys")
+	for _, want := range []string{`href="/keys?scope=payments&amp;state=unknown"`, "&lt;b&gt;x&lt;/b&gt;&#39;", ">30<"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/keys lacks %s:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, hostile) {
+		t.Errorf("/keys shows a scope's name unescaped")
+	}
+	_, page = get(t, ts, "/keys?scope=payments&state=unknown")
+	for _, want := range []string{"pending-1", "once keys claim --scope payments --reclaim-unknown KEY"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/keys?scope=payments&state=unknown lacks %s:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "done-1") {
+		t.Errorf("the unknown keys of payments show a done key")
 	}
 }
