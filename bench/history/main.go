@@ -6,6 +6,7 @@
 //	go run ./bench/history time -store DSN -bin ./once [-runs 7]
 //	go run ./bench/history drop -store DSN          (PostgreSQL, MySQL: drop the prefix's tables)
 //	go run ./bench/history serve -store DSN [-runs 7]   (every page and API call of once serve, server time)
+//	go run ./bench/history seed-keys -store DSN -n 1000000   (business keys for the keys pages; SQLite, PostgreSQL)
 //
 // Seeding writes rows straight into the store's tables (the schema is created first by opening
 // the store the normal way): SQLite in one transaction of multi-row INSERTs, PostgreSQL with COPY,
@@ -68,6 +69,8 @@ func main() {
 		err = drop(ctx, *dsn)
 	case "serve":
 		err = timeServe(ctx, *dsn, *runs)
+	case "seed-keys":
+		err = seedKeys(ctx, *dsn, *n)
 	default:
 		usage()
 	}
@@ -78,7 +81,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: history seed|time|serve|drop -store DSN [-shape minute|daily] [-n N] [-bin once] [-runs R]")
+	fmt.Fprintln(os.Stderr, "usage: history seed|seed-keys|time|serve|drop -store DSN [-shape minute|daily] [-n N] [-bin once] [-runs R]")
 	os.Exit(64)
 }
 

@@ -51,6 +51,10 @@ func timeServe(ctx context.Context, dsn string, runs int) error {
 		"/api/v1/review", "/review", "/api/v1/leases", "/leases",
 		"/timeline?" + day, "/api/v1/timeline?" + day, "/api/v1/timeline?task=daily-00042&" + week,
 		"/slot?task=daily-00000&slot=waiting-review", "/api/v1/slot?task=daily-00000&slot=waiting-unknown", "/jobs",
+		// Business keys (seed-keys): the scopes with their counts, and the unknown keys of the
+		// largest scope (half of the keys).
+		"/keys", "/api/v1/scopes", "/api/v1/scopes?limit=50", "/keys?scope=big&state=unknown",
+		"/api/v1/keys?scope=big&state=unknown&limit=5000", "/api/v1/keys?scope=scope-042&cursor=key-000500000",
 	}
 	fmt.Printf("%-80s %10s %10s %s\n", "call", "median", "max", "status")
 	worst := time.Duration(0)
