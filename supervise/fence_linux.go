@@ -1,7 +1,9 @@
 package supervise
 
 import (
+	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -40,6 +42,9 @@ func (p *Process) Fence(until time.Time) error {
 	}
 	_ = p.control.SetWriteDeadline(time.Now().Add(fenceWriteTimeout))
 	if _, err := p.control.Write(fenceLine(until)); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			return nil // the shim is gone, so the run is over (its Done closes soon): nothing to fence
+		}
 		return fmt.Errorf("supervise: fence: %w", err)
 	}
 	return nil

@@ -26,22 +26,25 @@ func TestFenceKillsTheRunWhenNotMoved(t *testing.T) {
 		t.Fatalf("the fence at 300ms killed the run after %s", took)
 	}
 
-	pr, err = Prepare(Config{Args: []string{"sh", "-c", "sleep 1"}, Shim: shim})
+	// A run that outlives its first fence, moved every 100 ms to 1 s ahead: a loaded machine (the
+	// race detector, four test binaries at once) may hold the shim's start or a tick for a few
+	// hundred milliseconds, which a margin of 200 ms did not survive.
+	pr, err = Prepare(Config{Args: []string{"sh", "-c", "sleep 1.5"}, Shim: shim})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = pr.StartFenced(time.Now().Add(200 * time.Millisecond))
+	p, err = pr.StartFenced(time.Now().Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for done := false; !done; {
 		select {
 		case <-p.Done():
 			done = true
 		case <-tick.C:
-			if err := p.Fence(time.Now().Add(200 * time.Millisecond)); err != nil {
+			if err := p.Fence(time.Now().Add(time.Second)); err != nil {
 				t.Fatal(err)
 			}
 		}
