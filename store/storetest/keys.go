@@ -308,8 +308,10 @@ func testKeysRunClaimant(t *testing.T, h Harness) {
 	s := client(t, dsn)
 	k := keysClient(t, dsn)
 	ctx := ctxT(t)
-	ttl := time.Second
-	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "h1", RunID: "run-a", TTL: ttl})
+	// A long lease while the key is checked pending (a loaded machine, or SQLite's one writer
+	// shared by every case of TestConformancePrefix, can take seconds over the claim), then one
+	// renewed to expire at once.
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "h1", RunID: "run-a", TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -319,8 +321,11 @@ func testKeysRunClaimant(t *testing.T, h Harness) {
 		t.Fatalf("key pending under a live run: state %q, want pending", st)
 	}
 	// The run dies; its lease expires and another run takes the task over.
+	if _, err := s.Renew(ctx, l, time.Millisecond); err != nil {
+		t.Fatalf("Renew to expire: %v", err)
+	}
 	var l2 store.Lease
-	deadline := time.Now().Add(ttl + granularity + 2*time.Second)
+	deadline := time.Now().Add(granularity + 3*time.Second)
 	for {
 		l2, err = s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "h2", RunID: "run-b", TTL: time.Minute})
 		if err == nil {

@@ -1,0 +1,170 @@
+package costs
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/store"
+	_ "github.com/once-run/once/store/etcd"
+	_ "github.com/once-run/once/store/mysql"
+	_ "github.com/once-run/once/store/postgres"
+	_ "github.com/once-run/once/store/redis"
+	"github.com/once-run/once/store/storetest"
+	_ "github.com/once-run/once/store/zk"
+)
+
+// cost is what one step of a once run took on the wire.
+type cost struct{ trips, conns int64 }
+
+// budget is the round trips each step takes on a store (docs/benchmarks.md, "Round
+// trips per run"): open (connect, authenticate, check the schema), a run that succeeds, the skip
+// of a slot already done, and a launch that finds the lease held elsewhere. The counts are exact
+// (a fresh client, a warm server): a change that needs more says why here and in the docs, and
+// one that needs fewer lowers them.
+type budget struct{ open, run, skip, busy int64 }
+
+var stores = []struct {
+	name, env string
+	budget    budget
+}{
+	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 20, skip: 8, busy: 5}},
+	{"mysql", "ONCE_TEST_MYSQL", budget{open: 3, run: 24, skip: 10, busy: 2}},
+	{"redis", "ONCE_TEST_REDIS", budget{open: 4, run: 13, skip: 8, busy: 4}},
+	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 12, skip: 9, busy: 4}},
+	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 19, skip: 12, busy: 8}},
+}
+
+// TestRoundTripsPerRun counts the round trips of a guarded run (once.Do) on every networked
+// store, step by step, through a Relay put in front of the private test server, and holds each
+// step to its budget.
+func TestRoundTripsPerRun(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
+			if st.name == "zk" {
+				// The client pings a session idle for a third of its timeout: a long one keeps a
+				// stalled machine's pings out of the count.
+				dsn += "&session_timeout=1h"
+			}
+			got := measure(t, dsn)
+			t.Logf("%s: open %d round trips (%d connections), run %d, skip %d, busy %d",
+				st.name, got["open"].trips, got["open"].conns, got["run"].trips, got["skip"].trips, got["busy"].trips)
+			for step, want := range map[string]int64{"open": st.budget.open, "run": st.budget.run, "skip": st.budget.skip, "busy": st.budget.busy} {
+				switch n := got[step].trips; {
+				case n > want:
+					t.Errorf("%s: %s took %d round trips, budget %d: a change added some (say why here and in docs/benchmarks.md)", st.name, step, n, want)
+				case n < want:
+					t.Errorf("%s: %s took %d round trips, fewer than its budget of %d: lower the budget here and in docs/benchmarks.md", st.name, step, n, want)
+				}
+			}
+		})
+	}
+}
+
+// measure runs the steps on dsn through a relay and returns each step's cost.
+func measure(t *testing.T, dsn string) map[string]cost {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := NewRelay(ctx, u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	if os.Getenv("ONCE_COSTS_TRACE") != "" {
+		relay.Trace = func(b []byte) { t.Logf("-> %q", b[:min(len(b), 90)]) }
+	}
+	u.Host = relay.Addr()
+	out := map[string]cost{}
+	last := cost{}
+	step := func(name string) {
+		now := cost{relay.Trips(), relay.Conns()}
+		out[name] = cost{now.trips - last.trips, now.conns - last.conns}
+		last = now
+	}
+	// Another holder, straight to the server, for the busy step.
+	other, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+
+	task := "costs-" + strings.ReplaceAll(t.Name(), "/", "-")
+	opts := once.Options{Store: other, Task: task + "-warm", Slot: "2026-12-01", Holder: "costs:1", TTL: time.Minute, LockDir: t.TempDir()}
+	work := func(context.Context, *once.Run) error { return nil }
+	// A run before the counted ones leaves the server as every run but the very first finds it:
+	// the schema made, the scripts loaded (Redis), the prefix's keys there.
+	if res, err := once.Do(ctx, opts, work); err != nil || res.Decision != once.Ran {
+		t.Fatalf("warm-up run: %+v %v", res, err)
+	}
+	last = cost{relay.Trips(), relay.Conns()}
+
+	// Counted: a client of its own, as each once run opens (once run is a process per run).
+	s, err := store.Open(ctx, u.String())
+	if err != nil {
+		t.Fatalf("open through the relay: %v", err)
+	}
+	step("open")
+	opts.Store, opts.Task = s, task
+	if res, err := once.Do(ctx, opts, work); err != nil || res.Decision != once.Ran {
+		t.Fatalf("run: %+v %v", res, err)
+	}
+	step("run")
+	if res, err := once.Do(ctx, opts, work); err != nil || res.Decision != once.Skipped {
+		t.Fatalf("skip: %+v %v", res, err)
+	}
+	step("skip")
+	l, err := other.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "elsewhere", RunID: "r", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last = cost{relay.Trips(), relay.Conns()}
+	opts.Slot = "2026-12-02"
+	if res, err := once.Do(ctx, opts, work); err != nil || res.Decision != once.Busy {
+		t.Fatalf("busy: %+v %v", res, err)
+	}
+	step("busy")
+	if err := other.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(fmt.Errorf("close: %w", err))
+	}
+	return out
+}
+
+// BenchmarkRun is what the store part of one once run costs, in-process: open a client, run a
+// new slot through once.Do, close (ms/op; `once run` adds its process starts).
+func BenchmarkRun(b *testing.B) {
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			dsn := storetest.WithPrefix(b, storetest.ServerDSN(b, st.env, st.name))
+			ctx := context.Background()
+			lock := b.TempDir()
+			work := func(context.Context, *once.Run) error { return nil }
+			i := 0
+			for b.Loop() {
+				s, err := store.Open(ctx, dsn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				i++
+				res, err := once.Do(ctx, once.Options{Store: s, Task: "bench", Slot: fmt.Sprintf("s%d", i), Holder: "b:1", TTL: time.Minute, LockDir: lock}, work)
+				if err != nil || res.Decision != once.Ran {
+					b.Fatalf("%+v %v", res, err)
+				}
+				s.Close()
+			}
+		})
+	}
+}
