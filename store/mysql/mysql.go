@@ -306,8 +306,12 @@ func (s *Store) migrate(ctx context.Context, dbName string) error {
 	})
 }
 
-const acquireSQL = `START TRANSACTION;
-INSERT INTO {p}leases (task, holder, run_id, token, acquired_at, expires_at)
+const acquireSQL = "START TRANSACTION;\n" + acquireBody + ";\nCOMMIT"
+
+// acquireBody takes the lease when it is free or expired and reads the row back (arguments: task,
+// holder, run id, TTL in µs, task): Acquire runs it as a transaction of its own, Start inside
+// one that goes on.
+const acquireBody = `INSERT INTO {p}leases (task, holder, run_id, token, acquired_at, expires_at)
 	VALUES (?, ?, ?, 1, NOW(6), NOW(6) + INTERVAL ? MICROSECOND)
 	ON DUPLICATE KEY UPDATE
 	holder = IF(expires_at <= NOW(6), VALUES(holder), holder),
@@ -315,8 +319,7 @@ INSERT INTO {p}leases (task, holder, run_id, token, acquired_at, expires_at)
 	token = IF(expires_at <= NOW(6), token + 1, token),
 	acquired_at = IF(expires_at <= NOW(6), VALUES(acquired_at), acquired_at),
 	expires_at = IF(expires_at <= NOW(6), VALUES(expires_at), expires_at);
-SELECT ROW_COUNT(), holder, run_id, token, acquired_at, expires_at, expires_at > NOW(6) FROM {p}leases WHERE task = ?;
-COMMIT`
+SELECT ROW_COUNT(), holder, run_id, token, acquired_at, expires_at, expires_at > NOW(6) FROM {p}leases WHERE task = ?`
 
 // row is what the lease batches read back.
 type row struct {
@@ -342,22 +345,8 @@ func (s *Store) batch(ctx context.Context, query string, args ...any) (row, bool
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for {
-				if cols, _ := rows.Columns(); len(cols) > 0 {
-					for rows.Next() {
-						if err := rows.Scan(&r.changed, &r.lease.Holder, &r.lease.RunID, &r.lease.Token,
-							&r.lease.Acquired, &r.lease.Expires, &r.live); err != nil {
-							return err
-						}
-						found = true
-					}
-				}
-				if !rows.NextResultSet() {
-					break
-				}
-			}
-			return rows.Err()
+			r, found, err = scanRow(rows)
+			return err
 		}()
 		if err != nil {
 			if _, rbErr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rbErr != nil {
@@ -368,6 +357,27 @@ func (s *Store) batch(ctx context.Context, query string, args ...any) (row, bool
 	})
 	r.lease.Acquired, r.lease.Expires = r.lease.Acquired.UTC(), r.lease.Expires.UTC()
 	return r, found, err
+}
+
+// scanRow reads the single row of the one result set with columns of a lease batch (changed, holder,
+// run id, token, acquired, expires, live), and closes rows.
+func scanRow(rows *sql.Rows) (r row, found bool, err error) {
+	defer rows.Close()
+	for {
+		if cols, _ := rows.Columns(); len(cols) > 0 {
+			for rows.Next() {
+				if err := rows.Scan(&r.changed, &r.lease.Holder, &r.lease.RunID, &r.lease.Token,
+					&r.lease.Acquired, &r.lease.Expires, &r.live); err != nil {
+					return r, found, err
+				}
+				found = true
+			}
+		}
+		if !rows.NextResultSet() {
+			break
+		}
+	}
+	return r, found, rows.Err()
 }
 
 // Acquire takes the task's lease when it is free or expired by the server's clock (store.Leaser),
@@ -423,9 +433,7 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	var n int64
 	err := s.Do(ctx, func(ctx context.Context) error {
-		res, err := s.DB.ExecContext(ctx, s.Q(`UPDATE {p}leases SET holder = '', run_id = '',
-			expires_at = '1970-01-01 00:00:00'
-			WHERE task = ? AND holder = ? AND token = ? AND holder <> ''`), l.Task, l.Holder, l.Token)
+		res, err := s.DB.ExecContext(ctx, s.Q(releaseSQL), l.Task, l.Holder, l.Token)
 		if err != nil {
 			return err
 		}
@@ -440,6 +448,11 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	}
 	return nil
 }
+
+// releaseSQL gives a grant up (arguments: task, holder, token); it changes one row when the grant
+// is still the current one.
+const releaseSQL = `UPDATE {p}leases SET holder = '', run_id = '', expires_at = '1970-01-01 00:00:00'
+	WHERE task = ? AND holder = ? AND token = ? AND holder <> ''`
 
 // dialect is MySQL's half of sqlstore.
 type dialect struct {
