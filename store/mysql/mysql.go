@@ -39,6 +39,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,13 +52,14 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-var migrations = func() []sqlstore.Migration {
+// migrations are read on first use: parsing them at init cost every once run, on any store.
+var migrations = sync.OnceValue(func() []sqlstore.Migration {
 	m, err := sqlstore.LoadMigrations(migrationFS, "migrations")
 	if err != nil {
 		panic("mysql: " + err.Error())
 	}
 	return m
-}()
+})
 
 func init() {
 	store.Register("mysql", func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) }, store.TakesPassword)
@@ -243,7 +245,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 func (s *Store) migrate(ctx context.Context, dbName string) error {
-	latest := migrations[len(migrations)-1].Version
+	latest := migrations()[len(migrations())-1].Version
 	var have int
 	err := s.DB.QueryRowContext(ctx, s.Q("SELECT COALESCE(MAX(version), 0) FROM {p}schema_version")).Scan(&have)
 	var myErr *gomysql.MySQLError
@@ -284,7 +286,7 @@ func (s *Store) migrate(ctx context.Context, dbName string) error {
 		if err := conn.QueryRowContext(ctx, s.Q("SELECT COALESCE(MAX(version), 0) FROM {p}schema_version")).Scan(&have); err != nil {
 			return err
 		}
-		for _, m := range migrations {
+		for _, m := range migrations() {
 			if m.Version <= have {
 				continue
 			}

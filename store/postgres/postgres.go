@@ -26,6 +26,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,13 +41,14 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-var migrations = func() []sqlstore.Migration {
+// migrations are read on first use: parsing them at init cost every once run, on any store.
+var migrations = sync.OnceValue(func() []sqlstore.Migration {
 	m, err := sqlstore.LoadMigrations(migrationFS, "migrations")
 	if err != nil {
 		panic("postgres: " + err.Error())
 	}
 	return m
-}()
+})
 
 func init() {
 	open := func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) }
@@ -180,7 +182,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	latest := migrations[len(migrations)-1].Version
+	latest := migrations()[len(migrations())-1].Version
 	var have int
 	err := s.DB.QueryRowContext(ctx, s.Q("SELECT COALESCE(MAX(version), 0) FROM {p}schema_version")).Scan(&have)
 	var pgErr *pgconn.PgError
@@ -209,7 +211,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err := tx.QueryRowContext(ctx, s.Q("SELECT COALESCE(MAX(version), 0) FROM {p}schema_version")).Scan(&have); err != nil {
 			return err
 		}
-		for _, m := range migrations {
+		for _, m := range migrations() {
 			if m.Version <= have {
 				continue
 			}

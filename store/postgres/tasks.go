@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"regexp"
+	"sync"
 
 	"github.com/once-run/once/internal/sqlstore"
 )
@@ -26,7 +27,7 @@ const taskCollationSQL = `SELECT
 
 // byteLocale matches the libc locales whose collation is byte order (C.UTF-8: code point order,
 // the same as UTF-8's byte order).
-var byteLocale = regexp.MustCompile(`^(C|POSIX|C\.[Uu][Tt][Ff]-?8)$`)
+var byteLocale = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(C|POSIX|C\.[Uu][Tt][Ff]-?8)$`) })
 
 // TaskOrder (sqlstore.TaskOrderer): the task column itself when its collation is byte order (a
 // database created with LC_COLLATE C, C.UTF-8 or POSIX, or the builtin provider), otherwise the
@@ -49,5 +50,5 @@ func (d *dialect) TaskOrder(ctx context.Context, db *sql.DB, leases string) (str
 // byteOrder reports whether a collation of provider (pg_collation.collprovider: b builtin, c libc,
 // i ICU) and locale compares text byte for byte.
 func byteOrder(provider, locale string) bool {
-	return provider == "b" || provider == "c" && byteLocale.MatchString(locale)
+	return provider == "b" || provider == "c" && byteLocale().MatchString(locale)
 }
