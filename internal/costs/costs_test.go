@@ -32,12 +32,16 @@ type budget struct{ open, run, skip, busy int64 }
 var stores = []struct {
 	name, env string
 	budget    budget
+	// slack is how many round trips a step may take beyond its budget for traffic of the
+	// client's own: the ZooKeeper client pings a session idle for a third of its timeout (which
+	// the server caps), and once, on a loaded machine, a skip took 13.
+	slack int64
 }{
-	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 20, skip: 8, busy: 5}},
-	{"mysql", "ONCE_TEST_MYSQL", budget{open: 3, run: 23, skip: 9, busy: 5}},
-	{"redis", "ONCE_TEST_REDIS", budget{open: 4, run: 13, skip: 8, busy: 4}},
-	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 12, skip: 9, busy: 4}},
-	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 19, skip: 12, busy: 8}},
+	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 20, skip: 8, busy: 5}, 0},
+	{"mysql", "ONCE_TEST_MYSQL", budget{open: 3, run: 23, skip: 9, busy: 5}, 0},
+	{"redis", "ONCE_TEST_REDIS", budget{open: 4, run: 13, skip: 8, busy: 4}, 0},
+	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 12, skip: 9, busy: 4}, 0},
+	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 19, skip: 12, busy: 8}, 1},
 }
 
 // TestRoundTripsPerRun counts the round trips of a guarded run (once.Do) on every networked
@@ -58,7 +62,7 @@ func TestRoundTripsPerRun(t *testing.T) {
 				st.name, got["open"].trips, got["open"].conns, got["run"].trips, got["skip"].trips, got["busy"].trips)
 			for step, want := range map[string]int64{"open": st.budget.open, "run": st.budget.run, "skip": st.budget.skip, "busy": st.budget.busy} {
 				switch n := got[step].trips; {
-				case n > want:
+				case n > want+st.slack:
 					t.Errorf("%s: %s took %d round trips, budget %d: a change added some (say why here and in docs/benchmarks.md)", st.name, step, n, want)
 				case n < want:
 					t.Errorf("%s: %s took %d round trips, fewer than its budget of %d: lower the budget here and in docs/benchmarks.md", st.name, step, n, want)
