@@ -242,3 +242,17 @@ func FuzzParseDSN(f *testing.F) {
 		}
 	})
 }
+
+// TestEscape: task names cannot close the hash tag early, and unescape undoes escape.
+func TestEscape(t *testing.T) {
+	for _, c := range []struct{ in, out string }{
+		{"plain", "plain"}, {"", ""}, {"a{b}c", "a%7Bb%7Dc"}, {"100%", "100%25"}, {"%7B", "%257B"}, {"}{%", "%7D%7B%25"},
+	} {
+		if got := escape(c.in); got != c.out {
+			t.Errorf("escape(%q) = %q, want %q", c.in, got, c.out)
+		}
+		if got := unescape(c.out); got != c.in {
+			t.Errorf("unescape(%q) = %q, want %q", c.out, got, c.in)
+		}
+	}
+}
