@@ -126,8 +126,8 @@ func (s *Store) tkey(task, name string) string {
 	return "{" + s.prefix + ":" + escape(task) + "}:" + name
 }
 
-// The replacers are built once: strings.NewReplacer allocates ~14 KB of tables, and tkey runs on
-// every call (built per call, they were most of a lease call's allocations).
+// The replacers are built once: strings.NewReplacer allocates ~7 KB of tables, and tkey runs on
+// every call (built per call, they were most of a lease round's bytes and 42 of its 103 allocations).
 var (
 	escaper   = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 	unescaper = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
