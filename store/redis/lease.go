@@ -13,7 +13,10 @@ import (
 	"github.com/once-run/once/store"
 )
 
-// acquire: ARGV[3] holder, ARGV[4] run id, ARGV[5] ttl in ms. Returns {'OK'|'BUSY', value}.
+// acquire: ARGV[3] holder, ARGV[4] run id, ARGV[5] ttl in ms. Returns {'BUSY', value} or
+// {'OK', token, acquired µs}: the caller knows the rest of the grant (holder, run id, expiry =
+// acquired + ttl), so the value it would decode is not sent back. The epoch is written with a new
+// counter only: check() has just seen an existing one carry it.
 var acquireScript = goredis.NewScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
@@ -22,14 +25,14 @@ if cur then
   if tonumber(cjson.decode(cur).t) > n then return redis.error_reply('LOST') end
   return {'BUSY', cur}
 end
+if n == 0 then redis.call('HSET', KEYS[1], 'e', ARGV[1]) end
 n = redis.call('HINCRBY', KEYS[1], 'n', 1)
-redis.call('HSET', KEYS[1], 'e', ARGV[1])
 local t = now()
 local ttl = tonumber(ARGV[5])
 local v = cjson.encode({t = string.format('%d', n), h = ARGV[3], r = ARGV[4],
   a = string.format('%d', t), x = string.format('%d', t + ttl * 1000)})
 redis.call('SET', KEYS[2], v, 'NX', 'PX', ttl)
-return {'OK', v}
+return {'OK', n, t}
 `)
 
 // renew: ARGV[3] holder, ARGV[4] token, ARGV[5] ttl in ms.
@@ -145,15 +148,28 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	if err != nil {
 		return store.Lease{}, s.mapErr(err)
 	}
-	l, err := decodeLease(req.Task, r[1])
-	if err != nil {
-		return store.Lease{}, err
-	}
-	s.see(req.Task, l.Token)
 	if r[0] == "BUSY" {
+		l, err := decodeLease(req.Task, r[1])
+		if err != nil {
+			return store.Lease{}, err
+		}
+		s.see(req.Task, l.Token)
 		return store.Lease{}, &store.BusyError{Lease: l}
 	}
-	return l, nil
+	var tok, a int64
+	ok := len(r) == 3
+	if ok {
+		tok, ok = r[1].(int64)
+	}
+	if ok {
+		a, ok = r[2].(int64)
+	}
+	if !ok {
+		return store.Lease{}, fmt.Errorf("%w: redis at %s: unexpected acquire reply %v", store.ErrUnavailable, s.addr, r)
+	}
+	s.see(req.Task, tok)
+	return store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: tok,
+		Acquired: time.UnixMicro(a), Expires: time.UnixMicro(a + ttlMillis(req.TTL)*1000)}, nil
 }
 
 // Renew extends l by ttl from now by Redis's clock. See store.Leaser.

@@ -242,3 +242,61 @@ func FuzzParseDSN(f *testing.F) {
 		}
 	})
 }
+
+// TestEscape: task names cannot close the hash tag early, and unescape undoes escape.
+func TestEscape(t *testing.T) {
+	for _, c := range []struct{ in, out string }{
+		{"plain", "plain"}, {"", ""}, {"a{b}c", "a%7Bb%7Dc"}, {"100%", "100%25"}, {"%7B", "%257B"}, {"}{%", "%7D%7B%25"},
+	} {
+		if got := escape(c.in); got != c.out {
+			t.Errorf("escape(%q) = %q, want %q", c.in, got, c.out)
+		}
+		if got := unescape(c.out); got != c.in {
+			t.Errorf("unescape(%q) = %q, want %q", c.out, got, c.in)
+		}
+	}
+}
+
+// TestAcquireReply: Acquire builds the grant from the script's token and time instead of decoding
+// the value it stored; what it returns is what the value says (Leases decodes it), and a second
+// acquire's BusyError carries the same grant. The holder and run id need JSON escaping.
+func TestAcquireReply(t *testing.T) {
+	dsn := storetest.WithPrefix(t, serverDSN(t))
+	ctx := ctxT(t, 30*time.Second)
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, ttl := range []time.Duration{time.Minute, 1234567 * time.Microsecond} {
+		task := fmt.Sprintf("reply-%d", i)
+		l, err := s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: `h "q" \ / ü`, RunID: "r/1 <&>", TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Expires.Sub(l.Acquired) != time.Duration(ttlMillis(ttl))*time.Millisecond {
+			t.Errorf("acquired %s, expires %s: want ttl %s rounded up to ms", l.Acquired, l.Expires, ttl)
+		}
+		ls, err := s.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, g := range ls {
+			if g.Task == task {
+				found = true
+				if g != l {
+					t.Errorf("Leases lists %+v, Acquire returned %+v", g, l)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("Leases does not list %s", task)
+		}
+		_, err = s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "other", RunID: "r2", TTL: ttl})
+		var be *store.BusyError
+		if !errors.As(err, &be) || be.Lease != l {
+			t.Errorf("second acquire: %v, want busy with %+v", err, l)
+		}
+	}
+}
