@@ -326,7 +326,39 @@ func (myDialect) ddl(t, c string) []string {
 
 func (myDialect) rebind(q string) string { return q }
 
-func (myDialect) claim(ctx context.Context, k *Keys, tx Execer, scope string, chunk, fps []string, now int64) ([]bool, error) {
+// mariaDB reports whether tx's server is MariaDB, which has INSERT … RETURNING (10.5+; JSON_TABLE
+// needs 10.6), asking SELECT VERSION() on the first claim of k only.
+func (myDialect) mariaDB(ctx context.Context, k *Keys, tx Execer) (bool, error) {
+	switch k.returning.Load() {
+	case 1:
+		return true, nil
+	case 2:
+		return false, nil
+	}
+	rows, err := tx.Query(ctx, "SELECT VERSION()")
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	var v string
+	if rows.Next() {
+		if err := rows.Scan(&v); err != nil {
+			return false, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	maria := strings.Contains(strings.ToLower(v), "mariadb")
+	k.returning.Store(map[bool]int32{true: 1, false: 2}[maria])
+	return maria, nil
+}
+
+func (d myDialect) claim(ctx context.Context, k *Keys, tx Execer, scope string, chunk, fps []string, now int64) ([]bool, error) {
+	maria, err := d.mariaDB(ctx, k, tx)
+	if err != nil {
+		return nil, err
+	}
 	var id [16]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
@@ -335,7 +367,6 @@ func (myDialect) claim(ctx context.Context, k *Keys, tx Execer, scope string, ch
 	// short constant statement instead of a 1,000-row VALUES list the server must parse each time.
 	var q string
 	var arg []byte
-	var err error
 	if len(fps) == 0 {
 		q = k.stmt(stmtKey{kind: "claim"}, func() string {
 			return "INSERT IGNORE INTO " + k.table + " (scope, ikey, fingerprint, created_ms, claim_id)" +
@@ -356,6 +387,16 @@ func (myDialect) claim(ctx context.Context, k *Keys, tx Execer, scope string, ch
 	}
 	if err != nil {
 		return nil, err
+	}
+	if maria {
+		// MariaDB returns exactly the rows the statement inserted, as PostgreSQL does: one
+		// statement per batch whatever its mix of new and old keys. (The rows still carry the
+		// claim id: the column is NOT NULL, and MySQL clients of the same table read it back.)
+		got, err := readKeys(tx.Query(ctx, q+" RETURNING ikey, NULL", scope, now, id[:], string(arg)))
+		if err != nil {
+			return nil, err
+		}
+		return marks(chunk, got), nil
 	}
 	n, err := tx.Exec(ctx, q, scope, now, id[:], string(arg))
 	if err != nil {
