@@ -49,6 +49,9 @@ type Store struct {
 	// Flavor is Postgres or MySQL: it selects the statements of store.Keys and names the backend in
 	// their errors.
 	Flavor string
+	// Returning is set on the MySQL flavor when the server has INSERT … RETURNING (MariaDB 10.5+):
+	// a claim is then one statement per batch, without the claim-id read-back MySQL 8 needs.
+	Returning bool
 	// Retries is how many times an operation is retried after transient connection trouble, with
 	// exponential backoff from Backoff; never past the caller's ctx.
 	Retries int

@@ -39,6 +39,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -239,8 +240,18 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w: mysql %s: %v", store.ErrUnavailable, cfg.Where, err)
+	}
+	s.Returning = !noReturning.Load() && strings.Contains(strings.ToLower(version), "mariadb")
 	return s, nil
 }
+
+// noReturning, set by tests, keeps INSERT … RETURNING off on MariaDB (sqlstore.Store.Returning), so
+// that MySQL 8's claim path runs on the MariaDB test server too.
+var noReturning atomic.Bool
 
 func (s *Store) migrate(ctx context.Context, dbName string) error {
 	latest := migrations[len(migrations)-1].Version
