@@ -1,6 +1,7 @@
 package keys_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -15,12 +16,15 @@ import (
 
 // BenchmarkClaim measures bulk claim throughput in batches of 1,000 keys (one transaction each)
 // against, in the same run on the same database: the floor, a raw multi-row INSERT … ON CONFLICT DO
-// NOTHING (MySQL: INSERT IGNORE) into a bare table with one unique column; and the naive loop, one
-// INSERT per key (one transaction per 1,000). Metrics: keys/s of each, claim as % of the floor, and
-// claim as a multiple of naive. The naive loop handles every tenth batch only (it is slow) and is
-// timed on those; the other batches are claimed untimed so the table grows as in the other runs.
+// NOTHING (MySQL: INSERT IGNORE) into a bare table with one unique column; the row floor, the same
+// raw INSERT of the rows a claim writes (scope, key, time, and on MySQL a claim id) into a keys table;
+// and the naive loop, one INSERT per key (one transaction per 1,000). Metrics: keys/s of each, claim
+// as % of each floor, and claim as a multiple of naive. The naive loop handles every tenth batch only
+// (it is slow) and is timed on those; the other batches are claimed untimed so the table grows as in
+// the other runs.
 //
-// ONCE_KEYS_BENCH_N sets the number of keys (default 100,000). The 1M run:
+// ONCE_KEYS_BENCH_N sets the number of keys (default 100,000); ONCE_KEYS_BENCH_METHODS the methods
+// run (default "claim,floor,row,naive"; the ratios need claim and the floor in question). The 1M run:
 //
 //	ONCE_KEYS_BENCH_N=1000000 go test -run '^$' -bench BenchmarkClaim -benchtime 1x ./keys/
 func BenchmarkClaim(b *testing.B) {
@@ -30,6 +34,13 @@ func BenchmarkClaim(b *testing.B) {
 		if n, err = strconv.Atoi(s); err != nil || n < 1000 {
 			b.Fatalf("ONCE_KEYS_BENCH_N=%q: want an integer >= 1000", s)
 		}
+	}
+	methods := map[string]bool{}
+	for _, m := range strings.Split(cmp.Or(os.Getenv("ONCE_KEYS_BENCH_METHODS"), "claim,floor,row,naive"), ",") {
+		if m != "claim" && m != "floor" && m != "row" && m != "naive" {
+			b.Fatalf("ONCE_KEYS_BENCH_METHODS: unknown method %q (claim, floor, row, naive)", m)
+		}
+		methods[m] = true
 	}
 	all := make([]string, n)
 	for i := range all {
@@ -42,19 +53,29 @@ func BenchmarkClaim(b *testing.B) {
 		b.Run(be.Name, func(b *testing.B) {
 			for _, dup := range []int{0, 50, 100} {
 				b.Run(fmt.Sprintf("dup=%d%%", dup), func(b *testing.B) {
-					var claimR, floorR, naiveR float64
+					rate := map[string]float64{}
 					for i := 0; i < b.N; i++ {
-						claimR += benchOne(b, be, "claim", all, dup)
-						floorR += benchOne(b, be, "floor", all, dup)
-						naiveR += benchOne(b, be, "naive", all, dup)
+						for _, m := range []string{"claim", "floor", "row", "naive"} {
+							if methods[m] {
+								rate[m] += benchOne(b, be, m, all, dup) / float64(b.N)
+							}
+						}
 					}
-					claimR, floorR, naiveR = claimR/float64(b.N), floorR/float64(b.N), naiveR/float64(b.N)
 					b.ReportMetric(0, "ns/op")
-					b.ReportMetric(claimR, "claim_keys/s")
-					b.ReportMetric(floorR, "floor_keys/s")
-					b.ReportMetric(naiveR, "naive_keys/s")
-					b.ReportMetric(100*claimR/floorR, "%floor")
-					b.ReportMetric(claimR/naiveR, "x_naive")
+					for _, m := range []string{"claim", "floor", "row", "naive"} {
+						if methods[m] {
+							b.ReportMetric(rate[m], m+"_keys/s")
+						}
+					}
+					if methods["claim"] && methods["floor"] {
+						b.ReportMetric(100*rate["claim"]/rate["floor"], "%floor")
+					}
+					if methods["claim"] && methods["row"] {
+						b.ReportMetric(100*rate["claim"]/rate["row"], "%row")
+					}
+					if methods["claim"] && methods["naive"] {
+						b.ReportMetric(rate["claim"]/rate["naive"], "x_naive")
+					}
 				})
 			}
 		})
@@ -91,6 +112,9 @@ func benchOne(b *testing.B, be keystest.Backend, method string, all []string, du
 					return err
 				case "floor":
 					_, err := tx.Exec(ctx, floorInsert(be.Dialect, floor, len(chunk)), strArgs(chunk)...)
+					return err
+				case "row":
+					_, err := tx.Exec(ctx, rowInsert(be.Dialect, f.Table, len(chunk)), strArgs(chunk)...)
 					return err
 				default:
 					q := naiveInsert(be.Dialect, f.Table)
@@ -171,6 +195,36 @@ func floorInsert(d keys.Dialect, table string, n int) string {
 			fmt.Fprintf(&b, "($%d)", i+1)
 		} else {
 			b.WriteString("(?)")
+		}
+	}
+	if d != keys.MySQL {
+		b.WriteString(" ON CONFLICT DO NOTHING")
+	}
+	return b.String()
+}
+
+// rowInsert is floorInsert with the row a claim writes, into the keys table: scope, key and time (and
+// on MySQL a claim id), as constants but for the key, so that it binds what the floor binds.
+func rowInsert(d keys.Dialect, table string, n int) string {
+	var b strings.Builder
+	switch d {
+	case keys.MySQL:
+		b.WriteString("INSERT IGNORE INTO " + table + " (scope, ikey, created_ms, claim_id) VALUES ")
+	default:
+		b.WriteString("INSERT INTO " + table + " (scope, ikey, created_ms) VALUES ")
+	}
+	const now = 1764000000000 // a constant: the statement text is the same for every batch
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		switch d {
+		case keys.Postgres:
+			fmt.Fprintf(&b, "('bench',$%d,%d)", i+1, now)
+		case keys.MySQL:
+			fmt.Fprintf(&b, "('bench',?,%d,X'0123456789abcdef0123456789abcdef')", now)
+		default:
+			fmt.Fprintf(&b, "('bench',?,%d)", now)
 		}
 	}
 	if d != keys.MySQL {

@@ -14,9 +14,18 @@ import (
 	"github.com/once-run/once/keys"
 )
 
+// each runs fn on every backend, and on MySQL twice: as the server is (MariaDB: INSERT … RETURNING)
+// and as on MySQL 8 (INSERT IGNORE and the claim-id read-back).
 func each(t *testing.T, fn func(t *testing.T, f *keystest.Fixture)) {
 	for _, b := range keystest.Backends() {
 		t.Run(b.Name, func(t *testing.T) { fn(t, keystest.NewFixture(t, b)) })
+		if b.Dialect == keys.MySQL {
+			t.Run(b.Name+"-readback", func(t *testing.T) {
+				f := keystest.NewFixture(t, b)
+				keys.WithoutReturning(f.K)
+				fn(t, f)
+			})
+		}
 	}
 }
 
@@ -211,6 +220,61 @@ func TestConcurrentOverlap(t *testing.T) {
 		for k, c := range count {
 			if c != 1 {
 				t.Fatalf("key %s claimed %d times", k, c)
+			}
+		}
+	})
+}
+
+// TestClaimWaitsForOther: a claim of a key that another transaction holds uncommitted waits for it,
+// and is then new if that transaction rolled back and old if it committed, in a batch with other keys
+// (a partly new batch).
+func TestClaimWaitsForOther(t *testing.T) {
+	each(t, func(t *testing.T, f *keystest.Fixture) {
+		ctx := ctxT(t, time.Minute)
+		for _, commit := range []bool{false, true} {
+			key := map[bool]string{false: "rolled-back", true: "committed"}[commit]
+			if _, err := f.Claim(ctx, "w", []string{"old-" + key}); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := f.DB.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, err := f.K.Claim(ctx, keys.SQL(tx), "w", key)
+			if err != nil || !ok[0] {
+				t.Fatalf("first claim of %s = %v, %v", key, ok, err)
+			}
+			type res struct {
+				got []string
+				err error
+			}
+			done := make(chan res, 1)
+			go func() {
+				got, err := f.Claim(ctx, "w", []string{"old-" + key, key, "new-" + key})
+				done <- res{got, err}
+			}()
+			select {
+			case r := <-done:
+				if f.B.Dialect != keys.SQLite { // SQLite: the second writer waits at BEGIN, or fails busy
+					t.Fatalf("second claim did not wait for the first transaction: %q, %v", r.got, r.err)
+				}
+			case <-time.After(300 * time.Millisecond):
+			}
+			if commit {
+				err = tx.Commit()
+			} else {
+				err = tx.Rollback()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			want := []string{key, "new-" + key}
+			if commit {
+				want = want[1:]
+			}
+			if r.err != nil || !slices.Equal(r.got, want) {
+				t.Fatalf("second claim after the first %s = %q, %v; want %q", key, r.got, r.err, want)
 			}
 		}
 	})

@@ -27,6 +27,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -237,6 +238,9 @@ type Keys struct {
 	batch       int
 	mu          sync.Mutex
 	stmts       map[stmtKey]string
+	// returning is, on the MySQL dialect, whether the server is MariaDB (INSERT … RETURNING, 10.5+):
+	// 0 not known yet, 1 yes, 2 no. Learned from SELECT VERSION() on the first claim.
+	returning atomic.Int32
 }
 
 type stmtKey struct {

@@ -15,7 +15,7 @@ import (
 )
 
 // Flavors select the keys statements (store.Keys), the one place where PostgreSQL and MySQL/MariaDB
-// need different SQL: PostgreSQL has INSERT … RETURNING, MySQL/MariaDB does not.
+// need different SQL: PostgreSQL and MariaDB have INSERT … RETURNING (Store.Returning), MySQL does not.
 const (
 	Postgres = "postgres"
 	MySQL    = "mysql"
@@ -89,8 +89,9 @@ func forChunks(keys []string, fn func(chunk []string) error) error {
 // Claim claims req.Keys (store.Keys) in one transaction, one INSERT statement per chunk of up to 1,000
 // keys, in sorted order so that concurrent claimers of overlapping sets take row locks in the same
 // order. PostgreSQL: INSERT … SELECT FROM unnest … ON CONFLICT DO NOTHING RETURNING. MySQL/MariaDB:
-// INSERT IGNORE … SELECT FROM JSON_TABLE tagged with a random claim id, read back by that id only
-// when the batch was partly new (see docs/keys.md for why that is exact). Fingerprints are checked
+// INSERT IGNORE … SELECT FROM JSON_TABLE tagged with a random claim id; MariaDB returns the rows it
+// inserted (RETURNING), MySQL's are read back by that id only when the batch was partly new (see
+// docs/keys.md for why that is exact). Fingerprints are checked
 // in the same transaction; a mismatch rolls everything back.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
 	if err := req.Check(); err != nil {
@@ -186,11 +187,30 @@ func (s *Store) claimMySQL(ctx context.Context, tx *sql.Tx, scope, state string,
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, s.Q(`INSERT IGNORE INTO {p}keys (scope, ikey, state, fingerprint, task, run_id, token, expires_at, claimed_at, done_at, claim_id)
-		SELECT ?, j.k, ?, j.f, ?, ?, ?, `+s.expiresExpr()+`, NOW(6), IF(? = 'done', NOW(6), NULL), ?
+	insert := s.Q(`INSERT IGNORE INTO {p}keys (scope, ikey, state, fingerprint, task, run_id, token, expires_at, claimed_at, done_at, claim_id)
+		SELECT ?, j.k, ?, j.f, ?, ?, ?, ` + s.expiresExpr() + `, NOW(6), IF(? = 'done', NOW(6), NULL), ?
 		FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[0]',
-			f VARCHAR(255) CHARACTER SET utf8mb4 PATH '$[1]')) AS j`),
-		scope, state, c.Task, c.RunID, c.Token, exp, exp, state, id[:], string(doc))
+			f VARCHAR(255) CHARACTER SET utf8mb4 PATH '$[1]')) AS j`)
+	args := []any{scope, state, c.Task, c.RunID, c.Token, exp, exp, state, id[:], string(doc)}
+	if s.Returning != nil && s.Returning(ctx, tx) {
+		// MariaDB returns exactly the rows this statement inserted (an ignored duplicate is not
+		// returned), as PostgreSQL does: one statement per batch. The rows still carry the claim
+		// id, so MySQL-style readers of the same table stay exact.
+		rows, err := tx.QueryContext(ctx, insert+` RETURNING ikey`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				return err
+			}
+			claimed[k] = true
+		}
+		return rows.Err()
+	}
+	res, err := tx.ExecContext(ctx, insert, args...)
 	if err != nil {
 		return err
 	}

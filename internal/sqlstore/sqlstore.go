@@ -49,6 +49,10 @@ type Store struct {
 	// Flavor is Postgres or MySQL: it selects the statements of store.Keys and names the backend in
 	// their errors.
 	Flavor string
+	// Returning, on the MySQL flavor, reports whether the server has INSERT … RETURNING (MariaDB
+	// 10.5+), asked inside the claim's transaction: a claim is then one statement per batch,
+	// without the claim-id read-back MySQL 8 needs. Nil: it has not.
+	Returning func(ctx context.Context, tx *sql.Tx) bool
 	// Retries is how many times an operation is retried after transient connection trouble, with
 	// exponential backoff from Backoff; never past the caller's ctx.
 	Retries int

@@ -40,6 +40,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,6 +70,10 @@ func init() {
 type Store struct {
 	*sqlstore.Store
 	d *dialect
+
+	retMu    sync.Mutex
+	ret      bool // the server has INSERT … RETURNING (returning), once retKnown
+	retKnown bool
 }
 
 var (
@@ -241,8 +246,30 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.Returning = s.returning
 	return s, nil
 }
+
+// returning reports whether the server has INSERT … RETURNING (MariaDB), asked on the first claim
+// rather than at Open: a once run that claims no keys pays no round trip for it. An error keeps
+// MySQL 8's read-back path (exact on both) and asks again next time.
+func (s *Store) returning(ctx context.Context, tx *sql.Tx) bool {
+	s.retMu.Lock()
+	defer s.retMu.Unlock()
+	if s.retKnown {
+		return s.ret
+	}
+	var version string
+	if err := tx.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return false
+	}
+	s.ret, s.retKnown = !noReturning.Load() && strings.Contains(strings.ToLower(version), "mariadb"), true
+	return s.ret
+}
+
+// noReturning, set by tests, keeps INSERT … RETURNING off on MariaDB (sqlstore.Store.Returning), so
+// that MySQL 8's claim path runs on the MariaDB test server too.
+var noReturning atomic.Bool
 
 func (s *Store) migrate(ctx context.Context, dbName string) error {
 	latest := migrations()[len(migrations())-1].Version

@@ -36,6 +36,49 @@ func opener(ctx context.Context, dsn string) (store.Store, *sqlstore.Store, erro
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
 
+// TestKeysConformanceReadBack runs the keys cases with MySQL 8's claim path (INSERT IGNORE, then the
+// claim-id read-back of a partly new batch) on a server that has RETURNING (MariaDB).
+func TestKeysConformanceReadBack(t *testing.T) {
+	noReturning.Store(true)
+	t.Cleanup(func() { noReturning.Store(false) })
+	s, err := Open(ctxT(t, 30*time.Second), withPrefix(t, serverDSN(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if returning(t, s) {
+		t.Fatal("Returning is on with noReturning set")
+	}
+	s.Close()
+	storetest.RunKeys(t, harness())
+}
+
+// TestReturningOnMariaDB: on MariaDB, claims use INSERT … RETURNING.
+func TestReturningOnMariaDB(t *testing.T) {
+	s, err := Open(ctxT(t, 30*time.Second), withPrefix(t, serverDSN(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var v string
+	if err := s.DB.QueryRow("SELECT VERSION()").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if want, got := strings.Contains(strings.ToLower(v), "mariadb"), returning(t, s); got != want {
+		t.Fatalf("server %q: Returning = %v, want %v", v, got, want)
+	}
+}
+
+// returning asks s.Returning in a transaction of its own, as a claim does.
+func returning(t *testing.T, s *Store) bool {
+	t.Helper()
+	tx, err := s.DB.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	return s.Returning(context.Background(), tx)
+}
+
 // BenchmarkSuite: the suite's benchmarks (docs/benchmarks.md).
 func BenchmarkSuite(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
 

@@ -133,6 +133,24 @@ var partial = []struct {
 	{capLoss, "LeaseRenew does not check that renewals are not announced as losses"},
 }
 
+// RunKeys runs the conformance cases of store.Keys only (Keys/…), in parallel, each on its own DSN:
+// for a backend that has a second claim path to cover on the same server.
+func RunKeys(t *testing.T, h Harness) {
+	t.Helper()
+	if !capKeys.has(client(t, h.DSN(t))) {
+		t.Fatal("storetest: RunKeys: the store does not implement store.Keys")
+	}
+	for _, tc := range cases {
+		if tc.needs != capKeys {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, h)
+		})
+	}
+}
+
 // Run runs every conformance case the store behind h supports, in parallel, each on its own DSN.
 // It opens one store first to learn which optional interfaces it implements, and logs (t.Log)
 // each case it leaves out and each case that checks less, with the reason.
