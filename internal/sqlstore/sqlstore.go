@@ -543,3 +543,30 @@ func CheckAcquire(req store.AcquireRequest) error {
 	}
 	return nil
 }
+
+// FinishAndRelease records the outcome of the running attempt runID and releases l in one
+// transaction (what a backend's store.Finisher does): one commit where Finish and Release make two.
+// release is the backend's release statement (arguments: task, holder, token), which must change
+// one row when l is still the current grant.
+func (s *Store) FinishAndRelease(ctx context.Context, runID string, l store.Lease, o store.Outcome, release string) (store.Attempt, error) {
+	var out store.Attempt
+	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		if out, err = s.FinishTx(ctx, tx, runID, l.Token, o); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.Q(release), l.Task, l.Holder, l.Token)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("%w: task %q: token %d of %s was released or replaced", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+		}
+		return nil
+	})
+	return out, err
+}

@@ -66,24 +66,5 @@ func (s *Store) Start(ctx context.Context, req store.AcquireRequest, slot string
 // FinishRelease records the outcome of the running attempt runID and releases l in one transaction
 // (store.Finisher): one commit where Finish and Release make two.
 func (s *Store) FinishRelease(ctx context.Context, runID string, l store.Lease, o store.Outcome) (store.Attempt, error) {
-	var out store.Attempt
-	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		var err error
-		if out, err = s.FinishTx(ctx, tx, runID, l.Token, o); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, s.Q(releaseSQL), l.Task, l.Holder, l.Token)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return fmt.Errorf("%w: task %q: token %d of %s was released or replaced", store.ErrNotHeld, l.Task, l.Token, l.Holder)
-		}
-		return nil
-	})
-	return out, err
+	return s.FinishAndRelease(ctx, runID, l, o, releaseSQL)
 }
