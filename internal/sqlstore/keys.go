@@ -160,6 +160,11 @@ func (s *Store) claimPG(ctx context.Context, tx *sql.Tx, scope, state string, c 
 	if err != nil {
 		return err
 	}
+	return returned(rows, claimed)
+}
+
+// returned marks claimed the keys an INSERT … RETURNING ikey returned, and closes rows.
+func returned(rows *sql.Rows, claimed map[string]bool) error {
 	defer rows.Close()
 	for rows.Next() {
 		var k string
@@ -200,15 +205,7 @@ func (s *Store) claimMySQL(ctx context.Context, tx *sql.Tx, scope, state string,
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				return err
-			}
-			claimed[k] = true
-		}
-		return rows.Err()
+		return returned(rows, claimed)
 	}
 	res, err := tx.ExecContext(ctx, insert, args...)
 	if err != nil {

@@ -321,7 +321,9 @@ func testKeysRunClaimant(t *testing.T, h Harness) {
 		t.Fatalf("key pending under a live run: state %q, want pending", st)
 	}
 	// The run dies; its lease expires and another run takes the task over.
-	if _, err := s.Renew(ctx, l, time.Millisecond); err != nil {
+	// A store may find the 1 ms grant expired by the time it reads it back (ErrNotHeld): expired
+	// either way.
+	if _, err := s.Renew(ctx, l, time.Millisecond); err != nil && !errors.Is(err, store.ErrNotHeld) {
 		t.Fatalf("Renew to expire: %v", err)
 	}
 	var l2 store.Lease
