@@ -253,8 +253,11 @@ func TestClaimWaitsForOther(t *testing.T) {
 				got, err := f.Claim(ctx, "w", []string{"old-" + key, key, "new-" + key})
 				done <- res{got, err}
 			}()
+			var r res
+			early := false
 			select {
-			case r := <-done:
+			case r = <-done:
+				early = true
 				if f.B.Dialect != keys.SQLite { // SQLite: the second writer waits at BEGIN, or fails busy
 					t.Fatalf("second claim did not wait for the first transaction: %q, %v", r.got, r.err)
 				}
@@ -268,7 +271,13 @@ func TestClaimWaitsForOther(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := <-done
+			if !early {
+				r = <-done
+			}
+			if f.B.Dialect == keys.SQLite && r.err != nil {
+				t.Logf("SQLite: the second writer failed while the first held the write lock (%v), as it may", r.err)
+				continue
+			}
 			want := []string{key, "new-" + key}
 			if commit {
 				want = want[1:]
