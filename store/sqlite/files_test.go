@@ -425,3 +425,38 @@ func FuzzParseMarker(f *testing.F) {
 		}
 	})
 }
+
+// A file another client is writing in rollback mode (a new file whose first writer is switching
+// it, or a sqlite3 shell's): Open's switch to WAL waits for the writer, as long as busy_timeout,
+// instead of failing at once with "locked … busy_timeout 10s" (SQLite's busy handler does not
+// wait for the switch; a daemon of a fleet started together on a new file failed so in CI).
+func TestOpenWaitsToSwitchToWAL(t *testing.T) {
+	_, path := private(t)
+	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(DELETE)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("CREATE TABLE other (x)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("INSERT INTO other VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		tx.Commit()
+	}()
+	s, err := open(t, path)
+	if err != nil {
+		t.Fatalf("Open while another client writes: %v", err)
+	}
+	if _, err := s.Leases(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -103,8 +103,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	// busy_timeout is applied first by the driver; journal_mode=WAL is a no-op once the file is WAL.
-	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
+	// busy_timeout is applied first by the driver. The switch to WAL is not a pragma here: see useWAL.
+	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_txlock=immediate",
 		abs, opts.BusyTimeout.Milliseconds())
 	s.db, err = sql.Open("sqlite", drv)
 	if err != nil {
@@ -120,6 +120,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.mk.close()
 		s.q.close()
 		return nil, err
+	}
+	if err := s.useWAL(ctx); err != nil {
+		return fail(err)
 	}
 	seq, err := s.ensureSchema(ctx, m != nil)
 	if err != nil {
@@ -138,6 +141,48 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return fail(err)
 	}
 	return s, nil
+}
+
+// useWAL switches the file to WAL mode; reading the mode is all it costs once the file is WAL.
+// The switch is a write that SQLite's busy handler does not wait for: it reads the header, then
+// upgrades its read to a write, and an upgrade that finds another writer fails at once with
+// SQLITE_BUSY (a fleet of daemons started together on a new file failed so, one in a few
+// hundred). So it waits here: in the writers' queue, which once processes opening the same new
+// file take in turn, and retrying while another client (a sqlite3 shell) writes, up to
+// busy_timeout. A file that stays in another mode (a file system without shared memory) is
+// reported by Health.
+func (s *Store) useWAL(ctx context.Context) error {
+	var mode string
+	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return s.mapErr(err)
+	}
+	if mode == "wal" {
+		return nil
+	}
+	return s.queued(ctx, func() error {
+		deadline := time.Now().Add(s.busy)
+		for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+			err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode)
+			if !isBusy(err) || time.Now().After(deadline) {
+				return s.mapErr(err)
+			}
+			select {
+			case <-ctx.Done():
+				return s.mapErr(ctx.Err())
+			case <-time.After(wait):
+			}
+		}
+	})
+}
+
+// isBusy says whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED (any extended code).
+func isBusy(err error) bool {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code() & 0xff
+	return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
 }
 
 // openFiles checks who may change the ledger's files, reads its marker (the ledger that was
@@ -430,7 +475,7 @@ func (s *Store) mapErr(err error) error {
 	case sqlite3.SQLITE_CONSTRAINT:
 		return fmt.Errorf("%w: %s", store.ErrConflict, msg)
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-		return fmt.Errorf("%w: sqlite %s: locked by another process for longer than busy_timeout %s; retry, or raise ?busy_timeout=", store.ErrUnavailable, s.path, s.busy)
+		return fmt.Errorf("%w: sqlite %s: locked by another process (%s; busy_timeout %s); retry, or raise ?busy_timeout=", store.ErrUnavailable, s.path, msg, s.busy)
 	case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
 		return fmt.Errorf("%w: sqlite %s: not a SQLite database or corrupt; move it aside (a new ledger is created) or restore a backup", store.ErrUnavailable, s.path)
 	case sqlite3.SQLITE_READONLY:
