@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/once-run/once/lease"
 	"github.com/once-run/once/store"
 )
@@ -27,10 +29,14 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 	}
 
 	// 4. Work: prepared first, so that work which cannot start costs no attempt; then recorded as
-	// running, fenced by the token; then run until it returns or the lease is lost.
+	// running, fenced by the token; then run until it returns or the lease is lost. The attempt's
+	// span is the parent of the work's (ctx), and of the command's (TRACEPARENT, package job).
+	ctx, sp := g.startSpan(ctx, Ran, attemptAttrs(run)...)
 	if g.o.Prepare != nil {
 		if err := g.o.Prepare(ctx, run); err != nil {
-			return Result{}, time.Time{}, fmt.Errorf("%w: %w", ErrNotStarted, err)
+			err = fmt.Errorf("%w: %w", ErrNotStarted, err)
+			failSpan(sp, err)
+			return Result{}, time.Time{}, err
 		}
 	}
 	att, err := g.o.Store.Begin(ctx, store.Attempt{Task: g.o.Task, Slot: g.slot, RunID: g.runID, Number: run.Attempt,
@@ -38,10 +44,14 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 	if errors.Is(err, store.ErrNotHeld) {
 		reason := "lost the lease before starting"
 		g.log.Info("busy", "reason", reason)
+		sp.SetAttributes(AttrDecision.String(string(Busy)), AttrReason.String(reason))
+		sp.End()
 		return Result{Decision: Busy, Reason: reason}, time.Time{}, nil
 	}
 	if err != nil {
-		return Result{}, time.Time{}, fmt.Errorf("ledger: begin attempt: %w", err)
+		err = fmt.Errorf("ledger: begin attempt: %w", err)
+		failSpan(sp, err)
+		return Result{}, time.Time{}, err
 	}
 	started := time.Now()
 	log := g.log.With("attempt", run.Attempt)
@@ -50,8 +60,12 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 
 	// 5. The outcome, recorded (and the lease released with it when this is the last act).
 	out := outcome(werr, ls.Err())
+	if lost := ls.Err(); lost != nil {
+		sp.AddEvent("lease lost", trace.WithAttributes(AttrReason.String(lost.Error())))
+	}
 	res := Result{Decision: Ran, Attempt: &att, WorkErr: werr}
 	fin, ferr := g.finish(ctx, ls, out, g.release && time.Since(started) >= g.o.MinHold)
+	endAttempt(sp, out, ferr)
 	took := time.Since(started).Round(time.Millisecond).String()
 	if ferr != nil {
 		res.RecordErr = ferr
@@ -123,6 +137,7 @@ func (g *guard) logDecision(ctx context.Context, d Decision, reason string, last
 		}
 		g.log.Info("skipped", "reason", reason, "attempt", last.Number)
 		g.event(ctx, store.Skipped, token, last.Number, reason)
+		g.decisionSpan(ctx, Skipped, reason, lastAttrs(last, token)...)
 	case Review:
 		args := []any{"reason", reason, "attempt", last.Number}
 		if g.o.ResolveHint != nil {
@@ -130,6 +145,7 @@ func (g *guard) logDecision(ctx context.Context, d Decision, reason string, last
 		}
 		g.log.Warn("needs review", args...)
 		g.event(ctx, store.Review, token, last.Number, reason)
+		g.decisionSpan(ctx, Review, reason, lastAttrs(last, token)...)
 	}
 }
 

@@ -21,6 +21,7 @@ type guard struct {
 	runID string
 	slot  string
 	log   *slog.Logger
+	sp    *spans // the call's spans (trace.go)
 	// release: this attempt is the guard's last act under the lease, so its outcome may release
 	// the lease in the same write (store.Finisher) once Options.MinHold has passed.
 	release bool
@@ -37,13 +38,14 @@ func newRunID() (string, error) {
 // sequence takes the local lock and the lease once, then decides and runs each slot in turn.
 // last is the last slot: busy events name it (for a catch-up, the current slot, as for a plain
 // run). The steps are those of the package comment; each slot's are in attempt.
-func sequence(ctx context.Context, o Options, slots iter.Seq[string], last string, so SeqOptions, work Work) ([]Result, error) {
+func sequence(ctx context.Context, o Options, slots iter.Seq[string], last string, so SeqOptions, work Work) (_ []Result, err error) {
 	runID, err := newRunID()
 	if err != nil {
 		return nil, err
 	}
-	g := &guard{o: o, runID: runID, slot: last}
+	g := &guard{o: o, runID: runID, slot: last, sp: newSpans(o, last)}
 	g.log = o.Logger.With("task", o.Task, "slot", g.slot, "run_id", runID, "holder", o.Holder)
+	defer func() { g.errorSpan(ctx, err) }()
 
 	// 1. Local lock, then the store.
 	unlock, busy, err := g.lockLocal(ctx)
@@ -110,7 +112,7 @@ func (g *guard) lockLocal(ctx context.Context) (unlock func(), busy *Result, err
 			return nil, nil, err
 		}
 		reason := "another once on this machine holds the task's lock"
-		g.busyEvent(ctx, reason)
+		g.busyEvent(ctx, reason, nil)
 		return nil, &Result{Decision: Busy, Reason: reason}, nil
 	}
 	if err != nil {
@@ -145,7 +147,7 @@ func (g *guard) takeLease(ctx context.Context, first *string) (ls *lease.Lease, 
 	if errors.As(err, &be) {
 		reason := fmt.Sprintf("held by %s (token %d, run %s) until %s", be.Lease.Holder, be.Lease.Token,
 			be.Lease.RunID, be.Lease.Expires.UTC().Format(time.RFC3339))
-		g.busyEvent(ctx, reason)
+		g.busyEvent(ctx, reason, &be.Lease)
 		return nil, nil, &Result{Decision: Busy, Holder: &be.Lease, Reason: reason}, nil
 	}
 	if err != nil {
@@ -180,6 +182,7 @@ func (g *guard) abandon(ctx context.Context, ls *lease.Lease, started *store.Sta
 		g.log.Warn("previous attempt's holder vanished; its outcome is unknown", "token", ls.Token(),
 			"prev_slot", a.Slot, "prev_run_id", a.RunID, "prev_holder", a.Holder, "prev_token", a.Token)
 	}
+	g.sp.abandoned = abandoned
 	return abandoned, nil
 }
 
@@ -193,6 +196,7 @@ func (g *guard) eachSlot(ctx context.Context, ls *lease.Lease, slots iter.Seq[st
 	i := -1
 	for sl := range slots {
 		if i++; i > 0 {
+			g.sp.next(sl)
 			if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
 				return rs, firstStart, fmt.Errorf("interrupted before slot %s: %w", sl, err)
 			}
@@ -200,7 +204,8 @@ func (g *guard) eachSlot(ctx context.Context, ls *lease.Lease, slots iter.Seq[st
 				return rs, firstStart, err
 			}
 		}
-		sg := &guard{o: g.o, runID: runID, slot: sl, release: so.single}
+		g.sp.slot = sl
+		sg := &guard{o: g.o, runID: runID, slot: sl, release: so.single, sp: g.sp}
 		sg.log = g.o.Logger.With("task", g.o.Task, "slot", sl, "run_id", runID, "holder", g.o.Holder, "token", token)
 		var read *store.SlotState
 		if i == 0 && started != nil && sl == *so.first {
@@ -248,15 +253,16 @@ func (g *guard) minHold(ctx context.Context, ls *lease.Lease, firstStart time.Ti
 	}
 }
 
-// busyEvent logs and records that the task was held elsewhere; in a fleet only at Debug
-// (Options.Fleet).
-func (g *guard) busyEvent(ctx context.Context, reason string) {
+// busyEvent logs and records that the task was held elsewhere (by holder, when known: the lease);
+// in a fleet only at Debug (Options.Fleet).
+func (g *guard) busyEvent(ctx context.Context, reason string, holder *store.Lease) {
 	if g.o.Fleet {
 		g.log.Debug("busy", "reason", reason)
 		return
 	}
 	g.log.Info("busy", "reason", reason)
 	g.event(ctx, store.Busy, 0, 0, reason)
+	g.decisionSpan(ctx, Busy, reason, busyAttrs(holder)...)
 }
 
 // event records a skipped, busy or review event. A busy event is recorded lazily where the store

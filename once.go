@@ -26,6 +26,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/once-run/once/lease"
 	"github.com/once-run/once/store"
 )
@@ -101,6 +103,9 @@ type Options struct {
 	// slot on every node; Untried keeps a node that arrives late from retrying the attempt another
 	// node has just made. Retries are then the caller's decision: a call without Untried.
 	Untried bool
+	// TracerProvider, when set, receives a span for each attempt and for each skip, busy and review
+	// the history records, children of ctx's span; nil makes none (docs/telemetry.md).
+	TracerProvider trace.TracerProvider
 	// Now is the clock that CatchUp uses to tell which slots are due; nil means time.Now. Tests
 	// set it to simulate downtime. Lease expiry never uses it: that is the store's clock.
 	Now func() time.Time

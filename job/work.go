@@ -19,7 +19,7 @@ func (r *Runner) prepare(ctx context.Context, run *once.Run) error {
 	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
 		return err
 	}
-	env := append(Environ(), run.Env()...)
+	env := append(traceEnv(ctx, Environ()), run.Env()...)
 	if r.j.Env != nil {
 		env = append(env, r.j.Env()...)
 	}

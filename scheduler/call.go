@@ -16,7 +16,8 @@ import (
 // options are the guard's options for a launch of jb.
 func (s *Scheduler) options(jb Job, l launch) once.Options {
 	o := once.Options{Store: s.c.Store, Task: jb.Name, Holder: s.c.Node, TTL: jb.TTL, MaxAttempts: jb.MaxAttempts,
-		OnUnknown: once.Policy(jb.OnUnknown), LockDir: s.c.LockDir, Logger: s.log, Fleet: true, Untried: l.untried}
+		OnUnknown: once.Policy(jb.OnUnknown), LockDir: s.c.LockDir, Logger: s.log, Fleet: true, Untried: l.untried,
+		TracerProvider: s.c.TracerProvider}
 	if s.c.Resolve != nil {
 		o.ResolveHint = func(sl string) string {
 			if r := s.c.Resolve(jb.Name, sl); r != nil {

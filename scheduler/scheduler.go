@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/once-run/once"
 	"github.com/once-run/once/jobfile"
 	"github.com/once-run/once/notify"
@@ -64,6 +66,9 @@ type Config struct {
 	// Resolve, when set, returns the commands a person runs to decide a slot that needs review,
 	// for log lines and notifications.
 	Resolve func(task, slot string) *notify.Resolve
+	// TracerProvider, when set, receives the guard's spans of every launch: one per attempt (and per
+	// review), each the root of its trace (once.Options.TracerProvider); nil makes none.
+	TracerProvider trace.TracerProvider
 	// Now is this node's clock; nil is time.Now. Tests set it.
 	Now func() time.Time
 }

@@ -187,7 +187,7 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 	if err != nil {
 		return err
 	}
-	ctx, stop := rn.job.HandleSignals(ctx)
+	ctx, stop := rn.job.HandleSignals(a.traceParent(ctx))
 	defer stop()
 	defer rn.job.Close()
 	job.Adopt(rn.log)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/once-run/once"
 	"github.com/once-run/once/flock"
+	"github.com/once-run/once/internal/telemetry"
 	"github.com/once-run/once/store"
 
 	// Stores compiled into the command.
@@ -61,11 +62,13 @@ type app struct {
 	storeFlag            string
 	passwordFlag         string // --store-password-file
 	logFormat            string
-	logLevel, logFile    string       // --log-level, --log-file (logging.go)
-	verbose              int          // -v
-	log                  *slog.Logger // the one logger, once made (see logger)
-	sinkLog              *slog.Logger // the log file or syslog alone, with --log-file
-	closers              []io.Closer  // the log file or syslog connection
+	logLevel, logFile    string             // --log-level, --log-file (logging.go)
+	verbose              int                // -v
+	log                  *slog.Logger       // the one logger, once made (see logger)
+	sinkLog              *slog.Logger       // the log file or syslog alone, with --log-file
+	closers              []io.Closer        // the log file or syslog connection
+	tracing              *telemetry.Tracing // OpenTelemetry, when the environment asks (telemetry.go)
+	traceStarted         bool
 }
 
 // Run runs the once command line with args (without the program name) and returns the exit code.
@@ -81,6 +84,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetErr(errOut)
 	defer a.closeLog()
 	err := root.ExecuteContext(ctx)
+	a.tracing.Shutdown() // the last spans, bounded: before the exit, which it never changes
 	if err == nil {
 		return ExitOK
 	}

@@ -199,8 +199,9 @@ func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 	}
 	sch, err := scheduler.New(scheduler.Config{Store: s, Jobs: jobs, Node: f.node, Logger: log, LockDir: lockDir(h),
 		MaxClockOffset: f.maxOffset, Drain: f.drain, Poll: f.poll, LogDir: logDir, TailSize: tail,
-		Env:     func() []string { return a.storeEnv(dsn) },
-		Resolve: func(task, sl string) *notify.Resolve { return a.resolveCommands(dsn, task, sl) }})
+		Env:            func() []string { return a.storeEnv(dsn) },
+		Resolve:        func(task, sl string) *notify.Resolve { return a.resolveCommands(dsn, task, sl) },
+		TracerProvider: a.tracerProvider()})
 	if err != nil {
 		return err
 	}

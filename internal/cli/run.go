@@ -226,7 +226,8 @@ func (rn *runner) options(s store.Store) once.Options {
 	f := rn.f
 	return once.Options{Store: s, Task: f.task, Holder: f.holder, TTL: f.ttl, MinHold: f.minHold,
 		Wait: f.wait, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: lockDir(rn.home), Logger: rn.log,
-		ResolveHint: func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
+		TracerProvider: rn.a.tracerProvider(),
+		ResolveHint:    func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
 }
 
 // notRunnable is the exit for a command that cannot start: 127 or 126 like a shell, 70 otherwise;
@@ -268,7 +269,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 			return usage("--catch-up-max %d is negative: give 0 or more", f.catchUpMax)
 		}
 	}
-	ctx, stop := rn.job.HandleSignals(ctx)
+	ctx, stop := rn.job.HandleSignals(a.traceParent(ctx))
 	defer stop()
 	defer rn.job.Close()
 	job.Adopt(rn.log)
