@@ -18,9 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -29,7 +26,8 @@ import (
 // It is once's own rather than otlptracehttp: that package's request type comes from a generated
 // package that also holds the gRPC service, and linking gRPC (and, through it, html/template,
 // which keeps every exported method in the binary) made once 17 MB larger and its package init,
-// paid at every start of once and of its shim, a third heavier (docs/telemetry.md).
+// paid at every start of once and of its shim, half as heavy again (docs/telemetry.md). The
+// messages are written in transform.go.
 type exporter struct {
 	url     string
 	headers http.Header
@@ -90,7 +88,7 @@ func endpoint(getenv func(string) string) (string, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("%s %q: give the collector's OTLP/HTTP URL, e.g. http://collector:4318", name, raw)
+		return "", fmt.Errorf("%s is not an http or https URL: give the collector's OTLP/HTTP URL, e.g. http://collector:4318", name)
 	}
 	switch {
 	case !signal:
@@ -107,16 +105,34 @@ func parseHeaders(name, v string, h http.Header) error {
 	if strings.TrimSpace(v) == "" {
 		return nil
 	}
+	i := 0
 	for pair := range strings.SplitSeq(v, ",") {
+		i++
 		k, val, ok := strings.Cut(pair, "=")
 		k = strings.TrimSpace(k)
 		dec, err := url.PathUnescape(strings.TrimSpace(val))
-		if !ok || k == "" || err != nil {
-			return fmt.Errorf("%s: %q is not key=value (values percent-encoded), e.g. %s=authorization=Bearer%%20TOKEN", name, pair, name)
+		if !ok || k == "" || err != nil || !validHeader(k, dec) { // not shown: a header may be a secret
+			return fmt.Errorf("%s: entry %d is not key=value with a header's name and a percent-encoded value, e.g. %s=authorization=Bearer%%20TOKEN", name, i, name)
 		}
 		h.Set(k, dec)
 	}
 	return nil
+}
+
+// validHeader says whether k and v can be sent as an HTTP header: a token, and no line breaks or
+// other control characters (a value must not start another header).
+func validHeader(k, v string) bool {
+	for _, r := range k {
+		if r <= ' ' || r >= 0x7f || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", r) {
+			return false
+		}
+	}
+	for _, r := range v {
+		if (r < ' ' && r != '\t') || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // tlsConfig is the TLS configuration of OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE (the CA's PEM file)
@@ -176,17 +192,9 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 	}
 }
 
-// body is the ExportTraceServiceRequest of spans: field 1, resource_spans, repeated.
+// body is the ExportTraceServiceRequest of spans, gzipped when asked.
 func (e *exporter) body(spans []sdktrace.ReadOnlySpan) ([]byte, error) {
-	var b []byte
-	for _, rs := range resourceSpans(spans) {
-		m, err := proto.Marshal(rs)
-		if err != nil {
-			return nil, fmt.Errorf("OTLP: %w", err)
-		}
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendBytes(b, m)
-	}
+	b := exportRequest(spans)
 	if !e.gzip {
 		return b, nil
 	}

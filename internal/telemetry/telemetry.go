@@ -28,6 +28,7 @@ const DefaultFlush = time.Second
 // its methods are no-ops and Provider is nil.
 type Tracing struct {
 	tp    *sdktrace.TracerProvider
+	exp   *exporter
 	flush time.Duration
 	log   *slog.Logger
 }
@@ -44,7 +45,7 @@ func Start(getenv func(string) string, version string, log *slog.Logger) *Tracin
 	}
 	exp, err := newExporter(getenv, version)
 	if err != nil {
-		log.Warn("OpenTelemetry: tracing is off: "+err.Error(), "err", err)
+		log.Warn("OpenTelemetry: tracing is off", "err", err)
 		return nil
 	}
 	res, err := resource.New(context.Background(), resource.WithAttributes(attribute.String("service.name", "once"),
@@ -64,7 +65,7 @@ func Start(getenv func(string) string, version string, log *slog.Logger) *Tracin
 	if firstSet(getenv, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT") != "" {
 		flush = exp.timeout
 	}
-	return &Tracing{tp: tp, flush: flush, log: log}
+	return &Tracing{tp: tp, exp: exp, flush: flush, log: log}
 }
 
 // wanted says whether the environment asks for traces sent over OTLP/HTTP, warning about what it
