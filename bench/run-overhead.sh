@@ -3,6 +3,7 @@
 #
 #   ./bench/run-overhead.sh [RUNS]      (default 200 runs per command; needs hyperfine and GNU time)
 #   ONCE_BENCH_BASE=/path/to/older/once ./bench/run-overhead.sh   (adds that binary's two rows, same run)
+#   ONCE_BENCH_OTEL=1 ./bench/run-overhead.sh   (adds a row with tracing on, to a live OTLP/HTTP receiver on loopback)
 #
 # Prints a Markdown table for docs/benchmarks.md: medians from hyperfine, the ratio to flock -n, and the
 # peak RSS of once (max over 20 runs, GNU time %M).
@@ -26,18 +27,44 @@ if [ -n "${ONCE_BENCH_BASE:-}" ]; then # a store file of its own: an older once 
     -n "once run --per day (skip) (base)" "$ONCE_BENCH_BASE run --store $bs --task bench-day-base --per day --on-unknown rerun -- true")
 fi
 
+otel=()
+if [ -n "${ONCE_BENCH_OTEL:-}" ]; then # a receiver that answers every POST with 200, as a collector does
+  python3 - "$work/otel.port" <<'PY' &
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200); self.send_header("Content-Type", "application/x-protobuf"); self.end_headers()
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+  receiver=$!
+  trap 'kill $receiver; rm -rf "$work"' EXIT
+  until [ -s "$work/otel.port" ]; do sleep 0.1; done
+  otel=(-n "once run (OTLP on)" "env OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$(cat "$work/otel.port") $work/once run --task bench-otel -- true")
+fi
+
 hyperfine -N --warmup 10 --runs "$runs" --export-json "$work/h.json" \
   -n true "true" \
   -n "flock -n" "flock -n $work/flock.lock true" \
   "${base[@]}" \
+  "${otel[@]}" \
   -n "once run" "$work/once run --task bench -- true" \
   -n "once run --per day (skip)" "$work/once run --task bench-day --per day --on-unknown rerun -- true" >&2
 
-rss=0
-for _ in $(seq 20); do
-  r=$(/usr/bin/time -f %M "$work/once" run --task rss -- true 2>&1 >/dev/null | tail -1)
-  [ "$r" -gt "$rss" ] && rss=$r
-done
+maxrss() { # the peak RSS in KiB of 20 runs of the command "$@"
+  local m=0 r
+  for _ in $(seq 20); do
+    r=$(/usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1)
+    [ "$r" -gt "$m" ] && m=$r
+  done
+  echo "$m"
+}
+rss="once run=$(maxrss "$work/once" run --task rss -- true)"
+[ -n "${ONCE_BENCH_BASE:-}" ] && rss="$rss;once run (base)=$(maxrss "$ONCE_BENCH_BASE" run --store "$bs" --task rss-base -- true)"
+[ -n "${ONCE_BENCH_OTEL:-}" ] && rss="$rss;once run (OTLP on)=$(maxrss env OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$(cat "$work/otel.port")" "$work/once" run --task rss-otel -- true)"
 
 python3 - "$work/h.json" "$rss" <<'PY'
 import json, sys
@@ -49,5 +76,8 @@ for name, r in res.items():
     ts = sorted(r["times"])
     p95 = ts[int(0.95 * (len(ts) - 1))]
     print(f"| `{name}` | {r['median']*1e3:.2f} ms | {p95*1e3:.2f} ms | {r['median']/flock:.2f}× |")
-print(f"\npeak RSS of `once run` (max of 20 runs): {int(sys.argv[2])/1024:.1f} MiB")
+print()
+for kv in sys.argv[2].split(";"):
+    name, kib = kv.split("=")
+    print(f"peak RSS of `{name}` (max of 20 runs): {int(kib)/1024:.1f} MiB")
 PY

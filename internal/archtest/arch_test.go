@@ -100,12 +100,18 @@ func TestImportRules(t *testing.T) {
 				pkg != "internal/cli" {
 				t.Errorf("%s imports %s: only internal/cli parses flags", pkg, imp)
 			}
+			if third && (strings.HasPrefix(imp, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(imp, "go.opentelemetry.io/otel/exporters") ||
+				strings.HasPrefix(imp, "go.opentelemetry.io/proto") || strings.HasPrefix(imp, "google.golang.org/grpc")) && pkg != "internal/telemetry" {
+				t.Errorf("%s imports %s: the library uses OpenTelemetry's API only (a TracerProvider is given to it); the SDK is internal/telemetry's", pkg, imp)
+			}
 			if third {
 				continue
 			}
 			switch {
 			case dep == "internal/cli" && pkg != "cmd/once":
 				t.Errorf("%s imports internal/cli: only cmd/once may", pkg)
+			case dep == "internal/telemetry" && pkg != "internal/cli":
+				t.Errorf("%s imports internal/telemetry: only internal/cli sets up OpenTelemetry's SDK", pkg)
 			case dep == "job" && pkg != "internal/cli" && pkg != "scheduler":
 				t.Errorf("%s imports job: in this module only internal/cli and scheduler run commands under the guard", pkg)
 			case dep == "scheduler" && pkg != "internal/cli" && pkg != "internal/web":
