@@ -233,11 +233,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s: %v", store.ErrBadDSN, store.Redact(dsn), err)
 	}
 	d := &dialect{where: cfg.Where}
-	db := sql.OpenDB(conn)
+	db := sql.OpenDB(readCommitted{conn})
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(sqlstore.ConnMaxIdle)
-	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.MySQL, Retries: 3, Backoff: 50 * time.Millisecond}, d: d}
+	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.MySQL, Retries: 3, Backoff: 50 * time.Millisecond, SessionReadCommitted: true}, d: d}
 	if err := s.Reach(ctx, cfg.Connect, "mysql "+cfg.Where); err != nil {
 		db.Close()
 		return nil, err
