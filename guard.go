@@ -84,7 +84,7 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 	}
 
 	// 3. Attempts left running by holders whose leases are gone are unknown now.
-	abandoned, err := g.abandon(ctx, ls, started)
+	abandoned, err := g.abandon(ctx, ls, taken, started)
 	if err != nil {
 		return nil, err
 	}
@@ -187,8 +187,9 @@ func (g *guard) releaseLease(ctx context.Context, ls *lease.Lease) {
 }
 
 // abandon marks unknown the attempts that holders whose leases are gone left running (already
-// done when the lease was taken by a store.Starter: started), and logs each.
-func (g *guard) abandon(ctx context.Context, ls *lease.Lease, started *store.Started) ([]store.Attempt, error) {
+// done when the lease was taken by a store.Starter: started), and logs each but the one of the
+// holder the grant taken replaced (resolveReplaced).
+func (g *guard) abandon(ctx context.Context, ls *lease.Lease, taken store.Lease, started *store.Started) ([]store.Attempt, error) {
 	var abandoned []store.Attempt
 	if started != nil {
 		abandoned = started.Abandoned
@@ -199,6 +200,9 @@ func (g *guard) abandon(ctx context.Context, ls *lease.Lease, started *store.Sta
 		}
 	}
 	for _, a := range abandoned {
+		if r := taken.Replaced; r != nil && a.Token == r.Token {
+			continue // replaced, not vanished: resolveReplaced says so
+		}
 		g.log.Warn("previous attempt's holder vanished; its outcome is unknown", "token", ls.Token(),
 			"prev_slot", a.Slot, "prev_run_id", a.RunID, "prev_holder", a.Holder, "prev_token", a.Token)
 	}
