@@ -458,6 +458,7 @@ func TestBadInputExits64AndRunsNothing(t *testing.T) {
 		"unknown scheme":    {"run", "--task", "t", "--store", "mongo://x"},
 		"bad policy":        {"run", "--task", "t", "--on-unknown", "maybe"},
 		"unknown flag":      {"run", "--task", "t", "--frobnicate"},
+		"replace and wait":  {"run", "--task", "t", "--replace", "--wait", "5s"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -434,6 +434,12 @@ func (c *client) revoke(ctx context.Context, id int64) error {
 	return c.call(ctx, "/v3/lease/revoke", leaseReq{ID: i64(id)}, &r, true)
 }
 
+// timeToLive is lease id's remaining TTL in whole seconds, rounded down; -1 when it does not exist.
+func (c *client) timeToLive(ctx context.Context, id int64) (leaseResp, error) {
+	var r leaseResp
+	return r, c.call(ctx, "/v3/lease/timetolive", leaseReq{ID: i64(id)}, &r, true)
+}
+
 // keepAliveOnce renews lease id; a TTL of 0 means the lease does not exist.
 func (c *client) keepAliveOnce(ctx context.Context, id int64) (leaseResp, error) {
 	st, err := c.stream(ctx, "/v3/lease/keepalive", leaseReq{ID: i64(id)})

@@ -409,9 +409,8 @@ func scanRow(rows *sql.Rows) (r row, found bool, err error) {
 	return r, found, rows.Err()
 }
 
-// Acquire takes the task's lease when it is free or expired by the server's clock (store.Leaser),
-// in one round trip that also reads the holder for the busy answer.
-func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+// acquire is Acquire without Replace.
+func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if err := sqlstore.CheckAcquire(req); err != nil {
 		return store.Lease{}, err
 	}
