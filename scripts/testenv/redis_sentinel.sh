@@ -5,12 +5,14 @@
 # and three sentinels (redis-server --sentinel, the same Debian package) monitoring it as "mymaster"
 # with quorum 2, on free 127.0.0.1 ports under $ONCE_TEST_TMP/redis-sentinel; wait until every sentinel
 # knows the replica and the other two sentinels (so a failover can be started), and export
-#   ONCE_TEST_REDIS_SENTINEL  redis+sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/0?master=mymaster
+#   ONCE_TEST_REDIS_SENTINEL  redis+sentinel://:PASSWORD@127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/0?master=mymaster
+# The master and the replica require a password (requirepass, masterauth; the sentinels know it as
+# auth-pass); the sentinels themselves take none.
 # It registers stop_redis_sentinel in the `stops` array.
 
 start_redis_sentinel() {
   if [ -n "${ONCE_TEST_REDIS_SENTINEL:-}" ]; then return 0; fi
-  local dir t0 rs p i n m r used=" " sports=() saddrs=()
+  local dir t0 rs p i n m r used=" " sports=() saddrs=() pw=sentinel-data-pw
   t0=$SECONDS
   need_pkg redis-server redis-server || return 1
   rs=$(command -v redis-server)
@@ -20,10 +22,10 @@ start_redis_sentinel() {
   pick; m=$p
   pick; r=$p
   stops+=(stop_redis_sentinel)
-  "$rs" --port "$m" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always --dir "$dir/master" \
+  "$rs" --port "$m" --bind 127.0.0.1 --requirepass "$pw" --masterauth "$pw" --save "" --appendonly yes --appendfsync always --dir "$dir/master" \
     --daemonize yes --pidfile "$dir/master/redis.pid" --logfile "$dir/master/server.log" </dev/null >/dev/null 2>&1 ||
     { log "redis-sentinel: master did not start"; return 1; }
-  "$rs" --port "$r" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always --dir "$dir/replica" \
+  "$rs" --port "$r" --bind 127.0.0.1 --requirepass "$pw" --masterauth "$pw" --save "" --appendonly yes --appendfsync always --dir "$dir/replica" \
     --replicaof 127.0.0.1 "$m" \
     --daemonize yes --pidfile "$dir/replica/redis.pid" --logfile "$dir/replica/server.log" </dev/null >/dev/null 2>&1 ||
     { log "redis-sentinel: replica did not start"; return 1; }
@@ -38,6 +40,7 @@ port $p
 bind 127.0.0.1
 dir $dir/s$n
 sentinel monitor mymaster 127.0.0.1 $m 2
+sentinel auth-pass mymaster $pw
 sentinel down-after-milliseconds mymaster 2000
 sentinel failover-timeout mymaster 10000
 sentinel parallel-syncs mymaster 1
@@ -48,7 +51,7 @@ CONF
   done
   # Ready: the replica is in sync, and every sentinel sees the replica and both other sentinels.
   for ((i = 0; i < 600; i++)); do
-    redis-cli -h 127.0.0.1 -p "$r" info replication 2>/dev/null | grep -q '^master_link_status:up' && break
+    redis-cli -a "$pw" --no-auth-warning -h 127.0.0.1 -p "$r" info replication 2>/dev/null | grep -q '^master_link_status:up' && break
     sleep 0.1
   done
   for p in "${sports[@]}"; do
@@ -62,7 +65,7 @@ CONF
     [ "$i" -lt 600 ] || { log "redis-sentinel: sentinel on $p does not see the replica and the other sentinels after 60s"; return 1; }
   done
   export ONCE_TEST_REDIS_SENTINEL
-  ONCE_TEST_REDIS_SENTINEL="redis+sentinel://$(IFS=,; echo "${saddrs[*]}")/0?master=mymaster"
+  ONCE_TEST_REDIS_SENTINEL="redis+sentinel://:$pw@$(IFS=,; echo "${saddrs[*]}")/0?master=mymaster"
   log "redis-sentinel: master 127.0.0.1:$m, replica 127.0.0.1:$r, sentinels ${saddrs[*]} ($((SECONDS - t0))s)"
 }
 

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -206,4 +207,22 @@ func TestSentinelUnknownMaster(t *testing.T) {
 		t.Fatalf("open with an unknown master: %v", err)
 	}
 	t.Log(err)
+}
+
+// TestModesWrongPassword: a wrong password for the cluster's nodes or the Sentinel master fails
+// Open with one line that says to check the credentials, without the password.
+func TestModesWrongPassword(t *testing.T) {
+	for name, dsn := range map[string]func(testing.TB) string{"cluster": clusterDSN, "sentinel": sentinelDSN} {
+		u, err := url.Parse(dsn(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword("", "sekrit-wrong")
+		_, err = Open(ctxT(t, 30*time.Second), u.String())
+		if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "check user and password") ||
+			strings.Contains(err.Error(), "sekrit") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s with a wrong password: %v", name, err)
+		}
+		t.Logf("%s: %v", name, err)
+	}
 }
