@@ -226,3 +226,34 @@ func TestModesWrongPassword(t *testing.T) {
 		t.Logf("%s: %v", name, err)
 	}
 }
+
+// TestWaitUnacknowledged: with ?wait=1 and no replica, a grant is not handed out: Acquire fails with
+// one line naming the replicas that acknowledged, and the grant is released again (the task is not
+// left busy); a ledger write stands but fails the same way.
+func TestWaitUnacknowledged(t *testing.T) {
+	dsn := storetest.WithPrefix(t, serverDSN(t))
+	ctx := ctxT(t, time.Minute)
+	w, err := Open(ctx, dsn+"&wait=1&wait_timeout=100ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	_, err = w.Acquire(ctx, store.AcquireRequest{Task: "w", Holder: "h", RunID: "r1", TTL: time.Minute})
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "0 of 1 replicas acknowledged the lease grant") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("acquire without a replica: %v", err)
+	}
+	t.Log(err)
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "w", Holder: "h2", RunID: "r2", TTL: time.Minute})
+	if err != nil || l.Token != 2 {
+		t.Fatalf("acquire after the unacknowledged grant: %+v, %v; want token 2 (token 1 spent, its grant released)", l, err)
+	}
+	_, err = w.Begin(ctx, store.Attempt{Task: "w", Slot: "s", RunID: "r2", Number: 1, Holder: "h2", Token: l.Token})
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "replicas acknowledged the ledger write") {
+		t.Fatalf("begin without a replica: %v", err)
+	}
+}
