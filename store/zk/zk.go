@@ -54,9 +54,10 @@ type Store struct {
 	p              string   // <chroot>/once/<prefix>
 	acl            []zk.ACL // of the nodes at and under p
 	dirACL         []zk.ACL // of the chroot's nodes and <chroot>/once, which every prefix shares
-	where          string
-	kvstore.Ledger // the run ledger (store.Ledger), written once for the KV stores
-	*kvstore.Keys  // business keys (store.Keys), written once for the KV stores (keys.go)
+	where          string   // the servers and the chroot, for messages
+	servers        []string // host:port
+	kvstore.Ledger          // the run ledger (store.Ledger), written once for the KV stores
+	*kvstore.Keys           // business keys (store.Keys), written once for the KV stores (keys.go)
 
 	mu    sync.Mutex
 	down  chan struct{} // closed when the session disconnects or expires; replaced after
@@ -84,7 +85,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{p: cfg.Chroot + "/once/" + cfg.Prefix, where: strings.Join(cfg.Servers, ",") + cfg.Chroot, down: make(chan struct{}),
-		paths: map[int64]string{}, done: make(chan struct{}), acl: worldACL, dirACL: worldACL}
+		paths: map[int64]string{}, done: make(chan struct{}), acl: worldACL, dirACL: worldACL, servers: cfg.Servers}
 	if cfg.User != "" {
 		s.acl, s.dirACL = authACL, sharedACL
 	}
