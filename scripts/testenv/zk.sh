@@ -10,7 +10,14 @@
 # It registers stop_zk in the `stops` array.
 
 start_zk() {
-  if [ -n "${ONCE_TEST_ZK:-}" ]; then return 0; fi
+  if [ -n "${ONCE_TEST_ZK:-}" ]; then
+    # A server of your own: digest authentication needs no server setting, so it serves both.
+    case $ONCE_TEST_ZK in
+      zk://*[/?@]*) ;;
+      zk://*) export ONCE_TEST_ZK_AUTH=${ONCE_TEST_ZK_AUTH:-zk://once:once-pw@${ONCE_TEST_ZK#zk://}/apps/once-test} ;;
+    esac
+    return 0
+  fi
   local dir port t0 java cp
   t0=$SECONDS
   need_pkg /usr/share/java/zookeeper.jar zookeeper || return 1
