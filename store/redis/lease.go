@@ -137,9 +137,25 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	}
 	args := []any{s.epoch, s.seen(req.Task), req.Holder, req.RunID, ttlMillis(req.TTL), replace}
 	var res *goredis.Cmd
-	if s.indexed(req.Task) {
+	var unacked error // ?wait: the grant did not reach enough replicas
+	switch {
+	case s.wait > 0:
+		if !s.indexed(req.Task) {
+			if err := indexScript.Run(ctx, s.c, s.indexKeys(), req.Task).Err(); err != nil {
+				return store.Lease{}, s.mapErr(err)
+			}
+			s.mu.Lock()
+			s.known[req.Task] = true
+			s.mu.Unlock()
+		}
+		var err error
+		if res, err = s.durable(ctx, acquireScript, "lease grant", keys, args...); res == nil {
+			return store.Lease{}, err
+		}
+		unacked = err
+	case s.indexed(req.Task):
 		res = acquireScript.Run(ctx, s.c, keys, args...)
-	} else { // first acquire of the task by this client: index it in the same round trip
+	default: // first acquire of the task by this client: index it in the same round trip
 		p := s.c.Pipeline()
 		add := indexScript.Eval(ctx, p, s.indexKeys(), req.Task) // the body: no NOSCRIPT to recover from
 		res = acquireScript.EvalSha(ctx, p, keys, args...)
@@ -179,6 +195,10 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	s.see(req.Task, tok)
 	l := store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: tok,
 		Acquired: time.UnixMicro(a), Expires: time.UnixMicro(a + ttlMillis(req.TTL)*1000)}
+	if unacked != nil {
+		_ = s.Release(ctx, l) // a grant a failover could lose is not handed out; the token is spent
+		return store.Lease{}, unacked
+	}
 	if len(r) == 4 {
 		old, err := decodeLease(req.Task, r[3])
 		if err != nil {

@@ -54,7 +54,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	}
 	dir := s.taskPath(req.Task)
 	data, _ := json.Marshal(nodeData{Holder: req.Holder, RunID: req.RunID, TTL: ttlMillis(req.TTL)})
-	create := func() (string, error) { return s.c.Create(dir+"/n-", data, zk.FlagEphemeral|zk.FlagSequence, acl) }
+	create := func() (string, error) { return s.c.Create(dir+"/n-", data, zk.FlagEphemeral|zk.FlagSequence, s.acl) }
 	mine, err := call(ctx, s, create)
 	if errors.Is(err, zk.ErrNoNode) {
 		if err := s.ensure(ctx, dir); err != nil {
