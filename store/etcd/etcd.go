@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/once-run/once/internal/kvstore"
@@ -151,7 +152,8 @@ func (s *Store) mapErr(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &ne) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		hint := "check that the cluster is running and reachable"
-		if errors.Is(err, io.EOF) && s.c.scheme == "https://" {
+		// A plain server closes a TLS hello (EOF) or, under load, resets it.
+		if (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && s.c.scheme == "https://" {
 			hint += ", and that it serves TLS (else use etcd://)"
 		} else if errors.Is(err, io.EOF) {
 			hint += ", and whether it serves TLS (then use etcds://…?ca=/path/ca.pem)"
