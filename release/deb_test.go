@@ -100,8 +100,11 @@ func TestDebPackage(t *testing.T) {
 func TestDebInstall(t *testing.T) {
 	needRoot(t, "dpkg -i")
 	dpkg := needTool(t, "dpkg", "dpkg")
-	if _, err := os.Stat("/usr/bin/once"); err == nil {
-		t.Skip("/usr/bin/once exists (a package or a copy of your own): the test would overwrite and then purge it; dpkg --purge once or remove it to run the test")
+	// The test installs and purges the package: it must not take a once of the machine's with it.
+	for _, p := range []string{"/usr/bin/once", "/var/lib/once", "/etc/once"} {
+		if _, err := os.Lstat(p); err == nil {
+			require(t, "root", p+" exists (a package or a once of your own): the test would overwrite and then purge it; dpkg --purge once, or move it away, to run the test")
+		}
 	}
 	_, deb := buildTestDeb(t)
 	mustRun(t, exec.Command(dpkg, "-i", deb))

@@ -35,6 +35,14 @@ func run(args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("want one of binaries, deb, image (got %q)", fs.Args())
 	}
+	// go build runs in root: a relative -out must not be taken from there.
+	for _, p := range []*string{root, out} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
 	s, err := readStamp(*root)
 	if err != nil {
 		return err
