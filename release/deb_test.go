@@ -101,10 +101,11 @@ func TestDebInstall(t *testing.T) {
 	needRoot(t, "dpkg -i")
 	dpkg := needTool(t, "dpkg", "dpkg")
 	// The test installs and purges the package: it must not take a once of the machine's with it.
+	if exec.Command("dpkg-query", "-s", "once").Run() == nil {
+		require(t, "root", "the package once is installed: the test would purge it; dpkg --purge once to run the test")
+	}
 	for _, p := range []string{"/usr/bin/once", "/var/lib/once", "/etc/once"} {
-		if _, err := os.Lstat(p); err == nil {
-			require(t, "root", p+" exists (a package or a once of your own): the test would overwrite and then purge it; dpkg --purge once, or move it away, to run the test")
-		}
+		stash(t, p)
 	}
 	_, deb := buildTestDeb(t)
 	mustRun(t, exec.Command(dpkg, "-i", deb))
@@ -146,6 +147,26 @@ func TestDebInstall(t *testing.T) {
 	if exec.Command("dpkg-query", "-s", "once").Run() == nil {
 		t.Error("dpkg-query -s once: still known to dpkg after the purge")
 	}
+}
+
+// stash moves p (a once built by hand, the state of another test that ran once as root) out of
+// the package's way until the test ends.
+func stash(t *testing.T, p string) {
+	t.Helper()
+	if _, err := os.Lstat(p); err != nil {
+		return
+	}
+	aside := p + ".before-release-test"
+	if err := os.Rename(p, aside); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s was there: moved to %s until the test ends", p, aside)
+	t.Cleanup(func() {
+		os.RemoveAll(p)
+		if err := os.Rename(aside, p); err != nil {
+			t.Errorf("put %s back: %v", p, err)
+		}
+	})
 }
 
 // newcomerRuns: once run --task t --per day -- true runs, then skips (today's slot succeeded),
