@@ -27,10 +27,10 @@ const imageName = "once-image.tar"
 // The image's user: no root inside the container. 65532 is the "nonroot" of distroless images, so
 // files a volume already has for those images fit.
 const (
-	imageUID  = 65532
-	imageUser = "once"
-	imageHome = "/home/once"
-	imageEnvH = "/var/lib/once" // ONCE_HOME: the locks and the embedded ledger; mount a volume here
+	imageUID   = 65532
+	imageUser  = "once"
+	imageHome  = "/home/once"
+	imageState = "/var/lib/once" // ONCE_HOME: the locks and the embedded ledger; mount a volume here
 )
 
 // caFile is the CA bundle the image carries, from the build machine's ca-certificates package:
@@ -68,7 +68,7 @@ func baseEntries() ([]entry, error) {
 		{name: "tmp", mode: 0o1777, dir: true},
 		{name: "var", mode: 0o755, dir: true},
 		{name: "var/lib", mode: 0o755, dir: true},
-		{name: strings.TrimPrefix(imageEnvH, "/"), mode: 0o700, uid: imageUID, dir: true},
+		{name: strings.TrimPrefix(imageState, "/"), mode: 0o700, uid: imageUID, dir: true},
 	}, nil
 }
 
@@ -146,10 +146,10 @@ func platformImage(base v1.Layer, bin string, p platform, s stamp) (v1.Image, er
 	cfg.Config = v1.Config{
 		User:       fmt.Sprintf("%d:%d", imageUID, imageUID),
 		Entrypoint: []string{"/once"},
-		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + imageHome, "ONCE_HOME=" + imageEnvH, "SSL_CERT_FILE=" + caFile},
+		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + imageHome, "ONCE_HOME=" + imageState, "SSL_CERT_FILE=" + caFile},
 		WorkingDir: imageHome,
 		Labels:     labels(s),
-		Volumes:    map[string]struct{}{imageEnvH: {}},
+		Volumes:    map[string]struct{}{imageState: {}},
 	}
 	return mutate.ConfigFile(img, cfg)
 }

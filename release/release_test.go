@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -175,4 +176,25 @@ func TestChecksums(t *testing.T) {
 		c.Dir = dir
 		mustRun(t, c)
 	}
+}
+
+// debVersionRE is what dpkg takes as an upstream version with a revision (deb-version(7)).
+var debVersionRE = regexp.MustCompile(`^[0-9][A-Za-z0-9.+~]*-1$`)
+
+// Every version the stamp accepts makes a Debian version dpkg takes, and no other is accepted.
+func FuzzDebVersion(f *testing.F) {
+	for _, s := range []string{"v1.2.3", "v1.2.3-rc.1", "v0.0.0-20261203061335-1000cf5abcde+dirty", "v1.2.3+meta", "1.2.3", "v1.2", "v1.2.3 x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if !versionRE.MatchString(v) {
+			return
+		}
+		if d := (stamp{Version: v}).debVersion(); !debVersionRE.MatchString(d) {
+			t.Errorf("version %q → Debian version %q: not one dpkg takes", v, d)
+		}
+		if tag := imageTag(stamp{Version: v}); strings.Contains(tag, "+") || len(tag) > 128 && len(v) <= 128 {
+			t.Errorf("version %q → image tag %q", v, tag)
+		}
+	})
 }

@@ -92,8 +92,8 @@ func (s stamp) ldflags() string {
 func (s stamp) debVersion() string {
 	v := strings.TrimPrefix(s.Version, "v")
 	meta := ""
-	if i := strings.IndexByte(v, '+'); i >= 0 {
-		v, meta = v[:i], v[i:]
+	if i := strings.IndexByte(v, '+'); i >= 0 { // build metadata: a hyphen there is no revision's
+		v, meta = v[:i], strings.ReplaceAll(v[i:], "-", ".")
 	}
 	if base, pre, ok := strings.Cut(v, "-"); ok {
 		v = base + "~" + strings.ReplaceAll(pre, "-", ".")
