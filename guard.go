@@ -47,12 +47,18 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 	g.log = o.Logger.With("task", o.Task, "slot", g.slot, "run_id", runID, "holder", o.Holder)
 	defer func() { g.errorSpan(ctx, err) }()
 
-	// 1. Local lock, then the store.
+	// 1. Local lock, then the store. With Replace, a local lock held by the holder to replace is
+	// waited for once its lease is taken over (2b).
 	unlock, busy, err := g.lockLocal(ctx)
 	if err != nil || busy != nil {
 		return g.busy(busy, so), err
 	}
-	defer unlock()
+	pendingLock := unlock == nil
+	defer func() {
+		if unlock != nil {
+			unlock()
+		}
+	}()
 	if err := g.o.open(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted while opening the store: %w", context.Cause(ctx))
@@ -67,12 +73,24 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 		return g.busy(busy, so), err
 	}
 	defer g.releaseLease(ctx, ls)
+	taken := ls.Info() // before any renewal: the grant as taken, with what it replaced
+	if g.o.Replace {
+		// 2b. The holder replaced, if any, stops before anything of this run starts.
+		u, busy, err := g.awaitReplaced(ctx, ls, taken, time.Now(), pendingLock)
+		if err != nil || busy != nil {
+			return g.busy(busy, so), err
+		}
+		if pendingLock {
+			unlock = u
+		}
+	}
 
 	// 3. Attempts left running by holders whose leases are gone are unknown now.
-	abandoned, err := g.abandon(ctx, ls, started)
+	abandoned, err := g.abandon(ctx, ls, taken, started)
 	if err != nil {
 		return nil, err
 	}
+	g.resolveReplaced(ctx, taken, abandoned)
 
 	// 3–5 for each slot (attempt): the ledger's decision, the work, its outcome.
 	rs, firstStart, err := g.eachSlot(ctx, ls, slots, last, so, started, abandoned, work)
@@ -98,7 +116,8 @@ func (g *guard) busy(r *Result, so SeqOptions) []Result {
 }
 
 // lockLocal takes the kernel file lock when Options.LockDir is set; unlock releases it. A busy
-// lock opens the store only to record the busy event, and returns the Busy result.
+// lock opens the store only to record the busy event, and returns the Busy result; with
+// Options.Replace it returns neither unlock nor busy: the lock is taken after the lease.
 func (g *guard) lockLocal(ctx context.Context) (unlock func(), busy *Result, err error) {
 	if g.o.LockDir == "" {
 		return func() {}, nil, nil
@@ -106,6 +125,9 @@ func (g *guard) lockLocal(ctx context.Context) (unlock func(), busy *Result, err
 	lk, err := flock.Acquire(ctx, g.o.LockDir, g.o.Task, g.o.Wait)
 	if err != nil && ctx.Err() != nil {
 		return nil, nil, fmt.Errorf("interrupted while waiting for the local lock: %w", context.Cause(ctx))
+	}
+	if errors.Is(err, flock.ErrBusy) && g.o.Replace {
+		return nil, nil, nil // its holder is replaced first (awaitReplaced)
 	}
 	if errors.Is(err, flock.ErrBusy) {
 		if err := g.o.open(ctx); err != nil {
@@ -126,9 +148,9 @@ func (g *guard) lockLocal(ctx context.Context) (unlock func(), busy *Result, err
 // that slot: started is then set. A lease held elsewhere is the Busy result.
 func (g *guard) takeLease(ctx context.Context, first *string) (ls *lease.Lease, started *store.Started, busy *Result, err error) {
 	o := g.o
-	req := store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: g.runID, TTL: o.TTL}
+	req := store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: g.runID, TTL: o.TTL, Replace: o.Replace}
 	take := func(ctx context.Context) (store.Lease, error) { return o.Store.Acquire(ctx, req) }
-	if st, ok := o.Store.(store.Starter); ok && first != nil {
+	if st, ok := o.Store.(store.Starter); ok && first != nil && !o.Replace {
 		take = func(ctx context.Context) (store.Lease, error) {
 			r, err := st.Start(ctx, req, *first)
 			if err != nil {
@@ -167,8 +189,9 @@ func (g *guard) releaseLease(ctx context.Context, ls *lease.Lease) {
 }
 
 // abandon marks unknown the attempts that holders whose leases are gone left running (already
-// done when the lease was taken by a store.Starter: started), and logs each.
-func (g *guard) abandon(ctx context.Context, ls *lease.Lease, started *store.Started) ([]store.Attempt, error) {
+// done when the lease was taken by a store.Starter: started), and logs each but the one of the
+// holder the grant taken replaced (resolveReplaced).
+func (g *guard) abandon(ctx context.Context, ls *lease.Lease, taken store.Lease, started *store.Started) ([]store.Attempt, error) {
 	var abandoned []store.Attempt
 	if started != nil {
 		abandoned = started.Abandoned
@@ -179,6 +202,9 @@ func (g *guard) abandon(ctx context.Context, ls *lease.Lease, started *store.Sta
 		}
 	}
 	for _, a := range abandoned {
+		if r := taken.Replaced; r != nil && a.Token == r.Token {
+			continue // replaced, not vanished: resolveReplaced says so
+		}
 		g.log.Warn("previous attempt's holder vanished; its outcome is unknown", "token", ls.Token(),
 			"prev_slot", a.Slot, "prev_run_id", a.RunID, "prev_holder", a.Holder, "prev_token", a.Token)
 	}

@@ -103,6 +103,15 @@ type Options struct {
 	// slot on every node; Untried keeps a node that arrives late from retrying the attempt another
 	// node has just made. Retries are then the caller's decision: a call without Untried.
 	Untried bool
+	// Replace takes the lease over from a live holder instead of returning Busy (once run
+	// --replace): the holder's next renewal fails (a store.LossNotifier tells it at once), which
+	// cancels its work as any lost lease does. This call waits until the replaced grant's expiry by
+	// the store's clock, by when that work has stopped (Run.StopBy), and, on this machine, for the
+	// holder's local lock; then the attempt it left running is marked unknown and resolved as
+	// failed with a note naming this run, and this call goes on as usual. Never two at a time:
+	// the wait is what a takeover after the holder's death would wait, started now. Wait does
+	// not apply to the lease.
+	Replace bool
 	// TracerProvider, when set, receives a span for each attempt and for each skip, busy and review
 	// the history records, children of ctx's span; nil makes none (docs/telemetry.md).
 	TracerProvider trace.TracerProvider

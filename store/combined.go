@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Optional capabilities that let a guarded run make fewer durable writes. The guard finds them by
 // type assertion and falls back to the plain Leaser and Ledger calls when a store lacks them, so a
@@ -13,6 +16,8 @@ import "context"
 // Contract: Start(ctx, req, slot) is Acquire(ctx, req), then Abandon(ctx, req.Task, token) with the
 // new token, then Slot(ctx, req.Task, slot), as one atomic step. When the lease is busy it returns
 // the *BusyError Acquire would and changes nothing; any other error changes nothing either.
+// req.Replace is refused (ErrConflict): a replacing run must wait for the old holder to stop
+// before it abandons its attempt, so it calls Acquire and Abandon apart.
 type Starter interface {
 	Start(ctx context.Context, req AcquireRequest, slot string) (Started, error)
 }
@@ -44,4 +49,12 @@ type Finisher interface {
 // that ran nothing should not wait in the queue of durable writes to say so.
 type LazyRecorder interface {
 	RecordLazy(ctx context.Context, e Event) error
+}
+
+// CheckStart refuses what Start cannot do: a Replace request (see Starter).
+func CheckStart(req AcquireRequest) error {
+	if req.Replace {
+		return fmt.Errorf("%w: task %q: Start cannot replace a holder; use Acquire, then Abandon once the old holder's grant has expired", ErrConflict, req.Task)
+	}
+	return nil
 }

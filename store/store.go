@@ -40,6 +40,9 @@ type AcquireRequest struct {
 	Holder string        // who asks: shown in status and history
 	RunID  string        // the run the lease is for, shown in status
 	TTL    time.Duration // measured by the store's clock; at least 1ms
+	// Replace takes the lease over from a live holder instead of failing busy (once run
+	// --replace): see Leaser.
+	Replace bool
 }
 
 // Lease is a grant of a task's lease. Times are by the store's clock.
@@ -50,6 +53,11 @@ type Lease struct {
 	Token    int64     `json:"token"`
 	Acquired time.Time `json:"acquired"`
 	Expires  time.Time `json:"expires"`
+	// Replaced is the live grant an Acquire with Replace took over, as it stood at that moment
+	// (its Expires the latest it ever had), or nil when the lease was free. Acquired and
+	// Replaced.Expires are by the same clock: Replaced.Expires.Sub(Acquired) is how long the
+	// replaced holder may still believe it holds the lease.
+	Replaced *Lease `json:"replaced,omitempty"`
 }
 
 // Leaser grants, renews and releases per-task leases.
@@ -58,6 +66,11 @@ type Lease struct {
 //   - Acquire succeeds only when the task has no lease or its lease has expired by the store's clock;
 //     otherwise it fails with a *BusyError (errors.Is(err, ErrBusy)) naming the current holder. A holder
 //     string is not an identity proof: a second Acquire by the same holder is busy too.
+//   - With req.Replace, Acquire also succeeds when the lease is held by a live grant: in the same
+//     atomic step the old grant ends (its Renew and Release fail with ErrNotHeld from then on, and
+//     a LossNotifier's channel for it closes) and the new one is returned with Replaced set to it.
+//     The store does not wait: the old holder may run until Replaced.Expires (it stops its work
+//     before then, lease package), so a replacing caller must wait that long before it starts.
 //   - Every successful Acquire returns a token strictly greater than every token issued before for the
 //     task, across holders, releases and store restarts. Renew keeps the token.
 //   - Renew and Release succeed only for the current grant (same task, holder and token) and, for

@@ -316,8 +316,8 @@ func TestStorePasswordFile(t *testing.T) {
 		{[]string{"--store", dsn, "--store-password-file", t.TempDir()}, "not a regular file"},
 		{[]string{"--store", "postgres://once:inline@127.0.0.1:1/once", "--store-password-file", good}, "has a password already"},
 		{[]string{"--store", "sqlite:///" + filepath.Join(t.TempDir(), "x.db"), "--store-password-file", good}, "sqlite stores take no password"},
-		{[]string{"--store", "zk://127.0.0.1:1", "--store-password-file", good}, "zk stores take no password"},
-		{[]string{"--store-password-file", good}, "sqlite stores take no password"}, // the embedded default
+		{[]string{"--store", "zk://127.0.0.1:1", "--store-password-file", good}, "needs a user and a password"}, // digest auth: zk://USER@host
+		{[]string{"--store-password-file", good}, "sqlite stores take no password"},                             // the embedded default
 	}
 	if os.Geteuid() == 0 {
 		other := passwordFile(t, "pw", 0o600)

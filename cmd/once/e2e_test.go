@@ -65,10 +65,17 @@ func TestMain(m *testing.M) {
 	volumeBin = bin
 	build := func(out string, race bool) {
 		args := []string{"build", "-o", out}
+		cmd := exec.Command("go")
 		if race {
 			args = append(args, "-race")
+		} else {
+			// Built as the release is (release/: static, -trimpath): the scripts test what ships, and
+			// release/'s test, later in the test command, finds every package compiled and only links.
+			args = append(args, "-trimpath")
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		}
-		if b, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+		cmd.Args = append(cmd.Args, append(args, ".")...)
+		if b, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, b)
 			os.Exit(1)
 		}
@@ -458,6 +465,7 @@ func TestBadInputExits64AndRunsNothing(t *testing.T) {
 		"unknown scheme":    {"run", "--task", "t", "--store", "mongo://x"},
 		"bad policy":        {"run", "--task", "t", "--on-unknown", "maybe"},
 		"unknown flag":      {"run", "--task", "t", "--frobnicate"},
+		"replace and wait":  {"run", "--task", "t", "--replace", "--wait", "5s"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

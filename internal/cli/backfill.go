@@ -174,7 +174,7 @@ func isTerminal(f any) bool {
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
+	_, err := unix.IoctlGetTermios(int(file.Fd()), ioctlGetTermios)
 	return err == nil
 }
 

@@ -98,6 +98,13 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return code
 }
 
+// Command is once's command tree, for tools that document it: the release build generates the man
+// pages and the shell completions from it. Executing it is not supported (use Run).
+func Command() *cobra.Command {
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, rawStdout: io.Discard, rawStderr: io.Discard}
+	return a.rootCmd()
+}
+
 // classify maps an error to an exit code and its one line, in one place.
 func classify(err error) (int, string) {
 	var ee *exitError

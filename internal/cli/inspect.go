@@ -290,8 +290,19 @@ A checkpoint is handed to the slot's next attempt as ONCE_CHECKPOINT. Outside a 
 	return c
 }
 
-// Version is set at build time with -ldflags "-X github.com/once-run/once/internal/cli.Version=v1.2.3".
-var Version = ""
+// Version, Commit and Date are stamped at build time by the release build (make release, release/):
+//
+//	-ldflags "-X github.com/once-run/once/internal/cli.Version=v1.2.3
+//	          -X github.com/once-run/once/internal/cli.Commit=<40 hex>
+//	          -X github.com/once-run/once/internal/cli.Date=2026-12-03T06:13:35Z"
+//
+// Date is the commit's time, not the build's, so that two builds of one commit are the same bytes.
+// Unstamped, they come from the binary's build info (a go build in a clone records the commit).
+var (
+	Version = ""
+	Commit  = ""
+	Date    = ""
+)
 
 // version is once's version: Version, else the module's, else "devel".
 func version() string {
@@ -305,19 +316,49 @@ func version() string {
 	return v
 }
 
+// buildInfo is what once version prints.
+type buildInfo struct {
+	Version string   `json:"version"`
+	Go      string   `json:"go"`
+	Commit  string   `json:"commit"` // "" when unknown (go install from the module proxy)
+	Date    string   `json:"date"`   // the commit's time, RFC 3339; "" when unknown
+	Stores  []string `json:"stores"`
+}
+
+func readBuildInfo() buildInfo {
+	b := buildInfo{Version: version(), Commit: Commit, Date: Date, Stores: store.Schemes()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	b.Go = bi.GoVersion
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && b.Commit == "":
+			b.Commit = s.Value
+		case s.Key == "vcs.time" && b.Date == "":
+			b.Date = s.Value
+		}
+	}
+	return b
+}
+
 func (a *app) versionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version, the Go version and the stores compiled in",
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "version [--json]",
+		Short: "Print the version, the Go version, the commit and its date, and the stores compiled in",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			goVersion := ""
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				goVersion = bi.GoVersion
+			b := readBuildInfo()
+			if asJSON {
+				return writeJSON(a.stdout, b)
 			}
-			v := version()
-			fmt.Fprintf(a.stdout, "once %s (%s)\nstores: %s\n", v, goVersion, strings.Join(store.Schemes(), ", "))
+			fmt.Fprintf(a.stdout, "once %s (%s)\nstores: %s\ncommit: %s\ndate: %s\n",
+				b.Version, b.Go, strings.Join(b.Stores, ", "), dash(b.Commit), dash(b.Date))
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"version","go","commit","date","stores":[…]}`)
+	return c
 }

@@ -34,6 +34,7 @@ type runFlags struct {
 	notifyURL, pingURL        string
 	notifyTimeout             time.Duration
 	retain                    time.Duration // once run --retain: prune the task's history older than this after a run
+	replace                   bool          // once run --replace: take the task over from its running holder
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -71,6 +72,9 @@ PATH is /usr/bin:/bin: call once by its absolute path.`,
 			if c.Flags().Changed("catch-up-max") && f.catchUp == "" {
 				return usage("--catch-up-max needs --catch-up WINDOW")
 			}
+			if f.replace && c.Flags().Changed("wait") {
+				return usage("--replace does not wait for the running holder: drop --wait")
+			}
 			if err := retainFromEnv(c, f); err != nil {
 				return err
 			}
@@ -81,6 +85,7 @@ PATH is /usr/bin:/bin: call once by its absolute path.`,
 	addRunFlags(fl, f, true)
 	fl.StringVar(&f.catchUp, "catch-up", "", "with --per/--schedule: first run every slot of this window (e.g. 3d, 12h) that has not succeeded, oldest first")
 	fl.IntVar(&f.catchUpMax, "catch-up-max", 100, "refuse (64) when catch-up would run more than this many missed slots")
+	fl.BoolVar(&f.replace, "replace", false, "when the task runs elsewhere, stop that run (through its lost lease) and run instead of exiting busy")
 	fl.Var(ageFlag{&f.retain}, "retain", "after a run, remove the task's history older than this age that no decision needs, as once prune does (env ONCE_RETAIN)")
 	return c
 }
@@ -225,7 +230,7 @@ func (rn *runner) interrupted(ctx context.Context, err error) error {
 func (rn *runner) options(s store.Store) once.Options {
 	f := rn.f
 	return once.Options{Store: s, Task: f.task, Holder: f.holder, TTL: f.ttl, MinHold: f.minHold,
-		Wait: f.wait, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: lockDir(rn.home), Logger: rn.log,
+		Wait: f.wait, Replace: f.replace, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: lockDir(rn.home), Logger: rn.log,
 		TracerProvider: rn.a.tracerProvider(),
 		ResolveHint:    func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
 }

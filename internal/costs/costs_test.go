@@ -38,7 +38,7 @@ var stores = []struct {
 	slack int64
 }{
 	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 20, skip: 8, busy: 5}, 0},
-	{"mysql", "ONCE_TEST_MYSQL", budget{open: 3, run: 23, skip: 9, busy: 5}, 0},
+	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 20, skip: 8, busy: 4}, 0},
 	{"redis", "ONCE_TEST_REDIS", budget{open: 4, run: 13, skip: 8, busy: 4}, 0},
 	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 12, skip: 9, busy: 4}, 0},
 	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 19, skip: 12, busy: 8}, 1},

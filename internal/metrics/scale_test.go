@@ -99,8 +99,8 @@ func TestFirstScrapeDoesNotReadHistory(t *testing.T) {
 	seedAttempts(t, path, tasks, n)
 	t.Logf("seeded %d attempts in %v", n, time.Since(t0))
 	cs := &counting{Store: st}
-	// What is counted is entries read, not time: a scrape cut short by the 5 s default (a race-built
-	// test on a loaded machine took 5.0 s for the first) starts its bootstrap again next time.
+	// What is counted is entries read, not time: the timeout is long so that the first scrape (a
+	// race-built test on a loaded machine took 5.0 s) is one bootstrap, not one resumed.
 	c := newCollector(t, Config{Store: cs, Timeout: time.Minute})
 	t0 = time.Now()
 	got := scrape(t, c)
@@ -131,4 +131,43 @@ func TestFirstScrapeDoesNotReadHistory(t *testing.T) {
 	}
 	want(t, got, map[string]float64{`once_attempts_total{state="failed",task="task-7"}`: 1,
 		`once_attempts_total{state="succeeded",task="task-7"}`: 0})
+}
+
+// failingAfter fails one History call, the n-th, and counts the entries the others read.
+type failingAfter struct {
+	counting
+	n, calls int
+}
+
+func (s *failingAfter) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
+	if s.calls++; s.calls == s.n {
+		return nil, context.DeadlineExceeded
+	}
+	return s.counting.History(ctx, q)
+}
+
+// A bootstrap cut short by a failing read (a slow store's scrape timeout) goes on from where it
+// stopped at the next scrape: it reads bootstrapScan entries in all, not again from the newest.
+func TestBootstrapResumesAfterAFailedRead(t *testing.T) {
+	st, path := openStore(t)
+	seedAttempts(t, path, 10, 3*bootstrapScan)
+	fs := &failingAfter{counting: counting{Store: st}, n: 3}
+	tr := newTracker(fs, 100)
+	ctx := context.Background()
+	if err := tr.bootstrap(ctx, time.Now()); err == nil {
+		t.Fatal("the first bootstrap did not fail")
+	}
+	read := fs.entries.Load()
+	if tr.started || read == 0 {
+		t.Fatalf("after the failed read: started %v, %d entries read", tr.started, read)
+	}
+	if err := tr.bootstrap(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !tr.started || len(tr.tasks) != 10 {
+		t.Fatalf("started %v with %d tasks, want 10", tr.started, len(tr.tasks))
+	}
+	if got := fs.entries.Load(); got != bootstrapScan {
+		t.Errorf("the bootstrap read %d entries in all (%d before the failure), want %d", got, read, bootstrapScan)
+	}
 }

@@ -59,10 +59,16 @@ func eventID(e store.Entry) string {
 // bootstrap is the first read: the newest bootstrapScan entries. Nothing in them is counted
 // (counters start at zero); they name the tasks recently active, date their last attempts, and
 // give the attempts running now, which are counted when they end. The newest is the mark the
-// tail goes on from.
+// tail goes on from. A bootstrap cut short (the scrape's timeout on a slow store, an error) goes on
+// from the last entry it read at the next scrape, instead of reading the same entries again: on a
+// store slower than one scrape's timeout it still ends.
 func (t *tracker) bootstrap(ctx context.Context, now time.Time) error {
-	t.mark = nil
-	err := store.EachHistory(ctx, t.st, store.HistoryQuery{Limit: bootstrapScan}, func(e store.Entry) error {
+	if t.booted >= bootstrapScan { // Limit 0 would read it all
+		t.started, t.bootFrom = true, ""
+		return nil
+	}
+	q := store.HistoryQuery{Limit: bootstrapScan - t.booted, Before: t.bootFrom}
+	err := store.EachHistory(ctx, t.st, q, func(e store.Entry) error {
 		c, err := store.ParseCursor(e.Cursor)
 		if err != nil {
 			return err
@@ -70,6 +76,7 @@ func (t *tracker) bootstrap(ctx context.Context, now time.Time) error {
 		if t.mark == nil {
 			t.mark = &c
 		}
+		t.bootFrom, t.booted = e.Cursor, t.booted+1
 		tk := t.task(e.Task)
 		if tk == nil {
 			return nil
@@ -92,10 +99,9 @@ func (t *tracker) bootstrap(ctx context.Context, now time.Time) error {
 		return nil
 	})
 	if err != nil {
-		t.mark = nil
 		return err
 	}
-	t.started = true
+	t.started, t.bootFrom = true, ""
 	return nil
 }
 

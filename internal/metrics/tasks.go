@@ -126,6 +126,8 @@ type tracker struct {
 	// The tail.
 	started  bool
 	mark     *store.Cursor        // the newest entry seen
+	bootFrom string               // the cursor an interrupted bootstrap goes on from ("" at first)
+	booted   int                  // the entries the bootstrap has read so far
 	resume   string               // where the last tail stopped at its budget ("" when it did not)
 	seen     map[string]time.Time // entries counted (and those before the start), by identity
 	running  map[string]*run      // running attempts, by attemptID

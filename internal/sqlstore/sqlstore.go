@@ -57,6 +57,10 @@ type Store struct {
 	// exponential backoff from Backoff; never past the caller's ctx.
 	Retries int
 	Backoff time.Duration
+	// SessionReadCommitted says every connection's session is READ COMMITTED already (MySQL sets it
+	// once at connect), so Tx does not ask for the level per transaction: go-sql-driver sends that
+	// as a statement of its own, one round trip more for each transaction.
+	SessionReadCommitted bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -142,7 +146,11 @@ func (s *Store) Do(ctx context.Context, fn func(ctx context.Context) error) erro
 // Tx runs fn in a READ COMMITTED transaction under Do. fn's error rolls the transaction back.
 func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	return s.Do(ctx, func(ctx context.Context) error {
-		tx, err := s.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		opts := &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+		if s.SessionReadCommitted {
+			opts = nil
+		}
+		tx, err := s.DB.BeginTx(ctx, opts)
 		if err != nil {
 			return err
 		}

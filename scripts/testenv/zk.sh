@@ -5,10 +5,19 @@
 # data under $ONCE_TEST_TMP/zk on a free 127.0.0.1 port, and export
 #   ONCE_TEST_ZK      zk://127.0.0.1:PORT
 #   ONCE_TEST_ZK_CTL  a script: ctl stop|start|restart (keeps the data), for restart tests
+#   ONCE_TEST_ZK_AUTH zk://once:PASSWORD@127.0.0.1:PORT/apps/once-test: the same server with digest
+#                     authentication (built into ZooKeeper: no server setting) and a chroot
 # It registers stop_zk in the `stops` array.
 
 start_zk() {
-  if [ -n "${ONCE_TEST_ZK:-}" ]; then return 0; fi
+  if [ -n "${ONCE_TEST_ZK:-}" ]; then
+    # A server of your own: digest authentication needs no server setting, so it serves both.
+    case $ONCE_TEST_ZK in
+      zk://*[/?@]*) ;;
+      zk://*) export ONCE_TEST_ZK_AUTH=${ONCE_TEST_ZK_AUTH:-zk://once:once-pw@${ONCE_TEST_ZK#zk://}/apps/once-test} ;;
+    esac
+    return 0
+  fi
   local dir port t0 java cp
   t0=$SECONDS
   need_pkg /usr/share/java/zookeeper.jar zookeeper || return 1
@@ -55,6 +64,7 @@ CTL
   stops+=(stop_zk)
   export ONCE_TEST_ZK="zk://127.0.0.1:$port"
   export ONCE_TEST_ZK_CTL="$dir/ctl"
+  export ONCE_TEST_ZK_AUTH="zk://once:once-pw@127.0.0.1:$port/apps/once-test"
   log "zk: private server on 127.0.0.1:$port ($((SECONDS - t0))s)"
 }
 

@@ -7,17 +7,22 @@ package etcd
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/once-run/once/store"
 )
 
 // i64 is an int64 that the gateway writes as a JSON string (proto3 JSON mapping).
@@ -189,20 +194,53 @@ const (
 // client talks to the gateway of a set of endpoints of one cluster, failing over to the next
 // endpoint when one cannot be reached.
 type client struct {
-	eps   []string // host:port
-	cur   atomic.Int32
-	hc    *http.Client
-	user  string
-	pass  string
-	tokMu sync.Mutex
-	token string // auth token, "" without auth
+	eps    []string // host:port
+	cur    atomic.Int32
+	hc     *http.Client
+	user   string
+	pass   string
+	tokMu  sync.Mutex
+	token  string // auth token, "" without auth
+	scheme string // "http://", or "https://" for etcds://
 }
 
-func newClient(cfg Config) *client {
+func newClient(cfg Config) (*client, error) {
 	d := &net.Dialer{Timeout: cfg.Dial, KeepAlive: 15 * time.Second}
 	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute,
-		ResponseHeaderTimeout: 0, DisableCompression: true}
-	return &client{eps: cfg.Endpoints, hc: &http.Client{Transport: tr}, user: cfg.Username, pass: cfg.Password}
+		ResponseHeaderTimeout: 0, DisableCompression: true, TLSHandshakeTimeout: cfg.Dial}
+	c := &client{eps: cfg.Endpoints, hc: &http.Client{Transport: tr}, user: cfg.Username, pass: cfg.Password, scheme: "http://"}
+	if cfg.TLS {
+		tc, err := tlsConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig, c.scheme = tc, "https://"
+	}
+	return c, nil
+}
+
+// tlsConfig reads the DSN's CA and client certificate files. Errors wrap store.ErrBadDSN and name
+// the parameter and the file.
+func tlsConfig(cfg Config) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.ServerName, InsecureSkipVerify: cfg.InsecureSkipVerify}
+	if cfg.CA != "" {
+		pem, err := os.ReadFile(cfg.CA)
+		if err != nil {
+			return nil, fmt.Errorf("%w: etcd parameter \"ca\": %v; give the PEM file of the CA that signed the servers' certificates", store.ErrBadDSN, err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: etcd parameter \"ca\": %s holds no PEM certificate; give the CA's certificate, -----BEGIN CERTIFICATE-----", store.ErrBadDSN, cfg.CA)
+		}
+	}
+	if cfg.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
+		if err != nil {
+			return nil, fmt.Errorf("%w: etcd parameters \"cert\" and \"key\": %v; give the PEM files of a client certificate and its key", store.ErrBadDSN, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 func (c *client) close() { c.hc.CloseIdleConnections() }
@@ -262,7 +300,7 @@ func (c *client) open(ctx context.Context, path string, in any, idem bool) (*htt
 }
 
 func (c *client) post(ctx context.Context, ep, path string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ep+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+ep+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +410,7 @@ func (c *client) authenticate(ctx context.Context, ep string) error {
 }
 
 func (c *client) postNoAuth(ctx context.Context, ep string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ep+"/v3/auth/authenticate", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+ep+"/v3/auth/authenticate", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -432,6 +470,12 @@ func (c *client) grant(ctx context.Context, ttl int64) (leaseResp, error) {
 func (c *client) revoke(ctx context.Context, id int64) error {
 	var r json.RawMessage
 	return c.call(ctx, "/v3/lease/revoke", leaseReq{ID: i64(id)}, &r, true)
+}
+
+// timeToLive is lease id's remaining TTL in whole seconds, rounded down; -1 when it does not exist.
+func (c *client) timeToLive(ctx context.Context, id int64) (leaseResp, error) {
+	var r leaseResp
+	return r, c.call(ctx, "/v3/lease/timetolive", leaseReq{ID: i64(id)}, &r, true)
 }
 
 // keepAliveOnce renews lease id; a TTL of 0 means the lease does not exist.

@@ -16,24 +16,55 @@ type Config struct {
 	Password  string
 	Prefix    string        // key prefix under /once/, default "once"
 	Dial      time.Duration // dial_timeout, default store.ConnectTimeout
+	// TLS: etcds://. CA is the file of the CA certificates the servers' are checked against (the
+	// system roots when empty); Cert and Key the client certificate's files, both or neither.
+	TLS                bool
+	CA, Cert, Key      string
+	ServerName         string // the name the servers' certificates are checked for (default: each endpoint's host)
+	InsecureSkipVerify bool   // skip_verify=true: no check of the servers' certificates (tests only)
 }
 
-// Params are the query parameters an etcd:// DSN accepts (docs/stores/etcd.md).
-var Params = []string{"prefix", "dial_timeout"}
+// Params are the query parameters an etcd:// DSN accepts (docs/stores/etcd.md); TLSParams only
+// etcds:// ones.
+var (
+	Params    = []string{"prefix", "dial_timeout"}
+	TLSParams = []string{"ca", "cert", "key", "server_name", "skip_verify"}
+)
 
-var spec = store.QuerySpec{Store: "etcd", Doc: "docs/stores/etcd.md", Known: Params}
+const tlsOnly = "only for TLS: etcds://host:2379?ca=/path/ca.pem"
 
-// ParseDSN parses etcd://[user:password@]host:port[,host:port…][/][?prefix=&dial_timeout=]
-// strictly (store.SplitDSN, Params). Errors wrap store.ErrBadDSN and never contain the password.
+var (
+	spec = store.QuerySpec{Store: "etcd", Doc: "docs/stores/etcd.md", Known: Params,
+		Refused: map[string]string{"ca": tlsOnly, "cert": tlsOnly, "key": tlsOnly, "server_name": tlsOnly, "skip_verify": tlsOnly}}
+	tlsSpec = store.QuerySpec{Store: "etcd", Doc: "docs/stores/etcd.md", Known: append(append([]string{}, Params...), TLSParams...)}
+)
+
+// ParseDSN parses etcd[s]://[user:password@]host:port[,host:port…][/][?prefix=&dial_timeout=]
+// strictly (store.SplitDSN, Params; etcds:// is TLS and takes TLSParams too). Errors wrap
+// store.ErrBadDSN and never contain the password. It reads no file: Open does.
 func ParseDSN(dsn string) (Config, error) {
 	bad := func(format string, a ...any) (Config, error) {
 		return Config{}, fmt.Errorf("%w: %s in %q; use etcd://host:2379[,host:2379]?prefix=name", store.ErrBadDSN, fmt.Sprintf(format, a...), store.Redact(dsn))
 	}
-	hostpart, q, err := store.SplitDSN(spec, dsn, "etcd")
+	sp, tlsOn := spec, strings.HasPrefix(strings.ToLower(dsn), "etcds://")
+	if tlsOn {
+		sp = tlsSpec
+	}
+	hostpart, q, err := store.SplitDSN(sp, dsn, "etcd", "etcds")
 	if err != nil {
 		return Config{}, err
 	}
-	cfg := Config{Prefix: "once", Dial: store.ConnectTimeout}
+	cfg := Config{Prefix: "once", Dial: store.ConnectTimeout, TLS: tlsOn}
+	cfg.CA, cfg.Cert, cfg.Key, cfg.ServerName = q["ca"], q["cert"], q["key"], q["server_name"]
+	if (cfg.Cert == "") != (cfg.Key == "") {
+		return Config{}, fmt.Errorf("%w: etcd parameters \"cert\" and \"key\" go together: give both files of the client certificate, or neither", store.ErrBadDSN)
+	}
+	if v, ok := q["skip_verify"]; ok {
+		if v != "true" && v != "false" {
+			return Config{}, fmt.Errorf("%w: etcd parameter \"skip_verify\" is %q: give true or false", store.ErrBadDSN, v)
+		}
+		cfg.InsecureSkipVerify = v == "true"
+	}
 	hostpart = strings.TrimSuffix(hostpart, "/")
 	if i := strings.LastIndex(hostpart, "@"); i >= 0 {
 		ui := hostpart[:i]

@@ -15,6 +15,8 @@ package etcd
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +24,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/once-run/once/internal/kvstore"
@@ -29,7 +32,9 @@ import (
 )
 
 func init() {
-	store.Register("etcd", func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) }, store.TakesPassword)
+	open := func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) }
+	store.Register("etcd", open, store.TakesPassword)
+	store.Register("etcds", open, store.TakesPassword)
 }
 
 var (
@@ -59,7 +64,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{c: newClient(cfg), p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]idleLease{}}
+	c, err := newClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{c: c, p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]idleLease{}}
 	s.Ledger = kvstore.Ledger{KV: kv{s}}
 	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "etcd"}
 	pctx, cancel, bound := store.Connecting(ctx, cfg.Dial)
@@ -120,7 +129,15 @@ func (s *Store) mapErr(err error) error {
 		switch {
 		case ae.Code == codeNotFound && strings.Contains(ae.Message, "lease not found"):
 			return fmt.Errorf("%w: etcd lease not found (expired or revoked)", store.ErrNotHeld)
-		case ae.Code == codeUnauthenticated, ae.Code == codePermission, strings.Contains(ae.Message, "authentication failed"),
+		case ae.Code == codePermission, strings.Contains(ae.Message, "permission denied"):
+			return fmt.Errorf("%w: etcd at %s: %s: the DSN's user may not use %s; grant its role readwrite on that prefix "+
+				"(etcdctl role grant-permission ROLE --prefix=true readwrite %s)", store.ErrUnavailable, s.where, msg, s.p, s.p)
+		case strings.Contains(ae.Message, "CommonName of client sending a request against gateway"):
+			return fmt.Errorf("%w: etcd at %s refuses a client certificate with a CommonName at its JSON gateway: "+
+				"issue the client certificate without one (the user and password in the DSN authenticate)", store.ErrUnavailable, s.where)
+		case strings.Contains(ae.Message, "HTTP request to an HTTPS server"):
+			return fmt.Errorf("%w: etcd at %s serves TLS: use etcds://%s?ca=/path/ca.pem", store.ErrUnavailable, s.where, s.where)
+		case ae.Code == codeUnauthenticated, strings.Contains(ae.Message, "authentication failed"),
 			strings.Contains(ae.Message, "user name is empty"), strings.Contains(ae.Message, "authentication is not enabled"):
 			return fmt.Errorf("%w: etcd at %s refused the credentials: %s; check user and password in the DSN", store.ErrUnavailable, s.where, msg)
 		case ae.Code == codeUnavailable, ae.Code == codeDeadline:
@@ -128,10 +145,20 @@ func (s *Store) mapErr(err error) error {
 		}
 		return fmt.Errorf("%w: etcd at %s: %s", store.ErrUnavailable, s.where, msg)
 	}
+	if why := tlsProblem(err); why != "" {
+		return fmt.Errorf("%w: etcd at %s: %s", store.ErrUnavailable, s.where, why)
+	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &ne) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("%w: etcd at %s: %s; check that the cluster is running and reachable", store.ErrUnavailable, s.where, msg)
+		hint := "check that the cluster is running and reachable"
+		// A plain server closes a TLS hello (EOF) or, under load, resets it.
+		if (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && s.c.scheme == "https://" {
+			hint += ", and that it serves TLS (else use etcd://)"
+		} else if errors.Is(err, io.EOF) {
+			hint += ", and whether it serves TLS (then use etcds://…?ca=/path/ca.pem)"
+		}
+		return fmt.Errorf("%w: etcd at %s: %s; %s", store.ErrUnavailable, s.where, msg, hint)
 	}
 	return fmt.Errorf("%w: etcd at %s: %s", store.ErrUnavailable, s.where, msg)
 }
@@ -150,3 +177,26 @@ func (s *Store) taskKey(task string) string { return s.p + "t/" + task }
 
 // waitKey is the slot's entry in the index of waiting slots (kvstore.KV.Waiting).
 func (s *Store) waitKey(task, slot string) string { return s.p + "w/" + esc(task) + "/" + esc(slot) }
+
+// tlsProblem says what is wrong, and how to fix it, when err is a TLS handshake's failure; "" when
+// it is not one.
+func tlsProblem(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var inv x509.CertificateInvalidError
+	var rec tls.RecordHeaderError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &unknown):
+		return "the server's certificate is not signed by a CA once trusts (" + unknown.Error() + "): give the CA's PEM file with ?ca=/path/ca.pem"
+	case errors.As(err, &host):
+		return "the server's certificate is not for this address (" + host.Error() + "): connect by a name the certificate has, or set ?server_name="
+	case errors.As(err, &inv):
+		return "the server's certificate is not valid (" + inv.Error() + "): renew it, or check the clock"
+	case errors.As(err, &rec):
+		return "the server does not speak TLS: use etcd:// instead of etcds://"
+	case strings.Contains(msg, "tls: certificate required"), strings.Contains(msg, "tls: bad certificate"), strings.Contains(msg, "tls: unknown certificate authority"):
+		return "the server refused the client certificate (" + msg[strings.LastIndex(msg, "tls: "):] + "): give one its CA signed with ?cert=/path/client.pem&key=/path/client.key"
+	}
+	return ""
+}

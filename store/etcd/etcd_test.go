@@ -161,7 +161,7 @@ func TestBadDSN(t *testing.T) {
 }
 
 func FuzzParseDSN(f *testing.F) {
-	for _, s := range []string{"etcd://127.0.0.1:2379", "etcd://u:p@h1:1,h2:2/?prefix=a.b", "etcd://h?prefix=", "etcd://:p@h", "etcd://h/x", "etcd://h?dial_timeout=1s&prefix=x"} {
+	for _, s := range []string{"etcd://127.0.0.1:2379", "etcds://u:p@h:1?ca=%2Fca.pem&cert=c&key=k&prefix=x", "etcds://h?cert=c", "etcd://h?ca=x", "etcds://h?skip_verify=maybe", "etcd://u:p@h1:1,h2:2/?prefix=a.b", "etcd://h?prefix=", "etcd://:p@h", "etcd://h/x", "etcd://h?dial_timeout=1s&prefix=x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dsn string) {

@@ -58,6 +58,9 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	if req.TTL < time.Millisecond {
 		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
+	if req.Replace {
+		return s.replace(ctx, req)
+	}
 	sent := time.Now()
 	want := seconds(req.TTL)
 	value := func(ttl int64) []byte {

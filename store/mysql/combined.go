@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/once-run/once/internal/sqlstore"
@@ -19,7 +20,7 @@ var (
 // acquire statement locks the lease row for the rest of the transaction, so nothing of anyone
 // else's comes in between.
 func (s *Store) Start(ctx context.Context, req store.AcquireRequest, slot string) (store.Started, error) {
-	if err := sqlstore.CheckAcquire(req); err != nil {
+	if err := errors.Join(sqlstore.CheckAcquire(req), store.CheckStart(req)); err != nil {
 		return store.Started{}, err
 	}
 	q := s.Q(acquireBody)

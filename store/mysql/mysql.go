@@ -233,11 +233,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s: %v", store.ErrBadDSN, store.Redact(dsn), err)
 	}
 	d := &dialect{where: cfg.Where}
-	db := sql.OpenDB(conn)
+	db := sql.OpenDB(readCommitted{conn})
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(sqlstore.ConnMaxIdle)
-	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.MySQL, Retries: 3, Backoff: 50 * time.Millisecond}, d: d}
+	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.MySQL, Retries: 3, Backoff: 50 * time.Millisecond, SessionReadCommitted: true}, d: d}
 	if err := s.Reach(ctx, cfg.Connect, "mysql "+cfg.Where); err != nil {
 		db.Close()
 		return nil, err
@@ -409,9 +409,8 @@ func scanRow(rows *sql.Rows) (r row, found bool, err error) {
 	return r, found, rows.Err()
 }
 
-// Acquire takes the task's lease when it is free or expired by the server's clock (store.Leaser),
-// in one round trip that also reads the holder for the busy answer.
-func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+// acquire is Acquire without Replace.
+func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if err := sqlstore.CheckAcquire(req); err != nil {
 		return store.Lease{}, err
 	}

@@ -19,7 +19,7 @@ var (
 // (Abandon's row locks are written too) and seven round trips. The acquire statement locks the
 // lease row for the rest of the transaction, so nothing of anyone else's comes in between.
 func (s *Store) Start(ctx context.Context, req store.AcquireRequest, slot string) (store.Started, error) {
-	if err := sqlstore.CheckAcquire(req); err != nil {
+	if err := errors.Join(sqlstore.CheckAcquire(req), store.CheckStart(req)); err != nil {
 		return store.Started{}, err
 	}
 	q := s.Q(acquireSQL)

@@ -235,9 +235,8 @@ const acquireSQL = `INSERT INTO {p}leases AS l (task, holder, run_id, token, acq
 	WHERE l.expires_at <= now()
 	RETURNING token, acquired_at, expires_at`
 
-// Acquire takes the task's lease when it is free or expired by the server's clock (store.Leaser), in
-// one statement; a busy answer costs a second query to name the holder.
-func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+// acquire is Acquire without Replace.
+func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if err := sqlstore.CheckAcquire(req); err != nil {
 		return store.Lease{}, err
 	}

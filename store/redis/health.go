@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/once-run/once/store"
@@ -39,7 +41,56 @@ func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 		lvl, msg := durability(m)
 		out = append(out, store.Finding{Check: "durability", Level: lvl, Message: durabilityMessage(s.addr, msg)})
 	}
+	if f, ok := s.topology(ctx); ok {
+		out = append(out, f)
+	}
 	return out, nil
+}
+
+// topology reports a cluster's or a Sentinel master's replicas, and what a failover can lose with
+// the DSN's ?wait (docs/stores/redis.md, "Failover"). Nothing for one server.
+func (s *Store) topology(ctx context.Context) (store.Finding, bool) {
+	var what string
+	replicas := 0
+	switch s.mode {
+	case ModeCluster:
+		nodes, err := s.c.ClusterNodes(ctx).Result()
+		if err != nil {
+			return store.Finding{Check: "topology", Level: store.LevelWarn, Message: "redis " + s.addr + ": CLUSTER NODES failed: " + err.Error()}, true
+		}
+		masters := 0
+		for _, line := range strings.Split(nodes, "\n") {
+			switch f := strings.Fields(line); {
+			case len(f) < 3:
+			case strings.Contains(f[2], "master"):
+				masters++
+			case strings.Contains(f[2], "slave"):
+				replicas++
+			}
+		}
+		what = fmt.Sprintf("redis %s: %d masters, %d replicas", s.addr, masters, replicas)
+	case ModeSentinel:
+		info, err := s.c.Info(ctx, "replication").Result()
+		if err != nil {
+			return store.Finding{Check: "topology", Level: store.LevelWarn, Message: "redis " + s.addr + ": INFO replication failed: " + err.Error()}, true
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+				replicas, _ = strconv.Atoi(v)
+			}
+		}
+		what = fmt.Sprintf("redis %s: %d replicas connected", s.addr, replicas)
+	default:
+		return store.Finding{}, false
+	}
+	switch {
+	case replicas == 0:
+		return store.Finding{Check: "topology", Level: store.LevelInfo, Message: what + ": no replica, so no failover either"}, true
+	case s.wait == 0:
+		return store.Finding{Check: "topology", Level: store.LevelWarn, Message: what + ": replication is asynchronous, so a failover can lose a lease granted " +
+			"or a run recorded just before it and two hosts can run one slot; add ?wait=1 (or more) to the DSN to wait for replicas"}, true
+	}
+	return store.Finding{Check: "topology", Level: store.LevelInfo, Message: what + fmt.Sprintf(": grants and ledger writes wait for %d replicas (?wait)", s.wait)}, true
 }
 
 // checkPersistence warns (store.Warn: once per process and server) when Redis would not keep the

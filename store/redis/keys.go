@@ -187,7 +187,6 @@ func (k keyKV) Scopes(ctx context.Context, cursor string, limit int) ([]string, 
 // indexScopes adds every scope that has a keys hash to the index, then sets the marker.
 func (k keyKV) indexScopes(ctx context.Context) error {
 	head, tail := "{"+k.s.prefix+":k:", "}:keys"
-	it := k.s.c.Scan(ctx, 0, head+"*"+tail, 1000).Iterator()
 	var batch []goredis.Z
 	flush := func() error {
 		if len(batch) == 0 {
@@ -197,16 +196,15 @@ func (k keyKV) indexScopes(ctx context.Context) error {
 		batch = batch[:0]
 		return err
 	}
-	for it.Next(ctx) {
-		name := strings.TrimSuffix(strings.TrimPrefix(it.Val(), head), tail)
+	err := k.s.scan(ctx, head+"*"+tail, func(key string) error {
+		name := strings.TrimSuffix(strings.TrimPrefix(key, head), tail)
 		batch = append(batch, goredis.Z{Member: unescape(name)})
 		if len(batch) == 1000 {
-			if err := flush(); err != nil {
-				return k.s.mapErr(err)
-			}
+			return flush()
 		}
-	}
-	if err := errors.Join(it.Err(), flush()); err != nil {
+		return nil
+	})
+	if err := errors.Join(err, flush()); err != nil {
 		return k.s.mapErr(err)
 	}
 	return k.s.mapErr(k.s.c.Set(ctx, k.s.scopesBuiltKey(), "1", 0).Err())

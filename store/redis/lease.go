@@ -13,8 +13,8 @@ import (
 	"github.com/once-run/once/store"
 )
 
-// acquire: ARGV[3] holder, ARGV[4] run id, ARGV[5] ttl in ms. Returns {'BUSY', value} or
-// {'OK', token, acquired µs}: the caller knows the rest of the grant (holder, run id, expiry =
+// acquire: ARGV[3] holder, ARGV[4] run id, ARGV[5] ttl in ms, ARGV[6] '1' to replace a live grant
+// (AcquireRequest.Replace). Returns {'BUSY', value} or {'OK', token, acquired µs[, replaced value]}: the caller knows the rest of the grant (holder, run id, expiry =
 // acquired + ttl), so the value it would decode is not sent back. The epoch is written with a new
 // counter only: check() has just seen an existing one carry it.
 var acquireScript = goredis.NewScript(check + `
@@ -23,7 +23,7 @@ if type(n) == 'table' then return n end
 local cur = redis.call('GET', KEYS[2])
 if cur then
   if tonumber(cjson.decode(cur).t) > n then return redis.error_reply('LOST') end
-  return {'BUSY', cur}
+  if ARGV[6] ~= '1' then return {'BUSY', cur} end
 end
 if n == 0 then redis.call('HSET', KEYS[1], 'e', ARGV[1]) end
 n = redis.call('HINCRBY', KEYS[1], 'n', 1)
@@ -31,6 +31,10 @@ local t = now()
 local ttl = tonumber(ARGV[5])
 local v = cjson.encode({t = string.format('%d', n), h = ARGV[3], r = ARGV[4],
   a = string.format('%d', t), x = string.format('%d', t + ttl * 1000)})
+if cur then
+  redis.call('SET', KEYS[2], v, 'PX', ttl)
+  return {'OK', n, t, cur}
+end
 redis.call('SET', KEYS[2], v, 'NX', 'PX', ttl)
 return {'OK', n, t}
 `)
@@ -119,18 +123,39 @@ func ttlMillis(ttl time.Duration) int64 {
 	return max(1, int64((ttl+time.Millisecond-1)/time.Millisecond))
 }
 
-// Acquire grants req.Task's lease when it is free: one round trip (on a client's first acquire of
+// Acquire grants req.Task's lease when it is free, or with req.Replace over a live grant (the
+// value is overwritten in the same script): one round trip (on a client's first acquire of
 // the task, the task index's script is pipelined with it). See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if req.TTL < time.Millisecond {
 		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
 	keys := s.taskKeys(req.Task)
-	args := []any{s.epoch, s.seen(req.Task), req.Holder, req.RunID, ttlMillis(req.TTL)}
+	replace := "0"
+	if req.Replace {
+		replace = "1"
+	}
+	args := []any{s.epoch, s.seen(req.Task), req.Holder, req.RunID, ttlMillis(req.TTL), replace}
 	var res *goredis.Cmd
-	if s.indexed(req.Task) {
+	var unacked error // ?wait: the grant did not reach enough replicas
+	switch {
+	case s.wait > 0:
+		if !s.indexed(req.Task) {
+			if err := indexScript.Run(ctx, s.c, s.indexKeys(), req.Task).Err(); err != nil {
+				return store.Lease{}, s.mapErr(err)
+			}
+			s.mu.Lock()
+			s.known[req.Task] = true
+			s.mu.Unlock()
+		}
+		var err error
+		if res, err = s.durable(ctx, acquireScript, "lease grant", keys, args...); res == nil {
+			return store.Lease{}, err
+		}
+		unacked = err
+	case s.indexed(req.Task):
 		res = acquireScript.Run(ctx, s.c, keys, args...)
-	} else { // first acquire of the task by this client: index it in the same round trip
+	default: // first acquire of the task by this client: index it in the same round trip
 		p := s.c.Pipeline()
 		add := indexScript.Eval(ctx, p, s.indexKeys(), req.Task) // the body: no NOSCRIPT to recover from
 		res = acquireScript.EvalSha(ctx, p, keys, args...)
@@ -157,7 +182,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		return store.Lease{}, &store.BusyError{Lease: l}
 	}
 	var tok, a int64
-	ok := len(r) == 3
+	ok := len(r) == 3 || len(r) == 4
 	if ok {
 		tok, ok = r[1].(int64)
 	}
@@ -168,8 +193,20 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		return store.Lease{}, fmt.Errorf("%w: redis at %s: unexpected acquire reply %v", store.ErrUnavailable, s.addr, r)
 	}
 	s.see(req.Task, tok)
-	return store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: tok,
-		Acquired: time.UnixMicro(a), Expires: time.UnixMicro(a + ttlMillis(req.TTL)*1000)}, nil
+	l := store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: tok,
+		Acquired: time.UnixMicro(a), Expires: time.UnixMicro(a + ttlMillis(req.TTL)*1000)}
+	if unacked != nil {
+		_ = s.Release(ctx, l) // a grant a failover could lose is not handed out; the token is spent
+		return store.Lease{}, unacked
+	}
+	if len(r) == 4 {
+		old, err := decodeLease(req.Task, r[3])
+		if err != nil {
+			return store.Lease{}, err
+		}
+		l.Replaced = &old
+	}
+	return l, nil
 }
 
 // Renew extends l by ttl from now by Redis's clock. See store.Leaser.

@@ -91,13 +91,17 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 	if t, ok := d.Waits(); ok {
 		since = strconv.FormatInt(t.UnixMicro(), 10)
 	}
-	r, err := s.run(ctx, saveScript, d.Task, keys, ver, token, d.Marshal(), d.Slot, since)
+	res, unacked := s.durable(ctx, saveScript, "ledger write", keys, s.epoch, s.seen(d.Task), ver, token, d.Marshal(), d.Slot, since)
+	if res == nil {
+		return unacked
+	}
+	r, err := res.Slice()
 	if err != nil {
-		return err
+		return s.mapErr(err)
 	}
 	switch r[0] {
 	case "OK":
-		return nil
+		return unacked
 	case "STALE":
 		return kvstore.ErrStale
 	}

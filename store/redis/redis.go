@@ -1,5 +1,6 @@
 // Package redis is the Redis store: redis://[user:password@]host[:port][/db][?prefix=name] and
-// rediss:// for TLS.
+// rediss:// for TLS; redis+cluster:// for a Redis Cluster and redis+sentinel:// for the master a set
+// of sentinels names (ParseDSN).
 //
 // Leases are SET NX PX keys whose value names the owner, set by one Lua script that also bumps the
 // task's fencing counter, all stamped by Redis's own clock (TIME inside the script): an uncontended
@@ -27,7 +28,6 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/once-run/once/internal/kvstore"
 	"github.com/once-run/once/store"
@@ -37,6 +37,9 @@ func init() {
 	open := func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) }
 	store.Register("redis", open, store.TakesPassword)
 	store.Register("rediss", open, store.TakesPassword)
+	for _, scheme := range []string{"redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"} {
+		store.Register(scheme, open, store.TakesPassword)
+	}
 }
 
 var (
@@ -51,10 +54,13 @@ var ErrLedgerLost = fmt.Errorf("%w: the Redis ledger was lost (restart without p
 
 // Store is a Redis store. Safe for concurrent use.
 type Store struct {
-	c              *goredis.Client
+	c              goredis.UniversalClient // *goredis.Client (one server, Sentinel) or *goredis.ClusterClient
+	mode           Mode
 	prefix         string
-	addr           string
+	addr           string // what errors name: the server, the cluster's seeds or the sentinels' master
 	epoch          string
+	wait           int // replicas a grant and a ledger write wait for (WAIT), 0: none
+	waitTimeout    time.Duration
 	kvstore.Ledger // the run ledger (store.Ledger), written once for the KV stores
 	*kvstore.Keys  // business keys (store.Keys), written once for the KV stores (keys.go)
 
@@ -79,13 +85,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	// go-redis logs dial failures to stderr by itself; errors reach the caller mapped instead.
 	quietOnce.Do(func() { goredis.SetLogger(quiet{}) })
-	cfg.Opts.DisableIdentity = true
-	cfg.Opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	// A call gives up at its ctx's deadline, not only at read_timeout (3s by default): Open's first
-	// contact is bounded by store.Connecting, and a frozen server must not hold it longer.
-	cfg.Opts.ContextTimeoutEnabled = true
 	set := cfg.Opts.DialTimeout // the DSN's dial_timeout, 0 when not given
-	s := &Store{c: goredis.NewClient(cfg.Opts), prefix: cfg.Prefix, addr: cfg.Opts.Addr, hwm: map[string]int64{}, known: map[string]bool{}}
+	c, addr := newClient(cfg)
+	s := &Store{c: c, mode: cfg.Mode, prefix: cfg.Prefix, addr: addr, wait: cfg.Wait, waitTimeout: cfg.WaitTimeout,
+		hwm: map[string]int64{}, known: map[string]bool{}}
 	s.Ledger = kvstore.Ledger{KV: kv{s}}
 	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "redis"}
 	cctx, cancel, bound := store.Connecting(ctx, set)
@@ -200,6 +203,10 @@ func (s *Store) mapErr(err error) error {
 		return fmt.Errorf("%w: redis at %s refused the credentials: %s; check user and password in the DSN", store.ErrUnavailable, s.addr, msg)
 	case msg == "LOST", strings.HasPrefix(msg, "ERR LOST"):
 		return ErrLedgerLost
+	case strings.HasPrefix(msg, "CLUSTERDOWN"):
+		return fmt.Errorf("%w: redis %s: %s; check CLUSTER INFO on its nodes", store.ErrUnavailable, s.addr, msg)
+	case strings.Contains(msg, "sentinels specified in configuration are unreachable"):
+		return fmt.Errorf("%w: redis %s: no sentinel answered with the master's address; check the sentinels' addresses, that they run, and that ?master= is a name they monitor (SENTINEL MASTERS)", store.ErrUnavailable, s.addr)
 	}
 	return fmt.Errorf("%w: redis at %s: %s", store.ErrUnavailable, s.addr, strings.ReplaceAll(msg, "\n", " "))
 }

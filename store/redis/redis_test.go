@@ -221,7 +221,7 @@ func TestBadDSN(t *testing.T) {
 }
 
 func FuzzParseDSN(f *testing.F) {
-	for _, s := range []string{"redis://127.0.0.1:6379/0", "rediss://u:p@h:1/2?prefix=a.b", "redis://h/0?prefix=", "redis://:p@h", "redis://h/x", "redis://[::1]:5/1?dial_timeout=1s"} {
+	for _, s := range []string{"redis://127.0.0.1:6379/0", "redis+cluster://u:p@a:1,b:2/?prefix=x", "rediss+sentinel://:p@a,b:2/1?master=m&sentinel_password=q&wait=1", "redis+cluster://a:1,,[::1]:2", "redis+sentinel://h", "rediss://u:p@h:1/2?prefix=a.b", "redis://h/0?prefix=", "redis://:p@h", "redis://h/x", "redis://[::1]:5/1?dial_timeout=1s"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dsn string) {

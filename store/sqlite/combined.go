@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 
 	"github.com/once-run/once/store"
 )
@@ -17,7 +18,7 @@ var (
 // slot, in one transaction: one durable commit where Acquire, Abandon and Slot take three
 // transactions (store.Starter).
 func (s *Store) Start(ctx context.Context, req store.AcquireRequest, slot string) (store.Started, error) {
-	if err := checkAcquire(req); err != nil {
+	if err := errors.Join(checkAcquire(req), store.CheckStart(req)); err != nil {
 		return store.Started{}, err
 	}
 	var out store.Started

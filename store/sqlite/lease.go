@@ -22,9 +22,10 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// Acquire grants req.Task's lease when it is free or expired by the store's clock (clock.go), with a
-// token one above the task's previous token. Otherwise it returns a *store.BusyError naming the
-// current grant.
+// Acquire grants req.Task's lease when it is free or expired by the store's clock (clock.go), or
+// with req.Replace over a live grant (the row is overwritten: the old grant is gone), with a token
+// one above the task's previous token. Otherwise it returns a *store.BusyError naming the current
+// grant.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if err := checkAcquire(req); err != nil {
 		return store.Lease{}, err
@@ -45,9 +46,14 @@ func (s *Store) acquire(ctx context.Context, tx *sql.Tx, now int64, req store.Ac
 		return store.Lease{}, err
 	}
 	token := int64(1)
+	var replaced *store.Lease
 	if found {
 		if cur.Expires.UnixMicro() > now {
-			return store.Lease{}, &store.BusyError{Lease: s.shown(cur)}
+			if !req.Replace {
+				return store.Lease{}, &store.BusyError{Lease: s.shown(cur)}
+			}
+			old := s.shown(cur)
+			replaced = &old
 		}
 		token = cur.Token + 1
 	}
@@ -59,7 +65,9 @@ func (s *Store) acquire(ctx context.Context, tx *sql.Tx, now int64, req store.Ac
 		req.Task, req.Holder, req.RunID, token, now, exp); err != nil {
 		return store.Lease{}, err
 	}
-	return s.shown(store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: token, Acquired: micros(now), Expires: micros(exp)}), nil
+	l := s.shown(store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: token, Acquired: micros(now), Expires: micros(exp)})
+	l.Replaced = replaced
+	return l, nil
 }
 
 func checkAcquire(req store.AcquireRequest) error {

@@ -9,7 +9,7 @@
 // separate clients (processes, hosts). Run runs every case the store supports and logs the ones
 // it leaves out, and why; RunBenchmarks is the same for the benchmarks.
 //
-// The cases live by area: lease.go (one holder, expiry, renewals, tokens), ledger.go (attempts,
+// The cases live by area: lease.go (one holder, expiry, renewals, tokens), replace.go (takeovers), ledger.go (attempts,
 // events, review), history.go (order, pages, prune), limits.go, combined.go (store.Starter,
 // store.Finisher, store.LazyRecorder), keys.go (store.Keys), inspect.go (store.Inspector), tasks.go
 // (store.TaskLister); helpers.go holds what they share, bench.go the benchmarks, server.go the test
@@ -85,6 +85,7 @@ var cases = []testCase{
 	{"LeaseReleaseExpired", testLeaseReleaseExpired, nil},
 	{"LeaseTokensIncrease", testTokensIncrease, nil},
 	{"LeaseTasksIndependent", testTasksIndependent, nil},
+	{"LeaseReplace", testLeaseReplace, nil},
 	{"StoreClock", testStoreClock, nil},
 	{"LedgerBeginFinish", testBeginFinish, nil},
 	{"LedgerFinishUnknown", testFinishUnknown, nil},

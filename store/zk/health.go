@@ -78,7 +78,7 @@ func forceSyncFinding(addr string, m map[string]string) store.Finding {
 // finding: forceSync cannot be seen then (docs/stores/zookeeper.md).
 func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 	var out []store.Finding
-	for _, addr := range strings.Split(s.where, ",") {
+	for _, addr := range s.servers {
 		m, err := mntr(ctx, addr)
 		if err != nil {
 			out = append(out, store.Finding{Check: "durability", Level: store.LevelInfo, Message: fmt.Sprintf(

@@ -79,7 +79,7 @@ func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []k
 	out := make([]bool, len(keys))
 	ops := make([]any, len(keys))
 	for i, key := range keys {
-		ops[i] = &zk.CreateRequest{Path: k.path(scope, key), Data: recs[i].Encode(), Acl: acl}
+		ops[i] = &zk.CreateRequest{Path: k.path(scope, key), Data: recs[i].Encode(), Acl: k.s.acl}
 	}
 	_, err := call(ctx, k.s, func() ([]zk.MultiResponse, error) { return k.s.c.Multi(ops...) })
 	if err == nil {
@@ -94,7 +94,7 @@ func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []k
 	// Some key exists: create one by one, concurrently.
 	err = each(ctx, len(keys), func(i int) error {
 		r := ops[i].(*zk.CreateRequest)
-		_, err := k.s.c.Create(r.Path, r.Data, 0, acl)
+		_, err := k.s.c.Create(r.Path, r.Data, 0, k.s.acl)
 		switch {
 		case err == nil:
 			out[i] = true

@@ -44,7 +44,9 @@ func (s *Store) node(ctx context.Context, path string) (nodeData, *zk.Stat, bool
 	return d, got.st, true, nil
 }
 
-// Acquire runs the lock recipe without waiting. Round trips when free: create, stat, children,
+// Acquire runs the lock recipe without waiting; with req.Replace, live nodes ahead of ours are
+// deleted too (clear), which ends their grants: their Renew finds no node and their Lost watch
+// sees the deletion. Round trips when free: create, stat, children,
 // and the multi that publishes the token. See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if req.TTL < time.Millisecond {
@@ -52,7 +54,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	}
 	dir := s.taskPath(req.Task)
 	data, _ := json.Marshal(nodeData{Holder: req.Holder, RunID: req.RunID, TTL: ttlMillis(req.TTL)})
-	create := func() (string, error) { return s.c.Create(dir+"/n-", data, zk.FlagEphemeral|zk.FlagSequence, acl) }
+	create := func() (string, error) { return s.c.Create(dir+"/n-", data, zk.FlagEphemeral|zk.FlagSequence, s.acl) }
 	mine, err := call(ctx, s, create)
 	if errors.Is(err, zk.ErrNoNode) {
 		if err := s.ensure(ctx, dir); err != nil {
@@ -79,29 +81,17 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	if err != nil {
 		return giveUp(s.mapErr(err))
 	}
+	var replaced *store.Lease
 	for _, k := range s.sortChildren(kids) {
 		if seq(k) >= seq(name) {
 			break
 		}
-		od, ost, ok, err := s.node(ctx, dir+"/"+k)
+		old, err := s.clear(ctx, req, dir+"/"+k, now)
 		if err != nil {
 			return giveUp(err)
 		}
-		if !ok {
-			continue
-		}
-		if ost.Mtime+od.TTL > now {
-			return giveUp(&store.BusyError{Lease: lease(req.Task, od, ost)})
-		}
-		// Expired by ZooKeeper's clock: remove it, unless it was renewed meanwhile.
-		_, err = call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(dir+"/"+k, ost.Version) })
-		if errors.Is(err, zk.ErrBadVersion) {
-			od, ost, ok, _ := s.node(ctx, dir+"/"+k)
-			if ok {
-				return giveUp(&store.BusyError{Lease: lease(req.Task, od, ost)})
-			}
-		} else if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return giveUp(s.mapErr(err))
+		if old != nil && (replaced == nil || old.Expires.After(replaced.Expires)) {
+			replaced = old
 		}
 	}
 	// Lowest live node: publish the token, only while the node still exists.
@@ -115,7 +105,44 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	s.mu.Lock()
 	s.paths[st.Czxid] = mine
 	s.mu.Unlock()
-	return lease(req.Task, d, st), nil
+	l := lease(req.Task, d, st)
+	l.Replaced = replaced
+	return l, nil
+}
+
+// clear removes the lower lock node path ahead of ours when it has expired by ZooKeeper's clock
+// (now), or, with req.Replace, while it is live: then it returns the grant it ended, as last
+// renewed (a renewal in between fails the versioned delete and is read again). A live node
+// without Replace is the busy answer.
+func (s *Store) clear(ctx context.Context, req store.AcquireRequest, path string, now int64) (*store.Lease, error) {
+	for try := 0; ; try++ {
+		od, ost, ok, err := s.node(ctx, path)
+		if err != nil || !ok {
+			return nil, err
+		}
+		live := ost.Mtime+od.TTL > now
+		if live && (!req.Replace || try >= 3) {
+			return nil, &store.BusyError{Lease: lease(req.Task, od, ost)}
+		}
+		_, err = call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(path, ost.Version) })
+		switch {
+		case err == nil && live:
+			old := lease(req.Task, od, ost)
+			return &old, nil
+		case err == nil || errors.Is(err, zk.ErrNoNode):
+			return nil, nil
+		case errors.Is(err, zk.ErrBadVersion):
+			if !req.Replace {
+				// Renewed meanwhile: live again.
+				if od, ost, ok, _ := s.node(ctx, path); ok {
+					return nil, &store.BusyError{Lease: lease(req.Task, od, ost)}
+				}
+				return nil, nil
+			}
+		default:
+			return nil, s.mapErr(err)
+		}
+	}
 }
 
 // errMismatch: the token's node exists but names another holder.

@@ -52,13 +52,13 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		if err := s.ensure(ctx, s.docDir(d.Task)); err != nil {
 			return err
 		}
-		ops = append(ops, &zk.CreateRequest{Path: path, Data: d.Marshal(), Acl: acl})
+		ops = append(ops, &zk.CreateRequest{Path: path, Data: d.Marshal(), Acl: s.acl})
 	} else {
 		ops = append(ops, &zk.SetDataRequest{Path: path, Data: d.Marshal(), Version: int32(ver - 1)})
 	}
 	if run != "" {
 		b, _ := json.Marshal([2]string{d.Task, d.Slot})
-		ops = append(ops, &zk.CreateRequest{Path: s.runPath(run), Data: b, Acl: acl})
+		ops = append(ops, &zk.CreateRequest{Path: s.runPath(run), Data: b, Acl: s.acl})
 	}
 	// The index of waiting slots, in the same multi. Its node exists when the document as read
 	// waited (Waited); only when that changes is it looked at, and created or deleted.
@@ -170,7 +170,7 @@ func (s *Store) waitOp(ctx context.Context, task, slot string, waits bool) (any,
 		if err := s.ensure(ctx, s.p+"/w"); err != nil {
 			return nil, err
 		}
-		return &zk.CreateRequest{Path: path, Acl: acl}, nil
+		return &zk.CreateRequest{Path: path, Acl: s.acl}, nil
 	case !waits && ok:
 		return &zk.DeleteRequest{Path: path, Version: -1}, nil
 	}

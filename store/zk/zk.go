@@ -1,4 +1,10 @@
-// Package zk is the ZooKeeper store: zk://host:port[,host:port…][/][?prefix=name&session_timeout=10s].
+// Package zk is the ZooKeeper store:
+// zk://[user:password@]host:port[,host:port…][/chroot/path][?prefix=name&session_timeout=10s].
+//
+// With a user, the session authenticates with digest (user:password) and every node the store
+// creates under <chroot>/once/<prefix> is that user's alone (the "auth" ACL scheme: all
+// permissions to the identities of the creating session, none to anyone else); the shared nodes
+// above it let anyone read and create children, so other users can have prefixes of their own.
 //
 // Leases follow the ephemeral-sequential lock recipe under /once/<prefix>/locks/<task>: a contender
 // creates an ephemeral sequential node; the lowest live node holds. Acquire does not block: a
@@ -33,7 +39,7 @@ import (
 )
 
 func init() {
-	store.Register("zk", func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) })
+	store.Register("zk", func(ctx context.Context, dsn string) (store.Store, error) { return Open(ctx, dsn) }, store.TakesPassword)
 }
 
 var (
@@ -45,10 +51,13 @@ var (
 // Store is a ZooKeeper store over one session. Safe for concurrent use.
 type Store struct {
 	c              *zk.Conn
-	p              string // /once/<prefix>
-	where          string
-	kvstore.Ledger // the run ledger (store.Ledger), written once for the KV stores
-	*kvstore.Keys  // business keys (store.Keys), written once for the KV stores (keys.go)
+	p              string   // <chroot>/once/<prefix>
+	acl            []zk.ACL // of the nodes at and under p
+	dirACL         []zk.ACL // of the chroot's nodes and <chroot>/once, which every prefix shares
+	where          string   // the servers and the chroot, for messages
+	servers        []string // host:port
+	kvstore.Ledger          // the run ledger (store.Ledger), written once for the KV stores
+	*kvstore.Keys           // business keys (store.Keys), written once for the KV stores (keys.go)
 
 	mu    sync.Mutex
 	down  chan struct{} // closed when the session disconnects or expires; replaced after
@@ -60,7 +69,14 @@ type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
 
-var acl = zk.WorldACL(zk.PermAll)
+// The ACLs without authentication: anyone may do anything (run ZooKeeper where only once's hosts
+// reach it). With digest authentication: the creator's identities alone (auth scheme) below the
+// prefix; anyone may read and create (not delete) in the shared nodes above it.
+var (
+	worldACL  = zk.WorldACL(zk.PermAll)
+	authACL   = zk.AuthACL(zk.PermAll)
+	sharedACL = append(zk.AuthACL(zk.PermAll), zk.WorldACL(zk.PermRead|zk.PermCreate)...)
+)
 
 // Open connects, waits for a session and creates the base nodes.
 func Open(ctx context.Context, dsn string) (*Store, error) {
@@ -68,8 +84,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{p: "/once/" + cfg.Prefix, where: strings.Join(cfg.Servers, ","), down: make(chan struct{}),
-		paths: map[int64]string{}, done: make(chan struct{})}
+	s := &Store{p: cfg.Chroot + "/once/" + cfg.Prefix, where: strings.Join(cfg.Servers, ",") + cfg.Chroot, down: make(chan struct{}),
+		paths: map[int64]string{}, done: make(chan struct{}), acl: worldACL, dirACL: worldACL, servers: cfg.Servers}
+	if cfg.User != "" {
+		s.acl, s.dirACL = authACL, sharedACL
+	}
 	c, events, err := zk.Connect(cfg.Servers, cfg.Session, zk.WithLogger(quiet{}), zk.WithLogInfo(false))
 	if err != nil {
 		return nil, s.mapErr(err)
@@ -91,8 +110,26 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		}
 		return nil, store.Unreached("zookeeper at "+s.where, bound)
 	}
-	for _, p := range []string{"/once", s.p, s.p + "/locks", s.p + "/d", s.p + "/r", s.p + "/clock"} {
-		if err := s.ensure(ctx, p); err != nil {
+	if cfg.User != "" {
+		// go-zookeeper sends the credentials again on every reconnect.
+		if _, err := call(cctx, s, func() (struct{}, error) { return struct{}{}, c.AddAuth("digest", []byte(cfg.User+":"+cfg.Password)) }); err != nil {
+			go c.Close()
+			return nil, fmt.Errorf("%w: zookeeper at %s: digest authentication failed: %v; check user and password in the DSN", store.ErrUnavailable, s.where, err)
+		}
+	}
+	var dirs []string // the chroot's nodes and <chroot>/once
+	for i := 1; i <= len(cfg.Chroot); i++ {
+		if i == len(cfg.Chroot) || cfg.Chroot[i] == '/' {
+			dirs = append(dirs, cfg.Chroot[:i])
+		}
+	}
+	dirs = append(dirs, cfg.Chroot+"/once")
+	for i, p := range append(dirs, s.p, s.p+"/locks", s.p+"/d", s.p+"/r", s.p+"/clock") {
+		a := s.acl
+		if i < len(dirs) {
+			a = s.dirACL
+		}
+		if err := s.ensureACL(ctx, p, a); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -148,14 +185,19 @@ func (s *Store) mapErr(err error) error {
 	}
 	switch {
 	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrAuthFailed):
-		return fmt.Errorf("%w: zookeeper at %s refused access: %v; check the ACLs of /once", store.ErrUnavailable, s.where, err)
+		return fmt.Errorf("%w: zookeeper at %s refused access to %s: %v; the nodes belong to another user: check user and password in the DSN, "+
+			"or the node's ACL (zkCli.sh getAcl %s)", store.ErrUnavailable, s.where, s.p, err, s.p)
 	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNodeExists):
 		return fmt.Errorf("%w: zookeeper: %v", store.ErrConflict, err)
 	}
 	return fmt.Errorf("%w: zookeeper at %s: %v; check that the ensemble is running and reachable", store.ErrUnavailable, s.where, err)
 }
 
-func (s *Store) ensure(ctx context.Context, path string) error {
+// ensure creates path, a node of the prefix, when it does not exist.
+func (s *Store) ensure(ctx context.Context, path string) error { return s.ensureACL(ctx, path, s.acl) }
+
+// ensureACL creates path with acl when it does not exist.
+func (s *Store) ensureACL(ctx context.Context, path string, acl []zk.ACL) error {
 	_, err := call(ctx, s, func() (string, error) { return s.c.Create(path, nil, 0, acl) })
 	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 		return s.mapErr(err)

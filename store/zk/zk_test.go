@@ -130,10 +130,15 @@ func TestBadDSN(t *testing.T) {
 	for _, c := range []struct{ dsn, want string }{
 		{"zk://h:1?prefix=a/b", "prefix"},
 		{"zk://h:1,,h2:2", "endpoint"},
-		{"zk://h:1/path", "path"},
+		{"zk://h:1/a//b", "chroot path"},
+		{"zk://h:1/a/../b", "chroot path"},
+		{"zk://h:1/zookeeper/x", "ZooKeeper's own"},
+		{"zk://h:1/a%zz", "percent-escape"},
 		{"zk://h:1?session_timeout=1ms", "session_timeout"},
 		{"zk://h?x=1", `"x" is not a parameter`},
-		{"zk://u:p@h", "user info"},
+		{"zk://u@h", "a user and a password"},
+		{"zk://:sekrit@h", "a user and a password"},
+		{"zk://u:@h", "a user and a password"},
 		{"zk://h:1?prefix=teamA;x", `"prefix"`},
 		{"zk://h:1?prefix=a.b", `"prefix"`},
 		{"zk://h:1?prefix=.", `"prefix"`},
@@ -141,11 +146,15 @@ func TestBadDSN(t *testing.T) {
 		{"zk://h:1?session_timeot=4s", `did you mean "session_timeout"`},
 	} {
 		_, err := ParseDSN(c.dsn)
-		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) {
+		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "sekrit") {
 			t.Errorf("ParseDSN(%q) = %v; want ErrBadDSN mentioning %q", c.dsn, err, c.want)
 		}
 	}
-	cfg, err := ParseDSN("zk://h1:2181,h2/?prefix=blue&session_timeout=4s")
+	cfg, err := ParseDSN("zk://al%40ice:p%3Aw@h1:2181,h2/apps/team%20a/?prefix=blue")
+	if err != nil || cfg.User != "al@ice" || cfg.Password != "p:w" || cfg.Chroot != "/apps/team a" || len(cfg.Servers) != 2 {
+		t.Fatalf("ParseDSN with auth and chroot = %+v, %v", cfg, err)
+	}
+	cfg, err = ParseDSN("zk://h1:2181,h2/?prefix=blue&session_timeout=4s")
 	if err != nil || cfg.Prefix != "blue" || len(cfg.Servers) != 2 || cfg.Servers[1] != "h2:2181" || cfg.Session != 4*time.Second {
 		t.Fatalf("ParseDSN = %+v, %v", cfg, err)
 	}
@@ -156,7 +165,7 @@ func TestBadDSN(t *testing.T) {
 }
 
 func FuzzParseDSN(f *testing.F) {
-	for _, s := range []string{"zk://127.0.0.1:2181", "zk://h1:1,h2:2/?prefix=a.b", "zk://h?prefix=", "zk://h/x", "zk://h?session_timeout=4s&prefix=x"} {
+	for _, s := range []string{"zk://127.0.0.1:2181", "zk://u:p@h:1/a/b?prefix=x", "zk://u:p@h/a//b", "zk://u@h/", "zk://h/./x", "zk://h1:1,h2:2/?prefix=a.b", "zk://h?prefix=", "zk://h/x", "zk://h?session_timeout=4s&prefix=x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dsn string) {
@@ -174,6 +183,12 @@ func FuzzParseDSN(f *testing.F) {
 			if e == "" || strings.ContainsAny(e, "@/?,") {
 				t.Fatalf("ParseDSN(%q) endpoint %q", dsn, e)
 			}
+		}
+		if cfg.Chroot != "" && (!strings.HasPrefix(cfg.Chroot, "/") || strings.HasSuffix(cfg.Chroot, "/") || strings.Contains(cfg.Chroot, "//")) {
+			t.Fatalf("ParseDSN(%q) chroot %q", dsn, cfg.Chroot)
+		}
+		if (cfg.User == "") != (cfg.Password == "") {
+			t.Fatalf("ParseDSN(%q): user %q without a password, or the converse", dsn, cfg.User)
 		}
 	})
 }
@@ -194,7 +209,7 @@ func BenchmarkLease(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				l := zk.NewLock(s.c, path, acl)
+				l := zk.NewLock(s.c, path, worldACL)
 				return func(ctx context.Context) error {
 					if err := l.Lock(); err != nil {
 						return err

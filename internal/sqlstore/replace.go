@@ -1,0 +1,64 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/once-run/once/store"
+)
+
+// TakeOver is Acquire with req.Replace (store.Leaser) on a task whose lease row exists: in one
+// transaction it locks the row, reads the grant it replaces and writes the new one with the next
+// token, whatever the old grant's state. until is the dialect's expression for now plus ? µs. found
+// is false when the task has no row yet: the backend's own Acquire inserts it (and, should a
+// concurrent one win that race, TakeOver is tried again).
+func (s *Store) TakeOver(ctx context.Context, req store.AcquireRequest, until string) (l store.Lease, found bool, err error) {
+	err = s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		old := store.Lease{Task: req.Task}
+		var live bool
+		err := tx.QueryRowContext(ctx, s.Q(`SELECT holder, run_id, token, acquired_at, expires_at, expires_at > {now}
+			FROM {p}leases WHERE task = ? FOR UPDATE`), req.Task).Scan(&old.Holder, &old.RunID, &old.Token, &old.Acquired, &old.Expires, &live)
+		if found = err == nil; !found {
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}leases SET holder = ?, run_id = ?, token = token + 1,
+			acquired_at = {now}, expires_at = `+until+` WHERE task = ?`), req.Holder, req.RunID, req.TTL.Microseconds(), req.Task); err != nil {
+			return err
+		}
+		l = store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID}
+		if err := tx.QueryRowContext(ctx, s.Q(`SELECT token, acquired_at, expires_at FROM {p}leases WHERE task = ?`), req.Task).
+			Scan(&l.Token, &l.Acquired, &l.Expires); err != nil {
+			return err
+		}
+		l.Acquired, l.Expires = l.Acquired.UTC(), l.Expires.UTC()
+		if live && old.Holder != "" {
+			old.Acquired, old.Expires = old.Acquired.UTC(), old.Expires.UTC()
+			l.Replaced = &old
+		}
+		return nil
+	})
+	return l, found, err
+}
+
+// Replace is a backend's Acquire for req.Replace: TakeOver, or acquire (the backend's plain
+// Acquire, which inserts the row) when the task has no row yet, again should a concurrent first
+// acquire win the insert.
+func (s *Store) Replace(ctx context.Context, req store.AcquireRequest, until string,
+	acquire func(context.Context, store.AcquireRequest) (store.Lease, error)) (store.Lease, error) {
+	if err := CheckAcquire(req); err != nil {
+		return store.Lease{}, err
+	}
+	for try := 0; ; try++ {
+		l, found, err := s.TakeOver(ctx, req, until)
+		if err != nil || found {
+			return l, err
+		}
+		if l, err = acquire(ctx, req); !errors.Is(err, store.ErrBusy) || try >= 2 {
+			return l, err
+		}
+	}
+}

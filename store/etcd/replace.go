@@ -1,0 +1,78 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// replace is Acquire with req.Replace. etcd keeps a key's create revision (the token) across
+// puts, so a takeover is two transactions: delete the live grant's keys, compared on the key's
+// create and mod revisions (a renewal in between rewrites the value: then it starts over), then
+// the plain acquire, which gives the next revision. Another acquire may come in between; that
+// grant is replaced in turn, at most twice more. The deletion ends the old grant at once: its
+// Renew finds no key and its Lost watch sees the DELETE.
+//
+// Lease.Replaced.Expires bounds, by this client's clock, the etcd lease the old grant was on: its
+// remaining TTL asked of etcd (whole seconds, rounded down, hence +1s) after the last renewal
+// that could still succeed. The times in the value are the old holder's clock, so they are not
+// used for the wait.
+func (s *Store) replace(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	plain := req
+	plain.Replace = false
+	var replaced *store.Lease
+	for try := 0; ; try++ {
+		l, err := s.Acquire(ctx, plain)
+		if err == nil {
+			l.Replaced = replaced
+			return l, nil
+		}
+		if !errors.Is(err, store.ErrBusy) || try >= 3 {
+			return store.Lease{}, err
+		}
+		old, err := s.endGrant(ctx, req.Task)
+		if err != nil {
+			return store.Lease{}, err
+		}
+		if old != nil && (replaced == nil || old.Expires.After(replaced.Expires)) {
+			replaced = old
+		}
+	}
+}
+
+// endGrant deletes the task's live grant and returns it with Expires bounding its etcd lease
+// (see replace); nil when there was none, or it changed before it could be deleted.
+func (s *Store) endGrant(ctx context.Context, task string) (*store.Lease, error) {
+	key := s.leaseKey(task)
+	gr, err := s.c.get(ctx, key)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	if len(gr.Kvs) == 0 {
+		return nil, nil
+	}
+	kv := gr.Kvs[0]
+	old, _, err := s.decode(task, kv)
+	if err != nil {
+		return nil, err
+	}
+	ttl, err := s.c.timeToLive(ctx, int64(kv.Lease))
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	old.Expires = time.Now().Add(time.Duration(max(int64(ttl.TTL), 0)+1) * time.Second)
+	r, err := s.c.txn(ctx, txnReq{
+		Compare: []compare{cmpCreate(key, int64(kv.CreateRevision)), cmpMod(key, int64(kv.ModRevision))},
+		Success: []op{opDel(key, false), opDel(s.holderKey(task), false)},
+	})
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	if !r.Succeeded {
+		return nil, nil
+	}
+	s.revoke(int64(kv.Lease)) // nothing uses it now; the old holder's next renewal finds no key
+	return &old, nil
+}

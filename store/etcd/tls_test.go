@@ -1,0 +1,166 @@
+package etcd
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
+)
+
+// The etcd with TLS (client certificates required) and authentication that
+// ./scripts/testenv/etcd_tls.sh starts: user "once" may use /once/ only; tokens expire after 3 s idle.
+func tlsDSN(tb testing.TB) string { return storetest.ServerDSN(tb, "ONCE_TEST_ETCD_TLS", "etcd-tls") }
+
+// edit returns dsn with its user info and query parameters changed: a value "" removes one.
+func edit(t *testing.T, dsn string, user *url.Userinfo, params map[string]string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != nil {
+		u.User = user
+	}
+	q := u.Query()
+	for k, v := range params {
+		if v == "" {
+			q.Del(k)
+		} else {
+			q.Set(k, v)
+		}
+	}
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	return u.String()
+}
+
+// TestTLSAuthConformance: the suite over TLS with a client certificate, as a user whose role may
+// only use /once/, with tokens that expire while the suite runs (re-authentication).
+func TestTLSAuthConformance(t *testing.T) {
+	storetest.Run(t, storetest.Harness{DSN: func(tb testing.TB) string { return storetest.WithPrefix(tb, tlsDSN(tb)) }})
+}
+
+// TestTokenExpiry: after the token expired (3 s idle on the test server), the next call gets a new
+// one and succeeds.
+func TestTokenExpiry(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	s, err := Open(ctx, storetest.WithPrefix(t, tlsDSN(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.c.tokMu.Lock()
+	first := s.c.token
+	s.c.tokMu.Unlock()
+	time.Sleep(5 * time.Second)
+	if _, err := s.Acquire(ctx, store.AcquireRequest{Task: "t", Holder: "h", RunID: "r", TTL: 10 * time.Second}); err != nil {
+		t.Fatalf("acquire after the token expired: %v", err)
+	}
+	s.c.tokMu.Lock()
+	defer s.c.tokMu.Unlock()
+	if s.c.token == first {
+		t.Logf("the token did not change (the server kept it alive)")
+	}
+}
+
+// TestTLSAuthErrors: each misconfiguration fails Open with one line that says what is wrong and how
+// to fix it, without the password.
+func TestTLSAuthErrors(t *testing.T) {
+	dsn := storetest.WithPrefix(t, tlsDSN(t))
+	u, _ := url.Parse(dsn)
+	port := u.Port()
+	other := filepath.Join(t.TempDir(), "other-ca.pem")
+	if err := os.WriteFile(other, otherCA(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, dsn string
+		is        error
+		want      string
+	}{
+		{"wrong password", edit(t, dsn, url.UserPassword("once", "sekrit-wrong"), nil), store.ErrUnavailable, "check user and password"},
+		{"no CA", edit(t, dsn, nil, map[string]string{"ca": ""}), store.ErrUnavailable, "?ca=/path/ca.pem"},
+		{"other CA", edit(t, dsn, nil, map[string]string{"ca": other}), store.ErrUnavailable, "?ca=/path/ca.pem"},
+		{"no client certificate", edit(t, dsn, nil, map[string]string{"cert": "", "key": ""}), store.ErrUnavailable, "?cert="},
+		{"missing CA file", edit(t, dsn, nil, map[string]string{"ca": "/nonexistent/ca.pem"}), store.ErrBadDSN, `"ca"`},
+		{"plain HTTP", "etcd://once:sekrit@127.0.0.1:" + port + "?dial_timeout=3s", store.ErrUnavailable, "use etcds://"},
+	}
+	if plain := os.Getenv("ONCE_TEST_ETCD"); plain != "" {
+		pu, _ := url.Parse(plain)
+		cases = append(cases, struct {
+			name, dsn string
+			is        error
+			want      string
+		}{"TLS to a plain server", "etcds://" + pu.Host + "?dial_timeout=3s", store.ErrUnavailable, "else use etcd://"})
+	}
+	for _, c := range cases {
+		ctx := ctxT(t, 30*time.Second)
+		s, err := Open(ctx, c.dsn)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: Open succeeded", c.name)
+			continue
+		}
+		msg := err.Error()
+		if !errors.Is(err, c.is) || !strings.Contains(msg, c.want) || strings.Contains(msg, "sekrit") || strings.Contains(msg, "\n") {
+			t.Errorf("%s: %v; want one line wrapping %v, saying %q", c.name, err, c.is, c.want)
+		}
+		t.Logf("%s: %s", c.name, msg)
+	}
+}
+
+// TestTLSAuthPermission: a user whose role does not cover /once/ gets one line naming the prefix
+// and the etcdctl command that grants it.
+func TestTLSAuthPermission(t *testing.T) {
+	root := storetest.ServerDSN(t, "ONCE_TEST_ETCD_TLS_ROOT", "etcd-tls")
+	ctx := ctxT(t, 30*time.Second)
+	cfg, err := ParseDSN(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	if err := c.login(ctx); err != nil {
+		t.Fatal(err)
+	}
+	name := "noperm" + storetest.RandHex(t)
+	var out struct{}
+	if err := c.call(ctx, "/v3/auth/user/add", map[string]string{"name": name, "password": "pw"}, &out, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, edit(t, tlsDSN(t), url.UserPassword(name, "pw"), nil))
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "grant-permission") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("open as a user without permission: %v", err)
+	}
+	t.Log(err)
+}
+
+// otherCA is the PEM of a fresh CA certificate that signed nothing the test server has.
+func otherCA(t *testing.T) []byte {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "other CA"}, IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}

@@ -1,0 +1,112 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// The Replace cases: AcquireRequest.Replace takes a live grant over (once run --replace).
+
+func replaceReq(task, holder string, ttl time.Duration) store.AcquireRequest {
+	return store.AcquireRequest{Task: task, Holder: holder, RunID: "run-" + holder, TTL: ttl, Replace: true}
+}
+
+// testLeaseReplace: a replacing Acquire ends a live grant at once, with the next token, and says
+// how long the old holder may still believe it holds the lease; the old holder's lease calls and
+// ledger writes are refused from then on, and a LossNotifier tells it.
+func testLeaseReplace(t *testing.T, h Harness) {
+	dsn := h.DSN(t)
+	a, b, c := client(t, dsn), client(t, dsn), client(t, dsn)
+	ctx := ctxT(t)
+	const ttl = 20 * time.Second
+	la := acquire(t, a, "job", "a", ttl)
+	la, err := a.Renew(ctx, la, ttl)
+	if err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	begin(t, a, la, "s", "run-a", 1)
+	var lost <-chan struct{}
+	if n, ok := a.(store.LossNotifier); ok {
+		lost = n.Lost(la)
+	}
+
+	lb, err := b.Acquire(ctx, replaceReq("job", "b", ttl))
+	if err != nil {
+		t.Fatalf("Acquire with Replace over a live grant: %v", err)
+	}
+	if lb.Holder != "b" || lb.RunID != "run-b" || lb.Token <= la.Token {
+		t.Fatalf("replacing grant %+v, want holder b with a token above %d", lb, la.Token)
+	}
+	checkTTL(t, lb, ttl)
+	r := lb.Replaced
+	if r == nil || r.Holder != "a" || r.RunID != "run-a" || r.Token != la.Token {
+		t.Fatalf("Replaced = %+v, want a's grant %+v", r, la)
+	}
+	// The old holder may believe in its grant for up to its TTL (2 s more for a store that bounds
+	// it by a lease of whole seconds, rounded down); never less than what is left of it.
+	if left := r.Expires.Sub(lb.Acquired); left < ttl/2 || left > ttl+granularity+2*time.Second+timeSlack {
+		t.Fatalf("Replaced.Expires - Acquired = %s, want about the %s TTL", left, ttl)
+	}
+	wantLease(t, c, store.Lease{Task: lb.Task, Holder: lb.Holder, RunID: lb.RunID, Token: lb.Token, Acquired: lb.Acquired, Expires: lb.Expires})
+
+	_, err = a.Renew(ctx, la, ttl)
+	wantErr(t, "renew of the replaced grant", err, store.ErrNotHeld)
+	wantErr(t, "report of the replaced holder", a.Report(ctx, "run-a", la.Token, store.Report{Note: "late"}), store.ErrNotHeld)
+	code := 0
+	_, err = a.Finish(ctx, "run-a", la.Token, store.Outcome{State: store.Succeeded, ExitCode: &code})
+	wantErr(t, "finish of the replaced holder", err, store.ErrNotHeld)
+	_, err = a.Begin(ctx, store.Attempt{Task: "job", Slot: "t", RunID: "run-a2", Number: 1, Holder: "a", Token: la.Token})
+	wantErr(t, "begin of the replaced holder", err, store.ErrNotHeld)
+	wantErr(t, "release of the replaced grant", a.Release(ctx, la), store.ErrNotHeld)
+	if lost != nil {
+		select {
+		case <-lost:
+		case <-time.After(10 * time.Second):
+			t.Fatal("LossNotifier did not announce the takeover within 10s")
+		}
+	}
+
+	ab, err := b.Abandon(ctx, "job", lb.Token)
+	if err != nil || len(ab) != 1 || ab[0].RunID != "run-a" || ab[0].State != store.Unknown {
+		t.Fatalf("Abandon after the takeover = %+v, %v; want a's attempt unknown", ab, err)
+	}
+	_, err = b.Renew(ctx, lb, ttl)
+	if err != nil {
+		t.Fatalf("the replacing holder's Renew: %v", err)
+	}
+
+	replaceAgain(t, b, c, lb)
+}
+
+// replaceAgain: a replacement of the replacement lb; Replace on a free or released lease is a
+// plain Acquire; store.Starter refuses Replace.
+func replaceAgain(t *testing.T, b, c store.Store, lb store.Lease) {
+	ctx := ctxT(t)
+	const ttl = 20 * time.Second
+	lc, err := c.Acquire(ctx, replaceReq("job", "c", ttl))
+	if err != nil || lc.Token <= lb.Token || lc.Replaced == nil || lc.Replaced.Holder != "b" || lc.Replaced.Token != lb.Token {
+		t.Fatalf("second takeover = %+v, %v; want c over b", lc, err)
+	}
+	_, err = b.Renew(ctx, lb, ttl)
+	wantErr(t, "renew of the second replaced grant", err, store.ErrNotHeld)
+	lf, err := c.Acquire(ctx, replaceReq("free", "c", ttl))
+	if err != nil || lf.Replaced != nil {
+		t.Fatalf("Replace on a free lease = %+v, %v; want a plain grant", lf, err)
+	}
+	if err := c.Release(ctx, lf); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	lf2, err := c.Acquire(ctx, replaceReq("free", "c", ttl))
+	if err != nil || lf2.Replaced != nil || lf2.Token <= lf.Token {
+		t.Fatalf("Replace on a released lease = %+v, %v; want a plain grant above token %d", lf2, err, lf.Token)
+	}
+	if st, ok := c.(store.Starter); ok {
+		_, err := st.Start(ctx, replaceReq("job", "d", ttl), "s")
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("Start with Replace: %v, want ErrConflict", err)
+		}
+	}
+}
