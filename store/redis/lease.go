@@ -136,38 +136,9 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		replace = "1"
 	}
 	args := []any{s.epoch, s.seen(req.Task), req.Holder, req.RunID, ttlMillis(req.TTL), replace}
-	var res *goredis.Cmd
-	var unacked error // ?wait: the grant did not reach enough replicas
-	switch {
-	case s.wait > 0:
-		if !s.indexed(req.Task) {
-			if err := indexScript.Run(ctx, s.c, s.indexKeys(), req.Task).Err(); err != nil {
-				return store.Lease{}, s.mapErr(err)
-			}
-			s.mu.Lock()
-			s.known[req.Task] = true
-			s.mu.Unlock()
-		}
-		var err error
-		if res, err = s.durable(ctx, acquireScript, "lease grant", keys, args...); res == nil {
-			return store.Lease{}, err
-		}
-		unacked = err
-	case s.indexed(req.Task):
-		res = acquireScript.Run(ctx, s.c, keys, args...)
-	default: // first acquire of the task by this client: index it in the same round trip
-		p := s.c.Pipeline()
-		add := indexScript.Eval(ctx, p, s.indexKeys(), req.Task) // the body: no NOSCRIPT to recover from
-		res = acquireScript.EvalSha(ctx, p, keys, args...)
-		_, _ = p.Exec(ctx)
-		if err := res.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-			res = acquireScript.Run(ctx, s.c, keys, args...)
-		}
-		if add.Err() == nil {
-			s.mu.Lock()
-			s.known[req.Task] = true
-			s.mu.Unlock()
-		}
+	res, unacked, err := s.sendAcquire(ctx, req.Task, keys, args)
+	if res == nil {
+		return store.Lease{}, err
 	}
 	r, err := res.Slice()
 	if err != nil {
@@ -207,6 +178,43 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		l.Replaced = &old
 	}
 	return l, nil
+}
+
+// sendAcquire runs the acquire script: with ?wait, after indexing the task and followed by WAIT
+// (unacked: the grant did not reach enough replicas); else in one round trip, pipelined with the
+// task index's script on a client's first acquire of the task. A nil reply comes with its error.
+func (s *Store) sendAcquire(ctx context.Context, task string, keys []string, args []any) (res *goredis.Cmd, unacked, err error) {
+	switch {
+	case s.wait > 0:
+		if !s.indexed(task) {
+			if err := indexScript.Run(ctx, s.c, s.indexKeys(), task).Err(); err != nil {
+				return nil, nil, s.mapErr(err)
+			}
+			s.mu.Lock()
+			s.known[task] = true
+			s.mu.Unlock()
+		}
+		res, err := s.durable(ctx, acquireScript, "lease grant", keys, args...)
+		if res == nil {
+			return nil, nil, err
+		}
+		return res, err, nil
+	case s.indexed(task):
+		return acquireScript.Run(ctx, s.c, keys, args...), nil, nil
+	}
+	p := s.c.Pipeline()
+	add := indexScript.Eval(ctx, p, s.indexKeys(), task) // the body: no NOSCRIPT to recover from
+	res = acquireScript.EvalSha(ctx, p, keys, args...)
+	_, _ = p.Exec(ctx)
+	if err := res.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		res = acquireScript.Run(ctx, s.c, keys, args...)
+	}
+	if add.Err() == nil {
+		s.mu.Lock()
+		s.known[task] = true
+		s.mu.Unlock()
+	}
+	return res, nil, nil
 }
 
 // Renew extends l by ttl from now by Redis's clock. See store.Leaser.
