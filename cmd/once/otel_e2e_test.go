@@ -305,14 +305,14 @@ func TestOtelCollectorDown(t *testing.T) {
 		warn  string
 	}{
 		{"refused", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + refusedURL}, time.Second, "connection refused"},
-		{"silent", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + silentURL}, time.Second, "gave up exporting spans"},
+		{"silent", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + silentURL}, time.Second, "gave up exporting spans\" after=1s"},
 		{"silent, timeout 300ms", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + silentURL, "OTEL_EXPORTER_OTLP_TIMEOUT=300"}, 300 * time.Millisecond, "after=300ms"},
 	} {
 		e := newEnv(t)
 		e.vars = append(e.vars, tc.vars...)
 		r := e.run("run", "--task", "down", "--", "sh", "-c", "exit 7")
 		t.Logf("%s: %s (without tracing %s)", tc.name, r.dur.Round(time.Millisecond), base.dur.Round(time.Millisecond))
-		if r.code != 7 || !strings.Contains(r.stderr, tc.warn) {
+		if r.code != 7 || !strings.Contains(r.stderr, tc.warn) || strings.Count(r.stderr, "OpenTelemetry") != 1 {
 			t.Errorf("%s: exit %d, want 7; stderr %q, want %q", tc.name, r.code, r.stderr, tc.warn)
 		}
 		// Generous for a loaded machine, yet well short of the exporter's own 10 s default.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -31,6 +32,9 @@ type Tracing struct {
 	exp   *exporter
 	flush time.Duration
 	log   *slog.Logger
+	// closing is set by Shutdown: export errors are kept in failed, the first one, for it to report.
+	closing atomic.Bool
+	failed  atomic.Pointer[error]
 }
 
 // Start sets up tracing from the environment read by getenv (os.Getenv), or returns nil — tracing
@@ -54,18 +58,23 @@ func Start(getenv func(string) string, version string, log *slog.Logger) *Tracin
 	if err != nil { // a malformed OTEL_RESOURCE_ATTRIBUTES: res holds what could be read
 		log.Warn("OpenTelemetry: part of the resource could not be read", "err", err)
 	}
-	// Export errors reach the log, not the SDK's default handler (the standard logger on stderr).
+	t := &Tracing{exp: exp, flush: DefaultFlush, log: log}
+	if firstSet(getenv, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT") != "" {
+		t.flush = exp.timeout
+	}
+	// Export errors reach the log, not the SDK's default handler (the standard logger on stderr);
+	// once Shutdown has begun, it reports them, in one line.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		if t.closing.Load() {
+			t.failed.CompareAndSwap(nil, &err)
+			return
+		}
 		log.Warn("OpenTelemetry: could not export spans", "err", err)
 	}))
 	// The sampler, its argument and span limits: the SDK reads OTEL_TRACES_SAMPLER* and
 	// OTEL_SPAN_* itself; the batcher OTEL_BSP_*.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	flush := DefaultFlush
-	if firstSet(getenv, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT") != "" {
-		flush = exp.timeout
-	}
-	return &Tracing{tp: tp, exp: exp, flush: flush, log: log}
+	t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	return t
 }
 
 // wanted says whether the environment asks for traces sent over OTLP/HTTP, warning about what it
@@ -122,11 +131,17 @@ func (t *Tracing) Shutdown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.flush)
 	defer cancel()
-	if err := t.tp.Shutdown(ctx); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			t.log.Warn("OpenTelemetry: gave up exporting spans", "after", t.flush.String(), "err", err)
-			return
-		}
+	t.closing.Store(true)
+	err := t.tp.Shutdown(ctx)
+	if p := t.failed.Load(); err == nil && p != nil {
+		err = *p
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		// The batcher may still be sending: the process exits without waiting for it.
+		t.log.Warn("OpenTelemetry: gave up exporting spans", "after", t.flush.String(), "err", err)
+	default:
 		t.log.Warn("OpenTelemetry: could not export spans", "err", err)
 	}
 }

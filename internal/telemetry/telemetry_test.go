@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,7 +33,27 @@ func envOf(kv ...string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
-func logTo(b *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
+// syncBuffer is a log that the SDK's batcher may still write to after Shutdown gave up.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Len() int { return len(s.String()) }
+
+func logTo(b *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 // Off unless an endpoint (or OTEL_TRACES_EXPORTER=otlp) asks, and then nothing is set up: no
 // provider, no goroutine.
@@ -55,7 +76,7 @@ func TestStartOff(t *testing.T) {
 		{[]string{ep, "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_TIMEOUT", "5s"}, "milliseconds"},
 		{[]string{ep, "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent"}, "CERTIFICATE"},
 	} {
-		var log bytes.Buffer
+		var log syncBuffer
 		before := runtime.NumGoroutine()
 		tr := Start(envOf(tc.env...), "test", logTo(&log))
 		if tr != nil || tr.Provider() != nil {
@@ -72,7 +93,7 @@ func TestStartOff(t *testing.T) {
 			t.Errorf("%v: a header's text in the log: %q", tc.env, log.String())
 		}
 	}
-	var log bytes.Buffer
+	var log syncBuffer
 	tr := Start(envOf("OTEL_TRACES_EXPORTER", "otlp"), "test", logTo(&log))
 	if tr == nil || tr.exp.url != "http://localhost:4318/v1/traces" || log.Len() != 0 {
 		t.Fatalf("OTEL_TRACES_EXPORTER=otlp alone: %+v %s", tr, log.String())
@@ -213,13 +234,14 @@ func TestShutdownBounded(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hang }))
 	defer srv.Close()
 	defer close(hang)
-	var log bytes.Buffer
+	var log syncBuffer
 	tr := Start(envOf("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL, "OTEL_EXPORTER_OTLP_TIMEOUT", "200"), "t", logTo(&log))
 	_, s := tr.Provider().Tracer("x").Start(context.Background(), "job")
 	s.End()
 	start := time.Now()
 	tr.Shutdown()
-	if d := time.Since(start); d > 5*time.Second || !strings.Contains(log.String(), "gave up") {
+	time.Sleep(300 * time.Millisecond) // the batcher, still sending, reports nothing more
+	if d := time.Since(start); d > 5*time.Second || !strings.Contains(log.String(), "gave up") || strings.Count(log.String(), "OpenTelemetry") != 1 {
 		t.Errorf("Shutdown took %s; log %q", d, log.String())
 	}
 }
