@@ -53,7 +53,7 @@ func BenchmarkWakeUp(b *testing.B) {
 				if name == "etcd" {
 					b.Log("etcd grants leases in whole seconds (TTLs are rounded up)")
 				}
-				late := wakeLatencies(b, s, b.N, 25*time.Millisecond, w.wait)
+				late, _ := wakeLatencies(b, s, b.N, 25*time.Millisecond, w.wait)
 				b.ReportMetric(float64(pct(late, 0.5))/1e6, "p50-ms")
 				b.ReportMetric(float64(pct(late, 0.99))/1e6, "p99-ms")
 				b.ReportMetric(0, "ns/op")

@@ -352,7 +352,8 @@ command = ["/usr/local/bin/backup", "--full"]
 	}
 	b.shot("keys")
 	b.do(chromedp.Click(chromedp.CSS(`tr[data-scope="payments"] a[href*="state=unknown"]`)))
-	b.waitJS(`location.search.includes("state=unknown")`, 10*time.Second)
+	// The URL changes when the navigation commits, before the new page is parsed: wait for its hint.
+	b.waitJS(`location.search.includes("state=unknown") && document.readyState === "complete" && document.querySelector("p.hint code") !== null`, 10*time.Second)
 	if got := evalJS[[]string](b, `Array.from(document.querySelectorAll("table.keys tr[data-key]")).map(r => r.dataset.key + "=" + r.querySelector(".status").textContent)`); !slices.Equal(got, []string{"pay-7001=unknown", "pay-7002=unknown"}) {
 		t.Errorf("keys: the unknown effects of payments are %v, want pay-7001 and pay-7002", got)
 	}
