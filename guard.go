@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,6 +43,10 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 	runID, err := newRunID()
 	if err != nil {
 		return nil, err
+	}
+	if so.perRun {
+		last = "run-" + runID
+		slots, so.first = slices.Values([]string{last}), &last
 	}
 	g := &guard{o: o, runID: runID, slot: last, sp: newSpans(o, last)}
 	g.log = o.Logger.With("task", o.Task, "slot", g.slot, "run_id", runID, "holder", o.Holder)
@@ -119,8 +124,8 @@ func (g *guard) busy(r *Result, so SeqOptions) []Result {
 // lock opens the store only to record the busy event, and returns the Busy result; with
 // Options.Replace it returns neither unlock nor busy: the lock is taken after the lease.
 func (g *guard) lockLocal(ctx context.Context) (unlock func(), busy *Result, err error) {
-	if g.o.LockDir == "" {
-		return func() {}, nil, nil
+	if g.o.LockDir == "" || g.o.Limit >= 2 {
+		return func() {}, nil, nil // with Limit, the store's seats decide who runs
 	}
 	lk, err := flock.Acquire(ctx, g.o.LockDir, g.o.Task, g.o.Wait)
 	if err != nil && ctx.Err() != nil {
@@ -148,9 +153,9 @@ func (g *guard) lockLocal(ctx context.Context) (unlock func(), busy *Result, err
 // that slot: started is then set. A lease held elsewhere is the Busy result.
 func (g *guard) takeLease(ctx context.Context, first *string) (ls *lease.Lease, started *store.Started, busy *Result, err error) {
 	o := g.o
-	req := store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: g.runID, TTL: o.TTL, Replace: o.Replace}
+	req := store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: g.runID, TTL: o.TTL, Replace: o.Replace, Limit: o.Limit}
 	take := func(ctx context.Context) (store.Lease, error) { return o.Store.Acquire(ctx, req) }
-	if st, ok := o.Store.(store.Starter); ok && first != nil && !o.Replace {
+	if st, ok := o.Store.(store.Starter); ok && first != nil && !o.Replace && o.Limit < 2 {
 		take = func(ctx context.Context) (store.Lease, error) {
 			r, err := st.Start(ctx, req, *first)
 			if err != nil {

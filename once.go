@@ -112,6 +112,14 @@ type Options struct {
 	// the wait is what a takeover after the holder's death would wait, started now. Wait does
 	// not apply to the lease.
 	Replace bool
+	// Limit, when 2 or more, lets up to Limit holders run the task at once (once run --limit):
+	// each takes one of Limit seats of the task's lease (store.AcquireRequest.Limit) with its own
+	// fencing token, and is Busy when all are taken or the exclusive lease is held. Two holders
+	// still never run one slot at once (the ledger's conflict). Without a slot (Slot ""), Do
+	// records each run under a slot of its own, "run-" and its run id, so that runs recorded side
+	// by side stay apart in history. The kernel lock (LockDir) is not taken: it admits one. 0 and
+	// 1 mean exclusive; at most store.MaxLimit; not with Replace.
+	Limit int
 	// TracerProvider, when set, receives a span for each attempt and for each skip, busy and review
 	// the history records, children of ctx's span; nil makes none (docs/telemetry.md).
 	TracerProvider trace.TracerProvider
@@ -219,7 +227,8 @@ func Do(ctx context.Context, o Options, work Work) (Result, error) {
 	if err := o.fill(); err != nil {
 		return Result{}, err
 	}
-	rs, err := sequence(ctx, o, slices.Values([]string{o.Slot}), o.Slot, SeqOptions{first: &o.Slot, single: true}, work)
+	so := SeqOptions{first: &o.Slot, single: true, perRun: o.Limit >= 2 && o.Slot == ""}
+	rs, err := sequence(ctx, o, slices.Values([]string{o.Slot}), o.Slot, so, work)
 	if err != nil {
 		return Result{}, err
 	}
@@ -241,6 +250,7 @@ type SeqOptions struct {
 	discard  bool    // SequenceStream: results go to OnResult only
 	first    *string // the first slot, when known before the lease is taken (store.Starter reads it)
 	single   bool    // Do: the one slot is the last, and its outcome may release the lease (store.Finisher)
+	perRun   bool    // Do with Limit and no slot: the one slot is "run-" and the run id (Options.Limit)
 }
 
 // Sequence runs work for each of slots, in the order given, under one local lock and one lease
@@ -293,6 +303,12 @@ func (o *Options) fill() error {
 	}
 	if o.TTL < 300*time.Millisecond {
 		return invalidf("Options.TTL %s is too short: use at least 300ms (renewals happen every TTL/3)", o.TTL)
+	}
+	if o.Limit < 0 || o.Limit > store.MaxLimit {
+		return invalidf("Options.Limit %d is out of range: use 1 to %d holders at once", o.Limit, store.MaxLimit)
+	}
+	if o.Limit >= 2 && o.Replace {
+		return invalidf("Options.Limit and Options.Replace cannot be combined")
 	}
 	if o.MinHold < 0 || o.Wait < 0 || o.MaxAttempts < 0 {
 		return invalidf("Options.MinHold, Wait and MaxAttempts must not be negative")

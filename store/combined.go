@@ -51,10 +51,37 @@ type LazyRecorder interface {
 	RecordLazy(ctx context.Context, e Event) error
 }
 
-// CheckStart refuses what Start cannot do: a Replace request (see Starter).
+// CheckStart refuses what Start cannot do: a Replace request (see Starter), or a seat
+// (req.Limit >= 2: the guard calls Acquire and Abandon apart for seats).
 func CheckStart(req AcquireRequest) error {
+	if req.Limit >= 2 {
+		return fmt.Errorf("%w: task %q: Start cannot grant a seat (Limit %d); use Acquire", ErrUnsupported, req.Task, req.Limit)
+	}
 	if req.Replace {
 		return fmt.Errorf("%w: task %q: Start cannot replace a holder; use Acquire, then Abandon once the old holder's grant has expired", ErrConflict, req.Task)
 	}
 	return nil
+}
+
+// MaxLimit is the most seats a task may have (AcquireRequest.Limit).
+const MaxLimit = 1000
+
+// CheckLimit refuses a Limit out of range (ErrInvalid), and Limit together with Replace.
+func CheckLimit(req AcquireRequest) error {
+	switch {
+	case req.Limit < 0 || req.Limit > MaxLimit:
+		return fmt.Errorf("%w: task %q: limit %d is out of range 0..%d", ErrInvalid, req.Task, req.Limit, MaxLimit)
+	case req.Limit >= 2 && req.Replace:
+		return fmt.Errorf("%w: task %q: a seat (limit %d) cannot replace a holder", ErrInvalid, req.Task, req.Limit)
+	}
+	return nil
+}
+
+// NoSeats is a backend's refusal of seats (AcquireRequest.Limit >= 2) it does not grant yet:
+// ErrUnsupported naming the backend, nil for an exclusive request.
+func NoSeats(backend string, req AcquireRequest) error {
+	if err := CheckLimit(req); err != nil || req.Limit < 2 {
+		return err
+	}
+	return fmt.Errorf("%w: %s cannot grant seats yet (task %q, limit %d); use a SQL store (sqlite, postgres, mysql) for --limit", ErrUnsupported, backend, req.Task, req.Limit)
 }

@@ -22,6 +22,9 @@ var (
 	ErrUnavailable = errors.New("store: unavailable")
 	// ErrBadDSN: the DSN cannot be parsed or names an unknown scheme or parameter.
 	ErrBadDSN = errors.New("store: bad DSN")
+	// ErrUnsupported: the store cannot do what was asked (a seat, AcquireRequest.Limit, on a
+	// backend that does not grant them yet). Nothing was changed.
+	ErrUnsupported = errors.New("store: not supported by this store")
 )
 
 // BusyError is returned by Acquire when the lease is held. It matches ErrBusy.

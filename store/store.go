@@ -9,7 +9,8 @@
 //
 // Ledger writes made on behalf of a run are fenced: they carry the run's lease token and the store
 // refuses them (ErrNotHeld) once a later token has been issued for the task. A paused or partitioned
-// holder therefore cannot record anything after it has been replaced.
+// holder therefore cannot record anything after it has been replaced. Seats (AcquireRequest.Limit,
+// up to N holders at once, each with its own token) are fenced each to its own token instead.
 //
 // # Adding a backend
 //
@@ -43,6 +44,9 @@ type AcquireRequest struct {
 	// Replace takes the lease over from a live holder instead of failing busy (once run
 	// --replace): see Leaser.
 	Replace bool
+	// Limit, when 2 or more, grants one of Limit seats of the task instead of the exclusive lease
+	// (once run --limit): see Leaser. 0 and 1 mean exclusive.
+	Limit int
 }
 
 // Lease is a grant of a task's lease. Times are by the store's clock.
@@ -58,6 +62,9 @@ type Lease struct {
 	// Replaced.Expires are by the same clock: Replaced.Expires.Sub(Acquired) is how long the
 	// replaced holder may still believe it holds the lease.
 	Replaced *Lease `json:"replaced,omitempty"`
+	// Limit is the request's Limit when the grant is a seat (2 or more), 0 for the exclusive
+	// lease. Renew and Release go by it: keep it as Acquire returned it.
+	Limit int `json:"limit,omitempty"`
 }
 
 // Leaser grants, renews and releases per-task leases.
@@ -76,7 +83,13 @@ type Lease struct {
 //   - Renew and Release succeed only for the current grant (same task, holder and token) and, for
 //     Renew, only while it has not expired; otherwise ErrNotHeld and the stored lease is unchanged.
 //   - Release of an expired grant that nobody has taken over succeeds (it is still the latest token).
-//   - Leases lists the grants that have not expired, by task.
+//   - With req.Limit N >= 2 (a seat), Acquire succeeds while fewer than N unexpired seats of the
+//     task exist and no unexpired exclusive grant does; otherwise *BusyError naming one holder. An
+//     exclusive Acquire is busy while any seat is unexpired. Seats take their tokens from the
+//     task's one counter (strictly increasing, as above), each holder its own; Renew and Release
+//     of a seat go by (task, holder, token) like the exclusive grant's. Replace with Limit is
+//     refused. A store that cannot grant seats refuses Limit >= 2 with ErrUnsupported.
+//   - Leases lists the grants that have not expired, by task (every seat of a task).
 type Leaser interface {
 	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 	Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
@@ -233,18 +246,20 @@ type Entry struct {
 //
 // Contract:
 //   - Begin records a new running attempt a (a.Number = last attempt's number + 1, or 1). It fails with
-//     ErrNotHeld unless a.Token is the task's latest lease token, and with ErrConflict when the slot
+//     ErrNotHeld unless a.Token is the task's latest lease token (or, for a seat, the token of a
+//     seat of the task not cleared since — see Leaser), and with ErrConflict when the slot
 //     already has an attempt numbered a.Number or a running attempt: two writers racing on one slot
 //     never both record a running attempt. The store sets StartedAt by its clock and returns the
 //     attempt as stored.
 //   - Finish moves the running attempt runID to o.State (succeeded, failed, or unknown: a run that
 //     stopped its work because it lost the lease cannot say whether the work happened; ErrConflict
 //     for other states). ErrNotHeld unless token is still the task's
-//     latest lease token; ErrConflict when the attempt is not running (e.g. already marked unknown);
+//     latest lease token (or a current seat's, as for Begin) and the token the attempt began under; ErrConflict when the attempt is not running (e.g. already marked unknown);
 //     ErrNotFound when there is no such attempt.
 //   - Report attaches figures to the running attempt runID, fenced like Finish.
 //   - Abandon marks every running attempt of task whose token is lower than token as unknown and
-//     returns them; token must be the task's latest lease token (ErrNotHeld otherwise).
+//     returns them, except those of unexpired seats; token must be fenced as for Begin (ErrNotHeld
+//     otherwise).
 //   - Resolve attaches a person's decision to the slot's last attempt when it is unknown or failed
 //     and not yet resolved; ErrNotFound when the slot has no attempt, ErrConflict otherwise.
 //   - Record keeps an event of one of EventKinds (ErrConflict for another kind, CheckEvent); events

@@ -111,7 +111,8 @@ func classify(err error) (int, string) {
 	switch {
 	case errors.As(err, &ee):
 		return ee.code, ee.msg
-	case errors.Is(err, once.ErrInvalid), errors.Is(err, store.ErrBadDSN), errors.Is(err, store.ErrInvalid):
+	case errors.Is(err, once.ErrInvalid), errors.Is(err, store.ErrBadDSN), errors.Is(err, store.ErrInvalid),
+		errors.Is(err, store.ErrUnsupported):
 		return ExitUsage, err.Error()
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, flock.ErrUnsafe):
 		return ExitUnavailable, err.Error() + " (nothing was run)"

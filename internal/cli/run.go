@@ -35,6 +35,7 @@ type runFlags struct {
 	notifyTimeout             time.Duration
 	retain                    time.Duration // once run --retain: prune the task's history older than this after a run
 	replace                   bool          // once run --replace: take the task over from its running holder
+	limit                     int           // once run --limit: at most this many holders at once
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -75,6 +76,9 @@ PATH is /usr/bin:/bin: call once by its absolute path.`,
 			if f.replace && c.Flags().Changed("wait") {
 				return usage("--replace does not wait for the running holder: drop --wait")
 			}
+			if err := checkLimit(c, f); err != nil {
+				return err
+			}
 			if err := retainFromEnv(c, f); err != nil {
 				return err
 			}
@@ -86,8 +90,23 @@ PATH is /usr/bin:/bin: call once by its absolute path.`,
 	fl.StringVar(&f.catchUp, "catch-up", "", "with --per/--schedule: first run every slot of this window (e.g. 3d, 12h) that has not succeeded, oldest first")
 	fl.IntVar(&f.catchUpMax, "catch-up-max", 100, "refuse (64) when catch-up would run more than this many missed slots")
 	fl.BoolVar(&f.replace, "replace", false, "when the task runs elsewhere, stop that run (through its lost lease) and run instead of exiting busy")
+	fl.IntVar(&f.limit, "limit", 0, "let up to N holders run the task at once, each with its own lease seat and token (1 to 1000; default exclusive)")
 	fl.Var(ageFlag{&f.retain}, "retain", "after a run, remove the task's history older than this age that no decision needs, as once prune does (env ONCE_RETAIN)")
 	return c
+}
+
+// checkLimit refuses a --limit out of range, or with --replace.
+func checkLimit(c *cobra.Command, f *runFlags) error {
+	if !c.Flags().Changed("limit") {
+		return nil
+	}
+	if f.limit < 1 || f.limit > store.MaxLimit {
+		return usage("--limit %d: give the number of holders that may run at once, 1 to %d", f.limit, store.MaxLimit)
+	}
+	if f.replace {
+		return usage("--limit and --replace cannot be combined")
+	}
+	return nil
 }
 
 // addRunFlags registers the flags of once run that backfill and drill share. slotFlag adds --slot.
@@ -230,7 +249,7 @@ func (rn *runner) interrupted(ctx context.Context, err error) error {
 func (rn *runner) options(s store.Store) once.Options {
 	f := rn.f
 	return once.Options{Store: s, Task: f.task, Holder: f.holder, TTL: f.ttl, MinHold: f.minHold,
-		Wait: f.wait, Replace: f.replace, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: lockDir(rn.home), Logger: rn.log,
+		Wait: f.wait, Replace: f.replace, Limit: f.limit, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: lockDir(rn.home), Logger: rn.log,
 		TracerProvider: rn.a.tracerProvider(),
 		ResolveHint:    func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
 }

@@ -183,15 +183,19 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 	var out []store.Lease
 	err := s.Do(ctx, func(ctx context.Context) error {
 		out = out[:0]
-		rows, err := s.DB.QueryContext(ctx, s.Q(`SELECT task, holder, run_id, token, acquired_at, expires_at
-			FROM {p}leases WHERE expires_at > {now} AND holder <> '' ORDER BY task`))
+		// A lease row whose token is a seat's is the seats' summary (seats.go): its seats are listed.
+		rows, err := s.DB.QueryContext(ctx, s.Q(`SELECT task, holder, run_id, token, acquired_at, expires_at, 0 AS seats
+			FROM {p}leases l WHERE expires_at > {now} AND holder <> ''
+				AND NOT EXISTS (SELECT 1 FROM {p}lease_seats c WHERE c.task = l.task AND c.token = l.token)
+			UNION ALL SELECT task, holder, run_id, token, acquired_at, expires_at, seats FROM {p}lease_seats WHERE expires_at > {now}
+			ORDER BY task, token`))
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var l store.Lease
-			if err := rows.Scan(&l.Task, &l.Holder, &l.RunID, &l.Token, &l.Acquired, &l.Expires); err != nil {
+			if err := rows.Scan(&l.Task, &l.Holder, &l.RunID, &l.Token, &l.Acquired, &l.Expires, &l.Limit); err != nil {
 				return err
 			}
 			l.Acquired, l.Expires = l.Acquired.UTC(), l.Expires.UTC()
@@ -238,7 +242,7 @@ func scanAttempt(r scanner) (store.Attempt, error) {
 }
 
 // fence locks the task's lease row for the rest of tx and fails with ErrNotHeld unless token is the
-// task's latest token.
+// task's latest token or a current seat's (seatFence).
 func (s *Store) fence(ctx context.Context, tx *sql.Tx, task string, token int64) error {
 	var cur int64
 	err := tx.QueryRowContext(ctx, s.Q("SELECT token FROM {p}leases WHERE task = ? FOR UPDATE"), task).Scan(&cur)
@@ -249,6 +253,9 @@ func (s *Store) fence(ctx context.Context, tx *sql.Tx, task string, token int64)
 		return err
 	}
 	if cur != token {
+		if ok, err := s.seatFence(ctx, tx, task, token); err != nil || ok {
+			return err
+		}
 		return fmt.Errorf("%w: task %q: token %d is not the latest (%d)", store.ErrNotHeld, task, token, cur)
 	}
 	return nil
@@ -335,6 +342,9 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token in
 	if a.State != store.Running {
 		return a, fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
 	}
+	if a.Token != token {
+		return a, notItsToken(runID, a.Token, token)
+	}
 	note := a.Note
 	if o.Note != "" {
 		if note != "" {
@@ -380,6 +390,9 @@ func (s *Store) Report(ctx context.Context, runID string, token int64, r store.R
 		if a.State != store.Running {
 			return fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
 		}
+		if a.Token != token {
+			return notItsToken(runID, a.Token, token)
+		}
 		r.Apply(&a)
 		_, err = tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET records = ?, progress = ?, checkpoint = ?, note = ?
 			WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`),
@@ -407,7 +420,7 @@ func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.
 // as its latest (a backend's store.Starter, right after it took the lease in tx).
 func (s *Store) AbandonTx(ctx context.Context, tx *sql.Tx, task string, token int64) ([]store.Attempt, error) {
 	rows, err := tx.QueryContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-		WHERE task = ? AND state = 'running' AND token < ? ORDER BY id FOR UPDATE`), task, token)
+		WHERE task = ? AND state = 'running' AND token < ? AND `+notLiveSeat+` ORDER BY id FOR UPDATE`), task, token, task)
 	if err != nil {
 		return nil, err
 	}
@@ -562,6 +575,9 @@ func (s *Store) FinishAndRelease(ctx context.Context, runID string, l store.Leas
 		var err error
 		if out, err = s.FinishTx(ctx, tx, runID, l.Token, o); err != nil {
 			return err
+		}
+		if l.Limit >= 2 {
+			return s.releaseSeatTx(ctx, tx, l)
 		}
 		res, err := tx.ExecContext(ctx, s.Q(release), l.Task, l.Holder, l.Token)
 		if err != nil {

@@ -55,8 +55,8 @@ func (s *Store) acquireTxn(ctx context.Context, req store.AcquireRequest, id int
 // the transaction, or a new grant. Times are this client's clock; expiry itself is enforced by
 // etcd. See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
-	if req.TTL < time.Millisecond {
-		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
+	if err := checkAcquire(req); err != nil {
+		return store.Lease{}, err
 	}
 	if req.Replace {
 		return s.replace(ctx, req)
@@ -448,4 +448,12 @@ func (s *Store) indexTasks(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkAcquire refuses a TTL below 1ms and a seat (store.NoSeats).
+func checkAcquire(req store.AcquireRequest) error {
+	if req.TTL < time.Millisecond {
+		return fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
+	}
+	return store.NoSeats("etcd", req)
 }

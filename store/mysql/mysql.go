@@ -437,6 +437,9 @@ func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 // Renew extends the current, unexpired grant l by ttl from now by the server's clock (store.Leaser).
 // One round trip: the conditional UPDATE and a read-back of the row.
 func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	if l.Limit >= 2 && ttl >= time.Millisecond {
+		return s.RenewSeat(ctx, l, ttl, replaceUntil)
+	}
 	if ttl < time.Millisecond {
 		return store.Lease{}, fmt.Errorf("mysql: renew task %q: ttl %v is below 1ms", l.Task, ttl)
 	}
@@ -459,6 +462,9 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 
 // Release frees the grant l if it is still the task's latest (store.Leaser). The row and its token stay.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
+	if l.Limit >= 2 {
+		return s.ReleaseSeat(ctx, l)
+	}
 	var n int64
 	err := s.Do(ctx, func(ctx context.Context) error {
 		res, err := s.DB.ExecContext(ctx, s.Q(releaseSQL), l.Task, l.Holder, l.Token)

@@ -181,3 +181,8 @@ func TestEventsMigrationRunsAgain(t *testing.T) {
 		t.Fatalf("%d CHECK constraints on the events table, %v; want 1", n, err)
 	}
 }
+
+// TestSeatsUpgradeFromV4: a version 4 schema gets the lease_seats table on open (migration 005).
+func TestSeatsUpgradeFromV4(t *testing.T) {
+	sqltest.SeatsUpgradeFromV4(t, withPrefix(t, serverDSN(t)), opener)
+}

@@ -188,3 +188,8 @@ func TestEventsUpgradeFromV3(t *testing.T) {
 		"ALTER TABLE {p}events DROP CONSTRAINT {p}events_kind_check, ADD CONSTRAINT {p}events_kind_check CHECK (kind IN ('skipped', 'busy', 'review'))",
 	})
 }
+
+// TestSeatsUpgradeFromV4: a version 4 schema gets the lease_seats table on open (migration 005).
+func TestSeatsUpgradeFromV4(t *testing.T) {
+	sqltest.SeatsUpgradeFromV4(t, withPrefix(t, serverDSN(t)), opener)
+}

@@ -289,6 +289,9 @@ func (s *Store) current(ctx context.Context, task string) (store.Lease, bool, er
 
 // Renew extends the current, unexpired grant l by ttl from now by the server's clock (store.Leaser).
 func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	if l.Limit >= 2 && ttl >= time.Millisecond {
+		return s.RenewSeat(ctx, l, ttl, replaceUntil)
+	}
 	if ttl < time.Millisecond {
 		return store.Lease{}, fmt.Errorf("postgres: renew task %q: ttl %v is below 1ms", l.Task, ttl)
 	}
@@ -320,6 +323,9 @@ const releaseSQL = `UPDATE {p}leases SET holder = '', run_id = '', expires_at = 
 
 // Release frees the grant l if it is still the task's latest (store.Leaser). The row and its token stay.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
+	if l.Limit >= 2 {
+		return s.ReleaseSeat(ctx, l)
+	}
 	var n int64
 	err := s.Do(ctx, func(ctx context.Context) error {
 		res, err := s.DB.ExecContext(ctx, s.Q(releaseSQL), l.Task, l.Holder, l.Token)

@@ -10,6 +10,9 @@ import (
 // in one round trip (acquire); with req.Replace, over a live grant too, in one transaction that
 // locks the row and reads the grant it replaces (sqlstore.Replace).
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	if req.Limit >= 2 {
+		return s.AcquireSeat(ctx, req, replaceUntil)
+	}
 	if req.Replace {
 		return s.Replace(ctx, req, replaceUntil, s.acquire)
 	}

@@ -127,6 +127,9 @@ func ttlMillis(ttl time.Duration) int64 {
 // value is overwritten in the same script): one round trip (on a client's first acquire of
 // the task, the task index's script is pipelined with it). See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	if err := store.NoSeats("redis", req); err != nil {
+		return store.Lease{}, err
+	}
 	if req.TTL < time.Millisecond {
 		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}

@@ -27,7 +27,7 @@ func (s *Store) Start(ctx context.Context, req store.AcquireRequest, slot string
 		if err != nil {
 			return err
 		}
-		ab, err := s.abandon(ctx, tx, req.Task, l.Token)
+		ab, err := s.abandon(ctx, tx, now, req.Task, l.Token)
 		if err != nil {
 			return err
 		}

@@ -19,13 +19,14 @@ const keysChunk = 4000
 
 // goneExpr is true for a pending key (alias k) whose claimant is gone at ?1 (unix µs): its own
 // expiry has passed, or it belongs to a run (token > 0) whose lease is no longer the task's live
-// grant with that token. A released or expired lease counts as gone: a run's command is stopped
+// grant with that token, nor a live seat's. A released or expired lease counts as gone: a run's command is stopped
 // before its lease can expire, and a run that ended without completing its keys did not say
 // whether the work happened.
 func (s *Store) goneExpr() string {
 	return `(k.state = 'pending' AND ((k.expires_at > 0 AND k.expires_at <= ?1) OR
 		(k.token > 0 AND NOT EXISTS (SELECT 1 FROM ` + s.t.leases + ` l
-			WHERE l.task = k.task AND l.token = k.token AND l.expires_at > ?1))))`
+			WHERE l.task = k.task AND l.token = k.token AND l.expires_at > ?1) AND NOT EXISTS (SELECT 1 FROM ` + s.t.seats + ` c
+			WHERE c.task = k.task AND c.token = k.token AND c.expires_at > ?1))))`
 }
 
 func checkScope(scope string) error {

@@ -27,12 +27,16 @@ func checkTTL(ttl time.Duration) error {
 // one above the task's previous token. Otherwise it returns a *store.BusyError naming the current
 // grant.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
-	if err := checkAcquire(req); err != nil {
+	if err := errors.Join(checkAcquire(req), store.CheckLimit(req)); err != nil {
 		return store.Lease{}, err
 	}
 	var out store.Lease
 	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
 		var err error
+		if req.Limit >= 2 {
+			out, err = s.acquireSeat(ctx, tx, now, req)
+			return err
+		}
 		out, err = s.acquire(ctx, tx, now, req)
 		return err
 	})
@@ -128,6 +132,11 @@ func (s *Store) renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	}
 	var out store.Lease
 	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+		if l.Limit >= 2 {
+			var err error
+			out, err = s.renewSeat(ctx, tx, now, l, ttl)
+			return err
+		}
 		cur, err := s.current(ctx, tx, l)
 		if err != nil {
 			return err
@@ -155,6 +164,9 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 
 // release is Release inside tx, at the store's time now.
 func (s *Store) release(ctx context.Context, tx *sql.Tx, now int64, l store.Lease) error {
+	if l.Limit >= 2 {
+		return s.releaseSeat(ctx, tx, now, l)
+	}
 	if _, err := s.current(ctx, tx, l); err != nil {
 		return err
 	}
@@ -162,14 +174,18 @@ func (s *Store) release(ctx context.Context, tx *sql.Tx, now int64, l store.Leas
 	return err
 }
 
-// Leases lists the grants that have not expired by the store's clock, by task.
+// Leases lists the grants that have not expired by the store's clock, by task: every seat of a
+// task with seats.
 func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 	now, err := s.now(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT task, holder, run_id, token, acquired_at, expires_at FROM `+s.t.leases+
-		` WHERE expires_at > ? ORDER BY task`, now)
+	// A lease row whose token is a seat's is the seats' summary (seats.go): its seats are listed.
+	rows, err := s.db.QueryContext(ctx, `SELECT task, holder, run_id, token, acquired_at, expires_at, 0 FROM `+s.t.leases+` l
+		WHERE expires_at > ?1 AND NOT EXISTS (SELECT 1 FROM `+s.t.seats+` c WHERE c.task = l.task AND c.token = l.token)
+		UNION ALL SELECT task, holder, run_id, token, acquired_at, expires_at, seats FROM `+s.t.seats+` WHERE expires_at > ?1
+		ORDER BY task, token`, now)
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
@@ -178,7 +194,7 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 	for rows.Next() {
 		var l store.Lease
 		var acq, exp int64
-		if err := rows.Scan(&l.Task, &l.Holder, &l.RunID, &l.Token, &acq, &exp); err != nil {
+		if err := rows.Scan(&l.Task, &l.Holder, &l.RunID, &l.Token, &acq, &exp, &l.Limit); err != nil {
 			return nil, s.mapErr(err)
 		}
 		l.Acquired, l.Expires = micros(acq), micros(exp)

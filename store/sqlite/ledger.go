@@ -40,11 +40,17 @@ func scanAttempt(r scanner) (store.Attempt, error) {
 	return a, nil
 }
 
-// fence fails with ErrNotHeld unless token is task's latest lease token.
+// fence fails with ErrNotHeld unless token is task's latest lease token or a current seat's
+// (seatFence).
 func (s *Store) fence(ctx context.Context, tx *sql.Tx, task string, token int64) error {
 	l, found, err := s.lease(ctx, tx, task)
 	if err != nil {
 		return err
+	}
+	if found && l.Token != token {
+		if ok, err := s.seatFence(ctx, tx, task, token); err != nil || ok {
+			return err
+		}
 	}
 	if !found || l.Token != token {
 		return fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %d, held by %q)", store.ErrNotHeld, token, task, l.Token, l.Holder)
@@ -192,22 +198,22 @@ func (s *Store) Report(ctx context.Context, runID string, token int64, r store.R
 // them; token must be the task's latest lease token.
 func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.Attempt, error) {
 	var out []store.Attempt
-	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
 		if err := s.fence(ctx, tx, task, token); err != nil {
 			return err
 		}
 		var err error
-		out, err = s.abandon(ctx, tx, task, token)
+		out, err = s.abandon(ctx, tx, now, task, token)
 		return err
 	})
 	return out, err
 }
 
 // abandon is Abandon inside tx, once token is known to be the task's latest.
-func (s *Store) abandon(ctx context.Context, tx *sql.Tx, task string, token int64) ([]store.Attempt, error) {
+func (s *Store) abandon(ctx context.Context, tx *sql.Tx, clock int64, task string, token int64) ([]store.Attempt, error) {
 	now := s.wall() // recorded times are for people: this host's wall clock
 	rows, err := tx.QueryContext(ctx, `SELECT `+attemptCols+` FROM `+s.t.attempts+`
-		WHERE task = ? AND state = 'running' AND token < ? ORDER BY slot, number`, task, token)
+		WHERE task = ?1 AND state = 'running' AND token < ?2 AND `+s.notLiveSeat()+` ORDER BY slot, number`, task, token, clock)
 	if err != nil {
 		return nil, err
 	}
@@ -228,9 +234,15 @@ func (s *Store) abandon(ctx context.Context, tx *sql.Tx, task string, token int6
 	if len(out) == 0 {
 		return nil, nil
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET state = 'unknown', ended_at = ?
-		WHERE task = ? AND state = 'running' AND token < ?`, now, task, token)
+	_, err = tx.ExecContext(ctx, `UPDATE `+s.t.attempts+` SET state = 'unknown', ended_at = ?4
+		WHERE task = ?1 AND state = 'running' AND token < ?2 AND `+s.notLiveSeat(), task, token, clock, now)
 	return out, err
+}
+
+// notLiveSeat is true for an attempt (task ?1) whose token is not an unexpired seat's at ?3 (the
+// store's clock): Abandon leaves the attempts of the task's other live seats running.
+func (s *Store) notLiveSeat() string {
+	return `token NOT IN (SELECT token FROM ` + s.t.seats + ` WHERE task = ?1 AND expires_at > ?3)`
 }
 
 // Resolve attaches a person's decision to the slot's last attempt when it is failed or unknown

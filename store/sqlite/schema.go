@@ -110,8 +110,8 @@ func (s *Store) upgradeTo(ctx context.Context, tx *sql.Tx, to int) error {
 	return nil
 }
 
-// upgrade returns the statements that bring version to-1 of the schema to version to (2 and 3;
-// 4 is upgrade4).
+// upgrade returns the statements that bring version to-1 of the schema to version to (2, 3 and
+// 5; 4 is upgrade4).
 func (s *Store) upgrade(to int) []string {
 	t := s.t
 	switch to {
@@ -138,6 +138,8 @@ func (s *Store) upgrade(to int) []string {
 		}
 	case 3:
 		return s.upgrade3()
+	case 5:
+		return seatsDDL(t)
 	}
 	return nil
 }

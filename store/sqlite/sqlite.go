@@ -29,9 +29,10 @@ import (
 
 // SchemaVersion is the version of the tables this package creates and understands. Version 2
 // added the keys table (store.Keys); version 3 the indexes history, status and prune read, and the
-// waiting table; version 4 missed events (store.Missed) and the index of events by kind. An older
+// waiting table; version 4 missed events (store.Missed) and the index of events by kind; version 5 the
+// lease_seats table (AcquireRequest.Limit, seats.go). An older
 // file is upgraded in place when opened; a newer one is refused (ErrUnavailable: upgrade once).
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 func init() {
 	store.Register("sqlite", func(ctx context.Context, dsn string) (store.Store, error) {
@@ -69,7 +70,7 @@ var (
 	_ store.Clock = (*Store)(nil)
 )
 
-type tables struct{ meta, leases, attempts, events, keys, waiting string }
+type tables struct{ meta, leases, attempts, events, keys, waiting, seats string }
 
 // Open opens (creating when missing) the SQLite store at path. A missing parent directory is
 // created with mode 0700 and a missing file with mode 0600 (0660 with Options.Group), whatever
@@ -98,7 +99,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	p := opts.Prefix
-	s := &Store{clk: sysClock, path: abs, busy: opts.BusyTimeout, pol: pol, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys", p + "waiting"}}
+	s := &Store{clk: sysClock, path: abs, busy: opts.BusyTimeout, pol: pol, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys", p + "waiting", p + "lease_seats"}}
 	m, err := s.openFiles()
 	if err != nil {
 		return nil, err

@@ -49,6 +49,9 @@ func (s *Store) node(ctx context.Context, path string) (nodeData, *zk.Stat, bool
 // sees the deletion. Round trips when free: create, stat, children,
 // and the multi that publishes the token. See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	if err := store.NoSeats("zookeeper", req); err != nil {
+		return store.Lease{}, err
+	}
 	if req.TTL < time.Millisecond {
 		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}

@@ -75,15 +75,53 @@ func EventsUpgradeFromV3(t *testing.T, dsn string, open Opener, downgrade []stri
 	}
 	storetest.CheckEventsUpgraded(t, s, before)
 	var v int
-	if err := sq.DB.QueryRowContext(ctx, sq.Q("SELECT MAX(version) FROM {p}schema_version")).Scan(&v); err != nil || v != 4 {
-		t.Fatalf("schema version after the upgrade: %d, %v; want 4", v, err)
+	if err := sq.DB.QueryRowContext(ctx, sq.Q("SELECT MAX(version) FROM {p}schema_version")).Scan(&v); err != nil || v != 5 {
+		t.Fatalf("schema version after the upgrade: %d, %v; want 5", v, err)
 	}
-	if _, err := sq.DB.ExecContext(ctx, sq.Q("INSERT INTO {p}schema_version (version, applied_at) VALUES (5, CURRENT_TIMESTAMP)")); err != nil {
+	if _, err := sq.DB.ExecContext(ctx, sq.Q("INSERT INTO {p}schema_version (version, applied_at) VALUES (6, CURRENT_TIMESTAMP)")); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	_, _, err = open(ctx, dsn)
-	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "schema version 5") || !strings.Contains(err.Error(), "upgrade once") {
-		t.Fatalf("open a version 5 schema: %v; want ErrUnavailable: schema version 5 … upgrade once", err)
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "schema version 6") || !strings.Contains(err.Error(), "upgrade once") {
+		t.Fatalf("open a version 6 schema: %v; want ErrUnavailable: schema version 6 … upgrade once", err)
+	}
+}
+
+// SeatsUpgradeFromV4: a version 4 schema (no lease_seats table) with an exclusive grant is
+// upgraded on open (migration 005), and grants seats with tokens after the exclusive grant's.
+func SeatsUpgradeFromV4(t *testing.T, dsn string, open Opener) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, sq, err := open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lx, err := s.Acquire(ctx, store.AcquireRequest{Task: "old", Holder: "x", RunID: "rx", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, lx); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"DROP TABLE {p}lease_seats", "DELETE FROM {p}schema_version WHERE version >= 5"} {
+		if _, err := sq.DB.ExecContext(ctx, sq.Q(q)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	s, _, err = open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open a version 4 schema: %v", err)
+	}
+	defer s.Close()
+	for i, h := range []string{"a", "b"} {
+		l, err := s.Acquire(ctx, store.AcquireRequest{Task: "old", Holder: h, RunID: "r" + h, TTL: time.Minute, Limit: 2})
+		if want := lx.Token + int64(i) + 1; err != nil || l.Token != want {
+			t.Fatalf("seat %d after the upgrade: %+v, %v; want token %d", i+1, l, err, want)
+		}
+	}
+	if ls, err := s.Leases(ctx); err != nil || len(ls) != 2 {
+		t.Fatalf("leases after two seats: %+v, %v", ls, err)
 	}
 }

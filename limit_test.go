@@ -1,0 +1,55 @@
+package once_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once"
+)
+
+// Options.Limit 2, with the local lock directory set: two calls without a slot run at once, each
+// recorded under its own run-RUNID slot with its own token; a third is busy.
+func TestLimitTwoAtOnce(t *testing.T) {
+	s, _ := newStore(t)
+	o := once.Options{Store: s, Task: "t", Limit: 2, LockDir: filepath.Join(t.TempDir(), "locks"), TTL: 10 * time.Second}
+	inA, release := make(chan *once.Run, 1), make(chan struct{})
+	aDone := make(chan once.Result, 1)
+	go func() {
+		r, err := once.Do(context.Background(), o, func(ctx context.Context, run *once.Run) error {
+			inA <- run
+			<-release
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		aDone <- r
+	}()
+	ra := <-inA
+	var third once.Result
+	rb := do(t, o, func(ctx context.Context, run *once.Run) error {
+		if run.Token <= ra.Token || run.Slot == ra.Slot || !strings.HasPrefix(run.Slot, "run-"+run.RunID) {
+			t.Errorf("second run: token %d slot %q (first: %d %q)", run.Token, run.Slot, ra.Token, ra.Slot)
+		}
+		third = do(t, o, func(context.Context, *once.Run) error { t.Error("a third ran"); return nil })
+		return nil
+	})
+	close(release)
+	if r := <-aDone; r.Decision != once.Ran || rb.Decision != once.Ran || third.Decision != once.Busy {
+		t.Fatalf("decisions %s, %s, third %s; want ran, ran, busy", r.Decision, rb.Decision, third.Decision)
+	}
+}
+
+func TestLimitInvalid(t *testing.T) {
+	s, _ := newStore(t)
+	for _, o := range []once.Options{{Limit: -1}, {Limit: 1001}, {Limit: 2, Replace: true}} {
+		o.Store, o.Task = s, "t"
+		if _, err := once.Do(context.Background(), o, func(context.Context, *once.Run) error { return nil }); !errors.Is(err, once.ErrInvalid) {
+			t.Errorf("Limit %d Replace %v: %v, want ErrInvalid", o.Limit, o.Replace, err)
+		}
+	}
+}
