@@ -44,6 +44,20 @@ func (s *Store) TakeOver(ctx context.Context, req store.AcquireRequest, until st
 	return l, found, err
 }
 
+// Acquire is the Acquire of PostgreSQL and MySQL (store.Leaser): a seat of the lease with
+// req.Limit (AcquireSeat), a takeover with req.Replace (Replace), else acquire, the backend's one
+// round trip for a free or expired lease. until is the dialect's "now plus ? microseconds".
+func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest, until string,
+	acquire func(context.Context, store.AcquireRequest) (store.Lease, error)) (store.Lease, error) {
+	if req.Limit >= 2 {
+		return s.AcquireSeat(ctx, req, until)
+	}
+	if req.Replace {
+		return s.Replace(ctx, req, until, acquire)
+	}
+	return acquire(ctx, req)
+}
+
 // Replace is a backend's Acquire for req.Replace: TakeOver, or acquire (the backend's plain
 // Acquire, which inserts the row) when the task has no row yet, again should a concurrent first
 // acquire win the insert.

@@ -7,16 +7,9 @@ import (
 )
 
 // Acquire takes the task's lease when it is free or expired by the server's clock (store.Leaser),
-// in one round trip (acquire); with req.Replace, over a live grant too, in one transaction that
-// locks the row and reads the grant it replaces (sqlstore.Replace).
+// in one round trip (acquire); a seat with req.Limit, a takeover with req.Replace (sqlstore.Acquire).
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
-	if req.Limit >= 2 {
-		return s.AcquireSeat(ctx, req, replaceUntil)
-	}
-	if req.Replace {
-		return s.Replace(ctx, req, replaceUntil, s.acquire)
-	}
-	return s.acquire(ctx, req)
+	return s.Store.Acquire(ctx, req, replaceUntil, s.acquire)
 }
 
 // replaceUntil is the new expiry of a grant taken over (sqlstore.TakeOver).
