@@ -159,7 +159,7 @@ func (k *Keys) get(ctx context.Context, scope string, keys []string) (map[string
 // judge tells, for the pending records among recs, whether their claimant is gone now.
 type judge struct {
 	now  int64
-	live map[string]int64 // task → live token
+	live map[grant]bool // the live grants: exclusive or seats
 }
 
 // judge reads what deciding about recs needs: the store's clock (always when withNow) and the
@@ -185,9 +185,9 @@ func (k *Keys) judge(ctx context.Context, recs map[string]StoredKey, withNow boo
 		if err != nil {
 			return j, err
 		}
-		j.live = make(map[string]int64, len(ls))
+		j.live = make(map[grant]bool, len(ls))
 		for _, l := range ls {
-			j.live[l.Task] = l.Token
+			j.live[grant{l.Task, l.Token}] = true
 		}
 	}
 	return j, nil
@@ -200,7 +200,13 @@ func (j judge) gone(r KeyRec) bool {
 	if r.TTL > 0 && r.Claimed+r.TTL <= j.now {
 		return true
 	}
-	return r.Token > 0 && j.live[r.Task] != r.Token
+	return r.Token > 0 && !j.live[grant{r.Task, r.Token}]
+}
+
+// grant names a live grant of a task by its token.
+type grant struct {
+	task  string
+	token int64
 }
 
 // Claim claims req.Keys (store.Keys): one Create per batch of sorted unique keys. Fingerprints are

@@ -30,13 +30,15 @@ type KV interface {
 	// to Save only) and the time to stamp transitions with (the store's clock when it has one).
 	Load(ctx context.Context, task, slot string) (*Doc, Version, time.Time, error)
 	// Save writes d when its version is still ver (ver of a missing document means "create") and,
-	// when token > 0, task's latest lease token is still token (ErrNotHeld otherwise). When run is
-	// not empty it also records that run id belongs to (d.Task, d.Slot).
+	// when token > 0, token is still a current grant of the task (Grants.Current; ErrNotHeld
+	// otherwise), both checked in the same atomic write. When run is not empty it also records
+	// that run id belongs to (d.Task, d.Slot).
 	Save(ctx context.Context, d *Doc, ver Version, token int64, run string) error
 	// Run returns the task and slot run id began in; ErrNotFound when unknown.
 	Run(ctx context.Context, runID string) (task, slot string, err error)
-	// Latest returns task's latest lease token, 0 when none was ever issued.
-	Latest(ctx context.Context, task string) (int64, error)
+	// Grants returns task's current grants: its latest lease token (0 when none was ever issued)
+	// and its seats.
+	Grants(ctx context.Context, task string) (Grants, error)
 	// Docs lists the documents of task, or of every task when task is "".
 	Docs(ctx context.Context, task string) ([]*Doc, error)
 	// Waiting lists the documents in the backend's index of waiting slots. Save keeps that index
@@ -58,3 +60,22 @@ type Ledger struct{ KV KV }
 
 // maxRetries bounds compare-and-set retries when writers race on one document.
 const maxRetries = 64
+
+// Grants are the grants of a task that fence its ledger writes: the latest token issued (the
+// exclusive grant's, or the latest seat's) and the seats (store.AcquireRequest.Limit) that no
+// exclusive grant has come after, each with whether it is unexpired by the store's clock. A
+// backend keeps a seat here until a later seat acquire finds it expired, or an exclusive grant
+// ends every seat.
+type Grants struct {
+	Latest int64
+	Seats  map[int64]bool // seat token → live
+}
+
+// Current reports whether a write with token is fenced in: the latest token or a seat's.
+func (g Grants) Current(token int64) bool {
+	_, seat := g.Seats[token]
+	return token > 0 && (token == g.Latest || seat)
+}
+
+// Live reports whether token is a live seat's: Abandon leaves that seat's running attempts alone.
+func (g Grants) Live(token int64) bool { return g.Seats[token] }

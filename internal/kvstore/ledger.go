@@ -37,18 +37,19 @@ func (l Ledger) update(ctx context.Context, task, slot string, token int64, run 
 }
 
 func notLatest(task string, token, latest int64) error {
-	return fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %d)", store.ErrNotHeld, token, task, latest)
+	return fmt.Errorf("%w: token %d is not a current lease token of task %q (latest %d)", store.ErrNotHeld, token, task, latest)
 }
 
-func (l Ledger) fence(ctx context.Context, task string, token int64) error {
-	latest, err := l.KV.Latest(ctx, task)
+// fence reads task's grants and refuses a token that is not current.
+func (l Ledger) fence(ctx context.Context, task string, token int64) (Grants, error) {
+	g, err := l.KV.Grants(ctx, task)
 	if err != nil {
-		return err
+		return g, err
 	}
-	if latest != token {
-		return notLatest(task, token, latest)
+	if !g.Current(token) {
+		return g, notLatest(task, token, g.Latest)
 	}
-	return nil
+	return g, nil
 }
 
 // Begin: see store.Ledger.
@@ -123,7 +124,7 @@ func (l Ledger) onRun(ctx context.Context, runID string, token int64, f func(a *
 		if err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				// A stale holder learns it is stale first.
-				if ferr := l.fence(ctx, task, token); ferr != nil {
+				if _, ferr := l.fence(ctx, task, token); ferr != nil {
 					return false, ferr
 				}
 			}
@@ -162,9 +163,11 @@ func (l Ledger) Report(ctx context.Context, runID string, token int64, r store.R
 	return err
 }
 
-// Abandon: see store.Ledger. Each slot is abandoned in its own fenced write.
+// Abandon: see store.Ledger. Each slot is abandoned in its own fenced write. The running
+// attempts of the task's other live seats are left alone.
 func (l Ledger) Abandon(ctx context.Context, task string, token int64) ([]store.Attempt, error) {
-	if err := l.fence(ctx, task, token); err != nil {
+	g, err := l.fence(ctx, task, token)
+	if err != nil {
 		return nil, err
 	}
 	docs, err := l.KV.Docs(ctx, task)
@@ -173,7 +176,7 @@ func (l Ledger) Abandon(ctx context.Context, task string, token int64) ([]store.
 	}
 	out := []store.Attempt{}
 	for _, d0 := range docs {
-		if !hasStale(d0, token) {
+		if !hasStale(d0, token, g) {
 			continue
 		}
 		var got []store.Attempt
@@ -181,7 +184,7 @@ func (l Ledger) Abandon(ctx context.Context, task string, token int64) ([]store.
 			got = got[:0]
 			for i := range d.Attempts {
 				a := &d.Attempts[i]
-				if a.State == store.Running && a.Token < token {
+				if stale(*a, token, g) {
 					end := now
 					a.State, a.EndedAt = store.Unknown, &end
 					got = append(got, *a)
@@ -197,13 +200,19 @@ func (l Ledger) Abandon(ctx context.Context, task string, token int64) ([]store.
 	return out, nil
 }
 
-func hasStale(d *Doc, token int64) bool {
+func hasStale(d *Doc, token int64, g Grants) bool {
 	for _, a := range d.Attempts {
-		if a.State == store.Running && a.Token < token {
+		if stale(a, token, g) {
 			return true
 		}
 	}
 	return false
+}
+
+// stale is true for an attempt an Abandon with token marks unknown: running under an older
+// token that is not a live seat's.
+func stale(a store.Attempt, token int64, g Grants) bool {
+	return a.State == store.Running && a.Token < token && !g.Live(a.Token)
 }
 
 // Resolve: see store.Ledger.

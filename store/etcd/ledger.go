@@ -78,15 +78,15 @@ func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
 	return ts[0], ts[1], nil
 }
 
-func (k kv) Latest(ctx context.Context, task string) (int64, error) {
+func (k kv) Grants(ctx context.Context, task string) (kvstore.Grants, error) {
 	gr, err := k.s.c.get(ctx, k.s.fenceKey(task))
 	if err != nil {
-		return 0, k.s.mapErr(err)
+		return kvstore.Grants{}, k.s.mapErr(err)
 	}
 	if len(gr.Kvs) == 0 {
-		return 0, nil
+		return kvstore.Grants{}, nil
 	}
-	return int64(gr.Kvs[0].ModRevision), nil
+	return kvstore.Grants{Latest: int64(gr.Kvs[0].ModRevision)}, nil
 }
 
 func (k kv) Docs(ctx context.Context, task string) ([]*kvstore.Doc, error) {

@@ -124,15 +124,15 @@ func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
 	return ts[0], ts[1], nil
 }
 
-func (k kv) Latest(ctx context.Context, task string) (int64, error) {
+func (k kv) Grants(ctx context.Context, task string) (kvstore.Grants, error) {
 	s := k.s
 	r, err := s.run(ctx, loadScript, task, s.taskKeys(task))
 	if err != nil {
-		return 0, err
+		return kvstore.Grants{}, err
 	}
 	n, _ := r[0].(int64)
 	s.see(task, n)
-	return n, nil
+	return kvstore.Grants{Latest: n}, nil
 }
 
 func (k kv) Docs(ctx context.Context, task string) ([]*kvstore.Doc, error) {

@@ -103,9 +103,9 @@ func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
 	return ts[0], ts[1], nil
 }
 
-func (k kv) Latest(ctx context.Context, task string) (int64, error) {
+func (k kv) Grants(ctx context.Context, task string) (kvstore.Grants, error) {
 	n, _, err := k.s.latest(ctx, task)
-	return n, err
+	return kvstore.Grants{Latest: n}, err
 }
 
 func (k kv) Docs(ctx context.Context, task string) ([]*kvstore.Doc, error) {
