@@ -18,10 +18,11 @@ type nodeData struct {
 	Holder string `json:"holder"`
 	RunID  string `json:"run_id"`
 	TTL    int64  `json:"ttl_ms"`
+	Limit  int    `json:"limit,omitempty"` // a seat's (seats.go); 0 for the exclusive grant
 }
 
 func lease(task string, d nodeData, st *zk.Stat) store.Lease {
-	return store.Lease{Task: task, Holder: d.Holder, RunID: d.RunID, Token: st.Czxid, Acquired: ms(st.Ctime), Expires: ms(st.Mtime + d.TTL)}
+	return store.Lease{Task: task, Holder: d.Holder, RunID: d.RunID, Token: st.Czxid, Acquired: ms(st.Ctime), Expires: ms(st.Mtime + d.TTL), Limit: d.Limit}
 }
 
 // node reads a lock node; ok is false when it is gone.
@@ -47,16 +48,20 @@ func (s *Store) node(ctx context.Context, path string) (nodeData, *zk.Stat, bool
 // Acquire runs the lock recipe without waiting; with req.Replace, live nodes ahead of ours are
 // deleted too (clear), which ends their grants: their Renew finds no node and their Lost watch
 // sees the deletion. Round trips when free: create, stat, children,
-// and the multi that publishes the token. See store.Leaser.
+// and the multi that publishes the token. A seat (req.Limit >= 2) also reads the fence to add its
+// token to it (seats.go). See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
-	if err := store.NoSeats("zookeeper", req); err != nil {
+	if err := store.CheckLimit(req); err != nil {
 		return store.Lease{}, err
+	}
+	if req.Limit < 2 {
+		req.Limit = 0
 	}
 	if req.TTL < time.Millisecond {
 		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
 	dir := s.taskPath(req.Task)
-	data, _ := json.Marshal(nodeData{Holder: req.Holder, RunID: req.RunID, TTL: ttlMillis(req.TTL)})
+	data, _ := json.Marshal(nodeData{Holder: req.Holder, RunID: req.RunID, TTL: ttlMillis(req.TTL), Limit: req.Limit})
 	create := func() (string, error) { return s.c.Create(dir+"/n-", data, zk.FlagEphemeral|zk.FlagSequence, s.acl) }
 	mine, err := call(ctx, s, create)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -85,11 +90,17 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		return giveUp(s.mapErr(err))
 	}
 	var replaced *store.Lease
+	var seats []int64 // the live seat nodes ahead of a seat's
 	for _, k := range s.sortChildren(kids) {
 		if seq(k) >= seq(name) {
 			break
 		}
 		old, err := s.clear(ctx, req, dir+"/"+k, now)
+		var busy *store.BusyError
+		if req.Limit >= 2 && errors.As(err, &busy) && busy.Lease.Limit >= 2 && len(seats)+1 < req.Limit {
+			seats = append(seats, busy.Lease.Token)
+			continue
+		}
 		if err != nil {
 			return giveUp(err)
 		}
@@ -97,13 +108,19 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 			replaced = old
 		}
 	}
-	// Lowest live node: publish the token, only while the node still exists.
-	tok := strconv.FormatInt(st.Czxid, 10)
-	_, err = call(ctx, s, func() ([]zk.MultiResponse, error) {
-		return s.c.Multi(&zk.CheckVersionRequest{Path: mine, Version: -1}, &zk.SetDataRequest{Path: dir, Data: []byte(tok), Version: -1})
-	})
+	if req.Limit >= 2 {
+		err = s.publishSeat(ctx, req.Task, mine, st.Czxid, seats)
+	} else {
+		// Lowest live node: publish the token, only while the node still exists; an exclusive
+		// grant's fence has no seats (it ends theirs).
+		tok := strconv.FormatInt(st.Czxid, 10)
+		_, err = call(ctx, s, func() ([]zk.MultiResponse, error) {
+			return s.c.Multi(&zk.CheckVersionRequest{Path: mine, Version: -1}, &zk.SetDataRequest{Path: dir, Data: []byte(tok), Version: -1})
+		})
+		err = s.mapErr(err)
+	}
 	if err != nil {
-		return giveUp(s.mapErr(err))
+		return giveUp(err)
 	}
 	s.mu.Lock()
 	s.paths[st.Czxid] = mine
@@ -208,28 +225,12 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	return lease(l.Task, d, nst), nil
 }
 
-// latest returns the task's published token and the task node's version.
-func (s *Store) latest(ctx context.Context, task string) (int64, int32, error) {
-	type r struct {
-		b  []byte
-		st *zk.Stat
-	}
-	got, err := call(ctx, s, func() (r, error) { b, st, err := s.c.Get(s.taskPath(task)); return r{b, st}, err })
-	if errors.Is(err, zk.ErrNoNode) {
-		return 0, -1, nil
-	}
-	if err != nil {
-		return 0, 0, s.mapErr(err)
-	}
-	n, _ := strconv.ParseInt(string(got.b), 10, 64)
-	return n, got.st.Version, nil
-}
-
-// Release deletes l's node. An expired grant nobody replaced releases fine. See store.Leaser.
+// Release deletes l's node. An expired grant nobody replaced (still in the fence) releases fine.
+// See store.Leaser.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	path, _, st, err := s.find(ctx, l)
 	if errors.Is(err, store.ErrNotHeld) && !errors.Is(err, errMismatch) {
-		if n, _, lerr := s.latest(ctx, l.Task); lerr == nil && n == l.Token && n > 0 {
+		if f, _, lerr := s.readFence(ctx, l.Task); lerr == nil && f.current(l.Token) {
 			return nil
 		}
 		return err
@@ -256,7 +257,8 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return ms(st.Mtime), nil
 }
 
-// Leases lists, per task, the lowest lock node when it has not expired by ZooKeeper's clock.
+// Leases lists, per task, the live grants by ZooKeeper's clock: the lowest live lock node, and
+// every seat that holds with it (taskLeases).
 func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 	now, err := s.Now(ctx)
 	if err != nil {
@@ -268,22 +270,11 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 	}
 	out := []store.Lease{}
 	for _, t := range tasks {
-		dir := s.p + "/locks/" + t
-		kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(dir); return k, err })
+		ls, err := s.taskLeases(ctx, unesc(t), now.UnixMilli())
 		if err != nil {
-			return nil, s.mapErr(err)
+			return nil, err
 		}
-		for _, k := range s.sortChildren(kids) {
-			d, st, ok, err := s.node(ctx, dir+"/"+k)
-			if err != nil {
-				return nil, err
-			}
-			if !ok || st.Mtime+d.TTL <= now.UnixMilli() {
-				continue
-			}
-			out = append(out, lease(unesc(t), d, st))
-			break
-		}
+		out = append(out, ls...)
 	}
 	return out, nil
 }

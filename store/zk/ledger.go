@@ -38,12 +38,12 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 	s := k.s
 	var ops []any
 	if token > 0 {
-		n, v, err := s.latest(ctx, d.Task)
+		f, v, err := s.readFence(ctx, d.Task)
 		if err != nil {
 			return err
 		}
-		if n != token {
-			return fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %d)", store.ErrNotHeld, token, d.Task, n)
+		if !f.current(token) {
+			return notCurrent(d.Task, token, f)
 		}
 		ops = append(ops, &zk.CheckVersionRequest{Path: s.taskPath(d.Task), Version: v})
 	}
@@ -77,8 +77,8 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 	}
 	_ = res
 	if token > 0 {
-		if n, _, lerr := s.latest(ctx, d.Task); lerr == nil && n != token {
-			return fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %d)", store.ErrNotHeld, token, d.Task, n)
+		if f, _, lerr := s.readFence(ctx, d.Task); lerr == nil && !f.current(token) {
+			return notCurrent(d.Task, token, f)
 		}
 	}
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists) {
@@ -103,9 +103,10 @@ func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
 	return ts[0], ts[1], nil
 }
 
-func (k kv) Grants(ctx context.Context, task string) (kvstore.Grants, error) {
-	n, _, err := k.s.latest(ctx, task)
-	return kvstore.Grants{Latest: n}, err
+func (k kv) Grants(ctx context.Context, task string) (kvstore.Grants, error) { return k.s.grants(ctx, task) }
+
+func notCurrent(task string, token int64, f fence) error {
+	return fmt.Errorf("%w: token %d is not a current lease token of task %q (latest %d)", store.ErrNotHeld, token, task, f.latest)
 }
 
 func (k kv) Docs(ctx context.Context, task string) ([]*kvstore.Doc, error) {
