@@ -103,7 +103,9 @@ func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
 	return ts[0], ts[1], nil
 }
 
-func (k kv) Grants(ctx context.Context, task string) (kvstore.Grants, error) { return k.s.grants(ctx, task) }
+func (k kv) Grants(ctx context.Context, task string) (kvstore.Grants, error) {
+	return k.s.grants(ctx, task)
+}
 
 func notCurrent(task string, token int64, f fence) error {
 	return fmt.Errorf("%w: token %d is not a current lease token of task %q (latest %d)", store.ErrNotHeld, token, task, f.latest)

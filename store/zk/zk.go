@@ -12,7 +12,8 @@
 // token is the holding node's czxid (ZooKeeper's transaction id: strictly increasing across the
 // ensemble). The holder writes its token into the task node in a multi that also checks its lock
 // node still exists; ledger writes (internal/kvstore, one persistent node per slot written with
-// versioned set) are fenced by a check on that task node's version.
+// versioned set) are fenced by a check on that task node's version. Seats (Limit >= 2) are lock
+// nodes too, and the task node then also lists the current seats' tokens (seats.go).
 //
 // A lease ends when its TTL passes without renewal (expiry is judged by ZooKeeper's clock: node
 // mtime + ttl against the ctime of a contender's node, which then deletes the expired node) or when
