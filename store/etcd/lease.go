@@ -23,7 +23,7 @@ type leaseValue struct {
 	RunID    string `json:"run_id"`
 	Acquired int64  `json:"acquired_us"`
 	Expires  int64  `json:"expires_us"`
-	TTL      int64  `json:"ttl_s"` // the etcd lease's granted TTL
+	TTL      int64  `json:"ttl_s"`           // the etcd lease's granted TTL
 	Limit    int    `json:"limit,omitempty"` // a seat's (seats.go)
 }
 
@@ -60,12 +60,17 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	if err := checkAcquire(req); err != nil {
 		return store.Lease{}, err
 	}
-	if req.Limit >= 2 {
+	switch {
+	case req.Limit >= 2:
 		return s.acquireSeat(ctx, req)
-	}
-	if req.Replace {
+	case req.Replace:
 		return s.replace(ctx, req)
 	}
+	return s.acquire(ctx, req)
+}
+
+// acquire is Acquire of the exclusive lease, neither a seat nor a takeover.
+func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	sent := time.Now()
 	want := seconds(req.TTL)
 	value := func(ttl int64) []byte {
