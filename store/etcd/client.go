@@ -71,8 +71,9 @@ type (
 		Lease i64    `json:"lease,omitempty"`
 	}
 	deleteReq struct {
-		Key    []byte `json:"key"`
-		PrevKV bool   `json:"prev_kv,omitempty"`
+		Key      []byte `json:"key"`
+		RangeEnd []byte `json:"range_end,omitempty"`
+		PrevKV   bool   `json:"prev_kv,omitempty"`
 	}
 	deleteResp struct {
 		PrevKvs []keyValue `json:"prev_kvs"`
@@ -85,6 +86,7 @@ type (
 		ModRevision    *i64    `json:"mod_revision,omitempty"`
 		Value          *[]byte `json:"value,omitempty"`
 		Lease          *i64    `json:"lease,omitempty"`
+		RangeEnd       []byte  `json:"range_end,omitempty"` // compares every key in [key, range_end)
 	}
 	op struct {
 		Range  *rangeReq  `json:"request_range,omitempty"`
@@ -145,7 +147,22 @@ func cmpLease(key string, id int64) compare {
 	return compare{Key: []byte(key), Target: "LEASE", Result: "EQUAL", Lease: ptr(id)}
 }
 
+// cmpNone is true when no key starts with p: etcd compares a zero key when the range is empty.
+func cmpNone(p string) compare {
+	return compare{Key: []byte(p), RangeEnd: prefixEnd(p), Target: "CREATE", Result: "EQUAL", CreateRevision: ptr(0)}
+}
+
 func opGet(key string) op { return op{Range: &rangeReq{Key: []byte(key)}} }
+
+// opRange reads the keys starting with p.
+func opRange(p string, keysOnly bool) op {
+	return op{Range: &rangeReq{Key: []byte(p), RangeEnd: prefixEnd(p), KeysOnly: keysOnly}}
+}
+
+// opDelPrefix deletes the keys starting with p.
+func opDelPrefix(p string) op {
+	return op{Delete: &deleteReq{Key: []byte(p), RangeEnd: prefixEnd(p)}}
+}
 
 // opCount counts the keys starting with p.
 func opCount(p string) op {

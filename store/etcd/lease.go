@@ -23,7 +23,8 @@ type leaseValue struct {
 	RunID    string `json:"run_id"`
 	Acquired int64  `json:"acquired_us"`
 	Expires  int64  `json:"expires_us"`
-	TTL      int64  `json:"ttl_s"` // the etcd lease's granted TTL
+	TTL      int64  `json:"ttl_s"`           // the etcd lease's granted TTL
+	Limit    int    `json:"limit,omitempty"` // a seat's (seats.go)
 }
 
 func (s *Store) decode(task string, k keyValue) (store.Lease, leaseValue, error) {
@@ -32,21 +33,22 @@ func (s *Store) decode(task string, k keyValue) (store.Lease, leaseValue, error)
 		return store.Lease{}, v, fmt.Errorf("%w: corrupt lease of task %q in etcd: %v", store.ErrUnavailable, task, err)
 	}
 	return store.Lease{Task: task, Holder: v.Holder, RunID: v.RunID, Token: int64(k.CreateRevision),
-		Acquired: time.UnixMicro(v.Acquired), Expires: time.UnixMicro(v.Expires)}, v, nil
+		Acquired: time.UnixMicro(v.Acquired), Expires: time.UnixMicro(v.Expires), Limit: v.Limit}, v, nil
 }
 
 // seconds rounds a TTL up to whole seconds, etcd's lease granularity.
 func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/time.Second)) }
 
-// acquireTxn is the acquire transaction: put the keys on etcd lease id if the key does not exist,
-// with the fence and the task index's entry, which stay.
+// acquireTxn is the acquire transaction: put the keys on etcd lease id if the key does not exist
+// and no seat is live, with the fence and the task index's entry, which stay; the seats' records
+// go (their fence ends).
 func (s *Store) acquireTxn(ctx context.Context, req store.AcquireRequest, id int64, v []byte) (*txnResp, error) {
 	key := s.leaseKey(req.Task)
 	return s.c.txn(ctx, txnReq{
-		Compare: []compare{cmpCreate(key, 0)},
+		Compare: []compare{cmpCreate(key, 0), cmpNone(s.seatDir(req.Task))},
 		Success: []op{opPut(key, string(v), id), opPut(s.holderKey(req.Task), req.Holder, id), opPut(s.fenceKey(req.Task), "", 0),
-			opPut(s.taskKey(req.Task), "", 0)},
-		Failure: []op{opGet(key)},
+			opPut(s.taskKey(req.Task), "", 0), opDelPrefix(s.recordDir(req.Task))},
+		Failure: []op{opGet(key), {Range: &rangeReq{Key: []byte(s.seatDir(req.Task)), RangeEnd: prefixEnd(s.seatDir(req.Task)), Limit: 1}}},
 	})
 }
 
@@ -58,9 +60,17 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	if err := checkAcquire(req); err != nil {
 		return store.Lease{}, err
 	}
-	if req.Replace {
+	switch {
+	case req.Limit >= 2:
+		return s.acquireSeat(ctx, req)
+	case req.Replace:
 		return s.replace(ctx, req)
 	}
+	return s.acquire(ctx, req)
+}
+
+// acquire is Acquire of the exclusive lease, neither a seat nor a takeover.
+func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	sent := time.Now()
 	want := seconds(req.TTL)
 	value := func(ttl int64) []byte {
@@ -136,11 +146,14 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 }
 
 // busy is the answer to an acquire transaction that did not succeed: a *store.BusyError naming the
-// holder its read found (none when the lease expired between the compare and the read).
+// holder its read found, the exclusive grant's or a seat's (none when it expired between the
+// compare and the read).
 func (s *Store) busy(task string, r *txnResp) error {
 	var kvs []keyValue
-	if len(r.Responses) > 0 && r.Responses[0].Range != nil {
-		kvs = r.Responses[0].Range.Kvs
+	for _, resp := range r.Responses {
+		if resp.Range != nil && len(kvs) == 0 {
+			kvs = resp.Range.Kvs
+		}
 	}
 	if len(kvs) == 0 {
 		return &store.BusyError{Lease: store.Lease{Task: task}}
@@ -218,7 +231,16 @@ func (s *Store) current(ctx context.Context, l store.Lease) (store.Lease, int64,
 // Renew keeps l's etcd lease alive (one keep-alive) and records the new expiry. A ttl that rounds
 // to a different number of seconds than the grant moves the key to a fresh etcd lease.
 func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
-	cur, id, err := s.current(ctx, l)
+	key, cur, id, err := s.leaseKey(l.Task), store.Lease{}, int64(0), error(nil)
+	if l.Limit >= 2 {
+		var kv keyValue
+		if kv, err = s.liveSeat(ctx, l); err == nil {
+			key, id = string(kv.Key), int64(kv.Lease)
+			cur, _, err = s.decode(l.Task, kv)
+		}
+	} else {
+		cur, id, err = s.current(ctx, l)
+	}
 	if err != nil {
 		return store.Lease{}, err
 	}
@@ -241,12 +263,13 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 		newID, got = int64(g.ID), time.Duration(g.TTL)*time.Second
 	}
 	cur.Expires = time.UnixMicro(sent.Add(got).UnixMicro())
-	v, _ := json.Marshal(leaseValue{Holder: cur.Holder, RunID: cur.RunID, Acquired: cur.Acquired.UnixMicro(), Expires: cur.Expires.UnixMicro(), TTL: int64(got / time.Second)})
-	key := s.leaseKey(l.Task)
-	r, err := s.c.txn(ctx, txnReq{
-		Compare: []compare{cmpCreate(key, l.Token), cmpLease(key, id)},
-		Success: []op{opPut(key, string(v), newID), opPut(s.holderKey(l.Task), cur.Holder, newID)},
-	})
+	v, _ := json.Marshal(leaseValue{Holder: cur.Holder, RunID: cur.RunID, Acquired: cur.Acquired.UnixMicro(), Expires: cur.Expires.UnixMicro(),
+		TTL: int64(got / time.Second), Limit: cur.Limit})
+	ops := []op{opPut(key, string(v), newID)}
+	if cur.Limit < 2 {
+		ops = append(ops, opPut(s.holderKey(l.Task), cur.Holder, newID))
+	}
+	r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpCreate(key, l.Token), cmpLease(key, id)}, Success: ops})
 	if err != nil {
 		return store.Lease{}, s.mapErr(err)
 	}
@@ -266,6 +289,9 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 // holder, then keeps the etcd lease for reuse. An expired grant nobody replaced (the fence still
 // carries its token) releases fine. See store.Leaser.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
+	if l.Limit >= 2 {
+		return s.releaseSeat(ctx, l)
+	}
 	key, hkey := s.leaseKey(l.Task), s.holderKey(l.Task)
 	r, err := s.c.txn(ctx, txnReq{
 		Compare: []compare{cmpCreate(key, l.Token), cmpValue(hkey, l.Holder)},
@@ -276,17 +302,7 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 		return s.mapErr(err)
 	}
 	if r.Succeeded {
-		if len(r.Responses) > 0 && r.Responses[0].Delete != nil {
-			if prev := r.Responses[0].Delete.PrevKvs; len(prev) > 0 && prev[0].Lease != 0 {
-				var v leaseValue
-				if json.Unmarshal(prev[0].Value, &v) == nil && v.TTL > 0 {
-					// Its TTL last restarted when the recorded expiry was computed.
-					s.putBack(idleLease{id: int64(prev[0].Lease), ttl: v.TTL, fresh: time.UnixMicro(v.Expires).Add(-time.Duration(v.TTL) * time.Second)})
-				} else {
-					s.revoke(int64(prev[0].Lease))
-				}
-			}
-		}
+		s.keepDeleted(r)
 		return nil
 	}
 	var cur, fence []keyValue
@@ -299,16 +315,41 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	return fmt.Errorf("%w: task %q token %d held by %q is not the current grant", store.ErrNotHeld, l.Task, l.Token, l.Holder)
 }
 
-// Leases lists the grants whose keys exist and whose recorded expiry has not passed.
+// keepDeleted keeps the etcd lease of the key a released transaction's first op deleted (with
+// its previous value) for reuse.
+func (s *Store) keepDeleted(r *txnResp) {
+	if len(r.Responses) == 0 || r.Responses[0].Delete == nil {
+		return
+	}
+	if prev := r.Responses[0].Delete.PrevKvs; len(prev) > 0 && prev[0].Lease != 0 {
+		var v leaseValue
+		if json.Unmarshal(prev[0].Value, &v) == nil && v.TTL > 0 {
+			// Its TTL last restarted when the recorded expiry was computed.
+			s.putBack(idleLease{id: int64(prev[0].Lease), ttl: v.TTL, fresh: time.UnixMicro(v.Expires).Add(-time.Duration(v.TTL) * time.Second)})
+		} else {
+			s.revoke(int64(prev[0].Lease))
+		}
+	}
+}
+
+// Leases lists the grants and seats whose keys exist and whose recorded expiry has not passed,
+// in one read.
 func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
-	gr, err := s.c.getPrefix(ctx, s.p+"l/")
+	r, err := s.c.txn(ctx, txnReq{Success: []op{opRange(s.p+"l/", false), opRange(s.p+"s/", false)}})
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
+	if len(r.Responses) != 2 || r.Responses[0].Range == nil || r.Responses[1].Range == nil {
+		return nil, fmt.Errorf("%w: etcd at %s: the leases read returned %d responses", store.ErrUnavailable, s.where, len(r.Responses))
+	}
 	now := time.Now()
 	out := []store.Lease{}
-	for _, k := range gr.Kvs {
-		task, err := url.PathUnescape(strings.TrimPrefix(string(k.Key), s.p+"l/"))
+	for _, k := range append(r.Responses[0].Range.Kvs, r.Responses[1].Range.Kvs...) {
+		name := strings.TrimPrefix(string(k.Key), s.p+"l/")
+		if rest, ok := strings.CutPrefix(string(k.Key), s.p+"s/"); ok {
+			name, _, _ = strings.Cut(rest, "/") // s/TASK/ID: the task is escaped, '/' too
+		}
+		task, err := url.PathUnescape(name)
 		if err != nil {
 			continue
 		}
@@ -332,8 +373,19 @@ func (s *Store) Lost(l store.Lease) <-chan struct{} {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		found := l.Limit < 2 // a seat's key is looked up by its token first
 		for s.ctx.Err() == nil {
-			if s.watchLoss(key, l.Token) {
+			if !found {
+				kv, err := s.liveSeat(s.ctx, l)
+				if errors.Is(err, store.ErrNotHeld) {
+					close(ch)
+					return
+				}
+				if found = err == nil; found {
+					key = string(kv.Key)
+				}
+			}
+			if found && s.watchLoss(key, l.Token) {
 				close(ch)
 				return
 			}
@@ -450,10 +502,10 @@ func (s *Store) indexTasks(ctx context.Context) error {
 	return nil
 }
 
-// checkAcquire refuses a TTL below 1ms and a seat (store.NoSeats).
+// checkAcquire refuses a TTL below 1ms and a bad Limit (store.CheckLimit).
 func checkAcquire(req store.AcquireRequest) error {
 	if req.TTL < time.Millisecond {
 		return fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
-	return store.NoSeats("etcd", req)
+	return store.CheckLimit(req)
 }

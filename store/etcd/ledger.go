@@ -27,13 +27,12 @@ func (k kv) Load(ctx context.Context, task, slot string) (*kvstore.Doc, kvstore.
 	return d, int64(gr.Kvs[0].ModRevision), now, err
 }
 
+// Save fences by the fence key's mod revision (the latest token) in one transaction; a token that
+// is not the latest may be a seat's: then the transaction is sent again, fenced by the seat's
+// record (seats.go), whose create revision is the token.
 func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run string) error {
 	s := k.s
 	key := s.docKey(d.Task, d.Slot)
-	cmps := []compare{cmpMod(key, ver)}
-	if token > 0 {
-		cmps = append(cmps, cmpMod(s.fenceKey(d.Task), token))
-	}
 	ops := []op{opPut(key, string(d.Marshal()), 0)}
 	if t, ok := d.Waits(); ok { // the index of waiting slots, in the same transaction
 		ops = append(ops, opPut(s.waitKey(d.Task, d.Slot), strconv.FormatInt(t.UnixMicro(), 10), 0))
@@ -44,21 +43,40 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		b, _ := json.Marshal([2]string{d.Task, d.Slot})
 		ops = append(ops, opPut(s.runKey(run), string(b), 0))
 	}
-	r, err := s.c.txn(ctx, txnReq{Compare: cmps, Success: ops, Failure: []op{opGet(s.fenceKey(d.Task))}})
-	if err != nil {
+	if token <= 0 {
+		r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver)}, Success: ops})
+		if err != nil || r.Succeeded {
+			return s.mapErr(err)
+		}
+		return kvstore.ErrStale
+	}
+	r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver), cmpMod(s.fenceKey(d.Task), token)}, Success: ops,
+		Failure: []op{opGet(s.fenceKey(d.Task)), opRange(s.recordDir(d.Task), true)}})
+	if err != nil || r.Succeeded {
 		return s.mapErr(err)
 	}
-	if r.Succeeded {
-		return nil
+	latest := int64(0)
+	var records []keyValue
+	if len(r.Responses) == 2 && r.Responses[0].Range != nil && r.Responses[1].Range != nil {
+		if kvs := r.Responses[0].Range.Kvs; len(kvs) > 0 {
+			latest = int64(kvs[0].ModRevision)
+		}
+		records = r.Responses[1].Range.Kvs
 	}
-	if token > 0 {
-		latest := int64(0)
-		if len(r.Responses) > 0 && r.Responses[0].Range != nil && len(r.Responses[0].Range.Kvs) > 0 {
-			latest = int64(r.Responses[0].Range.Kvs[0].ModRevision)
-		}
-		if latest != token {
-			return fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %d)", store.ErrNotHeld, token, d.Task, latest)
-		}
+	if latest == token {
+		return kvstore.ErrStale
+	}
+	rec, ok := byToken(records, token)
+	if !ok {
+		return fmt.Errorf("%w: token %d is not a current lease token of task %q (latest %d)", store.ErrNotHeld, token, d.Task, latest)
+	}
+	rkey := string(rec.Key)
+	r, err = s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver), cmpCreate(rkey, token)}, Success: ops, Failure: []op{opGet(rkey)}})
+	if err != nil || r.Succeeded {
+		return s.mapErr(err)
+	}
+	if len(r.Responses) == 1 && r.Responses[0].Range != nil && len(r.Responses[0].Range.Kvs) == 0 {
+		return fmt.Errorf("%w: seat token %d of task %q was cleared (an exclusive grant, or it expired and its place was taken)", store.ErrNotHeld, token, d.Task)
 	}
 	return kvstore.ErrStale
 }
@@ -78,15 +96,24 @@ func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
 	return ts[0], ts[1], nil
 }
 
+// Grants reads the fence, the live seats and the seats' records in one transaction.
 func (k kv) Grants(ctx context.Context, task string) (kvstore.Grants, error) {
-	gr, err := k.s.c.get(ctx, k.s.fenceKey(task))
+	v, err := k.s.readGrants(ctx, task, false)
 	if err != nil {
-		return kvstore.Grants{}, k.s.mapErr(err)
+		return kvstore.Grants{}, err
 	}
-	if len(gr.Kvs) == 0 {
-		return kvstore.Grants{}, nil
+	var g kvstore.Grants
+	if len(v.fence) > 0 {
+		g.Latest = int64(v.fence[0].ModRevision)
 	}
-	return kvstore.Grants{Latest: int64(gr.Kvs[0].ModRevision)}, nil
+	if len(v.records) > 0 {
+		g.Seats = make(map[int64]bool, len(v.records))
+		for _, rec := range v.records {
+			_, live := byToken(v.seats, int64(rec.CreateRevision))
+			g.Seats[int64(rec.CreateRevision)] = live
+		}
+	}
+	return g, nil
 }
 
 func (k kv) Docs(ctx context.Context, task string) ([]*kvstore.Doc, error) {

@@ -42,8 +42,9 @@ func (s *Store) replace(ctx context.Context, req store.AcquireRequest) (store.Le
 	}
 }
 
-// endGrant deletes the task's live grant and returns it with Expires bounding its etcd lease
-// (see replace); nil when there was none, or it changed before it could be deleted.
+// endGrant deletes the task's live grant, or else its live seats (endSeats), and returns it with
+// Expires bounding its etcd lease (see replace); nil when there was none, or it changed before it
+// could be deleted.
 func (s *Store) endGrant(ctx context.Context, task string) (*store.Lease, error) {
 	key := s.leaseKey(task)
 	gr, err := s.c.get(ctx, key)
@@ -51,7 +52,7 @@ func (s *Store) endGrant(ctx context.Context, task string) (*store.Lease, error)
 		return nil, s.mapErr(err)
 	}
 	if len(gr.Kvs) == 0 {
-		return nil, nil
+		return s.endSeats(ctx, task)
 	}
 	kv := gr.Kvs[0]
 	old, _, err := s.decode(task, kv)
