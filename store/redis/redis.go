@@ -6,7 +6,8 @@
 // task's fencing counter, all stamped by Redis's own clock (TIME inside the script): an uncontended
 // acquire is one round trip. Renew and release are owner-checked scripts (holder and token). The
 // ledger is internal/kvstore: one document per (task, slot), written by a compare-and-set script
-// that is fenced by the task's counter. Every key of a task shares the hash tag {prefix:task}, so a
+// that is fenced by the task's counter. Seats (AcquireRequest.Limit, seats.go) are a hash of the
+// task's, summarised in its lease key while any is live. Every key of a task shares the hash tag {prefix:task}, so a
 // task's scripts touch one Redis Cluster slot.
 //
 // Redis without persistence forgets everything on restart. The store notices when it can: each
