@@ -83,5 +83,5 @@ func NoSeats(backend string, req AcquireRequest) error {
 	if err := CheckLimit(req); err != nil || req.Limit < 2 {
 		return err
 	}
-	return fmt.Errorf("%w: %s cannot grant seats yet (task %q, limit %d); use sqlite, postgres, mysql, etcd or zk for --limit", ErrUnsupported, backend, req.Task, req.Limit)
+	return fmt.Errorf("%w: %s cannot grant seats yet (task %q, limit %d); every store of this module grants them", ErrUnsupported, backend, req.Task, req.Limit)
 }

@@ -16,7 +16,9 @@ import (
 // acquire: ARGV[3] holder, ARGV[4] run id, ARGV[5] ttl in ms, ARGV[6] '1' to replace a live grant
 // (AcquireRequest.Replace). Returns {'BUSY', value} or {'OK', token, acquired µs[, replaced value]}: the caller knows the rest of the grant (holder, run id, expiry =
 // acquired + ttl), so the value it would decode is not sent back. The epoch is written with a new
-// counter only: check() has just seen an existing one carry it.
+// counter only: check() has just seen an existing one carry it. Live seats keep the lease key set
+// (their summary, seats.go), so the exclusive grant is busy while any is live; a grant deletes
+// the seats, which ends their fence.
 var acquireScript = goredis.NewScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
@@ -33,9 +35,11 @@ local v = cjson.encode({t = string.format('%d', n), h = ARGV[3], r = ARGV[4],
   a = string.format('%d', t), x = string.format('%d', t + ttl * 1000)})
 if cur then
   redis.call('SET', KEYS[2], v, 'PX', ttl)
+  redis.call('DEL', KEYS[4])
   return {'OK', n, t, cur}
 end
 redis.call('SET', KEYS[2], v, 'NX', 'PX', ttl)
+redis.call('DEL', KEYS[4])
 return {'OK', n, t}
 `)
 
@@ -46,7 +50,7 @@ if type(n) == 'table' then return n end
 local cur = redis.call('GET', KEYS[2])
 if not cur then return {'NOTHELD'} end
 local c = cjson.decode(cur)
-if c.h ~= ARGV[3] or c.t ~= ARGV[4] then return {'NOTHELD'} end
+if c.h ~= ARGV[3] or c.t ~= ARGV[4] or c.l then return {'NOTHELD'} end
 local ttl = tonumber(ARGV[5])
 c.x = string.format('%d', now() + ttl * 1000)
 local v = cjson.encode(c)
@@ -65,7 +69,7 @@ if not cur then
   return {'NOTHELD'}
 end
 local c = cjson.decode(cur)
-if c.h ~= ARGV[3] or c.t ~= ARGV[4] then return {'NOTHELD'} end
+if c.h ~= ARGV[3] or c.t ~= ARGV[4] or c.l then return {'NOTHELD'} end
 redis.call('DEL', KEYS[2])
 return {'OK'}
 `)
@@ -83,8 +87,9 @@ return 1
 // indexKeys are the keys of indexScript.
 func (s *Store) indexKeys() []string { return []string{s.key("tasks"), s.key("task-names")} }
 
+// taskKeys are KEYS[1..4] of every task script: check() reads them.
 func (s *Store) taskKeys(task string) []string {
-	return []string{s.tkey(task, "fence"), s.tkey(task, "lease"), s.tkey(task, "slots")}
+	return []string{s.tkey(task, "fence"), s.tkey(task, "lease"), s.tkey(task, "slots"), s.tkey(task, "seats")}
 }
 
 func (s *Store) run(ctx context.Context, sc *goredis.Script, task string, keys []string, args ...any) ([]any, error) {
@@ -102,6 +107,7 @@ type leaseValue struct {
 	R string `json:"r"`
 	A string `json:"a"`
 	X string `json:"x"`
+	L string `json:"l,omitempty"` // a seat's limit; on the lease key, marks the seats' summary
 }
 
 func decodeLease(task string, v any) (store.Lease, error) {
@@ -113,10 +119,15 @@ func decodeLease(task string, v any) (store.Lease, error) {
 	tok, err1 := strconv.ParseInt(lv.T, 10, 64)
 	a, err2 := strconv.ParseInt(lv.A, 10, 64)
 	x, err3 := strconv.ParseInt(lv.X, 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	var limit int
+	var err4 error
+	if lv.L != "" {
+		limit, err4 = strconv.Atoi(lv.L)
+	}
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return store.Lease{}, fmt.Errorf("%w: corrupt lease of task %q: %v", store.ErrUnavailable, task, err)
 	}
-	return store.Lease{Task: task, Holder: lv.H, RunID: lv.R, Token: tok, Acquired: time.UnixMicro(a), Expires: time.UnixMicro(x)}, nil
+	return store.Lease{Task: task, Holder: lv.H, RunID: lv.R, Token: tok, Acquired: time.UnixMicro(a), Expires: time.UnixMicro(x), Limit: limit}, nil
 }
 
 func ttlMillis(ttl time.Duration) int64 {
@@ -124,22 +135,25 @@ func ttlMillis(ttl time.Duration) int64 {
 }
 
 // Acquire grants req.Task's lease when it is free, or with req.Replace over a live grant (the
-// value is overwritten in the same script): one round trip (on a client's first acquire of
-// the task, the task index's script is pipelined with it). See store.Leaser.
+// value is overwritten in the same script), or with req.Limit >= 2 one of its seats (seats.go):
+// one round trip (on a client's first acquire of the task, the task index's script is pipelined
+// with it). See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
-	if err := store.NoSeats("redis", req); err != nil {
+	if err := store.CheckLimit(req); err != nil {
 		return store.Lease{}, err
 	}
 	if req.TTL < time.Millisecond {
 		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
-	keys := s.taskKeys(req.Task)
-	replace := "0"
-	if req.Replace {
-		replace = "1"
+	sc, last, limit := acquireScript, "0", 0
+	switch {
+	case req.Limit >= 2:
+		sc, last, limit = seatAcquireScript, strconv.Itoa(req.Limit), req.Limit
+	case req.Replace:
+		last = "1"
 	}
-	args := []any{s.epoch, s.seen(req.Task), req.Holder, req.RunID, ttlMillis(req.TTL), replace}
-	res, unacked, err := s.sendAcquire(ctx, req.Task, keys, args)
+	args := []any{s.epoch, s.seen(req.Task), req.Holder, req.RunID, ttlMillis(req.TTL), last}
+	res, unacked, err := s.sendAcquire(ctx, sc, req.Task, s.taskKeys(req.Task), args)
 	if res == nil {
 		return store.Lease{}, err
 	}
@@ -168,7 +182,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	}
 	s.see(req.Task, tok)
 	l := store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: tok,
-		Acquired: time.UnixMicro(a), Expires: time.UnixMicro(a + ttlMillis(req.TTL)*1000)}
+		Acquired: time.UnixMicro(a), Expires: time.UnixMicro(a + ttlMillis(req.TTL)*1000), Limit: limit}
 	if unacked != nil {
 		_ = s.Release(ctx, l) // a grant a failover could lose is not handed out; the token is spent
 		return store.Lease{}, unacked
@@ -183,10 +197,10 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	return l, nil
 }
 
-// sendAcquire runs the acquire script: with ?wait, after indexing the task and followed by WAIT
+// sendAcquire runs an acquire script (sc): with ?wait, after indexing the task and followed by WAIT
 // (unacked: the grant did not reach enough replicas); else in one round trip, pipelined with the
 // task index's script on a client's first acquire of the task. A nil reply comes with its error.
-func (s *Store) sendAcquire(ctx context.Context, task string, keys []string, args []any) (res *goredis.Cmd, unacked, err error) {
+func (s *Store) sendAcquire(ctx context.Context, sc *goredis.Script, task string, keys []string, args []any) (res *goredis.Cmd, unacked, err error) {
 	switch {
 	case s.wait > 0:
 		if !s.indexed(task) {
@@ -197,20 +211,20 @@ func (s *Store) sendAcquire(ctx context.Context, task string, keys []string, arg
 			s.known[task] = true
 			s.mu.Unlock()
 		}
-		res, err := s.durable(ctx, acquireScript, "lease grant", keys, args...)
+		res, err := s.durable(ctx, sc, "lease grant", keys, args...)
 		if res == nil {
 			return nil, nil, err
 		}
 		return res, err, nil
 	case s.indexed(task):
-		return acquireScript.Run(ctx, s.c, keys, args...), nil, nil
+		return sc.Run(ctx, s.c, keys, args...), nil, nil
 	}
 	p := s.c.Pipeline()
 	add := indexScript.Eval(ctx, p, s.indexKeys(), task) // the body: no NOSCRIPT to recover from
-	res = acquireScript.EvalSha(ctx, p, keys, args...)
+	res = sc.EvalSha(ctx, p, keys, args...)
 	_, _ = p.Exec(ctx)
 	if err := res.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		res = acquireScript.Run(ctx, s.c, keys, args...)
+		res = sc.Run(ctx, s.c, keys, args...)
 	}
 	if add.Err() == nil {
 		s.mu.Lock()
@@ -222,6 +236,9 @@ func (s *Store) sendAcquire(ctx context.Context, task string, keys []string, arg
 
 // Renew extends l by ttl from now by Redis's clock. See store.Leaser.
 func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	if l.Limit >= 2 {
+		return s.renewSeat(ctx, l, ttl)
+	}
 	r, err := s.run(ctx, renewScript, l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10), ttlMillis(ttl))
 	if err != nil {
 		return store.Lease{}, err
@@ -234,6 +251,9 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 
 // Release gives l up. See store.Leaser.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
+	if l.Limit >= 2 {
+		return s.releaseSeat(ctx, l)
+	}
 	r, err := s.run(ctx, releaseScript, l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10))
 	if err != nil {
 		return err
@@ -253,7 +273,8 @@ func (s *Store) epochOK(cmd *goredis.StringCmd) error {
 	return s.mapErr(err)
 }
 
-// Leases lists the unexpired grants.
+// Leases lists the unexpired grants: the lease keys, and the seats of the tasks whose key is their
+// summary (one more round trip when there are any).
 func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 	p := s.c.Pipeline()
 	ep := p.Get(ctx, s.key("epoch"))
@@ -273,6 +294,7 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 	}
 	_, _ = p.Exec(ctx)
 	out := []store.Lease{}
+	var seated []string
 	for i, g := range gets {
 		v, err := g.Result()
 		if errors.Is(err, goredis.Nil) {
@@ -285,9 +307,17 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 		if err != nil {
 			return nil, err
 		}
+		if l.Limit >= 2 {
+			seated = append(seated, names[i])
+			continue
+		}
 		out = append(out, l)
 	}
-	return out, nil
+	if len(seated) == 0 {
+		return out, nil
+	}
+	seats, err := s.liveSeats(ctx, seated)
+	return append(out, seats...), err
 }
 
 var _ store.TaskLister = (*Store)(nil)

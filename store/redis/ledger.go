@@ -14,41 +14,46 @@ import (
 	"github.com/once-run/once/store"
 )
 
-// load: KEYS[4] the slot document. Returns {counter, now µs, version, doc}.
+// load: KEYS[5] the slot document. Returns {counter, now µs, version, doc}.
 var loadScript = goredis.NewScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
-local d = {}
-if KEYS[4] then d = redis.call('HMGET', KEYS[4], 'v', 'd') end
+local d = redis.call('HMGET', KEYS[5], 'v', 'd')
 return {n, string.format('%d', now()), d[1] or false, d[2] or false}
 `)
 
-// save: KEYS[4] the slot document, KEYS[5] the task's waiting index (a sorted set of slots by
+// save: KEYS[5] the slot document, KEYS[6] the task's waiting index (a sorted set of slots by
 // the time they started waiting); ARGV[3] version read, ARGV[4] token (0: not fenced), ARGV[5]
 // document, ARGV[6] slot name, ARGV[7] when the slot started waiting in µs (empty: it does not wait).
+// The fence (kvstore.Grants.Current): the token is the counter, or a seat's while the seats are
+// current (the counter is a seat's token: no exclusive grant came after them).
 var saveScript = goredis.NewScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
-if ARGV[4] ~= '0' and string.format('%d', n) ~= ARGV[4] then return {'NOTHELD', n} end
+local latest = string.format('%d', n)
+if ARGV[4] ~= '0' and latest ~= ARGV[4] and
+  (redis.call('HEXISTS', KEYS[4], ARGV[4]) == 0 or redis.call('HEXISTS', KEYS[4], latest) == 0) then
+  return {'NOTHELD', n}
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], 'n', 0, 'e', ARGV[1]) end
-local v = tonumber(redis.call('HGET', KEYS[4], 'v') or '0')
+local v = tonumber(redis.call('HGET', KEYS[5], 'v') or '0')
 if v ~= tonumber(ARGV[3]) then return {'STALE'} end
-redis.call('HSET', KEYS[4], 'v', v + 1, 'd', ARGV[5])
+redis.call('HSET', KEYS[5], 'v', v + 1, 'd', ARGV[5])
 redis.call('SADD', KEYS[3], ARGV[6])
-if ARGV[7] ~= '' then redis.call('ZADD', KEYS[5], ARGV[7], ARGV[6]) else redis.call('ZREM', KEYS[5], ARGV[6]) end
+if ARGV[7] ~= '' then redis.call('ZADD', KEYS[6], ARGV[7], ARGV[6]) else redis.call('ZREM', KEYS[6], ARGV[6]) end
 return {'OK'}
 `)
 
-// forget: KEYS[4] the slot document, KEYS[5] the task's waiting index; ARGV[3] version read,
+// forget: KEYS[5] the slot document, KEYS[6] the task's waiting index; ARGV[3] version read,
 // ARGV[4] slot name. Removes the document when it is still that version.
 var forgetScript = goredis.NewScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
-local v = tonumber(redis.call('HGET', KEYS[4], 'v') or '0')
+local v = tonumber(redis.call('HGET', KEYS[5], 'v') or '0')
 if v ~= tonumber(ARGV[3]) then return {'STALE'} end
-redis.call('DEL', KEYS[4])
+redis.call('DEL', KEYS[5])
 redis.call('SREM', KEYS[3], ARGV[4])
-redis.call('ZREM', KEYS[5], ARGV[4])
+redis.call('ZREM', KEYS[6], ARGV[4])
 return {'OK'}
 `)
 
@@ -126,13 +131,24 @@ func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
 
 func (k kv) Grants(ctx context.Context, task string) (kvstore.Grants, error) {
 	s := k.s
-	r, err := s.run(ctx, loadScript, task, s.taskKeys(task))
+	r, err := s.run(ctx, grantsScript, task, s.taskKeys(task))
 	if err != nil {
 		return kvstore.Grants{}, err
 	}
 	n, _ := r[0].(int64)
 	s.see(task, n)
-	return kvstore.Grants{Latest: n}, nil
+	g := kvstore.Grants{Latest: n}
+	for i := 1; i+1 < len(r); i += 2 {
+		tok, err := strconv.ParseInt(fmt.Sprint(r[i]), 10, 64)
+		if err != nil {
+			return kvstore.Grants{}, fmt.Errorf("%w: corrupt seat of task %q: %v", store.ErrUnavailable, task, err)
+		}
+		if g.Seats == nil {
+			g.Seats = map[int64]bool{}
+		}
+		g.Seats[tok] = r[i+1] == int64(1)
+	}
+	return g, nil
 }
 
 func (k kv) Docs(ctx context.Context, task string) ([]*kvstore.Doc, error) {

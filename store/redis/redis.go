@@ -6,7 +6,8 @@
 // task's fencing counter, all stamped by Redis's own clock (TIME inside the script): an uncontended
 // acquire is one round trip. Renew and release are owner-checked scripts (holder and token). The
 // ledger is internal/kvstore: one document per (task, slot), written by a compare-and-set script
-// that is fenced by the task's counter. Every key of a task shares the hash tag {prefix:task}, so a
+// that is fenced by the task's counter. Seats (AcquireRequest.Limit, seats.go) are a hash of the
+// task's, summarised in its lease key while any is live. Every key of a task shares the hash tag {prefix:task}, so a
 // task's scripts touch one Redis Cluster slot.
 //
 // Redis without persistence forgets everything on restart. The store notices when it can: each
@@ -212,14 +213,14 @@ func (s *Store) mapErr(err error) error {
 }
 
 // check is the ledger-loss guard shared by the scripts. KEYS[1] is the task's counter hash, KEYS[2]
-// its lease key, KEYS[3] its slot set; ARGV[1] the prefix epoch, ARGV[2] the highest token this
+// its lease key, KEYS[3] its slot set, KEYS[4] its seats (taskKeys); ARGV[1] the prefix epoch, ARGV[2] the highest token this
 // client saw. It returns the counter (0 when none) or raises "LOST".
 const check = `
 local function check()
   local f = redis.call('HMGET', KEYS[1], 'n', 'e')
   local n = tonumber(f[1])
   if n == nil then
-    if tonumber(ARGV[2]) > 0 or redis.call('EXISTS', KEYS[2]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then
+    if tonumber(ARGV[2]) > 0 or redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[4]) > 0 then
       return redis.error_reply('LOST')
     end
     return 0
