@@ -159,7 +159,9 @@ func (s *Store) putSeat(ctx context.Context, req store.AcquireRequest, v grantsV
 	if len(v.fence) > 0 {
 		fence = cmpMod(s.fenceKey(req.Task), int64(v.fence[0].ModRevision))
 	}
-	sent := time.Now()
+	// The grant's time is when its etcd lease's TTL last restarted (sent with the first read, so
+	// before this transaction): its expiry is then exactly that plus the TTL, never later than etcd's.
+	sent := g.fresh
 	expires := g.fresh.Add(time.Duration(g.ttl) * time.Second)
 	val, _ := json.Marshal(leaseValue{Holder: req.Holder, RunID: req.RunID, Acquired: sent.UnixMicro(), Expires: expires.UnixMicro(),
 		TTL: g.ttl, Limit: req.Limit})
