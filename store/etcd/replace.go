@@ -55,15 +55,10 @@ func (s *Store) endGrant(ctx context.Context, task string) (*store.Lease, error)
 		return s.endSeats(ctx, task)
 	}
 	kv := gr.Kvs[0]
-	old, _, err := s.decode(task, kv)
+	old, err := s.bounded(ctx, task, kv)
 	if err != nil {
 		return nil, err
 	}
-	ttl, err := s.c.timeToLive(ctx, int64(kv.Lease))
-	if err != nil {
-		return nil, s.mapErr(err)
-	}
-	old.Expires = time.Now().Add(time.Duration(max(int64(ttl.TTL), 0)+1) * time.Second)
 	r, err := s.c.txn(ctx, txnReq{
 		Compare: []compare{cmpCreate(key, int64(kv.CreateRevision)), cmpMod(key, int64(kv.ModRevision))},
 		Success: []op{opDel(key, false), opDel(s.holderKey(task), false)},
@@ -76,4 +71,19 @@ func (s *Store) endGrant(ctx context.Context, task string) (*store.Lease, error)
 	}
 	s.revoke(int64(kv.Lease)) // nothing uses it now; the old holder's next renewal finds no key
 	return &old, nil
+}
+
+// bounded decodes the grant kv of task with Expires bounding its etcd lease: now plus the lease's
+// remaining TTL, rounded up by a second (etcd reports whole seconds).
+func (s *Store) bounded(ctx context.Context, task string, kv keyValue) (store.Lease, error) {
+	l, _, err := s.decode(task, kv)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	ttl, err := s.c.timeToLive(ctx, int64(kv.Lease))
+	if err != nil {
+		return store.Lease{}, s.mapErr(err)
+	}
+	l.Expires = time.Now().Add(time.Duration(max(int64(ttl.TTL), 0)+1) * time.Second)
+	return l, nil
 }

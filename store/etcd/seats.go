@@ -255,15 +255,11 @@ func (s *Store) endSeats(ctx context.Context, task string) (*store.Lease, error)
 		ops  []op
 	)
 	for _, k := range gr.Kvs {
-		l, _, err := s.decode(task, k)
+		l, err := s.bounded(ctx, task, k)
 		if err != nil {
 			return nil, err
 		}
-		ttl, err := s.c.timeToLive(ctx, int64(k.Lease))
-		if err != nil {
-			return nil, s.mapErr(err)
-		}
-		if l.Expires = time.Now().Add(time.Duration(max(int64(ttl.TTL), 0)+1) * time.Second); last == nil || l.Expires.After(last.Expires) {
+		if last == nil || l.Expires.After(last.Expires) {
 			last = &l
 		}
 		cmps = append(cmps, cmpMod(string(k.Key), int64(k.ModRevision)))
