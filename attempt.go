@@ -25,7 +25,11 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 	run := g.newRun(ls, st)
 	if d, reason := g.decideSlot(st); d != Ran {
 		g.logDecision(ctx, d, reason, st.Last, ls.Token(), quiet)
-		return Result{Decision: d, Attempt: st.Last, Reason: reason}, time.Time{}, nil
+		r := Result{Decision: d, Attempt: st.Last, Reason: reason}
+		if d == Busy {
+			r.Holder = seatHolder(g.o.Task, st.Last)
+		}
+		return r, time.Time{}, nil
 	}
 
 	// 4. Work: prepared first, so that work which cannot start costs no attempt; then recorded as
@@ -114,11 +118,21 @@ func (g *guard) newRun(ls *lease.Lease, st store.SlotState) *Run {
 	return run
 }
 
+// seatHolder is the grant that runs attempt a, as a Busy result names it.
+func seatHolder(task string, a *store.Attempt) *store.Lease {
+	return &store.Lease{Task: task, Holder: a.Holder, RunID: a.RunID, Token: a.Token}
+}
+
 // decideSlot is the slot policy for a slot in state st: Ran when it has no memory (no slot) or
-// no attempt yet.
+// no attempt yet; with Options.Limit, Busy while another seat's attempt runs it.
 func (g *guard) decideSlot(st store.SlotState) (Decision, string) {
 	if st.Last == nil || g.slot == "" {
 		return Ran, ""
+	}
+	if l := st.Last; g.o.Limit >= 2 && l.State == store.Running && l.Resolution == nil {
+		// Abandon left it running, so its holder's seat is live: the slot is busy, not in doubt.
+		return Busy, fmt.Sprintf("slot %s is running: attempt %d by %s holds another seat (token %d, run %s)",
+			l.Slot, l.Number, l.Holder, l.Token, l.RunID)
 	}
 	if g.o.Untried {
 		return Skipped, fmt.Sprintf("already tried: attempt %d by %s is %s", st.Last.Number, st.Last.Holder, st.Last.State)
@@ -138,6 +152,8 @@ func (g *guard) logDecision(ctx context.Context, d Decision, reason string, last
 		g.log.Info("skipped", "reason", reason, "attempt", last.Number)
 		g.event(ctx, store.Skipped, token, last.Number, reason)
 		g.decisionSpan(ctx, Skipped, reason, lastAttrs(last, token)...)
+	case Busy:
+		g.busyEvent(ctx, reason, seatHolder(g.o.Task, last))
 	case Review:
 		args := []any{"reason", reason, "attempt", last.Number}
 		if g.o.ResolveHint != nil {

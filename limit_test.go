@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/store"
 )
 
 // Options.Limit 2, with the local lock directory set: two calls without a slot run at once, each
@@ -51,5 +52,45 @@ func TestLimitInvalid(t *testing.T) {
 		if _, err := once.Do(context.Background(), o, func(context.Context, *once.Run) error { return nil }); !errors.Is(err, once.ErrInvalid) {
 			t.Errorf("Limit %d Replace %v: %v, want ErrInvalid", o.Limit, o.Replace, err)
 		}
+	}
+}
+
+// Options.Limit 2 and one slot: while one holder runs the slot, a second holder of the other seat
+// is busy (the slot is running under a live seat), records no review, and runs nothing.
+func TestLimitSameSlotBusy(t *testing.T) {
+	s, _ := newStore(t)
+	o := once.Options{Store: s, Task: "t", Slot: "s1", Limit: 2, TTL: 10 * time.Second}
+	inA, release := make(chan *once.Run, 1), make(chan struct{})
+	aDone := make(chan once.Result, 1)
+	go func() {
+		oa := o
+		oa.Holder = "a"
+		r, err := once.Do(context.Background(), oa, func(ctx context.Context, run *once.Run) error {
+			inA <- run
+			<-release
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		aDone <- r
+	}()
+	<-inA
+	ob := o
+	ob.Holder = "b"
+	rb := do(t, ob, func(context.Context, *once.Run) error { t.Error("b ran the slot a runs"); return nil })
+	close(release)
+	ra := <-aDone
+	if ra.Decision != once.Ran || rb.Decision != once.Busy || rb.Holder == nil || rb.Holder.Holder != "a" ||
+		!strings.Contains(rb.Reason, "holds another seat") {
+		t.Fatalf("decisions %s, %s (%s, holder %+v); want ran, busy naming a", ra.Decision, rb.Decision, rb.Reason, rb.Holder)
+	}
+	es, err := s.History(context.Background(), store.HistoryQuery{Task: "t"})
+	kinds := map[store.State]int{}
+	for _, e := range es {
+		kinds[e.State]++
+	}
+	if err != nil || kinds[store.Busy] != 1 || kinds[store.Review] != 0 || kinds[store.Succeeded] != 1 {
+		t.Fatalf("history %v (%v): want one succeeded attempt, one busy event, no review", kinds, err)
 	}
 }
