@@ -15,7 +15,7 @@ MAILTO=ops@example.com
 CRON_TZ=Europe/Berlin
 
 # once: name=backup timeout=1h on-unknown=rerun max-attempts=3
-# once: notify="https://hooks.example.com/x" catch-up=6h catch-up-max=2
+# once: notify="https://hooks.example.com/x" catch-up=6h catch-up-max=2 limit=2
 0 2 * * * /usr/local/bin/backup --full >> /var/log/backup.log 2>&1
 */15 9-17 * * MON-FRI   cd /srv && ./poll.sh
 @daily date +\%F > /tmp/today
@@ -33,13 +33,13 @@ func TestParseCrontabGood(t *testing.T) {
 	want := []Job{
 		{Name: "backup", Schedule: "0 2 * * *", TZ: "Europe/Berlin", Command: sh("/usr/local/bin/backup --full >> /var/log/backup.log 2>&1"),
 			Env: env, Timeout: time.Hour, OnUnknown: "rerun", MaxAttempts: 3, Notify: "https://hooks.example.com/x",
-			CatchUp: 6 * time.Hour, CatchUpMax: 2, Overlap: "skip", Source: "me.crontab:9"},
+			CatchUp: 6 * time.Hour, CatchUpMax: 2, Overlap: "skip", Limit: 2, Source: "me.crontab:9"},
 		{Name: DeriveName("cd /srv && ./poll.sh"), Schedule: "*/15 9-17 * * MON-FRI", TZ: "Europe/Berlin", Command: sh("cd /srv && ./poll.sh"),
-			Env: env, OnUnknown: "review", Overlap: "skip", Source: "me.crontab:10"},
+			Env: env, OnUnknown: "review", Overlap: "skip", Limit: 1, Source: "me.crontab:10"},
 		{Name: DeriveName("date +%F > /tmp/today"), Schedule: "@daily", TZ: "Europe/Berlin", Command: sh("date +%F > /tmp/today"),
-			Env: env, OnUnknown: "review", Overlap: "skip", Source: "me.crontab:11"},
+			Env: env, OnUnknown: "review", Overlap: "skip", Limit: 1, Source: "me.crontab:11"},
 		{Name: DeriveName("echo $GREETING"), Schedule: "@hourly", TZ: "Europe/Berlin", Command: sh("echo $GREETING"),
-			Env: []string{"GREETING=hello world", env[0], env[1]}, OnUnknown: "review", Overlap: "skip", Source: "me.crontab:13"},
+			Env: []string{"GREETING=hello world", env[0], env[1]}, OnUnknown: "review", Overlap: "skip", Limit: 1, Source: "me.crontab:13"},
 	}
 	if !reflect.DeepEqual(jobs, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", jobs, want)
@@ -126,6 +126,8 @@ func TestParseCrontabBad(t *testing.T) {
 		{"# once: name=\"a b\"\n0 2 * * * /bin/x\n", `c.crontab:1: job name: task name "a b" has ' ' at byte 1`},
 		{"# once: timeout=forever\n0 2 * * * /bin/x\n", `c.crontab:1: timeout "forever" is not a duration`},
 		{"# once: max-attempts=many\n0 2 * * * /bin/x\n", `c.crontab:1: max-attempts "many" is not a whole number`},
+		{"# once: limit=two\n0 2 * * * /bin/x\n", `c.crontab:1: limit "two" is not a whole number: give one such as 2`},
+		{"# once: limit=2 overlap=replace\n0 2 * * * /bin/x\n", `c.crontab:1: overlap = "replace" cannot be combined with limit = 2`},
 		{"# once: overlap=allow\n0 2 * * * /bin/x\n", `c.crontab:1: overlap "allow": use skip (the default), buffer-one or replace`},
 		{"0 2 * * * /bin/x\n0 3 * * * /bin/x\n", `c.crontab:2: job name "x-`},
 		{"0 2 * * * /bin/\xff\n", `c.crontab:1: the line is not valid UTF-8`},

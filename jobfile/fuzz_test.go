@@ -32,7 +32,7 @@ func asTOML(j Job) string {
 			fmt.Fprintf(&b, "%s = %s\n", k, quote(s))
 		}
 	}
-	fmt.Fprintf(&b, "on-unknown = %q\noverlap = %q\nmax-attempts = %d\n", j.OnUnknown, j.Overlap, j.MaxAttempts)
+	fmt.Fprintf(&b, "on-unknown = %q\noverlap = %q\nmax-attempts = %d\nlimit = %d\n", j.OnUnknown, j.Overlap, j.MaxAttempts, j.Limit)
 	fmt.Fprintf(&b, "timeout = %q\ngrace = %q\nretry-backoff = %q\njitter = %q\n", j.Timeout, j.Grace, j.RetryBackoff, j.Jitter)
 	if j.TTL > 0 {
 		fmt.Fprintf(&b, "ttl = %q\n", j.TTL)

@@ -88,6 +88,8 @@ func writeJob(b *strings.Builder, c cronJob, j Job, cmd string) {
 				fmt.Fprintf(b, "%s = %d\n", k, j.MaxAttempts)
 			case k == "catch-up-max":
 				fmt.Fprintf(b, "%s = %d\n", k, j.CatchUpMax)
+			case k == "limit":
+				fmt.Fprintf(b, "%s = %d\n", k, j.Limit)
 			default:
 				fmt.Fprintf(b, "%s = %s\n", k, quote(o.val))
 			}

@@ -30,6 +30,7 @@ type Job struct {
 	Jitter       time.Duration // random delay up to this after the fire time; 0 = none
 	Notify, Ping string        // http(s) URLs, "" = none
 	Overlap      string        // "skip" (default) | "buffer-one" | "replace"
+	Limit        int           // most slots of the job running at once in the fleet, each on a seat of its lease; 1 (default) = one at a time
 	Source       string        // "file:line" where the job is defined, for messages
 }
 

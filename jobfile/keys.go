@@ -29,7 +29,7 @@ type fields map[string]value
 
 // jobKeys are the keys of a job, in the order the docs and ImportCrontab list them.
 var jobKeys = []string{"name", "schedule", "tz", "command", "dir", "env", "timeout", "ttl", "grace",
-	"on-unknown", "max-attempts", "retry-backoff", "catch-up", "catch-up-max", "jitter", "notify", "ping", "overlap"}
+	"on-unknown", "max-attempts", "retry-backoff", "catch-up", "catch-up-max", "jitter", "notify", "ping", "overlap", "limit"}
 
 // defaultsKeys may be given in [defaults]: every job key but the three that make a job itself.
 func defaultsKey(k string) bool {
@@ -112,7 +112,7 @@ var durationKeys = map[string]struct {
 // build validates one job's fields into a Job. file and line are where the job starts; a bad key's
 // error points at the key's own line.
 func build(file string, line int, f fields) (Job, error) {
-	j := Job{Source: source(file, line), OnUnknown: string(once.PolicyReview), Overlap: "skip"}
+	j := Job{Source: source(file, line), OnUnknown: string(once.PolicyReview), Overlap: "skip", Limit: 1}
 	bad := func(k, format string, args ...any) error {
 		at := line
 		if v, ok := f[k]; ok && v.line > 0 {
@@ -136,6 +136,13 @@ func build(file string, line int, f fields) (Job, error) {
 	}
 	if _, ok := f["catch-up-max"]; ok && j.CatchUp == 0 {
 		return Job{}, bad("catch-up-max", "catch-up-max needs a catch-up window: add catch-up = \"6h\" (or remove catch-up-max)")
+	}
+	if j.Limit >= 2 && j.Overlap == "replace" {
+		k := "overlap"
+		if f["limit"].line > f["overlap"].line {
+			k = "limit"
+		}
+		return Job{}, bad(k, "overlap = \"replace\" cannot be combined with limit = %d: replace stops the one running slot; use overlap = \"skip\" or \"buffer-one\" with a limit, or limit = 1", j.Limit)
 	}
 	if j.CatchUp > 0 && j.CatchUpMax == 0 {
 		j.CatchUpMax = 1
@@ -161,7 +168,7 @@ var flagWords = strings.NewReplacer("--schedule", "schedule", "--tz", "tz")
 
 // set validates one key's value into j; "" when good, else what is wrong and how to fix it.
 func set(j *Job, k string, v any) string {
-	if o, ok := v.(optText); ok && k != "max-attempts" && k != "catch-up-max" {
+	if o, ok := v.(optText); ok && !intKeys[k] {
 		v = string(o)
 	}
 	if d, ok := durationKeys[k]; ok {
@@ -186,6 +193,10 @@ func set(j *Job, k string, v any) string {
 		n, msg := intValue(k, v, 1, maxCatchUpMax, "1")
 		j.CatchUpMax = n
 		return msg
+	case "limit":
+		n, msg := intValue(k, v, 1, store.MaxLimit, "2")
+		j.Limit = n
+		return msg
 	}
 	s, ok := v.(string)
 	if !ok {
@@ -196,6 +207,9 @@ func set(j *Job, k string, v any) string {
 	}
 	return setString(j, k, s)
 }
+
+// intKeys are the keys whose values are whole numbers.
+var intKeys = map[string]bool{"max-attempts": true, "catch-up-max": true, "limit": true}
 
 var stringExample = map[string]string{
 	"name": `"backup"`, "schedule": `"0 2 * * *"`, "tz": `"Europe/Berlin"`, "dir": `"/srv/app"`,

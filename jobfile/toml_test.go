@@ -38,6 +38,7 @@ jitter = "30s"
 notify = "https://hooks.example.com/x"
 ping = "https://hc-ping.com/uuid"
 overlap = "buffer-one"
+limit = 3
 
 [[job]]
 name = "sweep"
@@ -55,14 +56,14 @@ func TestParseTOMLGood(t *testing.T) {
 	}
 	want := []Job{
 		{Name: "backup", Schedule: "0 2 * * *", TZ: "UTC", Command: []string{"/usr/local/bin/backup", "--full"},
-			Env: []string{"LANG=C", "PGHOST=db2"}, Timeout: time.Hour, OnUnknown: "review", Overlap: "skip", Source: "jobs.toml:7"},
+			Env: []string{"LANG=C", "PGHOST=db2"}, Timeout: time.Hour, OnUnknown: "review", Overlap: "skip", Limit: 1, Source: "jobs.toml:7"},
 		{Name: "report", Schedule: "@daily", TZ: "Europe/Berlin", Command: []string{"sh", "-c", "report --all > /tmp/r.txt"},
 			Dir: "/srv/app", Env: []string{"LANG=C", "PGHOST=db"}, Timeout: 2 * time.Hour, TTL: 2 * time.Minute, Grace: 30 * time.Second,
 			OnUnknown: "rerun", MaxAttempts: 3, RetryBackoff: time.Minute, CatchUp: 36 * time.Hour, CatchUpMax: 1,
 			Jitter: 30 * time.Second, Notify: "https://hooks.example.com/x", Ping: "https://hc-ping.com/uuid", Overlap: "buffer-one",
-			Source: "jobs.toml:15"},
+			Limit: 3, Source: "jobs.toml:15"},
 		{Name: "sweep", Schedule: "*/5 * * * *", TZ: "UTC", Command: []string{"/bin/sweep"}, Env: []string{"LANG=C", "PGHOST=db"},
-			Timeout: 2 * time.Hour, OnUnknown: "review", CatchUp: time.Hour, CatchUpMax: 12, Overlap: "replace", Source: "jobs.toml:32"},
+			Timeout: 2 * time.Hour, OnUnknown: "review", CatchUp: time.Hour, CatchUpMax: 12, Overlap: "replace", Limit: 1, Source: "jobs.toml:33"},
 	}
 	if !reflect.DeepEqual(jobs, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", jobs, want)
@@ -117,6 +118,11 @@ func TestParseTOMLBad(t *testing.T) {
 		{job("jitter = \"2d\""), `x.toml:5: jitter "2d" is out of range`},
 		{job("on-unknown = \"ask\""), `x.toml:5: on-unknown "ask": use review, rerun or skip`},
 		{job("overlap = \"forbid\""), `x.toml:5: overlap "forbid": use skip (the default), buffer-one or replace`},
+		{job("limit = 0"), `x.toml:5: limit 0 is out of range: give 1 to 1000`},
+		{job("limit = 1001"), `x.toml:5: limit 1001 is out of range: give 1 to 1000`},
+		{job("limit = \"2\""), `x.toml:5: limit must be a whole number, such as 2`},
+		{job("overlap = \"replace\"", "limit = 2"), `x.toml:6: overlap = "replace" cannot be combined with limit = 2: replace stops the one running slot`},
+		{"[defaults]\nlimit = 4\n" + job("overlap = \"replace\""), `x.toml:7: overlap = "replace" cannot be combined with limit = 4`},
 		{job("max-attempts = -1"), `x.toml:5: max-attempts -1 is out of range: give 0 to 1000`},
 		{job("max-attempts = \"3\""), `x.toml:5: max-attempts must be a whole number, such as 0 (no limit)`},
 		{job("catch-up-max = 3"), `x.toml:5: catch-up-max needs a catch-up window: add catch-up = "6h"`},

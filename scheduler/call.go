@@ -18,6 +18,9 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 	o := once.Options{Store: s.c.Store, Task: jb.Name, Holder: s.c.Node, TTL: jb.TTL, MaxAttempts: jb.MaxAttempts,
 		OnUnknown: once.Policy(jb.OnUnknown), LockDir: s.c.LockDir, Logger: s.log, Fleet: true, Untried: l.untried,
 		TracerProvider: s.c.TracerProvider}
+	if jb.Limit >= 2 {
+		o.Limit = jb.Limit // each launch takes one of the job's seats; the ledger keeps one attempt per slot
+	}
 	if s.c.Resolve != nil {
 		o.ResolveHint = func(sl string) string {
 			if r := s.c.Resolve(jb.Name, sl); r != nil {
@@ -52,8 +55,8 @@ func (js *jobState) call(ctx context.Context, a *active) {
 			timeout = time.AfterFunc(jb.Timeout, func() {
 				js.mu.Lock()
 				defer js.mu.Unlock()
-				if js.active == a && a.run == run {
-					js.stopLocked(ctx, fmt.Sprintf("timed out after %s", jb.Timeout))
+				if js.activeLocked(a) && a.run == run {
+					js.stopLocked(ctx, a, fmt.Sprintf("timed out after %s", jb.Timeout))
 				}
 			})
 		}
@@ -171,8 +174,12 @@ func (js *jobState) after(ctx context.Context, a *active, res once.Result) {
 	}
 	switch res.Decision {
 	case once.Busy: // every slot of the launch: a catch-up elsewhere may die half-way
+		skip := (jb.Overlap == "skip" || jb.Overlap == "") && a.l.why == whyFire
 		for _, sl := range a.l.slots {
-			js.watchLocked(sl, a.l.untried && (jb.Overlap != "skip" && jb.Overlap != "" || a.l.why != whyFire))
+			w := js.watchLocked(sl, a.l.untried && !skip)
+			if w != nil && skip && jb.Limit >= 2 && res.Attempt == nil { // every seat taken, by other nodes too
+				w.skipNote = fmt.Sprintf("overlap = skip: all %d seats of the job were taken when slot %s fired", jb.Limit, sl)
+			}
 		}
 		return
 	case once.Ran:

@@ -188,7 +188,10 @@ func (s *Scheduler) startTrigger(ctx context.Context, name string, k store.Key) 
 		return
 	}
 	js.mu.Lock()
-	pending := js.active != nil && js.active.l.trigger == k.RunID
+	pending := false
+	for _, a := range js.actives {
+		pending = pending || a.l.trigger == k.RunID
+	}
 	for _, q := range js.queue {
 		pending = pending || q.trigger == k.RunID
 	}

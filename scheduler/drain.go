@@ -26,9 +26,7 @@ func (s *Scheduler) drain() {
 			s.log.Info("draining: dropping queued launches", "task", js.job.Name, "launches", n)
 		}
 		js.queue = nil
-		if js.active != nil {
-			running++
-		}
+		running += len(js.actives)
 		js.mu.Unlock()
 	}
 	done := make(chan struct{})
@@ -44,7 +42,9 @@ func (s *Scheduler) drain() {
 	}
 	for _, js := range jobs {
 		js.mu.Lock()
-		js.stopLocked(context.Background(), "the node drains (its drain time is over)")
+		for _, a := range js.actives {
+			js.stopLocked(context.Background(), a, "the node drains (its drain time is over)")
+		}
 		js.mu.Unlock()
 	}
 	<-done

@@ -101,6 +101,7 @@ type witness struct {
 	mu      sync.Mutex
 	running int
 	overlap int
+	most    int // the most runs at one moment
 	runs    []once.Run
 }
 
@@ -111,6 +112,7 @@ func (w *witness) work(d time.Duration) once.Work {
 		if w.running > 1 {
 			w.overlap++
 		}
+		w.most = max(w.most, w.running)
 		w.runs = append(w.runs, *run)
 		w.mu.Unlock()
 		defer func() { w.mu.Lock(); w.running--; w.mu.Unlock() }()

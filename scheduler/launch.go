@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -39,8 +40,8 @@ type jobState struct {
 	job         Job
 	spec        slot.Spec
 	next        slot.Slot         // the next slot to fire (dispatcher)
-	active      *active           // the launch in progress on this node, nil when idle
-	queue       []launch          // launches waiting for active to end (buffer-one, replace, follow-ups)
+	actives     []*active         // the launches in progress on this node, oldest first; at most the job's limit
+	queue       []launch          // launches waiting for a place among actives (buffer-one, replace, follow-ups)
 	watches     map[string]*watch // slots this node follows up, by slot
 	needAccount bool              // a fire was refused: account before the next one
 	removed     bool              // no longer in the jobs (a reload)
@@ -48,7 +49,7 @@ type jobState struct {
 	lastLag     time.Duration     // how late after its fire time the dispatcher fired it
 }
 
-// active is the launch in progress.
+// active is a launch in progress.
 type active struct {
 	l       launch
 	cancel  context.CancelCauseFunc // ends a Work job's context (stop)
@@ -56,6 +57,16 @@ type active struct {
 	run     *once.Run               // the attempt running now, nil between attempts
 	stopped string                  // why it was stopped (replace, timeout, drain), "" if not
 }
+
+// limit is how many launches of the job may run on this node at once: the job's limit (its seats
+// in the fleet), at least 1.
+func (js *jobState) limitLocked() int { return max(js.job.Limit, 1) }
+
+// fullLocked is whether a new launch must wait (or meet the overlap policy).
+func (js *jobState) fullLocked() bool { return len(js.actives) >= js.limitLocked() }
+
+// activeLocked is whether a is still one of the launches in progress.
+func (js *jobState) activeLocked(a *active) bool { return slices.Contains(js.actives, a) }
 
 func (js *jobState) takeAccount() bool {
 	js.mu.Lock()
@@ -77,7 +88,7 @@ func (s *Scheduler) fire(ctx context.Context, js *jobState, sl slot.Slot) {
 	}
 	js.mu.Lock()
 	l := launch{slots: []string{sl.Value}, untried: true, why: whyFire}
-	if js.active == nil {
+	if !js.fullLocked() {
 		js.startLocked(ctx, l)
 		js.mu.Unlock()
 		return
@@ -86,14 +97,19 @@ func (s *Scheduler) fire(ctx context.Context, js *jobState, sl slot.Slot) {
 	js.overlapLocked(ctx, l)
 }
 
-// overlapLocked applies the job's overlap policy to launch l, due while js.active runs.
+// overlapLocked applies the job's overlap policy to launch l, due while this node runs as many
+// launches of the job as its limit allows.
 func (js *jobState) overlapLocked(ctx context.Context, l launch) {
-	s, jb, a := js.s, js.job, js.active
-	running := a.run
-	if running == nil { // between attempts, or not started: not an overlap yet
-		js.enqueueLocked(l)
-		return
+	s, jb := js.s, js.job
+	var a *active
+	for _, x := range js.actives {
+		if x.run == nil { // between attempts, or not started: not an overlap yet
+			js.enqueueLocked(l)
+			return
+		}
+		a = x
 	}
+	running := js.actives[0].run
 	sl := l.slots[0]
 	switch jb.Overlap {
 	case "buffer-one":
@@ -114,20 +130,49 @@ func (js *jobState) overlapLocked(ctx context.Context, l launch) {
 			}
 		}
 		js.enqueueLocked(l)
-		js.stopLocked(ctx, fmt.Sprintf("replaced by slot %s (overlap = replace)", sl))
+		js.stopLocked(ctx, a, fmt.Sprintf("replaced by slot %s (overlap = replace)", sl))
 	default: // skip
-		s.overlapSkip(ctx, jb, sl, running, fmt.Sprintf("overlap = skip: slot %s still runs on %s (attempt %d, run %s)",
-			running.Slot, running.Holder, running.Attempt, running.RunID))
+		note := fmt.Sprintf("overlap = skip: slot %s still runs on %s (attempt %d, run %s)",
+			running.Slot, running.Holder, running.Attempt, running.RunID)
+		if n := len(js.actives); n > 1 {
+			note = fmt.Sprintf("overlap = skip: all %d seats are taken on %s (slots %s)", n, running.Holder, js.runningSlotsLocked())
+		}
+		s.overlapSkip(ctx, jb, sl, running, note)
 	}
 }
 
-// overlapSkip records that slot sl was not run because of an overlap. Only the node that runs
-// the job records it, so the fleet records it once.
-func (s *Scheduler) overlapSkip(ctx context.Context, jb Job, sl string, running *once.Run, note string) {
-	s.log.Info("skipped", "task", jb.Name, "slot", sl, "reason", note)
-	e := store.Event{Task: jb.Name, Slot: sl, Kind: store.Skipped, Holder: s.c.Node, Token: running.Token, RunID: running.RunID, Note: note}
-	s.offDispatch(func() { s.record(ctx, e) })
+// runningSlotsLocked lists the slots the actives run, for notes.
+func (js *jobState) runningSlotsLocked() string {
+	var out []string
+	for _, a := range js.actives {
+		if a.run != nil {
+			out = append(out, a.run.Slot)
+		}
+	}
+	return strings.Join(out, ", ")
 }
+
+// overlapSkip records that slot sl was not run because of an overlap, once for the fleet (the
+// claim "overlap TASK SLOT" in recordedScope): the nodes that follow the slot up find the claim
+// and do not run it.
+func (s *Scheduler) overlapSkip(ctx context.Context, jb Job, sl string, running *once.Run, note string) {
+	e := store.Event{Task: jb.Name, Slot: sl, Kind: store.Skipped, Holder: s.c.Node, Note: note}
+	if running != nil {
+		e.Token, e.RunID = running.Token, running.RunID
+	}
+	s.offDispatch(func() {
+		n, err := s.recordOnce(ctx, overlapKind, []store.Event{e})
+		switch {
+		case err != nil:
+			s.log.Warn("could not record a skipped slot", "task", jb.Name, "slot", sl, "err", err)
+		case n == 1:
+			s.log.Info("skipped", "task", jb.Name, "slot", sl, "reason", note)
+		}
+	})
+}
+
+// overlapKind is the kind of the claims of overlapSkip.
+const overlapKind = "overlap"
 
 // offDispatch runs a store write off the dispatcher (which must not wait for the store between
 // fires) and the job's lock; Run waits for it before it returns.
@@ -137,13 +182,6 @@ func (s *Scheduler) offDispatch(fn func()) {
 		defer s.writes.Done()
 		fn()
 	}()
-}
-
-func (s *Scheduler) record(ctx context.Context, e store.Event) {
-	e.Note = store.Clip(e.Note, store.MaxNoteLen)
-	if err := s.c.Store.Record(context.WithoutCancel(ctx), e); err != nil {
-		s.log.Warn("could not record event", "task", e.Task, "slot", e.Slot, "event", string(e.Kind), "err", err)
-	}
 }
 
 // enqueueLocked queues l behind the active launch, once per slot set.
@@ -163,15 +201,15 @@ func (js *jobState) submit(ctx context.Context, l launch) {
 	if js.removed {
 		return
 	}
-	if js.active == nil {
+	if !js.fullLocked() {
 		js.startLocked(ctx, l)
 		return
 	}
 	js.enqueueLocked(l)
 }
 
-// startLocked makes l the active launch and runs it in a goroutine; when it ends, the next queued
-// launch starts (unless the scheduler drains).
+// startLocked makes l an active launch and runs it in a goroutine; when it ends, the queued
+// launches start while there is room (unless the scheduler drains).
 func (js *jobState) startLocked(ctx context.Context, l launch) {
 	s := js.s
 	if s.isDraining() {
@@ -179,7 +217,7 @@ func (js *jobState) startLocked(ctx context.Context, l launch) {
 	}
 	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	a := &active{l: l, cancel: cancel}
-	js.active = a
+	js.actives = append(js.actives, a)
 	s.runs.Add(1)
 	go func() {
 		defer s.runs.Done()
@@ -187,8 +225,8 @@ func (js *jobState) startLocked(ctx context.Context, l launch) {
 		js.call(lctx, a)
 		js.mu.Lock()
 		defer js.mu.Unlock()
-		js.active = nil
-		if len(js.queue) > 0 && !js.removed {
+		js.actives = slices.DeleteFunc(js.actives, func(x *active) bool { return x == a })
+		for len(js.queue) > 0 && !js.removed && !js.fullLocked() && !s.isDraining() {
 			next := js.queue[0]
 			js.queue = js.queue[1:]
 			js.startLocked(ctx, next)
@@ -196,10 +234,9 @@ func (js *jobState) startLocked(ctx context.Context, l launch) {
 	}()
 }
 
-// stopLocked stops the active launch through its stop path: a command gets SIGTERM and is killed
-// after its grace; a Work job's context is cancelled. Its outcome is still recorded.
-func (js *jobState) stopLocked(ctx context.Context, why string) {
-	a := js.active
+// stopLocked stops the launch a through its stop path: a command gets SIGTERM and is killed after
+// its grace; a Work job's context is cancelled. Its outcome is still recorded.
+func (js *jobState) stopLocked(ctx context.Context, a *active, why string) {
 	if a == nil || a.stopped != "" {
 		return
 	}

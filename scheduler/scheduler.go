@@ -163,6 +163,10 @@ func (s *Scheduler) Reload(jobs []Job) error {
 			return fmt.Errorf("%w: job %q is given twice", once.ErrInvalid, j.Name)
 		}
 		seen[j.Name] = true
+		if j.Limit < 0 || j.Limit > store.MaxLimit || j.Limit >= 2 && j.Overlap == "replace" {
+			return fmt.Errorf("%w: job %q: limit %d with overlap %q: give a limit of 1 to %d, and not with replace",
+				once.ErrInvalid, j.Name, j.Limit, j.Overlap, store.MaxLimit)
+		}
 		if len(j.Command) == 0 && j.Work == nil {
 			return fmt.Errorf("%w: job %q has neither Command nor Work", once.ErrInvalid, j.Name)
 		}
@@ -198,7 +202,7 @@ func (s *Scheduler) Reload(jobs []Job) error {
 	}
 	for _, js := range old {
 		js.mu.Lock()
-		if js.active != nil {
+		if len(js.actives) > 0 {
 			s.retired = append(s.retired, js)
 		}
 		js.removed = true

@@ -30,6 +30,7 @@ type JobStats struct {
 	LastFire time.Time     // the fire time of the last slot the dispatcher handled; zero before
 	LastLag  time.Duration // how long after LastFire the dispatcher handled it
 	Running  bool          // a launch of it is in progress on this node
+	Launches int           // how many launches of it are in progress on this node (up to its limit)
 }
 
 // Stats returns the node's counters now.
@@ -40,10 +41,9 @@ func (s *Scheduler) Stats() Stats {
 	for _, js := range s.snapshot() {
 		st.Jobs++
 		js.mu.Lock()
-		if js.active != nil {
-			st.Running++
-		}
-		j := JobStats{Name: js.job.Name, LastFire: js.lastFire, LastLag: js.lastLag, Running: js.active != nil}
+		st.Running += len(js.actives)
+		j := JobStats{Name: js.job.Name, LastFire: js.lastFire, LastLag: js.lastLag, Running: len(js.actives) > 0,
+			Launches: len(js.actives)}
 		if js.next.Value != "" {
 			j.Next = fireTime(js.job.Name, js.next, js.job.Jitter)
 		}

@@ -15,6 +15,9 @@ type watch struct {
 	runIfUntried bool      // run it when nobody has tried it (it waited behind another slot)
 	retryUntil   time.Time // a failed attempt is tried again only before this (the next slot's fire)
 	since        time.Time
+	// skipNote, when set, records the slot skipped (overlap = skip) if it is still untried once a
+	// seat is free: it fired while every seat of the job was taken, on several nodes (limit).
+	skipNote string
 }
 
 // maxWatch bounds how long a slot is followed up (a holder that keeps renewing for days).
@@ -23,9 +26,10 @@ const maxWatch = 7 * 24 * time.Hour
 // maxWatches bounds the slots followed up per job: the oldest go first.
 const maxWatches = 16
 
-func (js *jobState) watchLocked(sl string, runIfUntried bool) {
+// watchLocked follows slot sl up; it returns the watch, nil when the job is gone.
+func (js *jobState) watchLocked(sl string, runIfUntried bool) *watch {
 	if sl == "" || js.removed {
-		return
+		return nil
 	}
 	now := js.s.clock.now()
 	w := js.watches[sl]
@@ -43,6 +47,7 @@ func (js *jobState) watchLocked(sl string, runIfUntried bool) {
 			w.retryUntil = fireTime(js.job.Name, nx, js.job.Jitter)
 		}
 	}
+	return w
 }
 
 func (js *jobState) dropOldestLocked() {
@@ -57,8 +62,9 @@ func (js *jobState) dropOldestLocked() {
 	}
 }
 
-// followUp reads, for each watched slot whose task's lease is no longer held, the slot's state
-// and acts on it (see decide). One Leases call per poll, and a Slot read per slot that was let go.
+// followUp reads, for each watched slot whose task's lease is no longer held (for a job with a
+// limit: a seat is free), the slot's state and acts on it (see followAction). One Leases call per
+// poll, and a Slot read per slot that was let go.
 func (s *Scheduler) followUp(ctx context.Context) {
 	var jobs []*jobState
 	for _, js := range s.snapshot() {
@@ -78,30 +84,52 @@ func (s *Scheduler) followUp(ctx context.Context) {
 		}
 		return
 	}
-	held := make(map[string]bool, len(leases))
-	for _, l := range leases {
-		held[l.Task] = true
-	}
+	live := liveGrants(leases)
 	now := s.clock.now()
 	for _, js := range jobs {
 		js.mu.Lock()
-		name, idle := js.job.Name, js.active == nil
+		name, limit, full := js.job.Name, js.limitLocked(), js.fullLocked()
 		ws := make([]*watch, 0, len(js.watches))
 		for _, w := range js.watches {
 			ws = append(ws, w)
 		}
 		js.mu.Unlock()
-		if held[name] || !idle {
+		g := live[name]
+		if full || g.exclusive || len(g.seats) >= limit {
 			continue
 		}
 		for _, w := range ws {
-			s.followSlot(ctx, js, w, now)
+			s.followSlot(ctx, js, w, now, g.seats)
 		}
 	}
 }
 
-// followSlot reads one watched slot and acts: drop the watch, keep it, or launch the slot.
-func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now time.Time) {
+// grants are a task's live grants: its exclusive lease, or its seats by token.
+type grants struct {
+	exclusive bool
+	seats     map[int64]bool
+}
+
+func liveGrants(leases []store.Lease) map[string]grants {
+	out := make(map[string]grants, len(leases))
+	for _, l := range leases {
+		g := out[l.Task]
+		if l.Limit < 2 {
+			g.exclusive = true
+		} else {
+			if g.seats == nil {
+				g.seats = map[int64]bool{}
+			}
+			g.seats[l.Token] = true
+		}
+		out[l.Task] = g
+	}
+	return out
+}
+
+// followSlot reads one watched slot and acts: drop the watch, keep it, or launch the slot. seats
+// are the task's live seats: a slot one of them runs is kept.
+func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now time.Time, seats map[int64]bool) {
 	js.mu.Lock()
 	jb := js.job
 	js.mu.Unlock()
@@ -113,6 +141,20 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		return
 	}
 	act, untried := followAction(st, w, jb, now)
+	if l := st.Last; l != nil && l.State == store.Running && seats[l.Token] {
+		act = keep // another seat runs it
+	}
+	if act == run && untried { // it waited behind another slot, unless that node skipped it
+		switch skipped, err := s.wasSkipped(ctx, jb.Name, w.slot); {
+		case err != nil:
+			act = keep
+		case skipped:
+			act = drop
+		}
+	}
+	if act == drop && st.Last == nil && w.skipNote != "" {
+		s.overlapSkip(ctx, jb, w.slot, nil, w.skipNote)
+	}
 	if act == keep {
 		if now.Sub(w.since) < maxWatch {
 			return
@@ -127,6 +169,21 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 	if act == run {
 		js.submit(ctx, launch{slots: []string{w.slot}, untried: untried, why: whyFollow})
 	}
+}
+
+// wasSkipped is whether slot sl was recorded skipped by an overlap policy (overlapSkip's claim).
+func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (bool, error) {
+	if s.keys == nil {
+		return false, nil
+	}
+	got, err := s.keys.Lookup(ctx, recordedScope, []string{overlapKind + " " + task + " " + sl})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("cannot read whether a watched slot was skipped", "task", task, "slot", sl, "err", err)
+		}
+		return false, err
+	}
+	return len(got) > 0, nil
 }
 
 type action int

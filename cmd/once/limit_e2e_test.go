@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -106,4 +107,51 @@ func TestLimitUsage(t *testing.T) {
 			t.Errorf("once run %v: exit %d, stderr %q; want 64 and one line with %q", c.args, r.code, r.stderr, c.want)
 		}
 	}
+}
+
+// TestDaemonLimit: three daemons, a jobs file job with limit = 2 that runs 2.5 s every 2 s:
+// every slot of the window runs exactly once (with limit = 1 every other slot would be skipped,
+// its predecessor still running), never more than two at once, each with its own fencing token;
+// on every store.
+func TestDaemonLimit(t *testing.T) {
+	acrossStores(t, func(t *testing.T, b backend) {
+		dsn, dir := b.isolated(), t.TempDir()
+		w := filepath.Join(dir, "witness")
+		jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf("[[job]]\nname = \"wide\"\nschedule = \"@every 2s\"\ntz = \"UTC\"\nttl = \"5s\"\nlimit = 2\ncommand = %q\n",
+			witnessScript(w, "${ONCE_SLOT}_${ONCE_FENCING_TOKEN}", "2.5")))
+		var ds []*daemon
+		for _, n := range []string{"node-a", "node-b", "node-c"} {
+			ds = append(ds, startDaemon(t, host(t, n, dsn).atVolume(), n, "--jobs", jobs))
+		}
+		for _, d := range ds {
+			d.waitLog("once daemon started", 20*time.Second)
+		}
+		from := time.Now().Add(time.Second)
+		time.Sleep(20 * time.Second)
+		to := time.Now().Add(-3 * time.Second)
+		for _, d := range ds {
+			if code := d.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
+				t.Errorf("daemon %s exited %d", d.name, code)
+			}
+		}
+		sp := witnessSpans(t, w)
+		slots, tokens := map[string]int{}, map[string]bool{}
+		for name := range sp {
+			sl, tok, _ := strings.Cut(name, "_")
+			slots[sl]++
+			if tokens[tok] {
+				t.Fatalf("token %s given twice: %v", tok, sp)
+			}
+			tokens[tok] = true
+		}
+		if most := overlap(sp); most > 2 {
+			t.Fatalf("%d commands ran at once, want at most 2: %v", most, sp)
+		}
+		for s := from.Truncate(2 * time.Second).Add(2 * time.Second); s.Before(to); s = s.Add(2 * time.Second) {
+			if v := s.UTC().Format("2006-01-02T15:04:05-07:00"); slots[v] != 1 {
+				t.Errorf("slot %s of the window ran %d times, want once (runs %v)", v, slots[v], sp)
+			}
+		}
+		t.Logf("%d runs, at most %d at once", len(sp), overlap(sp))
+	})
 }

@@ -1,0 +1,130 @@
+package scheduler_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/scheduler"
+	"github.com/once-run/once/store"
+)
+
+// limit = 2 on one node: two slots of the job run at once, each with its own token, and none is
+// skipped while a seat is free.
+func TestLimitTwoSlotsAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	w := &witness{}
+	j := workJob("par", "@every 1s", w.work(1500*time.Millisecond))
+	j.Limit = 2
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 5 * time.Second})
+	time.Sleep(4500 * time.Millisecond)
+	n.stop()
+	runs, _ := w.snapshot()
+	w.mu.Lock()
+	most := w.most
+	w.mu.Unlock()
+	h := f.history("par")
+	if most != 2 || len(runs) < 3 || count(h, store.Skipped, "") != 0 || count(h, store.Succeeded, "") != len(runs) {
+		t.Fatalf("at most %d at once (want 2), %d runs: %+v", most, len(runs), h)
+	}
+	tokens := map[int64]bool{}
+	for _, r := range runs {
+		if tokens[r.Token] {
+			t.Fatalf("token %d given twice: %+v", r.Token, runs)
+		}
+		tokens[r.Token] = true
+	}
+}
+
+// limit = 2 on three nodes, slots every second that run 2.5 s: never more than two at once in the
+// fleet, each slot run once, and each slot that found both seats taken recorded skipped once,
+// whichever nodes held the seats.
+func TestLimitFleet(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 3)
+	w := &witness{}
+	j := workJob("wide", "@every 1s", w.work(2500*time.Millisecond))
+	j.Limit = 2
+	var nodes []*node
+	for i := range 3 {
+		nodes = append(nodes, f.start(i, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 5 * time.Second}))
+	}
+	time.Sleep(8 * time.Second)
+	for _, n := range nodes {
+		n.stop()
+	}
+	runs, _ := w.snapshot()
+	w.mu.Lock()
+	most := w.most
+	w.mu.Unlock()
+	if most > 2 || len(runs) < 4 {
+		t.Fatalf("at most %d at once (want ≤ 2), %d runs", most, len(runs))
+	}
+	h := f.history("wide")
+	entries := map[string][]store.State{}
+	var last string
+	for _, e := range h {
+		entries[e.Slot] = append(entries[e.Slot], e.State)
+		if e.State == store.Succeeded && e.Slot > last {
+			last = e.Slot
+		}
+	}
+	skips := 0
+	for sl, es := range entries {
+		if len(es) != 1 && sl < last {
+			t.Fatalf("slot %s has entries %v, want one (run or skipped): %+v", sl, es, h)
+		}
+		if es[0] == store.Skipped {
+			skips++
+		}
+	}
+	if skips < 1 {
+		t.Fatalf("no slot was skipped with both seats taken: %+v", h)
+	}
+}
+
+// A job's limit out of range, or with overlap = replace, is refused.
+func TestLimitInvalid(t *testing.T) {
+	f := newFleet(t, 1)
+	for _, j := range []scheduler.Job{
+		func() scheduler.Job { j := workJob("a", "@daily", nil); j.Limit = 2; j.Overlap = "replace"; return j }(),
+		func() scheduler.Job { j := workJob("a", "@daily", nil); j.Limit = store.MaxLimit + 1; return j }(),
+	} {
+		j.Work = (&witness{}).work(0)
+		_, err := scheduler.New(scheduler.Config{Store: f.stores[0], Jobs: []scheduler.Job{j}})
+		if !errors.Is(err, once.ErrInvalid) {
+			t.Errorf("limit %d overlap %q: %v, want ErrInvalid", j.Limit, j.Overlap, err)
+		}
+	}
+}
+
+// overlap = buffer-one on two nodes: a slot the node running the job skipped (one already waits)
+// is not run later by the other node, which followed it up because it found the job busy.
+func TestBufferOneFleetKeepsSkips(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2)
+	w := &witness{}
+	j := workJob("buf2", "@every 1s", w.work(2500*time.Millisecond))
+	j.Overlap = "buffer-one"
+	a := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 10 * time.Second})
+	b := f.start(1, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 10 * time.Second})
+	time.Sleep(7 * time.Second)
+	a.stop()
+	b.stop()
+	_, overlap := w.snapshot()
+	h := f.history("buf2")
+	entries := map[string][]store.State{}
+	for _, e := range h {
+		entries[e.Slot] = append(entries[e.Slot], e.State)
+	}
+	if overlap > 0 || count(h, store.Skipped, "overlap = buffer-one") < 1 {
+		t.Fatalf("overlap %d: %+v", overlap, h)
+	}
+	for sl, es := range entries {
+		if len(es) != 1 {
+			t.Fatalf("slot %s has entries %v, want one (run or skipped): %+v", sl, es, h)
+		}
+	}
+}
