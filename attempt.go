@@ -44,7 +44,7 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 		}
 	}
 	att, err := g.o.Store.Begin(ctx, store.Attempt{Task: g.o.Task, Slot: g.slot, RunID: g.runID, Number: run.Attempt,
-		Holder: g.o.Holder, Token: run.Token, State: store.Running})
+		Holder: g.o.Holder, Token: run.Token, State: store.Running, Limit: g.seats()})
 	if errors.Is(err, store.ErrNotHeld) {
 		reason := "lost the lease before starting"
 		g.log.Info("busy", "reason", reason)
@@ -116,6 +116,14 @@ func (g *guard) newRun(ls *lease.Lease, st store.SlotState) *Run {
 		}
 	}
 	return run
+}
+
+// seats is the Limit of the seat the guard runs under (store.Attempt.Limit), 0 when exclusive.
+func (g *guard) seats() int {
+	if g.o.Limit >= 2 {
+		return g.o.Limit
+	}
+	return 0
 }
 
 // seatHolder is the grant that runs attempt a, as a Busy result names it.

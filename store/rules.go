@@ -42,3 +42,8 @@ func CheckScope(scope string) error {
 	}
 	return nil
 }
+
+// Concurrent reports whether attempts a and b of one task may run at the same time: both run under
+// seats (Attempt.Limit 2 or more) and are of different slots. Any other two attempts of a task
+// whose times overlap are what once exists to prevent: once doctor's OVERLAP, the timeline's marks.
+func Concurrent(a, b Attempt) bool { return a.Limit >= 2 && b.Limit >= 2 && a.Slot != b.Slot }

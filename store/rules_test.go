@@ -35,3 +35,21 @@ func TestCheckScope(t *testing.T) {
 		}
 	}
 }
+
+func TestConcurrent(t *testing.T) {
+	seat := func(sl string, n int) store.Attempt { return store.Attempt{Slot: sl, Limit: n} }
+	for _, c := range []struct {
+		a, b store.Attempt
+		want bool
+	}{
+		{seat("s1", 2), seat("s2", 2), true},
+		{seat("s1", 2), seat("s2", 5), true}, // different N on one task count the same seats
+		{seat("s1", 2), seat("s1", 2), false},
+		{seat("s1", 0), seat("s2", 2), false},
+		{seat("s1", 0), seat("s2", 0), false},
+	} {
+		if got := store.Concurrent(c.a, c.b); got != c.want || store.Concurrent(c.b, c.a) != c.want {
+			t.Errorf("Concurrent(%+v, %+v) = %v, want %v (both ways)", c.a, c.b, got, c.want)
+		}
+	}
+}

@@ -153,6 +153,10 @@ type Attempt struct {
 	Checkpoint string      `json:"checkpoint,omitempty"` // last checkpoint reported by this attempt
 	Note       string      `json:"note"`
 	Resolution *Resolution `json:"resolution,omitempty"`
+	// Limit is the Limit of the seat the attempt runs under (AcquireRequest.Limit, 2 or more), 0
+	// under the exclusive lease: attempts of seats may run at the same time (Concurrent), which
+	// once doctor and the timeline then do not call an overlap. Begin records it as given.
+	Limit int `json:"limit,omitempty"`
 }
 
 // Resolution is a person's decision on a slot that waited for review, attached to the slot's

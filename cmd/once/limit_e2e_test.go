@@ -65,6 +65,15 @@ func TestLimitRunsTwoAtOnce(t *testing.T) {
 		if len(slots) != n {
 			t.Fatalf("history: %d succeeded attempts under run- slots, want %d", len(slots), n)
 		}
+		for _, a := range hosts[0].history(task) {
+			if a["state"] == "succeeded" && a["limit"] != 2.0 {
+				t.Fatalf("history: an attempt of a seat without its limit: %v", a)
+			}
+		}
+		// Seats' attempts overlap on purpose: once doctor does not call that an incident.
+		if r := hosts[0].run("doctor"); strings.Contains(r.stdout, "OVERLAP") || !strings.Contains(r.stdout, "no overlapping attempts") {
+			t.Fatalf("doctor after seats' runs (exit %d): %s", r.code, r.stdout)
+		}
 	})
 }
 

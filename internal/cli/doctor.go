@@ -296,12 +296,9 @@ func pidAlive(pid int) bool {
 
 // staleRunning reports attempts still running whose holder's lease is gone.
 func staleRunning(ctx context.Context, s store.Store, hist []store.Entry, leases []store.Lease, r *report) {
-	held := map[string]int64{}
-	for _, l := range leases {
-		held[l.Task] = l.Token
-	}
+	held := liveTokens(leases)
 	for _, e := range hist {
-		if e.State != store.Running || held[e.Task] == e.Token {
+		if e.State != store.Running || held[e.Task][e.Token] {
 			continue
 		}
 		// Re-read: it may have begun under a lease taken after we listed them.
@@ -309,7 +306,7 @@ func staleRunning(ctx context.Context, s store.Store, hist []store.Entry, leases
 		if err != nil || st.Last == nil || st.Last.RunID != e.RunID || st.Last.State != store.Running {
 			continue
 		}
-		if ls, err := s.Leases(ctx); err == nil && leaseToken(ls, e.Task) == e.Token {
+		if ls, err := s.Leases(ctx); err == nil && liveTokens(ls)[e.Task][e.Token] {
 			continue
 		}
 		r.add("stale", store.LevelFail, e.Task, "slot %q attempt %d (run %s, holder %s, token %d) is still running but its holder's lease is gone: the holder died or was cut off; the next run marks it unknown",
@@ -317,16 +314,20 @@ func staleRunning(ctx context.Context, s store.Store, hist []store.Entry, leases
 	}
 }
 
-func leaseToken(ls []store.Lease, task string) int64 {
+// liveTokens are the tokens of the live grants of each task: its exclusive lease's, or its seats'.
+func liveTokens(ls []store.Lease) map[string]map[int64]bool {
+	out := map[string]map[int64]bool{}
 	for _, l := range ls {
-		if l.Task == task {
-			return l.Token
+		if out[l.Task] == nil {
+			out[l.Task] = map[int64]bool{}
 		}
+		out[l.Task][l.Token] = true
 	}
-	return -1
+	return out
 }
 
-// overlaps reports attempts of one task whose [start, end] intervals intersect.
+// overlaps reports attempts of one task whose [start, end] intervals intersect, but for attempts of
+// seats (once run --limit) of different slots (store.Concurrent).
 func overlaps(hist []store.Entry, now time.Time, r *report) {
 	byTask := map[string][]store.Attempt{}
 	for _, e := range hist {
@@ -348,7 +349,7 @@ func overlaps(hist []store.Entry, now time.Time, r *report) {
 		var prev *store.Attempt // the attempt seen so far that ends last
 		for i := range as {
 			a := &as[i]
-			if prev != nil && a.StartedAt.Before(end(*prev)) && a.RunID != prev.RunID {
+			if prev != nil && a.StartedAt.Before(end(*prev)) && a.RunID != prev.RunID && !store.Concurrent(*prev, *a) {
 				found++
 				r.add("overlap", store.LevelFail, task, "OVERLAP: attempt %d of slot %q (run %s, holder %s, token %d, %s–%s) and attempt %d of slot %q (run %s, holder %s, token %d, %s–%s) ran at the same time; this must never happen: check that every host uses the same store (--store/ONCE_STORE) and report it",
 					prev.Number, prev.Slot, prev.RunID, prev.Holder, prev.Token, fmtT(prev.StartedAt), fmtT(end(*prev)),

@@ -223,11 +223,11 @@ func (s *Store) HistoryQuery(q store.HistoryQuery) (string, []any, error) {
 	if q.ReadsEvents() {
 		parts = append(parts, `(SELECT 1 AS ev, id AS seq, task, slot, run_id, attempt, kind AS state, holder, token,
 			happened_at AS started_at, NULL AS ended_at, NULL AS exit_code, 0 AS records, '' AS progress, '' AS checkpoint,
-			note, NULL AS res_as, NULL AS res_by, NULL AS res_at, NULL AS res_note FROM {p}events`+s.force(ei)+tail(ev)+`)`)
+			note, NULL AS res_as, NULL AS res_by, NULL AS res_at, NULL AS res_note, 0 AS seats FROM {p}events`+s.force(ei)+tail(ev)+`)`)
 		args = append(args, ev.args...)
 	}
 	query := `SELECT ev, seq, task, slot, run_id, attempt, state, holder, token, started_at, ended_at, exit_code,
-		records, progress, checkpoint, note, res_as, res_by, res_at, res_note FROM (
+		records, progress, checkpoint, note, res_as, res_by, res_at, res_note, seats FROM (
 		` + strings.Join(parts, "\n\t\tUNION ALL\n\t\t") + `
 		) h ORDER BY started_at ` + dir + `, ev ` + dir + `, seq ` + dir + limit
 	return s.Q(query), args, nil

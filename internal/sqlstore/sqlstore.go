@@ -208,7 +208,7 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 
 // attemptCols are the attempts columns scanAttempt reads, in order.
 const attemptCols = `task, slot, run_id, attempt, state, holder, token, started_at, ended_at, exit_code,
-	records, progress, checkpoint, note, res_as, res_by, res_at, res_note`
+	records, progress, checkpoint, note, res_as, res_by, res_at, res_note, seats`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -221,7 +221,7 @@ func scanAttempt(r scanner) (store.Attempt, error) {
 		resAs, resBy, resNote sql.NullString
 	)
 	err := r.Scan(&a.Task, &a.Slot, &a.RunID, &a.Number, &state, &a.Holder, &a.Token, &a.StartedAt, &ended, &exit,
-		&a.Records, &a.Progress, &a.Checkpoint, &a.Note, &resAs, &resBy, &resAt, &resNote)
+		&a.Records, &a.Progress, &a.Checkpoint, &a.Note, &resAs, &resBy, &resAt, &resNote, &a.Limit)
 	if err != nil {
 		return a, err
 	}
@@ -280,9 +280,9 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 		}
 		// The unique constraints turn a duplicate number or a second running attempt into ErrConflict.
 		if _, err := tx.ExecContext(ctx, s.Q(`INSERT INTO {p}attempts
-			(task, slot, run_id, attempt, state, holder, token, started_at, records, progress, checkpoint, note)
-			VALUES (?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?)`),
-			a.Task, a.Slot, a.RunID, n, a.Holder, a.Token, a.Records, a.Progress, a.Checkpoint, a.Note); err != nil {
+			(task, slot, run_id, attempt, state, holder, token, started_at, records, progress, checkpoint, note, seats)
+			VALUES (?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?, ?)`),
+			a.Task, a.Slot, a.RunID, n, a.Holder, a.Token, a.Records, a.Progress, a.Checkpoint, a.Note, a.Limit); err != nil {
 			return err
 		}
 		if err := s.notWaiting(ctx, tx, a.Task, a.Slot); err != nil { // a new attempt ends a wait

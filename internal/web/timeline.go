@@ -20,8 +20,9 @@ type Bar struct {
 	Holder  string      `json:"holder"`
 	State   store.State `json:"state"`
 	Start   time.Time   `json:"start"`
-	End     time.Time   `json:"end"`     // now for a running attempt
-	Running bool        `json:"running"` // no end yet
+	End     time.Time   `json:"end"`             // now for a running attempt
+	Running bool        `json:"running"`         // no end yet
+	Seats   int         `json:"seats,omitempty"` // the Limit of the seat it ran under (once run --limit), 0 when exclusive
 	// Overlap names the other attempts of the same task that ran at the same time as this one,
 	// by holder and run id: the seed's incident, two holders at once.
 	Overlap []string `json:"overlap,omitempty"`
@@ -79,7 +80,8 @@ func (s *Server) timeline(ctx context.Context, from, to time.Time, task string) 
 			}
 			return nil
 		}
-		b := Bar{Task: e.Task, Slot: e.Slot, Attempt: e.Number, RunID: e.RunID, Holder: e.Holder, State: e.State, Start: e.StartedAt}
+		b := Bar{Task: e.Task, Slot: e.Slot, Attempt: e.Number, RunID: e.RunID, Holder: e.Holder, State: e.State, Start: e.StartedAt,
+			Seats: e.Limit}
 		if e.EndedAt != nil {
 			b.End = *e.EndedAt
 		} else {
@@ -112,13 +114,14 @@ func (s *Server) timeline(ctx context.Context, from, to time.Time, task string) 
 }
 
 // overlaps sorts one task's bars by start and marks every pair that ran at the same time (one
-// started before the other ended), naming each in the other's Overlap.
+// started before the other ended), naming each in the other's Overlap; but for seats' attempts of
+// different slots, which may (store.Concurrent).
 func overlaps(task string, bars []Bar) []Overlap {
 	sort.Slice(bars, func(i, j int) bool { return bars[i].Start.Before(bars[j].Start) })
 	var out []Overlap
 	for i := range bars {
 		for j := i + 1; j < len(bars) && bars[j].Start.Before(bars[i].End); j++ {
-			if bars[j].RunID == bars[i].RunID {
+			if bars[j].RunID == bars[i].RunID || store.Concurrent(bars[i].attempt(), bars[j].attempt()) {
 				continue
 			}
 			bars[i].Overlap = append(bars[i].Overlap, who(bars[j]))
@@ -128,6 +131,9 @@ func overlaps(task string, bars []Bar) []Overlap {
 	}
 	return out
 }
+
+// attempt is what store.Concurrent reads of a bar.
+func (b Bar) attempt() store.Attempt { return store.Attempt{Slot: b.Slot, Limit: b.Seats} }
 
 func who(b Bar) string { return b.Holder + " (" + b.RunID + ")" }
 

@@ -384,6 +384,14 @@ func TestOverlapsNameBothHolders(t *testing.T) {
 			t.Errorf("bar %s overlap %v", b.RunID, b.Overlap)
 		}
 	}
+	seats := []Bar{ // once run --limit: seats' attempts of different slots may overlap, not of one slot
+		{RunID: "s1", Slot: "x", Seats: 2, Start: t0, End: t0.Add(2 * time.Hour)},
+		{RunID: "s2", Slot: "y", Seats: 2, Start: t0.Add(time.Hour), End: t0.Add(3 * time.Hour)},
+		{RunID: "e", Slot: "z", Start: t0.Add(150 * time.Minute), End: t0.Add(4 * time.Hour)},
+	}
+	if ov := overlaps("wide", seats); len(ov) != 1 || ov[0].A.RunID != "s2" || ov[0].B.RunID != "e" {
+		t.Fatalf("overlaps of seats %+v: want only s2 with the exclusive e", ov)
+	}
 	if d, tot := progress("3/10"); d != 3 || tot != 10 {
 		t.Errorf("progress 3/10: %v/%v", d, tot)
 	}

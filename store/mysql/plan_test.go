@@ -186,3 +186,9 @@ func TestEventsMigrationRunsAgain(t *testing.T) {
 func TestSeatsUpgradeFromV4(t *testing.T) {
 	sqltest.SeatsUpgradeFromV4(t, withPrefix(t, serverDSN(t)), opener)
 }
+
+// TestAttemptSeatsUpgradeFromV5: a version 5 schema gets the attempts' seats column on open
+// (migration 006).
+func TestAttemptSeatsUpgradeFromV5(t *testing.T) {
+	sqltest.AttemptSeatsUpgradeFromV5(t, withPrefix(t, serverDSN(t)), opener)
+}

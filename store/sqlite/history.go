@@ -237,7 +237,7 @@ func (s *Store) historyQuery(q store.HistoryQuery) (string, []any, error) {
 	}
 	if q.ReadsEvents() {
 		parts = append(parts, `SELECT task, slot, attempt, run_id, kind, holder, token, at AS started_at, NULL, NULL, 0, '', '', note,
-			NULL, NULL, NULL, NULL, 1 AS ev, id AS seq FROM `+s.t.events+` INDEXED BY `+ei+where(ev))
+			NULL, NULL, NULL, NULL, 0, 1 AS ev, id AS seq FROM `+s.t.events+` INDEXED BY `+ei+where(ev))
 		args = append(args, ev.args...)
 	}
 	query := strings.Join(parts, " UNION ALL ") + ` ORDER BY started_at ` + dir + `, ev ` + dir + `, seq ` + dir + ` LIMIT ?`

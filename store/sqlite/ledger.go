@@ -10,7 +10,7 @@ import (
 )
 
 const attemptCols = `task, slot, number, run_id, state, holder, token, started_at, ended_at, exit_code,
-	records, progress, checkpoint, note, resolved_as, resolved_by, resolved_at, resolution_note`
+	records, progress, checkpoint, note, resolved_as, resolved_by, resolved_at, resolution_note, seats`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -21,7 +21,7 @@ func scanAttempt(r scanner) (store.Attempt, error) {
 	var ended, exit, resAt sql.NullInt64
 	var resAs, resBy, resNote sql.NullString
 	if err := r.Scan(&a.Task, &a.Slot, &a.Number, &a.RunID, &state, &a.Holder, &a.Token, &started, &ended, &exit,
-		&a.Records, &a.Progress, &a.Checkpoint, &a.Note, &resAs, &resBy, &resAt, &resNote); err != nil {
+		&a.Records, &a.Progress, &a.Checkpoint, &a.Note, &resAs, &resBy, &resAt, &resNote, &a.Limit); err != nil {
 		return a, err
 	}
 	a.State = store.State(state)
@@ -106,8 +106,8 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 			return fmt.Errorf("%w: task %q slot %q: attempt %d refused, the next attempt is %d", store.ErrConflict, a.Task, a.Slot, n, last+1)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO `+s.t.attempts+` (task, slot, number, run_id, state, holder, token,
-			started_at, records, progress, checkpoint, note) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)`,
-			a.Task, a.Slot, n, a.RunID, a.Holder, a.Token, now, a.Records, a.Progress, a.Checkpoint, a.Note); err != nil {
+			started_at, records, progress, checkpoint, note, seats) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)`,
+			a.Task, a.Slot, n, a.RunID, a.Holder, a.Token, now, a.Records, a.Progress, a.Checkpoint, a.Note, a.Limit); err != nil {
 			return err
 		}
 		out = a

@@ -99,8 +99,11 @@ func (s *Store) ensureSchema(ctx context.Context, hasMarker bool) (int64, error)
 
 // upgradeTo brings version to-1 of the schema to version to, in tx.
 func (s *Store) upgradeTo(ctx context.Context, tx *sql.Tx, to int) error {
-	if to == 4 {
+	switch to {
+	case 4:
 		return s.upgrade4(ctx, tx)
+	case 6:
+		return s.upgrade6(ctx, tx)
 	}
 	for _, stmt := range s.upgrade(to) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
@@ -111,7 +114,7 @@ func (s *Store) upgradeTo(ctx context.Context, tx *sql.Tx, to int) error {
 }
 
 // upgrade returns the statements that bring version to-1 of the schema to version to (2, 3 and
-// 5; 4 is upgrade4).
+// 5; 4 is upgrade4, 6 upgrade6).
 func (s *Store) upgrade(to int) []string {
 	t := s.t
 	switch to {
@@ -142,6 +145,18 @@ func (s *Store) upgrade(to int) []string {
 		return seatsDDL(t)
 	}
 	return nil
+}
+
+// upgrade6 adds the attempts' seats column: the Limit of the seat an attempt runs under
+// (store.Attempt.Limit), 0 under the exclusive lease, for attempts of seats may overlap. SQLite has
+// no ADD COLUMN IF NOT EXISTS: a column already there (a file whose version was set back) is kept.
+func (s *Store) upgrade6(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM pragma_table_info(?) WHERE name = 'seats'", s.t.attempts).Scan(&n); err != nil || n > 0 {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `ALTER TABLE `+s.t.attempts+` ADD COLUMN seats INTEGER NOT NULL DEFAULT 0`)
+	return err
 }
 
 func (s *Store) ddl() []string {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/sqlite"
 )
 
 // TestSchemaUpgradeFromV4: a version 4 file (no lease_seats table) with an exclusive grant opens,
@@ -36,8 +37,8 @@ func TestSchemaUpgradeFromV4(t *testing.T) {
 	}
 	defer s.Close()
 	var v int
-	if err := db.QueryRow("SELECT value FROM meta WHERE key = 'schema_version'").Scan(&v); err != nil || v != 5 {
-		t.Fatalf("schema version after the upgrade: %d, %v; want 5", v, err)
+	if err := db.QueryRow("SELECT value FROM meta WHERE key = 'schema_version'").Scan(&v); err != nil || v != sqlite.SchemaVersion {
+		t.Fatalf("schema version after the upgrade: %d, %v; want %d", v, err, sqlite.SchemaVersion)
 	}
 	for i, h := range []string{"a", "b"} {
 		l, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: h, RunID: "r" + h, TTL: time.Minute, Limit: 2})
@@ -47,5 +48,54 @@ func TestSchemaUpgradeFromV4(t *testing.T) {
 	}
 	if ls, err := s.Leases(ctx); err != nil || len(ls) != 2 {
 		t.Fatalf("Leases after two seats: %+v, %v", ls, err)
+	}
+}
+
+// TestSchemaUpgradeFromV5: a version 5 file (attempts without the seats column) opens, gets the
+// column, reads its old attempts with Limit 0, and records a seat's attempt with its Limit.
+func TestSchemaUpgradeFromV5(t *testing.T) {
+	ctx, path, s := openNew(t, "v5.db")
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "x", RunID: "rx", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ctx, store.Attempt{Task: "job", Slot: "old", RunID: "rx", Holder: "x", Token: l.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{"ALTER TABLE attempts DROP COLUMN seats", "UPDATE meta SET value = 5 WHERE key = 'schema_version'"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s, err = store.Open(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatalf("open a version 5 file: %v", err)
+	}
+	defer s.Close()
+	var v int
+	if err := db.QueryRow("SELECT value FROM meta WHERE key = 'schema_version'").Scan(&v); err != nil || v != sqlite.SchemaVersion {
+		t.Fatalf("schema version after the upgrade: %d, %v; want %d", v, err, sqlite.SchemaVersion)
+	}
+	if st, err := s.Slot(ctx, "job", "old"); err != nil || st.Last == nil || st.Last.Limit != 0 {
+		t.Fatalf("an old attempt after the upgrade: %+v, %v; want Limit 0", st.Last, err)
+	}
+	seat, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "a", RunID: "ra", TTL: time.Minute, Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.Begin(ctx, store.Attempt{Task: "job", Slot: "new", RunID: "ra", Holder: "a", Token: seat.Token, Limit: 3}); err != nil || a.Limit != 3 {
+		t.Fatalf("a seat's attempt after the upgrade: %+v, %v", a, err)
+	}
+	if st, err := s.Slot(ctx, "job", "new"); err != nil || st.Last == nil || st.Last.Limit != 3 {
+		t.Fatalf("the seat's attempt read back: %+v, %v; want Limit 3", st.Last, err)
 	}
 }

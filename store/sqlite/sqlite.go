@@ -30,9 +30,10 @@ import (
 // SchemaVersion is the version of the tables this package creates and understands. Version 2
 // added the keys table (store.Keys); version 3 the indexes history, status and prune read, and the
 // waiting table; version 4 missed events (store.Missed) and the index of events by kind; version 5 the
-// lease_seats table (AcquireRequest.Limit, seats.go). An older
+// lease_seats table (AcquireRequest.Limit, seats.go); version 6 the attempts' seats column
+// (store.Attempt.Limit). An older
 // file is upgraded in place when opened; a newer one is refused (ErrUnavailable: upgrade once).
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 func init() {
 	store.Register("sqlite", func(ctx context.Context, dsn string) (store.Store, error) {

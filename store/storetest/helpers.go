@@ -122,12 +122,13 @@ func wantLease(t *testing.T, s store.Store, want store.Lease) {
 
 func begin(t *testing.T, s store.Store, l store.Lease, slot, runID string, n int) store.Attempt {
 	t.Helper()
-	a, err := s.Begin(ctxT(t), store.Attempt{Task: l.Task, Slot: slot, RunID: runID, Number: n, Holder: l.Holder, Token: l.Token})
+	a, err := s.Begin(ctxT(t), store.Attempt{Task: l.Task, Slot: slot, RunID: runID, Number: n, Holder: l.Holder, Token: l.Token,
+		Limit: l.Limit})
 	if err != nil {
 		t.Fatalf("Begin(%s/%s #%d run %s): %v", l.Task, slot, n, runID, err)
 	}
 	if a.State != store.Running || a.Number != n || a.RunID != runID || a.Task != l.Task || a.Slot != slot ||
-		a.Token != l.Token || a.StartedAt.IsZero() || a.EndedAt != nil {
+		a.Token != l.Token || a.StartedAt.IsZero() || a.EndedAt != nil || a.Limit != l.Limit {
 		t.Fatalf("Begin returned %+v", a)
 	}
 	return a

@@ -85,7 +85,10 @@ func testLeaseLimit(t *testing.T, h Harness) {
 	if la, err = a.Renew(ctx, la, ttl); err != nil || la.Limit != 2 {
 		t.Fatalf("Renew of the older seat: %+v, %v", la, err)
 	}
-	finish(t, b, "run-b", lb.Token, store.Succeeded, 0)
+	if fb := finish(t, b, "run-b", lb.Token, store.Succeeded, 0); fb.Limit != 2 {
+		t.Fatalf("Finish of a seat's attempt returned Limit %d, want 2 (Begin's)", fb.Limit)
+	}
+	checkSeatAttempts(t, c, "job", map[string]int{"sa": 2, "sb": 2})
 	if err := b.Release(ctx, lb); err != nil {
 		t.Fatalf("Release of a seat: %v", err)
 	}
@@ -118,6 +121,33 @@ func testLeaseLimit(t *testing.T, h Harness) {
 	_, err = a.Begin(ctx, store.Attempt{Task: "job", Slot: "sa", RunID: "run-a2", Number: 2, Holder: "a", Token: la.Token})
 	wantErr(t, "begin with a seat's token after an exclusive grant", err, store.ErrNotHeld)
 	wantLease(t, c, lx)
+}
+
+// checkSeatAttempts: the last attempt of each slot, by Slot and by History, carries the Limit of
+// the seat it ran under (Attempt.Limit; 0 for the exclusive lease).
+func checkSeatAttempts(t *testing.T, s store.Store, task string, want map[string]int) {
+	t.Helper()
+	for sl, n := range want {
+		if st := slotState(t, s, task, sl); st.Last == nil || st.Last.Limit != n {
+			t.Fatalf("Slot(%s, %s).Last = %+v, want Limit %d", task, sl, st.Last, n)
+		}
+	}
+	h, err := s.History(ctxT(t), store.HistoryQuery{Task: task})
+	if err != nil {
+		t.Fatalf("History: %v", err)
+	}
+	seen := 0
+	for _, e := range h {
+		if n, ok := want[e.Slot]; ok && e.State.IsAttempt() {
+			seen++
+			if e.Limit != n {
+				t.Fatalf("History entry %+v: Limit %d, want %d", e, e.Limit, n)
+			}
+		}
+	}
+	if seen < len(want) {
+		t.Fatalf("History lists %d attempts of %v: %+v", seen, want, h)
+	}
 }
 
 // testLeaseLimitExpiry: a seat that expires frees a place; Abandon by the seat that takes it

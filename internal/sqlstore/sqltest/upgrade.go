@@ -3,6 +3,7 @@ package sqltest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,18 +76,23 @@ func EventsUpgradeFromV3(t *testing.T, dsn string, open Opener, downgrade []stri
 	}
 	storetest.CheckEventsUpgraded(t, s, before)
 	var v int
-	if err := sq.DB.QueryRowContext(ctx, sq.Q("SELECT MAX(version) FROM {p}schema_version")).Scan(&v); err != nil || v != 5 {
-		t.Fatalf("schema version after the upgrade: %d, %v; want 5", v, err)
+	if err := sq.DB.QueryRowContext(ctx, sq.Q("SELECT MAX(version) FROM {p}schema_version")).Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("schema version after the upgrade: %d, %v; want %d", v, err, schemaVersion)
 	}
-	if _, err := sq.DB.ExecContext(ctx, sq.Q("INSERT INTO {p}schema_version (version, applied_at) VALUES (6, CURRENT_TIMESTAMP)")); err != nil {
+	newer := schemaVersion + 1
+	if _, err := sq.DB.ExecContext(ctx, sq.Q("INSERT INTO {p}schema_version (version, applied_at) VALUES (?, CURRENT_TIMESTAMP)"), newer); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	_, _, err = open(ctx, dsn)
-	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "schema version 6") || !strings.Contains(err.Error(), "upgrade once") {
-		t.Fatalf("open a version 6 schema: %v; want ErrUnavailable: schema version 6 … upgrade once", err)
+	if want := fmt.Sprintf("schema version %d", newer); !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "upgrade once") {
+		t.Fatalf("open a version %d schema: %v; want ErrUnavailable: %s … upgrade once", newer, err, want)
 	}
 }
+
+// schemaVersion is the newest migration of the servers' schema (store/postgres/migrations and
+// store/mysql/migrations): raise it with each new migration.
+const schemaVersion = 6
 
 // SeatsUpgradeFromV4: a version 4 schema (no lease_seats table) with an exclusive grant is
 // upgraded on open (migration 005), and grants seats with tokens after the exclusive grant's.
@@ -123,5 +129,50 @@ func SeatsUpgradeFromV4(t *testing.T, dsn string, open Opener) {
 	}
 	if ls, err := s.Leases(ctx); err != nil || len(ls) != 2 {
 		t.Fatalf("leases after two seats: %+v, %v", ls, err)
+	}
+}
+
+// AttemptSeatsUpgradeFromV5: a version 5 schema (attempts without the seats column) gets the
+// column on open (migration 006); its old attempts read Limit 0, a seat's attempt keeps its Limit.
+func AttemptSeatsUpgradeFromV5(t *testing.T, dsn string, open Opener) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, sq, err := open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lx, err := s.Acquire(ctx, store.AcquireRequest{Task: "old", Holder: "x", RunID: "rx", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ctx, store.Attempt{Task: "old", Slot: "s0", RunID: "rx", Holder: "x", Token: lx.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, lx); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"ALTER TABLE {p}attempts DROP COLUMN seats", "DELETE FROM {p}schema_version WHERE version >= 6"} {
+		if _, err := sq.DB.ExecContext(ctx, sq.Q(q)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	s, _, err = open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open a version 5 schema: %v", err)
+	}
+	defer s.Close()
+	if st, err := s.Slot(ctx, "old", "s0"); err != nil || st.Last == nil || st.Last.Limit != 0 {
+		t.Fatalf("an old attempt after the upgrade: %+v, %v; want Limit 0", st.Last, err)
+	}
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "old", Holder: "a", RunID: "ra", TTL: time.Minute, Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ctx, store.Attempt{Task: "old", Slot: "s1", RunID: "ra", Holder: "a", Token: l.Token, Limit: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.Slot(ctx, "old", "s1"); err != nil || st.Last == nil || st.Last.Limit != 3 {
+		t.Fatalf("a seat's attempt after the upgrade: %+v, %v; want Limit 3", st.Last, err)
 	}
 }
