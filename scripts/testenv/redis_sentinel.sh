@@ -5,14 +5,15 @@
 # and three sentinels (redis-server --sentinel, the same Debian package) monitoring it as "mymaster"
 # with quorum 2, on free 127.0.0.1 ports under $ONCE_TEST_TMP/redis-sentinel; wait until every sentinel
 # knows the replica and the other two sentinels (so a failover can be started), and export
-#   ONCE_TEST_REDIS_SENTINEL  redis+sentinel://:PASSWORD@127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/0?master=mymaster
+#   ONCE_TEST_REDIS_SENTINEL  redis+sentinel://:PASSWORD@127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/0?master=mymaster&sentinel_password=SPW
 # The master and the replica require a password (requirepass, masterauth; the sentinels know it as
-# auth-pass); the sentinels themselves take none.
+# auth-pass); the sentinels require another (requirepass, and sentinel-pass between themselves), so
+# the suite runs through ?sentinel_password.
 # It registers stop_redis_sentinel in the `stops` array.
 
 start_redis_sentinel() {
   if [ -n "${ONCE_TEST_REDIS_SENTINEL:-}" ]; then return 0; fi
-  local dir t0 rs p i n m r used=" " sports=() saddrs=() pw=sentinel-data-pw
+  local dir t0 rs p i n m r used=" " sports=() saddrs=() pw=sentinel-data-pw spw=sentinel-own-pw
   t0=$SECONDS
   need_pkg redis-server redis-server || return 1
   rs=$(command -v redis-server)
@@ -44,6 +45,8 @@ sentinel auth-pass mymaster $pw
 sentinel down-after-milliseconds mymaster 2000
 sentinel failover-timeout mymaster 10000
 sentinel parallel-syncs mymaster 1
+requirepass $spw
+sentinel sentinel-pass $spw
 CONF
     "$rs" "$dir/s$n/sentinel.conf" --sentinel --daemonize yes --pidfile "$dir/s$n/redis.pid" \
       --logfile "$dir/s$n/server.log" </dev/null >/dev/null 2>&1 ||
@@ -56,7 +59,7 @@ CONF
   done
   for p in "${sports[@]}"; do
     for ((i = 0; i < 600; i++)); do
-      if [ "$(redis-cli -h 127.0.0.1 -p "$p" sentinel master mymaster 2>/dev/null |
+      if [ "$(redis-cli -a "$spw" --no-auth-warning -h 127.0.0.1 -p "$p" sentinel master mymaster 2>/dev/null |
         awk 'prev=="num-slaves"{s=$0} prev=="num-other-sentinels"{o=$0} {prev=$0} END{print s "/" o}')" = 1/2 ]; then
         break
       fi
@@ -65,7 +68,7 @@ CONF
     [ "$i" -lt 600 ] || { log "redis-sentinel: sentinel on $p does not see the replica and the other sentinels after 60s"; return 1; }
   done
   export ONCE_TEST_REDIS_SENTINEL
-  ONCE_TEST_REDIS_SENTINEL="redis+sentinel://:$pw@$(IFS=,; echo "${saddrs[*]}")/0?master=mymaster"
+  ONCE_TEST_REDIS_SENTINEL="redis+sentinel://:$pw@$(IFS=,; echo "${saddrs[*]}")/0?master=mymaster&sentinel_password=$spw"
   log "redis-sentinel: master 127.0.0.1:$m, replica 127.0.0.1:$r, sentinels ${saddrs[*]} ($((SECONDS - t0))s)"
 }
 

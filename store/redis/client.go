@@ -44,6 +44,27 @@ func newClient(cfg Config) (goredis.UniversalClient, string) {
 	return goredis.NewClient(o), o.Addr
 }
 
+// sentinelRefused is why the sentinels of cfg refused its sentinel credentials, "" when they did not
+// (or none answered): go-redis reports an AUTH the sentinels refuse as "all sentinels … unreachable",
+// so Open asks them once more itself, on that failure only.
+func sentinelRefused(ctx context.Context, cfg Config) string {
+	for _, a := range cfg.Addrs {
+		sc := goredis.NewSentinelClient(&goredis.Options{Addr: a, Username: cfg.SentinelUser, Password: cfg.SentinelPassword,
+			DialTimeout: cfg.Opts.DialTimeout, TLSConfig: cfg.Opts.TLSConfig, DisableIdentity: true, MaxRetries: -1,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+		err := sc.Ping(ctx).Err()
+		_ = sc.Close()
+		if err == nil {
+			return ""
+		}
+		if msg := err.Error(); strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") ||
+			strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "AUTH") {
+			return fmt.Sprintf("sentinel %s: %s", a, strings.ReplaceAll(msg, "\n", " "))
+		}
+	}
+	return ""
+}
+
 // node is the connection pool of the server that holds key: the server (or Sentinel's master), or
 // the cluster master of key's slot. Commands that must share a connection with a write (WAIT) go
 // through it.

@@ -107,7 +107,7 @@ func TestSentinelFailover(t *testing.T) {
 	if err := s.Release(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	sc := goredis.NewSentinelClient(&goredis.Options{Addr: cfg.Addrs[0]})
+	sc := goredis.NewSentinelClient(&goredis.Options{Addr: cfg.Addrs[0], Username: cfg.SentinelUser, Password: cfg.SentinelPassword})
 	defer sc.Close()
 	before, err := sc.GetMasterAddrByName(ctx, cfg.Master).Result()
 	if err != nil {
@@ -255,5 +255,36 @@ func TestWaitUnacknowledged(t *testing.T) {
 	_, err = w.Begin(ctx, store.Attempt{Task: "w", Slot: "s", RunID: "r2", Number: 1, Holder: "h2", Token: l.Token})
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "replicas acknowledged the ledger write") {
 		t.Fatalf("begin without a replica: %v", err)
+	}
+}
+
+// TestSentinelPassword: the test script's sentinels require a password of their own, so the
+// suite above runs through ?sentinel_password; a wrong one fails Open with a clear error that
+// does not show it.
+func TestSentinelPassword(t *testing.T) {
+	dsn := sentinelDSN(t)
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SentinelPassword == "" {
+		t.Skip("the sentinels of ONCE_TEST_REDIS_SENTINEL take no password (?sentinel_password)")
+	}
+	given := "sentinel_password=" + url.QueryEscape(cfg.SentinelPassword)
+	wrong := strings.Replace(dsn, given, "sentinel_password=not-the-pw", 1)
+	missing := strings.Replace(strings.Replace(dsn, "&"+given, "", 1), given+"&", "", 1)
+	if wrong == dsn || missing == dsn {
+		t.Fatalf("cannot replace the sentinel password in %s", store.Redact(dsn))
+	}
+	ctx := ctxT(t, time.Minute)
+	for _, d := range []string{wrong, missing} {
+		s, err := Open(ctx, d)
+		if err == nil {
+			s.Close()
+		}
+		if err == nil || strings.Contains(err.Error(), "not-the-pw") || !strings.Contains(err.Error(), "the sentinels refused the credentials") {
+			t.Fatalf("%s: %v; want an error that says the sentinels refused, without the password", store.Redact(d), err)
+		}
+		t.Logf("%s: %v", store.Redact(d), err)
 	}
 }

@@ -99,6 +99,12 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		if cctx.Err() != nil && ctx.Err() == nil {
 			return nil, store.Unreached("redis at "+s.addr, bound)
 		}
+		if cfg.Mode == ModeSentinel && errors.Is(err, store.ErrUnavailable) {
+			if why := sentinelRefused(cctx, cfg); why != "" {
+				return nil, fmt.Errorf("%w: redis %s: the sentinels refused the credentials (%s); give the sentinels' own user and password as ?sentinel_user= and ?sentinel_password= (the master's go in user:password@)",
+					store.ErrUnavailable, s.addr, why)
+			}
+		}
 		return nil, err
 	}
 	return s, nil
