@@ -11,15 +11,16 @@ import (
 )
 
 // limit = 2 on one node: two slots of the job run at once, each with its own token, and none is
-// skipped while a seat is free.
+// skipped while a seat is free. Slots every 2 s that run 3 s: a slot overlaps the next by 1 s, and
+// ends 1 s before the one after next fires (margins for a loaded machine).
 func TestLimitTwoSlotsAtOnce(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 1)
 	w := &witness{}
-	j := workJob("par", "@every 1s", w.work(1500*time.Millisecond))
+	j := workJob("par", "@every 2s", w.work(3*time.Second))
 	j.Limit = 2
 	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 5 * time.Second})
-	time.Sleep(4500 * time.Millisecond)
+	time.Sleep(7 * time.Second)
 	n.stop()
 	runs, _ := w.snapshot()
 	w.mu.Lock()
