@@ -59,6 +59,9 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 		return g.busy(busy, so), err
 	}
 	pendingLock := unlock == nil
+	if o.Locked != nil && !pendingLock {
+		o.Locked()
+	}
 	defer func() {
 		if unlock != nil {
 			unlock()

@@ -93,6 +93,12 @@ type Options struct {
 	// be called (the lease was lost before the attempt was recorded): Prepare's resources must be
 	// released by the caller after Do returns.
 	Prepare func(ctx context.Context, run *Run) error
+	// Locked, when set, is called once the local lock is held (at once without LockDir, or with
+	// Limit), before the store is opened; not with Replace, whose lock comes after the lease. A
+	// caller that knows the work will most likely run starts its slow preparation there, so that
+	// it overlaps the store's work (package job starts the command's supervision shim); Prepare
+	// then finishes it, and the caller releases what was started when Prepare is not called.
+	Locked func()
 	// Fleet marks a launch by one of several nodes that all launch every slot and expect one of them
 	// to run it (a scheduler such as package scheduler): finding the task held elsewhere (Busy) or
 	// the slot already succeeded (Skipped) is then the fleet working, not news, so it is logged at

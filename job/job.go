@@ -77,6 +77,7 @@ type Runner struct {
 	proc    atomic.Pointer[supervise.Process]
 	gotSig  atomic.Value        // syscall.Signal: the stop signal received, if any
 	pending *supervise.Prepared // the next attempt's command, ready to start (guard goroutine only)
+	early   chan early          // a shim started before the attempt was known (startEarly), nil when none
 }
 
 // New checks the job before anything touches a store: a command that cannot be found or run
@@ -104,9 +105,17 @@ func New(j Job) (*Runner, error) {
 	return &Runner{j: j, path: path, log: log, out: notify.New(notify.Options{Logger: log})}, nil
 }
 
-// Do is once.Do with the command as its work, then the result's notifications.
+// Do is once.Do with the command as its work, then the result's notifications. Without a slot the
+// run will most likely run its command (only a held lease stops it), so the command's shim starts
+// as the guard starts its store work, and the two overlap; with a slot, which a run most often
+// finds done already, the shim starts only once the ledger says to run.
 func (r *Runner) Do(ctx context.Context, o once.Options) (once.Result, error) {
-	res, err := once.Do(ctx, r.options(o), r.work)
+	ro := r.options(o)
+	if o.Slot == "" && len(r.j.Shim) > 0 {
+		ro.Locked = r.startEarly
+	}
+	res, err := once.Do(ctx, ro, r.work)
+	r.endEarly()
 	r.notifyResult(o, res)
 	return res, err
 }

@@ -53,8 +53,16 @@ func newRunner(t *testing.T, j job.Job) *job.Runner {
 }
 
 // The command runs as the attempt: the run's ONCE_* variables and Job.Env reach it, the
-// variables once sets that this process had do not, and its exit status is the attempt's.
+// variables once sets that this process had do not, and its exit status is the attempt's; with a
+// slot, and without one (the shim then starts before the attempt is known, and gets its
+// environment with the go-ahead).
 func TestCommandRunsAsTheAttempt(t *testing.T) {
+	for _, sl := range []string{"s1", ""} {
+		t.Run("slot="+sl, func(t *testing.T) { commandRunsAsTheAttempt(t, sl) })
+	}
+}
+
+func commandRunsAsTheAttempt(t *testing.T, sl string) {
 	t.Setenv("ONCE_STORE", "sqlite:///leaked.db")
 	t.Setenv("ONCE_TASK", "outer")
 	out := filepath.Join(t.TempDir(), "env")
@@ -63,7 +71,7 @@ func TestCommandRunsAsTheAttempt(t *testing.T) {
 	r := newRunner(t, job.Job{Args: []string{"sh", "-c", script}, Grace: time.Second,
 		Env:    func() []string { return []string{"OUT=" + out, "EXTRA=x"} },
 		Before: func(run *once.Run) { before = append(before, run.Attempt) }})
-	res, err := r.Do(context.Background(), once.Options{Store: newStore(t), Task: "t", Slot: "s1", TTL: time.Second})
+	res, err := r.Do(context.Background(), once.Options{Store: newStore(t), Task: "t", Slot: sl, TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +83,55 @@ func TestCommandRunsAsTheAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(b), "t|s1|1||x"; got != want {
+	if got, want := string(b), "t|"+sl+"|1||x"; got != want {
 		t.Fatalf("the command saw %q, want %q", got, want)
 	}
 	if !slices.Equal(before, []int{1}) {
 		t.Fatalf("Before saw attempts %v", before)
 	}
+}
+
+// A run without a slot that finds the task held starts no command, and the shim it started as
+// the guard began is ended (Do returns with nothing left of it).
+func TestBusyEndsTheEarlyShim(t *testing.T) {
+	s := newStore(t)
+	if _, err := s.Acquire(context.Background(), store.AcquireRequest{Task: "t", Holder: "other", RunID: "r0", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(t.TempDir(), "ran")
+	r := newRunner(t, job.Job{Args: []string{"sh", "-c", "touch " + ran}})
+	res, err := r.Do(context.Background(), once.Options{Store: s, Task: "t", TTL: time.Second})
+	if err != nil || res.Decision != once.Busy {
+		t.Fatalf("%+v, %v; want busy", res, err)
+	}
+	if kids := children(t); len(kids) != 0 {
+		t.Fatalf("processes left after a busy Do: %v", kids)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("the command ran")
+	}
+}
+
+// children lists this process's child processes that are not zombies (from /proc).
+func children(t *testing.T) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces, so split after its closing parenthesis.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[0] != "Z" && f[1] == fmt.Sprint(os.Getpid()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // A command that cannot be found is refused by New, before any store is touched.

@@ -14,6 +14,7 @@ import (
 
 // prepare starts the shim of the attempt's command and waits with it ready, before the guard records
 // the attempt: a command that cannot start (not found, a missing interpreter, no /proc) costs none.
+// A shim started early (startEarly) is used instead, given the attempt's environment.
 func (r *Runner) prepare(ctx context.Context, run *once.Run) error {
 	r.cancelPending()
 	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
@@ -23,13 +24,55 @@ func (r *Runner) prepare(ctx context.Context, run *once.Run) error {
 	if r.j.Env != nil {
 		env = append(env, r.j.Env()...)
 	}
-	pr, err := supervise.Prepare(supervise.Config{Args: append([]string{r.path}, r.j.Args[1:]...), Env: env,
-		Dir: r.j.Dir, Stdout: r.j.Stdout, Stderr: r.j.Stderr, Shim: r.j.Shim})
+	if e := r.early; e != nil {
+		r.early = nil
+		if got := <-e; got.err == nil {
+			got.pr.SetEnv(env)
+			r.pending = got.pr
+			return nil
+		} // else prepared again below: the error, if it stays, is the run's
+	}
+	pr, err := supervise.Prepare(r.config(env))
 	if err != nil {
 		return err
 	}
 	r.pending = pr
 	return nil
+}
+
+func (r *Runner) config(env []string) supervise.Config {
+	return supervise.Config{Args: append([]string{r.path}, r.j.Args[1:]...), Env: env, Dir: r.j.Dir, Stdout: r.j.Stdout,
+		Stderr: r.j.Stderr, Shim: r.j.Shim}
+}
+
+// early is a shim started before the attempt was known (startEarly).
+type early struct {
+	pr  *supervise.Prepared
+	err error
+}
+
+// startEarly starts the command's shim as the guard starts its store work (once.Options.Locked),
+// so that the two overlap: the shim's start is a second start of this binary, as long as the store
+// work on a fast disk. prepare takes it with the attempt's environment; endEarly ends it when the
+// guard ran nothing.
+func (r *Runner) startEarly() {
+	ch := make(chan early, 1)
+	r.early = ch
+	cfg := r.config(Environ())
+	go func() {
+		pr, err := supervise.Prepare(cfg)
+		ch <- early{pr, err}
+	}()
+}
+
+// endEarly ends a shim started early that the guard did not take (busy, skipped, an error).
+func (r *Runner) endEarly() {
+	if e := r.early; e != nil {
+		r.early = nil
+		if got := <-e; got.err == nil {
+			got.pr.Cancel()
+		}
+	}
 }
 
 // cancelPending ends a prepared command that the guard did not run (the lease was lost before the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +31,7 @@ const killTimeout = 5 * time.Second
 // must be called.
 type Prepared struct {
 	cfg     Config
+	env     []string // SetEnv's: sent to the shim with the go-ahead; nil when not set
 	path    string
 	p       *Process
 	st      *shimStatus
@@ -60,6 +62,9 @@ func Prepare(cfg Config) (*Prepared, error) {
 func (pr *Prepared) command() *exec.Cmd {
 	cfg := pr.cfg
 	env := cfg.Env
+	if pr.env != nil {
+		env = pr.env
+	}
 	if env == nil {
 		env = os.Environ()
 	}
@@ -152,11 +157,22 @@ func (pr *Prepared) Start() (*Process, error) { return pr.StartFenced(time.Time{
 // starts: the go-ahead and the fence go to the shim in one write, so a once frozen right after it
 // cannot leave the command unfenced. A zero until sets no fence.
 func (pr *Prepared) StartFenced(until time.Time) (*Process, error) {
+	for _, kv := range pr.env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			pr.Cancel()
+			return nil, fmt.Errorf("supervise: an environment variable holds a NUL byte: %.40q", kv)
+		}
+	}
 	if pr.control == nil {
 		return pr.startDirect()
 	}
 	p, st := pr.p, pr.st
-	msg := []byte{'g'}
+	var msg []byte
+	if pr.env != nil {
+		block := strings.Join(pr.env, "\x00")
+		msg = fmt.Appendf(msg, "e %d\n%s", len(block), block)
+	}
+	msg = append(msg, 'g')
 	if !until.IsZero() {
 		msg = append(msg, fenceLine(until)...)
 	}
@@ -187,6 +203,11 @@ func (pr *Prepared) StartFenced(until time.Time) (*Process, error) {
 	<-p.done
 	return nil, fmt.Errorf("supervise: the shim did not start the command (exit %d)", p.exit.Code)
 }
+
+// SetEnv replaces the command's environment given to Prepare, before Start: a shim started early,
+// before the run's variables were known, gets them with the go-ahead. An entry holding a NUL byte
+// makes Start fail.
+func (pr *Prepared) SetEnv(env []string) { pr.env = slices.Clone(env) }
 
 // Cancel ends a prepared command that will not be started: the shim exits without running anything.
 func (pr *Prepared) Cancel() {

@@ -15,6 +15,7 @@ import (
 type Prepared struct {
 	cfg  Config
 	path string
+	env  []string
 }
 
 // Prepare finds the command and checks its interpreter; see the Linux documentation.
@@ -26,6 +27,9 @@ func Prepare(cfg Config) (*Prepared, error) {
 	return &Prepared{cfg: cfg, path: path}, nil
 }
 
+// SetEnv replaces the command's environment given to Prepare, before Start.
+func (pr *Prepared) SetEnv(env []string) { pr.env = append([]string{}, env...) }
+
 // Cancel ends a prepared command that will not be started.
 func (pr *Prepared) Cancel() {}
 
@@ -36,6 +40,9 @@ func (pr *Prepared) StartFenced(time.Time) (*Process, error) { return pr.Start()
 func (pr *Prepared) Start() (*Process, error) {
 	cfg := pr.cfg
 	env := cfg.Env
+	if pr.env != nil {
+		env = pr.env
+	}
 	if env == nil {
 		env = os.Environ()
 	}

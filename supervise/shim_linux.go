@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -18,7 +19,7 @@ import (
 )
 
 // shimMarker starts the shim's own arguments: MARKER PARENT_PID PATH ARGV...
-const shimMarker = "once-shim-v3"
+const shimMarker = "once-shim-v4"
 
 // Timings of the shim's cleanup.
 const (
@@ -29,7 +30,8 @@ const (
 
 // ShimMain is the shim's entry point: cmd/once calls os.Exit(ShimMain(os.Args[2:])) when os.Args[1] == ShimArg
 // (any args slice that contains the shim's own arguments works). It reports "ready" on fd 3 and waits for
-// once's go-ahead on fd 4 (EOF instead: it exits having run nothing). Then it starts the command as its
+// once's go-ahead on fd 4 (EOF instead: it exits having run nothing), which may bring the command's
+// environment (Prepared.SetEnv: a shim started before the run's variables were known). Then it starts the command as its
 // child in its own process group, waits for it, kills every other process of the run, and returns or
 // dies with the command's exact status. If its parent dies first, it kills the whole run, itself
 // included. It is not meant to be run by hand.
@@ -71,6 +73,8 @@ type shimProc struct {
 	path            string
 	argv            []string
 	status, control *os.File
+	ctl             *bufio.Reader // control, read by waitGoAhead then readFences
+	env             []string      // the command's environment from the go-ahead; nil: the shim's own
 	sigs            chan os.Signal
 	tick            *time.Ticker
 	fences          chan time.Duration // the fence's instants once sends (CLOCK_BOOTTIME), fence_linux.go
@@ -97,6 +101,7 @@ func newShim(args []string) (*shimProc, int) {
 	syscall.CloseOnExec(4)
 	sh.status = os.NewFile(3, "once-status")
 	sh.control = os.NewFile(4, "once-control")
+	sh.ctl = bufio.NewReader(sh.control)
 
 	// Orphaned descendants (double-forked daemons, setsid escapees whose parent exited) are re-parented
 	// to us rather than to init, so cleanup can find them.
@@ -114,15 +119,12 @@ func newShim(args []string) (*shimProc, int) {
 
 func (sh *shimProc) report(format string, a ...any) { _, _ = fmt.Fprintf(sh.status, format+"\n", a...) }
 
-// waitGoAhead waits for once's go-ahead (once records the attempt in between). Without it, the shim
-// exits with the code returned: 0 when cancelled (nothing was run), 1 when once died.
+// waitGoAhead waits for once's go-ahead (once records the attempt in between): "g", after "e LEN\n"
+// and LEN bytes of NUL-separated variables when once sends the command's environment. Without it,
+// the shim exits with the code returned: 0 when cancelled (nothing was run), 1 when once died.
 func (sh *shimProc) waitGoAhead() (bool, int) {
 	goAhead := make(chan bool, 1)
-	go func() {
-		var b [1]byte
-		n, _ := sh.control.Read(b[:])
-		goAhead <- n == 1 && b[0] == 'g'
-	}()
+	go func() { goAhead <- sh.readGoAhead() }()
 	for waiting := true; waiting; {
 		select {
 		case ok := <-goAhead:
@@ -138,13 +140,42 @@ func (sh *shimProc) waitGoAhead() (bool, int) {
 		}
 	}
 	sh.fences = make(chan time.Duration, 1)
-	go readFences(sh.control, sh.fences)
+	go readFences(sh.ctl, sh.fences)
 	return true, 0
+}
+
+// maxEnv bounds the environment a go-ahead may bring (Linux's own bound on argv and envp together
+// is a quarter of the stack limit, 2 MiB by default).
+const maxEnv = 8 << 20
+
+// readGoAhead reads the go-ahead, and the environment before it when there is one.
+func (sh *shimProc) readGoAhead() bool {
+	b, err := sh.ctl.ReadByte()
+	if err == nil && b == 'e' {
+		var line string
+		if line, err = sh.ctl.ReadString('\n'); err != nil {
+			return false
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil || n < 0 || n > maxEnv {
+			return false
+		}
+		block := make([]byte, n)
+		if _, err := io.ReadFull(sh.ctl, block); err != nil {
+			return false
+		}
+		sh.env = []string{}
+		if n > 0 {
+			sh.env = strings.Split(string(block), "\x00")
+		}
+		b, err = sh.ctl.ReadByte()
+	}
+	return err == nil && b == 'g'
 }
 
 // readFences passes on each fence once sends ("f NANOS" lines), the latest only, until the pipe
 // closes.
-func readFences(r *os.File, out chan time.Duration) {
+func readFences(r io.Reader, out chan time.Duration) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		v, ok := strings.CutPrefix(sc.Text(), "f ")
@@ -169,8 +200,12 @@ func (sh *shimProc) start() (<-chan syscall.WaitStatus, error) {
 	go func() {
 		// Same Pdeathsig-per-thread rule as in Start: this thread must outlive the command.
 		runtime.LockOSThread()
+		env := sh.env
+		if env == nil {
+			env = os.Environ()
+		}
 		pid, err := syscall.ForkExec(sh.path, sh.argv, &syscall.ProcAttr{
-			Env:   os.Environ(),
+			Env:   env,
 			Files: []uintptr{0, 1, 2},
 			Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 		})

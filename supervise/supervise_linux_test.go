@@ -197,6 +197,46 @@ func TestIO(t *testing.T) {
 	})
 }
 
+// SetEnv: the environment given with the go-ahead replaces Prepare's (a shim started before the
+// run's variables were known), an empty one included; one with a NUL byte is refused and the
+// prepared command is ended.
+func TestSetEnv(t *testing.T) {
+	modes(t, func(t *testing.T, shim []string) {
+		big := strings.Repeat("x", 60<<10) // four of them: more than a pipe holds
+		for _, env := range [][]string{{"FOO=late", "BIG=" + big, "B2=" + big, "B3=" + big, "B4=" + big}, {}} {
+			var out bytes.Buffer
+			pr, err := Prepare(Config{Args: []string{"/bin/sh", "-c", `echo "${FOO-unset} ${#BIG}"`}, Env: []string{"FOO=early"},
+				Stdout: &out, Shim: shim})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr.SetEnv(env)
+			p, err := pr.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e, err := p.Wait(); err != nil || e.Code != 0 {
+				t.Fatalf("%+v, %v", e, err)
+			}
+			want := "unset 0\n"
+			if len(env) > 0 {
+				want = fmt.Sprintf("late %d\n", len(big))
+			}
+			if out.String() != want {
+				t.Errorf("env %d variables: the command printed %q, want %q", len(env), out.String(), want)
+			}
+		}
+		pr, err := Prepare(Config{Args: []string{"/bin/true"}, Shim: shim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr.SetEnv([]string{"A=1\x00B=2"})
+		if _, err := pr.Start(); err == nil || !strings.Contains(err.Error(), "NUL") {
+			t.Fatalf("an environment with a NUL byte: %v", err)
+		}
+	})
+}
+
 func waitFile(t *testing.T, path string) string {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
