@@ -156,8 +156,8 @@ func (sh *shimProc) readGoAhead() bool {
 		if line, err = sh.ctl.ReadString('\n'); err != nil {
 			return false
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(line))
-		if err != nil || n < 0 || n > maxEnv {
+		n, aerr := strconv.Atoi(strings.TrimSpace(line))
+		if aerr != nil || n < 0 || n > maxEnv {
 			return false
 		}
 		block := make([]byte, n)
