@@ -16,7 +16,9 @@ type JobInfo struct {
 	Next     []time.Time  `json:"next"`              // the next fire times, jitter included
 	Paused   *store.Key   `json:"paused,omitempty"`  // the pause in force: who and why (RunID), since (ClaimedAt)
 	Trigger  string       `json:"trigger,omitempty"` // the slot of a trigger request waiting to run
-	Running  *store.Lease `json:"running,omitempty"` // the lease held now: which node runs it
+	Running  *store.Lease `json:"running,omitempty"` // the lease held now: which node runs it (with a limit: the oldest seat)
+	// Holders is how many grants of the job are live: 1 for its lease, up to its limit for seats.
+	Holders int `json:"holders,omitempty"`
 	// Last is the job's newest attempt, nil when it never ran (among its newest history entries).
 	Last   *store.Attempt `json:"last,omitempty"`
 	Source string         `json:"source,omitempty"`
@@ -46,9 +48,12 @@ func Describe(ctx context.Context, s store.Store, jobs []Job, now time.Time, n i
 	if err != nil {
 		return nil, err
 	}
-	held := map[string]store.Lease{}
+	held, holders := map[string]store.Lease{}, map[string]int{}
 	for _, l := range leases {
-		held[l.Task] = l
+		if h, ok := held[l.Task]; !ok || l.Token < h.Token {
+			held[l.Task] = l
+		}
+		holders[l.Task]++
 	}
 	paused, err := Paused(ctx, s, names)
 	if err != nil {
@@ -68,7 +73,7 @@ func Describe(ctx context.Context, s store.Store, jobs []Job, now time.Time, n i
 			ji.Trigger = strings.TrimPrefix(k.RunID, triggerPrefix)
 		}
 		if l, ok := held[j.Name]; ok {
-			ji.Running = &l
+			ji.Running, ji.Holders = &l, holders[j.Name]
 		}
 		if ji.Last, err = LastAttempt(ctx, s, j.Name); err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -20,7 +21,14 @@ func TestLimitTwoSlotsAtOnce(t *testing.T) {
 	j := workJob("par", "@every 2s", w.work(3*time.Second))
 	j.Limit = 2
 	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 5 * time.Second})
-	time.Sleep(7 * time.Second)
+	deadline := time.Now().Add(7 * time.Second)
+	holders := 0 // the most live grants Describe saw (once jobs): both seats at some moment
+	for time.Now().Before(deadline) {
+		if ji, err := scheduler.Describe(context.Background(), f.stores[0], []scheduler.Job{j}, time.Now(), 1); err == nil && ji[0].Running != nil {
+			holders = max(holders, ji[0].Holders)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	n.stop()
 	runs, _ := w.snapshot()
 	w.mu.Lock()
@@ -29,6 +37,9 @@ func TestLimitTwoSlotsAtOnce(t *testing.T) {
 	h := f.history("par")
 	if most != 2 || len(runs) < 3 || count(h, store.Skipped, "") != 0 || count(h, store.Succeeded, "") != len(runs) {
 		t.Fatalf("at most %d at once (want 2), %d runs: %+v", most, len(runs), h)
+	}
+	if holders != 2 {
+		t.Fatalf("Describe saw at most %d holders, want the 2 seats", holders)
 	}
 	tokens := map[int64]bool{}
 	for _, r := range runs {

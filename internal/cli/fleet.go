@@ -78,6 +78,9 @@ func (a *app) printJobs(infos []scheduler.JobInfo) error {
 		running, lastSlot, last, started := "-", "-", "never ran", "-"
 		if l := ji.Running; l != nil {
 			running = l.Holder
+			if ji.Holders > 1 {
+				running += fmt.Sprintf(" +%d", ji.Holders-1) // seats: once status lists each
+			}
 		}
 		if at := ji.Last; at != nil {
 			lastSlot, last, started = at.Slot, fmt.Sprintf("%s (attempt %d)", at.State, at.Number), fmtTime(at.StartedAt)

@@ -316,6 +316,9 @@ func renderJobs(w *page, v view) {
 		running := "-"
 		if j.Running != nil {
 			running = j.Running.Holder
+			if j.Holders > 1 {
+				running += fmt.Sprintf(" +%d", j.Holders-1)
+			}
 		}
 		w.p("</td><td>%s</td><td>", running)
 		if a := j.Last; a != nil {
