@@ -19,7 +19,7 @@ func TestLimitTwoSlotsAtOnce(t *testing.T) {
 	f := newFleet(t, 1)
 	w := &witness{}
 	j := workJob("par", "@every 2s", w.work(3*time.Second))
-	j.Limit = 2
+	j.Limit, j.TTL = 2, 5*time.Second // a 1 s seat lapsed under a loaded CI run's late renewals
 	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 5 * time.Second})
 	deadline := time.Now().Add(7 * time.Second)
 	holders := 0 // the most live grants Describe saw (once jobs): both seats at some moment
@@ -58,7 +58,7 @@ func TestLimitFleet(t *testing.T) {
 	f := newFleet(t, 3)
 	w := &witness{}
 	j := workJob("wide", "@every 1s", w.work(2500*time.Millisecond))
-	j.Limit = 2
+	j.Limit, j.TTL = 2, 5*time.Second
 	var nodes []*node
 	for i := range 3 {
 		nodes = append(nodes, f.start(i, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 5 * time.Second}))
@@ -119,7 +119,7 @@ func TestBufferOneFleetKeepsSkips(t *testing.T) {
 	f := newFleet(t, 2)
 	w := &witness{}
 	j := workJob("buf2", "@every 1s", w.work(2500*time.Millisecond))
-	j.Overlap = "buffer-one"
+	j.Overlap, j.TTL = "buffer-one", 5*time.Second
 	a := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 10 * time.Second})
 	b := f.start(1, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 10 * time.Second})
 	time.Sleep(7 * time.Second)
