@@ -94,7 +94,8 @@ type Options struct {
 	// released by the caller after Do returns.
 	Prepare func(ctx context.Context, run *Run) error
 	// Locked, when set, is called once the local lock is held (at once without LockDir, or with
-	// Limit), before the store is opened; not with Replace, whose lock comes after the lease. A
+	// Limit), before the store is opened; not when Replace finds the lock held (it takes it after
+	// the lease). A
 	// caller that knows the work will most likely run starts its slow preparation there, so that
 	// it overlaps the store's work (package job starts the command's supervision shim); Prepare
 	// then finishes it, and the caller releases what was started when Prepare is not called.

@@ -112,7 +112,13 @@ func New(j Job) (*Runner, error) {
 func (r *Runner) Do(ctx context.Context, o once.Options) (once.Result, error) {
 	ro := r.options(o)
 	if o.Slot == "" && len(r.j.Shim) > 0 {
-		ro.Locked = r.startEarly
+		caller := o.Locked
+		ro.Locked = func() {
+			if caller != nil {
+				caller()
+			}
+			r.startEarly()
+		}
 	}
 	res, err := once.Do(ctx, ro, r.work)
 	r.endEarly()

@@ -177,7 +177,7 @@ func (js *jobState) after(ctx context.Context, a *active, res once.Result) {
 		skip := (jb.Overlap == "skip" || jb.Overlap == "") && a.l.why == whyFire
 		for _, sl := range a.l.slots {
 			w := js.watchLocked(sl, a.l.untried && !skip)
-			if w != nil && skip && jb.Limit >= 2 && res.Attempt == nil { // every seat taken, by other nodes too
+			if w != nil && skip && jb.Limit >= 2 && res.Attempt == nil && res.Holder != nil { // every seat taken, by other nodes too
 				w.skipNote = fmt.Sprintf("overlap = skip: all %d seats of the job were taken when slot %s fired", jb.Limit, sl)
 			}
 		}

@@ -16,8 +16,10 @@ type watch struct {
 	retryUntil   time.Time // a failed attempt is tried again only before this (the next slot's fire)
 	since        time.Time
 	// skipNote, when set, records the slot skipped (overlap = skip) if it is still untried once a
-	// seat is free: it fired while every seat of the job was taken, on several nodes (limit).
+	// seat is free, at two follow-ups in a row (a node that took a seat for it may not have begun
+	// its attempt at the first): it fired while every seat of the job was taken, on several nodes.
 	skipNote string
+	skipSeen bool // the first of those two follow-ups was made
 }
 
 // maxWatch bounds how long a slot is followed up (a holder that keeps renewing for days).
@@ -152,8 +154,17 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 			act = drop
 		}
 	}
-	if act == drop && st.Last == nil && w.skipNote != "" {
-		s.overlapSkip(ctx, jb, w.slot, nil, w.skipNote)
+	if act == drop && st.Last == nil {
+		js.mu.Lock()
+		note, seen := w.skipNote, w.skipSeen
+		w.skipSeen = true
+		js.mu.Unlock()
+		if note != "" && !seen {
+			return // look once more at the next follow-up
+		}
+		if note != "" {
+			s.overlapSkip(ctx, jb, w.slot, nil, note)
+		}
 	}
 	if act == keep {
 		if now.Sub(w.since) < maxWatch {

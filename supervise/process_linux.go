@@ -21,7 +21,7 @@ import (
 const shimDeathSig = syscall.SIGUSR2
 
 // handshakeTimeout bounds how long Prepare and Start wait for the shim's reports.
-const handshakeTimeout = 10 * time.Second
+var handshakeTimeout = 10 * time.Second // a var for the tests
 
 // killTimeout bounds the SIGKILL rounds of a kill (a fork bomb can outrun them).
 const killTimeout = 5 * time.Second
@@ -157,11 +157,17 @@ func (pr *Prepared) Start() (*Process, error) { return pr.StartFenced(time.Time{
 // starts: the go-ahead and the fence go to the shim in one write, so a once frozen right after it
 // cannot leave the command unfenced. A zero until sets no fence.
 func (pr *Prepared) StartFenced(until time.Time) (*Process, error) {
+	size := 0
 	for _, kv := range pr.env {
 		if strings.IndexByte(kv, 0) >= 0 {
 			pr.Cancel()
 			return nil, fmt.Errorf("supervise: an environment variable holds a NUL byte: %.40q", kv)
 		}
+		size += len(kv) + 1
+	}
+	if size > maxEnv {
+		pr.Cancel()
+		return nil, fmt.Errorf("supervise: the command's environment is %d bytes, more than the %d the shim takes", size, maxEnv)
 	}
 	if pr.control == nil {
 		return pr.startDirect()
@@ -176,13 +182,18 @@ func (pr *Prepared) StartFenced(until time.Time) (*Process, error) {
 	if !until.IsZero() {
 		msg = append(msg, fenceLine(until)...)
 	}
+	// A large environment fills the pipe: the write waits for the shim to read, at most as long as
+	// the handshake (a frozen shim must not hold once).
+	_ = pr.control.SetWriteDeadline(time.Now().Add(handshakeTimeout))
 	_, werr := pr.control.Write(msg)
+	_ = pr.control.SetWriteDeadline(time.Time{})
 	if werr == nil {
 		p.mu.Lock()
 		p.control = pr.control // for Fence, until the run is over
 		p.mu.Unlock()
 	} else {
 		pr.control.Close()
+		p.kill()
 	}
 	timeout := time.NewTimer(handshakeTimeout)
 	defer timeout.Stop()

@@ -541,3 +541,31 @@ func FuzzShimStatus(f *testing.F) {
 		}
 	})
 }
+
+// A go-ahead with an environment larger than the pipe, to a shim that is frozen after it reported
+// ready: Start gives up after the handshake's time and kills the shim, instead of waiting forever.
+func TestGoAheadToAFrozenShim(t *testing.T) {
+	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
+	handshakeTimeout = 500 * time.Millisecond
+	pr, err := Prepare(Config{Args: []string{"/bin/true"}, Shim: shim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pr.p.pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 60<<10)
+	pr.SetEnv([]string{"A=" + big, "B=" + big, "C=" + big})
+	start := time.Now()
+	if _, err := pr.Start(); err == nil {
+		t.Fatal("Start to a frozen shim succeeded")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Start gave up after %s", d)
+	}
+	select {
+	case <-pr.p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the frozen shim was not killed")
+	}
+}

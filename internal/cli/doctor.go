@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -327,7 +328,8 @@ func liveTokens(ls []store.Lease) map[string]map[int64]bool {
 }
 
 // overlaps reports attempts of one task whose [start, end] intervals intersect, but for attempts of
-// seats (once run --limit) of different slots (store.Concurrent).
+// seats (once run --limit) of different slots (store.Concurrent); and seats' attempts running at once
+// beyond the largest limit among them.
 func overlaps(hist []store.Entry, now time.Time, r *report) {
 	byTask := map[string][]store.Attempt{}
 	for _, e := range hist {
@@ -346,23 +348,40 @@ func overlaps(hist []store.Entry, now time.Time, r *report) {
 	for _, task := range sortedKeys(byTask) {
 		as := byTask[task]
 		sort.Slice(as, func(i, j int) bool { return as[i].StartedAt.Before(as[j].StartedAt) })
-		var prev *store.Attempt // the attempt seen so far that ends last
+		var open []*store.Attempt // the attempts seen so far that have not ended by the current start
 		for i := range as {
 			a := &as[i]
-			if prev != nil && a.StartedAt.Before(end(*prev)) && a.RunID != prev.RunID && !store.Concurrent(*prev, *a) {
-				found++
-				r.add("overlap", store.LevelFail, task, "OVERLAP: attempt %d of slot %q (run %s, holder %s, token %d, %s–%s) and attempt %d of slot %q (run %s, holder %s, token %d, %s–%s) ran at the same time; this must never happen: check that every host uses the same store (--store/ONCE_STORE) and report it",
-					prev.Number, prev.Slot, prev.RunID, prev.Holder, prev.Token, fmtT(prev.StartedAt), fmtT(end(*prev)),
-					a.Number, a.Slot, a.RunID, a.Holder, a.Token, fmtT(a.StartedAt), fmtT(end(*a)))
+			open = slices.DeleteFunc(open, func(p *store.Attempt) bool { return !a.StartedAt.Before(end(*p)) })
+			for _, p := range open {
+				if p.RunID != a.RunID && !store.Concurrent(*p, *a) {
+					found++
+					r.add("overlap", store.LevelFail, task, "OVERLAP: attempt %d of slot %q (run %s, holder %s, token %d, %s–%s) and attempt %d of slot %q (run %s, holder %s, token %d, %s–%s) ran at the same time; this must never happen: check that every host uses the same store (--store/ONCE_STORE) and report it",
+						p.Number, p.Slot, p.RunID, p.Holder, p.Token, fmtT(p.StartedAt), fmtT(end(*p)),
+						a.Number, a.Slot, a.RunID, a.Holder, a.Token, fmtT(a.StartedAt), fmtT(end(*a)))
+				}
 			}
-			if prev == nil || end(*a).After(end(*prev)) {
-				prev = a
+			open = append(open, a)
+			if n, most := seatsAtOnce(open); n > most && most >= 2 {
+				found++
+				r.add("overlap", store.LevelFail, task, "OVERLAP: %d attempts of seats ran at once at %s (the latest: slot %q, run %s, holder %s, token %d), more than their limit %d; this must never happen: report it",
+					n, fmtT(a.StartedAt), a.Slot, a.RunID, a.Holder, a.Token, most)
 			}
 		}
 	}
 	if found == 0 {
 		r.add("overlap", store.LevelOK, "", "no overlapping attempts in %d tasks", len(byTask))
 	}
+}
+
+// seatsAtOnce counts the attempts of seats among open, and the largest limit among them.
+func seatsAtOnce(open []*store.Attempt) (n, most int) {
+	for _, a := range open {
+		if a.Limit >= 2 {
+			n++
+			most = max(most, a.Limit)
+		}
+	}
+	return n, most
 }
 
 func fmtT(t time.Time) string { return t.Local().Format("2006-01-02T15:04:05.000Z07:00") }

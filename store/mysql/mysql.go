@@ -319,9 +319,10 @@ func (s *Store) migrate(ctx context.Context, dbName string) error {
 			}
 			for _, stmt := range m.Statements {
 				if _, err := conn.ExecContext(ctx, strings.ReplaceAll(stmt, "{p}", s.Prefix)); err != nil {
-					// 1061: an index a migration cut short already added (MySQL has no ADD KEY IF
-					// NOT EXISTS; each ALTER TABLE is all or nothing).
-					if errors.As(err, &myErr) && myErr.Number == 1061 {
+					// 1061, 1060: an index or a column a migration cut short already added (MySQL
+					// has no ADD KEY IF NOT EXISTS nor ADD COLUMN IF NOT EXISTS, MariaDB's; each
+					// ALTER TABLE is all or nothing).
+					if errors.As(err, &myErr) && (myErr.Number == 1061 || myErr.Number == 1060) {
 						continue
 					}
 					return fmt.Errorf("migration %s: %w", m.Name, err)

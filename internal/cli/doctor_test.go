@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// overlaps: two attempts of a task at once are an incident, but for seats' attempts of different
+// slots (once run --limit); one slot twice at once is, even when an attempt of another slot that
+// runs longer lies between them; and more seats' attempts at once than their limit is.
+func TestOverlaps(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(run, sl string, limit, from, to int) store.Entry {
+		end := t0.Add(time.Duration(to) * time.Second)
+		return store.Entry{Attempt: store.Attempt{Task: "t", Slot: sl, RunID: run, Number: 1, State: store.Succeeded, Limit: limit,
+			StartedAt: t0.Add(time.Duration(from) * time.Second), EndedAt: &end}}
+	}
+	for _, c := range []struct {
+		name string
+		hist []store.Entry
+		want int // overlap findings at LevelFail
+	}{
+		{"exclusive", []store.Entry{at("a", "s1", 0, 0, 10), at("b", "s2", 0, 5, 15)}, 1},
+		{"one after the other", []store.Entry{at("a", "s1", 0, 0, 10), at("b", "s2", 0, 10, 15)}, 0},
+		{"seats, two slots", []store.Entry{at("a", "s1", 2, 0, 10), at("b", "s2", 2, 5, 15)}, 0},
+		{"seats, one slot, a longer one between", []store.Entry{at("a", "s1", 3, 0, 50), at("b", "s2", 3, 10, 100), at("c", "s1", 3, 40, 45)}, 1},
+		{"three seats of two", []store.Entry{at("a", "s1", 2, 0, 50), at("b", "s2", 2, 10, 100), at("c", "s3", 2, 40, 45)}, 1},
+		{"an exclusive run among seats", []store.Entry{at("a", "s1", 2, 0, 50), at("x", "s9", 0, 10, 20)}, 1},
+	} {
+		r := &report{}
+		overlaps(c.hist, t0.Add(time.Hour), r)
+		n := 0
+		for _, f := range r.Findings {
+			if f.Check == "overlap" && f.Level == store.LevelFail {
+				n++
+				if !strings.HasPrefix(f.Message, "OVERLAP: ") {
+					t.Errorf("%s: %q", c.name, f.Message)
+				}
+			}
+		}
+		if n != c.want {
+			t.Errorf("%s: %d overlap findings, want %d: %+v", c.name, n, c.want, r.Findings)
+		}
+	}
+}
