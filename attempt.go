@@ -45,8 +45,13 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 	}
 	att, err := g.o.Store.Begin(ctx, store.Attempt{Task: g.o.Task, Slot: g.slot, RunID: g.runID, Number: run.Attempt,
 		Holder: g.o.Holder, Token: run.Token, State: store.Running, Limit: g.seats()})
-	if errors.Is(err, store.ErrNotHeld) {
+	// Busy, not an error: the lease was lost first, or, holding a seat, another seat began this
+	// slot between our read of it and our Begin (the ledger admits one running attempt per slot).
+	if busy := errors.Is(err, store.ErrNotHeld) || errors.Is(err, store.ErrConflict) && g.o.Limit >= 2; busy {
 		reason := "lost the lease before starting"
+		if !errors.Is(err, store.ErrNotHeld) {
+			reason = fmt.Sprintf("slot %s began under another seat at the same moment", g.slot)
+		}
 		g.log.Info("busy", "reason", reason)
 		sp.SetAttributes(AttrDecision.String(string(Busy)), AttrReason.String(reason))
 		sp.End()

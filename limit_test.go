@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,5 +93,44 @@ func TestLimitSameSlotBusy(t *testing.T) {
 	}
 	if err != nil || kinds[store.Busy] != 1 || kinds[store.Review] != 0 || kinds[store.Succeeded] != 1 {
 		t.Fatalf("history %v (%v): want one succeeded attempt, one busy event, no review", kinds, err)
+	}
+}
+
+// Options.Limit 2, one slot, two holders that both read the slot untried before either records
+// its attempt (Prepare holds each until both got there): one runs it, the other is busy, not an
+// error (the ledger's conflict on Begin).
+func TestLimitSameSlotRace(t *testing.T) {
+	s, _ := newStore(t)
+	var both sync.WaitGroup
+	both.Add(2)
+	o := once.Options{Store: s, Task: "t", Slot: "s1", Limit: 2, TTL: 10 * time.Second,
+		Prepare: func(context.Context, *once.Run) error { both.Done(); both.Wait(); return nil }}
+	rs := make([]once.Result, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, h := range []string{"a", "b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			oi := o
+			oi.Holder = h
+			rs[i], errs[i] = once.Do(context.Background(), oi, func(context.Context, *once.Run) error { return nil })
+		}()
+	}
+	wg.Wait()
+	ran, busy := 0, 0
+	for i, r := range rs {
+		if errs[i] != nil {
+			t.Fatalf("holder %d: %v", i, errs[i])
+		}
+		switch {
+		case r.Decision == once.Ran:
+			ran++
+		case r.Decision == once.Busy && strings.Contains(r.Reason, "began under another seat"):
+			busy++
+		}
+	}
+	if ran != 1 || busy != 1 {
+		t.Fatalf("results %+v; want one ran and one busy", rs)
 	}
 }

@@ -118,15 +118,16 @@ func TestLimitUsage(t *testing.T) {
 	}
 }
 
-// TestDaemonLimit: three daemons, a jobs file job with limit = 2 that runs 2.5 s every 2 s:
-// every slot of the window runs exactly once (with limit = 1 every other slot would be skipped,
-// its predecessor still running), never more than two at once, each with its own fencing token;
-// on every store.
+// TestDaemonLimit: three daemons, a jobs file job with limit = 2 and overlap = buffer-one that
+// runs 2.5 s every 2 s: every slot of the window runs exactly once (a slot that finds both seats
+// taken, when the machine is slow to start commands, waits for one; with limit = 1 the backlog
+// would grow and slots be skipped), never more than two at once, each with its own fencing token,
+// and no daemon logs an error; on every store.
 func TestDaemonLimit(t *testing.T) {
 	acrossStores(t, func(t *testing.T, b backend) {
 		dsn, dir := b.isolated(), t.TempDir()
 		w := filepath.Join(dir, "witness")
-		jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf("[[job]]\nname = \"wide\"\nschedule = \"@every 2s\"\ntz = \"UTC\"\nttl = \"5s\"\nlimit = 2\ncommand = %q\n",
+		jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf("[[job]]\nname = \"wide\"\nschedule = \"@every 2s\"\ntz = \"UTC\"\nttl = \"5s\"\nlimit = 2\noverlap = \"buffer-one\"\ncommand = %q\n",
 			witnessScript(w, "${ONCE_SLOT}_${ONCE_FENCING_TOKEN}", "2.5")))
 		var ds []*daemon
 		for _, n := range []string{"node-a", "node-b", "node-c"} {
@@ -137,7 +138,7 @@ func TestDaemonLimit(t *testing.T) {
 		}
 		from := time.Now().Add(time.Second)
 		time.Sleep(20 * time.Second)
-		to := time.Now().Add(-3 * time.Second)
+		to := time.Now().Add(-6 * time.Second) // a slot that waited for a seat may still be queued
 		for _, d := range ds {
 			if code := d.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
 				t.Errorf("daemon %s exited %d", d.name, code)
@@ -159,6 +160,11 @@ func TestDaemonLimit(t *testing.T) {
 		for s := from.Truncate(2 * time.Second).Add(2 * time.Second); s.Before(to); s = s.Add(2 * time.Second) {
 			if v := s.UTC().Format("2006-01-02T15:04:05-07:00"); slots[v] != 1 {
 				t.Errorf("slot %s of the window ran %d times, want once (runs %v)", v, slots[v], sp)
+			}
+		}
+		for _, d := range ds {
+			if l := d.logText(); strings.Contains(l, "level=ERROR") {
+				t.Errorf("daemon %s logged an error:\n%s", d.name, l)
 			}
 		}
 		t.Logf("%d runs, at most %d at once", len(sp), overlap(sp))
