@@ -23,12 +23,20 @@ import (
 // stays in the hash, and its token passes the ledger fence, until a later seat acquire finds it
 // expired.
 
-// seatLua follows check: current(n) is true when the counter n is a seat's token; summarize(t, base)
-// sets the lease key to base with the latest expiry of the live seats by t, or deletes it when
-// none is live.
+// seatLua follows check: current(n) is true when the counter n is a seat's token; held(n) is the
+// seat of token ARGV[4] held by ARGV[3], decoded, while the seats are current (nil when not);
+// summarize(t, base) sets the lease key to base with the latest expiry of the live seats by t, or
+// deletes it when none is live.
 const seatLua = `
 local function current(n)
   return n > 0 and redis.call('HEXISTS', KEYS[4], string.format('%d', n)) == 1
+end
+local function held(n)
+  local v = current(n) and redis.call('HGET', KEYS[4], ARGV[4])
+  if not v then return nil end
+  local c = cjson.decode(v)
+  if c.h ~= ARGV[3] then return nil end
+  return c
 end
 local function summarize(t, base)
   local all = redis.call('HGETALL', KEYS[4])
@@ -86,13 +94,10 @@ return {'OK', n, t}
 var seatRenewScript = goredis.NewScript(check + seatLua + `
 local n = check()
 if type(n) == 'table' then return n end
-local v = current(n) and redis.call('HGET', KEYS[4], ARGV[4])
-if not v then return {'NOTHELD'} end
-local c = cjson.decode(v)
-local t = now()
-if c.h ~= ARGV[3] or tonumber(c.x) <= t then return {'NOTHELD'} end
+local c, t = held(n), now()
+if not c or tonumber(c.x) <= t then return {'NOTHELD'} end
 c.x = string.format('%d', t + tonumber(ARGV[5]) * 1000)
-v = cjson.encode(c)
+local v = cjson.encode(c)
 redis.call('HSET', KEYS[4], ARGV[4], v)
 local cur = redis.call('GET', KEYS[2])
 summarize(t, cur and cjson.decode(cur) or c)
@@ -105,10 +110,8 @@ return {'OK', v}
 var seatReleaseScript = goredis.NewScript(check + seatLua + `
 local n = check()
 if type(n) == 'table' then return n end
-local v = current(n) and redis.call('HGET', KEYS[4], ARGV[4])
-if not v then return {'NOTHELD'} end
-local c = cjson.decode(v)
-if c.h ~= ARGV[3] then return {'NOTHELD'} end
+local c = held(n)
+if not c then return {'NOTHELD'} end
 local t = now()
 if tonumber(c.x) > t then
   c.x = string.format('%d', t)

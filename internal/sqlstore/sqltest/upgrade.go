@@ -94,11 +94,11 @@ func EventsUpgradeFromV3(t *testing.T, dsn string, open Opener, downgrade []stri
 // store/mysql/migrations): raise it with each new migration.
 const schemaVersion = 6
 
-// SeatsUpgradeFromV4: a version 4 schema (no lease_seats table) with an exclusive grant is
-// upgraded on open (migration 005), and grants seats with tokens after the exclusive grant's.
-func SeatsUpgradeFromV4(t *testing.T, dsn string, open Opener) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// downgraded opens a fresh schema, grants the exclusive lease of task "old" (to "x", run "rx")
+// with an attempt of slot "s0" under it, releases it, sets the schema back with stmts, and opens
+// it again: the store upgraded from version from, and the grant made before.
+func downgraded(t *testing.T, ctx context.Context, dsn string, open Opener, from int, stmts ...string) (store.Store, store.Lease) {
+	t.Helper()
 	s, sq, err := open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -107,10 +107,14 @@ func SeatsUpgradeFromV4(t *testing.T, dsn string, open Opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.Begin(ctx, store.Attempt{Task: "old", Slot: "s0", RunID: "rx", Holder: "x", Token: lx.Token}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Release(ctx, lx); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{"DROP TABLE {p}lease_seats", "DELETE FROM {p}schema_version WHERE version >= 5"} {
+	stmts = append(stmts, fmt.Sprintf("DELETE FROM {p}schema_version WHERE version > %d", from))
+	for _, q := range stmts {
 		if _, err := sq.DB.ExecContext(ctx, sq.Q(q)); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -118,9 +122,18 @@ func SeatsUpgradeFromV4(t *testing.T, dsn string, open Opener) {
 	s.Close()
 	s, _, err = open(ctx, dsn)
 	if err != nil {
-		t.Fatalf("open a version 4 schema: %v", err)
+		t.Fatalf("open a version %d schema: %v", from, err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s, lx
+}
+
+// SeatsUpgradeFromV4: a version 4 schema (no lease_seats table) with an exclusive grant is
+// upgraded on open (migration 005), and grants seats with tokens after the exclusive grant's.
+func SeatsUpgradeFromV4(t *testing.T, dsn string, open Opener) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, lx := downgraded(t, ctx, dsn, open, 4, "DROP TABLE {p}lease_seats")
 	for i, h := range []string{"a", "b"} {
 		l, err := s.Acquire(ctx, store.AcquireRequest{Task: "old", Holder: h, RunID: "r" + h, TTL: time.Minute, Limit: 2})
 		if want := lx.Token + int64(i) + 1; err != nil || l.Token != want {
@@ -137,31 +150,7 @@ func SeatsUpgradeFromV4(t *testing.T, dsn string, open Opener) {
 func AttemptSeatsUpgradeFromV5(t *testing.T, dsn string, open Opener) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, sq, err := open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lx, err := s.Acquire(ctx, store.AcquireRequest{Task: "old", Holder: "x", RunID: "rx", TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Begin(ctx, store.Attempt{Task: "old", Slot: "s0", RunID: "rx", Holder: "x", Token: lx.Token}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx, lx); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{"ALTER TABLE {p}attempts DROP COLUMN seats", "DELETE FROM {p}schema_version WHERE version >= 6"} {
-		if _, err := sq.DB.ExecContext(ctx, sq.Q(q)); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	s.Close()
-	s, _, err = open(ctx, dsn)
-	if err != nil {
-		t.Fatalf("open a version 5 schema: %v", err)
-	}
-	defer s.Close()
+	s, _ := downgraded(t, ctx, dsn, open, 5, "ALTER TABLE {p}attempts DROP COLUMN seats")
 	if st, err := s.Slot(ctx, "old", "s0"); err != nil || st.Last == nil || st.Last.Limit != 0 {
 		t.Fatalf("an old attempt after the upgrade: %+v, %v; want Limit 0", st.Last, err)
 	}
