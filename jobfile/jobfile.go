@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/once-run/once/slot"
+	"github.com/once-run/once/store"
 )
 
 // Job is one scheduled job of a jobs file.
@@ -32,6 +33,19 @@ type Job struct {
 	Overlap      string        // "skip" (default) | "buffer-one" | "replace"
 	Limit        int           // most slots of the job running at once in the fleet, each on a seat of its lease; 1 (default) = one at a time
 	Source       string        // "file:line" where the job is defined, for messages
+}
+
+// CheckLimit checks the job's limit against its overlap: 0 or 1 (one at a time) to store.MaxLimit,
+// and not with overlap = "replace" (which of the running slots would it stop?). The jobs file and
+// a program's own jobs (package scheduler) are held to it alike.
+func (j Job) CheckLimit() error {
+	switch {
+	case j.Limit < 0 || j.Limit > store.MaxLimit:
+		return fmt.Errorf("limit %d is out of range: give 1 to %d", j.Limit, store.MaxLimit)
+	case j.Limit >= 2 && j.Overlap == "replace":
+		return fmt.Errorf("overlap = \"replace\" cannot be combined with limit = %d: replace stops the one running slot; use overlap = \"skip\" or \"buffer-one\" with a limit, or limit = 1", j.Limit)
+	}
+	return nil
 }
 
 // Spec is the job's schedule in its zone, as package slot reads it.

@@ -137,12 +137,12 @@ func build(file string, line int, f fields) (Job, error) {
 	if _, ok := f["catch-up-max"]; ok && j.CatchUp == 0 {
 		return Job{}, bad("catch-up-max", "catch-up-max needs a catch-up window: add catch-up = \"6h\" (or remove catch-up-max)")
 	}
-	if j.Limit >= 2 && j.Overlap == "replace" {
+	if err := j.CheckLimit(); err != nil {
 		k := "overlap"
 		if f["limit"].line > f["overlap"].line {
 			k = "limit"
 		}
-		return Job{}, bad(k, "overlap = \"replace\" cannot be combined with limit = %d: replace stops the one running slot; use overlap = \"skip\" or \"buffer-one\" with a limit, or limit = 1", j.Limit)
+		return Job{}, bad(k, "%s", err)
 	}
 	if j.CatchUp > 0 && j.CatchUpMax == 0 {
 		j.CatchUpMax = 1

@@ -101,15 +101,14 @@ func (s *Scheduler) fire(ctx context.Context, js *jobState, sl slot.Slot) {
 // launches of the job as its limit allows.
 func (js *jobState) overlapLocked(ctx context.Context, l launch) {
 	s, jb := js.s, js.job
-	var a *active
 	for _, x := range js.actives {
 		if x.run == nil { // between attempts, or not started: not an overlap yet
 			js.enqueueLocked(l)
 			return
 		}
-		a = x
 	}
-	running := js.actives[0].run
+	a := js.actives[0] // the oldest (replace: the only one, limit 1)
+	running := a.run
 	sl := l.slots[0]
 	switch jb.Overlap {
 	case "buffer-one":
@@ -141,13 +140,11 @@ func (js *jobState) overlapLocked(ctx context.Context, l launch) {
 	}
 }
 
-// runningSlotsLocked lists the slots the actives run, for notes.
+// runningSlotsLocked lists the slots the actives run (each has its attempt: overlapLocked), for notes.
 func (js *jobState) runningSlotsLocked() string {
-	var out []string
-	for _, a := range js.actives {
-		if a.run != nil {
-			out = append(out, a.run.Slot)
-		}
+	out := make([]string, len(js.actives))
+	for i, a := range js.actives {
+		out[i] = a.run.Slot
 	}
 	return strings.Join(out, ", ")
 }

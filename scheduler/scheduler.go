@@ -163,9 +163,8 @@ func (s *Scheduler) Reload(jobs []Job) error {
 			return fmt.Errorf("%w: job %q is given twice", once.ErrInvalid, j.Name)
 		}
 		seen[j.Name] = true
-		if j.Limit < 0 || j.Limit > store.MaxLimit || j.Limit >= 2 && j.Overlap == "replace" {
-			return fmt.Errorf("%w: job %q: limit %d with overlap %q: give a limit of 1 to %d, and not with replace",
-				once.ErrInvalid, j.Name, j.Limit, j.Overlap, store.MaxLimit)
+		if err := j.CheckLimit(); err != nil {
+			return fmt.Errorf("%w: job %q: %w", once.ErrInvalid, j.Name, err)
 		}
 		if len(j.Command) == 0 && j.Work == nil {
 			return fmt.Errorf("%w: job %q has neither Command nor Work", once.ErrInvalid, j.Name)
