@@ -1,9 +1,11 @@
-// Package metrics exports once's state to Prometheus, read from the store: a prometheus.Collector
-// (New) and the handler to mount at /metrics (Collector.Handler), for once serve and once
-// daemon --http. Every metric, its labels and example alert rules: docs/metrics.md.
+// Package metrics exports once's state to Prometheus, read from the store: a Collector (New) and
+// the handler to mount at /metrics (Collector.Handler), for once serve and once daemon --http.
+// Every metric, its labels and example alert rules: docs/metrics.md.
 //
-// It imports only package store (and the Prometheus client): a daemon's counters come in through
-// the FleetStats interface, as a plain Fleet the daemon fills.
+// It imports only package store: a daemon's counters come in through the FleetStats interface, as
+// a plain Fleet the daemon fills. It writes Prometheus' text format itself (expo.go) rather than
+// through the Prometheus client library, whose package init ran in every once process (the tests
+// parse what it writes with that library's parser and lint it with promlint).
 //
 // # What a scrape reads
 //

@@ -1,15 +1,13 @@
 package metrics
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/once-run/once/store"
 )
@@ -71,7 +69,7 @@ const (
 	DefaultTimeout     = 5 * time.Second
 )
 
-// Collector is a prometheus.Collector of once's metrics, read from the store (and a daemon's
+// Collector is once's metrics, read from the store (and a daemon's
 // counters). It is safe for concurrent use; scrapes are served one read of the store at a time.
 type Collector struct {
 	c  Config
@@ -103,24 +101,43 @@ func New(c Config) (*Collector, error) {
 	return &Collector{c: c, t: newTracker(c.Store, c.MaxTasks)}, nil
 }
 
-// Handler serves the collector in Prometheus' text and protobuf formats from a registry of its
-// own, with the Go runtime's and this process's collectors. Mount it at /metrics.
+// Handler serves the collector in Prometheus' text format (0.0.4), with the Go runtime's and
+// this process's metrics; gzipped when the scraper accepts it, as Prometheus does. Mount it at
+// /metrics.
 func (c *Collector) Handler() http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w := c.collect()
+		collectGo(w)
+		collectProcess(w)
+		rw.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		if !acceptsGzip(r.Header.Get("Accept-Encoding")) {
+			_ = w.write(rw)
+			return
+		}
+		rw.Header().Set("Content-Encoding", "gzip")
+		rw.Header().Add("Vary", "Accept-Encoding")
+		gz, _ := gzip.NewWriterLevel(rw, gzip.BestSpeed)
+		if w.write(gz) == nil {
+			_ = gz.Close()
+		}
+	})
 }
 
-// Describe sends the descriptors of every metric the collector can export.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range allDescs {
-		ch <- d
+// acceptsGzip reads an Accept-Encoding header: gzip listed, and not with q=0.
+func acceptsGzip(h string) bool {
+	for _, part := range strings.Split(h, ",") {
+		enc, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(enc), "gzip") {
+			q := strings.ReplaceAll(params, " ", "")
+			return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+		}
 	}
+	return false
 }
 
-// Collect reads what is new in the store (at most once per MinInterval) and sends the metrics.
+// collect reads what is new in the store (at most once per MinInterval) and returns the metrics.
 // A store that fails is once_store_up 0, with the rest from what was read before.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) collect() *sink {
 	start := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -131,17 +148,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		cancel()
 		c.readAt, c.readDur = now, time.Since(start)
 	}
-	c.collectTasks(ch)
+	w := newSink()
+	c.collectTasks(w)
 	if c.c.Fleet != nil {
-		collectFleet(ch, c.c.Fleet.FleetStats(), c.c.MaxTasks)
+		collectFleet(w, c.c.Fleet.FleetStats(), c.c.MaxTasks)
 	}
 	up := 1.0
 	if c.readErr != nil {
 		up = 0
 	}
-	ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, up)
-	ch <- prometheus.MustNewConstMetric(descReadDuration, prometheus.GaugeValue, c.readDur.Seconds())
-	ch <- prometheus.MustNewConstMetric(descScrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds())
+	w.gauge(descStoreUp, up)
+	w.gauge(descReadDuration, c.readDur.Seconds())
+	w.gauge(descScrapeDuration, time.Since(start).Seconds())
+	return w
 }
 
 // Err is the error of the last read of the store (nil when it worked), for a server's log.

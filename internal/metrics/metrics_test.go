@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/once-run/once/store"
 )
@@ -280,7 +281,11 @@ func TestHandler(t *testing.T) {
 			t.Errorf("no %q in /metrics:\n%s", s, body)
 		}
 	}
-	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+	var fams []*dto.MetricFamily
+	for _, f := range gather(t, c) {
+		fams = append(fams, f)
+	}
+	if problems, err := promlint.NewWithMetricFamilies(fams).Lint(); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %+v", err, problems)
 	}
 }

@@ -17,9 +17,8 @@ const (
 // exported are the names of the metric families the collector can export.
 func exported() map[string]bool {
 	names := map[string]bool{}
-	re := regexp.MustCompile(`fqName: "([a-z_]+)"`)
 	for _, d := range allDescs {
-		names[re.FindStringSubmatch(d.String())[1]] = true
+		names[d.name] = true
 	}
 	return names
 }
