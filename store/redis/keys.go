@@ -31,7 +31,7 @@ func (keyKV) Batch() int { return 1000 }
 
 // createScript: ARGV is key, record pairs; each record is JSON starting with `{"s"` and without a
 // claim time, which the script puts in front from TIME. Returns 1 per created key, 0 per old one.
-var createScript = goredis.NewScript(`
+var createScript = lazyScript(`
 local t = redis.call('TIME')
 local now = t[1] .. string.format('%06d', tonumber(t[2]))
 local out = {}
@@ -42,7 +42,7 @@ return out
 `)
 
 // applyScript: ARGV is key, value read, new value (” deletes) triples; all or nothing.
-var applyScript = goredis.NewScript(`
+var applyScript = lazyScript(`
 for i = 1, #ARGV, 3 do
   if redis.call('HGET', KEYS[1], ARGV[i]) ~= ARGV[i + 1] then return 0 end
 end
@@ -119,7 +119,7 @@ func (k keyKV) Apply(ctx context.Context, scope string, ch []kvstore.KeyChange) 
 		}
 		args = append(args, c.Key, c.Ver, nv)
 	}
-	n, err := applyScript.Run(ctx, k.s.c, []string{k.hash(scope)}, args...).Int64()
+	n, err := applyScript().Run(ctx, k.s.c, []string{k.hash(scope)}, args...).Int64()
 	if err != nil {
 		return false, k.s.mapErr(err)
 	}
@@ -145,17 +145,17 @@ func (s *Store) scopesBuiltKey() string { return s.key("k-scopes-built") }
 func (k keyKV) create(ctx context.Context, scope string, args []any) ([]int64, error) {
 	keys := []string{k.hash(scope)}
 	if k.s.scopeKnown(scope) {
-		return createScript.Run(ctx, k.s.c, keys, args...).Int64Slice()
+		return createScript().Run(ctx, k.s.c, keys, args...).Int64Slice()
 	}
 	p := k.s.c.Pipeline()
 	z := p.ZAddNX(ctx, k.s.scopesKey(), goredis.Z{Member: scope})
-	c := createScript.EvalSha(ctx, p, keys, args...)
+	c := createScript().EvalSha(ctx, p, keys, args...)
 	_, _ = p.Exec(ctx)
 	if z.Err() == nil {
 		k.s.knowScope(scope)
 	}
 	if err := c.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		return createScript.Run(ctx, k.s.c, keys, args...).Int64Slice()
+		return createScript().Run(ctx, k.s.c, keys, args...).Int64Slice()
 	}
 	return c.Int64Slice()
 }

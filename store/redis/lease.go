@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -19,7 +20,7 @@ import (
 // counter only: check() has just seen an existing one carry it. Live seats keep the lease key set
 // (their summary, seats.go), so the exclusive grant is busy while any is live; a grant deletes
 // the seats, which ends their fence.
-var acquireScript = goredis.NewScript(check + `
+var acquireScript = lazyScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
 local cur = redis.call('GET', KEYS[2])
@@ -44,7 +45,7 @@ return {'OK', n, t}
 `)
 
 // renew: ARGV[3] holder, ARGV[4] token, ARGV[5] ttl in ms.
-var renewScript = goredis.NewScript(check + `
+var renewScript = lazyScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
 local cur = redis.call('GET', KEYS[2])
@@ -60,7 +61,7 @@ return {'OK', v}
 
 // release: ARGV[3] holder, ARGV[4] token. An expired grant nobody replaced (the counter is still
 // its token) releases fine.
-var releaseScript = goredis.NewScript(check + `
+var releaseScript = lazyScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
 local cur = redis.call('GET', KEYS[2])
@@ -78,7 +79,7 @@ return {'OK'}
 // Waiting read), KEYS[2] the same names in a sorted set of score 0, in byte order (Tasks). One
 // script, so the sorted set never lacks a name the set has, but for names an older once added
 // (Tasks then adds them). Both keys are the prefix's: one Cluster slot.
-var indexScript = goredis.NewScript(`
+var indexScript = lazyScript(`
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
 return 1
@@ -145,10 +146,10 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	if req.TTL < time.Millisecond {
 		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
-	sc, last, limit := acquireScript, "0", 0
+	sc, last, limit := acquireScript(), "0", 0
 	switch {
 	case req.Limit >= 2:
-		sc, last, limit = seatAcquireScript, strconv.Itoa(req.Limit), req.Limit
+		sc, last, limit = seatAcquireScript(), strconv.Itoa(req.Limit), req.Limit
 	case req.Replace:
 		last = "1"
 	}
@@ -204,7 +205,7 @@ func (s *Store) sendAcquire(ctx context.Context, sc *goredis.Script, task string
 	switch {
 	case s.wait > 0:
 		if !s.indexed(task) {
-			if err := indexScript.Run(ctx, s.c, s.indexKeys(), task).Err(); err != nil {
+			if err := indexScript().Run(ctx, s.c, s.indexKeys(), task).Err(); err != nil {
 				return nil, nil, s.mapErr(err)
 			}
 			s.mu.Lock()
@@ -220,7 +221,7 @@ func (s *Store) sendAcquire(ctx context.Context, sc *goredis.Script, task string
 		return sc.Run(ctx, s.c, keys, args...), nil, nil
 	}
 	p := s.c.Pipeline()
-	add := indexScript.Eval(ctx, p, s.indexKeys(), task) // the body: no NOSCRIPT to recover from
+	add := indexScript().Eval(ctx, p, s.indexKeys(), task) // the body: no NOSCRIPT to recover from
 	res = sc.EvalSha(ctx, p, keys, args...)
 	_, _ = p.Exec(ctx)
 	if err := res.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -239,7 +240,7 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	if l.Limit >= 2 {
 		return s.renewSeat(ctx, l, ttl)
 	}
-	r, err := s.run(ctx, renewScript, l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10), ttlMillis(ttl))
+	r, err := s.run(ctx, renewScript(), l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10), ttlMillis(ttl))
 	if err != nil {
 		return store.Lease{}, err
 	}
@@ -254,7 +255,7 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	if l.Limit >= 2 {
 		return s.releaseSeat(ctx, l)
 	}
-	r, err := s.run(ctx, releaseScript, l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10))
+	r, err := s.run(ctx, releaseScript(), l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10))
 	if err != nil {
 		return err
 	}
@@ -360,4 +361,10 @@ func (s *Store) Tasks(ctx context.Context, after string, limit int) ([]string, e
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	t, err := s.c.Time(ctx).Result()
 	return t, s.mapErr(err)
+}
+
+// lazyScript is a Lua script whose SHA-1 is computed on first use, not at package init: init runs
+// in every once process, on every store.
+func lazyScript(src string) func() *goredis.Script {
+	return sync.OnceValue(func() *goredis.Script { return goredis.NewScript(src) })
 }

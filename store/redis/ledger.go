@@ -15,7 +15,7 @@ import (
 )
 
 // load: KEYS[5] the slot document. Returns {counter, now µs, version, doc}.
-var loadScript = goredis.NewScript(check + `
+var loadScript = lazyScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
 local d = redis.call('HMGET', KEYS[5], 'v', 'd')
@@ -27,7 +27,7 @@ return {n, string.format('%d', now()), d[1] or false, d[2] or false}
 // document, ARGV[6] slot name, ARGV[7] when the slot started waiting in µs (empty: it does not wait).
 // The fence (kvstore.Grants.Current): the token is the counter, or a seat's while the seats are
 // current (the counter is a seat's token: no exclusive grant came after them).
-var saveScript = goredis.NewScript(check + `
+var saveScript = lazyScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
 local latest = string.format('%d', n)
@@ -46,7 +46,7 @@ return {'OK'}
 
 // forget: KEYS[5] the slot document, KEYS[6] the task's waiting index; ARGV[3] version read,
 // ARGV[4] slot name. Removes the document when it is still that version.
-var forgetScript = goredis.NewScript(check + `
+var forgetScript = lazyScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
 local v = tonumber(redis.call('HGET', KEYS[5], 'v') or '0')
@@ -62,7 +62,7 @@ type kv struct{ s *Store }
 func (k kv) Load(ctx context.Context, task, slot string) (*kvstore.Doc, kvstore.Version, time.Time, error) {
 	s := k.s
 	keys := append(s.taskKeys(task), s.tkey(task, "d:"+slot))
-	r, err := s.run(ctx, loadScript, task, keys)
+	r, err := s.run(ctx, loadScript(), task, keys)
 	if err != nil {
 		return nil, 0, time.Time{}, err
 	}
@@ -87,7 +87,7 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		}
 	}
 	if ver == 0 {
-		if err := indexScript.Run(ctx, s.c, s.indexKeys(), d.Task).Err(); err != nil {
+		if err := indexScript().Run(ctx, s.c, s.indexKeys(), d.Task).Err(); err != nil {
 			return s.mapErr(err)
 		}
 	}
@@ -96,7 +96,7 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 	if t, ok := d.Waits(); ok {
 		since = strconv.FormatInt(t.UnixMicro(), 10)
 	}
-	res, unacked := s.durable(ctx, saveScript, "ledger write", keys, s.epoch, s.seen(d.Task), ver, token, d.Marshal(), d.Slot, since)
+	res, unacked := s.durable(ctx, saveScript(), "ledger write", keys, s.epoch, s.seen(d.Task), ver, token, d.Marshal(), d.Slot, since)
 	if res == nil {
 		return unacked
 	}
@@ -131,7 +131,7 @@ func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
 
 func (k kv) Grants(ctx context.Context, task string) (kvstore.Grants, error) {
 	s := k.s
-	r, err := s.run(ctx, grantsScript, task, s.taskKeys(task))
+	r, err := s.run(ctx, grantsScript(), task, s.taskKeys(task))
 	if err != nil {
 		return kvstore.Grants{}, err
 	}
@@ -276,7 +276,7 @@ func (k kv) Index(ctx context.Context, docs []*kvstore.Doc) error {
 func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) error {
 	s := k.s
 	keys := append(s.taskKeys(d.Task), s.tkey(d.Task, "d:"+d.Slot), s.tkey(d.Task, "waiting"))
-	r, err := s.run(ctx, forgetScript, d.Task, keys, ver, d.Slot)
+	r, err := s.run(ctx, forgetScript(), d.Task, keys, ver, d.Slot)
 	if err != nil {
 		return err
 	}

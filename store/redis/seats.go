@@ -57,7 +57,7 @@ end
 // seatAcquire: ARGV[3] holder, ARGV[4] run id, ARGV[5] ttl in ms, ARGV[6] limit. Busy while an
 // exclusive grant is live (the lease key is set and the seats are not current) or limit seats are
 // live; else the expired seats go (their fence ends) and a seat is added. Replies as acquire.
-var seatAcquireScript = goredis.NewScript(check + seatLua + `
+var seatAcquireScript = lazyScript(check + seatLua + `
 local n = check()
 if type(n) == 'table' then return n end
 local cur = redis.call('GET', KEYS[2])
@@ -91,7 +91,7 @@ return {'OK', n, t}
 
 // seatRenew: ARGV[3] holder, ARGV[4] token, ARGV[5] ttl in ms. Returns {'OK', value} or
 // {'NOTHELD'} (no such current seat of the holder, or it expired).
-var seatRenewScript = goredis.NewScript(check + seatLua + `
+var seatRenewScript = lazyScript(check + seatLua + `
 local n = check()
 if type(n) == 'table' then return n end
 local c, t = held(n), now()
@@ -107,7 +107,7 @@ return {'OK', v}
 // seatRelease: ARGV[3] holder, ARGV[4] token. The seat expires now but stays (an expired seat
 // nobody pruned releases fine, like the exclusive grant); the summary shrinks to the other live
 // seats, or goes.
-var seatReleaseScript = goredis.NewScript(check + seatLua + `
+var seatReleaseScript = lazyScript(check + seatLua + `
 local n = check()
 if type(n) == 'table' then return n end
 local c = held(n)
@@ -124,7 +124,7 @@ return {'OK'}
 
 // grants: {counter[, seat token, 1 when live else 0]...}, the seats only while they are current
 // (kvstore.Grants).
-var grantsScript = goredis.NewScript(check + seatLua + `
+var grantsScript = lazyScript(check + seatLua + `
 local n = check()
 if type(n) == 'table' then return n end
 local out = {n}
@@ -140,7 +140,7 @@ return out
 `)
 
 func (s *Store) renewSeat(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
-	r, err := s.run(ctx, seatRenewScript, l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10), ttlMillis(ttl))
+	r, err := s.run(ctx, seatRenewScript(), l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10), ttlMillis(ttl))
 	if err != nil {
 		return store.Lease{}, err
 	}
@@ -151,7 +151,7 @@ func (s *Store) renewSeat(ctx context.Context, l store.Lease, ttl time.Duration)
 }
 
 func (s *Store) releaseSeat(ctx context.Context, l store.Lease) error {
-	r, err := s.run(ctx, seatReleaseScript, l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10))
+	r, err := s.run(ctx, seatReleaseScript(), l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10))
 	if err != nil {
 		return err
 	}
