@@ -48,19 +48,38 @@ func buildEnv(p platform) []string {
 	return append(env, "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch, "GOFLAGS=", "GOAMD64=v1", "GOARM64=v8.0")
 }
 
-// buildBinary builds cmd/once of the checkout at root for p into out: -trimpath (no paths of this
-// machine), -buildvcs=false (the stamp says which commit), the stamp's fixed -ldflags.
+// buildBinary builds cmd/once of the checkout at root for p into out, and on Linux cmd/once-shim
+// (the supervision shim once starts from beside itself or ../libexec/once/) into shimFile(out):
+// -trimpath (no paths of this machine), -buildvcs=false (the stamp says which commit), the stamp's
+// fixed -ldflags.
 func buildBinary(root, out string, p platform, s stamp) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", s.ldflags(), "-o", out, "./cmd/once")
+	if err := goBuild(root, out, "./cmd/once", p, s); err != nil {
+		return err
+	}
+	if p.OS != "linux" { // the shim is Linux's (supervise)
+		return nil
+	}
+	return goBuild(root, shimFile(out), "./cmd/once-shim", p, s)
+}
+
+// shimFile is the file of the shim built with the binary bin: once-linux-amd64 → once-shim-linux-amd64.
+func shimFile(bin string) string {
+	dir, base := filepath.Split(bin)
+	return filepath.Join(dir, "once-shim"+strings.TrimPrefix(base, "once"))
+}
+
+func goBuild(root, out, pkg string, p platform, s stamp) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", s.ldflags(), "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = buildEnv(p)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build for %s: %v\n%s", p, err, b)
+		return fmt.Errorf("go build %s for %s: %v\n%s", pkg, p, err, b)
 	}
 	return nil
 }
 
-// buildBinaries builds once for each platform into dir and returns the files' paths.
+// buildBinaries builds once (and its shim, buildBinary) for each platform into dir and returns the
+// paths of the once binaries.
 func buildBinaries(root, dir string, ps []platform, s stamp) ([]string, error) {
 	var paths []string
 	for _, p := range ps {

@@ -103,6 +103,8 @@ func debContents(root, stage, bin string, s stamp) (files.Contents, error) {
 	}
 	c := files.Contents{
 		file(bin, "/usr/bin/once", 0o755),
+		// Found by once from /usr/bin as ../libexec/once/once-shim (supervise.DefaultShim).
+		file(shimFile(bin), "/usr/libexec/once/once-shim", 0o755),
 		file(filepath.Join(root, "deploy/systemd/once-daemon.service"), "/lib/systemd/system/once-daemon.service", 0o644),
 		file(filepath.Join(stage, "copyright"), "/usr/share/doc/once/copyright", 0o644),
 		file(filepath.Join(stage, "changelog.Debian.gz"), "/usr/share/doc/once/changelog.Debian.gz", 0o644),

@@ -47,6 +47,7 @@ func buildTestDeb(t *testing.T) (stamp, string) {
 // debWant are files of the package and their modes as dpkg-deb -c lists them.
 var debWant = map[string]string{
 	"./usr/bin/once":                                      "-rwxr-xr-x root/root",
+	"./usr/libexec/once/once-shim":                        "-rwxr-xr-x root/root",
 	"./usr/share/man/man1/once.1.gz":                      "-rw-r--r-- root/root",
 	"./usr/share/man/man1/once-run.1.gz":                  "-rw-r--r-- root/root",
 	"./usr/share/man/man1/once-daemon.1.gz":               "-rw-r--r-- root/root",
@@ -183,6 +184,10 @@ func newcomerRuns(t *testing.T, user, home string, as []string) {
 	}
 	mustRun(t, once("run", "--task", "t", "--per", "day", "--", "true"))
 	mustRun(t, once("run", "--task", "t", "--per", "day", "--", "true"))
+	// The installed once starts the installed shim, not itself re-executed.
+	if shim := mustRun(t, once("run", "--task", "shim", "--", "sh", "-c", `tr '\0' ' ' < /proc/$PPID/cmdline`)); !strings.HasPrefix(shim, "/usr/libexec/once/once-shim ") {
+		t.Errorf("as %s: the command's shim was %q; want /usr/libexec/once/once-shim", user, shim)
+	}
 	var hist []struct{ State string }
 	if err := json.Unmarshal([]byte(mustRun(t, once("history", "--task", "t", "--json"))), &hist); err != nil {
 		t.Fatal(err)

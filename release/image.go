@@ -119,20 +119,25 @@ func labels(s stamp) map[string]string {
 	}
 }
 
-// platformImage is the image of one platform: the base layer, then a layer with /once.
+// platformImage is the image of one platform: the base layer, then a layer with /once and /once-shim.
 func platformImage(base v1.Layer, bin string, p platform, s stamp) (v1.Image, error) {
 	exe, err := os.ReadFile(bin)
 	if err != nil {
 		return nil, err
 	}
-	top, err := layer([]entry{{name: "once", mode: 0o755, contents: exe}}, s.Date)
+	shim, err := os.ReadFile(shimFile(bin))
+	if err != nil {
+		return nil, err
+	}
+	// once-shim beside /once: the shim once starts (supervise.DefaultShim).
+	top, err := layer([]entry{{name: "once", mode: 0o755, contents: exe}, {name: "once-shim", mode: 0o755, contents: shim}}, s.Date)
 	if err != nil {
 		return nil, err
 	}
 	at := v1.Time{Time: s.Date}
 	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1),
 		mutate.Addendum{Layer: base, History: v1.History{Created: at, CreatedBy: "once release: users, CA certificates, /home/once, /var/lib/once, /tmp"}},
-		mutate.Addendum{Layer: top, History: v1.History{Created: at, CreatedBy: "once release: /once " + s.Version}})
+		mutate.Addendum{Layer: top, History: v1.History{Created: at, CreatedBy: "once release: /once /once-shim " + s.Version}})
 	if err != nil {
 		return nil, err
 	}

@@ -115,6 +115,7 @@ func TestImageLayout(t *testing.T) {
 		contains string
 	}{
 		"/once":                              {0o755, 0, tar.TypeReg, ""},
+		"/once-shim":                         {0o755, 0, tar.TypeReg, ""},
 		"/etc/passwd":                        {0o644, 0, tar.TypeReg, "once:x:65532:65532:once:/home/once:/sbin/nologin\n"},
 		"/etc/group":                         {0o644, 0, tar.TypeReg, "once:x:65532:\n"},
 		"/etc/ssl/certs/ca-certificates.crt": {0o644, 0, tar.TypeReg, "-----BEGIN CERTIFICATE-----"},

@@ -75,8 +75,11 @@ func cmdBinaries(root, out, list string, s stamp) error {
 		return err
 	}
 	paths, err := buildBinaries(root, out, ps, s)
-	for _, p := range paths {
+	for i, p := range paths {
 		fmt.Println(p)
+		if ps[i].OS == "linux" {
+			fmt.Println(shimFile(p))
+		}
 	}
 	return err
 }

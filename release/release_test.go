@@ -34,6 +34,7 @@ func TestReleaseBinaryReproducible(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameFile(t, bin, again)
+	sameFile(t, shimFile(bin), shimFile(again))
 
 	var got struct{ Version, Go, Commit, Date string }
 	if err := json.Unmarshal([]byte(mustRun(t, exec.Command(bin, "version", "--json"))), &got); err != nil {

@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -53,11 +54,20 @@ func Prepare(cfg Config) (*Prepared, error) {
 	if len(cfg.Shim) == 0 {
 		return pr, nil
 	}
-	if err := pr.startShim(); err != nil {
+	err = pr.startShim()
+	if errors.Is(err, errShimProtocol) && !slices.Equal(cfg.Shim, selfShim) {
+		// A dedicated shim of another release: this binary is a shim of the right version.
+		pr.cfg.Shim = selfShim
+		err = pr.startShim()
+	}
+	if err != nil {
 		return nil, err
 	}
 	return pr, nil
 }
+
+// errShimProtocol: the shim speaks another version of the protocol (it answered "proto").
+var errShimProtocol = errors.New("supervise: the shim speaks another protocol version")
 
 func (pr *Prepared) command() *exec.Cmd {
 	cfg := pr.cfg
@@ -141,6 +151,11 @@ func (pr *Prepared) startShim() error {
 	case r, ok := <-st.first:
 		if ok && r.kind == "ready" {
 			return nil
+		}
+		if ok && r.kind == "proto" {
+			controlW.Close()
+			<-p.done
+			return fmt.Errorf("%w: %s", errShimProtocol, cfg.Shim[0])
 		}
 	case <-timeout.C:
 		_ = syscall.Kill(p.pid, syscall.SIGKILL)
@@ -307,7 +322,7 @@ func (s *shimStatus) read(r io.ReadCloser) {
 	for sc.Scan() {
 		kind, rest, _ := strings.Cut(sc.Text(), " ")
 		switch kind {
-		case "ready":
+		case "ready", "proto":
 			if !ready {
 				s.first <- shimReport{kind: kind}
 				ready = true

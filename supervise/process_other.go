@@ -18,6 +18,9 @@ type Prepared struct {
 	env  []string
 }
 
+// DefaultShim is the shim of once on Linux; elsewhere there is no shim and Config.Shim is unused.
+func DefaultShim() []string { return selfShim }
+
 // Prepare finds the command and checks its interpreter; see the Linux documentation.
 func Prepare(cfg Config) (*Prepared, error) {
 	path, err := find(cfg)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -18,8 +19,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// shimMarker starts the shim's own arguments: MARKER PARENT_PID PATH ARGV...
-const shimMarker = "once-shim-v4"
+// shimMarker starts the shim's own arguments: MARKER PARENT_PID PATH ARGV... Its version changes
+// with the protocol on fds 3 and 4; a shim given another version answers "proto" (newShim).
+const (
+	shimMarkerPrefix = "once-shim-v"
+	shimMarker       = shimMarkerPrefix + "4"
+)
 
 // Timings of the shim's cleanup.
 const (
@@ -84,8 +89,14 @@ type shimProc struct {
 // shim, the shim exits with the code returned.
 func newShim(args []string) (*shimProc, int) {
 	i := slices.Index(args, shimMarker)
+	if i < 0 && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, shimMarkerPrefix) }) {
+		// A once of another release started this shim (a dedicated once-shim left from an
+		// upgrade): say so, and once re-executes itself as the shim instead.
+		_, _ = fmt.Fprintf(os.NewFile(3, "once-status"), "proto %s\n", shimMarker)
+		return nil, 64
+	}
 	if i < 0 || len(args) < i+4 {
-		fmt.Fprintf(os.Stderr, "once: %s is internal to once; do not run it by hand\n", ShimArg)
+		fmt.Fprintf(os.Stderr, "once: %s is internal to once; do not run it by hand\n", shimCalled())
 		return nil, 64
 	}
 	ppid, err := strconv.Atoi(args[i+1])
@@ -115,6 +126,14 @@ func newShim(args []string) (*shimProc, int) {
 		syscall.SIGVTALRM, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGPWR)
 	sh.tick = time.NewTicker(parentPoll)
 	return sh, 0
+}
+
+// shimCalled names the shim for its messages: ShimArg when once runs it, else its own file name.
+func shimCalled() string {
+	if len(os.Args) > 1 && os.Args[1] == ShimArg {
+		return ShimArg
+	}
+	return filepath.Base(os.Args[0])
 }
 
 func (sh *shimProc) report(format string, a ...any) { _, _ = fmt.Fprintf(sh.status, format+"\n", a...) }

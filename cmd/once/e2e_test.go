@@ -31,6 +31,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/once-run/once/supervise"
 )
 
 // bin is the once binary under test, built with -race when the tests are.
@@ -63,22 +65,10 @@ func TestMain(m *testing.M) {
 	}
 	bin = filepath.Join(dir, "once")
 	volumeBin = bin
+	// build builds once into out, and once-shim beside it, as the packages install them.
 	build := func(out string, race bool) {
-		args := []string{"build", "-o", out}
-		cmd := exec.Command("go")
-		if race {
-			args = append(args, "-race")
-		} else {
-			// Built as the release is (release/: static, -trimpath): the scripts test what ships, and
-			// release/'s test, later in the test command, finds every package compiled and only links.
-			args = append(args, "-trimpath")
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		}
-		cmd.Args = append(cmd.Args, append(args, ".")...)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, b)
-			os.Exit(1)
-		}
+		buildCmd(out, race, ".")
+		buildCmd(filepath.Join(filepath.Dir(out), supervise.ShimName), race, "../once-shim")
 	}
 	build(bin, raceEnabled)
 	if raceEnabled {
@@ -88,6 +78,25 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// buildCmd builds the command in pkg (relative to cmd/once) into out.
+func buildCmd(out string, race bool, pkg string) {
+	args := []string{"build", "-o", out}
+	cmd := exec.Command("go")
+	if race {
+		args = append(args, "-race")
+	} else {
+		// Built as the release is (release/: static, -trimpath): the scripts test what ships, and
+		// release/'s test, later in the test command, finds every package compiled and only links.
+		args = append(args, "-trimpath")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	}
+	cmd.Args = append(cmd.Args, append(args, pkg)...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, b)
+		os.Exit(1)
+	}
 }
 
 // env is one simulated machine: its own ONCE_HOME (and so its own embedded store and lock dir).

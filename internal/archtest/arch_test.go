@@ -104,6 +104,13 @@ func TestImportRules(t *testing.T) {
 				strings.HasPrefix(imp, "go.opentelemetry.io/proto") || strings.HasPrefix(imp, "google.golang.org/grpc")) && pkg != "internal/telemetry" {
 				t.Errorf("%s imports %s: the library uses OpenTelemetry's API only (a TracerProvider is given to it); the SDK is internal/telemetry's", pkg, imp)
 			}
+			if third && strings.HasPrefix(imp, "github.com/prometheus/client_golang") {
+				t.Errorf("%s imports %s: its package init runs in every once process, once run's included (internal/metrics writes the text format itself)", pkg, imp)
+			}
+			std := !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".")
+			if (pkg == "cmd/once-shim" || pkg == "supervise") && !std && (third && !strings.HasPrefix(imp, "golang.org/x/sys/") || !third && dep != "supervise") {
+				t.Errorf("%s imports %s: the shim starts on every run, and imports nothing but supervise and golang.org/x/sys", pkg, imp)
+			}
 			if third {
 				continue
 			}

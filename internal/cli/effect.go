@@ -134,7 +134,7 @@ func (a *app) callEffect(args []string, scope, key string) error {
 	defer signal.Stop(sigs)
 	_ = supervise.BecomeSubreaper() // nothing the call starts escapes to init, even if it kills its shim
 	p, err := supervise.Start(supervise.Config{Args: args, Env: env, Stdin: a.stdin, Stdout: a.rawStdout, Stderr: a.rawStderr,
-		Shim: []string{"/proc/self/exe", supervise.ShimArg}})
+		Shim: supervise.DefaultShim()})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "once: %v\n", err)
 		if code, ok := job.StartExit(err); ok {

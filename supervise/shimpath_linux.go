@@ -1,0 +1,74 @@
+package supervise
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// DefaultShim is the argv prefix of the shim a once binary uses: the dedicated shim (ShimName)
+// when one is installed beside the running executable, or in ../libexec/once/ from its directory,
+// and is trusted; else the executable re-executed with ShimArg. Found once per process.
+//
+// A dedicated shim is trusted when it is a regular file (not a symbolic link), executable, owned
+// by root or by the executable's owner and writable by nobody else, in directories that are
+// owned by root or that owner and not writable by others unless sticky: whoever could replace it
+// could not also replace once itself otherwise. One that speaks another version of the shim
+// protocol (a once-shim of another release) is detected when it starts, and the run falls back to
+// re-executing once (Prepare).
+func DefaultShim() []string { return defaultShim() }
+
+var defaultShim = sync.OnceValue(func() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return selfShim
+	}
+	if p := findShim(exe); p != "" {
+		return []string{p}
+	}
+	return selfShim
+})
+
+// findShim returns the path of the dedicated shim trusted for the executable exe, or "".
+func findShim(exe string) string {
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return ""
+	}
+	owner := fi.Sys().(*syscall.Stat_t).Uid
+	dir := filepath.Dir(exe)
+	for _, p := range []string{filepath.Join(dir, ShimName), filepath.Join(dir, "..", "libexec", "once", ShimName)} {
+		if trustedShim(filepath.Clean(p), dir, owner) {
+			return filepath.Clean(p)
+		}
+	}
+	return ""
+}
+
+// trustedShim checks the file p and its directories up to top's parent (see DefaultShim).
+func trustedShim(p, top string, owner uint32) bool {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 || !ownedSafely(fi, owner) ||
+		fi.Mode().Perm()&0o022 != 0 {
+		return false
+	}
+	stop := filepath.Dir(top)
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		di, err := os.Lstat(d)
+		if err != nil || !di.IsDir() || !ownedSafely(di, owner) {
+			return false
+		}
+		if di.Mode().Perm()&0o002 != 0 && di.Mode()&os.ModeSticky == 0 || di.Mode().Perm()&0o020 != 0 {
+			return false
+		}
+		if d == stop || d == top || d == "/" {
+			return true
+		}
+	}
+}
+
+func ownedSafely(fi os.FileInfo, owner uint32) bool {
+	uid := fi.Sys().(*syscall.Stat_t).Uid
+	return uid == 0 || uid == owner
+}
