@@ -19,12 +19,18 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -trimpath -o "$work/once" ./cmd/once
+go build -trimpath -o "$work/once-shim" ./cmd/once-shim # beside once, as the packages install it
 export ONCE_HOME="$work/home"
 etcd="http://${ONCE_TEST_ETCD#etcd://}"
 rhost=$(echo "${ONCE_TEST_REDIS#redis://}" | cut -d/ -f1)
 "$work/once" run --store "$ONCE_TEST_ETCD" --task warm -- true # schema and clients warm, like a real host
 "$work/once" run --store "$ONCE_TEST_REDIS" --task warm -- true
-hyperfine -N --warmup 10 --runs "$runs" --export-json "$work/h.json" \
+base=() # ONCE_BENCH_BASE=/path/to/older/once: its rows too, same run
+if [ -n "${ONCE_BENCH_BASE:-}" ]; then
+  base=(-n "once run (etcd, base)" "$ONCE_BENCH_BASE run --store $ONCE_TEST_ETCD --task bench-etcd-base -- true"
+    -n "once run (Redis, base)" "$ONCE_BENCH_BASE run --store $ONCE_TEST_REDIS --task bench-redis-base -- true")
+fi
+hyperfine -N --warmup 10 --runs "$runs" --export-json "$work/h.json" "${base[@]}" \
   -n "etcdctl lock" "etcdctl --endpoints=$etcd lock bench-etcdctl true" \
   -n "once run (etcd)" "$work/once run --store $ONCE_TEST_ETCD --task bench-etcd -- true" \
   -n "redis-lock.sh" "./bench/redis-lock.sh ${rhost%:*} ${rhost#*:} bench-redis-cli 60000 true" \
@@ -32,7 +38,8 @@ hyperfine -N --warmup 10 --runs "$runs" --export-json "$work/h.json" \
 python3 - "$work/h.json" <<'PY'
 import json, sys
 res = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
-peer = {"once run (etcd)": "etcdctl lock", "once run (Redis)": "redis-lock.sh"}
+peer = {"once run (etcd)": "etcdctl lock", "once run (Redis)": "redis-lock.sh",
+        "once run (etcd, base)": "etcdctl lock", "once run (Redis, base)": "redis-lock.sh"}
 print("| command | median | p95 | vs the peer |")
 print("|---|---|---|---|")
 for name, r in res.items():

@@ -2,6 +2,7 @@
 # What does guarding a job with once cost, next to flock(1)? Same run, same machine, ratios.
 #
 #   ./bench/run-overhead.sh [RUNS]      (default 200 runs per command; needs hyperfine and GNU time)
+#     once is measured with once-shim beside it (what the packages install), and once alone too
 #   ONCE_BENCH_BASE=/path/to/older/once ./bench/run-overhead.sh   (adds that binary's two rows, same run)
 #   ONCE_BENCH_OTEL=1 ./bench/run-overhead.sh   (adds a row with tracing on, to a live OTLP/HTTP receiver on loopback)
 #
@@ -16,6 +17,8 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -trimpath -o "$work/once" ./cmd/once
+go build -trimpath -o "$work/once-shim" ./cmd/once-shim # beside once, as the packages install it
+mkdir "$work/solo" && cp "$work/once" "$work/solo/once"  # once alone: it re-executes itself as the shim
 export ONCE_HOME="$work/home"
 "$work/once" run --task warm -- true # create the store and its schema once, like a real machine
 
@@ -52,6 +55,7 @@ hyperfine -N --warmup 10 --runs "$runs" --export-json "$work/h.json" \
   "${base[@]}" \
   "${otel[@]}" \
   -n "once run" "$work/once run --task bench -- true" \
+  -n "once run (without once-shim)" "$work/solo/once run --task bench-solo -- true" \
   -n "once run --per day (skip)" "$work/once run --task bench-day --per day --on-unknown rerun -- true" >&2
 
 maxrss() { # the peak RSS in KiB of 20 runs of the command "$@"
