@@ -41,9 +41,9 @@ type Job struct {
 	// own (without once's variables, see Environ) and the run's (once.Run.Env): the once command
 	// adds ONCE_STORE there.
 	Env func() []string
-	// Shim is the argv prefix that runs the supervision shim; default supervise.DefaultShim():
-	// once-shim beside the executable, else {"/proc/self/exe", supervise.ShimArg} (see the
-	// package comment).
+	// Shim is the argv prefix that runs the supervision shim; default {"/proc/self/exe",
+	// supervise.ShimArg}: this program re-executed (see the package comment). cmd/once passes
+	// supervise.DefaultShim(), which prefers an installed once-shim.
 	Shim []string
 	// Grace is how long the command has after a stop signal or a lost lease (SIGTERM) before the
 	// whole run is killed; a lost lease shortens it to the run's StopBy. 0 kills at once.
@@ -97,7 +97,7 @@ func New(j Job) (*Runner, error) {
 		return nil, err
 	}
 	if j.Shim == nil {
-		j.Shim = supervise.DefaultShim()
+		j.Shim = []string{"/proc/self/exe", supervise.ShimArg}
 	}
 	log := j.Logger
 	if log == nil {

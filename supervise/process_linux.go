@@ -54,9 +54,16 @@ func Prepare(cfg Config) (*Prepared, error) {
 	if len(cfg.Shim) == 0 {
 		return pr, nil
 	}
+	dedicated := isDedicated(cfg.Shim)
+	if dedicated && dedicatedFailed.Load() {
+		pr.cfg.Shim, dedicated = selfShim, false
+	}
 	err = pr.startShim()
-	if errors.Is(err, errShimProtocol) && !slices.Equal(cfg.Shim, selfShim) {
-		// A dedicated shim of another release: this binary is a shim of the right version.
+	if err != nil && dedicated {
+		// The once-shim DefaultShim found did not start, or speaks another protocol version (one
+		// of another release): this binary is a shim of the right version. Remembered, so that
+		// a daemon does not try it again for every run.
+		dedicatedFailed.Store(true)
 		pr.cfg.Shim = selfShim
 		err = pr.startShim()
 	}
@@ -153,8 +160,13 @@ func (pr *Prepared) startShim() error {
 			return nil
 		}
 		if ok && r.kind == "proto" {
+			// It exits by itself; its group is killed in case it is not the shim it claims to be.
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 			controlW.Close()
-			<-p.done
+			select {
+			case <-p.done:
+			case <-timeout.C:
+			}
 			return fmt.Errorf("%w: %s", errShimProtocol, cfg.Shim[0])
 		}
 	case <-timeout.C:

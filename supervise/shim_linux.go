@@ -89,9 +89,9 @@ type shimProc struct {
 // shim, the shim exits with the code returned.
 func newShim(args []string) (*shimProc, int) {
 	i := slices.Index(args, shimMarker)
-	if i < 0 && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, shimMarkerPrefix) }) {
-		// A once of another release started this shim (a dedicated once-shim left from an
-		// upgrade): say so, and once re-executes itself as the shim instead.
+	if i < 0 && len(args) > 0 && strings.HasPrefix(args[0], shimMarkerPrefix) && isPipe(3) {
+		// A once whose protocol differs started this shim (a dedicated once-shim left from
+		// another release): say so on the status pipe, and once re-executes itself instead.
 		_, _ = fmt.Fprintf(os.NewFile(3, "once-status"), "proto %s\n", shimMarker)
 		return nil, 64
 	}
@@ -126,6 +126,12 @@ func newShim(args []string) (*shimProc, int) {
 		syscall.SIGVTALRM, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGPWR)
 	sh.tick = time.NewTicker(parentPoll)
 	return sh, 0
+}
+
+// isPipe reports whether fd is a pipe (the status pipe once passes as fd 3).
+func isPipe(fd int) bool {
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO
 }
 
 // shimCalled names the shim for its messages: ShimArg when once runs it, else its own file name.

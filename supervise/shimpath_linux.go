@@ -3,7 +3,9 @@ package supervise
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -11,13 +13,28 @@ import (
 // when one is installed beside the running executable, or in ../libexec/once/ from its directory,
 // and is trusted; else the executable re-executed with ShimArg. Found once per process.
 //
-// A dedicated shim is trusted when it is a regular file (not a symbolic link), executable, owned
-// by root or by the executable's owner and writable by nobody else, in directories that are
-// owned by root or that owner and not writable by others unless sticky: whoever could replace it
-// could not also replace once itself otherwise. One that speaks another version of the shim
-// protocol (a once-shim of another release) is detected when it starts, and the run falls back to
-// re-executing once (Prepare).
-func DefaultShim() []string { return defaultShim() }
+// A dedicated shim is trusted when it is a regular file (not a symbolic link, one link only, no
+// setuid or setgid bit), executable, owned by root or by the executable's owner and writable by
+// nobody else, in directories that are owned by root or that owner and not writable by others
+// unless sticky: whoever could replace it could replace once itself. A once-shim that does not
+// start, or speaks another version of the shim protocol (one of a release whose protocol
+// differs), is detected by Prepare, which re-executes the executable instead, for that run and
+// every later one of the process.
+func DefaultShim() []string {
+	if dedicatedFailed.Load() {
+		return selfShim
+	}
+	return defaultShim()
+}
+
+// dedicatedFailed: the dedicated shim failed to start once in this process (Prepare).
+var dedicatedFailed atomic.Bool
+
+// isDedicated reports whether shim is the dedicated shim DefaultShim found.
+func isDedicated(shim []string) bool {
+	d := defaultShim()
+	return !slices.Equal(d, selfShim) && slices.Equal(shim, d)
+}
 
 var defaultShim = sync.OnceValue(func() []string {
 	exe, err := os.Executable()
@@ -50,7 +67,7 @@ func findShim(exe string) string {
 func trustedShim(p, top string, owner uint32) bool {
 	fi, err := os.Lstat(p)
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 || !ownedSafely(fi, owner) ||
-		fi.Mode().Perm()&0o022 != 0 {
+		fi.Mode().Perm()&0o022 != 0 || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 || fi.Sys().(*syscall.Stat_t).Nlink != 1 {
 		return false
 	}
 	stop := filepath.Dir(top)

@@ -1,6 +1,7 @@
 // Package supervise runs once's command in its own process group and makes sure it cannot outlive once.
 //
-// Process model (Linux): once starts a shim — its own binary re-executed with ShimArg — as the leader of a new
+// Process model (Linux): once starts a shim — once-shim (ShimName, DefaultShim) when installed, else its own
+// binary re-executed with ShimArg — as the leader of a new
 // process group, with a parent-death signal. The shim starts the command as its child in the same group and
 // waits for it. Signals sent with Process.Signal go to the whole group; the shim ignores them for itself.
 // When once dies (SIGKILL included) the kernel signals the shim, which kills the whole group. When the command

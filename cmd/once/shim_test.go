@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/once-run/once/supervise"
 )
@@ -47,8 +48,9 @@ func copyBin(t *testing.T, shim bool) string {
 }
 
 // TestDedicatedShim: once starts once-shim from beside itself when it is there and trusted, and
-// re-executes itself as the shim otherwise (no once-shim; one others can write; a symbolic link;
-// one of another protocol version, which answers "proto" and costs a second start); every run
+// re-executes itself as the shim otherwise (no once-shim; one others can write or own; a symbolic
+// link; a second hard link; one that cannot run; one of another protocol version, which answers
+// "proto"; the last two cost a second start, once per process); every run
 // works. The rest of this package runs with once-shim beside once (TestMain), kill -9 of once
 // included; the supervise package's tests and internal/chaos run once re-executed.
 func TestDedicatedShim(t *testing.T) {
@@ -106,7 +108,25 @@ func TestDedicatedShim(t *testing.T) {
 		t.Errorf("with once-shim in ../libexec/once, the shim was %q", got)
 	}
 
-	// A once-shim of another release: it answers "proto" on the status pipe and exits.
+	// A second hard link: someone could have linked a file of root's there.
+	hard := copyBin(t, true)
+	if err := os.Link(filepath.Join(filepath.Dir(hard), supervise.ShimName), filepath.Join(filepath.Dir(hard), "second-link")); err != nil {
+		t.Fatal(err)
+	}
+	if got := shimOf(t, e, hard); !strings.HasPrefix(got, self) {
+		t.Errorf("a once-shim with two links was used: %q", got)
+	}
+
+	// One that cannot run (another architecture's, a truncated copy): once falls back.
+	broken := copyBin(t, false)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(broken), supervise.ShimName), []byte("\x7fELF not really"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := shimOf(t, e, broken); !strings.HasPrefix(got, self) {
+		t.Errorf("after a once-shim that cannot run, the shim was %q", got)
+	}
+
+	// A once-shim of another protocol version: it answers "proto" on the status pipe and exits.
 	other := copyBin(t, false)
 	fake := "#!/bin/sh\necho proto once-shim-v0 >&3\nexit 64\n"
 	if err := os.WriteFile(filepath.Join(filepath.Dir(other), supervise.ShimName), []byte(fake), 0o755); err != nil {
@@ -114,5 +134,16 @@ func TestDedicatedShim(t *testing.T) {
 	}
 	if got := shimOf(t, e, other); !strings.HasPrefix(got, self) {
 		t.Errorf("after a shim of another protocol, the shim was %q", got)
+	}
+
+	// One that answers "proto" and stays (not the shim it claims to be): it is killed, not waited for.
+	lingering := copyBin(t, false)
+	fake = "#!/bin/sh\necho proto once-shim-v0 >&3\nexec sleep 60\n"
+	if err := os.WriteFile(filepath.Join(filepath.Dir(lingering), supervise.ShimName), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if got := shimOf(t, e, lingering); !strings.HasPrefix(got, self) || time.Since(start) > 20*time.Second {
+		t.Errorf("after a lingering shim of another protocol: shim %q, %s", got, time.Since(start))
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/scheduler"
 	"github.com/once-run/once/store"
+	"github.com/once-run/once/supervise"
 )
 
 type daemonFlags struct {
@@ -197,7 +198,7 @@ func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 	if tail == 0 {
 		tail = -1
 	}
-	sch, err := scheduler.New(scheduler.Config{Store: s, Jobs: jobs, Node: f.node, Logger: log, LockDir: lockDir(h),
+	sch, err := scheduler.New(scheduler.Config{Store: s, Jobs: jobs, Node: f.node, Logger: log, LockDir: lockDir(h), Shim: supervise.DefaultShim(),
 		MaxClockOffset: f.maxOffset, Drain: f.drain, Poll: f.poll, LogDir: logDir, TailSize: tail,
 		Env:            func() []string { return a.storeEnv(dsn) },
 		Resolve:        func(task, sl string) *notify.Resolve { return a.resolveCommands(dsn, task, sl) },

@@ -215,6 +215,7 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 func (rn *runner) jobOf(args []string) job.Job {
 	a, f := rn.a, rn.f
 	return job.Job{Args: args, Grace: f.grace, Notify: f.notifyURL, Ping: f.pingURL, NotifyTimeout: f.notifyTimeout,
+		Shim:    supervise.DefaultShim(), // once-shim when it is installed
 		Logger:  rn.log,
 		Env:     func() []string { return a.storeEnv(rn.dsn) },
 		Resolve: func(slot string) *notify.Resolve { return a.resolveCommands(rn.dsn, f.task, slot) },

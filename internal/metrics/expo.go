@@ -155,7 +155,8 @@ func (s *sink) summary(d *desc, count uint64, sum float64, quantiles [][2]float6
 	s.fams[d] = append(s.fams[d], series{lines: string(b)})
 }
 
-// write writes the families sorted by name, each series sorted by its labels, as promhttp did.
+// write writes the families sorted by name, each series sorted by its labels as written (promhttp
+// sorted by label values: the same order but for values that are prefixes of others).
 func (s *sink) write(w io.Writer) error {
 	ds := make([]*desc, 0, len(s.fams))
 	for d := range s.fams {

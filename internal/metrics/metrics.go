@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,12 +111,12 @@ func (c *Collector) Handler() http.Handler {
 		collectGo(w)
 		collectProcess(w)
 		rw.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		rw.Header().Add("Vary", "Accept-Encoding")
 		if !acceptsGzip(r.Header.Get("Accept-Encoding")) {
 			_ = w.write(rw)
 			return
 		}
 		rw.Header().Set("Content-Encoding", "gzip")
-		rw.Header().Add("Vary", "Accept-Encoding")
 		gz, _ := gzip.NewWriterLevel(rw, gzip.BestSpeed)
 		if w.write(gz) == nil {
 			_ = gz.Close()
@@ -123,14 +124,21 @@ func (c *Collector) Handler() http.Handler {
 	})
 }
 
-// acceptsGzip reads an Accept-Encoding header: gzip listed, and not with q=0.
+// acceptsGzip reads an Accept-Encoding header: gzip (or x-gzip) listed with a weight above 0.
 func acceptsGzip(h string) bool {
 	for _, part := range strings.Split(h, ",") {
-		enc, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if strings.EqualFold(strings.TrimSpace(enc), "gzip") {
-			q := strings.ReplaceAll(params, " ", "")
-			return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+		enc, params, _ := strings.Cut(part, ";")
+		if e := strings.ToLower(strings.TrimSpace(enc)); e != "gzip" && e != "x-gzip" {
+			continue
 		}
+		for _, p := range strings.Split(params, ";") {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if strings.EqualFold(strings.TrimSpace(k), "q") {
+				q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				return err == nil && q > 0
+			}
+		}
+		return true
 	}
 	return false
 }
