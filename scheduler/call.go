@@ -38,6 +38,14 @@ func (js *jobState) call(ctx context.Context, a *active) {
 	js.mu.Lock()
 	jb := js.job
 	js.mu.Unlock()
+	if a.l.waited && a.l.untried && len(a.l.slots) == 1 {
+		// While it waited here, the node running the job may have skipped the slot (its own
+		// buffer was full): the fleet's record says skipped, so it is not run now.
+		if skipped, err := s.wasSkipped(ctx, jb.Name, a.l.slots[0]); err == nil && skipped {
+			s.log.Info("not run: another node skipped the slot while it waited here", "task", jb.Name, "slot", a.l.slots[0])
+			return
+		}
+	}
 	o := s.options(jb, a.l)
 	out := s.output(jb)
 	defer out.close()

@@ -30,6 +30,7 @@ type launch struct {
 	untried bool   // once.Options.Untried: run only slots nobody has tried
 	why     string // whyFire, …
 	trigger string // the trigger request's run id this launch answers, removed once it ran
+	waited  bool   // it waited in the queue, where another node may have skipped its slot meanwhile
 }
 
 // jobState is one job on this node: its definition, its next slot, and what this node runs of it.
@@ -188,6 +189,7 @@ func (js *jobState) enqueueLocked(l launch) {
 			return
 		}
 	}
+	l.waited = true
 	js.queue = append(js.queue, l)
 }
 
