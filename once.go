@@ -172,6 +172,10 @@ func (r *Run) LostErr() error { return r.lease.Err() }
 // before the store can grant the lease to another holder.
 func (r *Run) StopBy() time.Time { return r.lease.Deadline().Add(-r.lease.TTL() / 6) }
 
+// Released reports whether the run's lease has been given back, or is being given back: its
+// outcome is recorded and another holder may take the task, though the call has not returned.
+func (r *Run) Released() bool { return r.lease != nil && r.lease.IsReleased() }
+
 // TTL is the time-to-live the run's lease is renewed with.
 func (r *Run) TTL() time.Duration { return r.lease.TTL() }
 

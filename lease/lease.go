@@ -295,6 +295,14 @@ func (l *Lease) Released() {
 	<-l.done
 }
 
+// IsReleased reports whether Release or Released was called: the grant is given back, or being
+// given back.
+func (l *Lease) IsReleased() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.released
+}
+
 // Release stops renewing and releases the grant. Releasing a lost lease returns nil when the store
 // confirms it is no longer ours (ErrNotHeld). It is safe to call more than once.
 func (l *Lease) Release(ctx context.Context) error {

@@ -34,12 +34,14 @@ func req(ttl time.Duration) store.AcquireRequest {
 func TestRenewalKeepsTheLeasePastItsTTL(t *testing.T) {
 	s, _ := open(t)
 	ctx := context.Background()
-	l, err := lease.Acquire(ctx, s, req(600*time.Millisecond), 0)
+	// 1.5 s: a 600 ms lease lost its renewal window (400 ms) to one slow fsync under a loaded
+	// fresh-clone run. Slept past two TTLs.
+	l, err := lease.Acquire(ctx, s, req(1500*time.Millisecond), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := l.Info().Expires
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(3500 * time.Millisecond)
 	select {
 	case <-l.Lost():
 		t.Fatalf("lost: %v", l.Err())

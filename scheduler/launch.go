@@ -103,7 +103,9 @@ func (s *Scheduler) fire(ctx context.Context, js *jobState, sl slot.Slot) {
 func (js *jobState) overlapLocked(ctx context.Context, l launch) {
 	s, jb := js.s, js.job
 	for _, x := range js.actives {
-		if x.run == nil { // between attempts, or not started: not an overlap yet
+		// Between attempts, not started, or over (its lease given back, another node may already
+		// run the new slot): not an overlap; the new slot starts when that launch has returned.
+		if x.run == nil || x.run.Released() {
 			js.enqueueLocked(l)
 			return
 		}

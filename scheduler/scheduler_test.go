@@ -48,9 +48,23 @@ func TestFleetRunsEachSlotOnce(t *testing.T) {
 			t.Fatalf("token %d after %d", r.Token, runs[i-1].Token)
 		}
 	}
+	// The history is the runs, all succeeded. A loaded machine can make a launch outlast the
+	// period (or a node see it so while it returns): the next slot is then skipped, with an event,
+	// by the node that ran the job, and may still be run by another node (docs/daemon.md#overlap).
 	h := f.history("tick")
-	if len(h) != len(runs) || count(h, store.Succeeded, "") != len(runs) {
-		t.Fatalf("history %+v: want only the %d succeeded attempts", h, len(runs))
+	var attempts int
+	for _, e := range h {
+		switch {
+		case e.State == store.Skipped:
+			t.Logf("slot %s skipped: %s", e.Slot, e.Note)
+		case e.State != store.Succeeded:
+			t.Fatalf("history %+v: an attempt %s", h, e.State)
+		default:
+			attempts++
+		}
+	}
+	if attempts != len(runs) {
+		t.Fatalf("history %+v: %d attempts, want the %d runs", h, attempts, len(runs))
 	}
 }
 
