@@ -161,6 +161,13 @@ func (s *Scheduler) overlapSkip(ctx context.Context, jb Job, sl string, running 
 		e.Token, e.RunID = running.Token, running.RunID
 	}
 	s.offDispatch(func() {
+		// Decided at the fire; written now, perhaps seconds later on a loaded machine. A node that
+		// fired the slot later, once the lease was given back, may be running it: then it is not
+		// skipped (the window left is this read to the claim, docs/daemon.md#overlap).
+		if st, err := s.c.Store.Slot(ctx, jb.Name, sl); err == nil && st.Last != nil {
+			s.log.Info("not recorded as skipped: the slot has an attempt", "task", jb.Name, "slot", sl, "holder", st.Last.Holder)
+			return
+		}
 		n, err := s.recordOnce(ctx, overlapKind, []store.Event{e})
 		switch {
 		case err != nil:

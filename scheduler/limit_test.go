@@ -85,11 +85,19 @@ func TestLimitFleet(t *testing.T) {
 	}
 	skips := 0
 	for sl, es := range entries {
-		if len(es) != 1 && sl < last {
-			t.Fatalf("slot %s has entries %v, want one (run or skipped): %+v", sl, es, h)
+		attempts := 0
+		for _, e := range es {
+			if e != store.Skipped {
+				attempts++
+			} else {
+				skips++
+			}
 		}
-		if es[0] == store.Skipped {
-			skips++
+		switch {
+		case attempts > 1:
+			t.Fatalf("slot %s has entries %v: two attempts: %+v", sl, es, h)
+		case len(es) > 1 && sl < last:
+			t.Logf("slot %s: %v (skipped by one node, run by another: docs/daemon.md#overlap)", sl, es)
 		}
 	}
 	if skips < 1 {

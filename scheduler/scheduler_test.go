@@ -85,13 +85,21 @@ func TestOverlapSkip(t *testing.T) {
 	if overlap > 0 || len(runs) < 1 || skips < 2 {
 		t.Fatalf("runs %d, overlaps %d, skips %d: %+v", len(runs), overlap, skips, h)
 	}
-	slots := map[string]int{}
+	// One entry per slot, but for the race docs/daemon.md#overlap describes (logged): never two
+	// attempts of a slot.
+	slots, attempts := map[string]int{}, map[string]int{}
 	for _, e := range h {
 		slots[e.Slot]++
+		if e.State != store.Skipped {
+			attempts[e.Slot]++
+		}
 	}
 	for sl, n := range slots {
-		if n > 1 {
-			t.Fatalf("slot %s has %d entries: %+v", sl, n, h)
+		switch {
+		case attempts[sl] > 1:
+			t.Fatalf("slot %s has %d attempts: %+v", sl, attempts[sl], h)
+		case n > 1:
+			t.Logf("slot %s: skipped by one node, run by another", sl)
 		}
 	}
 }
