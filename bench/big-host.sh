@@ -20,6 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 go build -trimpath -o "$work/once" ./cmd/once
+go build -trimpath -o "$work/once-shim" ./cmd/once-shim # beside once, as the packages install it
 export ONCE_HOME="$work/home"
 "$work/once" run --task warm -- true
 old=()

@@ -20,6 +20,7 @@ hold=3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -trimpath -o "$work/once" ./cmd/once
+go build -trimpath -o "$work/once-shim" ./cmd/once-shim # beside once, as the packages install it
 bins=("new:$work/once")
 if [ -n "${ONCE_BENCH_BASE:-}" ]; then bins=("base:$ONCE_BENCH_BASE" "${bins[@]}"); fi
 if [ -n "${ONCE_BENCH_STORE:-}" ]; then export ONCE_STORE=$ONCE_BENCH_STORE; fi

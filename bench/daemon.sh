@@ -20,6 +20,7 @@ minutes=${2:-2}
 work=$(mktemp -d "${TMPDIR:-/tmp}/once-bench-daemon.XXXXXX")
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 go build -o "$work/once" ./cmd/once
+go build -o "$work/once-shim" ./cmd/once-shim # beside once, as the packages install it
 once="$work/once"
 dsn="${ONCE_TEST_POSTGRES}&prefix=benchd$$"
 case "$ONCE_TEST_POSTGRES" in *\?*) ;; *) dsn="${ONCE_TEST_POSTGRES}?prefix=benchd$$" ;; esac
