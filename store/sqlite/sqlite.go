@@ -106,10 +106,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	// busy_timeout is applied first by the driver. The switch to WAL is not a pragma here: see useWAL.
-	// wal_autocheckpoint 100 pages (SQLite's default is 1,000): a once process that opens the
-	// ledger while no other has it open rebuilds the WAL index from the -wal file frame by frame,
-	// so a shorter WAL makes every start cheaper, for a checkpoint every ~7 runs (docs/benchmarks.md).
-	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_pragma=wal_autocheckpoint(100)&_txlock=immediate",
+	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_txlock=immediate",
 		abs, opts.BusyTimeout.Milliseconds())
 	s.db, err = sql.Open("sqlite", drv)
 	if err != nil {
