@@ -104,9 +104,10 @@ func testLeaseRenew(t *testing.T, h Harness) {
 	dsn := h.DSN(t)
 	a, b := client(t, dsn), client(t, dsn)
 	ctx := ctxT(t)
-	// Renewed every 400 ms: a TTL of 3 s leaves a loaded machine 2.6 s between two renewals (at
-	// 1.5 s one stalled CI run lost the lease between them).
-	const ttl = 3 * time.Second
+	// Renewed every 400 ms: a TTL of 6 s leaves a loaded machine 5.6 s between two renewals (at
+	// 1.5 s one stalled CI run lost the lease between them; at 3 s, on SQLite's prefix variant,
+	// whose parallel subtests share one file and so one write lock, two fresh-clone runs did).
+	const ttl = 6 * time.Second
 	began := time.Now()
 	l := acquire(t, a, "job", "a", ttl)
 	first := l
