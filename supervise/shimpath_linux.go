@@ -30,10 +30,10 @@ func DefaultShim() []string {
 // dedicatedFailed: the dedicated shim failed to start once in this process (Prepare).
 var dedicatedFailed atomic.Bool
 
-// isDedicated reports whether shim is the dedicated shim DefaultShim found.
+// isDedicated reports whether shim is the dedicated shim DefaultShim found: a path alone (selfShim
+// has two elements), so a caller that never asked for the dedicated shim does not look for one.
 func isDedicated(shim []string) bool {
-	d := defaultShim()
-	return !slices.Equal(d, selfShim) && slices.Equal(shim, d)
+	return len(shim) == 1 && slices.Equal(shim, defaultShim())
 }
 
 var defaultShim = sync.OnceValue(func() []string {
