@@ -39,9 +39,9 @@ var stores = []struct {
 }{
 	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 20, skip: 8, busy: 5}, 0},
 	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 20, skip: 8, busy: 4}, 0},
-	{"redis", "ONCE_TEST_REDIS", budget{open: 4, run: 13, skip: 8, busy: 4}, 0},
-	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 12, skip: 9, busy: 4}, 0},
-	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 19, skip: 12, busy: 8}, 1},
+	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, busy: 3}, 0},
+	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 5, skip: 5, busy: 4}, 0},
+	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 15, skip: 8, busy: 8}, 1},
 }
 
 // TestRoundTripsPerRun counts the round trips of a guarded run (once.Do) on every networked
@@ -58,8 +58,8 @@ func TestRoundTripsPerRun(t *testing.T) {
 				dsn += "&session_timeout=1h"
 			}
 			got := measure(t, dsn)
-			t.Logf("%s: open %d round trips (%d connections), run %d, skip %d, busy %d",
-				st.name, got["open"].trips, got["open"].conns, got["run"].trips, got["skip"].trips, got["busy"].trips)
+			t.Logf("%s: open %d round trips (%d connections), run %d (%d), skip %d (%d), busy %d (%d)",
+				st.name, got["open"].trips, got["open"].conns, got["run"].trips, got["run"].conns, got["skip"].trips, got["skip"].conns, got["busy"].trips, got["busy"].conns)
 			for step, want := range map[string]int64{"open": st.budget.open, "run": st.budget.run, "skip": st.budget.skip, "busy": st.budget.busy} {
 				switch n := got[step].trips; {
 				case n > want+st.slack:
@@ -92,6 +92,9 @@ func measure(t *testing.T, dsn string) map[string]cost {
 	out := map[string]cost{}
 	last := cost{}
 	step := func(name string) {
+		// What a step started in the background (etcd's watch of the lease, store.LossNotifier)
+		// is sent by now: it counts in its own step, not in the next.
+		time.Sleep(100 * time.Millisecond)
 		now := cost{relay.Trips(), relay.Conns()}
 		out[name] = cost{now.trips - last.trips, now.conns - last.conns}
 		last = now

@@ -17,6 +17,7 @@ type Relay struct {
 	Trace func([]byte)
 	trips atomic.Int64
 	conns atomic.Int64
+	down  atomic.Int64 // bytes from the server
 	wg    sync.WaitGroup
 }
 
@@ -36,9 +37,11 @@ func NewRelay(ctx context.Context, upstream string) (*Relay, error) {
 // Addr is the relay's "127.0.0.1:port".
 func (r *Relay) Addr() string { return r.ln.Addr().String() }
 
-// Trips is the number of round trips so far, and Conns the connections opened.
-func (r *Relay) Trips() int64 { return r.trips.Load() }
-func (r *Relay) Conns() int64 { return r.conns.Load() }
+// Trips is the number of round trips so far, Conns the connections opened, and Received the bytes
+// the server sent.
+func (r *Relay) Trips() int64    { return r.trips.Load() }
+func (r *Relay) Conns() int64    { return r.conns.Load() }
+func (r *Relay) Received() int64 { return r.down.Load() }
 
 // Close stops listening and waits for the relayed connections to end (the clients close them).
 func (r *Relay) Close() error {
@@ -70,7 +73,7 @@ func (r *Relay) accept() {
 				}
 			}
 		})
-		go r.pipe(up, c, func([]byte) { turn.Store(2) })
+		go r.pipe(up, c, func(b []byte) { turn.Store(2); r.down.Add(int64(len(b))) })
 	}
 }
 

@@ -28,11 +28,27 @@ type Doc struct {
 	Events   []Event         `json:"events,omitempty"`
 
 	waited bool // as read (Unmarshal): the slot waited for a person
+	ran    bool // as read (Unmarshal): an attempt was running
 }
 
 // Waited reports whether the document waited for a person as it was read from the store (false
 // for a new one): a backend whose index needs to know whether an entry exists reads it here.
 func (d *Doc) Waited() bool { return d.waited }
+
+// Ran reports whether an attempt was running in the document as it was read from the store (false
+// for a new one): a backend whose running index needs to know whether an entry exists reads it here.
+func (d *Doc) Ran() bool { return d.ran }
+
+// Runs reports whether an attempt of d is running: its slot belongs in the running index
+// (RunningKV).
+func (d *Doc) Runs() bool {
+	for _, a := range d.Attempts {
+		if a.State == store.Running {
+			return true
+		}
+	}
+	return false
+}
 
 // Marshal encodes d for storage.
 func (d *Doc) Marshal() []byte {
@@ -50,6 +66,7 @@ func Unmarshal(b []byte) (*Doc, error) {
 		return nil, fmt.Errorf("%w: corrupt ledger document: %v", store.ErrUnavailable, err)
 	}
 	_, d.waited = d.Waits()
+	d.ran = d.Runs()
 	return &d, nil
 }
 
@@ -103,4 +120,4 @@ func (d *Doc) Waits() (time.Time, bool) {
 }
 
 // key is the cursor key of a document's entries: its task and slot.
-func (d *Doc) key() string { return d.Task + "\x00" + d.Slot }
+func (d *Doc) key() string { return docKey(d.Task, d.Slot) }

@@ -152,7 +152,7 @@ func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRe
 		if forget {
 			err = l.KV.Delete(ctx, d, ver)
 		} else {
-			err = l.KV.Save(ctx, d, ver, 0, "")
+			_, err = l.KV.Save(ctx, d, ver, 0, "")
 		}
 		if errors.Is(err, ErrStale) {
 			continue

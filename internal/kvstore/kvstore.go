@@ -12,8 +12,9 @@ package kvstore
 import (
 	"context"
 	"errors"
-
 	"time"
+
+	"github.com/once-run/once/store"
 )
 
 // ErrStale is returned by KV.Save when the document changed since it was loaded. The ledger
@@ -31,9 +32,11 @@ type KV interface {
 	Load(ctx context.Context, task, slot string) (*Doc, Version, time.Time, error)
 	// Save writes d when its version is still ver (ver of a missing document means "create") and,
 	// when token > 0, token is still a current grant of the task (Grants.Current; ErrNotHeld
-	// otherwise), both checked in the same atomic write. When run is not empty it also records
-	// that run id belongs to (d.Task, d.Slot).
-	Save(ctx context.Context, d *Doc, ver Version, token int64, run string) error
+	// otherwise), both checked in the same atomic write, and returns the document's new version.
+	// When run is not empty it also records that run id belongs to (d.Task, d.Slot). A backend
+	// with a running index (RunningKV) keeps it in the same write: the slot is in it exactly when
+	// d.Runs().
+	Save(ctx context.Context, d *Doc, ver Version, token int64, run string) (Version, error)
 	// Run returns the task and slot run id began in; ErrNotFound when unknown.
 	Run(ctx context.Context, runID string) (task, slot string, err error)
 	// Grants returns task's current grants: its latest lease token (0 when none was ever issued)
@@ -55,8 +58,59 @@ type KV interface {
 	Unrun(ctx context.Context, runs []string) error
 }
 
-// Ledger implements store.Ledger over a KV.
-type Ledger struct{ KV KV }
+// RunningKV is an optional KV capability: an index of the slots of each task whose document has
+// a running attempt, kept by Save (and Delete) in the same atomic write as the document, as the
+// waiting index is. With it Abandon, the first step of every run, reads the attempts left running
+// instead of the task's whole history.
+type RunningKV interface {
+	// Running returns the documents of the slots in task's running index (an empty document for
+	// a slot listed without one). indexed is false when the index was never built (a ledger an
+	// older once wrote): the ledger then reads every document of the task as well, and calls
+	// IndexRunning.
+	Running(ctx context.Context, task string) (docs []*Doc, indexed bool, err error)
+	// IndexRunning puts the slots of docs that have a running attempt in task's index and marks
+	// the index built.
+	IndexRunning(ctx context.Context, task string, docs []*Doc) error
+}
+
+// StartKV is a KV capability, with RunningKV, that the ledger's store.Starter (Ledger.Start) needs:
+// the exclusive lease and a read of what the run decides from, in one step, most often one round
+// trip.
+type StartKV interface {
+	RunningKV
+	// AcquireRead is the store's Acquire of req (never a seat or a replacement) and, in the same
+	// atomic step, a read of what Start needs: see Snapshot. A busy lease is the *store.BusyError
+	// Acquire returns, and nothing is read.
+	AcquireRead(ctx context.Context, req store.AcquireRequest, slot string) (store.Lease, Snapshot, error)
+	// Release is the store's Release.
+	Release(ctx context.Context, l store.Lease) error
+}
+
+// Snapshot is what AcquireRead read with the lease.
+type Snapshot struct {
+	Doc     *Doc      // the slot's document, nil when there is none
+	Ver     Version   // its version
+	Now     time.Time // the time to stamp transitions with, as Load returns it
+	Running int       // how many slots the task's running index lists
+	Indexed bool      // the task's running index was built (RunningKV)
+}
+
+// FinishKV is the KV capability that the ledger's store.Finisher (Ledger.FinishRelease) needs.
+type FinishKV interface {
+	// Release is the store's Release.
+	Release(ctx context.Context, l store.Lease) error
+	// SaveRelease is Save(ctx, d, ver, l.Token, "") and the store's Release(ctx, l) in one atomic
+	// write: both or neither. l is never a seat. A token that is not the task's latest is
+	// ErrNotHeld, as Save's and Release's would be.
+	SaveRelease(ctx context.Context, d *Doc, ver Version, l store.Lease) (Version, error)
+}
+
+// Ledger implements store.Ledger over a KV. Make it with NewLedger, which gives it a memo of the
+// documents this process read and wrote (memo.go); the zero value with a KV reads every time.
+type Ledger struct {
+	KV   KV
+	memo *memo
+}
 
 // maxRetries bounds compare-and-set retries when writers race on one document.
 const maxRetries = 64

@@ -11,21 +11,45 @@ import (
 )
 
 // update loads (task, slot), applies f and saves, retrying when the document changed meanwhile.
-// f returns whether there is anything to save.
+// f returns whether there is anything to save. The first try starts from the memo's document when
+// it has a fresh one (a wrong guess fails the save and is read again).
 func (l Ledger) update(ctx context.Context, task, slot string, token int64, run string, f func(d *Doc, now time.Time) (bool, error)) error {
+	return l.updateWith(ctx, task, slot, func(ctx context.Context, d *Doc, ver Version) (Version, error) {
+		return l.KV.Save(ctx, d, ver, token, run)
+	}, f)
+}
+
+// updateWith is update with the write save (KV.Save, or FinishKV.SaveRelease).
+func (l Ledger) updateWith(ctx context.Context, task, slot string, save func(ctx context.Context, d *Doc, ver Version) (Version, error), f func(d *Doc, now time.Time) (bool, error)) error {
 	for range maxRetries {
-		d, ver, now, err := l.KV.Load(ctx, task, slot)
-		if err != nil {
-			return err
+		anchor := time.Now()
+		d, ver, now, ok := l.memo.get(task, slot)
+		if !ok {
+			var err error
+			if d, ver, now, err = l.KV.Load(ctx, task, slot); err != nil {
+				return err
+			}
 		}
 		if d == nil {
 			d = &Doc{Task: task, Slot: slot}
 		}
+		now = l.memo.clamp(now)
 		changed, err := f(d, now)
 		if err != nil || !changed {
+			if ok {
+				// Decided from the memo's document, which may have changed since: only a write's
+				// compare-and-set confirms it. Decide again from a fresh read.
+				l.memo.drop(task, slot)
+				continue
+			}
 			return err
 		}
-		err = l.KV.Save(ctx, d, ver, token, run)
+		nv, err := save(ctx, d, ver)
+		if err == nil {
+			l.memo.put(task, slot, d, nv, now, anchor)
+			return nil
+		}
+		l.memo.drop(task, slot)
 		if !errors.Is(err, ErrStale) {
 			return err
 		}
@@ -91,6 +115,7 @@ func (l Ledger) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 	if err != nil {
 		return store.Attempt{}, err
 	}
+	l.memo.began(a.RunID, a.Task, a.Slot)
 	return out, nil
 }
 
@@ -114,12 +139,25 @@ func running(d *Doc, runID string, token int64) (*store.Attempt, error) {
 
 // onRun applies f to the running attempt runID, fenced by token.
 func (l Ledger) onRun(ctx context.Context, runID string, token int64, f func(a *store.Attempt, now time.Time)) (store.Attempt, error) {
-	task, slot, err := l.KV.Run(ctx, runID)
-	if err != nil {
-		return store.Attempt{}, err
+	return l.onRunWith(ctx, runID, token, nil, f)
+}
+
+// onRunWith is onRun with the write save (nil: KV.Save fenced by token).
+func (l Ledger) onRunWith(ctx context.Context, runID string, token int64, save func(ctx context.Context, d *Doc, ver Version) (Version, error), f func(a *store.Attempt, now time.Time)) (store.Attempt, error) {
+	task, slot, ok := l.memo.run(runID)
+	if !ok {
+		var err error
+		if task, slot, err = l.KV.Run(ctx, runID); err != nil {
+			return store.Attempt{}, err
+		}
+	}
+	if save == nil {
+		save = func(ctx context.Context, d *Doc, ver Version) (Version, error) {
+			return l.KV.Save(ctx, d, ver, token, "")
+		}
 	}
 	var out store.Attempt
-	err = l.update(ctx, task, slot, token, "", func(d *Doc, now time.Time) (bool, error) {
+	err := l.updateWith(ctx, task, slot, save, func(d *Doc, now time.Time) (bool, error) {
 		a, err := running(d, runID, token)
 		if err != nil {
 			if errors.Is(err, store.ErrConflict) {
@@ -139,10 +177,15 @@ func (l Ledger) onRun(ctx context.Context, runID string, token int64, f func(a *
 
 // Finish: see store.Ledger.
 func (l Ledger) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
+	return l.finish(ctx, runID, token, o, nil)
+}
+
+// finish records o on the running attempt runID with the write save (nil: KV.Save).
+func (l Ledger) finish(ctx context.Context, runID string, token int64, o store.Outcome, save func(ctx context.Context, d *Doc, ver Version) (Version, error)) (store.Attempt, error) {
 	if !o.State.Finishable() {
 		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
 	}
-	return l.onRun(ctx, runID, token, func(a *store.Attempt, now time.Time) {
+	a, err := l.onRunWith(ctx, runID, token, save, func(a *store.Attempt, now time.Time) {
 		end := now
 		if end.Before(a.StartedAt) {
 			end = a.StartedAt
@@ -153,6 +196,10 @@ func (l Ledger) Finish(ctx context.Context, runID string, token int64, o store.O
 			a.ExitCode = &c
 		}
 	})
+	if err == nil {
+		l.memo.ended(runID)
+	}
+	return a, err
 }
 
 // Report: see store.Ledger.
@@ -164,19 +211,37 @@ func (l Ledger) Report(ctx context.Context, runID string, token int64, r store.R
 }
 
 // Abandon: see store.Ledger. Each slot is abandoned in its own fenced write. The running
-// attempts of the task's other live seats are left alone.
+// attempts of the task's other live seats are left alone. With a running index (RunningKV) it
+// reads the slots that have a running attempt, not the task's history.
 func (l Ledger) Abandon(ctx context.Context, task string, token int64) ([]store.Attempt, error) {
+	return l.abandon(ctx, task, token, nil)
+}
+
+// abandon is Abandon, looking at the document also (an older once's attempt may be missing from
+// the running index).
+func (l Ledger) abandon(ctx context.Context, task string, token int64, also *Doc) ([]store.Attempt, error) {
 	g, err := l.fence(ctx, task, token)
 	if err != nil {
 		return nil, err
 	}
-	docs, err := l.KV.Docs(ctx, task)
+	docs, listed, err := l.runningDocs(ctx, task)
 	if err != nil {
 		return nil, err
 	}
+	if also != nil {
+		docs = append(docs, also)
+	}
 	out := []store.Attempt{}
+	done := map[string]bool{}
 	for _, d0 := range docs {
+		if done[d0.key()] {
+			continue
+		}
+		done[d0.key()] = true
 		if !hasStale(d0, token, g) {
+			if listed[d0.key()] && !d0.Runs() {
+				l.unindex(ctx, d0)
+			}
 			continue
 		}
 		var got []store.Attempt
@@ -198,6 +263,52 @@ func (l Ledger) Abandon(ctx context.Context, task string, token int64) ([]store.
 		out = append(out, got...)
 	}
 	return out, nil
+}
+
+// runningDocs returns the documents of task that may have a running attempt: those its running
+// index lists (listed: by Doc.key) when the backend keeps one, and every document of the task when
+// the backend keeps none or has not built it (which it then builds from them).
+func (l Ledger) runningDocs(ctx context.Context, task string) (docs []*Doc, listed map[string]bool, err error) {
+	rk, ok := l.KV.(RunningKV)
+	if !ok {
+		docs, err = l.KV.Docs(ctx, task)
+		return docs, nil, err
+	}
+	docs, indexed, err := rk.Running(ctx, task)
+	if err != nil {
+		return nil, nil, err
+	}
+	listed = make(map[string]bool, len(docs))
+	for _, d := range docs {
+		listed[d.key()] = true
+	}
+	if indexed {
+		return docs, listed, nil
+	}
+	all, err := l.KV.Docs(ctx, task)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := rk.IndexRunning(ctx, task, all); err != nil {
+		return nil, nil, err
+	}
+	return append(all, docs...), listed, nil
+}
+
+// unindex takes a slot whose document has no running attempt out of the running index (an entry
+// left by an index built while an attempt finished, or by an older once's write), by writing the
+// document back unchanged: Save keeps the index. Best effort: the entry only costs a read.
+func (l Ledger) unindex(ctx context.Context, d0 *Doc) {
+	d1, ver, _, err := l.KV.Load(ctx, d0.Task, d0.Slot)
+	if err != nil || d1 != nil && d1.Runs() {
+		return
+	}
+	if d1 == nil { // gone (an older once's prune): Delete takes its index entries out
+		_ = l.KV.Delete(ctx, &Doc{Task: d0.Task, Slot: d0.Slot}, 0)
+		return
+	}
+	d1.ran = true // the index has it: the backend takes it out
+	_, _ = l.KV.Save(ctx, d1, ver, 0, "")
 }
 
 func hasStale(d *Doc, token int64, g Grants) bool {

@@ -69,7 +69,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{c: c, p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]idleLease{}}
-	s.Ledger = kvstore.Ledger{KV: kv{s}}
+	s.Ledger = kvstore.NewLedger(kv{s})
 	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "etcd"}
 	pctx, cancel, bound := store.Connecting(ctx, cfg.Dial)
 	defer cancel()
@@ -177,6 +177,13 @@ func (s *Store) taskKey(task string) string { return s.p + "t/" + task }
 
 // waitKey is the slot's entry in the index of waiting slots (kvstore.KV.Waiting).
 func (s *Store) waitKey(task, slot string) string { return s.p + "w/" + esc(task) + "/" + esc(slot) }
+
+// runningKey is (task, slot)'s entry in the running index: the slots whose document has a running
+// attempt (kvstore.RunningKV), a directory per task. runningIndexed says the index was built for
+// the whole prefix (a prefix an older once wrote has none until then).
+func (s *Store) runningKey(task, slot string) string { return s.runningDir(task) + esc(slot) }
+func (s *Store) runningDir(task string) string       { return s.p + "a/" + esc(task) + "/" }
+func (s *Store) runningIndexed() string              { return s.p + "meta/running-indexed" }
 
 // tlsProblem says what is wrong, and how to fix it, when err is a TLS handshake's failure; "" when
 // it is not one.

@@ -42,12 +42,13 @@ func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/
 // acquireTxn is the acquire transaction: put the keys on etcd lease id if the key does not exist
 // and no seat is live, with the fence and the task index's entry, which stay; the seats' records
 // go (their fence ends).
-func (s *Store) acquireTxn(ctx context.Context, req store.AcquireRequest, id int64, v []byte) (*txnResp, error) {
+// extra ops follow in the success branch (their responses after the five of the grant).
+func (s *Store) acquireTxn(ctx context.Context, req store.AcquireRequest, id int64, v []byte, extra []op) (*txnResp, error) {
 	key := s.leaseKey(req.Task)
 	return s.c.txn(ctx, txnReq{
 		Compare: []compare{cmpCreate(key, 0), cmpNone(s.seatDir(req.Task))},
-		Success: []op{opPut(key, string(v), id), opPut(s.holderKey(req.Task), req.Holder, id), opPut(s.fenceKey(req.Task), "", 0),
-			opPut(s.taskKey(req.Task), "", 0), opDelPrefix(s.recordDir(req.Task))},
+		Success: append([]op{opPut(key, string(v), id), opPut(s.holderKey(req.Task), req.Holder, id), opPut(s.fenceKey(req.Task), "", 0),
+			opPut(s.taskKey(req.Task), "", 0), opDelPrefix(s.recordDir(req.Task))}, extra...),
 		Failure: []op{opGet(key), {Range: &rangeReq{Key: []byte(s.seatDir(req.Task)), RangeEnd: prefixEnd(s.seatDir(req.Task)), Limit: 1}}},
 	})
 }
@@ -69,8 +70,18 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	return s.acquire(ctx, req)
 }
 
+// grantOps is how many responses of the acquire transaction's success branch are the grant's.
+const grantOps = 5
+
 // acquire is Acquire of the exclusive lease, neither a seat nor a takeover.
 func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	l, _, err := s.acquireWith(ctx, req, nil)
+	return l, err
+}
+
+// acquireWith is acquire with extra ops in the transaction's success branch, whose responses it
+// returns too (after the grant's grantOps).
+func (s *Store) acquireWith(ctx context.Context, req store.AcquireRequest, extra []op) (store.Lease, *txnResp, error) {
 	sent := time.Now()
 	want := seconds(req.TTL)
 	value := func(ttl int64) []byte {
@@ -95,7 +106,7 @@ func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 			kr, kerr := s.c.keepAliveOnce(ctx, g0.id)
 			kc <- kaResult{kr, kerr}
 		}()
-		r, err = s.acquireTxn(ctx, req, g0.id, value(g0.ttl))
+		r, err = s.acquireTxn(ctx, req, g0.id, value(g0.ttl), extra)
 		ka := <-kc
 		switch {
 		case ka.err == nil && int64(ka.r.TTL) == g0.ttl && err == nil:
@@ -109,7 +120,7 @@ func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 			if ka.err == nil {
 				ka.err = fmt.Errorf("etcd lease %d vanished during acquire", g0.id)
 			}
-			return store.Lease{}, s.mapErr(ka.err)
+			return store.Lease{}, nil, s.mapErr(ka.err)
 		case err == nil: // busy, and the idle lease is gone or was not renewed
 			s.revoke(g0.id)
 		default:
@@ -117,7 +128,7 @@ func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 				s.putBack(idleLease{id: g0.id, ttl: g0.ttl, fresh: sent})
 			}
 			if !errors.Is(s.mapErr(err), store.ErrNotHeld) {
-				return store.Lease{}, s.mapErr(err)
+				return store.Lease{}, nil, s.mapErr(err)
 			}
 			r = nil // the lease is gone: take a new one below
 		}
@@ -125,24 +136,24 @@ func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	if r == nil {
 		lr, gerr := s.c.grant(ctx, want)
 		if gerr != nil {
-			return store.Lease{}, s.mapErr(gerr)
+			return store.Lease{}, nil, s.mapErr(gerr)
 		}
 		g = idleLease{id: int64(lr.ID), ttl: max(int64(lr.TTL), 1), fresh: sent}
-		r, err = s.acquireTxn(ctx, req, g.id, value(g.ttl))
+		r, err = s.acquireTxn(ctx, req, g.id, value(g.ttl), extra)
 		if err != nil {
 			s.revoke(g.id)
-			return store.Lease{}, s.mapErr(err)
+			return store.Lease{}, nil, s.mapErr(err)
 		}
 	}
 	if !r.Succeeded {
 		if g.id != 0 {
 			s.putBack(g)
 		}
-		return store.Lease{}, s.busy(req.Task, r)
+		return store.Lease{}, nil, s.busy(req.Task, r)
 	}
 	ttl := time.Duration(g.ttl) * time.Second
 	return store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: int64(r.Header.Revision),
-		Acquired: time.UnixMicro(sent.UnixMicro()), Expires: time.UnixMicro(sent.Add(ttl).UnixMicro())}, nil
+		Acquired: time.UnixMicro(sent.UnixMicro()), Expires: time.UnixMicro(sent.Add(ttl).UnixMicro())}, r, nil
 }
 
 // busy is the answer to an acquire transaction that did not succeed: a *store.BusyError naming the

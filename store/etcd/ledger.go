@@ -30,30 +30,31 @@ func (k kv) Load(ctx context.Context, task, slot string) (*kvstore.Doc, kvstore.
 // Save fences by the fence key's mod revision (the latest token) in one transaction; a token that
 // is not the latest may be a seat's: then the transaction is sent again, fenced by the seat's
 // record (seats.go), whose create revision is the token.
-func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run string) error {
+func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run string) (kvstore.Version, error) {
 	s := k.s
 	key := s.docKey(d.Task, d.Slot)
-	ops := []op{opPut(key, string(d.Marshal()), 0)}
-	if t, ok := d.Waits(); ok { // the index of waiting slots, in the same transaction
-		ops = append(ops, opPut(s.waitKey(d.Task, d.Slot), strconv.FormatInt(t.UnixMicro(), 10), 0))
-	} else { // no-op when absent; also clears an entry an older once left
-		ops = append(ops, opDel(s.waitKey(d.Task, d.Slot), false))
-	}
+	ops := s.docOps(d)
 	if run != "" {
 		b, _ := json.Marshal([2]string{d.Task, d.Slot})
 		ops = append(ops, opPut(s.runKey(run), string(b), 0))
 	}
 	if token <= 0 {
 		r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver)}, Success: ops})
-		if err != nil || r.Succeeded {
-			return s.mapErr(err)
+		if err != nil {
+			return 0, s.mapErr(err)
 		}
-		return kvstore.ErrStale
+		if r.Succeeded {
+			return int64(r.Header.Revision), nil
+		}
+		return 0, kvstore.ErrStale
 	}
 	r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver), cmpMod(s.fenceKey(d.Task), token)}, Success: ops,
 		Failure: []op{opGet(s.fenceKey(d.Task)), opRange(s.recordDir(d.Task), true)}})
-	if err != nil || r.Succeeded {
-		return s.mapErr(err)
+	if err != nil {
+		return 0, s.mapErr(err)
+	}
+	if r.Succeeded {
+		return int64(r.Header.Revision), nil
 	}
 	latest := int64(0)
 	var records []keyValue
@@ -64,21 +65,41 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		records = r.Responses[1].Range.Kvs
 	}
 	if latest == token {
-		return kvstore.ErrStale
+		return 0, kvstore.ErrStale
 	}
 	rec, ok := byToken(records, token)
 	if !ok {
-		return fmt.Errorf("%w: token %d is not a current lease token of task %q (latest %d)", store.ErrNotHeld, token, d.Task, latest)
+		return 0, fmt.Errorf("%w: token %d is not a current lease token of task %q (latest %d)", store.ErrNotHeld, token, d.Task, latest)
 	}
 	rkey := string(rec.Key)
 	r, err = s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver), cmpCreate(rkey, token)}, Success: ops, Failure: []op{opGet(rkey)}})
-	if err != nil || r.Succeeded {
-		return s.mapErr(err)
+	if err != nil {
+		return 0, s.mapErr(err)
+	}
+	if r.Succeeded {
+		return int64(r.Header.Revision), nil
 	}
 	if len(r.Responses) == 1 && r.Responses[0].Range != nil && len(r.Responses[0].Range.Kvs) == 0 {
-		return fmt.Errorf("%w: seat token %d of task %q was cleared (an exclusive grant, or it expired and its place was taken)", store.ErrNotHeld, token, d.Task)
+		return 0, fmt.Errorf("%w: seat token %d of task %q was cleared (an exclusive grant, or it expired and its place was taken)", store.ErrNotHeld, token, d.Task)
 	}
-	return kvstore.ErrStale
+	return 0, kvstore.ErrStale
+}
+
+// docOps write d and keep its slot's entries in the index of waiting slots and in the running
+// index (both no-ops when already so; a delete also clears an entry an older once left).
+func (s *Store) docOps(d *kvstore.Doc) []op {
+	ops := []op{opPut(s.docKey(d.Task, d.Slot), string(d.Marshal()), 0)}
+	if t, ok := d.Waits(); ok {
+		ops = append(ops, opPut(s.waitKey(d.Task, d.Slot), strconv.FormatInt(t.UnixMicro(), 10), 0))
+	} else {
+		ops = append(ops, opDel(s.waitKey(d.Task, d.Slot), false))
+	}
+	if d.Runs() {
+		ops = append(ops, opPut(s.runningKey(d.Task, d.Slot), "", 0))
+	} else {
+		ops = append(ops, opDel(s.runningKey(d.Task, d.Slot), false))
+	}
+	return ops
 }
 
 func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
@@ -192,7 +213,7 @@ func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) err
 	s := k.s
 	key := s.docKey(d.Task, d.Slot)
 	r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver)},
-		Success: []op{opDel(key, false), opDel(s.waitKey(d.Task, d.Slot), false)}})
+		Success: []op{opDel(key, false), opDel(s.waitKey(d.Task, d.Slot), false), opDel(s.runningKey(d.Task, d.Slot), false)}})
 	if err != nil {
 		return s.mapErr(err)
 	}

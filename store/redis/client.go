@@ -19,6 +19,11 @@ func newClient(cfg Config) (goredis.UniversalClient, string) {
 	// A call gives up at its ctx's deadline, not only at read_timeout (3s by default): Open's first
 	// contact is bounded by store.Connecting, and a frozen server must not hold it longer.
 	o.ContextTimeoutEnabled = true
+	// Pipelines share the pool of single commands. go-redis gives them a pool of their own by
+	// default, so a once run, which pipelines its open, first acquire and begin and then sends its
+	// finish alone, dialled and greeted a second connection for the finish (a round trip more, and
+	// 256 KiB of pipeline buffers).
+	o.PipelinePoolSize = -1
 	switch cfg.Mode {
 	case ModeCluster:
 		return goredis.NewClusterClient(&goredis.ClusterOptions{
@@ -28,7 +33,7 @@ func newClient(cfg Config) (goredis.UniversalClient, string) {
 			PoolFIFO: o.PoolFIFO, PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns,
 			MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns, ConnMaxIdleTime: o.ConnMaxIdleTime,
 			ConnMaxLifetime: o.ConnMaxLifetime, TLSConfig: o.TLSConfig, DisableIdentity: true,
-			MaintNotificationsConfig: o.MaintNotificationsConfig,
+			MaintNotificationsConfig: o.MaintNotificationsConfig, PipelinePoolSize: o.PipelinePoolSize,
 		}), "cluster " + strings.Join(cfg.Addrs, ",")
 	case ModeSentinel:
 		return goredis.NewFailoverClient(&goredis.FailoverOptions{
@@ -39,6 +44,7 @@ func newClient(cfg Config) (goredis.UniversalClient, string) {
 			PoolFIFO: o.PoolFIFO, PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns,
 			MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns, ConnMaxIdleTime: o.ConnMaxIdleTime,
 			ConnMaxLifetime: o.ConnMaxLifetime, TLSConfig: o.TLSConfig, DisableIdentity: true,
+			PipelinePoolSize: o.PipelinePoolSize,
 		}), fmt.Sprintf("master %q of sentinels %s", cfg.Master, strings.Join(cfg.Addrs, ","))
 	}
 	return goredis.NewClient(o), o.Addr

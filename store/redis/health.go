@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/once-run/once/store"
 )
 
@@ -93,13 +95,11 @@ func (s *Store) topology(ctx context.Context) (store.Finding, bool) {
 	return store.Finding{Check: "topology", Level: store.LevelInfo, Message: what + fmt.Sprintf(": grants and ledger writes wait for %d replicas (?wait)", s.wait)}, true
 }
 
-// checkPersistence warns (store.Warn: once per process and server) when Redis would not keep the
-// ledger across a restart. CONFIG may be disabled (managed Redis): then nothing is said.
-func (s *Store) checkPersistence(ctx context.Context) {
-	if _, done := checked.LoadOrStore(s.addr, true); done {
-		return
-	}
-	m, err := s.c.ConfigGet(ctx, "append*").Result()
+// warnPersistence warns (store.Warn: Open reads the settings once per process and server) when the
+// persistence settings conf read (CONFIG GET append*) let a restart lose the ledger. CONFIG may be
+// disabled (managed Redis): then nothing is said.
+func (s *Store) warnPersistence(conf *goredis.MapStringStringCmd) {
+	m, err := conf.Result()
 	if err != nil {
 		return
 	}

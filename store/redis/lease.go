@@ -14,13 +14,36 @@ import (
 	"github.com/once-run/once/store"
 )
 
-// acquire: ARGV[3] holder, ARGV[4] run id, ARGV[5] ttl in ms, ARGV[6] '1' to replace a live grant
-// (AcquireRequest.Replace). Returns {'BUSY', value} or {'OK', token, acquired µs[, replaced value]}: the caller knows the rest of the grant (holder, run id, expiry =
-// acquired + ttl), so the value it would decode is not sent back. The epoch is written with a new
-// counter only: check() has just seen an existing one carry it. Live seats keep the lease key set
-// (their summary, seats.go), so the exclusive grant is busy while any is live; a grant deletes
-// the seats, which ends their fence.
-var acquireScript = lazyScript(check + `
+// grant is the body shared by the exclusive acquire scripts: it takes the lease over counter n
+// (replacing cur, a live grant, when it is not nil) and returns the new token and Redis's time in
+// µs. ARGV[3] holder, ARGV[4] run id, ARGV[5] ttl in ms. The epoch is written with a new counter
+// only (check() has just seen an existing one carry it), and with it the mark that the task's
+// running index is built ('r': a new counter has no attempt to index). Live seats keep the lease
+// key set (their summary, seats.go), so the exclusive grant is busy while any is live; a grant
+// deletes the seats, which ends their fence.
+const grant = `
+local function grant(n, cur)
+  if n == 0 then redis.call('HSET', KEYS[1], 'e', ARGV[1], 'r', '1') end
+  n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+  local t = now()
+  local ttl = tonumber(ARGV[5])
+  local v = cjson.encode({t = string.format('%d', n), h = ARGV[3], r = ARGV[4],
+    a = string.format('%d', t), x = string.format('%d', t + ttl * 1000)})
+  if cur then
+    redis.call('SET', KEYS[2], v, 'PX', ttl)
+  else
+    redis.call('SET', KEYS[2], v, 'NX', 'PX', ttl)
+  end
+  redis.call('DEL', KEYS[4])
+  return n, t
+end
+`
+
+// acquire: grant's ARGV, and ARGV[6] '1' to replace a live grant (AcquireRequest.Replace).
+// Returns {'BUSY', value} or {'OK', token, acquired µs[, replaced value]}: the caller knows the
+// rest of the grant (holder, run id, expiry = acquired + ttl), so the value it would decode is not
+// sent back.
+var acquireScript = lazyScript(check + grant + `
 local n = check()
 if type(n) == 'table' then return n end
 local cur = redis.call('GET', KEYS[2])
@@ -28,19 +51,9 @@ if cur then
   if tonumber(cjson.decode(cur).t) > n then return redis.error_reply('LOST') end
   if ARGV[6] ~= '1' then return {'BUSY', cur} end
 end
-if n == 0 then redis.call('HSET', KEYS[1], 'e', ARGV[1]) end
-n = redis.call('HINCRBY', KEYS[1], 'n', 1)
-local t = now()
-local ttl = tonumber(ARGV[5])
-local v = cjson.encode({t = string.format('%d', n), h = ARGV[3], r = ARGV[4],
-  a = string.format('%d', t), x = string.format('%d', t + ttl * 1000)})
-if cur then
-  redis.call('SET', KEYS[2], v, 'PX', ttl)
-  redis.call('DEL', KEYS[4])
-  return {'OK', n, t, cur}
-end
-redis.call('SET', KEYS[2], v, 'NX', 'PX', ttl)
-redis.call('DEL', KEYS[4])
+local t
+n, t = grant(n, cur)
+if cur then return {'OK', n, t, cur} end
 return {'OK', n, t}
 `)
 
@@ -140,11 +153,8 @@ func ttlMillis(ttl time.Duration) int64 {
 // one round trip (on a client's first acquire of the task, the task index's script is pipelined
 // with it). See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
-	if err := store.CheckLimit(req); err != nil {
+	if err := checkAcquire(req); err != nil {
 		return store.Lease{}, err
-	}
-	if req.TTL < time.Millisecond {
-		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
 	sc, last, limit := acquireScript(), "0", 0
 	switch {
@@ -162,28 +172,10 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	if err != nil {
 		return store.Lease{}, s.mapErr(err)
 	}
-	if r[0] == "BUSY" {
-		l, err := decodeLease(req.Task, r[1])
-		if err != nil {
-			return store.Lease{}, err
-		}
-		s.see(req.Task, l.Token)
-		return store.Lease{}, &store.BusyError{Lease: l}
+	l, err := s.granted(req, r, limit)
+	if err != nil {
+		return store.Lease{}, err
 	}
-	var tok, a int64
-	ok := len(r) == 3 || len(r) == 4
-	if ok {
-		tok, ok = r[1].(int64)
-	}
-	if ok {
-		a, ok = r[2].(int64)
-	}
-	if !ok {
-		return store.Lease{}, fmt.Errorf("%w: redis at %s: unexpected acquire reply %v", store.ErrUnavailable, s.addr, r)
-	}
-	s.see(req.Task, tok)
-	l := store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: tok,
-		Acquired: time.UnixMicro(a), Expires: time.UnixMicro(a + ttlMillis(req.TTL)*1000), Limit: limit}
 	if unacked != nil {
 		_ = s.Release(ctx, l) // a grant a failover could lose is not handed out; the token is spent
 		return store.Lease{}, unacked
@@ -198,6 +190,36 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	return l, nil
 }
 
+// granted reads an acquire script's reply r to req: {'BUSY', value} is the *store.BusyError,
+// {'OK', token, acquired µs, …} the grant (of a seat of limit, when limit >= 2).
+func (s *Store) granted(req store.AcquireRequest, r []any, limit int) (store.Lease, error) {
+	if len(r) > 0 && r[0] == "BUSY" {
+		if len(r) < 2 {
+			return store.Lease{}, fmt.Errorf("%w: redis at %s: unexpected acquire reply %v", store.ErrUnavailable, s.addr, r)
+		}
+		l, err := decodeLease(req.Task, r[1])
+		if err != nil {
+			return store.Lease{}, err
+		}
+		s.see(req.Task, l.Token)
+		return store.Lease{}, &store.BusyError{Lease: l}
+	}
+	var tok, a int64
+	ok := len(r) >= 3 && r[0] == "OK"
+	if ok {
+		tok, ok = r[1].(int64)
+	}
+	if ok {
+		a, ok = r[2].(int64)
+	}
+	if !ok {
+		return store.Lease{}, fmt.Errorf("%w: redis at %s: unexpected acquire reply %v", store.ErrUnavailable, s.addr, r)
+	}
+	s.see(req.Task, tok)
+	return store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: tok,
+		Acquired: time.UnixMicro(a), Expires: time.UnixMicro(a + ttlMillis(req.TTL)*1000), Limit: limit}, nil
+}
+
 // sendAcquire runs an acquire script (sc): with ?wait, after indexing the task and followed by WAIT
 // (unacked: the grant did not reach enough replicas); else in one round trip, pipelined with the
 // task index's script on a client's first acquire of the task. A nil reply comes with its error.
@@ -208,9 +230,7 @@ func (s *Store) sendAcquire(ctx context.Context, sc *goredis.Script, task string
 			if err := indexScript().Run(ctx, s.c, s.indexKeys(), task).Err(); err != nil {
 				return nil, nil, s.mapErr(err)
 			}
-			s.mu.Lock()
-			s.known[task] = true
-			s.mu.Unlock()
+			s.markIndexed(task)
 		}
 		res, err := s.durable(ctx, sc, "lease grant", keys, args...)
 		if res == nil {
@@ -228,9 +248,7 @@ func (s *Store) sendAcquire(ctx context.Context, sc *goredis.Script, task string
 		res = sc.Run(ctx, s.c, keys, args...)
 	}
 	if add.Err() == nil {
-		s.mu.Lock()
-		s.known[task] = true
-		s.mu.Unlock()
+		s.markIndexed(task)
 	}
 	return res, nil, nil
 }
@@ -367,4 +385,15 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 // in every once process, on every store.
 func lazyScript(src string) func() *goredis.Script {
 	return sync.OnceValue(func() *goredis.Script { return goredis.NewScript(src) })
+}
+
+// checkAcquire refuses a bad Limit (store.CheckLimit) and a TTL below 1ms.
+func checkAcquire(req store.AcquireRequest) error {
+	if err := store.CheckLimit(req); err != nil {
+		return err
+	}
+	if req.TTL < time.Millisecond {
+		return fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
+	}
+	return nil
 }

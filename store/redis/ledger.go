@@ -22,12 +22,28 @@ local d = redis.call('HMGET', KEYS[5], 'v', 'd')
 return {n, string.format('%d', now()), d[1] or false, d[2] or false}
 `)
 
-// save: KEYS[5] the slot document, KEYS[6] the task's waiting index (a sorted set of slots by
-// the time they started waiting); ARGV[3] version read, ARGV[4] token (0: not fenced), ARGV[5]
-// document, ARGV[6] slot name, ARGV[7] when the slot started waiting in µs (empty: it does not wait).
-// The fence (kvstore.Grants.Current): the token is the counter, or a seat's while the seats are
-// current (the counter is a seat's token: no exclusive grant came after them).
-var saveScript = lazyScript(check + `
+// write is the body shared by the scripts that write a slot's document: KEYS[5] the document,
+// KEYS[6] the task's waiting index (a sorted set of slots by the time they started waiting),
+// KEYS[7] its running index (the set of slots with a running attempt); ARGV[3] the version read,
+// ARGV[5] the document, ARGV[6] the slot's name, ARGV[7] when the slot started waiting in µs
+// (empty: it does not wait), ARGV[8] '1' when the document has a running attempt. It returns
+// false, writing nothing, when the document is no longer that version.
+const write = `
+local function write()
+  local v = tonumber(redis.call('HGET', KEYS[5], 'v') or '0')
+  if v ~= tonumber(ARGV[3]) then return false end
+  redis.call('HSET', KEYS[5], 'v', v + 1, 'd', ARGV[5])
+  redis.call('SADD', KEYS[3], ARGV[6])
+  if ARGV[7] ~= '' then redis.call('ZADD', KEYS[6], ARGV[7], ARGV[6]) else redis.call('ZREM', KEYS[6], ARGV[6]) end
+  if ARGV[8] == '1' then redis.call('SADD', KEYS[7], ARGV[6]) else redis.call('SREM', KEYS[7], ARGV[6]) end
+  return true
+end
+`
+
+// save: write's KEYS and ARGV, and ARGV[4] the token (0: not fenced). The fence
+// (kvstore.Grants.Current): the token is the counter, or a seat's while the seats are current (the
+// counter is a seat's token: no exclusive grant came after them).
+var saveScript = lazyScript(check + write + `
 local n = check()
 if type(n) == 'table' then return n end
 local latest = string.format('%d', n)
@@ -36,16 +52,12 @@ if ARGV[4] ~= '0' and latest ~= ARGV[4] and
   return {'NOTHELD', n}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], 'n', 0, 'e', ARGV[1]) end
-local v = tonumber(redis.call('HGET', KEYS[5], 'v') or '0')
-if v ~= tonumber(ARGV[3]) then return {'STALE'} end
-redis.call('HSET', KEYS[5], 'v', v + 1, 'd', ARGV[5])
-redis.call('SADD', KEYS[3], ARGV[6])
-if ARGV[7] ~= '' then redis.call('ZADD', KEYS[6], ARGV[7], ARGV[6]) else redis.call('ZREM', KEYS[6], ARGV[6]) end
+if not write() then return {'STALE'} end
 return {'OK'}
 `)
 
-// forget: KEYS[5] the slot document, KEYS[6] the task's waiting index; ARGV[3] version read,
-// ARGV[4] slot name. Removes the document when it is still that version.
+// forget: KEYS[5] the slot document, KEYS[6] the task's waiting index, KEYS[7] its running index;
+// ARGV[3] version read, ARGV[4] slot name. Removes the document when it is still that version.
 var forgetScript = lazyScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
@@ -54,6 +66,7 @@ if v ~= tonumber(ARGV[3]) then return {'STALE'} end
 redis.call('DEL', KEYS[5])
 redis.call('SREM', KEYS[3], ARGV[4])
 redis.call('ZREM', KEYS[6], ARGV[4])
+redis.call('SREM', KEYS[7], ARGV[4])
 return {'OK'}
 `)
 
@@ -78,39 +91,87 @@ func (k kv) Load(ctx context.Context, task, slot string) (*kvstore.Doc, kvstore.
 	return d, ver, now, err
 }
 
-func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run string) error {
-	s := k.s
-	if run != "" {
-		b, _ := json.Marshal([2]string{d.Task, d.Slot})
-		if err := s.c.Set(ctx, s.key("run:"+run), b, 0).Err(); err != nil {
-			return s.mapErr(err)
-		}
-	}
-	if ver == 0 {
-		if err := indexScript().Run(ctx, s.c, s.indexKeys(), d.Task).Err(); err != nil {
-			return s.mapErr(err)
-		}
-	}
-	keys := append(s.taskKeys(d.Task), s.tkey(d.Task, "d:"+d.Slot), s.tkey(d.Task, "waiting"))
-	since := ""
+// docKeys are the keys of the scripts that write (task, slot)'s document (write).
+func (s *Store) docKeys(task, slot string) []string {
+	return append(s.taskKeys(task), s.tkey(task, "d:"+slot), s.tkey(task, "waiting"), s.tkey(task, "running"))
+}
+
+// docArgs are write's ARGV[5..8] for d.
+func docArgs(d *kvstore.Doc) []any {
+	since, runs := "", "0"
 	if t, ok := d.Waits(); ok {
 		since = strconv.FormatInt(t.UnixMicro(), 10)
 	}
-	res, unacked := s.durable(ctx, saveScript(), "ledger write", keys, s.epoch, s.seen(d.Task), ver, token, d.Marshal(), d.Slot, since)
-	if res == nil {
-		return unacked
+	if d.Runs() {
+		runs = "1"
+	}
+	return []any{d.Marshal(), d.Slot, since, runs}
+}
+
+// Save runs the save script: with a run id, in one pipelined round trip with the run index's SET
+// (two round trips with ?wait, whose WAIT shares the script's connection); on a task this client
+// did not index yet, after the task index's script.
+func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run string) (kvstore.Version, error) {
+	s := k.s
+	var runKey string
+	var runVal []byte
+	if run != "" {
+		runKey = s.key("run:" + run)
+		runVal, _ = json.Marshal([2]string{d.Task, d.Slot})
+	}
+	if ver == 0 && !s.indexed(d.Task) {
+		if err := indexScript().Run(ctx, s.c, s.indexKeys(), d.Task).Err(); err != nil {
+			return 0, s.mapErr(err)
+		}
+		s.markIndexed(d.Task)
+	}
+	args := append([]any{s.epoch, s.seen(d.Task), ver, token}, docArgs(d)...)
+	keys := s.docKeys(d.Task, d.Slot)
+	var res *goredis.Cmd
+	var unacked error
+	switch {
+	case s.wait > 0 || run == "":
+		if run != "" {
+			if err := s.c.Set(ctx, runKey, runVal, 0).Err(); err != nil {
+				return 0, s.mapErr(err)
+			}
+		}
+		if res, unacked = s.durable(ctx, saveScript(), "ledger write", keys, args...); res == nil {
+			return 0, unacked
+		}
+	default:
+		res = s.pipelined(ctx, saveScript(), keys, args, func(p goredis.Pipeliner) { p.Set(ctx, runKey, runVal, 0) })
 	}
 	r, err := res.Slice()
 	if err != nil {
-		return s.mapErr(err)
+		return 0, s.mapErr(err)
 	}
 	switch r[0] {
 	case "OK":
-		return unacked
+		return ver + 1, unacked
 	case "STALE":
-		return kvstore.ErrStale
+		return 0, kvstore.ErrStale
 	}
-	return fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %v)", store.ErrNotHeld, token, d.Task, r[1])
+	return 0, fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %v)", store.ErrNotHeld, token, d.Task, r[1])
+}
+
+// pipelined runs sc by its hash after what before queues, in one round trip, and returns the
+// script's reply; a server that does not have the script yet gets it sent (one more round trip).
+// A failure of what before queued is the script's (its reply is not used otherwise).
+func (s *Store) pipelined(ctx context.Context, sc *goredis.Script, keys []string, args []any, before func(goredis.Pipeliner)) *goredis.Cmd {
+	p := s.c.Pipeline()
+	before(p)
+	res := sc.EvalSha(ctx, p, keys, args...)
+	cmds, _ := p.Exec(ctx)
+	for _, c := range cmds[:len(cmds)-1] {
+		if err := c.Err(); err != nil {
+			return goredis.NewCmdResult(nil, err)
+		}
+	}
+	if err := res.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		return sc.Run(ctx, s.c, keys, args...)
+	}
+	return res
 }
 
 func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
@@ -275,8 +336,7 @@ func (k kv) Index(ctx context.Context, docs []*kvstore.Doc) error {
 // Delete removes the document (and its index entries) when it is still version ver.
 func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) error {
 	s := k.s
-	keys := append(s.taskKeys(d.Task), s.tkey(d.Task, "d:"+d.Slot), s.tkey(d.Task, "waiting"))
-	r, err := s.run(ctx, forgetScript(), d.Task, keys, ver, d.Slot)
+	r, err := s.run(ctx, forgetScript(), d.Task, s.docKeys(d.Task, d.Slot), ver, d.Slot)
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	c, addr := newClient(cfg)
 	s := &Store{c: c, mode: cfg.Mode, prefix: cfg.Prefix, addr: addr, wait: cfg.Wait, waitTimeout: cfg.WaitTimeout,
 		hwm: map[string]int64{}, known: map[string]bool{}}
-	s.Ledger = kvstore.Ledger{KV: kv{s}}
+	s.Ledger = kvstore.NewLedger(kv{s})
 	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "redis"}
 	cctx, cancel, bound := store.Connecting(ctx, set)
 	defer cancel()
@@ -115,15 +115,35 @@ func (s *Store) init(ctx context.Context) error {
 	_, _ = rand.Read(b)
 	fresh := strconv.FormatInt(time.Now().UnixMicro(), 10) + "-" + hex.EncodeToString(b)
 	key := s.key("epoch")
-	if _, err := s.c.SetNX(ctx, key, fresh, 0).Result(); err != nil {
+	// One pipelined round trip: the epoch marker made if missing, read back, and the persistence
+	// settings (once per server and process).
+	p := s.c.Pipeline()
+	setnx := p.SetNX(ctx, key, fresh, 0)
+	get := p.Get(ctx, key)
+	var conf *goredis.MapStringStringCmd
+	if _, done := checked.LoadOrStore(s.addr, true); !done {
+		conf = p.ConfigGet(ctx, "append*")
+	}
+	_, execErr := p.Exec(ctx)
+	if err := setnx.Err(); err != nil {
 		return s.mapErr(err)
 	}
-	epoch, err := s.c.Get(ctx, key).Result()
+	epoch, err := get.Result()
+	if err == nil && epoch == "" {
+		// A pipeline that never reached a server (Sentinel without a master) sets no command's
+		// error: Exec's is the one.
+		err = execErr
+		if err == nil {
+			err = errors.New("the epoch marker read back empty")
+		}
+	}
 	if err != nil {
 		return s.mapErr(err)
 	}
 	s.epoch = epoch
-	s.checkPersistence(ctx)
+	if conf != nil {
+		s.warnPersistence(conf)
+	}
 	return nil
 }
 
@@ -180,6 +200,13 @@ func (s *Store) indexed(task string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.known[task]
+}
+
+// markIndexed remembers that task is in the task index.
+func (s *Store) markIndexed(task string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.known[task] = true
 }
 
 func (s *Store) seen(task string) int64 {

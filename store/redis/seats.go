@@ -79,7 +79,7 @@ else
   if live >= tonumber(ARGV[6]) then return {'BUSY', cur or one} end
   if #gone > 0 then redis.call('HDEL', KEYS[4], unpack(gone)) end
 end
-if n == 0 then redis.call('HSET', KEYS[1], 'e', ARGV[1]) end
+if n == 0 then redis.call('HSET', KEYS[1], 'e', ARGV[1], 'r', '1') end
 n = redis.call('HINCRBY', KEYS[1], 'n', 1)
 local ttl = tonumber(ARGV[5])
 local seat = {t = string.format('%d', n), h = ARGV[3], r = ARGV[4], a = string.format('%d', t),

@@ -34,23 +34,31 @@ func (k kv) Load(ctx context.Context, task, slot string) (*kvstore.Doc, kvstore.
 	return d, int64(got.st.Version) + 1, now, err
 }
 
-func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run string) error {
+func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run string) (kvstore.Version, error) {
+	return k.save(ctx, d, ver, token, run, "")
+}
+
+// save is Save that, with release (the path of the exclusive grant's lock node), deletes that node
+// in the same multi. A node already gone (the grant expired, or its session ended) is the release
+// of an expired grant nobody replaced, which succeeds: the write is made again without it, still
+// fenced by the token.
+func (k kv) save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run, release string) (kvstore.Version, error) {
 	s := k.s
 	var ops []any
 	if token > 0 {
 		f, v, err := s.readFence(ctx, d.Task)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if !f.current(token) {
-			return notCurrent(d.Task, token, f)
+			return 0, notCurrent(d.Task, token, f)
 		}
 		ops = append(ops, &zk.CheckVersionRequest{Path: s.taskPath(d.Task), Version: v})
 	}
 	path := s.docPath(d.Task, d.Slot)
 	if ver == 0 {
 		if err := s.ensure(ctx, s.docDir(d.Task)); err != nil {
-			return err
+			return 0, err
 		}
 		ops = append(ops, &zk.CreateRequest{Path: path, Data: d.Marshal(), Acl: s.acl})
 	} else {
@@ -60,31 +68,46 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		b, _ := json.Marshal([2]string{d.Task, d.Slot})
 		ops = append(ops, &zk.CreateRequest{Path: s.runPath(run), Data: b, Acl: s.acl})
 	}
-	// The index of waiting slots, in the same multi. Its node exists when the document as read
-	// waited (Waited); only when that changes is it looked at, and created or deleted.
+	// The index of waiting slots and the running index, in the same multi. A slot's node exists
+	// when the document as read waited (Waited) or had a running attempt (Ran); only when that
+	// changes is it looked at, and created or deleted.
 	if _, waits := d.Waits(); waits != d.Waited() {
 		op, err := s.waitOp(ctx, d.Task, d.Slot, waits)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if op != nil {
 			ops = append(ops, op)
 		}
 	}
+	if runs := d.Runs(); runs != d.Ran() {
+		op, err := s.runningOp(ctx, d.Task, d.Slot, runs)
+		if err != nil {
+			return 0, err
+		}
+		if op != nil {
+			ops = append(ops, op)
+		}
+	}
+	if release != "" {
+		ops = append(ops, &zk.DeleteRequest{Path: release, Version: -1})
+	}
 	res, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
 	if err == nil {
-		return nil
+		return ver + 1, nil // the node's version went up by one (a created node's is 0: ver 1)
 	}
-	_ = res
+	if release != "" && len(res) == len(ops) && errors.Is(res[len(res)-1].Error, zk.ErrNoNode) {
+		return k.save(ctx, d, ver, token, run, "")
+	}
 	if token > 0 {
 		if f, _, lerr := s.readFence(ctx, d.Task); lerr == nil && !f.current(token) {
-			return notCurrent(d.Task, token, f)
+			return 0, notCurrent(d.Task, token, f)
 		}
 	}
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists) {
-		return kvstore.ErrStale
+		return 0, kvstore.ErrStale
 	}
-	return s.mapErr(err)
+	return 0, s.mapErr(err)
 }
 
 func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
@@ -239,11 +262,22 @@ func (k kv) Index(ctx context.Context, docs []*kvstore.Doc) error {
 // Delete removes the document and its index node when it is still version ver.
 func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) error {
 	s := k.s
-	ops := []any{&zk.DeleteRequest{Path: s.docPath(d.Task, d.Slot), Version: int32(ver - 1)}}
+	ops := []any{}
+	if ver > 0 {
+		ops = append(ops, &zk.DeleteRequest{Path: s.docPath(d.Task, d.Slot), Version: int32(ver - 1)})
+	}
 	if op, err := s.waitOp(ctx, d.Task, d.Slot, false); err != nil {
 		return err
 	} else if op != nil {
 		ops = append(ops, op)
+	}
+	if op, err := s.runningOp(ctx, d.Task, d.Slot, false); err != nil {
+		return err
+	} else if op != nil {
+		ops = append(ops, op)
+	}
+	if len(ops) == 0 {
+		return nil
 	}
 	_, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {

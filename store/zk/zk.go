@@ -60,10 +60,11 @@ type Store struct {
 	kvstore.Ledger          // the run ledger (store.Ledger), written once for the KV stores
 	*kvstore.Keys           // business keys (store.Keys), written once for the KV stores (keys.go)
 
-	mu    sync.Mutex
-	down  chan struct{} // closed when the session disconnects or expires; replaced after
-	paths map[int64]string
-	done  chan struct{}
+	mu      sync.Mutex
+	down    chan struct{} // closed when the session disconnects or expires; replaced after
+	paths   map[int64]string
+	done    chan struct{}
+	runsDir bool // the running index's directory is known to exist (running.go)
 }
 
 type quiet struct{}
@@ -95,7 +96,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, s.mapErr(err)
 	}
 	s.c = c
-	s.Ledger = kvstore.Ledger{KV: kv{s}}
+	s.Ledger = kvstore.NewLedger(kv{s})
 	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "zk"}
 	ready := make(chan struct{})
 	go s.watchSession(events, ready)

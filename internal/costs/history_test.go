@@ -1,0 +1,109 @@
+package costs
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
+)
+
+// TestRunFlatInHistory holds what a run reads to what it decides: a run of a task with a long
+// history costs, in round trips and in bytes the server sends, what a run of a task without one
+// costs. The run reads its own slot and the attempts left running, never the task's past. Until
+// the running index (issue 16) a run on Redis, etcd and ZooKeeper read every document of its task
+// when it took the lease, to find what a vanished holder left running: a job due every minute for
+// a year made each run read half a million documents.
+func TestRunFlatInHistory(t *testing.T) {
+	history := 300
+	if testing.Short() {
+		history = 50
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
+			if st.name == "zk" {
+				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			seed, err := store.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer seed.Close()
+			l, err := seed.Acquire(ctx, store.AcquireRequest{Task: "long", Holder: "seed:1", RunID: "seed", TTL: 5 * time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code := 0
+			for i := range history {
+				run := fmt.Sprintf("seed-%d", i)
+				if _, err := seed.Begin(ctx, store.Attempt{Task: "long", Slot: fmt.Sprintf("h%05d", i), RunID: run, Holder: l.Holder, Token: l.Token}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := seed.Finish(ctx, run, l.Token, store.Outcome{State: store.Succeeded, ExitCode: &code}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := seed.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+			short := runCost(t, dsn, "short")
+			long := runCost(t, dsn, "long")
+			t.Logf("%s: a run of a task with %d slots done: %d round trips, %d bytes received; with none: %d, %d",
+				st.name, history, long.trips, long.bytes, short.trips, short.bytes)
+			if long.trips > short.trips+st.slack || long.bytes > short.bytes+1024 {
+				t.Errorf("%s: a run of a task with %d slots done cost %d round trips and %d bytes, one with none %d and %d: a run reads the task's history",
+					st.name, history, long.trips, long.bytes, short.trips, short.bytes)
+			}
+		})
+	}
+}
+
+type wire struct{ trips, bytes int64 }
+
+// runCost runs task's slot "warm" (so that both tasks are past their first run), then counts a run
+// of its slot "counted" on a fresh client through a relay.
+func runCost(t *testing.T, dsn, task string) wire {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	work := func(context.Context, *once.Run) error { return nil }
+	opts := once.Options{Task: task, Holder: "costs:1", TTL: time.Minute, LockDir: t.TempDir()}
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Store, opts.Slot = s, "warm"
+	if res, err := once.Do(ctx, opts, work); err != nil || res.Decision != once.Ran {
+		t.Fatalf("warm-up run of %s: %+v %v", task, res, err)
+	}
+	s.Close()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := NewRelay(ctx, u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	u.Host = relay.Addr()
+	if s, err = store.Open(ctx, u.String()); err != nil {
+		t.Fatal(err)
+	}
+	t0, b0 := relay.Trips(), relay.Received()
+	opts.Store, opts.Slot = s, "counted"
+	if res, err := once.Do(ctx, opts, work); err != nil || res.Decision != once.Ran {
+		t.Fatalf("run of %s: %+v %v", task, res, err)
+	}
+	time.Sleep(100 * time.Millisecond) // what the run started in the background (a watch) is sent
+	got := wire{relay.Trips() - t0, relay.Received() - b0}
+	s.Close()
+	return got
+}
