@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Relay is a loopback TCP relay to one server that counts round trips: a round trip starts each
@@ -15,6 +16,9 @@ type Relay struct {
 	upstream string
 	// Trace, when set before the first connection, sees the first chunk of each round trip.
 	Trace func([]byte)
+	// Delay, when set before the first connection, holds each chunk that long before it is
+	// forwarded, either way: a network whose round trip is twice that (BenchmarkRunRTT).
+	Delay time.Duration
 	trips atomic.Int64
 	conns atomic.Int64
 	down  atomic.Int64 // bytes from the server
@@ -88,6 +92,9 @@ func (r *Relay) pipe(src, dst net.Conn, spoke func([]byte)) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			spoke(buf[:n])
+			if r.Delay > 0 {
+				time.Sleep(r.Delay)
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
