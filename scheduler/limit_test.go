@@ -13,16 +13,18 @@ import (
 )
 
 // limit = 2 on one node: two slots of the job run at once, each with its own token, and none is
-// skipped while a seat is free. Slots every 2 s that run 3 s: a slot overlaps the next by 1 s, and
-// ends 1 s before the one after next fires (margins for a loaded machine).
+// skipped while a seat is free. Slots every 3 s that run 4 s: a slot overlaps the next by 1 s, and
+// ends 2 s before the one after next fires (margins for a loaded machine: with slots every 2 s that
+// ran 3 s, a fresh-clone run under -race gave a seat back 0.8 s after its attempt ended, after the
+// one after next had fired and been skipped).
 func TestLimitTwoSlotsAtOnce(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 1)
 	w := &witness{}
-	j := workJob("par", "@every 2s", w.work(3*time.Second))
+	j := workJob("par", "@every 3s", w.work(4*time.Second))
 	j.Limit, j.TTL = 2, 5*time.Second // a 1 s seat lapsed under a loaded CI run's late renewals
-	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 5 * time.Second})
-	deadline := time.Now().Add(7 * time.Second)
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 6 * time.Second})
+	deadline := time.Now().Add(10 * time.Second)
 	holders := 0 // the most live grants Describe saw (once jobs): both seats at some moment
 	for time.Now().Before(deadline) {
 		if ji, err := scheduler.Describe(context.Background(), f.stores[0], []scheduler.Job{j}, time.Now(), 1); err == nil && ji[0].Running != nil {

@@ -10,12 +10,14 @@ import (
 
 // Start is store.Starter's Start, for a backend that is a StartKV: Acquire, Abandon and Slot in
 // one step. The lease and the reads are one atomic step (one round trip on Redis, one transaction
-// after the etcd lease's grant on etcd). When they show nothing left running — the running index
-// is built and empty, and the slot's document has no running attempt — there is nothing to
-// abandon, and the slot's state is the one read: done. Otherwise (a holder vanished, or the index
-// was never built) the abandon follows as Abandon's writes and the slot is read again, as a guard
-// without a Starter does; when those fail the lease is released (else it expires) and the error
-// returned. The slot's document goes to the memo, for Begin.
+// after the etcd lease's grant on etcd; on ZooKeeper the reads follow the grant). When they show
+// nothing left running — the task's running index is built and empty, and the slot's document has
+// no running attempt — there is nothing to abandon, and the slot's state is the one read: done.
+// Otherwise (a holder vanished, or the index was never built) the abandon follows as Abandon's
+// writes and the slot is read again, as a guard without a Starter does. When those fail the lease
+// is released (else it expires) and the error returned; unlike a SQL store's Start, what the abandon
+// had written by then stands (attempts marked unknown, the token spent), as after a failed Abandon.
+// The slot's document goes to the memo, for Begin.
 func (l Ledger) Start(ctx context.Context, req store.AcquireRequest, slot string) (store.Started, error) {
 	sk, ok := l.KV.(StartKV)
 	if !ok {
@@ -30,7 +32,7 @@ func (l Ledger) Start(ctx context.Context, req store.AcquireRequest, slot string
 		return store.Started{}, err
 	}
 	if r.Indexed && r.Running == 0 && (r.Doc == nil || !r.Doc.Runs()) {
-		l.memo.put(req.Task, slot, r.Doc, r.Ver, r.Now, sent)
+		l.memo.put(req.Task, slot, r.Doc, r.Ver, clock{r.Now, sent})
 		st := store.SlotState{Task: req.Task, Slot: slot}
 		if r.Doc != nil {
 			st = r.Doc.State()
@@ -53,18 +55,22 @@ func (l Ledger) Start(ctx context.Context, req store.AcquireRequest, slot string
 
 // FinishRelease is store.Finisher's FinishRelease, for a backend that is a FinishKV: Finish's
 // write and the release in one atomic write (SaveRelease). A seat's outcome and release are two
-// steps, Finish then Release.
+// steps, Finish then Release, and a release that fails after the outcome was recorded is not an
+// error (the seat expires by itself).
 func (l Ledger) FinishRelease(ctx context.Context, runID string, ls store.Lease, o store.Outcome) (store.Attempt, error) {
 	fk, ok := l.KV.(FinishKV)
 	if !ok {
 		return store.Attempt{}, fmt.Errorf("%w: this store cannot finish and release in one write", store.ErrUnsupported)
 	}
 	if ls.Limit >= 2 {
+		// A seat: the outcome, then the release. Once the outcome is recorded that is what the
+		// caller must hear: a release that fails leaves the seat to expire by itself, as the guard
+		// leaves a lease whose Release failed.
 		a, err := l.Finish(ctx, runID, ls.Token, o)
-		if err != nil {
-			return a, err
+		if err == nil {
+			_ = fk.Release(ctx, ls)
 		}
-		return a, fk.Release(ctx, ls)
+		return a, err
 	}
 	return l.finish(ctx, runID, ls.Token, o, func(ctx context.Context, d *Doc, ver Version) (Version, error) {
 		return fk.SaveRelease(ctx, d, ver, ls)
@@ -78,7 +84,7 @@ func (l Ledger) slot(ctx context.Context, task, slot string) (store.SlotState, e
 	if err != nil {
 		return store.SlotState{}, err
 	}
-	l.memo.put(task, slot, d, ver, now, sent)
+	l.memo.put(task, slot, d, ver, clock{now, sent})
 	if d == nil {
 		return store.SlotState{Task: task, Slot: slot}, nil
 	}

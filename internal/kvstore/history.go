@@ -154,6 +154,7 @@ func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRe
 		} else {
 			_, err = l.KV.Save(ctx, d, ver, 0, "")
 		}
+		l.memo.drop(task, slot) // a removed document's version may be given again (Redis, ZooKeeper)
 		if errors.Is(err, ErrStale) {
 			continue
 		}

@@ -22,13 +22,14 @@ func (l Ledger) update(ctx context.Context, task, slot string, token int64, run 
 // updateWith is update with the write save (KV.Save, or FinishKV.SaveRelease).
 func (l Ledger) updateWith(ctx context.Context, task, slot string, save func(ctx context.Context, d *Doc, ver Version) (Version, error), f func(d *Doc, now time.Time) (bool, error)) error {
 	for range maxRetries {
-		anchor := time.Now()
-		d, ver, now, ok := l.memo.get(task, slot)
+		d, ver, now, c, ok := l.memo.get(task, slot)
 		if !ok {
 			var err error
+			c.anchor = time.Now()
 			if d, ver, now, err = l.KV.Load(ctx, task, slot); err != nil {
 				return err
 			}
+			c.now = now
 		}
 		if d == nil {
 			d = &Doc{Task: task, Slot: slot}
@@ -46,7 +47,7 @@ func (l Ledger) updateWith(ctx context.Context, task, slot string, save func(ctx
 		}
 		nv, err := save(ctx, d, ver)
 		if err == nil {
-			l.memo.put(task, slot, d, nv, now, anchor)
+			l.memo.put(task, slot, d, nv, c)
 			return nil
 		}
 		l.memo.drop(task, slot)

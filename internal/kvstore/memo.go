@@ -22,15 +22,19 @@ type memo struct {
 }
 
 // memoDoc is a document as read or written: its encoding (decoded afresh for each use, so that
-// a write that fails leaves nothing changed here), its version, and the time the store stamped it
-// with (Load's now) with the instant of this host's monotonic clock it stands for, which carries
-// it forward.
+// a write that fails leaves nothing changed here), its version, and the store's time at the read
+// it comes from (Load's now), with the instant of this host's clock that read stands for (anchor:
+// taken before it was sent). A write made from a remembered document keeps the read's time and
+// anchor, so that a run writing more often than memoFresh still has its clock read again.
 type memoDoc struct {
 	b      []byte // nil: there was no document
 	ver    Version
 	now    time.Time
 	anchor time.Time
 }
+
+// clock is the store's time read at this host's instant anchor, carried forward from there.
+type clock struct{ now, anchor time.Time }
 
 // Stamper is an optional KV capability: a KV whose Load stamps transitions with this host's clock
 // (etcd, ZooKeeper) says so, and the memo stamps with it too. Without it, a remembered document's
@@ -41,13 +45,22 @@ type Stamper interface {
 	Stamp() time.Time
 }
 
-// memoFresh is how long a remembered document is used. Past it the document is read again: a
-// long run's outcome is stamped by a fresh read of the store's clock, not by this process's
-// monotonic clock carried over the run (which stops while a machine is suspended).
-const memoFresh = 10 * time.Second
+// memoFresh is how long after the read it comes from a remembered document is used. Past it the
+// document is read again: a long run's outcome is stamped by a fresh read of the store's clock, not
+// by this host's monotonic clock carried over the run. A remembered document is not used either
+// when this host's wall clock and monotonic clock disagree about the time since that read by more
+// than memoSkew: the machine was suspended (the monotonic clock stops) or its clock was set.
+const (
+	memoFresh = 10 * time.Second
+	memoSkew  = time.Second
+)
 
-// memoMax bounds what a long-lived process (the daemon, with thousands of jobs) keeps.
-const memoMax = 512
+// memoMax bounds how many documents a long-lived process (the daemon, with thousands of jobs)
+// keeps, and memoMaxDoc how large one may be (a task without slots keeps its runs in one document).
+const (
+	memoMax    = 512
+	memoMaxDoc = 64 << 10
+)
 
 func newMemo(kv KV) *memo {
 	m := &memo{docs: map[string]memoDoc{}, runs: map[string][2]string{}}
@@ -78,52 +91,61 @@ func (m *memo) clamp(now time.Time) time.Time {
 
 func docKey(task, slot string) string { return task + "\x00" + slot }
 
-// put remembers d (nil: no document) at version ver, read or written with the store's time now,
-// which stands for this host's instant anchor.
-func (m *memo) put(task, slot string, d *Doc, ver Version, now, anchor time.Time) {
+// put remembers d (nil: no document) at version ver, read or written from a read whose clock was c.
+func (m *memo) put(task, slot string, d *Doc, ver Version, c clock) {
 	if m == nil {
 		return
 	}
 	var b []byte
 	if d != nil {
-		b = d.Marshal()
+		if b = d.Marshal(); len(b) > memoMaxDoc {
+			m.drop(task, slot)
+			return
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.docs) >= memoMax {
 		for k, e := range m.docs {
-			if time.Since(e.anchor) > memoFresh || len(m.docs) >= memoMax {
+			if !fresh(e.anchor) || len(m.docs) >= memoMax {
 				delete(m.docs, k)
 			}
 		}
 	}
-	m.docs[docKey(task, slot)] = memoDoc{b: b, ver: ver, now: now, anchor: anchor}
+	m.docs[docKey(task, slot)] = memoDoc{b: b, ver: ver, now: c.now, anchor: c.anchor}
+}
+
+// fresh reports whether a read made at anchor may still be used (memoFresh, memoSkew).
+func fresh(anchor time.Time) bool {
+	mono := time.Since(anchor)
+	wall := time.Now().Round(0).Sub(anchor.Round(0))
+	return mono >= 0 && mono <= memoFresh && (wall-mono).Abs() <= memoSkew
 }
 
 // get returns a fresh remembered document of (task, slot): a copy (nil when there was none), its
-// version and the time to stamp a transition with now (see Stamper); ok is false when there is
-// none to use.
-func (m *memo) get(task, slot string) (d *Doc, ver Version, now time.Time, ok bool) {
+// version, the time to stamp a transition with now (see Stamper) and the clock of the read it
+// comes from; ok is false when there is none to use.
+func (m *memo) get(task, slot string) (d *Doc, ver Version, now time.Time, c clock, ok bool) {
 	if m == nil {
-		return nil, 0, time.Time{}, false
+		return nil, 0, time.Time{}, clock{}, false
 	}
 	m.mu.Lock()
 	e, found := m.docs[docKey(task, slot)]
 	m.mu.Unlock()
-	since := time.Since(e.anchor)
-	if !found || since > memoFresh || since < 0 {
-		return nil, 0, time.Time{}, false
+	if !found || !fresh(e.anchor) {
+		return nil, 0, time.Time{}, clock{}, false
 	}
 	if e.b != nil {
 		var err error
 		if d, err = Unmarshal(e.b); err != nil {
-			return nil, 0, time.Time{}, false
+			return nil, 0, time.Time{}, clock{}, false
 		}
 	}
+	c = clock{e.now, e.anchor}
 	if m.stamp != nil {
-		return d, e.ver, m.stamp(), true
+		return d, e.ver, m.stamp(), c, true
 	}
-	return d, e.ver, e.now.Add(since).Truncate(time.Microsecond), true
+	return d, e.ver, e.now.Add(time.Since(e.anchor)).Truncate(time.Microsecond), c, true
 }
 
 // drop forgets (task, slot)'s document: a write found it changed.

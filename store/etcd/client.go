@@ -92,6 +92,7 @@ type (
 		Range  *rangeReq  `json:"request_range,omitempty"`
 		Put    *putReq    `json:"request_put,omitempty"`
 		Delete *deleteReq `json:"request_delete_range,omitempty"`
+		Txn    *txnReq    `json:"request_txn,omitempty"` // nested: its compares see the store as before the outer transaction
 	}
 	opResp struct {
 		Range  *rangeResp  `json:"response_range"`

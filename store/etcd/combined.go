@@ -32,26 +32,26 @@ func (k kv) AcquireRead(ctx context.Context, req store.AcquireRequest, slot stri
 	if err := checkAcquire(req); err != nil {
 		return store.Lease{}, kvstore.Snapshot{}, err
 	}
-	l, r, err := s.acquireWith(ctx, req, []op{opGet(s.runningIndexed()), opCount(s.runningDir(req.Task)), opGet(s.docKey(req.Task, slot))})
+	l, r, err := s.acquireWith(ctx, req, []op{opGet(s.runningMark(req.Task)), opCount(s.runningDir(req.Task)), opGet(s.docKey(req.Task, slot))})
 	if err != nil {
+		return store.Lease{}, kvstore.Snapshot{}, err
+	}
+	release := func(err error) (store.Lease, kvstore.Snapshot, error) {
+		// The grant is not handed out: given back, or left to expire.
+		if rerr := s.Release(context.WithoutCancel(ctx), l); rerr != nil {
+			err = fmt.Errorf("%w (and the lease was not released: %v)", err, rerr)
+		}
 		return store.Lease{}, kvstore.Snapshot{}, err
 	}
 	rs := r.Responses
 	if len(rs) != grantOps+3 || rs[grantOps].Range == nil || rs[grantOps+1].Range == nil || rs[grantOps+2].Range == nil {
-		err := fmt.Errorf("%w: etcd at %s: the start transaction returned %d responses", store.ErrUnavailable, s.where, len(rs))
-		if rerr := s.Release(ctx, l); rerr != nil {
-			err = fmt.Errorf("%w (and the lease was not released: %v)", err, rerr)
-		}
-		return store.Lease{}, kvstore.Snapshot{}, err
+		return release(fmt.Errorf("%w: etcd at %s: the start transaction returned %d responses", store.ErrUnavailable, s.where, len(rs)))
 	}
 	snap := kvstore.Snapshot{Now: time.UnixMicro(time.Now().UnixMicro()), Indexed: len(rs[grantOps].Range.Kvs) > 0,
 		Running: int(rs[grantOps+1].Range.Count)}
 	if kvs := rs[grantOps+2].Range.Kvs; len(kvs) > 0 {
 		if snap.Doc, err = kvstore.Unmarshal(kvs[0].Value); err != nil {
-			if rerr := s.Release(ctx, l); rerr != nil {
-				err = fmt.Errorf("%w (and the lease was not released: %v)", err, rerr)
-			}
-			return store.Lease{}, kvstore.Snapshot{}, err
+			return release(err)
 		}
 		snap.Ver = int64(kvs[0].ModRevision)
 	}
@@ -61,8 +61,10 @@ func (k kv) AcquireRead(ctx context.Context, req store.AcquireRequest, slot stri
 func (k kv) Release(ctx context.Context, l store.Lease) error { return k.s.Release(ctx, l) }
 
 // SaveRelease is Save's transaction fenced by the exclusive grant's token, with Release's deletes:
-// while the fence carries the token the lease key is that grant's or gone (expired), so the fence
-// and the document's revision are all it compares.
+// every grant (exclusive or seat) moves the fence, so while it carries the token the lease and
+// holder keys are that grant's or gone (expired): the fence and the document's revision are all it
+// compares. (Comparing the holder key too would refuse the release of an expired grant nobody
+// replaced, which Release accepts.)
 func (k kv) SaveRelease(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, l store.Lease) (kvstore.Version, error) {
 	s := k.s
 	ops := s.docOps(d)
@@ -93,7 +95,7 @@ func (k kv) SaveRelease(ctx context.Context, d *kvstore.Doc, ver kvstore.Version
 // lists (128 to a transaction, etcd's default --max-txn-ops).
 func (k kv) Running(ctx context.Context, task string) ([]*kvstore.Doc, bool, error) {
 	s := k.s
-	r, err := s.c.txn(ctx, txnReq{Success: []op{opGet(s.runningIndexed()), opRange(s.runningDir(task), true)}})
+	r, err := s.c.txn(ctx, txnReq{Success: []op{opGet(s.runningMark(task)), opRange(s.runningDir(task), true)}})
 	if err != nil {
 		return nil, false, s.mapErr(err)
 	}
@@ -137,27 +139,17 @@ func (k kv) Running(ctx context.Context, task string) ([]*kvstore.Doc, bool, err
 	return out, indexed, nil
 }
 
-// IndexRunning puts the running index's entries of docs with a running attempt and, when the
-// prefix's index is not built yet, those of every document of the prefix (once: a prefix an older
-// once wrote), then the mark; 128 puts to a transaction.
+// IndexRunning puts the running index's entries of docs with a running attempt and the task's
+// mark, 128 to a transaction.
 func (k kv) IndexRunning(ctx context.Context, task string, docs []*kvstore.Doc) error {
 	s := k.s
-	gr, err := s.c.get(ctx, s.runningIndexed())
-	if err != nil {
-		return s.mapErr(err)
-	}
-	if len(gr.Kvs) == 0 {
-		if docs, err = k.Docs(ctx, ""); err != nil {
-			return err
-		}
-	}
 	ops := []op{}
 	for _, d := range docs {
 		if d.Runs() {
 			ops = append(ops, opPut(s.runningKey(d.Task, d.Slot), "", 0))
 		}
 	}
-	ops = append(ops, opPut(s.runningIndexed(), "", 0)) // last: the mark follows its entries
+	ops = append(ops, opPut(s.runningMark(task), "", 0)) // last: the mark follows its entries
 	for len(ops) > 0 {
 		part := ops[:min(len(ops), 128)]
 		ops = ops[len(part):]
@@ -167,6 +159,3 @@ func (k kv) IndexRunning(ctx context.Context, task string, docs []*kvstore.Doc) 
 	}
 	return nil
 }
-
-// Stamp is the time Load stamps transitions with: this host's clock (kvstore.Stamper).
-func (kv) Stamp() time.Time { return time.UnixMicro(time.Now().UnixMicro()) }

@@ -179,11 +179,11 @@ func (s *Store) taskKey(task string) string { return s.p + "t/" + task }
 func (s *Store) waitKey(task, slot string) string { return s.p + "w/" + esc(task) + "/" + esc(slot) }
 
 // runningKey is (task, slot)'s entry in the running index: the slots whose document has a running
-// attempt (kvstore.RunningKV), a directory per task. runningIndexed says the index was built for
-// the whole prefix (a prefix an older once wrote has none until then).
+// attempt (kvstore.RunningKV), a directory per task. runningMark, the task's name without the
+// slash, says the task's index was built (a task first run by an older once has none until then).
 func (s *Store) runningKey(task, slot string) string { return s.runningDir(task) + esc(slot) }
-func (s *Store) runningDir(task string) string       { return s.p + "a/" + esc(task) + "/" }
-func (s *Store) runningIndexed() string              { return s.p + "meta/running-indexed" }
+func (s *Store) runningDir(task string) string       { return s.runningMark(task) + "/" }
+func (s *Store) runningMark(task string) string      { return s.p + "a/" + esc(task) }
 
 // tlsProblem says what is wrong, and how to fix it, when err is a TLS handshake's failure; "" when
 // it is not one.

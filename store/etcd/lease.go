@@ -41,13 +41,16 @@ func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/
 
 // acquireTxn is the acquire transaction: put the keys on etcd lease id if the key does not exist
 // and no seat is live, with the fence and the task index's entry, which stay; the seats' records
-// go (their fence ends).
-// extra ops follow in the success branch (their responses after the five of the grant).
+// go (their fence ends). A task's first grant (no fence yet) also marks its running index built:
+// no attempt can have begun before it (a nested transaction, whose compare sees the store as it
+// was before this one). extra ops follow in the success branch (their responses after the
+// grant's grantOps).
 func (s *Store) acquireTxn(ctx context.Context, req store.AcquireRequest, id int64, v []byte, extra []op) (*txnResp, error) {
 	key := s.leaseKey(req.Task)
+	first := op{Txn: &txnReq{Compare: []compare{cmpCreate(s.fenceKey(req.Task), 0)}, Success: []op{opPut(s.runningMark(req.Task), "", 0)}}}
 	return s.c.txn(ctx, txnReq{
 		Compare: []compare{cmpCreate(key, 0), cmpNone(s.seatDir(req.Task))},
-		Success: append([]op{opPut(key, string(v), id), opPut(s.holderKey(req.Task), req.Holder, id), opPut(s.fenceKey(req.Task), "", 0),
+		Success: append([]op{first, opPut(key, string(v), id), opPut(s.holderKey(req.Task), req.Holder, id), opPut(s.fenceKey(req.Task), "", 0),
 			opPut(s.taskKey(req.Task), "", 0), opDelPrefix(s.recordDir(req.Task))}, extra...),
 		Failure: []op{opGet(key), {Range: &rangeReq{Key: []byte(s.seatDir(req.Task)), RangeEnd: prefixEnd(s.seatDir(req.Task)), Limit: 1}}},
 	})
@@ -71,7 +74,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 }
 
 // grantOps is how many responses of the acquire transaction's success branch are the grant's.
-const grantOps = 5
+const grantOps = 6
 
 // acquire is Acquire of the exclusive lease, neither a seat nor a takeover.
 func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {

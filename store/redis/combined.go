@@ -88,22 +88,30 @@ func (k kv) AcquireRead(ctx context.Context, req store.AcquireRequest, slot stri
 	if err != nil {
 		return store.Lease{}, kvstore.Snapshot{}, err
 	}
-	if unacked != nil {
-		_ = s.Release(ctx, l) // a grant a failover could lose is not handed out; the token is spent
-		return store.Lease{}, kvstore.Snapshot{}, unacked
+	release := func(err error) (store.Lease, kvstore.Snapshot, error) {
+		// The grant is not handed out (the token is spent): given back, or left to expire.
+		if rerr := s.Release(context.WithoutCancel(ctx), l); rerr != nil {
+			err = fmt.Errorf("%w (and the lease was not released: %v)", err, rerr)
+		}
+		return store.Lease{}, kvstore.Snapshot{}, err
 	}
-	snap := kvstore.Snapshot{Now: l.Acquired, Indexed: r[3] != nil}
-	count, ok := r[4].(int64)
+	if unacked != nil { // a grant a failover could lose
+		return release(unacked)
+	}
+	count, ok := int64(0), len(r) == 7
+	if ok {
+		count, ok = r[4].(int64)
+	}
 	if !ok {
-		return store.Lease{}, kvstore.Snapshot{}, fmt.Errorf("%w: redis at %s: unexpected start reply %v", store.ErrUnavailable, s.addr, r)
+		return release(fmt.Errorf("%w: redis at %s: unexpected start reply %v", store.ErrUnavailable, s.addr, r))
 	}
-	snap.Running = int(count)
+	snap := kvstore.Snapshot{Now: l.Acquired, Indexed: r[3] != nil, Running: int(count)}
 	if r[6] != nil {
 		if snap.Ver, err = strconv.ParseInt(fmt.Sprint(r[5]), 10, 64); err == nil {
 			snap.Doc, err = kvstore.Unmarshal([]byte(fmt.Sprint(r[6])))
 		}
 		if err != nil {
-			return store.Lease{}, kvstore.Snapshot{}, errors.Join(err, s.Release(ctx, l))
+			return release(err)
 		}
 	}
 	return l, snap, nil

@@ -40,9 +40,10 @@ local function write()
 end
 `
 
-// save: write's KEYS and ARGV, and ARGV[4] the token (0: not fenced). The fence
-// (kvstore.Grants.Current): the token is the counter, or a seat's while the seats are current (the
-// counter is a seat's token: no exclusive grant came after them).
+// save: write's KEYS and ARGV, and ARGV[4] the token (0: not fenced); with KEYS[8] (the run
+// index's key of a run id, on one server: in a Cluster it is another slot's) ARGV[9] is its value,
+// set with the document. The fence (kvstore.Grants.Current): the token is the counter, or a seat's
+// while the seats are current (the counter is a seat's token: no exclusive grant came after them).
 var saveScript = lazyScript(check + write + `
 local n = check()
 if type(n) == 'table' then return n end
@@ -53,6 +54,7 @@ if ARGV[4] ~= '0' and latest ~= ARGV[4] and
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], 'n', 0, 'e', ARGV[1]) end
 if not write() then return {'STALE'} end
+if KEYS[8] then redis.call('SET', KEYS[8], ARGV[9]) end
 return {'OK'}
 `)
 
@@ -108,17 +110,12 @@ func docArgs(d *kvstore.Doc) []any {
 	return []any{d.Marshal(), d.Slot, since, runs}
 }
 
-// Save runs the save script: with a run id, in one pipelined round trip with the run index's SET
-// (two round trips with ?wait, whose WAIT shares the script's connection); on a task this client
-// did not index yet, after the task index's script.
+// Save runs the save script, which also sets the run index's key of a run id on one server (one
+// round trip); in a Cluster that key is another slot's, and is set first (two). With ?wait the
+// script is followed by WAIT on its connection. On a task this client did not index yet the task
+// index's script comes first.
 func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run string) (kvstore.Version, error) {
 	s := k.s
-	var runKey string
-	var runVal []byte
-	if run != "" {
-		runKey = s.key("run:" + run)
-		runVal, _ = json.Marshal([2]string{d.Task, d.Slot})
-	}
 	if ver == 0 && !s.indexed(d.Task) {
 		if err := indexScript().Run(ctx, s.c, s.indexKeys(), d.Task).Err(); err != nil {
 			return 0, s.mapErr(err)
@@ -127,20 +124,20 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 	}
 	args := append([]any{s.epoch, s.seen(d.Task), ver, token}, docArgs(d)...)
 	keys := s.docKeys(d.Task, d.Slot)
-	var res *goredis.Cmd
-	var unacked error
-	switch {
-	case s.wait > 0 || run == "":
-		if run != "" {
+	if run != "" {
+		runKey := s.key("run:" + run)
+		runVal, _ := json.Marshal([2]string{d.Task, d.Slot})
+		if s.mode == ModeCluster {
 			if err := s.c.Set(ctx, runKey, runVal, 0).Err(); err != nil {
 				return 0, s.mapErr(err)
 			}
+		} else {
+			keys, args = append(keys, runKey), append(args, runVal)
 		}
-		if res, unacked = s.durable(ctx, saveScript(), "ledger write", keys, args...); res == nil {
-			return 0, unacked
-		}
-	default:
-		res = s.pipelined(ctx, saveScript(), keys, args, func(p goredis.Pipeliner) { p.Set(ctx, runKey, runVal, 0) })
+	}
+	res, unacked := s.durable(ctx, saveScript(), "ledger write", keys, args...)
+	if res == nil {
+		return 0, unacked
 	}
 	r, err := res.Slice()
 	if err != nil {
@@ -153,25 +150,6 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		return 0, kvstore.ErrStale
 	}
 	return 0, fmt.Errorf("%w: token %d is not the latest lease token of task %q (latest %v)", store.ErrNotHeld, token, d.Task, r[1])
-}
-
-// pipelined runs sc by its hash after what before queues, in one round trip, and returns the
-// script's reply; a server that does not have the script yet gets it sent (one more round trip).
-// A failure of what before queued is the script's (its reply is not used otherwise).
-func (s *Store) pipelined(ctx context.Context, sc *goredis.Script, keys []string, args []any, before func(goredis.Pipeliner)) *goredis.Cmd {
-	p := s.c.Pipeline()
-	before(p)
-	res := sc.EvalSha(ctx, p, keys, args...)
-	cmds, _ := p.Exec(ctx)
-	for _, c := range cmds[:len(cmds)-1] {
-		if err := c.Err(); err != nil {
-			return goredis.NewCmdResult(nil, err)
-		}
-	}
-	if err := res.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		return sc.Run(ctx, s.c, keys, args...)
-	}
-	return res
 }
 
 func (k kv) Run(ctx context.Context, runID string) (string, string, error) {

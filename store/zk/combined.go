@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -14,7 +13,7 @@ import (
 )
 
 // A run with fewer round trips (kvstore holds the logic): Start is the lock recipe, then the
-// running index and the slot's document read together; FinishRelease writes the outcome and
+// task's running directory and the slot's document read together; FinishRelease writes the outcome and
 // deletes the lock node in one multi. The reads follow the grant rather than sharing its atomic
 // step: a ZooKeeper multi cannot read. Nothing a run decides from can change between them except
 // by an unfenced write (an event), which a read after the grant sees as it would anyway.
@@ -33,26 +32,23 @@ func (k kv) AcquireRead(ctx context.Context, req store.AcquireRequest, slot stri
 		return store.Lease{}, kvstore.Snapshot{}, err
 	}
 	type read struct {
-		marked bool
-		kids   []string
-		doc    []byte
-		st     *zk.Stat
+		kids    []string
+		indexed bool
+		doc     []byte
+		st      *zk.Stat
 	}
 	got, err := call(ctx, s, func() (read, error) {
-		// The three requests are in flight at once: one round trip.
+		// Both requests in flight at once: one round trip.
 		var r read
-		var errMark, errKids error
-		done := make(chan struct{}, 2)
+		var errKids error
+		done := make(chan struct{})
 		go func() {
-			r.marked, _, errMark = s.c.Exists(s.runningIndexed())
-			done <- struct{}{}
-		}()
-		go func() {
-			r.kids, _, errKids = s.c.Children(s.p + "/a")
+			defer close(done)
+			r.kids, _, errKids = s.c.Children(s.runningDir(req.Task))
+			r.indexed = errKids == nil
 			if errors.Is(errKids, zk.ErrNoNode) {
 				errKids = nil
 			}
-			done <- struct{}{}
 		}()
 		var errDoc error
 		r.doc, r.st, errDoc = s.c.Get(s.docPath(req.Task, slot))
@@ -60,8 +56,7 @@ func (k kv) AcquireRead(ctx context.Context, req store.AcquireRequest, slot stri
 			r.doc, r.st, errDoc = nil, nil, nil
 		}
 		<-done
-		<-done
-		return r, errors.Join(errMark, errKids, errDoc)
+		return r, errors.Join(errKids, errDoc)
 	})
 	if err != nil {
 		err = s.mapErr(err)
@@ -70,13 +65,7 @@ func (k kv) AcquireRead(ctx context.Context, req store.AcquireRequest, slot stri
 		}
 		return store.Lease{}, kvstore.Snapshot{}, err
 	}
-	snap := kvstore.Snapshot{Now: time.UnixMilli(time.Now().UnixMilli()), Indexed: got.marked}
-	pre := esc(req.Task) + "|"
-	for _, k := range got.kids {
-		if strings.HasPrefix(k, pre) {
-			snap.Running++
-		}
-	}
+	snap := kvstore.Snapshot{Now: time.UnixMilli(time.Now().UnixMilli()), Indexed: got.indexed, Running: len(got.kids)}
 	if got.st != nil {
 		if snap.Doc, err = kvstore.Unmarshal(got.doc); err != nil {
 			if rerr := s.Release(context.WithoutCancel(ctx), l); rerr != nil {
@@ -98,6 +87,7 @@ func (k kv) SaveRelease(ctx context.Context, d *kvstore.Doc, ver kvstore.Version
 	// sequential, never reused); another store's grant is looked up as Release does.
 	s.mu.Lock()
 	path, mine := s.paths[l.Token]
+	mine = mine && s.holders[l.Token] == l.Holder
 	s.mu.Unlock()
 	if !mine {
 		var err error
@@ -111,9 +101,7 @@ func (k kv) SaveRelease(ctx context.Context, d *kvstore.Doc, ver kvstore.Version
 	}
 	v, err := k.save(ctx, d, ver, l.Token, "", path)
 	if err == nil {
-		s.mu.Lock()
-		delete(s.paths, l.Token)
-		s.mu.Unlock()
+		s.forget(l.Token)
 	}
 	return v, err
 }

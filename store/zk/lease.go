@@ -47,8 +47,8 @@ func (s *Store) node(ctx context.Context, path string) (nodeData, *zk.Stat, bool
 
 // Acquire runs the lock recipe without waiting; with req.Replace, live nodes ahead of ours are
 // deleted too (clear), which ends their grants: their Renew finds no node and their Lost watch
-// sees the deletion. Round trips when free: create, stat, children,
-// and the multi that publishes the token. A seat (req.Limit >= 2) also reads the fence to add its
+// sees the deletion. Round trips when free: create, then stat and children together, and the multi
+// that publishes the token. A seat (req.Limit >= 2) also reads the fence to add its
 // token to it (seats.go). See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if err := store.CheckLimit(req); err != nil {
@@ -65,7 +65,12 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	create := func() (string, error) { return s.c.Create(dir+"/n-", data, zk.FlagEphemeral|zk.FlagSequence, s.acl) }
 	mine, err := call(ctx, s, create)
 	if errors.Is(err, zk.ErrNoNode) {
+		// The task's first acquire: its lock directory, and its running index, built (empty:
+		// nothing can have run before).
 		if err := s.ensure(ctx, dir); err != nil {
+			return store.Lease{}, err
+		}
+		if err := s.markRunning(ctx, req.Task); err != nil {
 			return store.Lease{}, err
 		}
 		mine, err = call(ctx, s, create)
@@ -80,12 +85,24 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		_, _ = call(dctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(mine, -1) })
 		return store.Lease{}, err
 	}
+	// My node (its czxid is the token, its ctime ZooKeeper's clock) and the task's lock nodes, read
+	// together: both requests in flight at once, one round trip.
+	type listing struct {
+		kids []string
+		err  error
+	}
+	lc := make(chan listing, 1)
+	go func() {
+		kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(dir); return k, err })
+		lc <- listing{kids, err}
+	}()
 	d, st, ok, err := s.node(ctx, mine)
+	lk := <-lc
 	if err != nil || !ok {
 		return giveUp(errors.Join(err, fmt.Errorf("%w: zookeeper: my lock node vanished (session lost)", store.ErrUnavailable)))
 	}
 	now := st.Ctime // ZooKeeper's clock
-	kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(dir); return k, err })
+	kids, err := lk.kids, lk.err
 	if err != nil {
 		return giveUp(s.mapErr(err))
 	}
@@ -124,6 +141,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	}
 	s.mu.Lock()
 	s.paths[st.Czxid] = mine
+	s.holders[st.Czxid] = req.Holder
 	s.mu.Unlock()
 	l := lease(req.Task, d, st)
 	l.Replaced = replaced
@@ -226,8 +244,28 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 }
 
 // Release deletes l's node. An expired grant nobody replaced (still in the fence) releases fine.
-// See store.Leaser.
+// The node this store created for the grant is deleted without reading it first: it is the grant's
+// while it exists (its name is sequential, never reused). See store.Leaser.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
+	s.mu.Lock()
+	path, mine := s.paths[l.Token]
+	mine = mine && s.holders[l.Token] == l.Holder
+	s.mu.Unlock()
+	if mine {
+		_, err := call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(path, -1) })
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			s.forget(l.Token)
+		}
+		if !errors.Is(err, zk.ErrNoNode) {
+			return s.mapErr(err)
+		}
+		// Gone already (expired and cleared, or replaced): released fine while the fence still
+		// carries its token.
+		if f, _, lerr := s.readFence(ctx, l.Task); lerr == nil && f.current(l.Token) {
+			return nil
+		}
+		return fmt.Errorf("%w: task %q token %d held by %q is not the current grant", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+	}
 	path, _, st, err := s.find(ctx, l)
 	if errors.Is(err, store.ErrNotHeld) && !errors.Is(err, errMismatch) {
 		if f, _, lerr := s.readFence(ctx, l.Task); lerr == nil && f.current(l.Token) {
@@ -239,9 +277,7 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 		return err
 	}
 	_, err = call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(path, st.Version) })
-	s.mu.Lock()
-	delete(s.paths, l.Token)
-	s.mu.Unlock()
+	s.forget(l.Token)
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
 		return fmt.Errorf("%w: task %q token %d was replaced during release", store.ErrNotHeld, l.Task, l.Token)
 	}
@@ -330,4 +366,12 @@ func (s *Store) Lost(l store.Lease) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// forget drops what this store remembers of the lock node of token.
+func (s *Store) forget(token int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.paths, token)
+	delete(s.holders, token)
 }

@@ -42,9 +42,15 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 // in the same multi. A node already gone (the grant expired, or its session ended) is the release
 // of an expired grant nobody replaced, which succeeds: the write is made again without it, still
 // fenced by the token.
+//
+// The slot's node in the running index is written as the document as read says it stands (Ran):
+// created when an attempt starts running, deleted when none runs any more, and checked while one
+// runs, so that an entry missing (an older once began the attempt) is put back by the next write.
+// A multi that fails on that node alone is made again with the node as it is: an entry left over
+// is Abandon's to take out, and a task whose index is not built (no directory) gets none.
 func (k kv) save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run, release string) (kvstore.Version, error) {
 	s := k.s
-	var ops []any
+	var fenceOp any
 	if token > 0 {
 		f, v, err := s.readFence(ctx, d.Task)
 		if err != nil {
@@ -53,62 +59,90 @@ func (k kv) save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		if !f.current(token) {
 			return 0, notCurrent(d.Task, token, f)
 		}
-		ops = append(ops, &zk.CheckVersionRequest{Path: s.taskPath(d.Task), Version: v})
+		fenceOp = &zk.CheckVersionRequest{Path: s.taskPath(d.Task), Version: v}
 	}
-	path := s.docPath(d.Task, d.Slot)
-	if ver == 0 {
-		if err := s.ensure(ctx, s.docDir(d.Task)); err != nil {
-			return 0, err
-		}
-		ops = append(ops, &zk.CreateRequest{Path: path, Data: d.Marshal(), Acl: s.acl})
-	} else {
-		ops = append(ops, &zk.SetDataRequest{Path: path, Data: d.Marshal(), Version: int32(ver - 1)})
-	}
-	if run != "" {
-		b, _ := json.Marshal([2]string{d.Task, d.Slot})
-		ops = append(ops, &zk.CreateRequest{Path: s.runPath(run), Data: b, Acl: s.acl})
-	}
-	// The index of waiting slots and the running index, in the same multi. A slot's node exists
-	// when the document as read waited (Waited) or had a running attempt (Ran); only when that
-	// changes is it looked at, and created or deleted.
+	var waitOp any
 	if _, waits := d.Waits(); waits != d.Waited() {
-		op, err := s.waitOp(ctx, d.Task, d.Slot, waits)
-		if err != nil {
+		var err error
+		if waitOp, err = s.waitOp(ctx, d.Task, d.Slot, waits); err != nil {
 			return 0, err
 		}
-		if op != nil {
+	}
+	path, rpath := s.docPath(d.Task, d.Slot), s.runningPath(d.Task, d.Slot)
+	var runOp any
+	switch runs, ran := d.Runs(), d.Ran(); {
+	case runs && !ran:
+		runOp = &zk.CreateRequest{Path: rpath, Acl: s.acl}
+	case runs && ran:
+		runOp = &zk.CheckVersionRequest{Path: rpath, Version: -1}
+	case ran:
+		runOp = &zk.DeleteRequest{Path: rpath, Version: -1}
+	}
+	for try := 0; ; try++ {
+		var ops []any
+		add := func(op any) int {
+			if op == nil {
+				return -1
+			}
 			ops = append(ops, op)
+			return len(ops) - 1
 		}
-	}
-	if runs := d.Runs(); runs != d.Ran() {
-		op, err := s.runningOp(ctx, d.Task, d.Slot, runs)
-		if err != nil {
-			return 0, err
+		add(fenceOp)
+		docAt := -1
+		if ver == 0 {
+			docAt = add(&zk.CreateRequest{Path: path, Data: d.Marshal(), Acl: s.acl})
+		} else {
+			add(&zk.SetDataRequest{Path: path, Data: d.Marshal(), Version: int32(ver - 1)})
 		}
-		if op != nil {
-			ops = append(ops, op)
+		if run != "" {
+			b, _ := json.Marshal([2]string{d.Task, d.Slot})
+			add(&zk.CreateRequest{Path: s.runPath(run), Data: b, Acl: s.acl})
 		}
-	}
-	if release != "" {
-		ops = append(ops, &zk.DeleteRequest{Path: release, Version: -1})
-	}
-	res, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
-	if err == nil {
-		return ver + 1, nil // the node's version went up by one (a created node's is 0: ver 1)
-	}
-	if release != "" && len(res) == len(ops) && errors.Is(res[len(res)-1].Error, zk.ErrNoNode) {
-		return k.save(ctx, d, ver, token, run, "")
-	}
-	if token > 0 {
-		if f, _, lerr := s.readFence(ctx, d.Task); lerr == nil && !f.current(token) {
-			return 0, notCurrent(d.Task, token, f)
+		add(waitOp)
+		runAt := add(runOp)
+		relAt := -1
+		if release != "" {
+			relAt = add(&zk.DeleteRequest{Path: release, Version: -1})
 		}
+		res, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
+		if err == nil {
+			return ver + 1, nil // the node's version went up by one (a created node's is 0: ver 1)
+		}
+		failed := func(i int, target error) bool {
+			return i >= 0 && i < len(res) && len(res) == len(ops) && errors.Is(res[i].Error, target)
+		}
+		if try < 3 {
+			switch {
+			case failed(docAt, zk.ErrNoNode): // the task's first document: its directory first
+				if err := s.ensure(ctx, s.docDir(d.Task)); err != nil {
+					return 0, err
+				}
+				continue
+			case failed(relAt, zk.ErrNoNode):
+				release = ""
+				continue
+			case failed(runAt, zk.ErrNodeExists), failed(runAt, zk.ErrNoNode) && isCreate(runOp), failed(runAt, zk.ErrNoNode) && isDelete(runOp):
+				runOp = nil // left over, not built, or gone already
+				continue
+			case failed(runAt, zk.ErrNoNode): // checked, missing: put it back
+				runOp = &zk.CreateRequest{Path: rpath, Acl: s.acl}
+				continue
+			}
+		}
+		if token > 0 {
+			if f, _, lerr := s.readFence(ctx, d.Task); lerr == nil && !f.current(token) {
+				return 0, notCurrent(d.Task, token, f)
+			}
+		}
+		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists) {
+			return 0, kvstore.ErrStale
+		}
+		return 0, s.mapErr(err)
 	}
-	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists) {
-		return 0, kvstore.ErrStale
-	}
-	return 0, s.mapErr(err)
 }
+
+func isCreate(op any) bool { _, ok := op.(*zk.CreateRequest); return ok }
+func isDelete(op any) bool { _, ok := op.(*zk.DeleteRequest); return ok }
 
 func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
 	s := k.s
@@ -259,28 +293,40 @@ func (k kv) Index(ctx context.Context, docs []*kvstore.Doc) error {
 	return s.ensure(ctx, s.waitingIndexed())
 }
 
-// Delete removes the document and its index node when it is still version ver.
+// Delete removes the document and its index nodes when it is still version ver. Version 0 (no
+// document) takes the index nodes out while the document is still missing: its creation and
+// deletion go in the same multi, which fails if it exists.
 func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) error {
 	s := k.s
+	path, rpath := s.docPath(d.Task, d.Slot), s.runningPath(d.Task, d.Slot)
 	ops := []any{}
 	if ver > 0 {
-		ops = append(ops, &zk.DeleteRequest{Path: s.docPath(d.Task, d.Slot), Version: int32(ver - 1)})
+		ops = append(ops, &zk.DeleteRequest{Path: path, Version: int32(ver - 1)})
+	} else {
+		ops = append(ops, &zk.CreateRequest{Path: path, Acl: s.acl}, &zk.DeleteRequest{Path: path, Version: 0})
 	}
 	if op, err := s.waitOp(ctx, d.Task, d.Slot, false); err != nil {
 		return err
 	} else if op != nil {
 		ops = append(ops, op)
 	}
-	if op, err := s.runningOp(ctx, d.Task, d.Slot, false); err != nil {
-		return err
-	} else if op != nil {
-		ops = append(ops, op)
+	running, err := call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(rpath); return ok, err })
+	if err != nil {
+		return s.mapErr(err)
 	}
-	if len(ops) == 0 {
-		return nil
+	if running {
+		ops = append(ops, &zk.DeleteRequest{Path: rpath, Version: -1})
 	}
-	_, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
-	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+	res, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
+	if ver == 0 && len(res) == len(ops) && errors.Is(res[0].Error, zk.ErrNoNode) {
+		// No directory for the task's documents, so no document: the index nodes alone.
+		ops = ops[2:]
+		if len(ops) == 0 {
+			return nil
+		}
+		_, err = call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
+	}
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists) {
 		return kvstore.ErrStale
 	}
 	return s.mapErr(err)

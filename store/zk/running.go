@@ -3,101 +3,58 @@ package zk
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/once-run/once/internal/kvstore"
 )
 
-// The running index (kvstore.RunningKV): one flat directory, /once/P/a, with a node per slot whose
-// document has a running attempt, task and slot joined by "|" (which esc never leaves unescaped),
-// kept by Save's multi as the waiting index is. Abandon lists it instead of the task's documents.
-// /once/P/a-indexed says it was built: a prefix an older once wrote gets it on its first Abandon.
+// The running index (kvstore.RunningKV): a node /once/P/a/TASK/SLOT for each slot whose document has
+// a running attempt, kept by Save's multi as the waiting index is (save). The task's directory,
+// /once/P/a/TASK, says its index was built: made by the task's first acquire (nothing can run
+// before it), or by the first Abandon of a task an older once ran. Abandon lists it instead of the
+// task's documents.
 
 var _ kvstore.RunningKV = kv{}
 
-func (s *Store) runningPath(task, slot string) string {
-	return s.p + "/a/" + esc(task) + "|" + esc(slot)
-}
-func (s *Store) runningIndexed() string { return s.p + "/a-indexed" }
+func (s *Store) runningDir(task string) string        { return s.p + "/a/" + esc(task) }
+func (s *Store) runningPath(task, slot string) string { return s.runningDir(task) + "/" + esc(slot) }
 
-// runningOp is the multi op that makes (task, slot)'s running node exist (runs) or not, or nil
-// when it already does. A concurrent change of the node fails the multi, and the write is retried.
-func (s *Store) runningOp(ctx context.Context, task, slot string, runs bool) (any, error) {
-	path := s.runningPath(task, slot)
-	ok, err := call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(path); return ok, err })
-	if err != nil {
-		return nil, s.mapErr(err)
-	}
-	switch {
-	case runs && !ok:
-		if err := s.ensureRunsDir(ctx); err != nil {
-			return nil, err
+// markRunning makes task's running directory: the task's index is built.
+func (s *Store) markRunning(ctx context.Context, task string) error {
+	mk := func(p string) error {
+		_, err := call(ctx, s, func() (string, error) { return s.c.Create(p, nil, 0, s.acl) })
+		if errors.Is(err, zk.ErrNodeExists) {
+			return nil
 		}
-		return &zk.CreateRequest{Path: path, Acl: s.acl}, nil
-	case !runs && ok:
-		return &zk.DeleteRequest{Path: path, Version: -1}, nil
-	}
-	return nil, nil
-}
-
-// ensureRunsDir creates the running index's directory, once per store.
-func (s *Store) ensureRunsDir(ctx context.Context) error {
-	s.mu.Lock()
-	known := s.runsDir
-	s.mu.Unlock()
-	if known {
-		return nil
-	}
-	if err := s.ensure(ctx, s.p+"/a"); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.runsDir = true
-	s.mu.Unlock()
-	return nil
+	err := mk(s.runningDir(task))
+	if errors.Is(err, zk.ErrNoNode) { // /once/P/a itself is missing (a prefix an older once made)
+		if err = mk(s.p + "/a"); err == nil {
+			err = mk(s.runningDir(task))
+		}
+	}
+	return s.mapErr(err)
 }
 
-// Running lists the running index (its mark and the directory, read together) and reads the
-// documents of task's entries.
+// Running lists task's running directory and reads the documents it names; no directory: not built.
 func (k kv) Running(ctx context.Context, task string) ([]*kvstore.Doc, bool, error) {
 	s := k.s
-	type listing struct {
-		marked bool
-		kids   []string
-		err    error
+	kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(s.runningDir(task)); return k, err })
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, false, nil
 	}
-	got, err := call(ctx, s, func() (listing, error) {
-		// Both requests are in flight at once: one round trip.
-		mark := make(chan listing, 1)
-		go func() {
-			ok, _, err := s.c.Exists(s.runningIndexed())
-			mark <- listing{marked: ok, err: err}
-		}()
-		kids, _, err := s.c.Children(s.p + "/a")
-		if errors.Is(err, zk.ErrNoNode) {
-			kids, err = nil, nil
-		}
-		m := <-mark
-		return listing{marked: m.marked, kids: kids}, errors.Join(m.err, err)
-	})
 	if err != nil {
 		return nil, false, s.mapErr(err)
 	}
 	var out []*kvstore.Doc
-	pre := esc(task) + "|"
-	for _, name := range got.kids {
-		sl, ok := strings.CutPrefix(name, pre)
-		if !ok {
-			continue
-		}
-		slot := unesc(sl)
+	for _, name := range kids {
+		slot := unesc(name)
 		b, err := call(ctx, s, func() ([]byte, error) { b, _, err := s.c.Get(s.docPath(task, slot)); return b, err })
 		if errors.Is(err, zk.ErrNoNode) {
 			// Listed, but gone (an older once's prune): an empty document takes the entry out.
-			d := &kvstore.Doc{Task: task, Slot: slot}
-			out = append(out, d)
+			out = append(out, &kvstore.Doc{Task: task, Slot: slot})
 			continue
 		}
 		if err != nil {
@@ -109,24 +66,13 @@ func (k kv) Running(ctx context.Context, task string) ([]*kvstore.Doc, bool, err
 		}
 		out = append(out, d)
 	}
-	return out, got.marked, nil
+	return out, true, nil
 }
 
-// IndexRunning creates the running nodes of docs with a running attempt and, when the index is not
-// built yet, those of every document of the prefix (once: a prefix an older once wrote), then the
-// mark.
+// IndexRunning makes task's running directory and the nodes of docs with a running attempt.
 func (k kv) IndexRunning(ctx context.Context, task string, docs []*kvstore.Doc) error {
 	s := k.s
-	marked, err := call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(s.runningIndexed()); return ok, err })
-	if err != nil {
-		return s.mapErr(err)
-	}
-	if !marked {
-		if docs, err = k.Docs(ctx, ""); err != nil {
-			return err
-		}
-	}
-	if err := s.ensureRunsDir(ctx); err != nil {
+	if err := s.markRunning(ctx, task); err != nil {
 		return err
 	}
 	for _, d := range docs {
@@ -136,5 +82,5 @@ func (k kv) IndexRunning(ctx context.Context, task string, docs []*kvstore.Doc) 
 			}
 		}
 	}
-	return s.ensure(ctx, s.runningIndexed())
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/go-zookeeper/zk"
@@ -31,14 +30,20 @@ func TestRunningIndex(t *testing.T) {
 		DSN: harness().DSN,
 		Unindex: func(t *testing.T, dsn string) {
 			s := raw(t, dsn)
-			kids, _, err := s.c.Children(s.p + "/a")
+			tasks, _, err := s.c.Children(s.p + "/a")
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
 				t.Fatal(err)
 			}
-			for _, k := range kids {
-				del(t, s, s.p+"/a/"+k)
+			for _, task := range tasks {
+				kids, _, err := s.c.Children(s.p + "/a/" + task)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range kids {
+					del(t, s, s.p+"/a/"+task+"/"+k)
+				}
+				del(t, s, s.p+"/a/"+task)
 			}
-			del(t, s, s.runningIndexed())
 		},
 		Drop: func(t *testing.T, dsn, task, slot string) {
 			s := raw(t, dsn)
@@ -47,7 +52,7 @@ func TestRunningIndex(t *testing.T) {
 		Stray: func(t *testing.T, dsn, task, slot string) {
 			s := raw(t, dsn)
 			ctx := context.Background()
-			if err := s.ensureRunsDir(ctx); err != nil {
+			if err := s.markRunning(ctx, task); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.ensure(ctx, s.runningPath(task, slot)); err != nil {
@@ -56,15 +61,13 @@ func TestRunningIndex(t *testing.T) {
 		},
 		Listed: func(t *testing.T, dsn, task string) []string {
 			s := raw(t, dsn)
-			kids, _, err := s.c.Children(s.p + "/a")
+			kids, _, err := s.c.Children(s.runningDir(task))
 			if err != nil && !errors.Is(err, zk.ErrNoNode) {
 				t.Fatal(err)
 			}
 			var out []string
 			for _, k := range kids {
-				if sl, ok := strings.CutPrefix(k, esc(task)+"|"); ok {
-					out = append(out, unesc(sl))
-				}
+				out = append(out, unesc(k))
 			}
 			slices.Sort(out)
 			return out

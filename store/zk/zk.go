@@ -61,10 +61,10 @@ type Store struct {
 	*kvstore.Keys           // business keys (store.Keys), written once for the KV stores (keys.go)
 
 	mu      sync.Mutex
-	down    chan struct{} // closed when the session disconnects or expires; replaced after
-	paths   map[int64]string
+	down    chan struct{}    // closed when the session disconnects or expires; replaced after
+	paths   map[int64]string // lock nodes this store created, by token
+	holders map[int64]string // and their holders
 	done    chan struct{}
-	runsDir bool // the running index's directory is known to exist (running.go)
 }
 
 type quiet struct{}
@@ -87,7 +87,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{p: cfg.Chroot + "/once/" + cfg.Prefix, where: strings.Join(cfg.Servers, ",") + cfg.Chroot, down: make(chan struct{}),
-		paths: map[int64]string{}, done: make(chan struct{}), acl: worldACL, dirACL: worldACL, servers: cfg.Servers}
+		paths: map[int64]string{}, holders: map[int64]string{}, done: make(chan struct{}), acl: worldACL, dirACL: worldACL, servers: cfg.Servers}
 	if cfg.User != "" {
 		s.acl, s.dirACL = authACL, sharedACL
 	}
