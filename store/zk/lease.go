@@ -61,22 +61,9 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
 	dir := s.taskPath(req.Task)
-	data, _ := json.Marshal(nodeData{Holder: req.Holder, RunID: req.RunID, TTL: ttlMillis(req.TTL), Limit: req.Limit})
-	create := func() (string, error) { return s.c.Create(dir+"/n-", data, zk.FlagEphemeral|zk.FlagSequence, s.acl) }
-	mine, err := call(ctx, s, create)
-	if errors.Is(err, zk.ErrNoNode) {
-		// The task's first acquire: its lock directory, and its running index, built (empty:
-		// nothing can have run before).
-		if err := s.ensure(ctx, dir); err != nil {
-			return store.Lease{}, err
-		}
-		if err := s.markRunning(ctx, req.Task); err != nil {
-			return store.Lease{}, err
-		}
-		mine, err = call(ctx, s, create)
-	}
+	mine, err := s.createLockNode(ctx, req)
 	if err != nil {
-		return store.Lease{}, s.mapErr(err)
+		return store.Lease{}, err
 	}
 	name := mine[strings.LastIndex(mine, "/")+1:]
 	giveUp := func(err error) (store.Lease, error) {
@@ -85,26 +72,13 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		_, _ = call(dctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(mine, -1) })
 		return store.Lease{}, err
 	}
-	// My node (its czxid is the token, its ctime ZooKeeper's clock) and the task's lock nodes, read
-	// together: both requests in flight at once, one round trip.
-	type listing struct {
-		kids []string
-		err  error
-	}
-	lc := make(chan listing, 1)
-	go func() {
-		kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(dir); return k, err })
-		lc <- listing{kids, err}
-	}()
-	d, st, ok, err := s.node(ctx, mine)
-	lk := <-lc
+	d, st, ok, kids, err, kerr := s.nodeAndSiblings(ctx, mine, dir)
 	if err != nil || !ok {
 		return giveUp(errors.Join(err, fmt.Errorf("%w: zookeeper: my lock node vanished (session lost)", store.ErrUnavailable)))
 	}
 	now := st.Ctime // ZooKeeper's clock
-	kids, err := lk.kids, lk.err
-	if err != nil {
-		return giveUp(s.mapErr(err))
+	if kerr != nil {
+		return giveUp(s.mapErr(kerr))
 	}
 	var replaced *store.Lease
 	var seats []int64 // the live seat nodes ahead of a seat's
@@ -146,6 +120,40 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	l := lease(req.Task, d, st)
 	l.Replaced = replaced
 	return l, nil
+}
+
+// nodeAndSiblings reads the lock node mine (its czxid is the token, its ctime ZooKeeper's clock, as
+// node) and the children of dir, the task's lock nodes, together: both requests in flight at once,
+// one round trip. kerr is the listing's error.
+func (s *Store) nodeAndSiblings(ctx context.Context, mine, dir string) (d nodeData, st *zk.Stat, ok bool, kids []string, err, kerr error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		kids, kerr = call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(dir); return k, err })
+	}()
+	d, st, ok, err = s.node(ctx, mine)
+	<-done
+	return d, st, ok, kids, err, kerr
+}
+
+// createLockNode creates req's ephemeral sequential lock node under the task and returns its path.
+// On the task's first acquire it makes the task's lock directory, and its running index's, built
+// (empty: nothing can have run before).
+func (s *Store) createLockNode(ctx context.Context, req store.AcquireRequest) (string, error) {
+	dir := s.taskPath(req.Task)
+	data, _ := json.Marshal(nodeData{Holder: req.Holder, RunID: req.RunID, TTL: ttlMillis(req.TTL), Limit: req.Limit})
+	create := func() (string, error) { return s.c.Create(dir+"/n-", data, zk.FlagEphemeral|zk.FlagSequence, s.acl) }
+	mine, err := call(ctx, s, create)
+	if errors.Is(err, zk.ErrNoNode) {
+		if err := s.ensure(ctx, dir); err != nil {
+			return "", err
+		}
+		if err := s.markRunning(ctx, req.Task); err != nil {
+			return "", err
+		}
+		mine, err = call(ctx, s, create)
+	}
+	return mine, s.mapErr(err)
 }
 
 // clear removes the lower lock node path ahead of ours when it has expired by ZooKeeper's clock

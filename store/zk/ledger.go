@@ -68,7 +68,7 @@ func (k kv) save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 			return 0, err
 		}
 	}
-	path, rpath := s.docPath(d.Task, d.Slot), s.runningPath(d.Task, d.Slot)
+	rpath := s.runningPath(d.Task, d.Slot)
 	var runOp any
 	switch runs, ran := d.Runs(), d.Ran(); {
 	case runs && !ran:
@@ -79,31 +79,7 @@ func (k kv) save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		runOp = &zk.DeleteRequest{Path: rpath, Version: -1}
 	}
 	for try := 0; ; try++ {
-		var ops []any
-		add := func(op any) int {
-			if op == nil {
-				return -1
-			}
-			ops = append(ops, op)
-			return len(ops) - 1
-		}
-		add(fenceOp)
-		docAt := -1
-		if ver == 0 {
-			docAt = add(&zk.CreateRequest{Path: path, Data: d.Marshal(), Acl: s.acl})
-		} else {
-			add(&zk.SetDataRequest{Path: path, Data: d.Marshal(), Version: int32(ver - 1)})
-		}
-		if run != "" {
-			b, _ := json.Marshal([2]string{d.Task, d.Slot})
-			add(&zk.CreateRequest{Path: s.runPath(run), Data: b, Acl: s.acl})
-		}
-		add(waitOp)
-		runAt := add(runOp)
-		relAt := -1
-		if release != "" {
-			relAt = add(&zk.DeleteRequest{Path: release, Version: -1})
-		}
+		ops, docAt, runAt, relAt := s.saveOps(d, ver, run, release, fenceOp, waitOp, runOp)
 		res, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
 		if err == nil {
 			return ver + 1, nil // the node's version went up by one (a created node's is 0: ver 1)
@@ -139,6 +115,38 @@ func (k kv) save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		}
 		return 0, s.mapErr(err)
 	}
+}
+
+// saveOps are save's multi: the fence's check, the document's write, the run index's entry, the
+// index nodes' ops and the release, and where the document's creation, the running node's op and
+// the release are in it (-1: not there).
+func (s *Store) saveOps(d *kvstore.Doc, ver kvstore.Version, run, release string, fenceOp, waitOp, runOp any) (ops []any, docAt, runAt, relAt int) {
+	add := func(op any) int {
+		if op == nil {
+			return -1
+		}
+		ops = append(ops, op)
+		return len(ops) - 1
+	}
+	add(fenceOp)
+	path := s.docPath(d.Task, d.Slot)
+	docAt = -1
+	if ver == 0 {
+		docAt = add(&zk.CreateRequest{Path: path, Data: d.Marshal(), Acl: s.acl})
+	} else {
+		add(&zk.SetDataRequest{Path: path, Data: d.Marshal(), Version: int32(ver - 1)})
+	}
+	if run != "" {
+		b, _ := json.Marshal([2]string{d.Task, d.Slot})
+		add(&zk.CreateRequest{Path: s.runPath(run), Data: b, Acl: s.acl})
+	}
+	add(waitOp)
+	runAt = add(runOp)
+	relAt = -1
+	if release != "" {
+		relAt = add(&zk.DeleteRequest{Path: release, Version: -1})
+	}
+	return ops, docAt, runAt, relAt
 }
 
 func isCreate(op any) bool { _, ok := op.(*zk.CreateRequest); return ok }
