@@ -66,7 +66,7 @@ func TestLimitFleet(t *testing.T) {
 	for i := range 3 {
 		nodes = append(nodes, f.start(i, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 5 * time.Second}))
 	}
-	time.Sleep(8 * time.Second)
+	time.Sleep(9 * time.Second)
 	for _, n := range nodes {
 		n.stop()
 	}
@@ -74,7 +74,8 @@ func TestLimitFleet(t *testing.T) {
 	w.mu.Lock()
 	most := w.most
 	w.mu.Unlock()
-	if most > 2 || len(runs) < 4 {
+	// Unloaded, about six run; a loaded fresh-clone run under -race ran three in 8 s.
+	if most > 2 || len(runs) < 3 {
 		t.Fatalf("at most %d at once (want ≤ 2), %d runs", most, len(runs))
 	}
 	h := f.history("wide")
