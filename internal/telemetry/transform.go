@@ -1,9 +1,8 @@
 package telemetry
 
 import (
+	"encoding/binary"
 	"math"
-
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -13,45 +12,61 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// The OTLP trace messages are written here with protowire, field by field, from
-// opentelemetry-proto's trace.proto, common.proto and resource.proto (the field numbers below),
-// rather than through the generated go.opentelemetry.io/proto/otlp types: their descriptors are
-// built at package init, at every start of once and of its shim (about 20 KiB in 67 allocations),
-// for three messages a run. The tests decode what is written here with the generated types.
+// The OTLP trace messages are written here field by field, from opentelemetry-proto's
+// trace.proto, common.proto and resource.proto (the field numbers below), rather than through the
+// generated go.opentelemetry.io/proto/otlp types: their descriptors are built at package init, at
+// every start of once and of its shim (about 20 KiB in 67 allocations), for three messages a run.
+// Nor through protowire: its package's init (google.golang.org/protobuf/internal/detrand) opened
+// and read the once binary at every start. The wire format needs varints, fixed-width little-endian
+// numbers and length-prefixed bytes (the encoding guide: protobuf.dev/programming-guides/encoding);
+// the tests decode what is written here with the generated types.
 
 // msg is a protobuf message being written.
 type msg []byte
 
-func (m msg) str(n protowire.Number, s string) msg {
+// field is a protobuf field number.
+type field uint32
+
+// Wire types (the encoding guide's table).
+const (
+	varintType  = 0
+	fixed64Type = 1
+	bytesType   = 2
+	fixed32Type = 5
+)
+
+func (m msg) tag(n field, wt uint64) msg { return binary.AppendUvarint(m, uint64(n)<<3|wt) }
+
+func (m msg) str(n field, s string) msg {
 	if s == "" {
 		return m
 	}
-	return protowire.AppendString(protowire.AppendTag(m, n, protowire.BytesType), s)
+	return append(binary.AppendUvarint(m.tag(n, bytesType), uint64(len(s))), s...)
 }
 
-func (m msg) raw(n protowire.Number, b []byte) msg {
-	return protowire.AppendBytes(protowire.AppendTag(m, n, protowire.BytesType), b)
+func (m msg) raw(n field, b []byte) msg {
+	return append(binary.AppendUvarint(m.tag(n, bytesType), uint64(len(b))), b...)
 }
 
-func (m msg) uvarint(n protowire.Number, v uint64) msg {
+func (m msg) uvarint(n field, v uint64) msg {
 	if v == 0 {
 		return m
 	}
-	return protowire.AppendVarint(protowire.AppendTag(m, n, protowire.VarintType), v)
+	return binary.AppendUvarint(m.tag(n, varintType), v)
 }
 
-func (m msg) fixed64(n protowire.Number, v uint64) msg {
+func (m msg) fixed64(n field, v uint64) msg {
 	if v == 0 {
 		return m
 	}
-	return protowire.AppendFixed64(protowire.AppendTag(m, n, protowire.Fixed64Type), v)
+	return binary.LittleEndian.AppendUint64(m.tag(n, fixed64Type), v)
 }
 
-func (m msg) fixed32(n protowire.Number, v uint32) msg {
-	return protowire.AppendFixed32(protowire.AppendTag(m, n, protowire.Fixed32Type), v)
+func (m msg) fixed32(n field, v uint32) msg {
+	return binary.LittleEndian.AppendUint32(m.tag(n, fixed32Type), v)
 }
 
-func (m msg) attrs(n protowire.Number, kvs []attribute.KeyValue) msg {
+func (m msg) attrs(n field, kvs []attribute.KeyValue) msg {
 	for _, kv := range kvs {
 		m = m.raw(n, keyValue(kv))
 	}
@@ -180,11 +195,15 @@ func anyValue(v attribute.Value) msg {
 	case attribute.STRING:
 		return m.raw(1, []byte(v.AsString()))
 	case attribute.BOOL:
-		return protowire.AppendVarint(protowire.AppendTag(m, 2, protowire.VarintType), protowire.EncodeBool(v.AsBool()))
+		b := uint64(0)
+		if v.AsBool() {
+			b = 1
+		}
+		return binary.AppendUvarint(m.tag(2, varintType), b)
 	case attribute.INT64:
-		return protowire.AppendVarint(protowire.AppendTag(m, 3, protowire.VarintType), uint64(v.AsInt64()))
+		return binary.AppendUvarint(m.tag(3, varintType), uint64(v.AsInt64())) // int64: two's complement, ten bytes when negative
 	case attribute.FLOAT64:
-		return protowire.AppendFixed64(protowire.AppendTag(m, 4, protowire.Fixed64Type), math.Float64bits(v.AsFloat64()))
+		return binary.LittleEndian.AppendUint64(m.tag(4, fixed64Type), math.Float64bits(v.AsFloat64()))
 	case attribute.BYTESLICE:
 		return m.raw(7, v.AsByteSlice())
 	case attribute.BOOLSLICE:
