@@ -19,7 +19,7 @@ import (
 // when it took the lease, to find what a vanished holder left running: a job due every minute for
 // a year made each run read half a million documents.
 func TestRunFlatInHistory(t *testing.T) {
-	history := 120 // before the running index a run read all of them: 36 kB on Redis, 63 kB on etcd
+	history := 60 // before the running index a run read all of them: 18 kB on Redis, 32 kB on etcd
 	if testing.Short() {
 		history = 50
 	}
