@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -250,7 +251,9 @@ func TestSignalsBeforeTheCommandStarts(t *testing.T) {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(700 * time.Millisecond) // waiting for the lease by now
+		// Waiting for the lease once it holds the task's lock file open (a fixed 700 ms was not
+		// enough on a loaded fresh-clone run: the signal came before once handled signals).
+		waitForOpen(t, c.Process.Pid, "/locks/", 20*time.Second)
 		c.Process.Signal(sig)
 		code := exitOf(c.Wait())
 		if code != 128+int(sig) || !strings.Contains(se.String(), "nothing was run") {
@@ -278,4 +281,19 @@ func TestSignalsBeforeTheCommandStarts(t *testing.T) {
 	if code := exitOf(c.Wait()); code != 143 {
 		t.Errorf("SIGTERM while connecting: exit %d, want 143\n%s", code, se.String())
 	}
+}
+
+// waitForOpen waits until process pid has a file open whose path contains part.
+func waitForOpen(t *testing.T, pid int, part string, within time.Duration) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		fds, _ := os.ReadDir(dir)
+		for _, fd := range fds {
+			if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && strings.Contains(target, part) {
+				return
+			}
+		}
+	}
+	t.Fatalf("process %d opened no file under %q within %s", pid, part, within)
 }
