@@ -157,7 +157,7 @@ func TestCatchUpAndMissed(t *testing.T) {
 	j := workJob("gap", "@every 2s", w.work(10*time.Millisecond))
 	j.CatchUp, j.CatchUpMax = 7*time.Second, 10
 	a, b := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}}), f.start(1, scheduler.Config{Jobs: []scheduler.Job{j}})
-	eventually(t, 5*time.Second, "catch-up ran", func() bool { runs, _ := w.snapshot(); return len(runs) >= 3 })
+	eventually(t, 8*time.Second, "catch-up ran", func() bool { runs, _ := w.snapshot(); return len(runs) >= 3 })
 	a.stop()
 	b.stop()
 	runs, _ := w.snapshot()
@@ -229,18 +229,18 @@ func TestPauseTriggerResume(t *testing.T) {
 	if err != nil || !ok || !strings.HasPrefix(manual, scheduler.ManualSlotPrefix) {
 		t.Fatalf("trigger: %v %q %v", ok, manual, err)
 	}
-	eventually(t, 3*time.Second, "the trigger ran", func() bool { runs, _ := w.snapshot(); return len(runs) == 1 })
+	eventually(t, 8*time.Second, "the trigger ran", func() bool { runs, _ := w.snapshot(); return len(runs) == 1 })
 	if runs, _ := w.snapshot(); runs[0].Slot != manual {
 		t.Fatalf("trigger ran slot %s, want %s", runs[0].Slot, manual)
 	}
-	eventually(t, 3*time.Second, "the trigger request removed", func() bool {
+	eventually(t, 8*time.Second, "the trigger request removed", func() bool {
 		m, err := scheduler.Triggered(ctx, f.stores[0], []string{"ctl"})
 		return err == nil && len(m) == 0
 	})
 	if ok, err := scheduler.Resume(ctx, f.stores[0], "ctl"); err != nil || !ok {
 		t.Fatalf("resume: %v %v", ok, err)
 	}
-	eventually(t, 4*time.Second, "fires after resume", func() bool { runs, _ := w.snapshot(); return len(runs) >= 3 })
+	eventually(t, 8*time.Second, "fires after resume", func() bool { runs, _ := w.snapshot(); return len(runs) >= 3 })
 	runs, _ := w.snapshot()
 	seen := map[string]bool{}
 	for _, r := range runs {
@@ -315,7 +315,7 @@ func TestCommandOutput(t *testing.T) {
 	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, LogDir: dir, TailSize: 8})
 	ctx := context.Background()
 	var att *store.Attempt
-	eventually(t, 4*time.Second, "an attempt", func() bool {
+	eventually(t, 8*time.Second, "an attempt", func() bool {
 		for _, e := range f.history("out/put") {
 			if e.State == store.Succeeded {
 				a := e.Attempt
@@ -352,7 +352,7 @@ func TestDrainStopsAfterItsTime(t *testing.T) {
 	f := newFleet(t, 1)
 	w := &witness{}
 	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{workJob("long", "@every 1s", w.work(time.Hour))}, Drain: 300 * time.Millisecond})
-	eventually(t, 3*time.Second, "the job runs", func() bool { runs, _ := w.snapshot(); return len(runs) == 1 })
+	eventually(t, 8*time.Second, "the job runs", func() bool { runs, _ := w.snapshot(); return len(runs) == 1 })
 	start := time.Now()
 	n.stop()
 	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
