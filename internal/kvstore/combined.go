@@ -26,13 +26,12 @@ func (l Ledger) Start(ctx context.Context, req store.AcquireRequest, slot string
 	if err := store.CheckStart(req); err != nil {
 		return store.Started{}, err
 	}
-	sent := time.Now()
 	ls, r, err := sk.AcquireRead(ctx, req, slot)
 	if err != nil {
 		return store.Started{}, err
 	}
 	if r.Indexed && r.Running == 0 && (r.Doc == nil || !r.Doc.Runs()) {
-		l.memo.put(req.Task, slot, r.Doc, r.Ver, clock{r.Now, sent})
+		l.memo.put(req.Task, slot, r.Doc, r.Ver, clock{r.Now, time.Now()})
 		st := store.SlotState{Task: req.Task, Slot: slot}
 		if r.Doc != nil {
 			st = r.Doc.State()
@@ -79,12 +78,11 @@ func (l Ledger) FinishRelease(ctx context.Context, runID string, ls store.Lease,
 
 // slot is Slot, remembering the document read (for Begin).
 func (l Ledger) slot(ctx context.Context, task, slot string) (store.SlotState, error) {
-	sent := time.Now()
 	d, ver, now, err := l.KV.Load(ctx, task, slot)
 	if err != nil {
 		return store.SlotState{}, err
 	}
-	l.memo.put(task, slot, d, ver, clock{now, sent})
+	l.memo.put(task, slot, d, ver, clock{now, time.Now()})
 	if d == nil {
 		return store.SlotState{Task: task, Slot: slot}, nil
 	}

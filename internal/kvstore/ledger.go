@@ -25,11 +25,10 @@ func (l Ledger) updateWith(ctx context.Context, task, slot string, save func(ctx
 		d, ver, now, c, ok := l.memo.get(task, slot)
 		if !ok {
 			var err error
-			c.anchor = time.Now()
 			if d, ver, now, err = l.KV.Load(ctx, task, slot); err != nil {
 				return err
 			}
-			c.now = now
+			c.now, c.anchor = now, time.Now()
 		}
 		if d == nil {
 			d = &Doc{Task: task, Slot: slot}

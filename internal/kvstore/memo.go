@@ -24,7 +24,7 @@ type memo struct {
 // memoDoc is a document as read or written: its encoding (decoded afresh for each use, so that
 // a write that fails leaves nothing changed here), its version, and the store's time at the read
 // it comes from (Load's now), with the instant of this host's clock that read stands for (anchor:
-// taken before it was sent). A write made from a remembered document keeps the read's time and
+// taken when its answer came back). A write made from a remembered document keeps the read's time and
 // anchor, so that a run writing more often than memoFresh still has its clock read again.
 type memoDoc struct {
 	b      []byte // nil: there was no document
@@ -38,9 +38,13 @@ type clock struct{ now, anchor time.Time }
 
 // Stamper is an optional KV capability: a KV whose Load stamps transitions with this host's clock
 // (etcd, ZooKeeper) says so, and the memo stamps with it too. Without it, a remembered document's
-// time is the store's as it was read, carried forward by this host's monotonic clock from just
-// before the read was sent: never behind the store's clock, ahead of it by at most that round
-// trip.
+// time is the store's as it was read, carried forward by this host's monotonic clock from the
+// moment its answer came back: never ahead of the store's clock, behind it by at most that answer's
+// way back. Never ahead, so that an outcome stamped so is never later than what another client
+// does after it (anchored before the read was sent, a slow first read — a Cluster redirect, a dial —
+// put a run's stamps milliseconds ahead: an event after another client's, or an attempt's end after
+// the next holder's start, an overlap doctor would report); never before the read's own time, so
+// never before the grant it was read with.
 type Stamper interface {
 	Stamp() time.Time
 }
