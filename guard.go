@@ -74,6 +74,12 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 		return nil, err
 	}
 
+	// 2a. Where reading costs nothing (store.LocalReads), a single slot already done is skipped
+	// before the lease is taken: a launch that finds its slot done writes nothing but its event.
+	if r, ok := g.skipEarly(ctx, so); ok {
+		return []Result{r}, nil
+	}
+
 	// 2. Lease, held for every slot of the sequence; with the attempts earlier holders left running
 	// and the first slot's state read in the same step when the store can (store.Starter).
 	ls, started, busy, err := g.takeLease(ctx, so.first)
@@ -109,6 +115,36 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 	// 5. Min-hold, then release (deferred).
 	g.minHold(ctx, ls, firstStart)
 	return rs, nil
+}
+
+// skipEarly reads the one slot of a Do before the lease is taken, on a store whose reads cost
+// nothing (store.LocalReads), and returns its Skipped result when the ledger already says skip.
+// Only a Skipped decision is taken so: it rests on a last attempt that is over (succeeded, resolved,
+// unknown under --on-unknown skip, or tried at all under Untried), which no holder of the lease
+// changes except by a new attempt, and a new attempt is not begun without one of these reads
+// saying to run. Every other decision, and any error reading, goes the way of the lease, which
+// reads the slot again. The attempts that vanished holders left running are marked unknown by the
+// next launch that takes the lease.
+func (g *guard) skipEarly(ctx context.Context, so SeqOptions) (Result, bool) {
+	lr, ok := g.o.Store.(store.LocalReads)
+	if !ok || !lr.LocalReads() || !so.single || so.perRun || so.first == nil || *so.first == "" {
+		return Result{}, false
+	}
+	st, err := g.o.Store.Slot(ctx, g.o.Task, *so.first)
+	if err != nil {
+		return Result{}, false
+	}
+	d, reason := g.decideSlot(st)
+	if d != Skipped {
+		return Result{}, false
+	}
+	g.sp.slot = *so.first
+	g.logDecision(ctx, d, reason, st.Last, 0, false)
+	r := Result{Decision: Skipped, Attempt: st.Last, Reason: reason, Slot: *so.first}
+	if so.OnResult != nil {
+		so.OnResult(r)
+	}
+	return r, true
 }
 
 // busy is the single result of a sequence that found the task held elsewhere, or nil.
@@ -159,8 +195,14 @@ func (g *guard) takeLease(ctx context.Context, first *string) (ls *lease.Lease, 
 	req := store.AcquireRequest{Task: o.Task, Holder: o.Holder, RunID: g.runID, TTL: o.TTL, Replace: o.Replace, Limit: o.Limit}
 	take := func(ctx context.Context) (store.Lease, error) { return o.Store.Acquire(ctx, req) }
 	if st, ok := o.Store.(store.Starter); ok && first != nil && !o.Replace && o.Limit < 2 {
+		start := st.Start
+		if ls, ok := o.Store.(store.LazyStarter); ok {
+			// Nothing is acted on before a durable write follows: the attempt's Begin, or a
+			// review event or the release when the slot is not run.
+			start = ls.StartLazy
+		}
 		take = func(ctx context.Context) (store.Lease, error) {
-			r, err := st.Start(ctx, req, *first)
+			r, err := start(ctx, req, *first)
 			if err != nil {
 				return store.Lease{}, err
 			}
@@ -299,14 +341,14 @@ func (g *guard) busyEvent(ctx context.Context, reason string, holder *store.Leas
 	g.decisionSpan(ctx, Busy, reason, busyAttrs(holder)...)
 }
 
-// event records a skipped, busy or review event. A busy event is recorded lazily where the store
-// can (store.LazyRecorder): a launch that ran nothing does not wait for the disk to say so, and no
-// decision reads busy events; skipped and review events are durable (review decides Waiting).
+// event records a skipped, busy or review event. Busy and skipped events are recorded lazily where
+// the store can (store.LazyRecorder): a launch that ran nothing does not wait for the disk to say
+// so, and no decision reads them; review events are durable (review decides Waiting).
 func (g *guard) event(ctx context.Context, kind store.State, token int64, attempt int, note string) {
 	e := store.Event{Task: g.o.Task, Slot: g.slot, Kind: kind, RunID: g.runID,
 		Holder: g.o.Holder, Token: token, Attempt: attempt, Note: store.Clip(note, store.MaxNoteLen)}
 	var err error
-	if lr, ok := g.o.Store.(store.LazyRecorder); ok && kind == store.Busy {
+	if lr, ok := g.o.Store.(store.LazyRecorder); ok && (kind == store.Busy || kind == store.Skipped) {
 		err = lr.RecordLazy(ctx, e)
 	} else {
 		err = g.o.Store.Record(ctx, e)

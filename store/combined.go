@@ -30,6 +30,20 @@ type Started struct {
 	Slot      SlotState
 }
 
+// LazyStarter is Starter without waiting for the disk.
+//
+// Contract: StartLazy(ctx, req, slot) is Start(ctx, req, slot), except that it may return before
+// what it did is durable, as RecordLazy may: a crash or power loss soon after may undo all of it
+// (the grant and the attempts marked unknown together, never a part), and the store's next
+// durable write makes it durable. The caller acts on nothing it returned — it starts no work and
+// hands the token to nothing — before a durable write of its own has followed (Begin; or a review
+// event, a release). The guard prefers it to Start: a run then waits for the disk twice, to begin
+// its attempt and to finish it, which is the floor. A store implements it only where the later
+// write's sync covers the earlier commit (the embedded store: one WAL, synced in order).
+type LazyStarter interface {
+	StartLazy(ctx context.Context, req AcquireRequest, slot string) (Started, error)
+}
+
 // Finisher records a run's outcome and releases its lease in one transaction.
 //
 // Contract: FinishRelease(ctx, runID, l, o) is Finish(ctx, runID, l.Token, o) then Release(ctx, l),
@@ -45,10 +59,22 @@ type Finisher interface {
 // on disk: a crash or power loss soon after may lose the event (never part of it, and nothing
 // else), and the store's next durable write makes it durable. Readers see it as soon as it returns.
 // A review event is the exception: it decides whether the slot waits for a person, so it is recorded
-// durably, as by Record. The guard uses it only for busy events: no decision reads them, and a launch
-// that ran nothing should not wait in the queue of durable writes to say so.
+// durably, as by Record. The guard uses it for busy and skipped events: no decision reads them, and
+// a launch that ran nothing should not wait in the queue of durable writes to say so.
 type LazyRecorder interface {
 	RecordLazy(ctx context.Context, e Event) error
+}
+
+// LocalReads marks a store whose reads cost neither a round trip nor a write: the embedded store,
+// read in the caller's process. When LocalReads returns true, the guard reads a single slot before
+// it takes the lease, and a launch whose slot the ledger already says to skip (done) skips it
+// without the lease: no durable write at all. A store across a network does not implement it:
+// there the read would be one more round trip for every run, and Starter reads the slot with the
+// lease instead.
+//
+// Contract: none beyond Slot's; LocalReads only says that calling Slot first is cheap.
+type LocalReads interface {
+	LocalReads() bool
 }
 
 // CheckStart refuses what Start cannot do: a Replace request (see Starter), or a seat

@@ -11,7 +11,9 @@ import (
 )
 
 // trigger is one start of once for a task, as history shows it: one lease (every attempt and event
-// under one fencing token, so a catch-up of five slots is one launch) or one busy event.
+// under one fencing token, so a catch-up of five slots is one launch), one busy event, or one
+// skipped event without a token (a launch that found its slot done before it took the lease:
+// store.LocalReads).
 type trigger struct {
 	at     time.Time
 	holder string
@@ -42,6 +44,8 @@ func launches(hist []store.Entry) map[string][]trigger {
 			key = "busy/" + e.RunID + "/" + e.StartedAt.String()
 		case e.Token > 0:
 			key = "token/" + strconv.FormatInt(e.Token, 10)
+		case e.State == store.Skipped:
+			key = "skipped/" + e.RunID + "/" + e.StartedAt.String()
 		default:
 			continue
 		}

@@ -45,6 +45,8 @@ func TestBursts(t *testing.T) {
 		{"pods", []store.Entry{ran("t", "sync-29120-abc", 1, 0), ev("t", "sync-29120-def", store.Busy, 0, 40)}, ""},
 		{"one host, two crontab lines", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web1:11", store.Busy, 0, 3)}, "launched 2 times from host web1 within 3ms"},
 		{"one host, a second trigger after", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web1:11", store.Skipped, 2, 5000)}, "launched 2 times from host web1"},
+		{"one host, a second trigger that skipped before the lease", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web1:11", store.Skipped, 0, 5000)}, "launched 2 times from host web1"},
+		{"two hosts, one skipped before the lease", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web2:20", store.Skipped, 0, 900)}, ""},
 		{"one host among others", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web2:20", store.Busy, 0, 1), ev("t", "web1:11", store.Busy, 0, 2)},
 			"launched 3 times from host web1"},
 		{"two hosts that both ran", []store.Entry{ran("t", "web1:10", 1, 0), ran("t", "web2:20", 2, 1500)}, "ran 2 times within 1.5s"},

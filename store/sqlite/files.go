@@ -234,6 +234,7 @@ type fileID struct{ dev, ino uint64 }
 type watch struct {
 	ids  [3]fileID // zero: the file did not exist (then it is not watched)
 	lost atomic.Pointer[error]
+	wal  atomic.Int64 // the -wal file's size when last seen (wal.go)
 }
 
 var watched = [3]string{"", "-wal", "-shm"}
@@ -250,6 +251,9 @@ func (s *Store) remember() error {
 			return fmt.Errorf("%w: sqlite %s: %v", store.ErrUnavailable, s.path, err)
 		}
 		s.w.ids[i] = fileID{uint64(st.Dev), st.Ino}
+		if i == 1 {
+			s.w.wal.Store(st.Size)
+		}
 	}
 	return nil
 }
@@ -286,6 +290,8 @@ func (s *Store) check() error {
 			return s.gone("%s was replaced while in use: this process records nothing more; %s", filepath.Base(s.path+x), s.restoreOrNew())
 		case i == 0 && st.Size == 0:
 			return s.gone("the file was emptied (0 bytes) while in use: this process records nothing more; %s", s.restoreOrNew())
+		case i == 1:
+			s.w.wal.Store(st.Size)
 		}
 	}
 	return nil

@@ -106,8 +106,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	// busy_timeout is applied first by the driver. The switch to WAL is not a pragma here: see useWAL.
-	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_txlock=immediate",
-		abs, opts.BusyTimeout.Milliseconds())
+	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_pragma=journal_size_limit(%d)&_txlock=immediate",
+		abs, opts.BusyTimeout.Milliseconds(), walLimit)
 	s.db, err = sql.Open("sqlite", drv)
 	if err != nil {
 		s.q.close()
@@ -352,7 +352,12 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 // tx runs fn in one BEGIN IMMEDIATE transaction and commits it; now is the store's clock in
 // unix microseconds, read after the lock is held.
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, now int64) error) error {
-	return s.txRaw(ctx, func(tx *sql.Tx) error {
+	return s.txLazy(ctx, false, fn)
+}
+
+// txLazy is tx, committed without waiting for the disk when lazy (see write).
+func (s *Store) txLazy(ctx context.Context, lazy bool, fn func(tx *sql.Tx, now int64) error) error {
+	return s.write(ctx, lazy, func(tx *sql.Tx) error {
 		now, err := s.nowTx(ctx, tx)
 		if err != nil {
 			return err
@@ -382,6 +387,7 @@ func (s *Store) write(ctx context.Context, lazy bool, fn func(tx *sql.Tx) error)
 	}
 	var seq int64
 	err := s.queued(ctx, func() error {
+		s.restartWAL(ctx)
 		var (
 			tx  *sql.Tx
 			c   *sql.Conn

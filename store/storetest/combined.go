@@ -1,22 +1,35 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/once-run/once/store"
 )
 
-// The optional capabilities (store.Starter, store.Finisher, store.LazyRecorder) each stand for plain
+// The optional capabilities (store.Starter, store.LazyStarter, store.Finisher, store.LazyRecorder) each stand for plain
 // calls made one after another; these cases check that they do exactly that, atomically. Run leaves
 // a case out when the store does not implement its interface.
 
 // testStart: Start takes the lease, marks what the expired holder left running unknown and reads
 // the slot after that; on a busy task it changes nothing.
 func testStart(t *testing.T, h Harness) {
+	testStarting(t, h, func(s store.Store) startFunc { return s.(store.Starter).Start })
+}
+
+// testStartLazy: StartLazy does all that Start does (whether it waited for the disk is not
+// something a client can see).
+func testStartLazy(t *testing.T, h Harness) {
+	testStarting(t, h, func(s store.Store) startFunc { return s.(store.LazyStarter).StartLazy })
+}
+
+type startFunc = func(ctx context.Context, req store.AcquireRequest, slot string) (store.Started, error)
+
+func testStarting(t *testing.T, h Harness, starter func(store.Store) startFunc) {
 	dsn := h.DSN(t)
 	a, b := client(t, dsn), client(t, dsn)
-	sb := b.(store.Starter)
+	sb := struct{ Start startFunc }{starter(b)}
 	ctx := ctxT(t)
 
 	// A first start: no lease row, no attempt.

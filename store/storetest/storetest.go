@@ -58,6 +58,7 @@ func implements[I any](name string) *capability {
 
 var (
 	capStarter   = implements[store.Starter]("store.Starter")
+	capLazyStart = implements[store.LazyStarter]("store.LazyStarter")
 	capFinisher  = implements[store.Finisher]("store.Finisher")
 	capLazy      = implements[store.LazyRecorder]("store.LazyRecorder")
 	capKeys      = implements[store.Keys]("store.Keys")
@@ -107,6 +108,7 @@ var cases = []testCase{
 	{"LedgerPruneForget", testPruneForget, nil},
 	{"LedgerPruneMissed", testPruneMissed, nil},
 	{"Start", testStart, capStarter},
+	{"StartLazy", testStartLazy, capLazyStart},
 	{"FinishRelease", testFinishRelease, capFinisher},
 	{"RecordLazy", testRecordLazy, capLazy},
 	{"Inspect", testInspect, capInspector},
