@@ -10,8 +10,9 @@ import (
 )
 
 var (
-	_ store.Starter  = (*Store)(nil)
-	_ store.Finisher = (*Store)(nil)
+	_ store.Starter     = (*Store)(nil)
+	_ store.LazyStarter = (*Store)(nil)
+	_ store.Finisher    = (*Store)(nil)
 )
 
 // Start takes req.Task's lease, marks the attempts earlier holders left running unknown and reads
@@ -19,10 +20,21 @@ var (
 // (Abandon's row locks are written too) and seven round trips. The acquire statement locks the
 // lease row for the rest of the transaction, so nothing of anyone else's comes in between.
 func (s *Store) Start(ctx context.Context, req store.AcquireRequest, slot string) (store.Started, error) {
+	return s.start(ctx, acquireSQL, req, slot)
+}
+
+// StartLazy is Start committed with synchronous_commit off (store.LazyStarter), in as many round
+// trips: the server does not wait for its WAL flush, and the run's Begin, a durable commit later in
+// the same WAL, flushes it with its own. A server crash before that may undo the start whole.
+func (s *Store) StartLazy(ctx context.Context, req store.AcquireRequest, slot string) (store.Started, error) {
+	return s.start(ctx, acquireLazySQL, req, slot)
+}
+
+func (s *Store) start(ctx context.Context, acquire string, req store.AcquireRequest, slot string) (store.Started, error) {
 	if err := errors.Join(sqlstore.CheckAcquire(req), store.CheckStart(req)); err != nil {
 		return store.Started{}, err
 	}
-	q := s.Q(acquireSQL)
+	q := s.Q(acquire)
 	for try := 0; ; try++ {
 		var out store.Started
 		got := false

@@ -235,6 +235,16 @@ const acquireSQL = `INSERT INTO {p}leases AS l (task, holder, run_id, token, acq
 	WHERE l.expires_at <= now()
 	RETURNING token, acquired_at, expires_at`
 
+// acquireLazySQL is acquireSQL committing with synchronous_commit off (StartLazy): set_config(…,
+// true) lasts until the end of the transaction, whose commit reads it; the scalar subquery makes the
+// server evaluate it, and yields now() as acquireSQL's does.
+const acquireLazySQL = `INSERT INTO {p}leases AS l (task, holder, run_id, token, acquired_at, expires_at)
+	VALUES (?, ?, ?, 1, (SELECT now() WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL), now() + ?::bigint * interval '1 microsecond')
+	ON CONFLICT (task) DO UPDATE SET holder = excluded.holder, run_id = excluded.run_id, token = l.token + 1,
+		acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
+	WHERE l.expires_at <= now()
+	RETURNING token, acquired_at, expires_at`
+
 // acquire is Acquire without Replace.
 func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if err := sqlstore.CheckAcquire(req); err != nil {
