@@ -34,7 +34,10 @@ var stores = []struct {
 	budget    budget
 	// slack is how many round trips a step may take beyond its budget for traffic of the
 	// client's own: the ZooKeeper client pings a session idle for a third of its timeout (which
-	// the server caps), and once, on a loaded machine, a skip took 13; on Redis a test of
+	// the server caps), and once, on a loaded machine, a skip took 13; the ZooKeeper client's reads
+	// sent together (the lock's stat and children, then the slot's two reads) count as one turn when
+	// both leave before the first answer returns, as two when a loaded machine delays the second (a
+	// fresh-clone run: 15 for 13); on Redis a test of
 	// store/redis that flushes the server's script cache (TestScopesIndexBuilt), running alongside,
 	// costs a script's next call a NOSCRIPT answer and a round trip to send it whole.
 	slack int64
@@ -43,7 +46,7 @@ var stores = []struct {
 	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 20, skip: 8, busy: 4}, 0},
 	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, busy: 3}, 1},
 	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 5, skip: 5, busy: 4}, 0},
-	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 6, busy: 6}, 1},
+	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 6, busy: 6}, 2},
 }
 
 // TestRoundTripsPerRun counts the round trips of a guarded run (once.Do) on every networked
