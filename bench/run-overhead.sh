@@ -5,6 +5,8 @@
 #     once is measured with once-shim beside it (what the packages install), and once alone too
 #   ONCE_BENCH_BASE=/path/to/older/once ./bench/run-overhead.sh   (adds that binary's two rows, same run)
 #   ONCE_BENCH_OTEL=1 ./bench/run-overhead.sh   (adds a row with tracing on, to a live OTLP/HTTP receiver on loopback)
+#   ONCE_BENCH_STEADY=1 ./bench/run-overhead.sh   (first fills each ledger with 300 skips and 100 runs, as on a
+#     machine that has run for a while: every open reads the WAL written since its last restart)
 #
 # Prints a Markdown table for docs/benchmarks.md: medians from hyperfine, the ratio to flock -n, and the
 # peak RSS of once (max over 20 runs, GNU time %M).
@@ -28,6 +30,16 @@ if [ -n "${ONCE_BENCH_BASE:-}" ]; then # a store file of its own: an older once 
   "$ONCE_BENCH_BASE" run --store "$bs" --task warm -- true
   base=(-n "once run (base)" "$ONCE_BENCH_BASE run --store $bs --task bench-base -- true"
     -n "once run --per day (skip) (base)" "$ONCE_BENCH_BASE run --store $bs --task bench-day-base --per day --on-unknown rerun -- true")
+fi
+
+if [ -n "${ONCE_BENCH_STEADY:-}" ]; then
+  steady() { # $1: the once binary, then its --store arguments, if any
+    local bin=$1; shift
+    for _ in $(seq 300); do "$bin" run "$@" --task bench-day --per day --on-unknown rerun -- true; done
+    for _ in $(seq 100); do "$bin" run "$@" --task bench -- true; done
+  }
+  steady "$work/once"
+  [ -n "${ONCE_BENCH_BASE:-}" ] && steady "$ONCE_BENCH_BASE" --store "$bs"
 fi
 
 otel=()

@@ -39,7 +39,7 @@ type Started struct {
 // hands the token to nothing — before a durable write of its own has followed (Begin; or a review
 // event, a release). The guard prefers it to Start: a run then waits for the disk twice, to begin
 // its attempt and to finish it, which is the floor. A store implements it only where the later
-// write's sync covers the earlier commit (the embedded store: one WAL, synced in order).
+// write's sync covers the earlier commit: one log, synced in order (SQLite's WAL, PostgreSQL's).
 type LazyStarter interface {
 	StartLazy(ctx context.Context, req AcquireRequest, slot string) (Started, error)
 }
