@@ -153,4 +153,16 @@ func TestRunIsTwoDurableWritesOnSQLite(t *testing.T) {
 	if r = do(t, once.Options{Store: s, Task: "t", Slot: "e", TTL: time.Second}, ok); r.Attempt == nil || r.Attempt.Token != 2 {
 		t.Fatalf("the run after the skip: %+v, want token 2", r)
 	}
+	// A done slot is skipped even while another holder has the task's lease; a slot not done is busy.
+	held, err := s.Acquire(context.Background(), store.AcquireRequest{Task: "t", Holder: "other", RunID: "x", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(context.Background(), held)
+	if r = do(t, once.Options{Store: s, Task: "t", Slot: "d", TTL: time.Second}, ok); r.Decision != once.Skipped {
+		t.Fatalf("a done slot while the lease is held elsewhere: %+v, want skipped", r)
+	}
+	if r = do(t, once.Options{Store: s, Task: "t", Slot: "f", TTL: time.Second}, ok); r.Decision != once.Busy {
+		t.Fatalf("a new slot while the lease is held elsewhere: %+v, want busy", r)
+	}
 }
