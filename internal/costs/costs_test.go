@@ -81,19 +81,10 @@ func TestRoundTripsPerRun(t *testing.T) {
 func measure(t *testing.T, dsn string) map[string]cost {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay, err := NewRelay(ctx, u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer relay.Close()
+	relay, via := relayed(t, ctx, dsn)
 	if os.Getenv("ONCE_COSTS_TRACE") != "" {
 		relay.Trace = func(b []byte) { t.Logf("-> %q", b[:min(len(b), 90)]) }
 	}
-	u.Host = relay.Addr()
 	out := map[string]cost{}
 	last := cost{}
 	step := func(name string) {
@@ -122,7 +113,7 @@ func measure(t *testing.T, dsn string) map[string]cost {
 	last = cost{relay.Trips(), relay.Conns()}
 
 	// Counted: a client of its own, as each once run opens (once run is a process per run).
-	s, err := store.Open(ctx, u.String())
+	s, err := store.Open(ctx, via)
 	if err != nil {
 		t.Fatalf("open through the relay: %v", err)
 	}
@@ -188,22 +179,13 @@ func BenchmarkRunRTT(b *testing.B) {
 		b.Run(st.name, func(b *testing.B) {
 			dsn := storetest.WithPrefix(b, storetest.ServerDSN(b, st.env, st.name))
 			ctx := context.Background()
-			u, err := url.Parse(dsn)
-			if err != nil {
-				b.Fatal(err)
-			}
-			relay, err := NewRelay(ctx, u.Host)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer relay.Close()
+			relay, via := relayed(b, ctx, dsn)
 			relay.Delay = 500 * time.Microsecond
-			u.Host = relay.Addr()
 			lock := b.TempDir()
 			work := func(context.Context, *once.Run) error { return nil }
 			i := 0
 			for b.Loop() {
-				s, err := store.Open(ctx, u.String())
+				s, err := store.Open(ctx, via)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -216,4 +198,21 @@ func BenchmarkRunRTT(b *testing.B) {
 			}
 		})
 	}
+}
+
+// relayed puts a Relay in front of dsn's server, closed when tb ends, and returns it with the DSN
+// that goes through it.
+func relayed(tb testing.TB, ctx context.Context, dsn string) (*Relay, string) {
+	tb.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	relay, err := NewRelay(ctx, u.Host)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { relay.Close() })
+	u.Host = relay.Addr()
+	return relay, u.String()
 }

@@ -3,7 +3,6 @@ package costs
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"testing"
 	"time"
 
@@ -84,17 +83,8 @@ func runCost(t *testing.T, dsn, task string) wire {
 		t.Fatalf("warm-up run of %s: %+v %v", task, res, err)
 	}
 	s.Close()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay, err := NewRelay(ctx, u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer relay.Close()
-	u.Host = relay.Addr()
-	if s, err = store.Open(ctx, u.String()); err != nil {
+	relay, via := relayed(t, ctx, dsn)
+	if s, err = store.Open(ctx, via); err != nil {
 		t.Fatal(err)
 	}
 	t0, b0 := relay.Trips(), relay.Received()
