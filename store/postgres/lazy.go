@@ -8,12 +8,16 @@ import (
 
 var _ store.LazyRecorder = (*Store)(nil)
 
-// lazyEventSQL is Record's INSERT whose own transaction commits with synchronous_commit off:
-// set_config(…, true) lasts until the end of the statement's implicit transaction, and the commit
-// reads it before that. The scalar subquery makes the server evaluate it (an unreferenced CTE would
-// not be); it yields now(), the event's time, as Record's does.
+// lazyNow is now() that also turns synchronous_commit off for the rest of its transaction:
+// set_config(…, true) lasts until the end of the transaction (a statement's implicit one, or an
+// explicit one), whose commit reads it. The scalar subquery makes the server evaluate it (an
+// unreferenced CTE would not be).
+const lazyNow = `(SELECT now() WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL)`
+
+// lazyEventSQL is Record's INSERT whose own transaction commits with synchronous_commit off; its
+// time is lazyNow's now(), the event's time, as Record's is.
 const lazyEventSQL = `INSERT INTO {p}events (task, slot, kind, run_id, holder, token, attempt, note, happened_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT now() WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL))`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ` + lazyNow + `)`
 
 // RecordLazy keeps an event like Record, in one round trip, without waiting for the server's WAL
 // flush (store.LazyRecorder): a server crash soon after may lose it; the WAL writer flushes it within

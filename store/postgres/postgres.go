@@ -228,22 +228,21 @@ func (s *Store) migrate(ctx context.Context) error {
 	})
 }
 
-const acquireSQL = `INSERT INTO {p}leases AS l (task, holder, run_id, token, acquired_at, expires_at)
-	VALUES (?, ?, ?, 1, now(), now() + ?::bigint * interval '1 microsecond')
-	ON CONFLICT (task) DO UPDATE SET holder = excluded.holder, run_id = excluded.run_id, token = l.token + 1,
-		acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
-	WHERE l.expires_at <= now()
-	RETURNING token, acquired_at, expires_at`
+const acquireSQL = acquireSQLHead + "now()" + acquireSQLTail
 
-// acquireLazySQL is acquireSQL committing with synchronous_commit off (StartLazy): set_config(…,
-// true) lasts until the end of the transaction, whose commit reads it; the scalar subquery makes the
-// server evaluate it, and yields now() as acquireSQL's does.
-const acquireLazySQL = `INSERT INTO {p}leases AS l (task, holder, run_id, token, acquired_at, expires_at)
-	VALUES (?, ?, ?, 1, (SELECT now() WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL), now() + ?::bigint * interval '1 microsecond')
+// acquireLazySQL is acquireSQL committing with synchronous_commit off (StartLazy): its grant's time
+// is lazyNow.
+const acquireLazySQL = acquireSQLHead + lazyNow + acquireSQLTail
+
+const (
+	acquireSQLHead = `INSERT INTO {p}leases AS l (task, holder, run_id, token, acquired_at, expires_at)
+	VALUES (?, ?, ?, 1, `
+	acquireSQLTail = `, now() + ?::bigint * interval '1 microsecond')
 	ON CONFLICT (task) DO UPDATE SET holder = excluded.holder, run_id = excluded.run_id, token = l.token + 1,
 		acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
 	WHERE l.expires_at <= now()
 	RETURNING token, acquired_at, expires_at`
+)
 
 // acquire is Acquire without Replace.
 func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
