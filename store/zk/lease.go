@@ -267,19 +267,11 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 		if !errors.Is(err, zk.ErrNoNode) {
 			return s.mapErr(err)
 		}
-		// Gone already (expired and cleared, or replaced): released fine while the fence still
-		// carries its token.
-		if f, _, lerr := s.readFence(ctx, l.Task); lerr == nil && f.current(l.Token) {
-			return nil
-		}
-		return fmt.Errorf("%w: task %q token %d held by %q is not the current grant", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+		return s.releaseGone(ctx, l, fmt.Errorf("%w: task %q token %d held by %q is not the current grant", store.ErrNotHeld, l.Task, l.Token, l.Holder))
 	}
 	path, _, st, err := s.find(ctx, l)
 	if errors.Is(err, store.ErrNotHeld) && !errors.Is(err, errMismatch) {
-		if f, _, lerr := s.readFence(ctx, l.Task); lerr == nil && f.current(l.Token) {
-			return nil
-		}
-		return err
+		return s.releaseGone(ctx, l, err)
 	}
 	if err != nil {
 		return err
@@ -290,6 +282,15 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 		return fmt.Errorf("%w: task %q token %d was replaced during release", store.ErrNotHeld, l.Task, l.Token)
 	}
 	return s.mapErr(err)
+}
+
+// releaseGone is Release of a grant whose node is gone already (expired and cleared, or replaced):
+// released fine while the fence still carries its token, else notHeld.
+func (s *Store) releaseGone(ctx context.Context, l store.Lease, notHeld error) error {
+	if f, _, err := s.readFence(ctx, l.Task); err == nil && f.current(l.Token) {
+		return nil
+	}
+	return notHeld
 }
 
 // Now returns ZooKeeper's clock: the mtime of a write to /once/<prefix>/clock.
