@@ -127,7 +127,7 @@ func (pr *Prepared) startShim() error {
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: shimDeathSig}
 
 	p := &Process{shim: true, done: make(chan struct{})}
-	st := &shimStatus{first: make(chan shimReport, 1), started: make(chan shimReport, 1), eof: make(chan struct{})}
+	st := newShimStatus()
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig fires when the forking *thread* exits (golang/go#27505). Keep this goroutine locked to its
@@ -303,14 +303,19 @@ func (p *Process) killAll() {
 }
 
 // shimStatus collects the shim's status pipe: "ready" first, then "pid N" or "err ERRNO NAME", then
-// "exit WAITSTATUS", then "left N" if processes of the run survived its cleanup.
+// "exit WAITSTATUS", then "left N" if processes of the run survived its cleanup, then "done".
 type shimStatus struct {
 	first   chan shimReport // "ready"; closed without it if the shim died before
 	started chan shimReport // "pid" or "err"; closed without one if the shim died before
+	over    chan struct{}   // closed at "done" after "exit": the run is over, the shim only exits now
 	eof     chan struct{}   // closed when the pipe is closed; exit and left are set before
 	exit    *syscall.WaitStatus
 	left    int
 	fenced  bool // the shim killed the run at its fence
+}
+
+func newShimStatus() *shimStatus {
+	return &shimStatus{first: make(chan shimReport, 1), started: make(chan shimReport, 1), over: make(chan struct{}), eof: make(chan struct{})}
 }
 
 type shimReport struct {
@@ -321,7 +326,7 @@ type shimReport struct {
 func (s *shimStatus) read(r io.ReadCloser) {
 	defer close(s.eof)
 	defer r.Close()
-	ready, started := false, false
+	ready, started, done := false, false, false
 	defer func() {
 		if !ready {
 			close(s.first)
@@ -350,6 +355,13 @@ func (s *shimStatus) read(r io.ReadCloser) {
 			}
 		case "fenced":
 			s.fenced = true
+		case "done":
+			// The early end (Process.wait) is for a clean run only: with stragglers left, the
+			// shim's exit hands them to this process, which kills them before the run is over.
+			if s.exit != nil && s.left == 0 && !done {
+				close(s.over)
+				done = true
+			}
 		case "pid", "err":
 			if started || !ready {
 				continue
@@ -372,19 +384,43 @@ func (s *shimStatus) read(r io.ReadCloser) {
 
 // wait runs on the locked goroutine that started c.
 func (p *Process) wait(c *exec.Cmd, st *shimStatus) {
-	// Wait for the exit without reaping, so no signal can hit a reused pid: while the leader is a zombie
-	// its pid stays ours.
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			break
+	exited := make(chan struct{})
+	go func() {
+		// Wait for the exit without reaping, so no signal can hit a reused pid: while the leader is a
+		// zombie its pid stays ours.
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
 		}
+		close(exited)
+	}()
+	var over <-chan struct{}
+	if st != nil && direct(c) {
+		over = st.over
+	}
+	select {
+	case <-exited:
+	case <-over:
+		// The shim said "done": the command's status is in, no process of the run is left (the
+		// shim, a subreaper, walked its tree), and what remains of the shim is its own exit. Report
+		// the run over now; reap the shim after, in this goroutine, whose thread must outlive it
+		// (Pdeathsig, startShim). Nothing can have been handed to this process while the shim lives.
+		p.mu.Lock()
+		p.fenced = st.fenced
+		left := p.leftover
+		p.mu.Unlock()
+		p.closeControl()
+		p.end(exitFromStatus(*st.exit), nil, left)
+		<-exited
+		p.leaderExited()
+		_ = c.Wait()
+		forget(p.pid)
+		sweepAdopted() // belt and braces: the run was reported without stragglers
+		return
 	}
 	p.leaderExited()
 	werr := c.Wait()
 	forget(p.pid)
-	p.exit, p.err = waited(c, werr)
+	exit, err := waited(c, werr)
 	left := p.leftover
 	if st != nil {
 		// The shim reports the command's own status before cleaning up; it wins over the shim's, which
@@ -392,7 +428,7 @@ func (p *Process) wait(c *exec.Cmd, st *shimStatus) {
 		// Only the shim holds the pipe's write end (it is close-on-exec for the command), so EOF is near.
 		<-st.eof
 		if st.exit != nil {
-			p.exit = exitFromStatus(*st.exit)
+			exit = exitFromStatus(*st.exit)
 		}
 		left = max(left, st.left)
 		p.mu.Lock()
@@ -402,9 +438,26 @@ func (p *Process) wait(c *exec.Cmd, st *shimStatus) {
 	p.closeControl()
 	// Whatever the shim could not kill, or left behind when it was killed by someone else, was
 	// re-parented to this process if it is a subreaper: kill it now, before the run is reported over.
-	left = max(left, sweepAdopted())
-	if left > 0 && p.err == nil {
-		p.err = fmt.Errorf("supervise: %d processes of the run could not be killed within %s", left, killTimeout)
+	p.end(exit, err, max(left, sweepAdopted()))
+}
+
+// direct reports whether c's standard streams are files it was given, so that nothing copies the
+// run's output once it is over: otherwise the output is complete only when the shim, which holds
+// the pipe too, has exited (c.Wait).
+func direct(c *exec.Cmd) bool {
+	for _, f := range []any{c.Stdin, c.Stdout, c.Stderr} {
+		if _, ok := f.(*os.File); !ok {
+			return false
+		}
 	}
+	return true
+}
+
+// end sets the run's outcome and closes Done.
+func (p *Process) end(exit Exit, err error, left int) {
+	if left > 0 && err == nil {
+		err = fmt.Errorf("supervise: %d processes of the run could not be killed within %s", left, killTimeout)
+	}
+	p.exit, p.err = exit, err
 	close(p.done)
 }

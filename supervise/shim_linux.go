@@ -144,6 +144,15 @@ func shimCalled() string {
 
 func (sh *shimProc) report(format string, a ...any) { _, _ = fmt.Fprintf(sh.status, format+"\n", a...) }
 
+// over tells once that the run is over — the command's status and the cleanup's are reported, and
+// no process of the run is left — and closes the status pipe. What remains is the shim's own exit,
+// which once need not wait for: tearing down a process's address space takes milliseconds on some
+// virtual machines. A once that does not know "done" waits for the exit, as before.
+func (sh *shimProc) over() {
+	sh.report("done")
+	sh.status.Close()
+}
+
 // waitGoAhead waits for once's go-ahead (once records the attempt in between): "g", after "e LEN\n"
 // and LEN bytes of NUL-separated variables when once sends the command's environment. Without it,
 // the shim exits with the code returned: 0 when cancelled (nothing was run), 1 when once died.
@@ -277,7 +286,7 @@ func (sh *shimProc) wait(exited <-chan syscall.WaitStatus) int {
 			if left := cleanup(sh.self, syscall.SIGTERM, stragglerGrace); left > 0 {
 				sh.report("left %d", left)
 			}
-			sh.status.Close()
+			sh.over()
 			return exitLike(ws)
 		case <-sh.sigs:
 			// A signal to the group (the command got it too), or our parent-death signal.
@@ -294,7 +303,7 @@ func (sh *shimProc) wait(exited <-chan syscall.WaitStatus) int {
 			cleanup(sh.self, syscall.SIGKILL, 0)
 			ws := syscall.WaitStatus(syscall.SIGKILL)
 			sh.report("exit %d", uint32(ws))
-			sh.status.Close()
+			sh.over()
 			return exitLike(ws)
 		}
 	}

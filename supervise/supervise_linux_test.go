@@ -20,7 +20,11 @@ import (
 // TestMain doubles as the shim (like cmd/once) and as a fake "once" parent for the parent-death tests.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ShimArg {
-		os.Exit(ShimMain(os.Args[2:]))
+		code := ShimMain(os.Args[2:])
+		if d, err := time.ParseDuration(os.Getenv("SUPERVISE_TEST_SHIM_LINGER")); err == nil {
+			time.Sleep(d) // a shim slow to exit after its last report (TestOverBeforeTheShimExits)
+		}
+		os.Exit(code)
 	}
 	if script := os.Getenv("SUPERVISE_TEST_REAPER"); script != "" {
 		os.Exit(reaperChild(script))
@@ -522,10 +526,20 @@ func FuzzShimStatus(f *testing.F) {
 	f.Add("ready\nerr 8 ./x y\nexit 9\nleft 3\n")
 	f.Add("pid 12\nready\nleft -1\n")
 	f.Add("exit 99999999999\n\x00")
+	f.Add("ready\npid 12\nexit 0\ndone\n")
+	f.Add("ready\npid 12\nexit 0\nleft 2\ndone\ndone\n")
+	f.Add("ready\ndone\nexit 0\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		s := &shimStatus{first: make(chan shimReport, 1), started: make(chan shimReport, 1), eof: make(chan struct{})}
+		s := newShimStatus()
 		s.read(io.NopCloser(strings.NewReader(in)))
 		<-s.eof
+		select {
+		case <-s.over:
+			if s.exit == nil || s.left != 0 {
+				t.Fatalf("over without an exit (%v) or with stragglers (%d)", s.exit, s.left)
+			}
+		default:
+		}
 		if r, ok := <-s.first; ok && r.kind != "ready" {
 			t.Fatalf("first report %q", r.kind)
 		}
@@ -567,5 +581,59 @@ func TestGoAheadToAFrozenShim(t *testing.T) {
 	case <-pr.p.done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the frozen shim was not killed")
+	}
+}
+
+// A run is over when the shim says "done", not when the shim has exited: tearing down its address
+// space can take milliseconds, and the run's outcome does not wait for it. The shim is reaped after.
+// With output copied through a pipe the shim also holds, the run waits for its exit as before.
+func TestOverBeforeTheShimExits(t *testing.T) {
+	env := append(os.Environ(), "SUPERVISE_TEST_SHIM_LINGER=2s")
+	start := time.Now()
+	p, err := Start(Config{Args: []string{"sh", "-c", "exit 3"}, Shim: shim, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := p.Wait()
+	if err != nil || e.Code != 3 {
+		t.Fatalf("exit %+v, %v; want 3", e, err)
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Fatalf("Wait took %v: it waited for the shim's exit", d)
+	}
+	if !alive(p.Pid()) {
+		t.Fatal("the shim is gone already: the test shows nothing")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, _, _, ok := procStat(p.Pid()); !ok {
+			break // exited and reaped: not even a zombie
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shim was not reaped after its exit")
+		}
+	}
+
+	var out bytes.Buffer
+	start = time.Now()
+	e = run(t, Config{Args: []string{"sh", "-c", "echo hi; exit 4"}, Shim: shim, Env: env, Stdout: &out})
+	if d := time.Since(start); e.Code != 4 || out.String() != "hi\n" || d < 2*time.Second {
+		t.Fatalf("with piped output: exit %d, output %q after %v; want 4, \"hi\\n\", after the shim's exit", e.Code, out.String(), d)
+	}
+}
+
+// readProc reads what os.ReadFile reads, a file of any length, and fails like it on a missing one.
+func TestReadProc(t *testing.T) {
+	for _, f := range []string{"/proc/self/environ", "/proc/self/cmdline", "/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"} {
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readProc(f)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes, %v; want the %d of os.ReadFile", f, len(got), err, len(want))
+		}
+	}
+	if _, err := readProc("/proc/self/no-such-file"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing file: %v; want not exist", err)
 	}
 }

@@ -59,7 +59,7 @@ func children(pid int) []int {
 	d.Close()
 	var out []int
 	for _, tid := range tids {
-		b, err := os.ReadFile(dir + "/" + tid + "/children")
+		b, err := readProc(dir + "/" + tid + "/children")
 		if err != nil {
 			continue
 		}
