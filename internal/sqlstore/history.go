@@ -53,21 +53,20 @@ func (s *Store) waitsSince(ctx context.Context, tx *sql.Tx, task, slot string, n
 // WaitingQuery lists the waiting rows, oldest first (store.Ledger's order of Waiting).
 const WaitingQuery = `SELECT task, slot FROM {p}waiting ORDER BY since, task, slot`
 
-// SlotQuery reads a slot's failures since its latest resolution, its latest checkpoint and the
-// review events about its last attempt, in one statement so that the parts agree; LastQuery its
-// last attempt. Arguments: task and slot, five times; task and slot. Each part is an index
-// search (migration 003), whatever the number of attempts in the slot.
-const (
-	SlotQuery = `SELECT
+// SlotQuery reads a slot's last attempt with, in the same row, its failures since its latest
+// resolution, its latest checkpoint and the review events about that attempt: one statement, so
+// that the parts agree and a Start reads the slot in one round trip. No row: the slot has no
+// attempt (and so no failure, checkpoint or review). Arguments: task and slot, five times. Each
+// part is an index search (migration 003), whatever the number of attempts in the slot.
+const SlotQuery = `SELECT ` + attemptCols + `,
 		(SELECT COUNT(*) FROM {p}attempts f WHERE f.task = ? AND f.slot = ? AND f.state IN ('failed', 'unknown')
 			AND f.attempt > COALESCE((SELECT MAX(r.attempt) FROM {p}attempts r
 				WHERE r.task = ? AND r.slot = ? AND r.res_as IS NOT NULL), 0)),
 		COALESCE((SELECT c.checkpoint FROM {p}attempts c WHERE c.task = ? AND c.slot = ? AND c.checkpoint <> ''
 			ORDER BY c.attempt DESC LIMIT 1), ''),
-		(SELECT COUNT(*) FROM {p}events e WHERE e.task = ? AND e.slot = ? AND e.kind = 'review'
-			AND e.attempt = (SELECT m.attempt FROM {p}attempts m WHERE m.task = ? AND m.slot = ? ORDER BY m.attempt DESC LIMIT 1))`
-	LastQuery = `SELECT ` + attemptCols + ` FROM {p}attempts WHERE task = ? AND slot = ? ORDER BY attempt DESC LIMIT 1`
-)
+		(SELECT COUNT(*) FROM {p}events e WHERE e.task = a.task AND e.slot = a.slot AND e.kind = 'review'
+			AND e.attempt = a.attempt)
+	FROM {p}attempts a WHERE a.task = ? AND a.slot = ? ORDER BY a.attempt DESC LIMIT 1`
 
 // Waiting lists the slots waiting for a person, oldest first (store.Ledger).
 func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {

@@ -279,19 +279,26 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 			}
 		}
 		// The unique constraints turn a duplicate number or a second running attempt into ErrConflict.
-		if _, err := tx.ExecContext(ctx, s.Q(`INSERT INTO {p}attempts
+		insert := `INSERT INTO {p}attempts
 			(task, slot, run_id, attempt, state, holder, token, started_at, records, progress, checkpoint, note, seats)
-			VALUES (?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?, ?)`),
-			a.Task, a.Slot, a.RunID, n, a.Holder, a.Token, a.Records, a.Progress, a.Checkpoint, a.Note, a.Limit); err != nil {
+			VALUES (?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?, ?)`
+		args := []any{a.Task, a.Slot, a.RunID, n, a.Holder, a.Token, a.Records, a.Progress, a.Checkpoint, a.Note, a.Limit}
+		if s.Flavor == Postgres {
+			// One round trip: the wait the new attempt ends is deleted in the same statement, and
+			// the row comes back as written.
+			var err error
+			out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`WITH w AS (DELETE FROM {p}waiting WHERE task = ? AND slot = ?) `+
+				insert+` RETURNING `+attemptCols), append([]any{a.Task, a.Slot}, args...)...))
 			return err
 		}
-		if err := s.notWaiting(ctx, tx, a.Task, a.Slot); err != nil { // a new attempt ends a wait
+		if _, err := tx.ExecContext(ctx, s.Q(insert), args...); err != nil {
 			return err
 		}
 		var err error
-		out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-			WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, n))
-		return err
+		if out, err = s.attemptTx(ctx, tx, a.Task, a.Slot, n); err != nil {
+			return err
+		}
+		return s.notWaiting(ctx, tx, a.Task, a.Slot) // a new attempt ends a wait
 	})
 	if errors.Is(err, store.ErrConflict) {
 		// Only a unique constraint raises it here: say which rule in words.
@@ -335,34 +342,53 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token in
 	if err := s.fence(ctx, tx, a.Task, token); err != nil {
 		return a, err
 	}
-	// Re-read under the lease row lock: Abandon may have changed it since.
-	if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
-		return a, err
-	}
-	if a.State != store.Running {
-		return a, fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
-	}
-	if a.Token != token {
-		return a, notItsToken(runID, a.Token, token)
-	}
-	note := a.Note
-	if o.Note != "" {
-		if note != "" {
-			note += "; "
-		}
-		note += o.Note
-	}
+	// Under the lease row's lock, the attempt ends if it is still running under token: Abandon may
+	// have ended it since the read above, and the statement's conditions see that. Only when it
+	// changes nothing does a second read say why.
 	var exit any
 	if o.ExitCode != nil {
 		exit = *o.ExitCode
 	}
-	res, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET state = ?, ended_at = {now}, exit_code = ?, note = ?
-		WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`),
-		string(o.State), exit, note, a.Task, a.Slot, a.Number)
-	if err != nil {
-		return a, err
+	note, args := "note", []any{string(o.State), exit}
+	if o.Note != "" {
+		concat := "CONCAT(note, '; ', ?)"
+		if s.Flavor == Postgres {
+			concat = "note || '; ' || ?"
+		}
+		note = "CASE WHEN note = '' THEN ? ELSE " + concat + " END"
+		args = append(args, o.Note, o.Note)
 	}
-	if n, err := res.RowsAffected(); err == nil && n != 1 {
+	update := `UPDATE {p}attempts SET state = ?, ended_at = {now}, exit_code = ?, note = ` + note + `
+		WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running' AND token = ?`
+	args = append(args, a.Task, a.Slot, a.Number, token)
+	var out store.Attempt
+	changed := true
+	if s.Flavor == Postgres { // the row as written, in the same round trip
+		out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(update+` RETURNING `+attemptCols), args...))
+		if changed = !errors.Is(err, sql.ErrNoRows); changed && err != nil {
+			return a, err
+		}
+	} else {
+		res, err := tx.ExecContext(ctx, s.Q(update), args...)
+		if err != nil {
+			return a, err
+		}
+		if n, err := res.RowsAffected(); err == nil && n != 1 {
+			changed = false
+		} else if out, err = s.attemptTx(ctx, tx, a.Task, a.Slot, a.Number); err != nil {
+			return a, err
+		}
+	}
+	if !changed {
+		if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
+			return a, err
+		}
+		switch {
+		case a.State != store.Running:
+			return a, fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
+		case a.Token != token:
+			return a, notItsToken(runID, a.Token, token)
+		}
 		return a, fmt.Errorf("%w: run %q is no longer running", store.ErrConflict, runID)
 	}
 	if o.State == store.Unknown {
@@ -370,8 +396,13 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token in
 			return a, err
 		}
 	}
+	return out, nil
+}
+
+// attemptTx reads attempt number n of task's slot.
+func (s *Store) attemptTx(ctx context.Context, tx *sql.Tx, task, slot string, n int) (store.Attempt, error) {
 	return scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-		WHERE task = ? AND slot = ? AND attempt = ?`), a.Task, a.Slot, a.Number))
+		WHERE task = ? AND slot = ? AND attempt = ?`), task, slot, n))
 }
 
 // Report attaches figures to the running attempt runID (store.Ledger).
@@ -534,13 +565,9 @@ type Querier interface {
 // SlotTx is Slot read through q (a backend's store.Starter reads it in its transaction).
 func (s *Store) SlotTx(ctx context.Context, q Querier, task, slot string) (store.SlotState, error) {
 	st := store.SlotState{Task: task, Slot: slot}
-	// One statement, so that the parts agree with each other.
-	row := q.QueryRowContext(ctx, s.Q(SlotQuery), task, slot, task, slot, task, slot, task, slot, task, slot)
 	var reviews int
-	if err := row.Scan(&st.Failures, &st.Checkpoint, &reviews); err != nil {
-		return st, err
-	}
-	last, err := scanAttempt(q.QueryRowContext(ctx, s.Q(LastQuery), task, slot))
+	row := q.QueryRowContext(ctx, s.Q(SlotQuery), task, slot, task, slot, task, slot, task, slot)
+	last, err := scanAttempt(extra{row, []any{&st.Failures, &st.Checkpoint, &reviews}})
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, nil
 	}
@@ -551,6 +578,14 @@ func (s *Store) SlotTx(ctx context.Context, q Querier, task, slot string) (store
 	st.Waiting = last.Resolution == nil && (last.State == store.Unknown || reviews > 0)
 	return st, nil
 }
+
+// extra scans the columns after an attempt's into its pointers.
+type extra struct {
+	r    scanner
+	dest []any
+}
+
+func (e extra) Scan(dest ...any) error { return e.r.Scan(append(dest, e.dest...)...) }
 
 // CheckAcquire refuses an AcquireRequest no backend could honour, before it reaches the database.
 func CheckAcquire(req store.AcquireRequest) error {

@@ -65,8 +65,7 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 	}
 	out = append(out,
 		Plan{"waiting", s.Q(sqlstore.WaitingQuery), nil, true, ""},
-		Plan{"slot: failures, checkpoint, review", s.Q(sqlstore.SlotQuery), []any{"joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1"}, false, ""},
-		Plan{"slot: last attempt", s.Q(sqlstore.LastQuery), []any{"joba0", "s1"}, false, ""},
+		Plan{"slot: last attempt, failures, checkpoint, review", s.Q(sqlstore.SlotQuery), []any{"joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1"}, false, ""},
 		Plan{"prune: checkpoint of a slot", s.Q(sqlstore.CheckpointQuery), []any{"joba0", "s1"}, false, ""},
 		Plan{"prune attempts", s.PruneAttemptsQuery(false, false), []any{now, start, start, 0}, true, ""},
 		Plan{"prune attempts of a task", s.PruneAttemptsQuery(false, true), []any{now, start, start, 0, "joba0"}, false, ""},
