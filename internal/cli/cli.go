@@ -159,7 +159,7 @@ Its password: in the DSN, or in --store-password-file FILE ($ONCE_STORE_PASSWORD
 	root.PersistentFlags().CountVarP(&a.verbose, "verbose", "v", "-v logs at info (every start, end, skip and busy), -vv at debug")
 	root.PersistentFlags().StringVar(&a.logFile, "log-file", "", "also append once's log lines, at info unless --log-level says otherwise, to FILE, or to the local syslog with 'syslog' (env ONCE_LOG_FILE)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usage("%v (see 'once %s --help')", err, c.Name())
+		return usage("%v (see '%s --help')", err, c.CommandPath())
 	})
 	root.AddCommand(a.runCmd(), a.statusCmd(), a.historyCmd(), a.resolveCmd(), a.reportCmd(), a.versionCmd(),
 		a.backfillCmd(), a.drillCmd(), a.doctorCmd(), a.keysCmd(), a.effectCmd(), a.pruneCmd(), a.daemonCmd(),

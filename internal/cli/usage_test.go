@@ -42,7 +42,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"resolve", "--task", "t", "--slot", "s", "--as", "maybe"}, `--as "maybe"`},
 		{[]string{"backfill", "--task", "t", "--from", "2026-01-01", "--to", "2025-01-01", "--", "true"}, "needs --per or --schedule"},
 		{[]string{"prune", "--older-than", "0"}, "--older-than"},
-		{[]string{"status", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"status", "--bogus"}, "unknown flag: --bogus (see 'once status --help')"},
+		{[]string{"--bogus"}, "unknown flag: --bogus (see 'once --help')"}, // was "once once --help"
+		{[]string{"keys", "claim", "--bogus"}, "(see 'once keys claim --help')"},
 		{[]string{"effect", "--scope", "", "--key", "k", "--", "true"}, "--scope is given but empty"},
 		{[]string{"nosuchcommand"}, "nosuchcommand"},
 	} {
