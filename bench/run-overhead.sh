@@ -3,7 +3,8 @@
 #
 #   ./bench/run-overhead.sh [RUNS]      (default 200 runs per command; needs hyperfine and GNU time)
 #     once is measured with once-shim beside it (what the packages install), and once alone too
-#   ONCE_BENCH_BASE=/path/to/older/once ./bench/run-overhead.sh   (adds that binary's two rows, same run)
+#   ONCE_BENCH_BASE=/path/to/older/once ./bench/run-overhead.sh   (adds that binary's two rows, same run;
+#     build it as the release does, CGO_ENABLED=0 -ldflags "-s -w", with its once-shim beside it)
 #   ONCE_BENCH_OTEL=1 ./bench/run-overhead.sh   (adds a row with tracing on, to a live OTLP/HTTP receiver on loopback)
 #   ONCE_BENCH_STEADY=1 ./bench/run-overhead.sh   (first fills each ledger with 300 skips and 100 runs, as on a
 #     machine that has run for a while: every open reads the WAL written since its last restart)
@@ -18,11 +19,16 @@ for tool in hyperfine /usr/bin/time flock; do
 done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-go build -trimpath -o "$work/once" ./cmd/once
-go build -trimpath -o "$work/once-shim" ./cmd/once-shim # beside once, as the packages install it
+# As the release builds them (make release): static, no cgo (no dynamic loader to run before main), stripped.
+build() { CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$@"; }
+build "$work/once" ./cmd/once
+build "$work/once-shim" ./cmd/once-shim # beside once, as the packages install it
 mkdir "$work/solo" && cp "$work/once" "$work/solo/once"  # once alone: it re-executes itself as the shim
 export ONCE_HOME="$work/home"
 "$work/once" run --task warm -- true # create the store and its schema once, like a real machine
+# The rows mean what they say only if once starts the dedicated shim (it is not used when untrusted).
+shim=$("$work/once" run --task which-shim -- sh -c 'tr "\0" " " < /proc/$PPID/cmdline')
+case $shim in "$work/once-shim "*) ;; *) echo "once did not start $work/once-shim but: $shim" >&2; exit 1 ;; esac
 
 base=()
 if [ -n "${ONCE_BENCH_BASE:-}" ]; then # a store file of its own: an older once may refuse a newer schema
