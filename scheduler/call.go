@@ -46,6 +46,12 @@ func (js *jobState) call(ctx context.Context, a *active) {
 			return
 		}
 	}
+	if _, paused := s.isPaused(jb.Name); paused && a.l.why == whyFire && len(a.l.slots) == 1 {
+		// Paused since the slot fired, before its run began (a loaded node, or a launch that
+		// waited for the one before): no node fires a paused job's slots, so this one is not run.
+		s.pausedSlot(ctx, jb, a.l.slots[0])
+		return
+	}
 	o := s.options(jb, a.l)
 	out := s.output(jb)
 	defer out.close()

@@ -33,9 +33,20 @@ func TestDaemonOverlapPolicies(t *testing.T) {
 		fmt.Fprintf(&b, "[[job]]\nname = %q\nschedule = \"@every 1s\"\ntz = \"UTC\"\noverlap = %q\ngrace = \"1s\"\ncommand = \"sleep 2.5\"\n\n", p, p)
 	}
 	d := startDaemon(t, e, "node-a", "--jobs", writeJobs(t, dir, "jobs.toml", b.String()))
-	time.Sleep(7 * time.Second)
+	// Until each policy has shown itself (a loaded machine starts runs late, and a slot due while
+	// the run before has not begun yet waits instead of meeting the policy), at most 40 s.
+	var skip, buf, rep []map[string]any
+	seen := func() bool {
+		skip, buf, rep = e.history("skip"), e.history("buffer-one"), e.history("replace")
+		return countState(skip, "skipped", "overlap = skip") >= 3 && countState(skip, "succeeded", "") >= 1 &&
+			countState(buf, "skipped", "overlap = buffer-one") >= 2 && countState(buf, "succeeded", "") >= 2 &&
+			countState(rep, "failed", "replaced by slot") >= 3
+	}
+	for deadline := time.Now().Add(40 * time.Second); !seen() && time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+	}
 	d.stop(syscall.SIGTERM, 20*time.Second)
-	skip, buf, rep := e.history("skip"), e.history("buffer-one"), e.history("replace")
+	skip, buf, rep = e.history("skip"), e.history("buffer-one"), e.history("replace")
 	if countState(skip, "skipped", "overlap = skip") < 3 || countState(skip, "succeeded", "") < 1 {
 		t.Errorf("skip: %v", skip)
 	}

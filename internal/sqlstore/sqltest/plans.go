@@ -59,6 +59,12 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 		}
 		out = append(out, Plan{Name: q.name, Query: query, Args: args, Walk: q.walk})
 	}
+	if s.Flavor == sqlstore.Postgres {
+		out = append(out, Plan{"finish: a run's attempt", s.Q(sqlstore.RunQueryPostgres), []any{"r7"}, false, ""},
+			Plan{"finish: a run's attempt and its lease row, locked", s.Q(sqlstore.RunLockQuery), []any{"r7"}, false, ""})
+	} else {
+		out = append(out, Plan{"finish: a run's attempt", s.Q(sqlstore.RunQuery), []any{"r7"}, false, ""})
+	}
 	tasks, err := s.TasksQuery(context.Background())
 	if err != nil {
 		tb.Fatal(err)

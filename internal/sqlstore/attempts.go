@@ -1,0 +1,291 @@
+package sqlstore
+
+// An attempt's life in the ledger: fenced by the task's lease row, begun, reported on, finished.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/once-run/once/store"
+)
+
+// fence locks the task's lease row for the rest of tx and fails with ErrNotHeld unless token is the
+// task's latest token or a current seat's (seatFence).
+func (s *Store) fence(ctx context.Context, tx *sql.Tx, task string, token int64) error {
+	var cur int64
+	err := tx.QueryRowContext(ctx, s.Q("SELECT token FROM {p}leases WHERE task = ? FOR UPDATE"), task).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: task %q has no lease (token %d)", store.ErrNotHeld, task, token)
+	}
+	if err != nil {
+		return err
+	}
+	return s.fenceAt(ctx, tx, task, token, cur)
+}
+
+// fenceAt is fence's check of token against cur, the task's latest token read under the lock.
+func (s *Store) fenceAt(ctx context.Context, tx *sql.Tx, task string, token, cur int64) error {
+	if cur != token {
+		if ok, err := s.seatFence(ctx, tx, task, token); err != nil || ok {
+			return err
+		}
+		return fmt.Errorf("%w: task %q: token %d is not the latest (%d)", store.ErrNotHeld, task, token, cur)
+	}
+	return nil
+}
+
+// lockRun reads the attempt runID (its latest, if the run id was reused), locks its task's lease
+// row and checks token against it (fence). On PostgreSQL that is one statement; elsewhere, and
+// when it finds nothing (no such attempt, or no lease: the two statements then say which), the
+// read and the fence one after the other. The attempt as read may be older than the lock.
+func (s *Store) lockRun(ctx context.Context, tx *sql.Tx, runID string, token int64) (store.Attempt, error) {
+	if s.Flavor == Postgres {
+		var cur int64
+		a, err := scanAttempt(extra{tx.QueryRowContext(ctx, s.Q(RunLockQuery), runID), []any{&cur}})
+		if err == nil {
+			return a, s.fenceAt(ctx, tx, a.Task, token, cur)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return a, err
+		}
+	}
+	a, err := s.attemptByRun(ctx, tx, runID)
+	if err != nil {
+		return a, err
+	}
+	return a, s.fence(ctx, tx, a.Task, token)
+}
+
+// RunQuery reads the attempt of a run id (its latest, if the id was reused). Argument: the run id.
+const RunQuery = `SELECT ` + attemptCols + ` FROM {p}attempts WHERE run_id = ? ORDER BY id DESC LIMIT 1`
+
+// runIDPostgres is the id of a run id's latest attempt on PostgreSQL, which ordered RunQuery by
+// walking the primary key backwards until it met the run id: cheap for a run just begun, a walk
+// of every later attempt for an older one. OFFSET 0 keeps the inner read on the run id's index
+// (planned apart), and MAX takes the latest of its few rows; the plans are tested (sqltest).
+const runIDPostgres = `(SELECT MAX(r.id) FROM (SELECT id FROM {p}attempts WHERE run_id = ? OFFSET 0) r)`
+
+// RunQueryPostgres is RunQuery as PostgreSQL runs it.
+const RunQueryPostgres = `SELECT ` + attemptCols + ` FROM {p}attempts WHERE id = ` + runIDPostgres
+
+// RunLockQuery is RunQueryPostgres with the task's latest token, its lease row locked (FOR
+// UPDATE OF: PostgreSQL only). No row: no such attempt, or its task has no lease.
+var RunLockQuery = `SELECT ` + qualified("a", attemptCols) + `, l.token FROM {p}attempts a
+	JOIN {p}leases l ON l.task = a.task WHERE a.id = ` + runIDPostgres + ` FOR UPDATE OF l`
+
+// runQuery is RunQuery in this store's flavor.
+func (s *Store) runQuery() string {
+	if s.Flavor == Postgres {
+		return RunQueryPostgres
+	}
+	return RunQuery
+}
+
+// qualified prefixes each column of the list cols with the table alias t.
+func qualified(t, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = t + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Begin records a new running attempt (store.Ledger). When a.Number is 0 the next number is used.
+func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
+	if a.Number < 0 {
+		return store.Attempt{}, fmt.Errorf("%w: attempt number %d for task %q slot %q must be at least 1", store.ErrConflict, a.Number, a.Task, a.Slot)
+	}
+	var out store.Attempt
+	n := a.Number
+	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.fence(ctx, tx, a.Task, a.Token); err != nil {
+			return err
+		}
+		if a.Number == 0 {
+			if err := tx.QueryRowContext(ctx, s.Q(`SELECT COALESCE(MAX(attempt), 0) + 1 FROM {p}attempts
+				WHERE task = ? AND slot = ?`), a.Task, a.Slot).Scan(&n); err != nil {
+				return err
+			}
+		}
+		// The unique constraints turn a duplicate number or a second running attempt into ErrConflict.
+		insert := `INSERT INTO {p}attempts
+			(task, slot, run_id, attempt, state, holder, token, started_at, records, progress, checkpoint, note, seats)
+			VALUES (?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?, ?)`
+		args := []any{a.Task, a.Slot, a.RunID, n, a.Holder, a.Token, a.Records, a.Progress, a.Checkpoint, a.Note, a.Limit}
+		if s.Flavor == Postgres {
+			// One round trip: the wait the new attempt ends is deleted in the same statement, and
+			// the row comes back as written.
+			var err error
+			out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`WITH w AS (DELETE FROM {p}waiting WHERE task = ? AND slot = ?) `+
+				insert+` RETURNING `+attemptCols), append([]any{a.Task, a.Slot}, args...)...))
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.Q(insert), args...); err != nil {
+			return err
+		}
+		var err error
+		if out, err = s.attemptTx(ctx, tx, a.Task, a.Slot, n); err != nil {
+			return err
+		}
+		return s.notWaiting(ctx, tx, a.Task, a.Slot) // a new attempt ends a wait
+	})
+	if errors.Is(err, store.ErrConflict) {
+		// Only a unique constraint raises it here: say which rule in words.
+		err = fmt.Errorf("%w: task %q slot %q already has attempt %d or a running attempt (%s)", store.ErrConflict,
+			a.Task, a.Slot, n, strings.TrimPrefix(err.Error(), store.ErrConflict.Error()+": "))
+	}
+	return out, err
+}
+
+// attemptByRun reads the attempt runID (its latest, if the run id was reused) for update.
+func (s *Store) attemptByRun(ctx context.Context, tx *sql.Tx, runID string) (store.Attempt, error) {
+	a, err := scanAttempt(tx.QueryRowContext(ctx, s.Q(s.runQuery()), runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, fmt.Errorf("%w: no attempt for run %q", store.ErrNotFound, runID)
+	}
+	return a, err
+}
+
+// Finish moves the running attempt runID to o.State (store.Ledger).
+func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
+	var out store.Attempt
+	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		out, err = s.FinishTx(ctx, tx, runID, token, o)
+		return err
+	})
+	return out, err
+}
+
+// FinishTx is Finish inside tx (for a backend's store.Finisher): it locks the task's lease row for
+// the rest of tx.
+func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token int64, o store.Outcome) (store.Attempt, error) {
+	if !o.State.Finishable() {
+		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
+	}
+	a, err := s.lockRun(ctx, tx, runID, token)
+	if err != nil {
+		return a, err
+	}
+	// Under the lease row's lock, the attempt ends if it is still running under token: Abandon may
+	// have ended it since the read above, and the statement's conditions see that. Only when it
+	// changes nothing does a second read say why.
+	var exit any
+	if o.ExitCode != nil {
+		exit = *o.ExitCode
+	}
+	note, args := "note", []any{string(o.State), exit}
+	if o.Note != "" {
+		concat := "CONCAT(note, '; ', ?)"
+		if s.Flavor == Postgres {
+			concat = "note || '; ' || ?"
+		}
+		note = "CASE WHEN note = '' THEN ? ELSE " + concat + " END"
+		args = append(args, o.Note, o.Note)
+	}
+	update := `UPDATE {p}attempts SET state = ?, ended_at = {now}, exit_code = ?, note = ` + note + `
+		WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running' AND token = ?`
+	args = append(args, a.Task, a.Slot, a.Number, token)
+	var out store.Attempt
+	changed := true
+	if s.Flavor == Postgres { // the row as written, in the same round trip
+		out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(update+` RETURNING `+attemptCols), args...))
+		if changed = !errors.Is(err, sql.ErrNoRows); changed && err != nil {
+			return a, err
+		}
+	} else {
+		res, err := tx.ExecContext(ctx, s.Q(update), args...)
+		if err != nil {
+			return a, err
+		}
+		if n, err := res.RowsAffected(); err == nil && n != 1 {
+			changed = false
+		} else if out, err = s.attemptTx(ctx, tx, a.Task, a.Slot, a.Number); err != nil {
+			return a, err
+		}
+	}
+	if !changed {
+		if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
+			return a, err
+		}
+		switch {
+		case a.State != store.Running:
+			return a, fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
+		case a.Token != token:
+			return a, notItsToken(runID, a.Token, token)
+		}
+		return a, fmt.Errorf("%w: run %q is no longer running", store.ErrConflict, runID)
+	}
+	if o.State == store.Unknown {
+		if err := s.waitsSince(ctx, tx, a.Task, a.Slot, a.Number, false); err != nil {
+			return a, err
+		}
+	}
+	return out, nil
+}
+
+// attemptTx reads attempt number n of task's slot.
+func (s *Store) attemptTx(ctx context.Context, tx *sql.Tx, task, slot string, n int) (store.Attempt, error) {
+	return scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
+		WHERE task = ? AND slot = ? AND attempt = ?`), task, slot, n))
+}
+
+// Report attaches figures to the running attempt runID (store.Ledger).
+func (s *Store) Report(ctx context.Context, runID string, token int64, r store.Report) error {
+	return s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		a, err := s.attemptByRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if err := s.fence(ctx, tx, a.Task, token); err != nil {
+			return err
+		}
+		if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
+			return err
+		}
+		if a.State != store.Running {
+			return fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
+		}
+		if a.Token != token {
+			return notItsToken(runID, a.Token, token)
+		}
+		r.Apply(&a)
+		_, err = tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET records = ?, progress = ?, checkpoint = ?, note = ?
+			WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running'`),
+			a.Records, a.Progress, a.Checkpoint, a.Note, a.Task, a.Slot, a.Number)
+		return err
+	})
+}
+
+// FinishAndRelease records the outcome of the running attempt runID and releases l in one
+// transaction (what a backend's store.Finisher does): one commit where Finish and Release make two.
+// release is the backend's release statement (arguments: task, holder, token), which must change
+// one row when l is still the current grant.
+func (s *Store) FinishAndRelease(ctx context.Context, runID string, l store.Lease, o store.Outcome, release string) (store.Attempt, error) {
+	var out store.Attempt
+	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		if out, err = s.FinishTx(ctx, tx, runID, l.Token, o); err != nil {
+			return err
+		}
+		if l.Limit >= 2 {
+			return s.releaseSeatTx(ctx, tx, l)
+		}
+		res, err := tx.ExecContext(ctx, s.Q(release), l.Task, l.Holder, l.Token)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("%w: task %q: token %d of %s was released or replaced", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+		}
+		return nil
+	})
+	return out, err
+}
