@@ -251,6 +251,38 @@ func TestPauseTriggerResume(t *testing.T) {
 	}
 }
 
+// A slot that fired before the pause and waits for the run before it (overlap = buffer-one) is not
+// run once the pause is known when its turn comes: it is recorded as a paused slot, once.
+func TestPauseStopsAWaitingSlot(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	ctx := context.Background()
+	w := &witness{}
+	j := workJob("buf", "@every 1s", w.work(2500*time.Millisecond))
+	j.Overlap = "buffer-one"
+	f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
+	eventually(t, 8*time.Second, "the first run started", func() bool { runs, _ := w.snapshot(); return len(runs) >= 1 })
+	time.Sleep(1500 * time.Millisecond) // the next slot fired, and waits for the first run
+	if ok, _, err := scheduler.Pause(ctx, f.stores[0], "buf", "test", "maintenance"); err != nil || !ok {
+		t.Fatalf("pause: %v %v", ok, err)
+	}
+	time.Sleep(3 * time.Second) // the first run has ended: the waiting slot's turn came
+	runs, _ := w.snapshot()
+	if len(runs) != 1 {
+		t.Fatalf("%d runs; want the first only, the waiting slot not run after the pause: %+v", len(runs), runs)
+	}
+	h := f.history("buf")
+	paused := 0
+	for _, e := range h {
+		if e.State == store.Skipped && strings.Contains(e.Note, "paused") && e.Slot > runs[0].Slot {
+			paused++
+		}
+	}
+	if paused == 0 {
+		t.Fatalf("no paused slot recorded after slot %s: %+v", runs[0].Slot, h)
+	}
+}
+
 // A node whose clock is off from the store's by more than the limit refuses to fire.
 func TestClockOffRefuses(t *testing.T) {
 	t.Parallel()
