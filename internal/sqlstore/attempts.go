@@ -100,38 +100,58 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 	}
 	var out store.Attempt
 	n := a.Number
-	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if err := s.fence(ctx, tx, a.Task, a.Token); err != nil {
+	// The unique constraints turn a duplicate number or a second running attempt into ErrConflict.
+	insert := `INSERT INTO {p}attempts
+		(task, slot, run_id, attempt, state, holder, token, started_at, records, progress, checkpoint, note, seats)
+		VALUES (?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?, ?)`
+	args := func(n int) []any {
+		return []any{a.Task, a.Slot, a.RunID, n, a.Holder, a.Token, a.Records, a.Progress, a.Checkpoint, a.Note, a.Limit}
+	}
+	var err error
+	long := true
+	if s.Flavor == Postgres && a.Number > 0 && a.Limit < 2 {
+		// One statement and no transaction around it (one round trip, where the transaction
+		// takes four): it locks the lease row if token is still the task's, deletes the wait
+		// the new attempt ends and inserts the attempt, or does nothing at all. Nothing (no row)
+		// goes the long way below, which says why (no lease, another token, a seat's).
+		err = s.Do(ctx, func(ctx context.Context) error {
+			var err error
+			out, err = scanAttempt(s.DB.QueryRowContext(ctx, s.Q(BeginPostgres), append([]any{a.Task, a.Token, a.Task, a.Slot}, args(n)...)...))
+			if long = errors.Is(err, sql.ErrNoRows); long {
+				return nil
+			}
 			return err
-		}
-		if a.Number == 0 {
-			if err := tx.QueryRowContext(ctx, s.Q(`SELECT COALESCE(MAX(attempt), 0) + 1 FROM {p}attempts
-				WHERE task = ? AND slot = ?`), a.Task, a.Slot).Scan(&n); err != nil {
+		})
+	}
+	if long && err == nil {
+		err = s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			if err := s.fence(ctx, tx, a.Task, a.Token); err != nil {
 				return err
 			}
-		}
-		// The unique constraints turn a duplicate number or a second running attempt into ErrConflict.
-		insert := `INSERT INTO {p}attempts
-			(task, slot, run_id, attempt, state, holder, token, started_at, records, progress, checkpoint, note, seats)
-			VALUES (?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?, ?)`
-		args := []any{a.Task, a.Slot, a.RunID, n, a.Holder, a.Token, a.Records, a.Progress, a.Checkpoint, a.Note, a.Limit}
-		if s.Flavor == Postgres {
-			// One round trip: the wait the new attempt ends is deleted in the same statement, and
-			// the row comes back as written.
+			if a.Number == 0 {
+				if err := tx.QueryRowContext(ctx, s.Q(`SELECT COALESCE(MAX(attempt), 0) + 1 FROM {p}attempts
+					WHERE task = ? AND slot = ?`), a.Task, a.Slot).Scan(&n); err != nil {
+					return err
+				}
+			}
+			if s.Flavor == Postgres {
+				// The wait the new attempt ends is deleted in the same statement, and the row
+				// comes back as written.
+				var err error
+				out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`WITH w AS (DELETE FROM {p}waiting WHERE task = ? AND slot = ?) `+
+					insert+` RETURNING `+attemptCols), append([]any{a.Task, a.Slot}, args(n)...)...))
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, s.Q(insert), args(n)...); err != nil {
+				return err
+			}
 			var err error
-			out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`WITH w AS (DELETE FROM {p}waiting WHERE task = ? AND slot = ?) `+
-				insert+` RETURNING `+attemptCols), append([]any{a.Task, a.Slot}, args...)...))
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, s.Q(insert), args...); err != nil {
-			return err
-		}
-		var err error
-		if out, err = s.attemptTx(ctx, tx, a.Task, a.Slot, n); err != nil {
-			return err
-		}
-		return s.notWaiting(ctx, tx, a.Task, a.Slot) // a new attempt ends a wait
-	})
+			if out, err = s.attemptTx(ctx, tx, a.Task, a.Slot, n); err != nil {
+				return err
+			}
+			return s.notWaiting(ctx, tx, a.Task, a.Slot) // a new attempt ends a wait
+		})
+	}
 	if errors.Is(err, store.ErrConflict) {
 		// Only a unique constraint raises it here: say which rule in words.
 		err = fmt.Errorf("%w: task %q slot %q already has attempt %d or a running attempt (%s)", store.ErrConflict,
@@ -139,6 +159,16 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 	}
 	return out, err
 }
+
+// BeginPostgres is Begin's one statement on PostgreSQL for the exclusive lease: the lease row
+// locked when the token is still the task's (l), the wait deleted (w) and the attempt inserted
+// only then. Arguments: task, token; task, slot; the attempt's eleven values.
+const BeginPostgres = `WITH l AS (SELECT token FROM {p}leases WHERE task = ? AND token = ? FOR UPDATE),
+	w AS (DELETE FROM {p}waiting WHERE task = ? AND slot = ? AND EXISTS (SELECT 1 FROM l))
+	INSERT INTO {p}attempts
+		(task, slot, run_id, attempt, state, holder, token, started_at, records, progress, checkpoint, note, seats)
+	SELECT ?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?, ? FROM l
+	RETURNING ` + attemptCols
 
 // attemptByRun reads the attempt runID (its latest, if the run id was reused) for update.
 func (s *Store) attemptByRun(ctx context.Context, tx *sql.Tx, runID string) (store.Attempt, error) {
