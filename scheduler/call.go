@@ -46,10 +46,15 @@ func (js *jobState) call(ctx context.Context, a *active) {
 			return
 		}
 	}
-	if _, paused := s.isPaused(jb.Name); paused && a.l.why == whyFire && len(a.l.slots) == 1 {
-		// Paused since the slot fired, before its run began (a loaded node, or a launch that
-		// waited for the one before): no node fires a paused job's slots, so this one is not run.
-		s.pausedSlot(ctx, jb, a.l.slots[0])
+	if _, paused := s.isPaused(jb.Name); paused && (a.l.why == whyFire || a.l.why == whyFollow) && len(a.l.slots) == 1 {
+		// Paused since the slot fired, before its run began (a loaded node, a launch that waited
+		// for the one before, or a node that follows a slot another node held): no node fires a
+		// paused job's slots, so this one is not run. It is recorded as paused unless it has an
+		// attempt already (another node ran it), and other nodes watching it then drop it too
+		// (wasSkipped).
+		if st, err := s.c.Store.Slot(ctx, jb.Name, a.l.slots[0]); err == nil && st.Last == nil {
+			s.pausedSlot(ctx, jb, a.l.slots[0])
+		}
 		return
 	}
 	o := s.options(jb, a.l)

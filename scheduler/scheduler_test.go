@@ -252,21 +252,23 @@ func TestPauseTriggerResume(t *testing.T) {
 }
 
 // A slot that fired before the pause and waits for the run before it (overlap = buffer-one) is not
-// run once the pause is known when its turn comes: it is recorded as a paused slot, once.
+// run once the pause is known when its turn comes: it is recorded as a paused slot, once, and the
+// other node, which found the lease busy and watches the slot, does not run it either.
 func TestPauseStopsAWaitingSlot(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, 1)
+	f := newFleet(t, 2)
 	ctx := context.Background()
 	w := &witness{}
 	j := workJob("buf", "@every 1s", w.work(2500*time.Millisecond))
 	j.Overlap = "buffer-one"
 	f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
+	f.start(1, scheduler.Config{Jobs: []scheduler.Job{j}})
 	eventually(t, 8*time.Second, "the first run started", func() bool { runs, _ := w.snapshot(); return len(runs) >= 1 })
 	time.Sleep(1500 * time.Millisecond) // the next slot fired, and waits for the first run
 	if ok, _, err := scheduler.Pause(ctx, f.stores[0], "buf", "test", "maintenance"); err != nil || !ok {
 		t.Fatalf("pause: %v %v", ok, err)
 	}
-	time.Sleep(3 * time.Second) // the first run has ended: the waiting slot's turn came
+	time.Sleep(4 * time.Second) // the first run has ended: the waiting slot's turn came, and the watcher's
 	runs, _ := w.snapshot()
 	if len(runs) != 1 {
 		t.Fatalf("%d runs; want the first only, the waiting slot not run after the pause: %+v", len(runs), runs)

@@ -187,7 +187,8 @@ func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (bool, erro
 	if s.keys == nil {
 		return false, nil
 	}
-	got, err := s.keys.Lookup(ctx, recordedScope, []string{overlapKind + " " + task + " " + sl})
+	// By its overlap policy, or for a pause (a slot that waited there and met the pause, call).
+	got, err := s.keys.Lookup(ctx, recordedScope, []string{overlapKind + " " + task + " " + sl, "paused " + task + " " + sl})
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read whether a watched slot was skipped", "task", task, "slot", sl, "err", err)

@@ -300,9 +300,12 @@ func (sh *shimProc) wait(exited <-chan syscall.WaitStatus) int {
 			// once did not move the fence in time: it is frozen or starved, and its lease may be
 			// another holder's now. Kill the whole run at once, and say so.
 			sh.report("fenced")
-			cleanup(sh.self, syscall.SIGKILL, 0)
+			left := cleanup(sh.self, syscall.SIGKILL, 0)
 			ws := syscall.WaitStatus(syscall.SIGKILL)
 			sh.report("exit %d", uint32(ws))
+			if left > 0 { // once then waits for this shim's exit and kills what it inherits
+				sh.report("left %d", left)
+			}
 			sh.over()
 			return exitLike(ws)
 		}

@@ -213,7 +213,8 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token in
 		if s.Flavor == Postgres {
 			concat = "note || '; ' || ?"
 		}
-		note = "CASE WHEN note = '' THEN ? ELSE " + concat + " END"
+		// CHAR_LENGTH, not = '': MySQL's collation pads, so a note of spaces would equal ''.
+		note = "CASE WHEN CHAR_LENGTH(note) = 0 THEN ? ELSE " + concat + " END"
 		args = append(args, o.Note, o.Note)
 	}
 	update := `UPDATE {p}attempts SET state = ?, ended_at = {now}, exit_code = ?, note = ` + note + `

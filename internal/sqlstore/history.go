@@ -56,7 +56,7 @@ const WaitingQuery = `SELECT task, slot FROM {p}waiting ORDER BY since, task, sl
 // SlotQuery reads a slot's last attempt with, in the same row, its failures since its latest
 // resolution, its latest checkpoint and the review events about that attempt: one statement, so
 // that the parts agree and a Start reads the slot in one round trip. No row: the slot has no
-// attempt (and so no failure, checkpoint or review). Arguments: task and slot, five times. Each
+// attempt (and so no failure, checkpoint or review). Arguments: task and slot, four times. Each
 // part is an index search (migration 003), whatever the number of attempts in the slot.
 const SlotQuery = `SELECT ` + attemptCols + `,
 		(SELECT COUNT(*) FROM {p}attempts f WHERE f.task = ? AND f.slot = ? AND f.state IN ('failed', 'unknown')
