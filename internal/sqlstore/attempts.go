@@ -242,11 +242,8 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token in
 		if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
 			return a, err
 		}
-		switch {
-		case a.State != store.Running:
-			return a, fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
-		case a.Token != token:
-			return a, notItsToken(runID, a.Token, token)
+		if err := runningUnder(a, runID, token); err != nil {
+			return a, err
 		}
 		return a, fmt.Errorf("%w: run %q is no longer running", store.ErrConflict, runID)
 	}
@@ -256,6 +253,18 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token in
 		}
 	}
 	return out, nil
+}
+
+// runningUnder is why a, read as run runID's attempt, may not be written under token: it is not
+// running, or began under another token; nil when it may.
+func runningUnder(a store.Attempt, runID string, token int64) error {
+	if a.State != store.Running {
+		return fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
+	}
+	if a.Token != token {
+		return notItsToken(runID, a.Token, token)
+	}
+	return nil
 }
 
 // attemptTx reads attempt number n of task's slot.
@@ -277,11 +286,8 @@ func (s *Store) Report(ctx context.Context, runID string, token int64, r store.R
 		if a, err = s.attemptByRun(ctx, tx, runID); err != nil {
 			return err
 		}
-		if a.State != store.Running {
-			return fmt.Errorf("%w: run %q is %s, not running", store.ErrConflict, runID, a.State)
-		}
-		if a.Token != token {
-			return notItsToken(runID, a.Token, token)
+		if err := runningUnder(a, runID, token); err != nil {
+			return err
 		}
 		r.Apply(&a)
 		_, err = tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET records = ?, progress = ?, checkpoint = ?, note = ?
