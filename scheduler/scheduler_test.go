@@ -208,7 +208,8 @@ func TestPauseTriggerResume(t *testing.T) {
 	}
 	f.start(0, scheduler.Config{Jobs: jobs})
 	f.start(1, scheduler.Config{Jobs: jobs})
-	time.Sleep(2500 * time.Millisecond)
+	// Two paused slots recorded (up to 8 s: a loaded machine starts the nodes late), none run.
+	eventually(t, 8*time.Second, "two paused slots recorded", func() bool { return count(f.history("ctl"), store.Skipped, "paused") >= 2 })
 	if runs, _ := w.snapshot(); len(runs) != 0 {
 		t.Fatalf("a paused job ran: %+v", runs)
 	}
