@@ -8,7 +8,9 @@
 # which etcd's JSON gateway refuses because it cannot use it as the user), and turn on etcd's
 # authentication with etcdctl: user root, and user "once" whose role "once" may read and write keys
 # under /once/ only. Simple auth tokens expire after 3 s idle (--auth-token-ttl), so the tests renew
-# tokens often. Exports
+# tokens often. Passwords are hashed with bcrypt cost 4 (--bcrypt-cost; etcd's default 10 costs ~70 ms
+# of server CPU per authentication, and the suite's parallel opens on a loaded 2-core CI machine queued
+# past the 2.5 s connect bound). Exports
 #   ONCE_TEST_ETCD_TLS  etcds://once:PASSWORD@127.0.0.1:PORT?ca=…&cert=…&key=…
 #   ONCE_TEST_ETCD_TLS_ROOT  the same DSN for root (tests use it to check permissions)
 # It registers stop_etcd_tls in the `stops` array.
@@ -42,7 +44,7 @@ start_etcd_tls() {
     --listen-client-urls "https://127.0.0.1:$port" --advertise-client-urls "https://127.0.0.1:$port" \
     --cert-file "$dir/server.pem" --key-file "$dir/server.key" --trusted-ca-file "$dir/ca.pem" --client-cert-auth \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-    --initial-cluster "default=http://127.0.0.1:$peer" --initial-cluster-state new --auth-token simple --auth-token-ttl 3 \
+    --initial-cluster "default=http://127.0.0.1:$peer" --initial-cluster-state new --auth-token simple --auth-token-ttl 3 --bcrypt-cost 4 \
     </dev/null >>"$dir/server.log" 2>&1 &
   echo $! >"$dir/etcd.pid"
   stops+=(stop_etcd_tls)
