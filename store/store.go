@@ -73,9 +73,13 @@ type Lease struct {
 //   - Acquire succeeds only when the task has no lease or its lease has expired by the store's clock;
 //     otherwise it fails with a *BusyError (errors.Is(err, ErrBusy)) naming the current holder. A holder
 //     string is not an identity proof: a second Acquire by the same holder is busy too.
-//   - With req.Replace, Acquire also succeeds when the lease is held by a live grant: in the same
-//     atomic step the old grant ends (its Renew and Release fail with ErrNotHeld from then on, and
-//     a LossNotifier's channel for it closes) and the new one is returned with Replaced set to it.
+//   - With req.Replace, Acquire also succeeds when the lease is held by a live grant, or by live
+//     seats: the old grant ends — every seat, when seats held the task — and the new one is
+//     returned with Replaced set to it (the seat that lasts longest). The old grant's Renew,
+//     Release and ledger writes fail with ErrNotHeld, and a LossNotifier's channel for it closes,
+//     from the write that ends it on: a store whose takeover takes more than one write ends the
+//     old grant and its fence in the first (storetest's LeaseReplaceFencesAtOnce). Otherwise a
+//     holder that saw its loss could record its attempt before the replacing holder's Abandon.
 //     The store does not wait: the old holder may run until Replaced.Expires (it stops its work
 //     before then, lease package), so a replacing caller must wait that long before it starts.
 //   - Every successful Acquire returns a token strictly greater than every token issued before for the

@@ -47,7 +47,8 @@ func witnessSpans(t *testing.T, w string) map[string][2]int64 {
 }
 
 // TestReplaceStopsTheRunningHolder: once run --replace, on every store, from another host and
-// from the same one (where the old once also holds the kernel lock): the running command is
+// from the same one (where the old once also holds the kernel lock), over an exclusive run and
+// over a seat of --limit 2: the running command is
 // stopped through its lost lease, the new one starts only after it stopped, the old attempt is
 // recorded unknown and resolved as failed ("replaced by run …"), and the new one succeeds.
 func TestReplaceStopsTheRunningHolder(t *testing.T) {
@@ -61,11 +62,15 @@ func TestReplaceStopsTheRunningHolder(t *testing.T) {
 			}
 		}
 		const task = "replaced"
-		for _, round := range []struct {
+		rounds := []struct {
 			slot, old, new string
 			newHost        *env
-		}{{"s1", "A", "B", hostB}, {"s2", "C", "D", hostA}} {
-			old := startWitness(t, hostA, w, round.old, "--task", task, "--slot", round.slot, "--ttl", "3s")
+			oldArgs        []string
+		}{{"s1", "A", "B", hostB, nil}, {"s2", "C", "D", hostA, nil},
+			// A seat of --limit 2, replaced by an exclusive run: the takeover ends every seat.
+			{"s3", "E", "F", hostB, []string{"--limit", "2"}}, {"s4", "G", "H", hostA, []string{"--limit", "2"}}}
+		for _, round := range rounds {
+			old := startWitness(t, hostA, w, round.old, append([]string{"--task", task, "--slot", round.slot, "--ttl", "3s"}, round.oldArgs...)...)
 			waitFor(t, 10*time.Second, func() bool { _, ok := witnessSpans(t, w)[round.old]; return ok })
 			began := time.Now()
 			r := round.newHost.run("run", "--replace", "--task", task, "--slot", round.slot, "--ttl", "3s", "--",
@@ -102,8 +107,8 @@ func TestReplaceStopsTheRunningHolder(t *testing.T) {
 				succeeded++
 			}
 		}
-		if replaced != 2 || succeeded != 2 {
-			t.Fatalf("history: %d replaced attempts and %d succeeded, want 2 and 2: %v", replaced, succeeded, h)
+		if replaced != len(rounds) || succeeded != len(rounds) {
+			t.Fatalf("history: %d replaced attempts and %d succeeded, want %d of each: %v", replaced, succeeded, len(rounds), h)
 		}
 		out := hostB.run("history", "--task", task)
 		if !strings.Contains(out.stdout, "replaced by run") {

@@ -9,8 +9,11 @@ import (
 )
 
 // TakeOver is Acquire with req.Replace (store.Leaser) on a task whose lease row exists: in one
-// transaction it locks the row, reads the grant it replaces and writes the new one with the next
-// token, whatever the old grant's state. until is the dialect's expression for now plus ? µs. found
+// transaction it locks the row, reads the grant it replaces, writes the new one with the next
+// token, whatever the old grant's state, and deletes the task's seats: a row that summarised live
+// seats (seats.go) is replaced with every seat it summarised, as etcd's and ZooKeeper's takeovers
+// end them (left live, Abandon took their attempts for a live seat's, and a seat acquire could
+// count them and be granted beside the new exclusive grant). until is the dialect's expression for now plus ? µs. found
 // is false when the task has no row yet: the backend's own Acquire inserts it (and, should a
 // concurrent one win that race, TakeOver is tried again).
 func (s *Store) TakeOver(ctx context.Context, req store.AcquireRequest, until string) (l store.Lease, found bool, err error) {
@@ -27,6 +30,9 @@ func (s *Store) TakeOver(ctx context.Context, req store.AcquireRequest, until st
 		}
 		if _, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}leases SET holder = ?, run_id = ?, token = token + 1,
 			acquired_at = {now}, expires_at = `+until+` WHERE task = ?`), req.Holder, req.RunID, req.TTL.Microseconds(), req.Task); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.Q(`DELETE FROM {p}lease_seats WHERE task = ?`), req.Task); err != nil {
 			return err
 		}
 		l = store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID}

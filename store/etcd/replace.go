@@ -13,7 +13,10 @@ import (
 // create and mod revisions (a renewal in between rewrites the value: then it starts over), then
 // the plain acquire, which gives the next revision. Another acquire may come in between; that
 // grant is replaced in turn, at most twice more. The deletion ends the old grant at once: its
-// Renew finds no key and its Lost watch sees the DELETE.
+// Renew finds no key, its Lost watch sees the DELETE, and the same transaction moves the fence,
+// so its ledger writes are refused from then on too. (Before, they were refused only from the new
+// grant on: a holder that saw its loss could record its own attempt unknown in between, and the
+// replacing run, which resolves the attempts Abandon hands it, then found its slot in review.)
 //
 // Lease.Replaced.Expires bounds, by this client's clock, the etcd lease the old grant was on: its
 // remaining TTL asked of etcd (whole seconds, rounded down, hence +1s) after the last renewal
@@ -61,7 +64,7 @@ func (s *Store) endGrant(ctx context.Context, task string) (*store.Lease, error)
 	}
 	r, err := s.c.txn(ctx, txnReq{
 		Compare: []compare{cmpCreate(key, int64(kv.CreateRevision)), cmpMod(key, int64(kv.ModRevision))},
-		Success: []op{opDel(key, false), opDel(s.holderKey(task), false)},
+		Success: []op{opDel(key, false), opDel(s.holderKey(task), false), opPut(s.fenceKey(task), "", 0)},
 	})
 	if err != nil {
 		return nil, s.mapErr(err)

@@ -18,6 +18,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/once-run/once/store"
@@ -263,8 +264,12 @@ func (s *Store) endSeats(ctx context.Context, task string) (*store.Lease, error)
 			last = &l
 		}
 		cmps = append(cmps, cmpMod(string(k.Key), int64(k.ModRevision)))
-		ops = append(ops, opDel(string(k.Key), false))
+		id := strings.TrimPrefix(string(k.Key), s.seatDir(task))
+		ops = append(ops, opDel(string(k.Key), false), opDel(s.recordDir(task)+id, false))
 	}
+	// The seats' records go and the fence moves with them (see replace): their ledger writes are
+	// refused from this transaction on, not from the exclusive grant's.
+	ops = append(ops, opPut(s.fenceKey(task), "", 0))
 	r, err := s.c.txn(ctx, txnReq{Compare: cmps, Success: ops})
 	if err != nil || !r.Succeeded {
 		return nil, s.mapErr(err)

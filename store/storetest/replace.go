@@ -1,7 +1,10 @@
 package storetest
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -107,6 +110,83 @@ func replaceAgain(t *testing.T, b, c store.Store, lb store.Lease) {
 		_, err := st.Start(ctx, replaceReq("job", "d", ttl), "s")
 		if !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("Start with Replace: %v, want ErrConflict", err)
+		}
+	}
+}
+
+// testReplaceFencesAtOnce: a replaced holder's ledger writes are refused from the moment its
+// renewal is, not only from when the replacing Acquire returns. A holder that sees its loss records
+// its attempt's outcome; while the replacement is under way that write must fail, so the attempt
+// stays running and the replacing holder's Abandon hands it over (once resolves it as "replaced";
+// had the old holder recorded it unknown itself, the slot would wait for review). A store whose
+// takeover takes more than one write (etcd, ZooKeeper) must end the old grant's fence in the first.
+// Rounds over an exclusive grant and a seat (which the takeover ends with every other seat: a seat
+// acquired after it is busy); while b replaces, the old holder watches for its loss (its
+// store.LossNotifier, and Leases read in a loop) and records its attempt as soon as it sees it.
+func testReplaceFencesAtOnce(t *testing.T, h Harness) {
+	dsn := h.DSN(t)
+	a, b := client(t, dsn), client(t, dsn)
+	ctx := ctxT(t)
+	const ttl = 20 * time.Second
+	for round := range 6 {
+		for _, limit := range []int{0, 2} {
+			task := fmt.Sprintf("fence%d-%d", round, limit)
+			la, err := a.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "a", RunID: "run-a-" + task, TTL: ttl, Limit: limit})
+			if err != nil {
+				t.Fatalf("Acquire(%s, limit %d): %v", task, limit, err)
+			}
+			runA := "run-a-" + task
+			begin(t, a, la, "s", runA, 1)
+			var lost <-chan struct{}
+			if n, ok := a.(store.LossNotifier); ok {
+				lost = n.Lost(la)
+			}
+			done := make(chan error, 1)
+			go func() {
+				if err := awaitLoss(ctx, a, la, lost); err != nil {
+					done <- err
+					return
+				}
+				code := 1
+				_, err := a.Finish(ctx, runA, la.Token, store.Outcome{State: store.Failed, ExitCode: &code, Note: "lease lost"})
+				done <- err
+			}()
+			lb, err := b.Acquire(ctx, replaceReq(task, "b", ttl))
+			if err != nil || lb.Replaced == nil || lb.Replaced.Token != la.Token {
+				t.Fatalf("%s: Acquire with Replace = %+v, %v; want a's grant replaced", task, lb, err)
+			}
+			wantErr(t, task+": finish by the replaced holder once it saw its loss", <-done, store.ErrNotHeld)
+			ab, err := b.Abandon(ctx, task, lb.Token)
+			if err != nil || len(ab) != 1 || ab[0].RunID != runA {
+				t.Fatalf("%s: Abandon after the takeover = %+v, %v; want a's attempt, still running until then", task, ab, err)
+			}
+			if limit > 0 {
+				// The replaced seat is gone with the fence: a seat wanted now is beside the exclusive grant.
+				_, err := a.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "c", RunID: "run-c-" + task, TTL: ttl, Limit: limit})
+				wantErr(t, task+": a seat while the replacing exclusive grant is live", err, store.ErrBusy)
+			}
+		}
+	}
+}
+
+// awaitLoss returns nil when l is lost: lost is closed (a store.LossNotifier's channel, nil
+// without one) or Leases no longer lists l. It reads and does not renew: a takeover starts over
+// when a renewal comes between its read and its write.
+func awaitLoss(ctx context.Context, s store.Store, l store.Lease, lost <-chan struct{}) error {
+	for {
+		select {
+		case <-lost:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("the loss was not seen: %w", ctx.Err())
+		default:
+		}
+		ls, err := s.Leases(ctx)
+		if err != nil {
+			return fmt.Errorf("leases: %w", err)
+		}
+		if !slices.ContainsFunc(ls, func(g store.Lease) bool { return g.Task == l.Task && g.Token == l.Token }) {
+			return nil
 		}
 	}
 }

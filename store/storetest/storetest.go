@@ -87,6 +87,7 @@ var cases = []testCase{
 	{"LeaseTokensIncrease", testTokensIncrease, nil},
 	{"LeaseTasksIndependent", testTasksIndependent, nil},
 	{"LeaseReplace", testLeaseReplace, nil},
+	{"LeaseReplaceFencesAtOnce", testReplaceFencesAtOnce, nil},
 	{"LeaseLimit", testLeaseLimit, nil},
 	{"LeaseLimitExpiry", testLeaseLimitExpiry, nil},
 	{"LeaseLimitRace", testLeaseLimitRace, nil},

@@ -86,7 +86,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		if seq(k) >= seq(name) {
 			break
 		}
-		old, err := s.clear(ctx, req, dir+"/"+k, now)
+		old, err := s.clear(ctx, req, dir+"/"+k, now, st.Czxid)
 		var busy *store.BusyError
 		if req.Limit >= 2 && errors.As(err, &busy) && busy.Lease.Limit >= 2 && len(seats)+1 < req.Limit {
 			seats = append(seats, busy.Lease.Token)
@@ -160,7 +160,7 @@ func (s *Store) createLockNode(ctx context.Context, req store.AcquireRequest) (s
 // (now), or, with req.Replace, while it is live: then it returns the grant it ended, as last
 // renewed (a renewal in between fails the versioned delete and is read again). A live node
 // without Replace is the busy answer.
-func (s *Store) clear(ctx context.Context, req store.AcquireRequest, path string, now int64) (*store.Lease, error) {
+func (s *Store) clear(ctx context.Context, req store.AcquireRequest, path string, now, mine int64) (*store.Lease, error) {
 	for try := 0; ; try++ {
 		od, ost, ok, err := s.node(ctx, path)
 		if err != nil || !ok {
@@ -170,7 +170,11 @@ func (s *Store) clear(ctx context.Context, req store.AcquireRequest, path string
 		if live && (!req.Replace || try >= 3) {
 			return nil, &store.BusyError{Lease: lease(req.Task, od, ost)}
 		}
-		_, err = call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(path, ost.Version) })
+		if live {
+			err = s.endLive(ctx, req.Task, path, ost.Version, mine)
+		} else {
+			_, err = call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(path, ost.Version) })
+		}
 		switch {
 		case err == nil && live:
 			old := lease(req.Task, od, ost)
@@ -189,6 +193,24 @@ func (s *Store) clear(ctx context.Context, req store.AcquireRequest, path string
 			return nil, s.mapErr(err)
 		}
 	}
+}
+
+// endLive deletes the live lock node path (at version) of a grant being replaced and, in the same
+// multi, moves the task's fence to the replacing node's token mine (or keeps a newer one): the
+// replaced grant's ledger writes are refused from then on, not only once the replacing grant
+// publishes its token. (In between, a holder that saw its node go could record its own attempt
+// unknown, and the replacing run, which resolves the attempts Abandon hands it, found its slot in
+// review.) A fence changed meanwhile is ErrBadVersion, as a renewal is: clear reads again.
+func (s *Store) endLive(ctx context.Context, task, path string, version int32, mine int64) error {
+	f, fv, err := s.readFence(ctx, task)
+	if err != nil {
+		return err
+	}
+	nf := fence{latest: max(f.latest, mine)}
+	_, err = call(ctx, s, func() ([]zk.MultiResponse, error) {
+		return s.c.Multi(&zk.DeleteRequest{Path: path, Version: version}, &zk.SetDataRequest{Path: s.taskPath(task), Data: nf.bytes(), Version: fv})
+	})
+	return err
 }
 
 // errMismatch: the token's node exists but names another holder.
