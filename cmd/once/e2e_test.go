@@ -573,11 +573,13 @@ func TestSignalExitPassThrough(t *testing.T) {
 }
 
 // writeLock holds SQLite's write lock on the database at path (BEGIN EXCLUSIVE) until the test ends or
-// the caller rolls back: the store becomes unwritable to once.
+// the caller rolls back: the store becomes unwritable to once. It waits up to 5 s for a write of
+// once's in progress (a renewal) to end, as once's own connections do, rather than fail with
+// SQLITE_BUSY when it lands on one.
 func writeLock(t *testing.T, path string) *sql.Conn {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", path)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
