@@ -101,9 +101,7 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 	var out store.Attempt
 	n := a.Number
 	// The unique constraints turn a duplicate number or a second running attempt into ErrConflict.
-	insert := `INSERT INTO {p}attempts
-		(task, slot, run_id, attempt, state, holder, token, started_at, records, progress, checkpoint, note, seats)
-		VALUES (?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?, ?)`
+	insert := attemptInsert + `VALUES (` + attemptValues + `)`
 	args := func(n int) []any {
 		return []any{a.Task, a.Slot, a.RunID, n, a.Holder, a.Token, a.Records, a.Progress, a.Checkpoint, a.Note, a.Limit}
 	}
@@ -138,7 +136,7 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 				// The wait the new attempt ends is deleted in the same statement, and the row
 				// comes back as written.
 				var err error
-				out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`WITH w AS (DELETE FROM {p}waiting WHERE task = ? AND slot = ?) `+
+				out, err = scanAttempt(tx.QueryRowContext(ctx, s.Q(`WITH w AS (`+deleteWait+`) `+
 					insert+` RETURNING `+attemptCols), append([]any{a.Task, a.Slot}, args(n)...)...))
 				return err
 			}
@@ -164,11 +162,21 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 // locked when the token is still the task's (l), the wait deleted (w) and the attempt inserted
 // only then. Arguments: task, token; task, slot; the attempt's eleven values.
 const BeginPostgres = `WITH l AS (SELECT token FROM {p}leases WHERE task = ? AND token = ? FOR UPDATE),
-	w AS (DELETE FROM {p}waiting WHERE task = ? AND slot = ? AND EXISTS (SELECT 1 FROM l))
-	INSERT INTO {p}attempts
-		(task, slot, run_id, attempt, state, holder, token, started_at, records, progress, checkpoint, note, seats)
-	SELECT ?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?, ? FROM l
+	w AS (` + deleteWait + ` AND EXISTS (SELECT 1 FROM l))
+	` + attemptInsert + `SELECT ` + attemptValues + ` FROM l
 	RETURNING ` + attemptCols
+
+// attemptInsert and attemptValues are a new running attempt's columns and values, which Begin
+// inserts with VALUES and BeginPostgres with SELECT … FROM l: task, slot, run id, number, holder,
+// token, records, progress, checkpoint, note, seats.
+const (
+	attemptInsert = `INSERT INTO {p}attempts
+	(task, slot, run_id, attempt, state, holder, token, started_at, records, progress, checkpoint, note, seats) `
+	attemptValues = `?, ?, ?, ?, 'running', ?, ?, {now}, ?, ?, ?, ?, ?`
+)
+
+// deleteWait deletes the wait of slot ? of task ? (a new attempt ends it): arguments task, slot.
+const deleteWait = `DELETE FROM {p}waiting WHERE task = ? AND slot = ?`
 
 // attemptByRun reads the attempt runID (its latest, if the run id was reused) for update.
 func (s *Store) attemptByRun(ctx context.Context, tx *sql.Tx, runID string) (store.Attempt, error) {

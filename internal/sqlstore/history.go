@@ -30,7 +30,7 @@ func (s *Store) upsertWaiting() string {
 
 // notWaiting removes (task, slot)'s waiting row.
 func (s *Store) notWaiting(ctx context.Context, tx *sql.Tx, task, slot string) error {
-	_, err := tx.ExecContext(ctx, s.Q(`DELETE FROM {p}waiting WHERE task = ? AND slot = ?`), task, slot)
+	_, err := tx.ExecContext(ctx, s.Q(deleteWait), task, slot)
 	return err
 }
 
