@@ -42,7 +42,7 @@ var stores = []struct {
 	// costs a script's next call a NOSCRIPT answer and a round trip to send it whole.
 	slack int64
 }{
-	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 11, skip: 7, busy: 5}, 0},
+	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 7, skip: 7, busy: 5}, 0},
 	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 18, skip: 7, busy: 4}, 0},
 	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, busy: 3}, 1},
 	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 5, skip: 5, busy: 4}, 0},

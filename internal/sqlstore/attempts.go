@@ -211,21 +211,8 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token in
 	// Under the lease row's lock, the attempt ends if it is still running under token: Abandon may
 	// have ended it since the read above, and the statement's conditions see that. Only when it
 	// changes nothing does a second read say why.
-	var exit any
-	if o.ExitCode != nil {
-		exit = *o.ExitCode
-	}
-	note, args := "note", []any{string(o.State), exit}
-	if o.Note != "" {
-		concat := "CONCAT(note, '; ', ?)"
-		if s.Flavor == Postgres {
-			concat = "note || '; ' || ?"
-		}
-		// CHAR_LENGTH, not = '': MySQL's collation pads, so a note of spaces would equal ''.
-		note = "CASE WHEN CHAR_LENGTH(note) = 0 THEN ? ELSE " + concat + " END"
-		args = append(args, o.Note, o.Note)
-	}
-	update := `UPDATE {p}attempts SET state = ?, ended_at = {now}, exit_code = ?, note = ` + note + `
+	set, args := s.finishSet(o)
+	update := `UPDATE {p}attempts SET ` + set + `
 		WHERE task = ? AND slot = ? AND attempt = ? AND state = 'running' AND token = ?`
 	args = append(args, a.Task, a.Slot, a.Number, token)
 	var out store.Attempt
@@ -261,6 +248,25 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token in
 		}
 	}
 	return out, nil
+}
+
+// finishSet is the SET clause that ends an attempt with outcome o, and its arguments.
+func (s *Store) finishSet(o store.Outcome) (string, []any) {
+	var exit any
+	if o.ExitCode != nil {
+		exit = *o.ExitCode
+	}
+	note, args := "note", []any{string(o.State), exit}
+	if o.Note != "" {
+		concat := "CONCAT(note, '; ', ?)"
+		if s.Flavor == Postgres {
+			concat = "note || '; ' || ?"
+		}
+		// CHAR_LENGTH, not = '': MySQL's collation pads, so a note of spaces would equal ''.
+		note = "CASE WHEN CHAR_LENGTH(note) = 0 THEN ? ELSE " + concat + " END"
+		args = append(args, o.Note, o.Note)
+	}
+	return `state = ?, ended_at = {now}, exit_code = ?, note = ` + note, args
 }
 
 // runningUnder is why a, read as run runID's attempt, may not be written under token: it is not
@@ -311,6 +317,24 @@ func (s *Store) Report(ctx context.Context, runID string, token int64, r store.R
 // one row when l is still the current grant.
 func (s *Store) FinishAndRelease(ctx context.Context, runID string, l store.Lease, o store.Outcome, release string) (store.Attempt, error) {
 	var out store.Attempt
+	if s.Flavor == Postgres && l.Limit < 2 && o.State.Finishable() && o.State != store.Unknown {
+		// One statement and no transaction around it (one round trip, where the transaction
+		// takes five). Nothing done (no row) goes the long way below, which says why; so does
+		// an unknown outcome, which also ends the slot's wait.
+		long := false
+		q, args := s.FinishReleasePostgres(runID, l, o)
+		err := s.Do(ctx, func(ctx context.Context) error {
+			var err error
+			out, err = scanAttempt(s.DB.QueryRowContext(ctx, q, args...))
+			if long = errors.Is(err, sql.ErrNoRows); long {
+				return nil
+			}
+			return err
+		})
+		if err != nil || !long {
+			return out, err
+		}
+	}
 	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		if out, err = s.FinishTx(ctx, tx, runID, l.Token, o); err != nil {
@@ -334,3 +358,28 @@ func (s *Store) FinishAndRelease(ctx context.Context, runID string, l store.Leas
 	})
 	return out, err
 }
+
+// FinishReleasePostgres is FinishAndRelease's one statement on PostgreSQL for the exclusive lease
+// l, and its arguments: the run's attempt found (i), the task's lease row locked while it is still
+// l's grant (l: holder and token, not released), the attempt ended with o if it is still running
+// under the token (a), and only then the lease released (r) — the conditions of FinishTx and of
+// the release statement, in one implicit transaction. No row: one of them did not hold.
+func (s *Store) FinishReleasePostgres(runID string, l store.Lease, o store.Outcome) (string, []any) {
+	set, args := s.finishSet(o)
+	return s.Q(fmt.Sprintf(finishReleasePostgres, set)), append(append([]any{runID, l.Holder, l.Token}, args...), l.Task, l.Token, l.Token)
+}
+
+// finishReleasePostgres is FinishReleasePostgres's statement, with finishSet's clause at %s. The
+// attempt is matched by the lease's task too, so that it is a search of whichever index the
+// planner takes (the running attempts' is on task and slot), never a walk. Arguments: run id;
+// holder, token; the SET clause's; task, token (the attempt's); token (the release's).
+var finishReleasePostgres = `WITH i AS (SELECT id, task FROM {p}attempts WHERE id = ` + runIDPostgres + `),
+	l AS (SELECT l.task FROM {p}leases l JOIN i ON l.task = i.task
+		WHERE l.holder = ? AND l.token = ? AND l.holder <> '' FOR UPDATE OF l),
+	a AS (UPDATE {p}attempts t SET %s FROM i
+		WHERE t.task = ? AND t.id = i.id AND t.state = 'running' AND t.token = ?
+			AND EXISTS (SELECT 1 FROM l)
+		RETURNING ` + qualified("t", attemptCols) + `),
+	r AS (UPDATE {p}leases SET holder = '', run_id = '', expires_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'
+		WHERE task = (SELECT task FROM a) AND token = ?)
+	SELECT ` + attemptCols + ` FROM a`

@@ -64,6 +64,10 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 			Plan{"finish: a run's attempt and its lease row, locked", s.Q(sqlstore.RunLockQuery), []any{"r7"}, false, ""},
 			Plan{"begin: the lease row locked, the wait ended, the attempt inserted", s.Q(sqlstore.BeginPostgres),
 				[]any{"joba0", 1, "joba0", "s9", "joba0", "s9", "plan-r", 1, "h", 1, 0, "", "", "", 0}, false, ""})
+		code := 0
+		q, args := s.FinishReleasePostgres("r7", store.Lease{Task: "joba0", Holder: "h", Token: 1},
+			store.Outcome{State: store.Succeeded, ExitCode: &code, Note: "done"})
+		out = append(out, Plan{"finish and release: the lease row locked, the attempt ended, the lease released", q, args, false, ""})
 	} else {
 		out = append(out, Plan{"finish: a run's attempt", s.Q(sqlstore.RunQuery), []any{"r7"}, false, ""})
 	}
