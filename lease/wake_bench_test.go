@@ -13,16 +13,16 @@ import (
 
 // blindWait is the peer: the wait once had before issue 12, and the usual lock client's retry
 // loop — back off 50 ms doubling to 1 s (with jitter), whatever the busy answer says.
-func blindWait(ctx context.Context, s store.Leaser, req store.AcquireRequest, wait time.Duration) error {
+func blindWait(ctx context.Context, s store.Leaser, req store.AcquireRequest, wait time.Duration) (time.Time, error) {
 	giveUp := time.Now().Add(wait)
 	backoff := 50 * time.Millisecond
 	for {
 		g, err := s.Acquire(ctx, req)
 		if err == nil {
-			return s.Release(ctx, g)
+			return time.Now(), s.Release(ctx, g)
 		}
 		if !errors.Is(err, store.ErrBusy) || time.Until(giveUp) <= 0 {
-			return err
+			return time.Time{}, err
 		}
 		time.Sleep(min(backoff+rand.N(backoff/2+1), time.Until(giveUp)))
 		backoff = min(backoff*2, time.Second)
@@ -36,16 +36,16 @@ func BenchmarkWakeUp(b *testing.B) {
 	for name, s := range wakeStores(b, "sqlite", "postgres", "mysql", "redis", "etcd", "zk") {
 		for _, w := range []struct {
 			name string
-			wait func(ctx context.Context, req store.AcquireRequest) error
+			wait func(ctx context.Context, req store.AcquireRequest) (time.Time, error)
 		}{
-			{"once", func(ctx context.Context, req store.AcquireRequest) error {
+			{"once", func(ctx context.Context, req store.AcquireRequest) (time.Time, error) {
 				l, err := lease.Acquire(ctx, s, req, 20*time.Second)
-				if err == nil {
-					err = l.Release(ctx)
+				if err != nil {
+					return time.Time{}, err
 				}
-				return err
+				return time.Now(), l.Release(ctx) // held now; the release is not part of the wait
 			}},
-			{"blind-backoff", func(ctx context.Context, req store.AcquireRequest) error {
+			{"blind-backoff", func(ctx context.Context, req store.AcquireRequest) (time.Time, error) {
 				return blindWait(ctx, s, req, 20*time.Second)
 			}},
 		} {
@@ -53,7 +53,10 @@ func BenchmarkWakeUp(b *testing.B) {
 				if name == "etcd" {
 					b.Log("etcd grants leases in whole seconds (TTLs are rounded up)")
 				}
-				late, _ := wakeLatencies(b, s, b.N, 25*time.Millisecond, w.wait)
+				late, _, _ := wakeLatencies(b, s, b.N, 25*time.Millisecond, func(ctx context.Context, req store.AcquireRequest) (time.Time, time.Time, error) {
+					held, err := w.wait(ctx, req)
+					return held, held, err
+				})
 				b.ReportMetric(float64(pct(late, 0.5))/1e6, "p50-ms")
 				b.ReportMetric(float64(pct(late, 0.99))/1e6, "p99-ms")
 				b.ReportMetric(0, "ns/op")
