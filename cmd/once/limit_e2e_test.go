@@ -30,7 +30,10 @@ func TestLimitRunsTwoAtOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				codes[i] = hosts[i].run("run", "--limit", "2", "--wait", "2m", "--task", task, "--ttl", "5s", "--",
+				// --ttl 20s: the seats' semantics are tested here, not renewals; with 5 s a loaded CI
+				// machine (load 5, SQLite's package committing beside it) let renewals go unanswered for
+				// 3.3 s, and the runs stopped as they must (143), or lost their seat before starting (75).
+				codes[i] = hosts[i].run("run", "--limit", "2", "--wait", "2m", "--task", task, "--ttl", "20s", "--",
 					"sh", "-c", witnessScript(w, fmt.Sprint("r", i), "1"))
 			}()
 		}
