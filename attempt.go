@@ -49,10 +49,12 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 	// slot between our read of it and our Begin (the ledger admits one running attempt per slot).
 	if busy := errors.Is(err, store.ErrNotHeld) || errors.Is(err, store.ErrConflict) && g.o.Limit >= 2; busy {
 		reason := "lost the lease before starting"
+		lvl := slog.LevelWarn // a waiter that got the lease and exits busy says why
 		if !errors.Is(err, store.ErrNotHeld) {
 			reason = fmt.Sprintf("slot %s began under another seat at the same moment", g.slot)
+			lvl = slog.LevelInfo
 		}
-		g.log.Info("busy", "reason", reason)
+		g.log.Log(ctx, lvl, "busy", "reason", reason, "err", err)
 		sp.SetAttributes(AttrDecision.String(string(Busy)), AttrReason.String(reason))
 		sp.End()
 		return Result{Decision: Busy, Reason: reason}, time.Time{}, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"strconv"
@@ -115,5 +116,32 @@ func TestSequenceStream(t *testing.T) {
 		})
 	if err != nil || len(got) != 4 || pulled != 4 {
 		t.Fatalf("err %v, results %v, pulled %d: want it to stop at s3", err, got, pulled)
+	}
+}
+
+// beginRefused is a store whose Begin finds the lease gone, as when it is lost between the grant
+// and the start of the command.
+type beginRefused struct{ store.Store }
+
+func (beginRefused) Begin(context.Context, store.Attempt) (store.Attempt, error) {
+	return store.Attempt{}, fmt.Errorf("%w: token 1 is not the latest", store.ErrNotHeld)
+}
+
+// A run that loses its lease after taking it and before its command starts is busy (75 from the
+// CLI, which prints nothing for busy) and says so at warn, with the store's answer: a --wait that
+// got the lease and then exited busy would otherwise leave an operator nothing to read.
+func TestLostBeforeStartSaysSoAtWarn(t *testing.T) {
+	s, _ := newStore(t)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ran := false
+	res := do(t, once.Options{Store: beginRefused{s}, Task: "t", Slot: "s", TTL: time.Minute, LockDir: t.TempDir(), Logger: log},
+		func(context.Context, *once.Run) error { ran = true; return nil })
+	if res.Decision != once.Busy || ran {
+		t.Fatalf("decision %s (ran %v), want busy without running", res.Decision, ran)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "lost the lease before starting") ||
+		!strings.Contains(out, "not the latest") {
+		t.Fatalf("log at warn: %q, want the busy reason and the store's answer", out)
 	}
 }
