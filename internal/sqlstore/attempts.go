@@ -366,13 +366,13 @@ func (s *Store) FinishAndRelease(ctx context.Context, runID string, l store.Leas
 // the release statement, in one implicit transaction. No row: one of them did not hold.
 func (s *Store) FinishReleasePostgres(runID string, l store.Lease, o store.Outcome) (string, []any) {
 	set, args := s.finishSet(o)
-	return s.Q(fmt.Sprintf(finishReleasePostgres, set)), append(append([]any{runID, l.Holder, l.Token}, args...), l.Task, l.Token, l.Token)
+	return s.Q(fmt.Sprintf(finishReleasePostgres, set)), append(append([]any{runID, l.Holder, l.Token}, args...), l.Task, l.Token, l.Task, l.Holder, l.Token)
 }
 
 // finishReleasePostgres is FinishReleasePostgres's statement, with finishSet's clause at %s. The
 // attempt is matched by the lease's task too, so that it is a search of whichever index the
 // planner takes (the running attempts' is on task and slot), never a walk. Arguments: run id;
-// holder, token; the SET clause's; task, token (the attempt's); token (the release's).
+// holder, token; the SET clause's; task, token (the attempt's); task, holder, token (the release's).
 var finishReleasePostgres = `WITH i AS (SELECT id, task FROM {p}attempts WHERE id = ` + runIDPostgres + `),
 	l AS (SELECT l.task FROM {p}leases l JOIN i ON l.task = i.task
 		WHERE l.holder = ? AND l.token = ? AND l.holder <> '' FOR UPDATE OF l),
@@ -380,6 +380,10 @@ var finishReleasePostgres = `WITH i AS (SELECT id, task FROM {p}attempts WHERE i
 		WHERE t.task = ? AND t.id = i.id AND t.state = 'running' AND t.token = ?
 			AND EXISTS (SELECT 1 FROM l)
 		RETURNING ` + qualified("t", attemptCols) + `),
-	r AS (UPDATE {p}leases SET holder = '', run_id = '', expires_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'
-		WHERE task = (SELECT task FROM a) AND token = ?)
+	r AS (` + ReleasePostgres + ` AND EXISTS (SELECT 1 FROM a))
 	SELECT ` + attemptCols + ` FROM a`
+
+// ReleasePostgres is PostgreSQL's release of a grant (arguments: task, holder, token): the row
+// and its token stay, the holder goes. FinishReleasePostgres releases with it too.
+const ReleasePostgres = `UPDATE {p}leases SET holder = '', run_id = '', expires_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'
+	WHERE task = ? AND holder = ? AND token = ? AND holder <> ''`

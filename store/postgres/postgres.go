@@ -327,8 +327,7 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	return out, nil
 }
 
-const releaseSQL = `UPDATE {p}leases SET holder = '', run_id = '', expires_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'
-	WHERE task = ? AND holder = ? AND token = ? AND holder <> ''`
+const releaseSQL = sqlstore.ReleasePostgres
 
 // Release frees the grant l if it is still the task's latest (store.Leaser). The row and its token stay.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
