@@ -13,9 +13,9 @@ import (
 // token, whatever the old grant's state, and deletes the task's seats: a row that summarised live
 // seats (seats.go) is replaced with every seat it summarised, as etcd's and ZooKeeper's takeovers
 // end them (left live, Abandon took their attempts for a live seat's, and a seat acquire could
-// count them and be granted beside the new exclusive grant). until is the dialect's expression for now plus ? µs. found
-// is false when the task has no row yet: the backend's own Acquire inserts it (and, should a
-// concurrent one win that race, TakeOver is tried again).
+// count them and be granted beside the new exclusive grant). until is the dialect's expression
+// for now plus ? µs. found is false when the task has no row yet: the backend's own Acquire
+// inserts it (and, should a concurrent one win that race, TakeOver is tried again).
 func (s *Store) TakeOver(ctx context.Context, req store.AcquireRequest, until string) (l store.Lease, found bool, err error) {
 	err = s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		old := store.Lease{Task: req.Task}

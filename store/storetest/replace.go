@@ -131,11 +131,11 @@ func testReplaceFencesAtOnce(t *testing.T, h Harness) {
 	for round := range 6 {
 		for _, limit := range []int{0, 2} {
 			task := fmt.Sprintf("fence%d-%d", round, limit)
-			la, err := a.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "a", RunID: "run-a-" + task, TTL: ttl, Limit: limit})
+			runA := "run-a-" + task
+			la, err := a.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "a", RunID: runA, TTL: ttl, Limit: limit})
 			if err != nil {
 				t.Fatalf("Acquire(%s, limit %d): %v", task, limit, err)
 			}
-			runA := "run-a-" + task
 			begin(t, a, la, "s", runA, 1)
 			var lost <-chan struct{}
 			if n, ok := a.(store.LossNotifier); ok {
