@@ -149,9 +149,19 @@ func (r *Runner) SequenceStream(ctx context.Context, o once.Options, slots iter.
 	return once.SequenceStream(ctx, r.options(o), slots, busySlot, so, r.work)
 }
 
-// options is o with the command prepared before each attempt is recorded.
+// options is o with the command prepared before each attempt is recorded, after the caller's
+// own Prepare, if it has one, agreed (an error from it prepares nothing).
 func (r *Runner) options(o once.Options) once.Options {
+	first := o.Prepare
 	o.Prepare = r.prepare
+	if first != nil {
+		o.Prepare = func(ctx context.Context, run *once.Run) error {
+			if err := first(ctx, run); err != nil {
+				return err
+			}
+			return r.prepare(ctx, run)
+		}
+	}
 	return o
 }
 

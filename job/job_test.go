@@ -112,6 +112,34 @@ func TestBusyEndsTheEarlyShim(t *testing.T) {
 	}
 }
 
+// The caller's own Prepare runs before the command's: when it refuses, no command is prepared or
+// run, no attempt is recorded, the error says why, and no process is left (with and without a
+// slot: without one, the shim started early is ended).
+func TestCallersPrepareComesFirst(t *testing.T) {
+	for _, sl := range []string{"s1", ""} {
+		t.Run("slot="+sl, func(t *testing.T) {
+			s := newStore(t)
+			ran := filepath.Join(t.TempDir(), "ran")
+			r := newRunner(t, job.Job{Args: []string{"sh", "-c", "touch " + ran}})
+			no := errors.New("paused")
+			_, err := r.Do(context.Background(), once.Options{Store: s, Task: "t", Slot: sl, TTL: time.Second,
+				Prepare: func(context.Context, *once.Run) error { return no }})
+			if !errors.Is(err, once.ErrNotStarted) || !errors.Is(err, no) {
+				t.Fatalf("err %v; want ErrNotStarted wrapping the caller's", err)
+			}
+			if _, err := os.Stat(ran); err == nil {
+				t.Fatal("the command ran")
+			}
+			if h, err := s.History(context.Background(), store.HistoryQuery{Task: "t"}); err != nil || len(h) != 0 {
+				t.Fatalf("history %+v, %v; want nothing recorded", h, err)
+			}
+			if kids := children(t); len(kids) != 0 {
+				t.Fatalf("processes left: %v", kids)
+			}
+		})
+	}
+}
+
 // children lists this process's child processes that are not zombies (from /proc).
 func children(t *testing.T) []string {
 	t.Helper()

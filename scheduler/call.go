@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"syscall"
@@ -20,6 +21,16 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 		TracerProvider: s.c.TracerProvider}
 	if jb.Limit >= 2 {
 		o.Limit = jb.Limit // each launch takes one of the job's seats; the ledger keeps one attempt per slot
+	}
+	if pausable(l) {
+		// Checked again as the run is about to begin: a pause seen after the launch's check
+		// below (call) and before the attempt is recorded still keeps the slot from running.
+		o.Prepare = func(context.Context, *once.Run) error {
+			if _, paused := s.isPaused(jb.Name); paused {
+				return errPaused
+			}
+			return nil
+		}
 	}
 	if s.c.Resolve != nil {
 		o.ResolveHint = func(sl string) string {
@@ -46,15 +57,8 @@ func (js *jobState) call(ctx context.Context, a *active) {
 			return
 		}
 	}
-	if _, paused := s.isPaused(jb.Name); paused && (a.l.why == whyFire || a.l.why == whyFollow) && len(a.l.slots) == 1 {
-		// Paused since the slot fired, before its run began (a loaded node, a launch that waited
-		// for the one before, or a node that follows a slot another node held): no node fires a
-		// paused job's slots, so this one is not run. It is recorded as paused unless it has an
-		// attempt already (another node ran it), and other nodes watching it then drop it too
-		// (wasSkipped).
-		if st, err := s.c.Store.Slot(ctx, jb.Name, a.l.slots[0]); err == nil && st.Last == nil {
-			s.pausedSlot(ctx, jb, a.l.slots[0])
-		}
+	if _, paused := s.isPaused(jb.Name); paused && pausable(a.l) {
+		s.pausedLaunch(ctx, jb, a.l.slots[0])
 		return
 	}
 	o := s.options(jb, a.l)
@@ -96,8 +100,32 @@ func (js *jobState) call(ctx context.Context, a *active) {
 	} else {
 		err = js.callCommand(ctx, o, a, jb, out, before, results)
 	}
+	if errors.Is(err, errPaused) { // paused after the check above, before the attempt began
+		s.pausedLaunch(ctx, jb, a.l.slots[0])
+		return
+	}
 	if err != nil && ctx.Err() == nil {
 		s.log.Error("could not run the job", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+	}
+}
+
+// errPaused is the launch's Prepare error when its job was paused before the attempt began.
+var errPaused = errors.New("the job was paused before the slot's run began")
+
+// pausable reports whether launch l is a slot's own launch, which a pause seen before its run
+// begins keeps from running: no node fires a paused job's slots. Catch-ups, reruns and
+// triggers are runs a person or the ledger asked for.
+func pausable(l launch) bool {
+	return (l.why == whyFire || l.why == whyFollow) && len(l.slots) == 1
+}
+
+// pausedLaunch drops slot sl of jb, paused since it fired and before its run began (a loaded
+// node, a launch that waited for the one before, or a node that follows a slot another node
+// held). It is recorded as paused unless it has an attempt already (another node ran it), and
+// other nodes watching it then drop it too (wasSkipped).
+func (s *Scheduler) pausedLaunch(ctx context.Context, jb Job, sl string) {
+	if st, err := s.c.Store.Slot(ctx, jb.Name, sl); err == nil && st.Last == nil {
+		s.pausedSlot(ctx, jb, sl)
 	}
 }
 

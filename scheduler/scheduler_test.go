@@ -2,10 +2,14 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -285,6 +289,90 @@ func TestPauseStopsAWaitingSlot(t *testing.T) {
 		t.Fatalf("no paused slot recorded after slot %s: %+v", runs[0].Slot, h)
 	}
 }
+
+// A pause the node sees after its launch checked for one and before the slot's attempt is
+// recorded (here: while the launch waits for the lease) still keeps the slot from running, and
+// the slot is recorded as paused.
+func TestPauseSeenAsTheRunBegins(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	seen := make(chan struct{})
+	var once sync.Once
+	logger := slog.New(&onMessage{msg: "job paused", do: func() { once.Do(func() { close(seen) }) }})
+	slow := &pauseOnAcquire{keyedStore: f.stores[0].(keyedStore), seen: seen}
+	f.stores[0] = slow
+	w := &witness{}
+	f.start(0, scheduler.Config{Jobs: []scheduler.Job{workJob("late", "@every 1s", w.work(10*time.Millisecond))}, Logger: logger})
+	// The delayed launch's slot is the first; the two after it are dropped at the launch's check.
+	eventually(t, 10*time.Second, "three paused slots recorded", func() bool { return count(f.history("late"), store.Skipped, "paused") >= 3 })
+	if runs, _ := w.snapshot(); len(runs) != 0 {
+		t.Fatalf("a slot ran after the pause was seen, before its run began: %+v", runs)
+	}
+	for _, e := range f.history("late") {
+		if e.State != store.Skipped || !strings.Contains(e.Note, "paused") {
+			t.Fatalf("want only paused slots in the history: %+v", e)
+		}
+	}
+	slow.mu.Lock()
+	defer slow.mu.Unlock()
+	if !slow.acquired {
+		t.Fatal("the delayed launch never took the lease: the test did not test the run's own check")
+	}
+}
+
+type keyedStore interface {
+	store.Store
+	store.Keys
+}
+
+// pauseOnAcquire pauses the job as its first launch asks for the lease, and lets the launch go
+// on only once the node has seen the pause.
+type pauseOnAcquire struct {
+	keyedStore
+	seen     chan struct{}
+	mu       sync.Mutex
+	asked    bool
+	acquired bool // the first launch got the lease
+}
+
+func (p *pauseOnAcquire) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	p.mu.Lock()
+	first := !p.asked
+	p.asked = true
+	p.mu.Unlock()
+	if !first {
+		return p.keyedStore.Acquire(ctx, req)
+	}
+	if ok, _, err := scheduler.Pause(ctx, p.keyedStore, req.Task, "test", "maintenance"); err != nil || !ok {
+		return store.Lease{}, fmt.Errorf("pause: %v %w", ok, err)
+	}
+	select {
+	case <-p.seen:
+	case <-time.After(10 * time.Second):
+		return store.Lease{}, errors.New("the node did not see the pause within 10s")
+	}
+	l, err := p.keyedStore.Acquire(ctx, req)
+	p.mu.Lock()
+	p.acquired = err == nil
+	p.mu.Unlock()
+	return l, err
+}
+
+// onMessage is a slog handler that calls do for each record whose message is msg.
+type onMessage struct {
+	msg string
+	do  func()
+}
+
+func (h *onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h *onMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.do()
+	}
+	return nil
+}
+func (h *onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *onMessage) WithGroup(string) slog.Handler      { return h }
 
 // A node whose clock is off from the store's by more than the limit refuses to fire.
 func TestClockOffRefuses(t *testing.T) {

@@ -267,7 +267,8 @@ command = ["/usr/local/bin/backup", "--full"]
 	b.open(base + "/login?next=/review")
 	b.do(chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), token))
 	b.do(chromedp.Click(chromedp.CSS(`form.login button[type="submit"]`)))
-	b.waitJS(`location.pathname === "/review" && document.querySelector("form.resolve") !== null`, 10*time.Second)
+	// Loaded to the end: a page still arriving shows its first sections only.
+	b.waitJS(`location.pathname === "/review" && document.readyState === "complete" && document.querySelector("form.resolve") !== null`, 10*time.Second)
 	if got := evalJS[[]string](b, `Array.from(document.querySelectorAll("section.review")).map(s => s.dataset.task + "/" + s.dataset.slot)`); !slices.Equal(got, []string{"rebuild-index/2026-05-01", "import-flows/batch-1"}) &&
 		!slices.Equal(got, []string{"import-flows/batch-1", "rebuild-index/2026-05-01"}) {
 		t.Errorf("review: the queue is %v, want rebuild-index/2026-05-01 and import-flows/batch-1", got)
@@ -278,7 +279,7 @@ command = ["/usr/local/bin/backup", "--full"]
 	b.do(chromedp.SendKeys(chromedp.CSS(sec+`input[name="by"]`), by))
 	b.shot("review")
 	b.do(chromedp.Click(chromedp.CSS(sec + `button[value="failed"]`)))
-	b.waitJS(`document.querySelector("p.flash") !== null`, 10*time.Second)
+	b.waitJS(`document.querySelector("p.flash") !== null && document.readyState === "complete"`, 10*time.Second)
 	if f := b.text("p.flash"); !strings.Contains(f, "rebuild-index") || !strings.Contains(f, "failed") {
 		t.Errorf("review: after resolving, the flash says %q", f)
 	}
