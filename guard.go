@@ -239,8 +239,8 @@ func (g *guard) releaseLease(ctx context.Context, ls *lease.Lease) {
 }
 
 // abandon marks unknown the attempts that holders whose leases are gone left running (already
-// done when the lease was taken by a store.Starter: started), and logs each but the one of the
-// holder the grant taken replaced (resolveReplaced).
+// done when the lease was taken by a store.Starter: started), and logs each but those of the
+// holders the grant taken replaced (resolveReplaced).
 func (g *guard) abandon(ctx context.Context, ls *lease.Lease, taken store.Lease, started *store.Started) ([]store.Attempt, error) {
 	var abandoned []store.Attempt
 	if started != nil {
@@ -252,7 +252,7 @@ func (g *guard) abandon(ctx context.Context, ls *lease.Lease, taken store.Lease,
 		}
 	}
 	for _, a := range abandoned {
-		if r := taken.Replaced; r != nil && a.Token == r.Token {
+		if wasReplaced(taken, a.Token) {
 			continue // replaced, not vanished: resolveReplaced says so
 		}
 		g.log.Warn("previous attempt's holder vanished; its outcome is unknown", "token", ls.Token(),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/once-run/once/flock"
@@ -29,7 +30,7 @@ func (g *guard) awaitReplaced(ctx context.Context, ls *lease.Lease, taken store.
 	if r := info.Replaced; r != nil {
 		until := got.Add(r.Expires.Sub(info.Acquired))
 		g.log.Warn("replacing the running holder: waiting until its grant expires, by when its work has stopped",
-			"token", info.Token, "prev_holder", r.Holder, "prev_run_id", r.RunID, "prev_token", r.Token,
+			"token", info.Token, "prev_holder", r.Holder, "prev_run_id", r.RunID, "prev_token", r.Token, "prev_grants", len(r.Tokens),
 			"wait", time.Until(until).Round(time.Millisecond).String())
 		t := time.NewTimer(time.Until(until))
 		select {
@@ -63,18 +64,25 @@ func (g *guard) awaitReplaced(ctx context.Context, ls *lease.Lease, taken store.
 	return func() { _ = lk.Release() }, nil, nil
 }
 
+// wasReplaced reports whether an attempt begun under token was the work of a grant that the
+// takeover which gave the grant taken ended: the replaced grant's, or any live seat's when seats
+// held the task (store.Replacement).
+func wasReplaced(taken store.Lease, token int64) bool {
+	r := taken.Replaced
+	return r != nil && (token == r.Token || slices.Contains(r.Tokens, token))
+}
+
 // resolveReplaced settles the attempts the replaced holder left running (just marked unknown by
 // abandon) under the grant taken: each is resolved as failed, by this holder, with a note naming this run, so that its
 // slot runs again at once — this run's slot now — instead of waiting for a person. Whether its
 // work's effects happened is still unknown; the attempt keeps that state, and the next attempt
 // of the slot is told so (ONCE_PREVIOUS=unknown).
 func (g *guard) resolveReplaced(ctx context.Context, taken store.Lease, abandoned []store.Attempt) {
-	r := taken.Replaced
-	if r == nil {
+	if taken.Replaced == nil {
 		return
 	}
 	for _, a := range abandoned {
-		if a.Token != r.Token {
+		if !wasReplaced(taken, a.Token) {
 			continue
 		}
 		note := fmt.Sprintf("replaced by run %s of %s (token %d, --replace): its work was stopped", g.runID, g.o.Holder, taken.Token)

@@ -82,3 +82,53 @@ func TestReplaceOnAFreeTaskRuns(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+// Options.Replace over seats (Options.Limit) ends every live seat, and each seat's attempt is
+// settled as replaced — resolved failed by the replacing run — not left waiting for review as a
+// vanished holder's would be.
+func TestReplaceOverSeatsResolvesEach(t *testing.T) {
+	s, _ := newStore(t)
+	o := once.Options{Store: s, Task: "t", TTL: 900 * time.Millisecond, Limit: 2}
+	var started sync.WaitGroup
+	done := make(chan once.Result, 2)
+	for _, h := range []string{"A1", "A2"} {
+		started.Add(1)
+		oa := o
+		oa.Holder, oa.Slot = h, "s-"+h
+		go func() {
+			r, err := once.Do(context.Background(), oa, func(ctx context.Context, run *once.Run) error {
+				started.Done()
+				<-ctx.Done()
+				return ctx.Err()
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- r
+		}()
+	}
+	started.Wait()
+	ob := o
+	ob.Holder, ob.Slot, ob.Replace, ob.Limit = "B", "s-B", true, 0
+	rb := do(t, ob, ok)
+	for range 2 {
+		if r := <-done; r.Decision != once.Ran || r.RecordErr == nil {
+			t.Fatalf("replaced seat's run: %+v, want its outcome refused", r)
+		}
+	}
+	if rb.Decision != once.Ran || rb.Attempt.State != store.Succeeded || len(rb.Abandoned) != 2 {
+		t.Fatalf("replacing run: %+v, want it ran after both seats' attempts were abandoned", rb)
+	}
+	h, err := s.History(context.Background(), store.HistoryQuery{Task: "t", Kind: store.Unknown})
+	if err != nil || len(h) != 2 {
+		t.Fatalf("history %+v, %v; want the two seats' attempts unknown", h, err)
+	}
+	for _, e := range h {
+		if res := e.Resolution; res == nil || res.As != store.Failed || res.By != "B" || !strings.Contains(res.Note, "replaced by run "+rb.Attempt.RunID) {
+			t.Fatalf("replaced seat %s: resolution %+v, want failed by B, replaced", e.Slot, e.Resolution)
+		}
+	}
+	if w, err := s.Waiting(context.Background()); err != nil || len(w) != 0 {
+		t.Fatalf("waiting for review: %+v, %v; want none", w, err)
+	}
+}

@@ -61,10 +61,19 @@ type Lease struct {
 	// (its Expires the latest it ever had), or nil when the lease was free. Acquired and
 	// Replaced.Expires are by the same clock: Replaced.Expires.Sub(Acquired) is how long the
 	// replaced holder may still believe it holds the lease.
-	Replaced *Lease `json:"replaced,omitempty"`
+	Replaced *Replacement `json:"replaced,omitempty"`
 	// Limit is the request's Limit when the grant is a seat (2 or more), 0 for the exclusive
 	// lease. Renew and Release go by it: keep it as Acquire returned it.
 	Limit int `json:"limit,omitempty"`
+}
+
+// Replacement is what a replacing Acquire ended (Lease.Replaced): the live grant that lasts
+// longest, and the tokens of every live grant it ended — that grant's alone, or, when live seats
+// held the task, every live seat's (never an expired one's). A caller settles the attempts begun
+// under Tokens as replaced, not as a vanished holder's.
+type Replacement struct {
+	Lease
+	Tokens []int64 `json:"tokens"`
 }
 
 // Leaser grants, renews and releases per-task leases.
@@ -75,7 +84,8 @@ type Lease struct {
 //     string is not an identity proof: a second Acquire by the same holder is busy too.
 //   - With req.Replace, Acquire also succeeds when the lease is held by a live grant, or by live
 //     seats: the old grant ends — every seat, when seats held the task — and the new one is
-//     returned with Replaced set to it (the seat that lasts longest). The old grant's Renew,
+//     returned with Replaced set to it (the seat that lasts longest) and Replaced.Tokens to the
+//     tokens of every live grant it ended (storetest's LeaseReplaceEndsEverySeat). The old grant's Renew,
 //     Release and ledger writes fail with ErrNotHeld, and a LossNotifier's channel for it closes,
 //     from the write that ends it on: a store whose takeover takes more than one write ends the
 //     old grant and its fence in the first (storetest's LeaseReplaceFencesAtOnce). Otherwise a

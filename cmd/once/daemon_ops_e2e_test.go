@@ -160,11 +160,21 @@ func TestDaemonPauseResumeTriggerLogs(t *testing.T) {
 		t.Fatalf("pause: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	d.waitLog("job paused", 5*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	// A run that began before the node saw the pause goes on (on a loaded machine its start may
+	// be logged after the pause); a slot that fired after it never runs, and once a slot has been
+	// recorded as paused, nothing runs at all.
+	seen := logTime(t, d.logText(), `msg="job paused"`)
+	d.waitLog(`msg=skipped task=ctl`, 5*time.Second)
+	time.Sleep(time.Second)
 	n := countLines(t, ran)
 	time.Sleep(2 * time.Second)
 	if m := countLines(t, ran); m != n {
-		t.Fatalf("a paused job ran %d times", m-n)
+		t.Fatalf("a paused job ran %d times after a slot was recorded as paused", m-n)
+	}
+	for _, sl := range strings.Fields(string(must(os.ReadFile(ran)))) {
+		if at, err := time.Parse(time.RFC3339, sl); err != nil || at.After(seen) {
+			t.Fatalf("slot %s ran, which fired after the node saw the pause at %s (%v)", sl, seen.Format(time.RFC3339Nano), err)
+		}
 	}
 	if r := e.run("jobs", "--jobs", jobs); r.code != 0 || !strings.Contains(r.stdout, "paused") || !strings.Contains(r.stdout, "maintenance") {
 		t.Errorf("jobs: %d %s %s", r.code, r.stdout, r.stderr)
@@ -260,4 +270,23 @@ func TestDaemonSystemdNotify(t *testing.T) {
 	if env := string(must(os.ReadFile(filepath.Join(dir, "env")))); strings.Contains(env, "NOTIFY_SOCKET") || !strings.Contains(env, "ONCE_SLOT=") {
 		t.Errorf("the job's environment: %s", env)
 	}
+}
+
+// logTime is the time of the first line of a text log that holds s.
+func logTime(t *testing.T, log, s string) time.Time {
+	t.Helper()
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, s) {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) > 0 {
+			if at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time=")); err == nil {
+				return at
+			}
+		}
+		t.Fatalf("no time in the log line %q", line)
+	}
+	t.Fatalf("no log line holds %q", s)
+	return time.Time{}
 }

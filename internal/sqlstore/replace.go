@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 
 	"github.com/once-run/once/store"
 )
@@ -28,6 +29,12 @@ func (s *Store) TakeOver(ctx context.Context, req store.AcquireRequest, until st
 			}
 			return err
 		}
+		var tokens []int64
+		if live && old.Holder != "" {
+			if tokens, err = s.liveSeatTokens(ctx, tx, req.Task, old.Token); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}leases SET holder = ?, run_id = ?, token = token + 1,
 			acquired_at = {now}, expires_at = `+until+` WHERE task = ?`), req.Holder, req.RunID, req.TTL.Microseconds(), req.Task); err != nil {
 			return err
@@ -43,11 +50,36 @@ func (s *Store) TakeOver(ctx context.Context, req store.AcquireRequest, until st
 		l.Acquired, l.Expires = l.Acquired.UTC(), l.Expires.UTC()
 		if live && old.Holder != "" {
 			old.Acquired, old.Expires = old.Acquired.UTC(), old.Expires.UTC()
-			l.Replaced = &old
+			l.Replaced = &store.Replacement{Lease: old, Tokens: tokens}
 		}
 		return nil
 	})
 	return l, found, err
+}
+
+// liveSeatTokens are the tokens of the task's live seats when its lease row, of token row, is
+// their summary (a takeover ends them all: store.Replacement), else row alone.
+func (s *Store) liveSeatTokens(ctx context.Context, tx *sql.Tx, task string, row int64) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, s.Q(`SELECT token FROM {p}lease_seats WHERE task = ? AND expires_at > {now} ORDER BY token`), task)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var tokens []int64
+	for rows.Next() {
+		var t int64
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if !slices.Contains(tokens, row) { // an exclusive grant: seats left are not current
+		return []int64{row}, nil
+	}
+	return tokens, nil
 }
 
 // Acquire is the Acquire of PostgreSQL and MySQL (store.Leaser): a seat of the lease with

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/once-run/once/store"
@@ -26,19 +27,24 @@ func (s *Store) replace(ctx context.Context, req store.AcquireRequest) (store.Le
 	plain := req
 	plain.Replace = false
 	var replaced *store.Lease
+	var tokens []int64
 	for try := 0; ; try++ {
 		l, err := s.Acquire(ctx, plain)
 		if err == nil {
-			l.Replaced = replaced
+			if replaced != nil {
+				slices.Sort(tokens)
+				l.Replaced = &store.Replacement{Lease: *replaced, Tokens: tokens}
+			}
 			return l, nil
 		}
 		if !errors.Is(err, store.ErrBusy) || try >= 3 {
 			return store.Lease{}, err
 		}
-		old, err := s.endGrant(ctx, req.Task)
+		old, ended, err := s.endGrant(ctx, req.Task)
 		if err != nil {
 			return store.Lease{}, err
 		}
+		tokens = append(tokens, ended...)
 		if old != nil && (replaced == nil || old.Expires.After(replaced.Expires)) {
 			replaced = old
 		}
@@ -46,13 +52,13 @@ func (s *Store) replace(ctx context.Context, req store.AcquireRequest) (store.Le
 }
 
 // endGrant deletes the task's live grant, or else its live seats (endSeats), and returns it with
-// Expires bounding its etcd lease (see replace); nil when there was none, or it changed before it
-// could be deleted.
-func (s *Store) endGrant(ctx context.Context, task string) (*store.Lease, error) {
+// Expires bounding its etcd lease (see replace), and the tokens of the grants it ended; nil when
+// there was none, or it changed before it could be deleted.
+func (s *Store) endGrant(ctx context.Context, task string) (*store.Lease, []int64, error) {
 	key := s.leaseKey(task)
 	gr, err := s.c.get(ctx, key)
 	if err != nil {
-		return nil, s.mapErr(err)
+		return nil, nil, s.mapErr(err)
 	}
 	if len(gr.Kvs) == 0 {
 		return s.endSeats(ctx, task)
@@ -60,20 +66,20 @@ func (s *Store) endGrant(ctx context.Context, task string) (*store.Lease, error)
 	kv := gr.Kvs[0]
 	old, err := s.bounded(ctx, task, kv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r, err := s.c.txn(ctx, txnReq{
 		Compare: []compare{cmpCreate(key, int64(kv.CreateRevision)), cmpMod(key, int64(kv.ModRevision))},
 		Success: []op{opDel(key, false), opDel(s.holderKey(task), false), opPut(s.fenceKey(task), "", 0)},
 	})
 	if err != nil {
-		return nil, s.mapErr(err)
+		return nil, nil, s.mapErr(err)
 	}
 	if !r.Succeeded {
-		return nil, nil
+		return nil, nil, nil
 	}
 	s.revoke(int64(kv.Lease)) // nothing uses it now; the old holder's next renewal finds no key
-	return &old, nil
+	return &old, []int64{old.Token}, nil
 }
 
 // bounded decodes the grant kv of task with Expires bounding its etcd lease: now plus the lease's

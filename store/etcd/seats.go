@@ -243,22 +243,30 @@ func (s *Store) releaseSeat(ctx context.Context, l store.Lease) error {
 }
 
 // endSeats deletes the task's live seats for a takeover (replace) and returns the one whose etcd
-// lease lasts longest, its Expires bounding it as endGrant's does; nil when there was none or
-// they changed meanwhile.
-func (s *Store) endSeats(ctx context.Context, task string) (*store.Lease, error) {
+// lease lasts longest, its Expires bounding it as endGrant's does, and every seat's token; nil
+// when there was none or they changed meanwhile.
+func (s *Store) endSeats(ctx context.Context, task string) (*store.Lease, []int64, error) {
 	gr, err := s.c.getPrefix(ctx, s.seatDir(task))
 	if err != nil || len(gr.Kvs) == 0 {
-		return nil, s.mapErr(err)
+		return nil, nil, s.mapErr(err)
 	}
 	var (
-		last *store.Lease
-		cmps []compare
-		ops  []op
+		last   *store.Lease
+		tokens []int64
+		cmps   []compare
+		ops    []op
 	)
+	now := time.Now()
 	for _, k := range gr.Kvs {
 		l, err := s.bounded(ctx, task, k)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		// A seat past the expiry its holder asked for is not replaced but vanished (its holder
+		// stopped renewing; its work is dead), though its key lasts until etcd ends its lease, in
+		// whole seconds: its value's expiry decides, as in Leases.
+		if v, _, err := s.decode(task, k); err == nil && v.Expires.After(now) {
+			tokens = append(tokens, l.Token)
 		}
 		if last == nil || l.Expires.After(last.Expires) {
 			last = &l
@@ -272,10 +280,10 @@ func (s *Store) endSeats(ctx context.Context, task string) (*store.Lease, error)
 	ops = append(ops, opPut(s.fenceKey(task), "", 0))
 	r, err := s.c.txn(ctx, txnReq{Compare: cmps, Success: ops})
 	if err != nil || !r.Succeeded {
-		return nil, s.mapErr(err)
+		return nil, nil, s.mapErr(err)
 	}
 	for _, k := range gr.Kvs {
 		s.revoke(int64(k.Lease))
 	}
-	return last, nil
+	return last, tokens, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -40,19 +41,31 @@ end
 `
 
 // acquire: grant's ARGV, and ARGV[6] '1' to replace a live grant (AcquireRequest.Replace).
-// Returns {'BUSY', value} or {'OK', token, acquired µs[, replaced value]}: the caller knows the
-// rest of the grant (holder, run id, expiry = acquired + ttl), so the value it would decode is not
-// sent back.
+// Returns {'BUSY', value} or {'OK', token, acquired µs[, replaced value[, live seats' tokens]]}:
+// the caller knows the rest of the grant (holder, run id, expiry = acquired + ttl), so the value
+// it would decode is not sent back. A replaced value that summarises seats comes with the tokens
+// of the live seats the grant ends (store.Replacement).
 var acquireScript = lazyScript(check + grant + `
 local n = check()
 if type(n) == 'table' then return n end
 local cur = redis.call('GET', KEYS[2])
+local seats
 if cur then
-  if tonumber(cjson.decode(cur).t) > n then return redis.error_reply('LOST') end
+  local c = cjson.decode(cur)
+  if tonumber(c.t) > n then return redis.error_reply('LOST') end
   if ARGV[6] ~= '1' then return {'BUSY', cur} end
+  if c.l then
+    seats = {}
+    local at = now()
+    local all = redis.call('HGETALL', KEYS[4])
+    for i = 2, #all, 2 do
+      if tonumber(cjson.decode(all[i]).x) > at then seats[#seats + 1] = all[i - 1] end
+    end
+  end
 end
 local t
 n, t = grant(n, cur)
+if seats then return {'OK', n, t, cur, seats} end
 if cur then return {'OK', n, t, cur} end
 return {'OK', n, t}
 `)
@@ -180,14 +193,41 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		_ = s.Release(ctx, l) // a grant a failover could lose is not handed out; the token is spent
 		return store.Lease{}, unacked
 	}
-	if len(r) == 4 {
+	if len(r) >= 4 {
 		old, err := decodeLease(req.Task, r[3])
 		if err != nil {
 			return store.Lease{}, err
 		}
-		l.Replaced = &old
+		tokens, err := replacedTokens(old, r[4:])
+		if err != nil {
+			return store.Lease{}, fmt.Errorf("%w: redis at %s: acquire reply: %w", store.ErrUnavailable, s.addr, err)
+		}
+		l.Replaced = &store.Replacement{Lease: old, Tokens: tokens}
 	}
 	return l, nil
+}
+
+// replacedTokens reads the live seats' tokens an acquire with Replace sent after the value it
+// replaced (seats), or is the replaced grant's token alone when it sent none.
+func replacedTokens(old store.Lease, seats []any) ([]int64, error) {
+	if len(seats) == 0 {
+		return []int64{old.Token}, nil
+	}
+	list, ok := seats[0].([]any)
+	if !ok {
+		return nil, fmt.Errorf("seats %v are not a list", seats[0])
+	}
+	tokens := make([]int64, 0, len(list))
+	for _, v := range list {
+		str, ok := v.(string)
+		t, err := strconv.ParseInt(str, 10, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("seat token %v is not a number", v)
+		}
+		tokens = append(tokens, t)
+	}
+	slices.Sort(tokens)
+	return tokens, nil
 }
 
 // granted reads an acquire script's reply r to req: {'BUSY', value} is the *store.BusyError,

@@ -69,15 +69,18 @@ func (s *Store) acquire(ctx context.Context, tx *sql.Tx, now int64, req store.Ac
 		req.Task, req.Holder, req.RunID, token, now, exp); err != nil {
 		return store.Lease{}, err
 	}
+	var tokens []int64
 	if replaced != nil {
 		// The row may have summarised live seats (seats.go): they end with it. Left live, Abandon
 		// took their attempts for a live seat's, and a seat acquire counted them beside this grant.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+s.t.seats+` WHERE task = ?`, req.Task); err != nil {
+		if tokens, err = s.endSeats(ctx, tx, req.Task, cur.Token, now); err != nil {
 			return store.Lease{}, err
 		}
 	}
 	l := s.shown(store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: token, Acquired: micros(now), Expires: micros(exp)})
-	l.Replaced = replaced
+	if replaced != nil {
+		l.Replaced = &store.Replacement{Lease: *replaced, Tokens: tokens}
+	}
 	return l, nil
 }
 

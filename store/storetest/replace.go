@@ -48,6 +48,9 @@ func testLeaseReplace(t *testing.T, h Harness) {
 	if r == nil || r.Holder != "a" || r.RunID != "run-a" || r.Token != la.Token {
 		t.Fatalf("Replaced = %+v, want a's grant %+v", r, la)
 	}
+	if !slices.Equal(r.Tokens, []int64{la.Token}) {
+		t.Fatalf("Replaced.Tokens = %v, want a's token %d alone", r.Tokens, la.Token)
+	}
 	// The old holder may believe in its grant for up to its TTL (2 s more for a store that bounds
 	// it by a lease of whole seconds, rounded down); never less than what is left of it.
 	if left := r.Expires.Sub(lb.Acquired); left < ttl/2 || left > ttl+granularity+2*time.Second+timeSlack {
@@ -188,5 +191,50 @@ func awaitLoss(ctx context.Context, s store.Store, l store.Lease, lost <-chan st
 		if !slices.ContainsFunc(ls, func(g store.Lease) bool { return g.Task == l.Task && g.Token == l.Token }) {
 			return nil
 		}
+	}
+}
+
+// testReplaceEndsEverySeat: a Replace over live seats ends them all and names every one of them in
+// Replaced.Tokens (so that once settles each seat's attempt as replaced); a seat that had expired
+// before is not among them (its attempt is a vanished holder's), though Abandon hands over its
+// attempt too.
+func testReplaceEndsEverySeat(t *testing.T, h Harness) {
+	dsn := h.DSN(t)
+	x, a, b, d := client(t, dsn), client(t, dsn), client(t, dsn), client(t, dsn)
+	ctx := ctxT(t)
+	const short, ttl = 3 * time.Second, 30 * time.Second
+	lx := seat(t, x, "job", "x", 3, short)
+	la := seat(t, a, "job", "a", 3, ttl)
+	lb := seat(t, b, "job", "b", 3, ttl)
+	begin(t, x, lx, "sx", "run-x", 1)
+	begin(t, a, la, "sa", "run-a", 1)
+	begin(t, b, lb, "sb", "run-b", 1)
+	for deadline := time.Now().Add(short + granularity + 5*time.Second); slices.ContainsFunc(seatsOf(t, d, "job"),
+		func(l store.Lease) bool { return l.Token == lx.Token }); {
+		if time.Now().After(deadline) {
+			t.Fatalf("seat with TTL %s still listed after %s", short, time.Since(lx.Acquired))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ld, err := d.Acquire(ctx, replaceReq("job", "d", ttl))
+	if err != nil {
+		t.Fatalf("Acquire with Replace over live seats: %v", err)
+	}
+	want := []int64{la.Token, lb.Token}
+	if ld.Replaced == nil || !slices.Equal(ld.Replaced.Tokens, want) || !slices.Contains(want, ld.Replaced.Token) {
+		t.Fatalf("Replaced %+v; want one of the live seats, with their tokens %v", ld.Replaced, want)
+	}
+	for _, l := range []store.Lease{la, lb} {
+		_, err := []store.Store{a, b}[slices.Index(want, l.Token)].Renew(ctx, l, ttl)
+		wantErr(t, "renew of a replaced seat", err, store.ErrNotHeld)
+	}
+	ab, err := d.Abandon(ctx, "job", ld.Token)
+	var got []string
+	for _, at := range ab {
+		got = append(got, at.RunID)
+	}
+	slices.Sort(got)
+	if err != nil || !slices.Equal(got, []string{"run-a", "run-b", "run-x"}) {
+		t.Fatalf("Abandon after the takeover = %v, %v; want the three seats' attempts", got, err)
 	}
 }

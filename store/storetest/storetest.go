@@ -88,6 +88,7 @@ var cases = []testCase{
 	{"LeaseTasksIndependent", testTasksIndependent, nil},
 	{"LeaseReplace", testLeaseReplace, nil},
 	{"LeaseReplaceFencesAtOnce", testReplaceFencesAtOnce, nil},
+	{"LeaseReplaceEndsEverySeat", testReplaceEndsEverySeat, nil},
 	{"LeaseLimit", testLeaseLimit, nil},
 	{"LeaseLimitExpiry", testLeaseLimitExpiry, nil},
 	{"LeaseLimitRace", testLeaseLimitRace, nil},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,6 +82,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		return giveUp(s.mapErr(kerr))
 	}
 	var replaced *store.Lease
+	var ended []int64 // the tokens of the live grants cleared (replaced)
 	var seats []int64 // the live seat nodes ahead of a seat's
 	for _, k := range s.sortChildren(kids) {
 		if seq(k) >= seq(name) {
@@ -94,6 +96,9 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		}
 		if err != nil {
 			return giveUp(err)
+		}
+		if old != nil {
+			ended = append(ended, old.Token)
 		}
 		if old != nil && (replaced == nil || old.Expires.After(replaced.Expires)) {
 			replaced = old
@@ -118,7 +123,10 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	s.holders[st.Czxid] = req.Holder
 	s.mu.Unlock()
 	l := lease(req.Task, d, st)
-	l.Replaced = replaced
+	if replaced != nil {
+		slices.Sort(ended)
+		l.Replaced = &store.Replacement{Lease: *replaced, Tokens: ended}
+	}
 	return l, nil
 }
 
