@@ -64,12 +64,12 @@ func (g *guard) awaitReplaced(ctx context.Context, ls *lease.Lease, taken store.
 	return func() { _ = lk.Release() }, nil, nil
 }
 
-// wasReplaced reports whether an attempt begun under token was the work of a grant that the
-// takeover which gave the grant taken ended: the replaced grant's, or any live seat's when seats
-// held the task (store.Replacement).
+// wasReplaced reports whether an attempt begun under token was the work of a live grant that the
+// takeover which gave the grant taken ended (store.Replacement.Tokens). Replaced.Token alone is
+// not enough: over seats it may be a seat that had expired (a vanished holder) or was released.
 func wasReplaced(taken store.Lease, token int64) bool {
 	r := taken.Replaced
-	return r != nil && (token == r.Token || slices.Contains(r.Tokens, token))
+	return r != nil && slices.Contains(r.Tokens, token)
 }
 
 // resolveReplaced settles the attempts the replaced holder left running (just marked unknown by

@@ -215,8 +215,10 @@ func (s *Scheduler) triggerDone(ctx context.Context, name, runID string) {
 
 // pausedSlot records, once per fleet, that a slot of a paused job was not run.
 func (s *Scheduler) pausedSlot(ctx context.Context, jb Job, sl string) {
-	k, _ := s.isPaused(jb.Name)
-	note := fmt.Sprintf("paused (%s since %s): once resume %s", k.RunID, k.ClaimedAt.UTC().Format(time.RFC3339), jb.Name)
+	note := "paused when its run was due (resumed since)"
+	if k, ok := s.isPaused(jb.Name); ok {
+		note = fmt.Sprintf("paused (%s since %s): once resume %s", k.RunID, k.ClaimedAt.UTC().Format(time.RFC3339), jb.Name)
+	}
 	n, err := s.recordOnce(ctx, "paused", []store.Event{{Task: jb.Name, Slot: sl, Kind: store.Skipped, Holder: s.c.Node, Note: note}})
 	switch {
 	case err != nil:

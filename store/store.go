@@ -67,10 +67,12 @@ type Lease struct {
 	Limit int `json:"limit,omitempty"`
 }
 
-// Replacement is what a replacing Acquire ended (Lease.Replaced): the live grant that lasts
-// longest, and the tokens of every live grant it ended — that grant's alone, or, when live seats
-// held the task, every live seat's (never an expired one's). A caller settles the attempts begun
-// under Tokens as replaced, not as a vanished holder's.
+// Replacement is what a replacing Acquire ended (Lease.Replaced): the grant it took over, its
+// Expires the latest any grant it ended could still believe in, and the tokens of every live
+// grant it ended — that grant's alone, or, when live seats held the task, every live seat's (never
+// an expired or released one's). Over seats, Lease's holder and token may be a seat's that had
+// already ended (a store that keeps a summary of its seats names the latest). A caller waits until
+// Expires and settles the attempts begun under Tokens, and only those, as replaced.
 type Replacement struct {
 	Lease
 	Tokens []int64 `json:"tokens"`

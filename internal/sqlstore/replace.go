@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"slices"
 
 	"github.com/once-run/once/store"
 )
@@ -58,28 +57,34 @@ func (s *Store) TakeOver(ctx context.Context, req store.AcquireRequest, until st
 }
 
 // liveSeatTokens are the tokens of the task's live seats when its lease row, of token row, is
-// their summary (a takeover ends them all: store.Replacement), else row alone.
+// their summary (a takeover ends them all: store.Replacement), else row alone. The row carries
+// the latest seat's token, which may be a seat released or expired since, beside live ones.
 func (s *Store) liveSeatTokens(ctx context.Context, tx *sql.Tx, task string, row int64) ([]int64, error) {
-	rows, err := tx.QueryContext(ctx, s.Q(`SELECT token FROM {p}lease_seats WHERE task = ? AND expires_at > {now} ORDER BY token`), task)
+	rows, err := tx.QueryContext(ctx, s.Q(`SELECT token, expires_at > {now} FROM {p}lease_seats WHERE task = ? ORDER BY token`), task)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var tokens []int64
+	var live []int64
+	summary := false
 	for rows.Next() {
 		var t int64
-		if err := rows.Scan(&t); err != nil {
+		var alive bool
+		if err := rows.Scan(&t, &alive); err != nil {
 			return nil, err
 		}
-		tokens = append(tokens, t)
+		summary = summary || t == row
+		if alive {
+			live = append(live, t)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if !slices.Contains(tokens, row) { // an exclusive grant: seats left are not current
+	if !summary { // an exclusive grant: seats left are not current
 		return []int64{row}, nil
 	}
-	return tokens, nil
+	return live, nil
 }
 
 // Acquire is the Acquire of PostgreSQL and MySQL (store.Leaser): a seat of the lease with

@@ -200,6 +200,7 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		}
 		tokens, err := replacedTokens(old, r[4:])
 		if err != nil {
+			_ = s.Release(ctx, l) // not handed out: the token is spent
 			return store.Lease{}, fmt.Errorf("%w: redis at %s: acquire reply: %w", store.ErrUnavailable, s.addr, err)
 		}
 		l.Replaced = &store.Replacement{Lease: old, Tokens: tokens}

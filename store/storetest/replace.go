@@ -197,44 +197,66 @@ func awaitLoss(ctx context.Context, s store.Store, l store.Lease, lost <-chan st
 // testReplaceEndsEverySeat: a Replace over live seats ends them all and names every one of them in
 // Replaced.Tokens (so that once settles each seat's attempt as replaced); a seat that had expired
 // before is not among them (its attempt is a vanished holder's), though Abandon hands over its
-// attempt too.
+// attempt too. Two tasks: the expired seat taken first, and taken last (a store that keeps a
+// summary of its seats then has the expired seat's token in it).
 func testReplaceEndsEverySeat(t *testing.T, h Harness) {
 	dsn := h.DSN(t)
 	x, a, b, d := client(t, dsn), client(t, dsn), client(t, dsn), client(t, dsn)
 	ctx := ctxT(t)
 	const short, ttl = 3 * time.Second, 30 * time.Second
-	lx := seat(t, x, "job", "x", 3, short)
-	la := seat(t, a, "job", "a", 3, ttl)
-	lb := seat(t, b, "job", "b", 3, ttl)
-	begin(t, x, lx, "sx", "run-x", 1)
-	begin(t, a, la, "sa", "run-a", 1)
-	begin(t, b, lb, "sb", "run-b", 1)
-	for deadline := time.Now().Add(short + granularity + 5*time.Second); slices.ContainsFunc(seatsOf(t, d, "job"),
-		func(l store.Lease) bool { return l.Token == lx.Token }); {
-		if time.Now().After(deadline) {
-			t.Fatalf("seat with TTL %s still listed after %s", short, time.Since(lx.Acquired))
+	type round struct {
+		task       string
+		lx, la, lb store.Lease
+	}
+	var rounds []round
+	for _, task := range []string{"first", "last"} {
+		r := round{task: task}
+		if task == "first" {
+			r.lx = seat(t, x, task, "x", 3, short)
 		}
-		time.Sleep(50 * time.Millisecond)
+		r.la = seat(t, a, task, "a", 3, ttl)
+		r.lb = seat(t, b, task, "b", 3, ttl)
+		if task == "last" {
+			r.lx = seat(t, x, task, "x", 3, short)
+		}
+		begin(t, x, r.lx, "sx", "run-x-"+task, 1)
+		begin(t, a, r.la, "sa", "run-a-"+task, 1)
+		begin(t, b, r.lb, "sb", "run-b-"+task, 1)
+		rounds = append(rounds, r)
 	}
-	ld, err := d.Acquire(ctx, replaceReq("job", "d", ttl))
-	if err != nil {
-		t.Fatalf("Acquire with Replace over live seats: %v", err)
+	for _, r := range rounds {
+		for deadline := time.Now().Add(short + granularity + 5*time.Second); slices.ContainsFunc(seatsOf(t, d, r.task),
+			func(l store.Lease) bool { return l.Token == r.lx.Token }); {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: seat with TTL %s still listed after %s", r.task, short, time.Since(r.lx.Acquired))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
-	want := []int64{la.Token, lb.Token}
-	if ld.Replaced == nil || !slices.Equal(ld.Replaced.Tokens, want) || !slices.Contains(want, ld.Replaced.Token) {
-		t.Fatalf("Replaced %+v; want one of the live seats, with their tokens %v", ld.Replaced, want)
-	}
-	for _, l := range []store.Lease{la, lb} {
-		_, err := []store.Store{a, b}[slices.Index(want, l.Token)].Renew(ctx, l, ttl)
-		wantErr(t, "renew of a replaced seat", err, store.ErrNotHeld)
-	}
-	ab, err := d.Abandon(ctx, "job", ld.Token)
-	var got []string
-	for _, at := range ab {
-		got = append(got, at.RunID)
-	}
-	slices.Sort(got)
-	if err != nil || !slices.Equal(got, []string{"run-a", "run-b", "run-x"}) {
-		t.Fatalf("Abandon after the takeover = %v, %v; want the three seats' attempts", got, err)
+	for _, r := range rounds {
+		ld, err := d.Acquire(ctx, replaceReq(r.task, "d", ttl))
+		if err != nil {
+			t.Fatalf("%s: Acquire with Replace over live seats: %v", r.task, err)
+		}
+		want := []int64{r.la.Token, r.lb.Token}
+		if ld.Replaced == nil || !slices.Equal(ld.Replaced.Tokens, want) {
+			t.Fatalf("%s: Replaced %+v; want the live seats' tokens %v (not the expired seat's %d)", r.task, ld.Replaced, want, r.lx.Token)
+		}
+		if left := ld.Replaced.Expires.Sub(ld.Acquired); left < ttl/2 {
+			t.Fatalf("%s: Replaced.Expires - Acquired = %s, want about the live seats' %s TTL", r.task, left, ttl)
+		}
+		for i, l := range []store.Lease{r.la, r.lb} {
+			_, err := []store.Store{a, b}[i].Renew(ctx, l, ttl)
+			wantErr(t, r.task+": renew of a replaced seat", err, store.ErrNotHeld)
+		}
+		ab, err := d.Abandon(ctx, r.task, ld.Token)
+		var got []string
+		for _, at := range ab {
+			got = append(got, at.RunID)
+		}
+		slices.Sort(got)
+		if err != nil || !slices.Equal(got, []string{"run-a-" + r.task, "run-b-" + r.task, "run-x-" + r.task}) {
+			t.Fatalf("%s: Abandon after the takeover = %v, %v; want the three seats' attempts", r.task, got, err)
+		}
 	}
 }
