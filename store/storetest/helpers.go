@@ -15,7 +15,7 @@ import (
 // unexpected error, and comparisons with the suite's tolerances.
 
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
 	t.Cleanup(cancel)
 	return ctx
 }

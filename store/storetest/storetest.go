@@ -44,6 +44,11 @@ const (
 	timeSlack = 50 * time.Millisecond
 	// opTimeout bounds any single store call.
 	opTimeout = 15 * time.Second
+	// caseTimeout bounds the store calls a case makes under its one context (ctxT): on a loaded
+	// machine a case's calls together can take longer than one call may (the prefix suite queues
+	// every case's writes for one SQLite file's writer: a case took 18.6 s in a CI run). A hang
+	// still fails, after a minute.
+	caseTimeout = time.Minute
 )
 
 // capability is an optional interface of a store (see store.Store's doc) that some cases need.
