@@ -43,7 +43,7 @@ var stores = []struct {
 	slack int64
 }{
 	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 7, skip: 7, busy: 5}, 0},
-	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 18, skip: 7, busy: 4}, 0},
+	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 12, skip: 7, busy: 4}, 0},
 	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, busy: 3}, 1},
 	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 5, skip: 5, busy: 4}, 0},
 	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 6, busy: 6}, 2},

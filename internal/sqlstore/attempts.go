@@ -251,22 +251,25 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, runID string, token in
 }
 
 // finishSet is the SET clause that ends an attempt with outcome o, and its arguments.
-func (s *Store) finishSet(o store.Outcome) (string, []any) {
+func (s *Store) finishSet(o store.Outcome) (string, []any) { return s.finishSetOf(o, "") }
+
+// finishSetOf is finishSet with its columns qualified by t ("t." in a multi-table UPDATE).
+func (s *Store) finishSetOf(o store.Outcome, t string) (string, []any) {
 	var exit any
 	if o.ExitCode != nil {
 		exit = *o.ExitCode
 	}
-	note, args := "note", []any{string(o.State), exit}
+	note, args := t+"note", []any{string(o.State), exit}
 	if o.Note != "" {
-		concat := "CONCAT(note, '; ', ?)"
+		concat := "CONCAT(" + t + "note, '; ', ?)"
 		if s.Flavor == Postgres {
-			concat = "note || '; ' || ?"
+			concat = t + "note || '; ' || ?"
 		}
 		// CHAR_LENGTH, not = '': MySQL's collation pads, so a note of spaces would equal ''.
-		note = "CASE WHEN CHAR_LENGTH(note) = 0 THEN ? ELSE " + concat + " END"
+		note = "CASE WHEN CHAR_LENGTH(" + t + "note) = 0 THEN ? ELSE " + concat + " END"
 		args = append(args, o.Note, o.Note)
 	}
-	return `state = ?, ended_at = {now}, exit_code = ?, note = ` + note, args
+	return t + `state = ?, ` + t + `ended_at = {now}, ` + t + `exit_code = ?, ` + t + `note = ` + note, args
 }
 
 // runningUnder is why a, read as run runID's attempt, may not be written under token: it is not
@@ -317,6 +320,14 @@ func (s *Store) Report(ctx context.Context, runID string, token int64, r store.R
 // one row when l is still the current grant.
 func (s *Store) FinishAndRelease(ctx context.Context, runID string, l store.Lease, o store.Outcome, release string) (store.Attempt, error) {
 	var out store.Attempt
+	if s.Flavor == MySQL && l.Limit < 2 && o.State.Finishable() && o.State != store.Unknown {
+		// One round trip where the transaction takes seven (finish.go); nothing done goes the
+		// long way below, which says why.
+		a, done, err := s.finishReleaseMySQL(ctx, runID, l, o)
+		if err != nil || done {
+			return a, err
+		}
+	}
 	if s.Flavor == Postgres && l.Limit < 2 && o.State.Finishable() && o.State != store.Unknown {
 		// One statement and no transaction around it (one round trip, where the transaction
 		// takes five). Nothing done (no row) goes the long way below, which says why; so does

@@ -69,7 +69,11 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 			store.Outcome{State: store.Succeeded, ExitCode: &code, Note: "done"})
 		out = append(out, Plan{"finish and release: the lease row locked, the attempt ended, the lease released", q, args, false, ""})
 	} else {
-		out = append(out, Plan{"finish: a run's attempt", s.Q(sqlstore.RunQuery), []any{"r7"}, false, ""})
+		code := 0
+		q, args := s.FinishReleaseMySQL("r7", store.Lease{Task: "joba0", Holder: "h", Token: 1},
+			store.Outcome{State: store.Succeeded, ExitCode: &code, Note: "done"})
+		out = append(out, Plan{"finish: a run's attempt", s.Q(sqlstore.RunQuery), []any{"r7"}, false, ""},
+			Plan{"finish and release: the lease row, then the run's attempt, both updated", q, args, false, ""})
 	}
 	tasks, err := s.TasksQuery(context.Background())
 	if err != nil {
@@ -184,8 +188,12 @@ func seedLeases(tb testing.TB, s *sqlstore.Store, at time.Time) {
 			if b > 0 {
 				task = fmt.Sprintf("old%d-%d", b, j)
 			}
-			vals = append(vals, "(?, '', '', 1, ?, ?)")
-			args = append(args, task, at, at)
+			holder, run := "", ""
+			if task == "joba0" { // held, so that a plan of finish and release reads on past the lease row
+				holder, run = "h", "r7"
+			}
+			vals = append(vals, "(?, ?, ?, 1, ?, ?)")
+			args = append(args, task, holder, run, at, at)
 		}
 		if _, err := s.DB.ExecContext(context.Background(), s.Q(`INSERT INTO {p}leases (task, holder, run_id, token, acquired_at,
 			expires_at) VALUES `+strings.Join(vals, ", ")), args...); err != nil {
