@@ -35,15 +35,27 @@ func (s *Store) finishReleaseMySQL(ctx context.Context, runID string, l store.Le
 	q += s.Q(`;
 	SELECT ` + attemptCols + `, ROW_COUNT() FROM {p}attempts WHERE run_id = ? ORDER BY id DESC LIMIT 1`)
 	args = append(args, runID)
+	tries := 0
 	err = s.Do(ctx, func(ctx context.Context) error {
+		tries++
 		rows, err := s.DB.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
 		}
 		a, done, err = scanChanged(rows, 2)
+		if err == nil && !done && tries > 1 && committedBefore(a, runID, l.Token, o.State) {
+			done = true // an earlier try committed and its answer was lost: this is its outcome
+		}
 		return err
 	})
 	return a, done, err
+}
+
+// committedBefore reports whether a, read as run runID's attempt, is what an earlier try of
+// FinishReleaseMySQL wrote: ended in state under token. Nothing else ends an attempt as succeeded
+// or failed (Abandon makes it unknown), and the statement released the lease with it.
+func committedBefore(a store.Attempt, runID string, token int64, state store.State) bool {
+	return a.RunID == runID && a.Token == token && a.State == state && a.EndedAt != nil
 }
 
 // scanChanged reads the one row of a batch's result sets, an attempt and ROW_COUNT(), and closes
