@@ -135,6 +135,10 @@ func TestOverlapReplace(t *testing.T) {
 	w := &witness{}
 	j := workJob("rep", "@every 1s", w.work(time.Hour))
 	j.Overlap = "replace"
+	// A lease that outlives a loaded machine's stalled renewals: with 1 s, a fresh-clone run's
+	// SQLite left renewals unanswered for 666 ms, and the runs ended unknown (lease lost), not
+	// failed by the stop path under test.
+	j.TTL = 10 * time.Second
 	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 100 * time.Millisecond})
 	time.Sleep(3500 * time.Millisecond)
 	n.stop()
