@@ -19,10 +19,16 @@ type Relay struct {
 	// Delay, when set before the first connection, holds each chunk that long before it is
 	// forwarded, either way: a network whose round trip is twice that (BenchmarkRunRTT).
 	Delay time.Duration
-	trips atomic.Int64
-	conns atomic.Int64
-	down  atomic.Int64 // bytes from the server
-	wg    sync.WaitGroup
+	// CutAnswerTo, when set before the first connection, picks a client chunk whose answer is
+	// lost: the chunk is forwarded, and at the server's first chunk after it (the server has acted
+	// on it) the relay closes the connection instead, as a network lost between a commit and its
+	// answer. Only the first chunk it picks is cut.
+	CutAnswerTo func([]byte) bool
+	cutDone     atomic.Bool
+	trips       atomic.Int64
+	conns       atomic.Int64
+	down        atomic.Int64 // bytes from the server
+	wg          sync.WaitGroup
 }
 
 // NewRelay listens on a free 127.0.0.1 port and relays to upstream ("host:port") until Close.
@@ -68,22 +74,31 @@ func (r *Relay) accept() {
 		}
 		r.conns.Add(1)
 		var turn atomic.Int32 // who spoke last: 0 nobody, 1 the client, 2 the server
+		var cut atomic.Bool   // the server's next answer is not forwarded (CutAnswerTo)
 		r.wg.Add(2)
-		go r.pipe(c, up, func(b []byte) {
+		go r.pipe(c, up, func(b []byte) bool {
 			if turn.Swap(1) != 1 {
 				r.trips.Add(1)
 				if r.Trace != nil {
 					r.Trace(b)
 				}
 			}
+			if r.CutAnswerTo != nil && !r.cutDone.Load() && r.CutAnswerTo(b) && r.cutDone.CompareAndSwap(false, true) {
+				cut.Store(true)
+			}
+			return true
 		})
-		go r.pipe(up, c, func(b []byte) { turn.Store(2); r.down.Add(int64(len(b))) })
+		go r.pipe(up, c, func(b []byte) bool {
+			turn.Store(2)
+			r.down.Add(int64(len(b)))
+			return !cut.Load()
+		})
 	}
 }
 
 // pipe copies from src to dst, calling spoke before each chunk it forwards, and closes both ends
-// when either side ends.
-func (r *Relay) pipe(src, dst net.Conn, spoke func([]byte)) {
+// when either side ends, or when spoke says not to forward a chunk.
+func (r *Relay) pipe(src, dst net.Conn, spoke func([]byte) bool) {
 	defer r.wg.Done()
 	defer src.Close()
 	defer dst.Close()
@@ -91,7 +106,9 @@ func (r *Relay) pipe(src, dst net.Conn, spoke func([]byte)) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			spoke(buf[:n])
+			if !spoke(buf[:n]) {
+				return
+			}
 			if r.Delay > 0 {
 				time.Sleep(r.Delay)
 			}

@@ -332,12 +332,19 @@ func (s *Store) FinishAndRelease(ctx context.Context, runID string, l store.Leas
 		// One statement and no transaction around it (one round trip, where the transaction
 		// takes five). Nothing done (no row) goes the long way below, which says why; so does
 		// an unknown outcome, which also ends the slot's wait.
-		long := false
+		long, tries := false, 0
 		q, args := s.FinishReleasePostgres(runID, l, o)
 		err := s.Do(ctx, func(ctx context.Context) error {
 			var err error
+			tries++
 			out, err = scanAttempt(s.DB.QueryRowContext(ctx, q, args...))
 			if long = errors.Is(err, sql.ErrNoRows); long {
+				if tries > 1 { // an earlier try may have committed, its answer lost (as on MySQL)
+					a, err := scanAttempt(s.DB.QueryRowContext(ctx, s.Q(RunQueryPostgres), runID))
+					if err == nil && committedBefore(a, runID, l.Token, o.State) {
+						out, long = a, false
+					}
+				}
 				return nil
 			}
 			return err
