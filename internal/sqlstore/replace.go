@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 
 	"github.com/once-run/once/store"
 )
@@ -57,13 +58,22 @@ func (s *Store) TakeOver(ctx context.Context, req store.AcquireRequest, until st
 }
 
 // liveSeatTokens are the tokens of the task's live seats when its lease row, of token row, is
-// their summary (a takeover ends them all: store.Replacement), else row alone. The row carries
-// the latest seat's token, which may be a seat released or expired since, beside live ones.
+// their summary (a takeover ends them all: store.Replacement), else row alone (ReplacedTokens).
 func (s *Store) liveSeatTokens(ctx context.Context, tx *sql.Tx, task string, row int64) ([]int64, error) {
-	rows, err := tx.QueryContext(ctx, s.Q(`SELECT token, expires_at > {now} FROM {p}lease_seats WHERE task = ? ORDER BY token`), task)
+	rows, err := tx.QueryContext(ctx, s.Q(`SELECT token, expires_at > {now} FROM {p}lease_seats WHERE task = ?`), task)
 	if err != nil {
 		return nil, err
 	}
+	return ReplacedTokens(rows, row)
+}
+
+// ReplacedTokens reads a task's seats as rows of (token, live) and returns the tokens of the live
+// grants a takeover of the lease row of token row ends (store.Replacement.Tokens), in order, and
+// closes rows: every live seat's when the row is their summary — some seat, live or not, has its
+// token (it carries the latest seat's, which may have been released or expired beside live
+// ones) — else row alone, an exclusive grant (seats left are not current). SQLite's takeover reads
+// its seats with it too.
+func ReplacedTokens(rows *sql.Rows, row int64) ([]int64, error) {
 	defer rows.Close()
 	var live []int64
 	summary := false
@@ -81,9 +91,10 @@ func (s *Store) liveSeatTokens(ctx context.Context, tx *sql.Tx, task string, row
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if !summary { // an exclusive grant: seats left are not current
+	if !summary {
 		return []int64{row}, nil
 	}
+	slices.Sort(live)
 	return live, nil
 }
 

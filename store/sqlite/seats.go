@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
+	"github.com/once-run/once/internal/sqlstore"
 	"github.com/once-run/once/store"
 )
 
@@ -144,33 +144,12 @@ func seatsDDL(t tables) []string {
 }
 
 // endSeats deletes the task's seats as a takeover ends the grant of token row (its lease row), and
-// returns the tokens of the live grants it ended (store.Replacement): every live seat's
-// when the row summarised them, else row alone.
+// returns the tokens of the live grants it ended (sqlstore.ReplacedTokens, the rule the SQL stores
+// share).
 func (s *Store) endSeats(ctx context.Context, tx *sql.Tx, task string, row, now int64) ([]int64, error) {
 	rows, err := tx.QueryContext(ctx, `DELETE FROM `+s.t.seats+` WHERE task = ? RETURNING token, expires_at > ?`, task, now)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var live []int64
-	summary := false
-	for rows.Next() {
-		var t int64
-		var alive bool
-		if err := rows.Scan(&t, &alive); err != nil {
-			return nil, err
-		}
-		summary = summary || t == row
-		if alive {
-			live = append(live, t)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if !summary { // an exclusive grant: seats left are not current
-		return []int64{row}, nil
-	}
-	slices.Sort(live)
-	return live, nil
+	return sqlstore.ReplacedTokens(rows, row)
 }
