@@ -52,8 +52,9 @@ func (s *Store) finishReleaseMySQL(ctx context.Context, runID string, l store.Le
 }
 
 // committedBefore reports whether a, read as run runID's attempt, is what an earlier try of
-// FinishReleaseMySQL or FinishReleasePostgres wrote: ended in state under token. Nothing else ends an attempt as succeeded
-// or failed (Abandon makes it unknown), and the statement released the lease with it.
+// FinishReleaseMySQL or FinishReleasePostgres wrote: ended in state under token. Nothing else
+// ends an attempt as succeeded or failed (Abandon makes it unknown), and the statement released
+// the lease with it.
 func committedBefore(a store.Attempt, runID string, token int64, state store.State) bool {
 	return a.RunID == runID && a.Token == token && a.State == state && a.EndedAt != nil
 }
