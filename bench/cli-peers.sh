@@ -18,11 +18,18 @@ for tool in hyperfine etcdctl redis-cli; do
 done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-go build -trimpath -o "$work/once" ./cmd/once
-go build -trimpath -o "$work/once-shim" ./cmd/once-shim # beside once, as the packages install it
+# As the release builds them (make release): static, no cgo, stripped. Build ONCE_BENCH_BASE the same way.
+build() { CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$@"; }
+build "$work/once" ./cmd/once
+build "$work/once-shim" ./cmd/once-shim # beside once, as the packages install it
 export ONCE_HOME="$work/home"
 etcd="http://${ONCE_TEST_ETCD#etcd://}"
 rhost=$(echo "${ONCE_TEST_REDIS#redis://}" | cut -d/ -f1)
+# A prefix of this run's own: every run of a task without a slot adds an attempt to the same slot,
+# so rows measured on a server that earlier runs left history on would not compare.
+prefixed() { case $1 in *\?*) echo "$1&prefix=$2" ;; *) echo "$1?prefix=$2" ;; esac; }
+p=b$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
+ONCE_TEST_ETCD=$(prefixed "$ONCE_TEST_ETCD" "$p") ONCE_TEST_REDIS=$(prefixed "$ONCE_TEST_REDIS" "$p")
 "$work/once" run --store "$ONCE_TEST_ETCD" --task warm -- true # schema and clients warm, like a real host
 "$work/once" run --store "$ONCE_TEST_REDIS" --task warm -- true
 base=() # ONCE_BENCH_BASE=/path/to/older/once: its rows too, same run

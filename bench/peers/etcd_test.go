@@ -16,7 +16,7 @@ import (
 
 // --- benchmarks: p50/p99 of acquire+release against concurrency.Mutex, same server ---
 
-// BenchmarkEtcd measures the peer of store/etcd's BenchmarkSuite/Contended (this store over the JSON gateway:
+// BenchmarkEtcd measures the peer of store/etcd's BenchmarkSuite/Contended (the store's own gRPC over HTTP/2:
 // keep-alive of a reused etcd lease alongside the acquire txn, then the release txn) on the same
 // server: one acquire+release round (busy counts as a round) with 1 and 16 contenders, each with
 // its own client, of etcd's concurrency.Mutex over gRPC with a session created once and reused

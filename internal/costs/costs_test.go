@@ -39,13 +39,16 @@ var stores = []struct {
 	// both leave before the first answer returns, as two when a loaded machine delays the second (a
 	// fresh-clone run: 15 for 13); on Redis a test of
 	// store/redis that flushes the server's script cache (TestScopesIndexBuilt), running alongside,
-	// costs a script's next call a NOSCRIPT answer and a round trip to send it whole.
+	// costs a script's next call a NOSCRIPT answer and a round trip to send it whole; on etcd
+	// every call shares one HTTP/2 connection, and calls made together (the keep-alive sent
+	// alongside the acquire, the Lost watch beside the run) count as one turn when they leave
+	// together, as two when one is late.
 	slack int64
 }{
 	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 7, skip: 7, busy: 5}, 0},
 	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 12, skip: 7, busy: 4}, 0},
 	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, busy: 3}, 1},
-	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 5, skip: 5, busy: 4}, 0},
+	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 4, skip: 3, busy: 3}, 1},
 	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 6, busy: 6}, 2},
 }
 

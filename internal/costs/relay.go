@@ -1,6 +1,7 @@
 package costs
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"sync"
@@ -10,7 +11,11 @@ import (
 
 // Relay is a loopback TCP relay to one server that counts round trips: a round trip starts each
 // time a client sends after the server has sent (or sends first) on a connection. It reads no
-// protocol, so it counts what the store's client does on the wire, whatever the store.
+// protocol, so it counts what the store's client does on the wire, whatever the store, with one
+// exception: on a cleartext HTTP/2 connection (gRPC, etcd) a chunk made only of frames that
+// acknowledge or pace the server (a SETTINGS or PING acknowledgement, WINDOW_UPDATE, RST_STREAM)
+// starts none: the client waits for no answer to them. (etcd's gRPC server pings alongside its
+// answers to estimate the bandwidth, and the client's acknowledgements would count as calls.)
 type Relay struct {
 	ln       net.Listener
 	upstream string
@@ -75,8 +80,15 @@ func (r *Relay) accept() {
 		r.conns.Add(1)
 		var turn atomic.Int32 // who spoke last: 0 nobody, 1 the client, 2 the server
 		var cut atomic.Bool   // the server's next answer is not forwarded (CutAnswerTo)
+		first, h2 := true, false
 		r.wg.Add(2)
 		go r.pipe(c, up, func(b []byte) bool {
+			if first {
+				first, h2 = false, bytes.HasPrefix(b, []byte(h2Preface))
+			}
+			if h2 && h2ControlOnly(b) {
+				return true
+			}
 			if turn.Swap(1) != 1 {
 				r.trips.Add(1)
 				if r.Trace != nil {
@@ -94,6 +106,34 @@ func (r *Relay) accept() {
 			return !cut.Load()
 		})
 	}
+}
+
+// h2Preface opens every HTTP/2 connection.
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// h2ControlOnly reports whether b is whole HTTP/2 frames, each a SETTINGS or PING with the ACK
+// flag, a WINDOW_UPDATE or a RST_STREAM.
+func h2ControlOnly(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for len(b) > 0 {
+		if len(b) < 9 {
+			return false
+		}
+		n := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+		typ, flags := b[3], b[4]
+		if len(b) < 9+n {
+			return false
+		}
+		switch {
+		case (typ == 0x4 || typ == 0x6) && flags&0x1 != 0, typ == 0x8, typ == 0x3:
+		default:
+			return false
+		}
+		b = b[9+n:]
+	}
+	return true
 }
 
 // pipe copies from src to dst, calling spoke before each chunk it forwards, and closes both ends

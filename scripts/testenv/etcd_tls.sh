@@ -4,8 +4,8 @@
 #
 # start_etcd_tls: unless ONCE_TEST_ETCD_TLS is set, make a CA, a server certificate for 127.0.0.1 and a
 # client certificate with openssl under $ONCE_TEST_TMP/etcd-tls, start a one-member etcd serving clients
-# over TLS only (--client-cert-auth: a client needs a certificate the CA signed; without a CommonName,
-# which etcd's JSON gateway refuses because it cannot use it as the user), and turn on etcd's
+# over TLS only (--client-cert-auth: a client needs a certificate the CA signed; made without a
+# CommonName, which the JSON gateway the store once spoke refused), and turn on etcd's
 # authentication with etcdctl: user root, and user "once" whose role "once" may read and write keys
 # under /once/ only. Simple auth tokens expire after 3 s idle (--auth-token-ttl), so the tests renew
 # tokens often. Passwords are hashed with bcrypt cost 4 (--bcrypt-cost; etcd's default 10 costs ~70 ms

@@ -1,23 +1,21 @@
 package etcd
 
-// A minimal client for etcd's gRPC gateway (JSON over HTTP/1.1, under /v3/ since etcd 3.4): only the
-// calls this store makes. It exists so that the once binary does not link grpc, protobuf and the
-// etcd client, whose package init runs at every start of every command.
+// A minimal client for etcd's v3 gRPC API: only the calls this store makes, as gRPC over Go's own
+// HTTP/2 (net/http) with the messages encoded by hand (wire.go). It exists so that the once binary
+// does not link grpc, protobuf and the etcd client, whose package init runs at every start of every
+// command; and it calls the member's gRPC server directly, not through its JSON gateway, which adds
+// a hop inside etcd to every call.
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,109 +23,93 @@ import (
 	"github.com/once-run/once/store"
 )
 
-// i64 is an int64 that the gateway writes as a JSON string (proto3 JSON mapping).
+// i64 is an int64 of the wire.
 type i64 int64
-
-func (v i64) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + strconv.FormatInt(int64(v), 10) + `"`), nil
-}
-
-func (v *i64) UnmarshalJSON(b []byte) error {
-	n, err := strconv.ParseInt(strings.Trim(string(b), `"`), 10, 64)
-	if err != nil {
-		return fmt.Errorf("etcd gateway: bad integer %s", b)
-	}
-	*v = i64(n)
-	return nil
-}
 
 func ptr(v int64) *i64 { p := i64(v); return &p }
 
-// Wire types: field names are the proto names, as etcd's gateway uses them. []byte is base64.
+// The messages of the calls, with the fields this store uses (wire.go encodes and decodes them).
 type (
 	header   struct{ Revision i64 }
 	keyValue struct {
-		Key            []byte `json:"key"`
-		CreateRevision i64    `json:"create_revision"`
-		ModRevision    i64    `json:"mod_revision"`
-		Value          []byte `json:"value"`
-		Lease          i64    `json:"lease"`
+		Key            []byte
+		CreateRevision i64
+		ModRevision    i64
+		Value          []byte
+		Lease          i64
 	}
 	rangeReq struct {
-		Key       []byte `json:"key"`
-		RangeEnd  []byte `json:"range_end,omitempty"`
-		Limit     i64    `json:"limit,omitempty"`
-		KeysOnly  bool   `json:"keys_only,omitempty"`
-		CountOnly bool   `json:"count_only,omitempty"`
+		Key       []byte
+		RangeEnd  []byte
+		Limit     i64
+		KeysOnly  bool
+		CountOnly bool
 	}
 	rangeResp struct {
-		Header header     `json:"header"`
-		Kvs    []keyValue `json:"kvs"`
-		Count  i64        `json:"count"`
+		Header header
+		Kvs    []keyValue
+		Count  i64
 	}
 	putReq struct {
-		Key   []byte `json:"key"`
-		Value []byte `json:"value"`
-		Lease i64    `json:"lease,omitempty"`
+		Key   []byte
+		Value []byte
+		Lease i64
 	}
 	deleteReq struct {
-		Key      []byte `json:"key"`
-		RangeEnd []byte `json:"range_end,omitempty"`
-		PrevKV   bool   `json:"prev_kv,omitempty"`
+		Key      []byte
+		RangeEnd []byte
+		PrevKV   bool
 	}
 	deleteResp struct {
-		PrevKvs []keyValue `json:"prev_kvs"`
+		PrevKvs []keyValue
 	}
 	compare struct {
-		Key            []byte  `json:"key"`
-		Target         string  `json:"target"` // CREATE, MOD, VALUE, LEASE
-		Result         string  `json:"result"` // EQUAL
-		CreateRevision *i64    `json:"create_revision,omitempty"`
-		ModRevision    *i64    `json:"mod_revision,omitempty"`
-		Value          *[]byte `json:"value,omitempty"`
-		Lease          *i64    `json:"lease,omitempty"`
-		RangeEnd       []byte  `json:"range_end,omitempty"` // compares every key in [key, range_end)
+		Key            []byte
+		Target         string // CREATE, MOD, VALUE, LEASE
+		Result         string // EQUAL
+		CreateRevision *i64
+		ModRevision    *i64
+		Value          *[]byte
+		Lease          *i64
+		RangeEnd       []byte // compares every key in [key, range_end)
 	}
 	op struct {
-		Range  *rangeReq  `json:"request_range,omitempty"`
-		Put    *putReq    `json:"request_put,omitempty"`
-		Delete *deleteReq `json:"request_delete_range,omitempty"`
-		Txn    *txnReq    `json:"request_txn,omitempty"` // nested: its compares see the store as before the outer transaction
+		Range  *rangeReq
+		Put    *putReq
+		Delete *deleteReq
+		Txn    *txnReq // nested: its compares see the store as before the outer transaction
 	}
 	opResp struct {
-		Range  *rangeResp  `json:"response_range"`
-		Delete *deleteResp `json:"response_delete_range"`
+		Range  *rangeResp
+		Delete *deleteResp
 	}
 	txnReq struct {
-		Compare []compare `json:"compare,omitempty"`
-		Success []op      `json:"success,omitempty"`
-		Failure []op      `json:"failure,omitempty"`
+		Compare []compare
+		Success []op
+		Failure []op
 	}
 	txnResp struct {
-		Header    header   `json:"header"`
-		Succeeded bool     `json:"succeeded"`
-		Responses []opResp `json:"responses"`
-	}
-	leaseReq struct {
-		TTL i64 `json:"TTL,omitempty"`
-		ID  i64 `json:"ID,omitempty"`
+		Header    header
+		Succeeded bool
+		Responses []opResp
 	}
 	leaseResp struct {
-		ID  i64 `json:"ID"`
-		TTL i64 `json:"TTL"` // 0 (omitted) from keepalive: the lease does not exist
+		ID  i64
+		TTL i64 // 0 from keepalive: the lease does not exist
 	}
 	watchCreate struct {
-		Key           []byte `json:"key"`
-		StartRevision i64    `json:"start_revision,omitempty"`
+		Key           []byte
+		StartRevision i64
+	}
+	event struct {
+		Type string // "" is PUT
+		Kv   keyValue
 	}
 	watchResp struct {
-		Created         bool `json:"created"`
-		Canceled        bool `json:"canceled"`
-		CompactRevision i64  `json:"compact_revision"`
-		Events          []struct {
-			Type string   `json:"type"` // "" is PUT
-			Kv   keyValue `json:"kv"`
-		} `json:"events"`
+		Created         bool
+		Canceled        bool
+		CompactRevision i64
+		Events          []event
 	}
 )
 
@@ -186,11 +168,11 @@ func prefixEnd(p string) []byte {
 	return []byte{0}
 }
 
-// apiError is an error the gateway answered with: a gRPC status code and etcd's message.
+// apiError is an error etcd answered with: a gRPC status code and etcd's message.
 type apiError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Status  int    `json:"-"` // HTTP status
+	Code    int
+	Message string
+	Status  int // HTTP status
 }
 
 func (e *apiError) Error() string {
@@ -205,12 +187,28 @@ const (
 	codeDeadline        = 4
 	codeNotFound        = 5
 	codePermission      = 7
+	codeUnimplemented   = 12
 	codeUnavailable     = 14
 	codeUnauthenticated = 16
 )
 
-// client talks to the gateway of a set of endpoints of one cluster, failing over to the next
-// endpoint when one cannot be reached.
+// The gRPC methods this client calls (etcd's api/etcdserverpb/rpc.proto).
+const (
+	mRange      = "/etcdserverpb.KV/Range"
+	mTxn        = "/etcdserverpb.KV/Txn"
+	mGrant      = "/etcdserverpb.Lease/LeaseGrant"
+	mRevoke     = "/etcdserverpb.Lease/LeaseRevoke"
+	mTimeToLive = "/etcdserverpb.Lease/LeaseTimeToLive"
+	mKeepAlive  = "/etcdserverpb.Lease/LeaseKeepAlive"
+	mWatch      = "/etcdserverpb.Watch/Watch"
+	mAuth       = "/etcdserverpb.Auth/Authenticate"
+	mStatus     = "/etcdserverpb.Maintenance/Status"
+	mAlarm      = "/etcdserverpb.Maintenance/Alarm"
+	mMembers    = "/etcdserverpb.Cluster/MemberList"
+)
+
+// client calls the etcd v3 gRPC API of a set of endpoints of one cluster (HTTP/2, over TLS or
+// cleartext), failing over to the next endpoint when one cannot be reached.
 type client struct {
 	eps    []string // host:port
 	cur    atomic.Int32
@@ -224,8 +222,11 @@ type client struct {
 
 func newClient(cfg Config) (*client, error) {
 	d := &net.Dialer{Timeout: cfg.Dial, KeepAlive: 15 * time.Second}
-	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute,
-		ResponseHeaderTimeout: 0, DisableCompression: true, TLSHandshakeTimeout: cfg.Dial}
+	// One HTTP/2 connection per member carries every call and watch. Its pings find a dead
+	// connection (a partition, a member frozen) in 10+5 s even while nothing else is sent.
+	tr := &http.Transport{DialContext: d.DialContext, IdleConnTimeout: time.Minute, DisableCompression: true,
+		TLSHandshakeTimeout: cfg.Dial, Protocols: new(http.Protocols),
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 10 * time.Second, PingTimeout: 5 * time.Second}}
 	c := &client{eps: cfg.Endpoints, hc: &http.Client{Transport: tr}, user: cfg.Username, pass: cfg.Password, scheme: "http://"}
 	if cfg.TLS {
 		tc, err := tlsConfig(cfg)
@@ -233,6 +234,9 @@ func newClient(cfg Config) (*client, error) {
 			return nil, err
 		}
 		tr.TLSClientConfig, c.scheme = tc, "https://"
+		tr.Protocols.SetHTTP2(true)
+	} else {
+		tr.Protocols.SetUnencryptedHTTP2(true) // gRPC's cleartext HTTP/2, with prior knowledge
 	}
 	return c, nil
 }
@@ -270,170 +274,77 @@ func unreached(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// open POSTs in to path and returns the response of the first endpoint that answers 200. A
-// request fails over to the next endpoint when it could not be sent, or on any transport error
-// or unavailable member when idem (a read, or a write that may safely be applied twice).
-func (c *client) open(ctx context.Context, path string, in any, idem bool) (*http.Response, error) {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return nil, err
-	}
-	authed := false
-	n := len(c.eps)
-	start := int(c.cur.Load())
-	var last error
-	for i := 0; i < n; i++ {
-		idx := (start + i) % n
-		resp, err := c.post(ctx, c.eps[idx], path, body)
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = readAPIError(resp)
-		}
-		if err == nil {
-			c.cur.Store(int32(idx))
-			return resp, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var ae *apiError
-		if errors.As(err, &ae) {
-			if ae.Code == codeUnauthenticated && c.user != "" && !authed && strings.Contains(ae.Message, "invalid auth token") {
-				// The token expired (simple tokens live 5 minutes idle): get a new one, try again.
-				authed = true
-				if aerr := c.authenticate(ctx, c.eps[idx]); aerr != nil {
-					return nil, aerr
-				}
-				i--
-				continue
-			}
-			if ae.Code != codeUnavailable || !idem {
-				return nil, err
-			}
-		} else if !idem && !unreached(err) {
-			return nil, err
-		}
-		last = err
-	}
-	return nil, last
+// cut reports whether err is a connection the server closed, reset or answered with something
+// else than HTTP/2 (not a refused dial, not an answer, not a known TLS failure).
+func cut(err error) bool {
+	var ae *apiError
+	return !errors.As(err, &ae) && tlsProblem(err) == "" && !unreached(err) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-func (c *client) post(ctx context.Context, ep, path string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+ep+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
+// diagnose finds out why ep closed a connection without answering (err), for a message that says
+// what to change: over TLS, a member that requires a client certificate sends its refusal after the
+// handshake, which the HTTP/2 client's first write can turn into a reset; in cleartext, a member
+// that serves TLS resets the HTTP/2 preface. One TLS handshake and a read bounded by ctx tell.
+func (c *client) diagnose(ctx context.Context, ep string, err error) error {
+	tc := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}} // only: does it speak TLS?
+	if tr, ok := c.hc.Transport.(*http.Transport); ok && c.scheme == "https://" {
+		tc = tr.TLSClientConfig.Clone()
+		tc.NextProtos = []string{"h2"}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if path == "/v3/watch" {
-		// Cancel the watch when the member loses its leader (clientv3.WithRequireLeader).
-		req.Header.Set("Grpc-Metadata-Hasleader", "true")
-	}
-	c.tokMu.Lock()
-	tok := c.token
-	c.tokMu.Unlock()
-	if tok != "" {
-		req.Header.Set("Authorization", tok)
-	}
-	return c.hc.Do(req)
-}
-
-// readAPIError reads a non-200 answer: the gateway's JSON status, or a bare HTTP error (no
-// gateway at /v3/, e.g. etcd before 3.4 or --enable-grpc-gateway=false).
-func readAPIError(resp *http.Response) error {
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	e := &apiError{Status: resp.StatusCode}
-	if json.Unmarshal(b, e) != nil || e.Message == "" {
-		if resp.StatusCode == http.StatusNotFound {
-			e.Message = "no gRPC gateway at /v3/ (needs etcd 3.4 or later with the gateway enabled, the default)"
-		} else {
-			e.Message = fmt.Sprintf("HTTP %d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	d := &tls.Dialer{Config: tc}
+	conn, derr := d.DialContext(ctx, "tcp", ep)
+	if c.scheme == "http://" {
+		var rec tls.RecordHeaderError
+		if derr == nil || !errors.As(derr, &rec) && tlsProblem(derr) != "" {
+			return &apiError{Code: -1, Message: err.Error() + ": the server speaks TLS: use etcds://…?ca=/path/ca.pem"}
 		}
-		if e.Code == 0 {
-			e.Code = -1
+		if conn != nil {
+			conn.Close()
 		}
-	}
-	return e
-}
-
-// call is a unary call: POST in, decode the JSON answer into out.
-func (c *client) call(ctx context.Context, path string, in, out any, idem bool) error {
-	resp, err := c.open(ctx, path, in, idem)
-	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("etcd gateway: reading %s: %w", path, err)
-	}
-	return nil
-}
-
-// streamMsg is one message of a streamed answer (watch, keepalive).
-type streamMsg struct {
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"grpc_code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// stream reads newline-delimited {"result": …} messages; an {"error": …} one ends it.
-type stream struct {
-	body io.ReadCloser
-	dec  *json.Decoder
-}
-
-func (c *client) stream(ctx context.Context, path string, in any) (*stream, error) {
-	resp, err := c.open(ctx, path, in, true)
-	if err != nil {
-		return nil, err
-	}
-	return &stream{body: resp.Body, dec: json.NewDecoder(resp.Body)}, nil
-}
-
-func (s *stream) next(out any) error {
-	var m streamMsg
-	if err := s.dec.Decode(&m); err != nil {
+	if derr != nil {
 		return err
 	}
-	if m.Error != nil {
-		return &apiError{Code: m.Error.Code, Message: m.Error.Message, Status: http.StatusOK}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetReadDeadline(dl)
 	}
-	return json.Unmarshal(m.Result, out)
+	if _, rerr := conn.Read(make([]byte, 1)); rerr != nil && tlsProblem(rerr) != "" {
+		return rerr
+	}
+	return err
 }
-
-func (s *stream) close() { _ = s.body.Close() }
 
 // authenticate gets a token for the DSN's user at ep.
 func (c *client) authenticate(ctx context.Context, ep string) error {
-	body, _ := json.Marshal(map[string]string{"name": c.user, "password": c.pass})
-	resp, err := c.postNoAuth(ctx, ep, body)
+	resp, err := c.post(ctx, ep, mAuth, frame(authReq{Name: c.user, Password: c.pass}), false)
+	if err == nil {
+		err = accepted(resp)
+	}
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return readAPIError(resp)
+	st := &stream{resp: resp, method: mAuth}
+	defer st.close()
+	var out authResp
+	if err := st.next(&out); err != nil || out.Token == "" {
+		if err != nil && !errors.Is(err, io.EOF) {
+			var ae *apiError
+			if errors.As(err, &ae) {
+				return err
+			}
+		}
+		return &apiError{Code: codeUnauthenticated, Message: "etcd: authenticate answered no token", Status: resp.StatusCode}
 	}
-	defer resp.Body.Close()
-	var out struct {
-		Token string `json:"token"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Token == "" {
-		return &apiError{Code: codeUnauthenticated, Message: "etcd gateway: authenticate answered no token", Status: resp.StatusCode}
+	if err := st.end(); err != nil {
+		return err
 	}
 	c.tokMu.Lock()
 	c.token = out.Token
 	c.tokMu.Unlock()
 	return nil
-}
-
-func (c *client) postNoAuth(ctx context.Context, ep string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+ep+"/v3/auth/authenticate", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	return c.hc.Do(req)
 }
 
 // login authenticates at the first endpoint that can be reached.
@@ -461,57 +372,49 @@ func (c *client) login(ctx context.Context) error {
 
 func (c *client) get(ctx context.Context, key string) (*rangeResp, error) {
 	var r rangeResp
-	return &r, c.call(ctx, "/v3/kv/range", rangeReq{Key: []byte(key)}, &r, true)
+	return &r, c.call(ctx, mRange, rangeReq{Key: []byte(key)}, &r, true)
 }
 
 // rng reads one range.
 func (c *client) rng(ctx context.Context, q rangeReq) (*rangeResp, error) {
 	var r rangeResp
-	return &r, c.call(ctx, "/v3/kv/range", q, &r, true)
+	return &r, c.call(ctx, mRange, q, &r, true)
 }
 
 func (c *client) getPrefix(ctx context.Context, p string) (*rangeResp, error) {
 	var r rangeResp
-	return &r, c.call(ctx, "/v3/kv/range", rangeReq{Key: []byte(p), RangeEnd: prefixEnd(p)}, &r, true)
+	return &r, c.call(ctx, mRange, rangeReq{Key: []byte(p), RangeEnd: prefixEnd(p)}, &r, true)
 }
 
 func (c *client) txn(ctx context.Context, t txnReq) (*txnResp, error) {
 	var r txnResp
-	return &r, c.call(ctx, "/v3/kv/txn", t, &r, false)
+	return &r, c.call(ctx, mTxn, t, &r, false)
 }
 
 func (c *client) grant(ctx context.Context, ttl int64) (leaseResp, error) {
 	var r leaseResp
-	return r, c.call(ctx, "/v3/lease/grant", leaseReq{TTL: i64(ttl)}, &r, false)
+	return r, c.call(ctx, mGrant, leaseGrantReq{TTL: i64(ttl)}, &r, false)
 }
 
 func (c *client) revoke(ctx context.Context, id int64) error {
-	var r json.RawMessage
-	return c.call(ctx, "/v3/lease/revoke", leaseReq{ID: i64(id)}, &r, true)
+	return c.call(ctx, mRevoke, leaseIDReq{ID: i64(id)}, discard{}, true)
 }
 
 // timeToLive is lease id's remaining TTL in whole seconds, rounded down; -1 when it does not exist.
 func (c *client) timeToLive(ctx context.Context, id int64) (leaseResp, error) {
 	var r leaseResp
-	return r, c.call(ctx, "/v3/lease/timetolive", leaseReq{ID: i64(id)}, &r, true)
+	return r, c.call(ctx, mTimeToLive, leaseIDReq{ID: i64(id)}, &r, true)
 }
 
-// keepAliveOnce renews lease id; a TTL of 0 means the lease does not exist.
+// keepAliveOnce renews lease id; a TTL of 0 means the lease does not exist. The request ends the
+// call's sending side, so etcd answers once and ends the call, as a unary call.
 func (c *client) keepAliveOnce(ctx context.Context, id int64) (leaseResp, error) {
-	st, err := c.stream(ctx, "/v3/lease/keepalive", leaseReq{ID: i64(id)})
-	if err != nil {
-		return leaseResp{}, err
-	}
-	defer st.close()
 	var r leaseResp
-	if err := st.next(&r); err != nil {
-		return leaseResp{}, err
-	}
-	_, _ = io.Copy(io.Discard, st.body) // the stream ends after one answer: keep the connection
-	return r, nil
+	return r, c.call(ctx, mKeepAlive, leaseIDReq{ID: i64(id)}, &r, true)
 }
 
-// watch starts a watch of key from revision rev.
-func (c *client) watch(ctx context.Context, key string, rev int64) (*stream, error) {
-	return c.stream(ctx, "/v3/watch", map[string]watchCreate{"create_request": {Key: []byte(key), StartRevision: i64(rev)}})
+// watch starts a watch of key from revision rev and reads its first answer into first. Its
+// sending side ends with the request; etcd goes on sending events until the call is closed.
+func (c *client) watch(ctx context.Context, key string, rev int64, first *watchResp) (*stream, error) {
+	return c.exchange(ctx, mWatch, watchReq{Create: watchCreate{Key: []byte(key), StartRevision: i64(rev)}}, first, true)
 }

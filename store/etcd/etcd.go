@@ -57,7 +57,7 @@ type Store struct {
 	idle map[int64][]idleLease // etcd leases no key uses, by TTL, for reuse
 }
 
-// Open connects to etcd's gRPC gateway, authenticates when the DSN has a user, and checks that the
+// Open connects to etcd's gRPC API, authenticates when the DSN has a user, and checks that the
 // cluster answers.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := ParseDSN(dsn)
@@ -78,6 +78,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		if pctx.Err() != nil && ctx.Err() == nil {
 			return nil, store.Unreached("etcd at "+s.where, bound)
 		}
+		if cut(err) {
+			err = s.c.diagnose(pctx, s.c.eps[s.c.cur.Load()], err)
+		}
 		return nil, s.mapErr(err)
 	}
 	if cfg.Username != "" {
@@ -85,7 +88,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 			return fail(err)
 		}
 	}
-	// One read proves the endpoints, the gateway and the credentials.
+	// One read proves the endpoints, the API and the credentials.
 	if _, err := s.c.get(pctx, s.p+"epoch"); err != nil {
 		return fail(err)
 	}
@@ -118,7 +121,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// mapErr maps every error of the gateway client to a store sentinel, in one line.
+// mapErr maps every error of the client to a store sentinel, in one line.
 func (s *Store) mapErr(err error) error {
 	if err == nil {
 		return nil
@@ -132,11 +135,10 @@ func (s *Store) mapErr(err error) error {
 		case ae.Code == codePermission, strings.Contains(ae.Message, "permission denied"):
 			return fmt.Errorf("%w: etcd at %s: %s: the DSN's user may not use %s; grant its role readwrite on that prefix "+
 				"(etcdctl role grant-permission ROLE --prefix=true readwrite %s)", store.ErrUnavailable, s.where, msg, s.p, s.p)
-		case strings.Contains(ae.Message, "CommonName of client sending a request against gateway"):
-			return fmt.Errorf("%w: etcd at %s refuses a client certificate with a CommonName at its JSON gateway: "+
-				"issue the client certificate without one (the user and password in the DSN authenticate)", store.ErrUnavailable, s.where)
-		case strings.Contains(ae.Message, "HTTP request to an HTTPS server"):
+		case strings.Contains(ae.Message, "the server speaks TLS"):
 			return fmt.Errorf("%w: etcd at %s serves TLS: use etcds://%s?ca=/path/ca.pem", store.ErrUnavailable, s.where, s.where)
+		case ae.Code == codeUnimplemented:
+			return fmt.Errorf("%w: etcd at %s: %s: is this an etcd 3.x client URL?", store.ErrUnavailable, s.where, msg)
 		case ae.Code == codeUnauthenticated, strings.Contains(ae.Message, "authentication failed"),
 			strings.Contains(ae.Message, "user name is empty"), strings.Contains(ae.Message, "authentication is not enabled"):
 			return fmt.Errorf("%w: etcd at %s refused the credentials: %s; check user and password in the DSN", store.ErrUnavailable, s.where, msg)
@@ -148,6 +150,9 @@ func (s *Store) mapErr(err error) error {
 	if why := tlsProblem(err); why != "" {
 		return fmt.Errorf("%w: etcd at %s: %s", store.ErrUnavailable, s.where, why)
 	}
+	if strings.Contains(msg, "looked like an HTTP/1.1 header") {
+		return fmt.Errorf("%w: etcd at %s answered in HTTP/1.1, not as etcd's gRPC API (HTTP/2): is this an etcd 3.x client URL?", store.ErrUnavailable, s.where)
+	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &ne) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -157,6 +162,8 @@ func (s *Store) mapErr(err error) error {
 			hint += ", and that it serves TLS (else use etcd://)"
 		} else if errors.Is(err, io.EOF) {
 			hint += ", and whether it serves TLS (then use etcds://…?ca=/path/ca.pem)"
+		} else if !unreached(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			hint += " at an etcd 3.x client URL" // it closed the connection: it may not speak gRPC
 		}
 		return fmt.Errorf("%w: etcd at %s: %s; %s", store.ErrUnavailable, s.where, msg, hint)
 	}

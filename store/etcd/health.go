@@ -13,26 +13,28 @@ var _ store.Inspector = (*Store)(nil)
 
 type (
 	statusResp struct {
-		Version string   `json:"version"`
-		Errors  []string `json:"errors"`
+		Version string
+		Errors  []string
 	}
 	alarmMember struct {
-		MemberID string `json:"memberID"`
-		Alarm    string `json:"alarm"`
+		MemberID string // decimal
+		Alarm    string // NONE, NOSPACE, CORRUPT
 	}
 	alarmReq struct {
-		Action   string `json:"action"` // GET, ACTIVATE, DEACTIVATE
-		MemberID string `json:"memberID,omitempty"`
-		Alarm    string `json:"alarm,omitempty"`
+		Action   string // GET, ACTIVATE, DEACTIVATE
+		MemberID string // decimal
+		Alarm    string // NOSPACE, CORRUPT
 	}
 	alarmResp struct {
-		Alarms []alarmMember `json:"alarms"`
+		Alarms []alarmMember
+	}
+	member struct {
+		ID        string // decimal
+		Name      string
+		IsLearner bool
 	}
 	memberListResp struct {
-		Members []struct {
-			Name      string `json:"name"`
-			IsLearner bool   `json:"isLearner"`
-		} `json:"members"`
+		Members []member
 	}
 )
 
@@ -97,7 +99,7 @@ func membersFinding(where string, m memberListResp) store.Finding {
 // Whether a 3.5+ member runs with --unsafe-no-fsync cannot be seen through the API (docs/stores/etcd.md).
 func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 	var st statusResp
-	if err := s.c.call(ctx, "/v3/maintenance/status", struct{}{}, &st, true); err != nil {
+	if err := s.c.call(ctx, mStatus, empty{}, &st, true); err != nil {
 		return nil, s.mapErr(err)
 	}
 	out := []store.Finding{fsyncFinding(s.where, st.Version)}
@@ -105,12 +107,12 @@ func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 		out = append(out, store.Finding{Check: "members", Level: store.LevelWarn, Message: fmt.Sprintf("etcd %s: the member reports: %s", s.where, e)})
 	}
 	var al alarmResp
-	if err := s.c.call(ctx, "/v3/maintenance/alarm", alarmReq{Action: "GET"}, &al, true); err != nil {
+	if err := s.c.call(ctx, mAlarm, alarmReq{Action: "GET"}, &al, true); err != nil {
 		return nil, s.mapErr(err)
 	}
 	out = append(out, alarmFindings(s.where, al.Alarms)...)
 	var ml memberListResp
-	if err := s.c.call(ctx, "/v3/cluster/member/list", struct{}{}, &ml, true); err != nil {
+	if err := s.c.call(ctx, mMembers, empty{}, &ml, true); err != nil {
 		return nil, s.mapErr(err)
 	}
 	return append(out, membersFinding(s.where, ml)), nil

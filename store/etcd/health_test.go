@@ -72,24 +72,20 @@ func TestInspectAlarm(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := ctxT(t, 10*time.Second)
-	var ml struct {
-		Members []struct {
-			ID string `json:"ID"`
-		} `json:"members"`
-	}
-	if err := s.c.call(ctx, "/v3/cluster/member/list", struct{}{}, &ml, true); err != nil || len(ml.Members) != 1 {
+	var ml memberListResp
+	if err := s.c.call(ctx, mMembers, empty{}, &ml, true); err != nil || len(ml.Members) != 1 {
 		t.Fatalf("member list: %+v, %v", ml, err)
 	}
 	id := ml.Members[0].ID
 	var ar alarmResp
-	if err := s.c.call(ctx, "/v3/maintenance/alarm", alarmReq{Action: "ACTIVATE", MemberID: id, Alarm: "NOSPACE"}, &ar, false); err != nil {
+	if err := s.c.call(ctx, mAlarm, alarmReq{Action: "ACTIVATE", MemberID: id, Alarm: "NOSPACE"}, &ar, false); err != nil {
 		t.Fatal(err)
 	}
 	a := findings(t, s, "alarm")
 	if len(a) != 1 || a[0].Level != store.LevelFail || !strings.Contains(a[0].Message, "NOSPACE") {
 		t.Fatalf("with NOSPACE: %+v", a)
 	}
-	if err := s.c.call(ctx, "/v3/maintenance/alarm", alarmReq{Action: "DEACTIVATE", MemberID: id, Alarm: "NOSPACE"}, &ar, false); err != nil {
+	if err := s.c.call(ctx, mAlarm, alarmReq{Action: "DEACTIVATE", MemberID: id, Alarm: "NOSPACE"}, &ar, false); err != nil {
 		t.Fatal(err)
 	}
 	if a := findings(t, s, "alarm"); len(a) != 1 || a[0].Level != store.LevelOK {

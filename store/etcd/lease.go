@@ -414,15 +414,18 @@ func (s *Store) Lost(l store.Lease) <-chan struct{} {
 
 // watchLoss watches key from revision token until the stream ends; true when the grant is gone.
 func (s *Store) watchLoss(key string, token int64) bool {
-	st, err := s.c.watch(s.ctx, key, token)
+	var wr watchResp
+	st, err := s.c.watch(s.ctx, key, token, &wr)
 	if err != nil {
 		return false
 	}
 	defer st.close()
-	for {
-		var wr watchResp
-		if err := st.next(&wr); err != nil {
-			return false
+	for first := true; ; first = false {
+		if !first {
+			wr = watchResp{}
+			if err := st.next(&wr); err != nil {
+				return false
+			}
 		}
 		if wr.CompactRevision != 0 { // history gone: look at the key itself
 			gr, err := s.c.get(s.ctx, key)

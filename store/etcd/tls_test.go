@@ -141,8 +141,8 @@ func TestTLSAuthPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "noperm" + storetest.RandHex(t)
-	var out struct{}
-	if err := c.call(ctx, "/v3/auth/user/add", map[string]string{"name": name, "password": "pw"}, &out, false); err != nil {
+	// AuthUserAddRequest's name and password are AuthenticateRequest's fields 1 and 2.
+	if err := c.call(ctx, "/etcdserverpb.Auth/UserAdd", authReq{Name: name, Password: "pw"}, discard{}, false); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Open(ctx, edit(t, tlsDSN(t), url.UserPassword(name, "pw"), nil))

@@ -2,7 +2,7 @@ package etcd
 
 import (
 	"bytes"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -144,38 +144,66 @@ func TestAuth(t *testing.T) {
 	}
 }
 
-// TestNoGateway: a server that is not an etcd gateway is reported in one line saying what is needed.
-func TestNoGateway(t *testing.T) {
-	srv := &http.Server{Handler: http.NotFoundHandler()}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	_, err = Open(ctxT(t, 10*time.Second), "etcd://"+ln.Addr().String())
-	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "gateway") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("open of a non-etcd server: %v", err)
+// TestNotEtcd: a server that does not speak etcd's gRPC API is reported in one line saying what
+// is wrong: an HTTP/1.1-only server, and an HTTP/2 server that is not gRPC.
+func TestNotEtcd(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		srv := &http.Server{Handler: http.NotFoundHandler(), Protocols: new(http.Protocols)}
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(h2)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(ln) }()
+		s, err := Open(ctxT(t, 10*time.Second), "etcd://"+ln.Addr().String())
+		srv.Close()
+		if err == nil {
+			s.Close()
+		}
+		if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "etcd 3.x client URL") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("open of a non-etcd server (HTTP/2 %v): %v", h2, err)
+		}
+		t.Logf("HTTP/2 %v: %v", h2, err)
 	}
 }
 
-// FuzzGatewayDecode: whatever a server streams back, decoding never panics, and an error
-// message is always an apiError the store maps to ErrUnavailable or ErrNotHeld.
-func FuzzGatewayDecode(f *testing.F) {
-	for _, s := range []string{
-		`{"result":{"header":{"revision":"2"},"created":true}}`,
-		`{"result":{"events":[{"type":"DELETE","kv":{"key":"Zm9v","mod_revision":"3"}}]}}`,
-		`{"result":{"compact_revision":"7","canceled":true}}`,
-		`{"result":{"ID":"1611341061358149640","TTL":"60"}}`,
-		`{"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader"}}`,
-		`{"result":{"header":{"revision":"2"},"succeeded":true,"responses":[{"response_range":{"kvs":[{"key":"Zm9v","create_revision":"2","value":"YQ==","lease":"-1"}]}}]}}`,
-		`{"result":{"ID":99999999999999999999}}`,
+// grpcFrame frames a message as gRPC does.
+func grpcFrame(m []byte) []byte {
+	b := make([]byte, 5, 5+len(m))
+	binary.BigEndian.PutUint32(b[1:], uint32(len(m)))
+	return append(b, m...)
+}
+
+// FuzzWireDecode: whatever a server streams back, decoding never panics, and an error status is
+// always an apiError the store maps to ErrUnavailable or ErrNotHeld. The input is the body; its
+// first byte picks the trailers' status.
+func FuzzWireDecode(f *testing.F) {
+	kv := appendInt(appendInt(appendBytes(nil, 1, []byte("foo"), false), 2, 7, false), 6, -1, false)
+	created := appendBool(appendMsg(nil, 1, empty{}), 3, true)
+	deleted := appendBytes(appendInt(nil, 1, 1, false), 2, kv, true)
+	for _, s := range [][]byte{
+		append([]byte{0}, grpcFrame(created)...),
+		append([]byte{0}, grpcFrame(appendBytes(nil, 11, deleted, true))...),
+		append([]byte{14}, grpcFrame(appendBool(appendInt(nil, 5, 7, false), 4, true))...),
+		{5},
+		{0, 0, 0, 0, 0, 3, 0x0a, 0x05}, // truncated message
+		{0, 1, 0, 0, 0, 1, 0},          // compressed
+		{0, 0, 0xff, 0xff, 0xff, 0xff}, // over the limit
+		append([]byte{0}, grpcFrame(appendBytes(nil, 3, appendBytes(nil, 1, appendBytes(nil, 2, kv, true), true), true))...),
 	} {
-		f.Add([]byte(s))
+		f.Add(s)
 	}
 	s := &Store{where: "fuzz"}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		st := &stream{body: io.NopCloser(bytes.NewReader(b)), dec: json.NewDecoder(bytes.NewReader(b))}
+		if len(b) == 0 {
+			return
+		}
+		tr := http.Header{}
+		tr.Set("Grpc-Status", fmt.Sprint(b[0]%17))
+		tr.Set("Grpc-Message", "etcdserver:%20no%20leader")
+		resp := &http.Response{Body: io.NopCloser(bytes.NewReader(b[1:])), Trailer: tr}
+		st := &stream{resp: resp, method: mWatch}
 		for range 4 {
 			var w watchResp
 			err := st.next(&w)
@@ -190,12 +218,52 @@ func FuzzGatewayDecode(f *testing.F) {
 			}
 			break
 		}
-		var tr txnResp
-		_ = json.Unmarshal(b, &tr)
-		var lr leaseResp
-		_ = json.Unmarshal(b, &lr)
+		for _, m := range []pbOut{&txnResp{}, &rangeResp{}, &leaseResp{}, &alarmResp{}, &memberListResp{}, &statusResp{}, &authResp{}} {
+			_ = m.unmarshalPB(b)
+		}
 	})
 }
+
+// TestWireRoundTrip: what the encoders write, the decoders of the same fields read back.
+func TestWireRoundTrip(t *testing.T) {
+	kv := keyValue{Key: []byte("/once/p/l/t"), CreateRevision: 42, ModRevision: 43, Value: []byte("v"), Lease: 7}
+	b := appendBytes(nil, 1, kv.Key, false)
+	b = appendInt(b, 2, int64(kv.CreateRevision), false)
+	b = appendInt(b, 3, int64(kv.ModRevision), false)
+	b = appendInt(b, 4, 1, false) // version: skipped
+	b = appendBytes(b, 5, kv.Value, false)
+	b = appendInt(b, 6, int64(kv.Lease), false)
+	rr := appendMsg(nil, 1, rawMsg(appendInt(nil, 3, 99, false)))
+	rr = appendBytes(rr, 2, b, true)
+	rr = appendInt(rr, 4, 1, false)
+	tx := appendBool(appendMsg(nil, 1, rawMsg(appendInt(nil, 3, 99, false))), 2, true)
+	tx = appendBytes(tx, 3, appendBytes(nil, 1, rr, true), true)
+	var got txnResp
+	if err := got.unmarshalPB(tx); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Succeeded || got.Header.Revision != 99 || len(got.Responses) != 1 || got.Responses[0].Range == nil ||
+		len(got.Responses[0].Range.Kvs) != 1 || got.Responses[0].Range.Count != 1 {
+		t.Fatalf("decoded %+v", got)
+	}
+	if g := got.Responses[0].Range.Kvs[0]; string(g.Key) != string(kv.Key) || g.CreateRevision != 42 || g.ModRevision != 43 || string(g.Value) != "v" || g.Lease != 7 {
+		t.Fatalf("kv %+v", g)
+	}
+	// A oneof's zero is sent: CREATE = 0 is field 5 with value 0.
+	c := cmpCreate("k", 0).marshalPB(nil)
+	if want := []byte{0x10, 1, 0x1a, 1, 'k', 0x28, 0}; !bytes.Equal(c, want) {
+		t.Fatalf("compare %x, want %x", c, want)
+	}
+	// Negative int64s are ten-byte varints, as protobuf writes them.
+	if l := appendInt(nil, 6, -1, false); len(l) != 11 {
+		t.Fatalf("lease -1: %x", l)
+	}
+}
+
+// rawMsg is an encoded message.
+type rawMsg []byte
+
+func (m rawMsg) marshalPB(b []byte) []byte { return append(b, m...) }
 
 // TestPrefixEnd: the range end of a prefix is the first key after every key with the prefix.
 func TestPrefixEnd(t *testing.T) {
