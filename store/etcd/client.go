@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,6 +110,7 @@ type (
 		Created         bool
 		Canceled        bool
 		CompactRevision i64
+		CancelReason    string
 		Events          []event
 	}
 )
@@ -216,18 +218,23 @@ type client struct {
 	user   string
 	pass   string
 	tokMu  sync.Mutex
-	token  string // auth token, "" without auth
-	scheme string // "http://", or "https://" for etcds://
+	token  string       // auth token, "" without auth
+	reauth atomic.Value // time.Time of the last renewal a cancelled watch asked for
+	failed atomic.Int32 // the endpoint of the last call that failed (diagnose)
+	scheme string       // "http://", or "https://" for etcds://
 }
 
 func newClient(cfg Config) (*client, error) {
 	d := &net.Dialer{Timeout: cfg.Dial, KeepAlive: 15 * time.Second}
 	// One HTTP/2 connection per member carries every call and watch. Its pings find a dead
-	// connection (a partition, a member frozen) in 10+5 s even while nothing else is sent.
-	tr := &http.Transport{DialContext: d.DialContext, IdleConnTimeout: time.Minute, DisableCompression: true,
+	// connection (a partition, a member frozen) in 10+5 s while a watch is open. etcd counts a
+	// ping without an open stream as abuse and closes the connection at the third
+	// (GOAWAY too_many_pings): an idle connection is closed after 25 s, before that.
+	tr := &http.Transport{DialContext: d.DialContext, IdleConnTimeout: 25 * time.Second, DisableCompression: true,
 		TLSHandshakeTimeout: cfg.Dial, Protocols: new(http.Protocols),
 		HTTP2: &http.HTTP2Config{SendPingTimeout: 10 * time.Second, PingTimeout: 5 * time.Second}}
 	c := &client{eps: cfg.Endpoints, hc: &http.Client{Transport: tr}, user: cfg.Username, pass: cfg.Password, scheme: "http://"}
+	c.reauth.Store(time.Time{})
 	if cfg.TLS {
 		tc, err := tlsConfig(cfg)
 		if err != nil {
@@ -294,20 +301,22 @@ func (c *client) diagnose(ctx context.Context, ep string, err error) error {
 	}
 	d := &tls.Dialer{Config: tc}
 	conn, derr := d.DialContext(ctx, "tcp", ep)
+	if conn != nil {
+		defer conn.Close()
+	}
 	if c.scheme == "http://" {
 		var rec tls.RecordHeaderError
 		if derr == nil || !errors.As(derr, &rec) && tlsProblem(derr) != "" {
 			return &apiError{Code: -1, Message: err.Error() + ": the server speaks TLS: use etcds://…?ca=/path/ca.pem"}
 		}
-		if conn != nil {
-			conn.Close()
-		}
 		return err
 	}
 	if derr != nil {
+		if tlsProblem(derr) != "" {
+			return derr
+		}
 		return err
 	}
-	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetReadDeadline(dl)
 	}
@@ -329,13 +338,10 @@ func (c *client) authenticate(ctx context.Context, ep string) error {
 	st := &stream{resp: resp, method: mAuth}
 	defer st.close()
 	var out authResp
-	if err := st.next(&out); err != nil || out.Token == "" {
-		if err != nil && !errors.Is(err, io.EOF) {
-			var ae *apiError
-			if errors.As(err, &ae) {
-				return err
-			}
-		}
+	if err := st.next(&out); err != nil && !errors.Is(err, io.EOF) {
+		return err // an error status (the credentials), or the connection: as it is
+	}
+	if out.Token == "" {
 		return &apiError{Code: codeUnauthenticated, Message: "etcd: authenticate answered no token", Status: resp.StatusCode}
 	}
 	if err := st.end(); err != nil {
@@ -356,6 +362,7 @@ func (c *client) login(ctx context.Context) error {
 			c.cur.Store(int32(i))
 			return nil
 		}
+		c.failed.Store(int32(i))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -415,6 +422,22 @@ func (c *client) keepAliveOnce(ctx context.Context, id int64) (leaseResp, error)
 
 // watch starts a watch of key from revision rev and reads its first answer into first. Its
 // sending side ends with the request; etcd goes on sending events until the call is closed.
+// etcd 3.4 answers a watch made with an expired auth token with a watch created and cancelled at
+// once (its reason "… invalid auth token"), not with an error status: the token is renewed (at
+// most every 10 s) and the watch made again, once.
 func (c *client) watch(ctx context.Context, key string, rev int64, first *watchResp) (*stream, error) {
-	return c.exchange(ctx, mWatch, watchReq{Create: watchCreate{Key: []byte(key), StartRevision: i64(rev)}}, first, true)
+	req := watchReq{Create: watchCreate{Key: []byte(key), StartRevision: i64(rev)}}
+	st, err := c.exchange(ctx, mWatch, req, first, true)
+	denied := strings.Contains(first.CancelReason, "invalid auth token") || strings.Contains(first.CancelReason, "permission denied")
+	if err != nil || !first.Canceled || !denied || c.user == "" ||
+		!c.reauth.Load().(time.Time).Before(time.Now().Add(-10*time.Second)) {
+		return st, err
+	}
+	st.close()
+	c.reauth.Store(time.Now())
+	if err := c.authenticate(ctx, c.eps[c.cur.Load()]); err != nil {
+		return nil, err
+	}
+	*first = watchResp{}
+	return c.exchange(ctx, mWatch, req, first, true)
 }

@@ -1,8 +1,8 @@
 // Package etcd is the etcd v3 store: etcd://[user:password@]host:port[,host:port…][/][?prefix=name].
 //
-// It talks to etcd's gRPC gateway (JSON over HTTP, /v3/…, on by default since etcd 3.4) with
-// net/http only: linking the gRPC client would run the package init of grpc, protobuf and zap at
-// every start of the once binary, whichever store it uses (see docs/stores/etcd.md).
+// It speaks etcd's gRPC API over net/http's HTTP/2, with the protobuf messages written by hand
+// (wire.go): linking the gRPC client would run the package init of grpc, protobuf and zap at every
+// start of the once binary, whichever store it uses (see docs/stores/etcd.md).
 //
 // A lease is a key attached to an etcd lease of ceil(ttl) seconds, created by a transaction that
 // requires the key's create revision to be 0. The fencing token is the revision of that transaction
@@ -79,7 +79,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 			return nil, store.Unreached("etcd at "+s.where, bound)
 		}
 		if cut(err) {
-			err = s.c.diagnose(pctx, s.c.eps[s.c.cur.Load()], err)
+			err = s.c.diagnose(pctx, s.c.eps[s.c.failed.Load()], err)
 		}
 		return nil, s.mapErr(err)
 	}

@@ -58,6 +58,7 @@ func (c *client) exchange(ctx context.Context, method string, in pbMsg, out pbOu
 				err = fmt.Errorf("etcd: %s answered nothing: %w", method, io.ErrUnexpectedEOF)
 			}
 		}
+		c.failed.Store(int32(idx))
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -176,12 +177,13 @@ func (s *stream) next(out pbOut) error {
 	if n > maxAnswer {
 		return fmt.Errorf("etcd: %s: a %d-byte answer, over this client's limit of %d bytes", s.method, n, maxAnswer)
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(s.resp.Body, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
+	// Read as it comes, not into n bytes made at once: a length alone allocates nothing.
+	buf, err := io.ReadAll(io.LimitReader(s.resp.Body, int64(n)))
+	if err != nil {
 		return err
+	}
+	if len(buf) < int(n) {
+		return io.ErrUnexpectedEOF
 	}
 	if err := out.unmarshalPB(buf); err != nil {
 		return fmt.Errorf("etcd: reading %s: %w", s.method, err)

@@ -75,6 +75,40 @@ func TestTokenExpiry(t *testing.T) {
 	}
 }
 
+// TestLostAfterTokenExpiry: a watch made when the token has expired (etcd 3.4 answers it created
+// and cancelled, "invalid auth token", not with an error) renews the token and watches: a release
+// elsewhere reaches Lost. Before, Lost watched again every 200 ms with the dead token and never
+// fired.
+func TestLostAfterTokenExpiry(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	dsn := storetest.WithPrefix(t, tlsDSN(t))
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	o, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "t", Holder: "h", RunID: "r", TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second) // the token expires (3 s idle on the test server)
+	lost := s.Lost(l)
+	time.Sleep(500 * time.Millisecond)
+	if err := o.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(8 * time.Second):
+		t.Fatal("a release was not seen by Lost after the token expired")
+	}
+}
+
 // TestTLSAuthErrors: each misconfiguration fails Open with one line that says what is wrong and how
 // to fix it, without the password.
 func TestTLSAuthErrors(t *testing.T) {

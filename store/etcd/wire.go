@@ -75,7 +75,7 @@ func (r *pbReader) next() (field int, ok bool) {
 		return 0, false
 	}
 	t, n := binary.Uvarint(r.b)
-	if n <= 0 || t>>3 == 0 || t>>3 > 1<<29 {
+	if n <= 0 || t>>3 == 0 || t>>3 >= 1<<29 { // field numbers are 1 to 2^29-1
 		r.err = errMalformed
 		return 0, false
 	}
@@ -406,6 +406,8 @@ func (m *watchResp) unmarshalPB(b []byte) error {
 			m.Canceled = r.bool()
 		case 5:
 			m.CompactRevision = r.int()
+		case 6:
+			m.CancelReason = r.str()
 		case 11:
 			var ev event
 			r.msg(&ev)
