@@ -324,6 +324,9 @@ func (o *Options) fill() error {
 	if o.MinHold < 0 || o.Wait < 0 || o.MaxAttempts < 0 {
 		return invalidf("Options.MinHold, Wait and MaxAttempts must not be negative")
 	}
+	if o.MaxAttempts > store.MaxFailures {
+		return invalidf("Options.MaxAttempts %d is over %d, the most failures a store counts", o.MaxAttempts, store.MaxFailures)
+	}
 	if o.OnUnknown == "" {
 		o.OnUnknown = PolicyReview
 	}

@@ -92,7 +92,7 @@ const (
 	maxRetryBackoff = day
 	maxCatchUp      = 10 * 366 * day
 	maxJitter       = day
-	maxAttempts     = 1000
+	maxAttempts     = store.MaxFailures
 	maxCatchUpMax   = once.MaxCatchUpWindowSlots
 )
 

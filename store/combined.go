@@ -89,6 +89,11 @@ func CheckStart(req AcquireRequest) error {
 	return nil
 }
 
+// MaxFailures is the most failures SlotState.Failures counts, and so the largest useful
+// --max-attempts. Counting stops there so that reading a slot stays flat however many attempts
+// failed in it (a task without a slot that fails every minute has half a million a year).
+const MaxFailures = 1000
+
 // MaxLimit is the most seats a task may have (AcquireRequest.Limit).
 const MaxLimit = 1000
 

@@ -218,7 +218,8 @@ type SlotState struct {
 	Slot string `json:"slot"`
 	// Last is the latest attempt, nil when the slot was never tried.
 	Last *Attempt `json:"last,omitempty"`
-	// Failures counts failed or unknown attempts since the latest resolution (or since the start).
+	// Failures counts failed or unknown attempts since the latest resolution (or since the start),
+	// up to MaxFailures: a slot with more shows MaxFailures.
 	Failures int `json:"failures"`
 	// Checkpoint is the latest checkpoint reported by any attempt of the slot.
 	Checkpoint string `json:"checkpoint,omitempty"`

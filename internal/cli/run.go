@@ -175,8 +175,8 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 	if f.ttl < time.Second {
 		return nil, usage("--ttl %s is too short: use at least 1s", f.ttl)
 	}
-	if f.maxAttempts < 0 {
-		return nil, usage("--max-attempts %d is negative: give 0 (no limit) or more", f.maxAttempts)
+	if f.maxAttempts < 0 || f.maxAttempts > store.MaxFailures {
+		return nil, usage("--max-attempts %d is out of range: give 0 (no limit) to %d", f.maxAttempts, store.MaxFailures)
 	}
 	if f.busyExit < 0 || f.busyExit > 255 {
 		return nil, usage("--busy-exit %d: give an exit code from 0 to 255", f.busyExit)

@@ -26,6 +26,9 @@ type Doc struct {
 	Slot     string          `json:"slot"`
 	Attempts []store.Attempt `json:"attempts,omitempty"`
 	Events   []Event         `json:"events,omitempty"`
+	// Archived is what went to archive documents (archive.go): the oldest attempts and events of
+	// a slot that has had many. nil when nothing did.
+	Archived *Archived `json:"archived,omitempty"`
 
 	waited bool // as read (Unmarshal): the slot waited for a person
 	ran    bool // as read (Unmarshal): an attempt was running
@@ -91,11 +94,21 @@ func (d *Doc) State() store.SlotState {
 			resolved = a.Number
 		}
 	}
+	if arc := d.Archived; arc != nil { // the archived attempts, older than every kept one
+		if st.Checkpoint == "" {
+			st.Checkpoint = arc.Checkpoint
+		}
+		if resolved == 0 {
+			resolved = arc.Resolved
+			st.Failures = arc.Failures
+		}
+	}
 	for _, a := range d.Attempts {
 		if a.Number > resolved && (a.State == store.Failed || a.State == store.Unknown) {
 			st.Failures++
 		}
 	}
+	st.Failures = min(st.Failures, store.MaxFailures)
 	review := false
 	for _, e := range d.Events {
 		if e.Kind == store.Review && e.Attempt == last.Number {
@@ -109,6 +122,9 @@ func (d *Doc) State() store.SlotState {
 // Waits reports whether the slot waits for a person (store.SlotState.Waiting) and since when:
 // its last attempt's end, or start when it has none (the order of Waiting).
 func (d *Doc) Waits() (time.Time, bool) {
+	if d.IsArchive() { // what it holds is its slot's past: the slot's own document says whether it waits
+		return time.Time{}, false
+	}
 	st := d.State()
 	if !st.Waiting {
 		return time.Time{}, false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"time"
@@ -77,8 +78,10 @@ func (l Ledger) History(ctx context.Context, q store.HistoryQuery) ([]store.Entr
 			items = append(items, item{e, c})
 		}
 	}
+	_, counts := acknowledged(docs)
 	for _, d := range docs {
-		if q.Task != "" && d.Task != q.Task || q.Slot != "" && d.Slot != q.Slot {
+		slot, _, _ := splitArchive(d.Slot) // an archive's entries are its slot's
+		if q.Task != "" && d.Task != q.Task || q.Slot != "" && slot != q.Slot || !counts(d) {
 			continue
 		}
 		for _, a := range d.Attempts {
@@ -88,7 +91,7 @@ func (l Ledger) History(ctx context.Context, q store.HistoryQuery) ([]store.Entr
 		}
 		for i, e := range d.Events {
 			if q.Selects(e.Kind) {
-				keep(store.Entry{Attempt: store.Attempt{Task: d.Task, Slot: d.Slot, RunID: e.RunID, Number: e.Attempt, State: e.Kind,
+				keep(store.Entry{Attempt: store.Attempt{Task: d.Task, Slot: slot, RunID: e.RunID, Number: e.Attempt, State: e.Kind,
 					Holder: e.Holder, Token: e.Token, StartedAt: e.At, Note: e.Note}}, store.CursorOf(e.At, true, d.key(), int64(i)))
 			}
 		}
@@ -120,38 +123,85 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 	if err != nil {
 		return res, err
 	}
+	slots, counts := acknowledged(docs)
+	failed := map[string]int{} // per slot: archived failures pruned, which its document still counts
+	// A slot's archives before its document: a prune that stops half way never leaves archives
+	// whose document it deleted.
+	sort.SliceStable(docs, func(i, j int) bool { return docs[i].IsArchive() && !docs[j].IsArchive() })
 	for _, d0 := range docs {
 		if r.Task != "" && d0.Task != r.Task {
 			continue
 		}
+		// An archive is pruned by its slot's facts (its last attempt, its checkpoint), as
+		// read now; one its slot does not acknowledge is left to the archiving that wrote it,
+		// or deleted when the slot passed over it.
+		var of *Doc
+		if base, seq, arc := splitArchive(d0.Slot); arc {
+			of = slots[docKey(d0.Task, base)]
+			if !counts(d0) {
+				if of != nil && of.Archived != nil && slices.Contains(of.Archived.Skipped, seq) && !r.DryRun {
+					l.deleteArchive(ctx, d0.Task, d0.Slot)
+				}
+				continue
+			}
+		}
 		if r.DryRun {
-			got, _, _ := prune(d0, r)
+			got, _, _, _ := prune(d0, r, of)
 			res.Add(got)
 			continue
 		}
-		got, err := l.pruneDoc(ctx, d0.Task, d0.Slot, r)
+		got, nf, err := l.pruneDoc(ctx, d0.Task, d0.Slot, r, of)
 		if err != nil {
 			return res, err
 		}
 		res.Add(got)
+		if nf > 0 {
+			failed[docKey(of.Task, of.Slot)] += nf
+		}
+	}
+	for _, d := range slots {
+		if n := failed[docKey(d.Task, d.Slot)]; n > 0 {
+			err := l.update(ctx, d.Task, d.Slot, 0, "", func(d *Doc, _ time.Time) (bool, error) {
+				if d.Archived == nil {
+					return false, nil
+				}
+				d.Archived.Failures = max(0, d.Archived.Failures-n)
+				return true, nil
+			})
+			if err != nil {
+				return res, err
+			}
+		}
 	}
 	return res, nil
 }
 
-// pruneDoc prunes one document, again from a fresh read after a concurrent write.
-func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRequest) (store.PruneResult, error) {
+// pruneDoc prunes one document, again from a fresh read after a concurrent write; of is the slot's
+// document when this one is an archive of it (nil: the slot's own facts, or the slot is gone).
+// It also returns how many of the attempts it removed from an archive its slot's document counts
+// as failures (Archived.Failures).
+func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRequest, of *Doc) (store.PruneResult, int, error) {
 	for range maxRetries {
 		d, ver, _, err := l.KV.Load(ctx, task, slot)
 		if err != nil || d == nil {
-			return store.PruneResult{}, err
+			return store.PruneResult{}, 0, err
 		}
-		got, forget, runs := prune(d, r)
+		got, forget, runs, nf := prune(d, r, of)
 		if got == (store.PruneResult{}) {
-			return got, nil
+			return got, 0, nil
 		}
-		if forget {
+		_, seq, arc := splitArchive(slot)
+		switch {
+		case forget && !arc && d.Archived != nil:
+			for i := 1; i <= d.Archived.Docs; i++ { // left by a prune that stopped, or not listed
+				l.deleteArchive(ctx, task, ArchiveSlot(slot, i))
+			}
 			err = l.KV.Delete(ctx, d, ver)
-		} else {
+		case forget, arc && len(d.Attempts) == 0 && len(d.Events) == 0 && of != nil && of.Archived != nil && seq < of.Archived.Docs:
+			// An archive emptied goes (not the newest: a writer that read the slot before it was
+			// acknowledged could write it again).
+			err = l.KV.Delete(ctx, d, ver)
+		default:
 			_, err = l.KV.Save(ctx, d, ver, 0, "")
 		}
 		l.memo.drop(task, slot) // a removed document's version may be given again (Redis, ZooKeeper)
@@ -159,18 +209,79 @@ func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRe
 			continue
 		}
 		if err != nil {
-			return store.PruneResult{}, err
+			return store.PruneResult{}, 0, err
 		}
 		_ = l.KV.Unrun(ctx, runs) // best effort: see KV.Unrun
-		return got, nil
+		return got, nf, nil
 	}
-	return store.PruneResult{}, fmt.Errorf("%w: task %q slot %q: too many concurrent writers to prune it", store.ErrConflict, task, slot)
+	return store.PruneResult{}, 0, fmt.Errorf("%w: task %q slot %q: too many concurrent writers to prune it", store.ErrConflict, task, slot)
 }
 
-// prune applies the rule to d in place: it returns what goes, whether the whole slot goes, and the
-// run ids of the attempts that go.
-func prune(d *Doc, r store.PruneRequest) (res store.PruneResult, forget bool, runs []string) {
+// prune applies the rule to d in place: it returns what goes, whether the whole slot goes (for an
+// archive: the whole archive), the run ids of the attempts that go and, for an archive, how many
+// of them its slot's document counts as failures. The slot's facts are those of of when d is an
+// archive of it (nil: d's own).
+func prune(d *Doc, r store.PruneRequest, of *Doc) (res store.PruneResult, forget bool, runs []string, failed int) {
+	f := pruneFacts(d, r)
+	if of != nil {
+		f = pruneFacts(of, r)
+	}
+	counted := func(a store.Attempt) bool { // one of of's Archived.Failures
+		return of != nil && of.Archived != nil && a.Number > of.Archived.Resolved && a.Resolution == nil &&
+			(a.State == store.Failed || a.State == store.Unknown)
+	}
+	var keepA []store.Attempt
+	for _, a := range d.Attempts {
+		fa := f
+		fa.Kind, fa.Number, fa.At = a.State, a.Number, a.StartedAt
+		switch r.Decide(fa) {
+		case store.Forget:
+			forget = true
+		case store.Drop:
+			res.Attempts++
+			runs = append(runs, a.RunID)
+			if counted(a) {
+				failed++
+			}
+			continue
+		}
+		keepA = append(keepA, a)
+	}
+	if forget { // the slot goes whole, together
+		res = store.PruneResult{Attempts: int64(len(d.Attempts)), Events: int64(len(d.Events)), Slots: 1}
+		if d.IsArchive() {
+			res.Slots = 0 // counted with the slot's own document
+		}
+		runs, failed = runs[:0], 0
+		for _, a := range d.Attempts {
+			runs = append(runs, a.RunID)
+			if counted(a) {
+				failed++
+			}
+		}
+		return res, true, runs, failed
+	}
+	var keepE []Event
+	for _, e := range d.Events {
+		fe := f
+		fe.Event, fe.Kind, fe.Number, fe.At, fe.Recent = true, e.Kind, e.Attempt, e.At, true
+		if r.Decide(fe) != store.Keep {
+			res.Events++
+			continue
+		}
+		keepE = append(keepE, e)
+	}
+	d.Attempts, d.Events = keepA, keepE
+	return res, false, runs, failed
+}
+
+// pruneFacts are the slot facts of d that store.PruneRequest.Decide reads, its archived attempts
+// included (an archive is older than all it keeps).
+func pruneFacts(d *Doc, r store.PruneRequest) store.PruneFacts {
 	f := store.PruneFacts{}
+	if d.Archived != nil {
+		f.Checkpoint = d.Archived.CheckAt
+	}
 	if n := len(d.Attempts); n > 0 {
 		f.Last = d.Attempts[n-1]
 	}
@@ -187,38 +298,12 @@ func prune(d *Doc, r store.PruneRequest) (res store.PruneResult, forget bool, ru
 			f.Recent = true
 		}
 	}
-	var keepA []store.Attempt
-	for _, a := range d.Attempts {
-		fa := f
-		fa.Kind, fa.Number, fa.At = a.State, a.Number, a.StartedAt
-		switch r.Decide(fa) {
-		case store.Forget:
-			forget = true
-		case store.Drop:
-			res.Attempts++
-			runs = append(runs, a.RunID)
-			continue
-		}
-		keepA = append(keepA, a)
+	return f
+}
+
+// deleteArchive deletes an archive document, best effort (what is left is read and pruned again).
+func (l Ledger) deleteArchive(ctx context.Context, task, slot string) {
+	if d, ver, _, err := l.KV.Load(ctx, task, slot); err == nil && d != nil {
+		_ = l.KV.Delete(ctx, d, ver)
 	}
-	if forget { // the slot goes whole, together
-		res = store.PruneResult{Attempts: int64(len(d.Attempts)), Events: int64(len(d.Events)), Slots: 1}
-		runs = runs[:0]
-		for _, a := range d.Attempts {
-			runs = append(runs, a.RunID)
-		}
-		return res, true, runs
-	}
-	var keepE []Event
-	for _, e := range d.Events {
-		fe := f
-		fe.Event, fe.Kind, fe.Number, fe.At, fe.Recent = true, e.Kind, e.Attempt, e.At, true
-		if r.Decide(fe) != store.Keep {
-			res.Events++
-			continue
-		}
-		keepE = append(keepE, e)
-	}
-	d.Attempts, d.Events = keepA, keepE
-	return res, false, runs
 }

@@ -133,3 +133,6 @@ func (g Grants) Current(token int64) bool {
 
 // Live reports whether token is a live seat's: Abandon leaves that seat's running attempts alone.
 func (g Grants) Live(token int64) bool { return g.Seats[token] }
+
+// Backend is the ledger's KV, for tests that reach a backend's documents (kvtest).
+func (l Ledger) Backend() KV { return l.KV }

@@ -84,9 +84,15 @@ func (l Ledger) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 	if a.Token <= 0 {
 		return store.Attempt{}, notLatest(a.Task, a.Token, -1)
 	}
+	if err := checkSlot(a.Slot); err != nil {
+		return store.Attempt{}, err
+	}
 	var out store.Attempt
 	err := l.update(ctx, a.Task, a.Slot, a.Token, a.RunID, func(d *Doc, now time.Time) (bool, error) {
 		last := 0
+		if d.Archived != nil {
+			last = d.Archived.Through
+		}
 		if n := len(d.Attempts); n > 0 {
 			p := d.Attempts[n-1]
 			last = p.Number
@@ -109,6 +115,7 @@ func (l Ledger) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 		out = a
 		out.Number, out.State, out.StartedAt = n, store.Running, now
 		out.EndedAt, out.ExitCode, out.Resolution = nil, nil, nil
+		l.archive(ctx, d)
 		d.Attempts = append(d.Attempts, out)
 		return true, nil
 	})
@@ -331,6 +338,9 @@ func (l Ledger) Resolve(ctx context.Context, r store.ResolveRequest) (store.Atte
 	if r.As != store.Succeeded && r.As != store.Failed {
 		return store.Attempt{}, fmt.Errorf("%w: a slot can only be resolved as succeeded or failed, not %q", store.ErrConflict, r.As)
 	}
+	if err := checkSlot(r.Slot); err != nil {
+		return store.Attempt{}, err
+	}
 	var out store.Attempt
 	err := l.update(ctx, r.Task, r.Slot, 0, "", func(d *Doc, now time.Time) (bool, error) {
 		if len(d.Attempts) == 0 {
@@ -355,7 +365,11 @@ func (l Ledger) Record(ctx context.Context, e store.Event) error {
 	if err := store.CheckEvent(e); err != nil {
 		return err
 	}
+	if err := checkSlot(e.Slot); err != nil {
+		return err
+	}
 	return l.update(ctx, e.Task, e.Slot, 0, "", func(d *Doc, now time.Time) (bool, error) {
+		l.archive(ctx, d)
 		d.Events = append(d.Events, Event{Kind: e.Kind, RunID: e.RunID, Holder: e.Holder, Token: e.Token, Attempt: e.Attempt, Note: e.Note, At: now})
 		return true, nil
 	})

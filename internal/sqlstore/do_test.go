@@ -3,8 +3,11 @@ package sqlstore
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/once-run/once/store"
 )
 
 // retryDialect is only what Do asks of a dialect: which errors are transient, and which say the
@@ -44,5 +47,12 @@ func TestDoWaitsForAFullServer(t *testing.T) {
 	err = s.Do(ctx, func(context.Context) error { return errFull })
 	if !errors.Is(err, errFull) || time.Since(began) > 2*time.Second {
 		t.Fatalf("full server past the context: %v after %s", err, time.Since(began))
+	}
+}
+
+// TestMaxFailures: SlotQuery counts failures up to store.MaxFailures.
+func TestMaxFailures(t *testing.T) {
+	if maxFailures != strconv.Itoa(store.MaxFailures) {
+		t.Fatalf("maxFailures is %s, store.MaxFailures %d", maxFailures, store.MaxFailures)
 	}
 }

@@ -57,11 +57,15 @@ const WaitingQuery = `SELECT task, slot FROM {p}waiting ORDER BY since, task, sl
 // resolution, its latest checkpoint and the review events about that attempt: one statement, so
 // that the parts agree and a Start reads the slot in one round trip. No row: the slot has no
 // attempt (and so no failure, checkpoint or review). Arguments: task and slot, four times. Each
-// part is an index search (migration 003), whatever the number of attempts in the slot.
+// part is an index search (migration 003), and the failures are counted up to
+// store.MaxFailures, so it costs the same whatever the number of attempts in the slot.
+// maxFailures is store.MaxFailures in SQL (TestMaxFailures).
+const maxFailures = "1000"
+
 const SlotQuery = `SELECT ` + attemptCols + `,
-		(SELECT COUNT(*) FROM {p}attempts f WHERE f.task = ? AND f.slot = ? AND f.state IN ('failed', 'unknown')
+		(SELECT COUNT(*) FROM (SELECT 1 FROM {p}attempts f WHERE f.task = ? AND f.slot = ? AND f.state IN ('failed', 'unknown')
 			AND f.attempt > COALESCE((SELECT MAX(r.attempt) FROM {p}attempts r
-				WHERE r.task = ? AND r.slot = ? AND r.res_as IS NOT NULL), 0)),
+				WHERE r.task = ? AND r.slot = ? AND r.res_as IS NOT NULL), 0) LIMIT ` + maxFailures + `) f),
 		COALESCE((SELECT c.checkpoint FROM {p}attempts c WHERE c.task = ? AND c.slot = ? AND c.checkpoint <> ''
 			ORDER BY c.attempt DESC LIMIT 1), ''),
 		(SELECT COUNT(*) FROM {p}events e WHERE e.task = a.task AND e.slot = a.slot AND e.kind = 'review'

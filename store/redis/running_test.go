@@ -18,6 +18,7 @@ func TestRunningIndex(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
+	kvtest.Archives(t, harness().DSN)
 	kvtest.RunningIndex(t, kvtest.Hooks{
 		DSN: harness().DSN,
 		Unindex: func(t *testing.T, dsn string) {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,8 +113,9 @@ func lastQuery(t tables) string {
 
 func slotQuery(t tables) string {
 	return `SELECT
-		(SELECT count(*) FROM ` + t.attempts + ` WHERE task = ?1 AND slot = ?2 AND state IN ('failed', 'unknown')
-			AND number > coalesce((SELECT max(number) FROM ` + t.attempts + ` WHERE task = ?1 AND slot = ?2 AND resolved_as IS NOT NULL), 0)),
+		(SELECT count(*) FROM (SELECT 1 FROM ` + t.attempts + ` WHERE task = ?1 AND slot = ?2 AND state IN ('failed', 'unknown')
+			AND number > coalesce((SELECT max(number) FROM ` + t.attempts + ` WHERE task = ?1 AND slot = ?2 AND resolved_as IS NOT NULL), 0)
+			LIMIT ` + strconv.Itoa(store.MaxFailures) + `)),
 		coalesce((SELECT checkpoint FROM ` + t.attempts + ` WHERE task = ?1 AND slot = ?2 AND checkpoint <> '' ORDER BY number DESC LIMIT 1), ''),
 		EXISTS (SELECT 1 FROM ` + t.events + ` WHERE task = ?1 AND slot = ?2 AND kind = 'review' AND attempt = ?3)`
 }

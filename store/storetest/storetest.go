@@ -114,6 +114,8 @@ var cases = []testCase{
 	{"LedgerPrune", testPrune, nil},
 	{"LedgerPruneForget", testPruneForget, nil},
 	{"LedgerPruneMissed", testPruneMissed, nil},
+	{"LedgerLongSlot", testLongSlot, nil},
+	{"LedgerFailuresCounted", testFailuresCounted, nil},
 	{"Start", testStart, capStarter},
 	{"StartLazy", testStartLazy, capLazyStart},
 	{"FinishRelease", testFinishRelease, capFinisher},

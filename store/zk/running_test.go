@@ -26,6 +26,7 @@ func TestRunningIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	kvtest.Archives(t, harness().DSN)
 	kvtest.RunningIndex(t, kvtest.Hooks{
 		DSN: harness().DSN,
 		Unindex: func(t *testing.T, dsn string) {

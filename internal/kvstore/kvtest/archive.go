@@ -1,0 +1,152 @@
+package kvtest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/internal/kvstore"
+	"github.com/once-run/once/store"
+)
+
+// Archives checks a long slot's archives (kvstore's archive.go) on a backend, against a real
+// server: the slot's document stays small; an archive written by an archiving whose document write
+// did not happen (a crash between the two) is not shown, and is what the next archiving takes as
+// archived, so nothing is lost or listed twice; a document an older once let grow is archived whole
+// at its next write. dsn gives a fresh, empty prefix.
+func Archives(t *testing.T, dsn func(tb testing.TB) string) {
+	t.Run("Archives", func(t *testing.T) {
+		t.Parallel()
+		s := open(t, dsn(t))
+		kv := s.(interface{ Backend() kvstore.KV }).Backend()
+		ctx := ctxT(t)
+		l, err := s.Acquire(ctx, store.AcquireRequest{Task: "arc", Holder: "h", RunID: "r", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := 0
+		check := func(n int) {
+			t.Helper()
+			es, err := s.History(ctx, store.HistoryQuery{Task: "arc"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(es) != n {
+				t.Fatalf("after %d attempts history lists %d entries", n, len(es))
+			}
+			for i, e := range es {
+				if want := fmt.Sprintf("r%03d", n-i); e.RunID != want || e.Number != n-i || e.Slot != "" {
+					t.Fatalf("after %d attempts entry %d is %s #%d of slot %q, want %s", n, i, e.RunID, e.Number, e.Slot, want)
+				}
+			}
+		}
+		for i := 1; i <= 200; i++ {
+			run := fmt.Sprintf("r%03d", i)
+			if _, err := s.Begin(ctx, store.Attempt{Task: "arc", RunID: run, Holder: l.Holder, Token: l.Token}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Finish(ctx, run, l.Token, store.Outcome{State: store.Succeeded, ExitCode: &code}); err != nil {
+				t.Fatal(err)
+			}
+			if i == 30 { // the crash: the first archive written (of fewer attempts), the document not
+				d, _, _, err := kv.Load(ctx, "arc", "")
+				if err != nil || d == nil {
+					t.Fatalf("load: %v", err)
+				}
+				crashed := &kvstore.Doc{Task: "arc", Slot: kvstore.ArchiveSlot("", 1), Attempts: d.Attempts[:20]}
+				if _, err := kv.Save(ctx, crashed, 0, 0, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if i == 30 || i == 45 || i == 200 {
+				check(i) // not shown before the document acknowledges it, shown once after
+			}
+		}
+		d, _, _, err := kv.Load(ctx, "arc", "")
+		if err != nil || d == nil {
+			t.Fatalf("load: %v", err)
+		}
+		if len(d.Attempts) > 40 || d.Archived == nil || d.Archived.Attempts+len(d.Attempts) != 200 || d.Archived.Through != d.Attempts[0].Number-1 {
+			t.Fatalf("the slot's document keeps %d attempts, archived %+v", len(d.Attempts), d.Archived)
+		}
+		if st, err := s.Slot(ctx, "arc", ""); err != nil || st.Last == nil || st.Last.Number != 200 || st.Failures != 0 {
+			t.Fatalf("slot: %+v, %v", st, err)
+		}
+		grown(t, s, kv)
+		reviewsAndPrune(t, s, kv)
+	})
+}
+
+// grown: a document an older once let grow is archived whole at its next write.
+func grown(t *testing.T, s store.Store, kv kvstore.KV) {
+	ctx := ctxT(t)
+	code := 0
+	old := &kvstore.Doc{Task: "old", Slot: ""}
+	for i := 1; i <= 150; i++ {
+		end := time.Now()
+		old.Attempts = append(old.Attempts, store.Attempt{Task: "old", RunID: fmt.Sprintf("o%03d", i), Number: i,
+			State: store.Failed, ExitCode: &code, StartedAt: end, EndedAt: &end})
+	}
+	old.Attempts[2].State, old.Attempts[2].ExitCode = store.Unknown, nil // a holder vanished: never resolved, and archived all the same
+	if _, err := kv.Save(ctx, old, 0, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	lo, err := s.Acquire(ctx, store.AcquireRequest{Task: "old", Holder: "h", RunID: "r", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ctx, store.Attempt{Task: "old", RunID: "o151", Holder: lo.Holder, Token: lo.Token}); err != nil {
+		t.Fatal(err)
+	}
+	d, _, _, err := kv.Load(ctx, "old", "")
+	if err != nil || d == nil || len(d.Attempts) != 9 || d.Archived == nil || d.Archived.Attempts != 142 || d.Archived.Failures != 142 {
+		t.Fatalf("the grown document after a write: %d attempts, archived %+v, %v", len(d.Attempts), d.Archived, err)
+	}
+	if st, err := s.Slot(ctx, "old", ""); err != nil || st.Failures != 150 || st.Last == nil || st.Last.Number != 151 {
+		t.Fatalf("the grown slot: %+v, %v", st, err)
+	}
+	if es, err := s.History(ctx, store.HistoryQuery{Task: "old"}); err != nil || len(es) != 151 || es[0].RunID != "o151" || es[150].RunID != "o001" {
+		t.Fatalf("the grown slot's history: %d entries, %v", len(es), err)
+	}
+}
+
+// reviewsAndPrune: a slot refused again and again while it waits (a review event each time) keeps
+// its document small and still waits; a prune of everything deletes the archives it empties.
+func reviewsAndPrune(t *testing.T, s store.Store, kv kvstore.KV) {
+	ctx := ctxT(t)
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "wait", Holder: "h", RunID: "r", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := 1
+	if _, err := s.Begin(ctx, store.Attempt{Task: "wait", Slot: "s", RunID: "w1", Holder: l.Holder, Token: l.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Finish(ctx, "w1", l.Token, store.Outcome{State: store.Failed, ExitCode: &code}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := s.Record(ctx, store.Event{Task: "wait", Slot: "s", Kind: store.Review, Attempt: 1, Note: fmt.Sprint("refused ", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, _, _, err := kv.Load(ctx, "wait", "s")
+	if err != nil || d == nil || len(d.Events) > 40 {
+		t.Fatalf("a slot with 100 review events keeps %d in its document (%v)", len(d.Events), err)
+	}
+	if st, err := s.Slot(ctx, "wait", "s"); err != nil || !st.Waiting {
+		t.Fatalf("the slot no longer waits: %+v, %v", st, err)
+	}
+	if es, err := s.History(ctx, store.HistoryQuery{Task: "wait", Kind: store.Review}); err != nil || len(es) != 100 {
+		t.Fatalf("history lists %d review events, want 100 (%v)", len(es), err)
+	}
+	// Prune everything in "arc" (200 attempts, settled): its emptied archives go, but the newest.
+	time.Sleep(10 * time.Millisecond)
+	if _, err := s.Prune(ctx, store.PruneRequest{Task: "arc", Before: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	docs, err := kv.Docs(ctx, "arc")
+	if err != nil || len(docs) > 2 {
+		t.Fatalf("after a prune of everything the task has %d documents (%v): emptied archives were kept", len(docs), err)
+	}
+}
