@@ -139,9 +139,9 @@ func (l Ledger) archive(ctx context.Context, d *Doc) {
 		arc = *d.Archived
 		arc.Skipped = append([]int(nil), arc.Skipped...)
 	}
-	seq := arc.Docs + 1
+	docs0, seq := arc.Docs, arc.Docs+1
 	a := &Doc{Task: d.Task, Attempts: attempts, Events: events}
-	for skips := 0; ; skips++ {
+	for skips, adopted := 0, 0; ; {
 		a.Slot = ArchiveSlot(d.Slot, seq)
 		_, err := l.KV.Save(ctx, a, 0, 0, "")
 		if err == nil {
@@ -158,13 +158,58 @@ func (l Ledger) archive(ctx context.Context, d *Doc) {
 			a = ex
 			break
 		}
-		if skips == maxSkips {
+		switch {
+		case before(ex, d) && adopted < maxAdopted:
+			// Older than all d keeps: an archive this slot wrote whose count d lost (an older once
+			// rewrote it without "archived"). Counted again, nothing taken from d.
+			arc.fold(ex)
+			adopted++
+		case skips < maxSkips:
+			arc.Skipped = append(arc.Skipped, seq)
+			skips++
+		default: // what was passed over or counted again is saved with d; the rest is for its next write
+			if arc.Docs > docs0 {
+				d.Archived = &arc
+			}
 			return
 		}
-		arc.Skipped = append(arc.Skipped, seq)
+		arc.Docs = seq
 		seq++
 	}
 	arc.Docs = seq
+	arc.fold(a)
+	d.Archived = &arc
+	d.Attempts, d.Events = without(d, a)
+}
+
+// maxAdopted bounds how many archives one archiving counts again (see archive).
+const maxAdopted = 1000
+
+// before reports whether everything the archive a holds is older than all d keeps: its attempts'
+// numbers below d's first, its events before d's first.
+func before(a, d *Doc) bool {
+	if len(a.Attempts) == 0 && len(a.Events) == 0 {
+		return false
+	}
+	if len(d.Attempts) > 0 {
+		for _, x := range a.Attempts {
+			if x.Number >= d.Attempts[0].Number {
+				return false
+			}
+		}
+	}
+	if len(d.Events) > 0 {
+		for _, e := range a.Events {
+			if !e.At.Before(d.Events[0].At) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fold counts the archive a in the summary.
+func (arc *Archived) fold(a *Doc) {
 	arc.Attempts += len(a.Attempts)
 	arc.Events += len(a.Events)
 	for _, x := range a.Attempts {
@@ -179,8 +224,6 @@ func (l Ledger) archive(ctx context.Context, d *Doc) {
 			arc.Failures++
 		}
 	}
-	d.Archived = &arc
-	d.Attempts, d.Events = without(d, a)
 }
 
 // attemptKey identifies an attempt within its slot.
@@ -250,8 +293,9 @@ func without(d, a *Doc) ([]store.Attempt, []Event) {
 }
 
 // acknowledged returns, for History and Prune, the slot documents among docs by (task, slot),
-// and whether each archive among them is one its slot's document acknowledges (or the slot's
-// document is gone: then every archive of it stands).
+// and whether each archive among them is one its slot's document acknowledges. An archive whose
+// slot's document is gone is not: a forget deletes the document first, then its archives, and a
+// forget that stopped half way leaves them for the next prune to delete.
 func acknowledged(docs []*Doc) (slots map[string]*Doc, ok func(d *Doc) bool) {
 	slots = map[string]*Doc{}
 	for _, d := range docs {
@@ -265,7 +309,7 @@ func acknowledged(docs []*Doc) (slots map[string]*Doc, ok func(d *Doc) bool) {
 			return true
 		}
 		m := slots[docKey(d.Task, base)]
-		return m == nil || m.Archived != nil && seq <= m.Archived.Docs && !slices.Contains(m.Archived.Skipped, seq)
+		return m != nil && m.Archived != nil && seq <= m.Archived.Docs && !slices.Contains(m.Archived.Skipped, seq)
 	}
 }
 

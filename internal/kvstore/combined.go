@@ -26,6 +26,9 @@ func (l Ledger) Start(ctx context.Context, req store.AcquireRequest, slot string
 	if err := store.CheckStart(req); err != nil {
 		return store.Started{}, err
 	}
+	if err := checkSlot(slot); err != nil {
+		return store.Started{}, err
+	}
 	ls, r, err := sk.AcquireRead(ctx, req, slot)
 	if err != nil {
 		return store.Started{}, err

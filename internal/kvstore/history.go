@@ -139,7 +139,9 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 		if base, seq, arc := splitArchive(d0.Slot); arc {
 			of = slots[docKey(d0.Task, base)]
 			if !counts(d0) {
-				if of != nil && of.Archived != nil && slices.Contains(of.Archived.Skipped, seq) && !r.DryRun {
+				// Passed over by its slot, or left by a forget that stopped half way: deleted.
+				// Not yet acknowledged: left to the archiving that wrote it.
+				if (of == nil || of.Archived != nil && slices.Contains(of.Archived.Skipped, seq)) && !r.DryRun {
 					l.deleteArchive(ctx, d0.Task, d0.Slot)
 				}
 				continue
@@ -159,10 +161,11 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 			failed[docKey(of.Task, of.Slot)] += nf
 		}
 	}
-	for _, d := range slots {
-		if n := failed[docKey(d.Task, d.Slot)]; n > 0 {
-			err := l.update(ctx, d.Task, d.Slot, 0, "", func(d *Doc, _ time.Time) (bool, error) {
-				if d.Archived == nil {
+	for _, d0 := range slots {
+		if n := failed[docKey(d0.Task, d0.Slot)]; n > 0 {
+			err := l.update(ctx, d0.Task, d0.Slot, 0, "", func(d *Doc, _ time.Time) (bool, error) {
+				// Not when an archiving since counted a later resolution: its count starts there.
+				if d.Archived == nil || d0.Archived == nil || d.Archived.Resolved != d0.Archived.Resolved {
 					return false, nil
 				}
 				d.Archived.Failures = max(0, d.Archived.Failures-n)
@@ -187,19 +190,31 @@ func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRe
 			return store.PruneResult{}, 0, err
 		}
 		got, forget, runs, nf := prune(d, r, of)
-		if got == (store.PruneResult{}) {
+		// An archive left empty goes, but the newest two: a writer that read the slot before
+		// the archive was acknowledged could write it again, and it would be shown.
+		_, seq, arc := splitArchive(slot)
+		emptied := arc && len(d.Attempts) == 0 && len(d.Events) == 0 && of != nil && of.Archived != nil && seq < of.Archived.Docs-1
+		if got == (store.PruneResult{}) && !emptied {
 			return got, 0, nil
 		}
-		_, seq, arc := splitArchive(slot)
 		switch {
-		case forget && !arc && d.Archived != nil:
-			for i := 1; i <= d.Archived.Docs; i++ { // left by a prune that stopped, or not listed
-				l.deleteArchive(ctx, task, ArchiveSlot(slot, i))
+		case forget: // a slot's own document (an archive is forgotten with it: prune)
+			if err = l.KV.Delete(ctx, d, ver); err == nil && d.Archived != nil {
+				// Its archives after it: a forget that stops half way leaves archives without a
+				// document, which are not shown and which the next prune deletes. Past the last
+				// it counts, what an archiving that did not finish may have left.
+				for i, misses := 1, 0; i <= d.Archived.Docs || misses <= maxSkips; i++ {
+					gone, ok := l.deleteArchive(ctx, task, ArchiveSlot(slot, i))
+					if !ok && i > d.Archived.Docs {
+						misses++
+					}
+					got.Attempts, got.Events = got.Attempts+int64(len(gone.Attempts)), got.Events+int64(len(gone.Events))
+					for _, a := range gone.Attempts {
+						runs = append(runs, a.RunID)
+					}
+				}
 			}
-			err = l.KV.Delete(ctx, d, ver)
-		case forget, arc && len(d.Attempts) == 0 && len(d.Events) == 0 && of != nil && of.Archived != nil && seq < of.Archived.Docs:
-			// An archive emptied goes (not the newest: a writer that read the slot before it was
-			// acknowledged could write it again).
+		case emptied:
 			err = l.KV.Delete(ctx, d, ver)
 		default:
 			_, err = l.KV.Save(ctx, d, ver, 0, "")
@@ -236,7 +251,7 @@ func prune(d *Doc, r store.PruneRequest, of *Doc) (res store.PruneResult, forget
 		fa.Kind, fa.Number, fa.At = a.State, a.Number, a.StartedAt
 		switch r.Decide(fa) {
 		case store.Forget:
-			forget = true
+			forget = !d.IsArchive() // an archive goes when its slot's document does (pruneDoc)
 		case store.Drop:
 			res.Attempts++
 			runs = append(runs, a.RunID)
@@ -249,9 +264,6 @@ func prune(d *Doc, r store.PruneRequest, of *Doc) (res store.PruneResult, forget
 	}
 	if forget { // the slot goes whole, together
 		res = store.PruneResult{Attempts: int64(len(d.Attempts)), Events: int64(len(d.Events)), Slots: 1}
-		if d.IsArchive() {
-			res.Slots = 0 // counted with the slot's own document
-		}
 		runs, failed = runs[:0], 0
 		for _, a := range d.Attempts {
 			runs = append(runs, a.RunID)
@@ -301,9 +313,15 @@ func pruneFacts(d *Doc, r store.PruneRequest) store.PruneFacts {
 	return f
 }
 
-// deleteArchive deletes an archive document, best effort (what is left is read and pruned again).
-func (l Ledger) deleteArchive(ctx context.Context, task, slot string) {
-	if d, ver, _, err := l.KV.Load(ctx, task, slot); err == nil && d != nil {
-		_ = l.KV.Delete(ctx, d, ver)
+// deleteArchive deletes an archive document, best effort (what is left is read and pruned again),
+// and returns what it held (empty when nothing was deleted); ok is false when there was none.
+func (l Ledger) deleteArchive(ctx context.Context, task, slot string) (gone Doc, ok bool) {
+	d, ver, _, err := l.KV.Load(ctx, task, slot)
+	if err != nil || d == nil {
+		return Doc{}, err != nil
 	}
+	if l.KV.Delete(ctx, d, ver) != nil {
+		return Doc{}, true
+	}
+	return *d, true
 }

@@ -377,6 +377,9 @@ func (l Ledger) Record(ctx context.Context, e store.Event) error {
 
 // Slot: see store.Ledger.
 func (l Ledger) Slot(ctx context.Context, task, slot string) (store.SlotState, error) {
+	if err := checkSlot(slot); err != nil {
+		return store.SlotState{}, err
+	}
 	d, _, _, err := l.KV.Load(ctx, task, slot)
 	if err != nil {
 		return store.SlotState{}, err

@@ -72,8 +72,10 @@ func Archives(t *testing.T, dsn func(tb testing.TB) string) {
 		if st, err := s.Slot(ctx, "arc", ""); err != nil || st.Last == nil || st.Last.Number != 200 || st.Failures != 0 {
 			t.Fatalf("slot: %+v, %v", st, err)
 		}
+		lostCount(t, s, kv, l)
 		grown(t, s, kv)
 		reviewsAndPrune(t, s, kv)
+		forget(t, s, kv)
 	})
 }
 
@@ -140,13 +142,90 @@ func reviewsAndPrune(t *testing.T, s store.Store, kv kvstore.KV) {
 	if es, err := s.History(ctx, store.HistoryQuery{Task: "wait", Kind: store.Review}); err != nil || len(es) != 100 {
 		t.Fatalf("history lists %d review events, want 100 (%v)", len(es), err)
 	}
-	// Prune everything in "arc" (200 attempts, settled): its emptied archives go, but the newest.
+	// Prune everything in "arc" (settled): its emptied archives go, but the newest two.
 	time.Sleep(10 * time.Millisecond)
 	if _, err := s.Prune(ctx, store.PruneRequest{Task: "arc", Before: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	docs, err := kv.Docs(ctx, "arc")
-	if err != nil || len(docs) > 2 {
+	if err != nil || len(docs) > 3 {
 		t.Fatalf("after a prune of everything the task has %d documents (%v): emptied archives were kept", len(docs), err)
+	}
+}
+
+// lostCount: an older once rewrites the slot's document without "archived" (a field it does not
+// know); the next archiving counts the slot's archives again, and history shows every attempt once.
+func lostCount(t *testing.T, s store.Store, kv kvstore.KV, l store.Lease) {
+	ctx := ctxT(t)
+	d, ver, _, err := kv.Load(ctx, "arc", "")
+	if err != nil || d == nil || d.Archived == nil {
+		t.Fatalf("load: %+v, %v", d, err)
+	}
+	was := *d.Archived
+	d.Archived = nil
+	if _, err := kv.Save(ctx, d, ver, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	for i := 201; i <= 240; i++ { // enough for the next archiving
+		run := fmt.Sprintf("r%03d", i)
+		if _, err := s.Begin(ctx, store.Attempt{Task: "arc", RunID: run, Holder: l.Holder, Token: l.Token}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Finish(ctx, run, l.Token, store.Outcome{State: store.Succeeded, ExitCode: &code}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, _, _, err = kv.Load(ctx, "arc", "")
+	if err != nil || d == nil || d.Archived == nil || d.Archived.Docs <= was.Docs || d.Archived.Attempts+len(d.Attempts) != 240 {
+		t.Fatalf("after a write without the count: archived %+v (was %+v), %d kept, %v", d.Archived, was, len(d.Attempts), err)
+	}
+	es, err := s.History(ctx, store.HistoryQuery{Task: "arc"})
+	if err != nil || len(es) != 240 || es[0].RunID != "r240" || es[239].RunID != "r001" {
+		t.Fatalf("history after the count was lost and found: %d entries, %v", len(es), err)
+	}
+}
+
+// forget: a slot forgotten (prune ForgetSlots) goes with every archive of it.
+func forget(t *testing.T, s store.Store, kv kvstore.KV) {
+	ctx := ctxT(t)
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "gone", Holder: "h", RunID: "r", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	for i := 1; i <= 100; i++ {
+		run := fmt.Sprintf("g%03d", i)
+		if _, err := s.Begin(ctx, store.Attempt{Task: "gone", Slot: "s", RunID: run, Holder: l.Holder, Token: l.Token}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Finish(ctx, run, l.Token, store.Outcome{State: store.Succeeded, ExitCode: &code}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	res, err := s.Prune(ctx, store.PruneRequest{Task: "gone", Before: time.Now(), ForgetSlots: true})
+	if err != nil || res.Slots != 1 || res.Attempts != 100 {
+		t.Fatalf("forget: %+v, %v; want 1 slot and 100 attempts", res, err)
+	}
+	if docs, err := kv.Docs(ctx, "gone"); err != nil || len(docs) != 0 {
+		t.Fatalf("after the slot was forgotten %d documents are left (%v)", len(docs), err)
+	}
+	// What a forget that stopped half way leaves, an archive without its slot's document, is not
+	// shown, and the next prune deletes it.
+	end := time.Now()
+	orphan := &kvstore.Doc{Task: "gone", Slot: kvstore.ArchiveSlot("s", 2), Attempts: []store.Attempt{
+		{Task: "gone", Slot: "s", RunID: "g002", Number: 2, State: store.Succeeded, ExitCode: &code, StartedAt: end, EndedAt: &end}}}
+	if _, err := kv.Save(ctx, orphan, 0, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := s.History(ctx, store.HistoryQuery{Task: "gone"}); err != nil || len(es) != 0 {
+		t.Fatalf("history shows %d entries of a forgotten slot (%v)", len(es), err)
+	}
+	if _, err := s.Prune(ctx, store.PruneRequest{Task: "gone", Before: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if docs, err := kv.Docs(ctx, "gone"); err != nil || len(docs) != 0 {
+		t.Fatalf("an archive without its slot's document was not pruned: %d documents (%v)", len(docs), err)
 	}
 }
