@@ -126,6 +126,15 @@ func (r *pbReader) msg(m pbOut) {
 	}
 }
 
+// decode calls field for each field of the message b, stopping at the first malformed one.
+func decode(b []byte, field func(r *pbReader, f int)) error {
+	r := pbReader{b: b}
+	for f, ok := r.next(); ok; f, ok = r.next() {
+		field(&r, f)
+	}
+	return r.err
+}
+
 // skip passes over a field this client does not read.
 func (r *pbReader) skip() {
 	switch r.wt {
@@ -271,20 +280,17 @@ func (q alarmReq) marshalPB(b []byte) []byte {
 // ---- answers
 
 func (h *header) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		if f == 3 {
 			h.Revision = r.int()
 		} else {
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 func (kv *keyValue) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		switch f {
 		case 1:
 			kv.Key = r.bytes()
@@ -299,13 +305,11 @@ func (kv *keyValue) unmarshalPB(b []byte) error {
 		default:
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 func (m *rangeResp) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		switch f {
 		case 1:
 			r.msg(&m.Header)
@@ -318,13 +322,11 @@ func (m *rangeResp) unmarshalPB(b []byte) error {
 		default:
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 func (m *deleteResp) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		if f == 3 {
 			var kv keyValue
 			r.msg(&kv)
@@ -332,13 +334,11 @@ func (m *deleteResp) unmarshalPB(b []byte) error {
 		} else {
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 func (m *opResp) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		switch f {
 		case 1:
 			m.Range = &rangeResp{}
@@ -349,13 +349,11 @@ func (m *opResp) unmarshalPB(b []byte) error {
 		default: // response_put, response_txn: nothing this store reads
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 func (m *txnResp) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		switch f {
 		case 1:
 			r.msg(&m.Header)
@@ -368,16 +366,15 @@ func (m *txnResp) unmarshalPB(b []byte) error {
 		default:
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 // unmarshalPB reads LeaseGrantResponse, LeaseKeepAliveResponse and LeaseTimeToLiveResponse, which
 // share ID (2) and TTL (3); a grant's error (4, a string; a time-to-live's 4 is grantedTTL) is
 // returned.
 func (m *leaseResp) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	var grant string // LeaseGrantResponse's error
+	err := decode(b, func(r *pbReader, f int) {
 		switch f {
 		case 2:
 			m.ID = r.int()
@@ -386,19 +383,21 @@ func (m *leaseResp) unmarshalPB(b []byte) error {
 		case 4:
 			if r.wt != wtBytes {
 				r.skip()
-			} else if e := r.str(); e != "" && r.err == nil {
-				return fmt.Errorf("etcd: lease grant: %s", e)
+			} else {
+				grant = r.str()
 			}
 		default:
 			r.skip()
 		}
+	})
+	if err == nil && grant != "" {
+		return fmt.Errorf("etcd: lease grant: %s", grant)
 	}
-	return r.err
+	return err
 }
 
 func (m *watchResp) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		switch f {
 		case 3:
 			m.Created = r.bool()
@@ -415,13 +414,11 @@ func (m *watchResp) unmarshalPB(b []byte) error {
 		default:
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 func (ev *event) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		switch f {
 		case 1:
 			if r.varint() == 1 {
@@ -432,23 +429,20 @@ func (ev *event) unmarshalPB(b []byte) error {
 		default:
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 // authResp is AuthenticateResponse: the token is field 2.
 type authResp struct{ Token string }
 
 func (m *authResp) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		if f == 2 {
 			m.Token = r.str()
 		} else {
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 // discard is an answer this client does not read (LeaseRevokeResponse).
@@ -457,8 +451,7 @@ type discard struct{}
 func (discard) unmarshalPB([]byte) error { return nil }
 
 func (m *statusResp) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		switch f {
 		case 2:
 			m.Version = r.str()
@@ -467,15 +460,13 @@ func (m *statusResp) unmarshalPB(b []byte) error {
 		default:
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 var alarmTypes = map[uint64]string{0: "NONE", 1: "NOSPACE", 2: "CORRUPT"}
 
 func (m *alarmMember) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		switch f {
 		case 1:
 			m.MemberID = strconv.FormatUint(r.varint(), 10)
@@ -487,13 +478,11 @@ func (m *alarmMember) unmarshalPB(b []byte) error {
 		default:
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 func (m *alarmResp) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		if f == 2 {
 			var a alarmMember
 			r.msg(&a)
@@ -501,13 +490,11 @@ func (m *alarmResp) unmarshalPB(b []byte) error {
 		} else {
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 func (m *member) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		switch f {
 		case 1:
 			m.ID = strconv.FormatUint(r.varint(), 10)
@@ -518,13 +505,11 @@ func (m *member) unmarshalPB(b []byte) error {
 		default:
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
 
 func (m *memberListResp) unmarshalPB(b []byte) error {
-	r := pbReader{b: b}
-	for f, ok := r.next(); ok; f, ok = r.next() {
+	return decode(b, func(r *pbReader, f int) {
 		if f == 2 {
 			var x member
 			r.msg(&x)
@@ -532,6 +517,5 @@ func (m *memberListResp) unmarshalPB(b []byte) error {
 		} else {
 			r.skip()
 		}
-	}
-	return r.err
+	})
 }
