@@ -24,7 +24,6 @@ func Archives(t *testing.T, dsn func(tb testing.TB) string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		code := 0
 		check := func(n int) {
 			t.Helper()
 			es, err := s.History(ctx, store.HistoryQuery{Task: "arc"})
@@ -42,12 +41,7 @@ func Archives(t *testing.T, dsn func(tb testing.TB) string) {
 		}
 		for i := 1; i <= 200; i++ {
 			run := fmt.Sprintf("r%03d", i)
-			if _, err := s.Begin(ctx, store.Attempt{Task: "arc", RunID: run, Holder: l.Holder, Token: l.Token}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Finish(ctx, run, l.Token, store.Outcome{State: store.Succeeded, ExitCode: &code}); err != nil {
-				t.Fatal(err)
-			}
+			attempt(t, s, l, "", run, store.Succeeded)
 			if i == 30 { // the crash: the first archive written (of fewer attempts), the document not
 				d, _, _, err := kv.Load(ctx, "arc", "")
 				if err != nil || d == nil {
@@ -120,13 +114,7 @@ func reviewsAndPrune(t *testing.T, s store.Store, kv kvstore.KV) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code := 1
-	if _, err := s.Begin(ctx, store.Attempt{Task: "wait", Slot: "s", RunID: "w1", Holder: l.Holder, Token: l.Token}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Finish(ctx, "w1", l.Token, store.Outcome{State: store.Failed, ExitCode: &code}); err != nil {
-		t.Fatal(err)
-	}
+	attempt(t, s, l, "s", "w1", store.Failed)
 	for i := range 100 {
 		if err := s.Record(ctx, store.Event{Task: "wait", Slot: "s", Kind: store.Review, Attempt: 1, Note: fmt.Sprint("refused ", i)}); err != nil {
 			t.Fatal(err)
@@ -166,15 +154,9 @@ func lostCount(t *testing.T, s store.Store, kv kvstore.KV, l store.Lease) {
 	if _, err := kv.Save(ctx, d, ver, 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	code := 0
 	for i := 201; i <= 240; i++ { // enough for the next archiving
 		run := fmt.Sprintf("r%03d", i)
-		if _, err := s.Begin(ctx, store.Attempt{Task: "arc", RunID: run, Holder: l.Holder, Token: l.Token}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Finish(ctx, run, l.Token, store.Outcome{State: store.Succeeded, ExitCode: &code}); err != nil {
-			t.Fatal(err)
-		}
+		attempt(t, s, l, "", run, store.Succeeded)
 	}
 	d, _, _, err = kv.Load(ctx, "arc", "")
 	if err != nil || d == nil || d.Archived == nil || d.Archived.Docs <= was.Docs || d.Archived.Attempts+len(d.Attempts) != 240 {
@@ -196,12 +178,7 @@ func forget(t *testing.T, s store.Store, kv kvstore.KV) {
 	code := 0
 	for i := 1; i <= 100; i++ {
 		run := fmt.Sprintf("g%03d", i)
-		if _, err := s.Begin(ctx, store.Attempt{Task: "gone", Slot: "s", RunID: run, Holder: l.Holder, Token: l.Token}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Finish(ctx, run, l.Token, store.Outcome{State: store.Succeeded, ExitCode: &code}); err != nil {
-			t.Fatal(err)
-		}
+		attempt(t, s, l, "s", run, store.Succeeded)
 	}
 	time.Sleep(10 * time.Millisecond)
 	res, err := s.Prune(ctx, store.PruneRequest{Task: "gone", Before: time.Now(), ForgetSlots: true})
@@ -227,5 +204,20 @@ func forget(t *testing.T, s store.Store, kv kvstore.KV) {
 	}
 	if docs, err := kv.Docs(ctx, "gone"); err != nil || len(docs) != 0 {
 		t.Fatalf("an archive without its slot's document was not pruned: %d documents (%v)", len(docs), err)
+	}
+}
+
+// attempt begins run in slot of l's task and finishes it as st.
+func attempt(t *testing.T, s store.Store, l store.Lease, slot, run string, st store.State) {
+	t.Helper()
+	ctx, code := ctxT(t), 0
+	if st == store.Failed {
+		code = 1
+	}
+	if _, err := s.Begin(ctx, store.Attempt{Task: l.Task, Slot: slot, RunID: run, Holder: l.Holder, Token: l.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Finish(ctx, run, l.Token, store.Outcome{State: st, ExitCode: &code}); err != nil {
+		t.Fatal(err)
 	}
 }
