@@ -13,7 +13,8 @@ package kvstore
 // archive never meets a real slot. It is written before the slot's document drops what it holds;
 // the document's Archived then acknowledges it (Docs). An archive the document does not
 // acknowledge (a crash between the two writes, a lost race) is not shown; the next archiving takes
-// it or passes over its name (archive). History and Prune read the archives through Archived and
+// it or passes over its name (archive). A document without a count gets one from the task's
+// documents (recount). History and Prune read the archives through Archived and
 // Docs, the slot's state only Archived; nothing on a run's path reads them. docs/store-contract.md,
 // "A slot's archives", says the same for users.
 
@@ -138,10 +139,19 @@ func (l Ledger) archive(ctx context.Context, d *Doc) {
 	if d.Archived != nil {
 		arc = *d.Archived
 		arc.Skipped = append([]int(nil), arc.Skipped...)
+	} else if len(d.Attempts) > 0 && d.Attempts[0].Number > 1 {
+		// No count, and attempts gone: archived by a once whose count an older once's write
+		// dropped, or pruned. Count the slot's archives, if any, from the task's documents (once:
+		// the count is saved with d, even when there are none). A slot's first archiving (its
+		// attempts from the first) lists nothing.
+		var err error
+		if arc, err = l.recount(ctx, d); err != nil {
+			return
+		}
 	}
 	docs0, seq := arc.Docs, arc.Docs+1
 	a := &Doc{Task: d.Task, Attempts: attempts, Events: events}
-	for skips, adopted := 0, 0; ; {
+	for skips := 0; ; {
 		a.Slot = ArchiveSlot(d.Slot, seq)
 		_, err := l.KV.Save(ctx, a, 0, 0, "")
 		if err == nil {
@@ -154,25 +164,23 @@ func (l Ledger) archive(ctx context.Context, d *Doc) {
 		if err != nil || ex == nil { // gone again (a prune): try at the next write
 			return
 		}
+		if empty(ex) { // emptied by a prune, and counted by it: on to the next name
+			arc.Docs = seq
+			seq++
+			continue
+		}
 		if holds(d, ex) {
 			a = ex
 			break
 		}
-		switch {
-		case before(ex, d) && adopted < maxAdopted:
-			// Older than all d keeps: an archive this slot wrote whose count d lost (an older once
-			// rewrote it without "archived"). Counted again, nothing taken from d.
-			arc.fold(ex)
-			adopted++
-		case skips < maxSkips:
-			arc.Skipped = append(arc.Skipped, seq)
-			skips++
-		default: // what was passed over or counted again is saved with d; the rest is for its next write
-			if arc.Docs > docs0 {
+		if skips == maxSkips { // what was passed over is saved with d; the rest is for its next write
+			if arc.Docs > docs0 || d.Archived == nil {
 				d.Archived = &arc
 			}
 			return
 		}
+		arc.Skipped = append(arc.Skipped, seq)
+		skips++
 		arc.Docs = seq
 		seq++
 	}
@@ -182,30 +190,35 @@ func (l Ledger) archive(ctx context.Context, d *Doc) {
 	d.Attempts, d.Events = without(d, a)
 }
 
-// maxAdopted bounds how many archives one archiving counts again (see archive).
-const maxAdopted = 1000
-
-// before reports whether everything the archive a holds is older than all d keeps: its attempts'
-// numbers below d's first, its events before d's first.
-func before(a, d *Doc) bool {
-	if len(a.Attempts) == 0 && len(a.Events) == 0 {
-		return false
+// recount returns the count of d's slot's archives as the task's documents show them: each archive
+// of the slot, in sequence order (the order they were written in, oldest first), folded in, up to
+// the first whose entries d still holds (a crash between its write and d's: archive takes it);
+// names missing (deleted by a prune) are not counted. A document that lost its count gets it back.
+func (l Ledger) recount(ctx context.Context, d *Doc) (Archived, error) {
+	docs, err := l.KV.Docs(ctx, d.Task)
+	if err != nil {
+		return Archived{}, err
 	}
-	if len(d.Attempts) > 0 {
-		for _, x := range a.Attempts {
-			if x.Number >= d.Attempts[0].Number {
-				return false
-			}
+	type found struct {
+		seq int
+		doc *Doc
+	}
+	var arcs []found
+	for _, x := range docs {
+		if base, seq, ok := splitArchive(x.Slot); ok && base == d.Slot && x.Task == d.Task {
+			arcs = append(arcs, found{seq, x})
 		}
 	}
-	if len(d.Events) > 0 {
-		for _, e := range a.Events {
-			if !e.At.Before(d.Events[0].At) {
-				return false
-			}
+	slices.SortFunc(arcs, func(a, b found) int { return a.seq - b.seq })
+	var arc Archived
+	for _, x := range arcs {
+		if !empty(x.doc) && holds(d, x.doc) { // still in d: an archiving whose document write did not happen
+			break
 		}
+		arc.fold(x.doc)
+		arc.Docs = x.seq
 	}
-	return true
+	return arc, nil
 }
 
 // fold counts the archive a in the summary.
@@ -241,6 +254,8 @@ type eventKey struct {
 }
 
 func keyOf(e Event) eventKey { return eventKey{e.Kind, e.RunID, e.Attempt, e.At.UnixNano(), e.Note} }
+
+func empty(d *Doc) bool { return len(d.Attempts) == 0 && len(d.Events) == 0 }
 
 // holds reports whether every attempt and event of the archive a is in d.
 func holds(d, a *Doc) bool {

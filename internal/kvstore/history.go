@@ -142,7 +142,7 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 				// Passed over by its slot, or left by a forget that stopped half way: deleted.
 				// Not yet acknowledged: left to the archiving that wrote it.
 				if (of == nil || of.Archived != nil && slices.Contains(of.Archived.Skipped, seq)) && !r.DryRun {
-					l.deleteArchive(ctx, d0.Task, d0.Slot)
+					_, _, _ = l.deleteArchive(ctx, d0.Task, d0.Slot) // best effort: found again next time
 				}
 				continue
 			}
@@ -204,8 +204,11 @@ func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRe
 				// document, which are not shown and which the next prune deletes. Past the last
 				// it counts, what an archiving that did not finish may have left.
 				for i, misses := 1, 0; i <= d.Archived.Docs || misses <= maxSkips; i++ {
-					gone, ok := l.deleteArchive(ctx, task, ArchiveSlot(slot, i))
-					if !ok && i > d.Archived.Docs {
+					gone, found, derr := l.deleteArchive(ctx, task, ArchiveSlot(slot, i))
+					if derr != nil { // the rest is not shown (its document is gone) and goes at the next prune
+						break
+					}
+					if !found && i > d.Archived.Docs {
 						misses++
 					}
 					got.Attempts, got.Events = got.Attempts+int64(len(gone.Attempts)), got.Events+int64(len(gone.Events))
@@ -313,15 +316,15 @@ func pruneFacts(d *Doc, r store.PruneRequest) store.PruneFacts {
 	return f
 }
 
-// deleteArchive deletes an archive document, best effort (what is left is read and pruned again),
-// and returns what it held (empty when nothing was deleted); ok is false when there was none.
-func (l Ledger) deleteArchive(ctx context.Context, task, slot string) (gone Doc, ok bool) {
+// deleteArchive deletes an archive document and returns what it held; found is false when there
+// was none. An error leaves it: the next prune finds it again.
+func (l Ledger) deleteArchive(ctx context.Context, task, slot string) (gone Doc, found bool, err error) {
 	d, ver, _, err := l.KV.Load(ctx, task, slot)
 	if err != nil || d == nil {
-		return Doc{}, err != nil
+		return Doc{}, false, err
 	}
-	if l.KV.Delete(ctx, d, ver) != nil {
-		return Doc{}, true
+	if err := l.KV.Delete(ctx, d, ver); err != nil {
+		return Doc{}, true, err
 	}
-	return *d, true
+	return *d, true, nil
 }

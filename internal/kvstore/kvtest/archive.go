@@ -70,6 +70,7 @@ func Archives(t *testing.T, dsn func(tb testing.TB) string) {
 		grown(t, s, kv)
 		reviewsAndPrune(t, s, kv)
 		forget(t, s, kv)
+		checkpointAfterLoss(t, s, kv)
 	})
 }
 
@@ -204,6 +205,54 @@ func forget(t *testing.T, s store.Store, kv kvstore.KV) {
 	}
 	if docs, err := kv.Docs(ctx, "gone"); err != nil || len(docs) != 0 {
 		t.Fatalf("an archive without its slot's document was not pruned: %d documents (%v)", len(docs), err)
+	}
+}
+
+// checkpointAfterLoss: a slot whose archived checkpoint outlived a prune, and whose document then
+// lost its count, counts its archives again in the order they were written: its checkpoint is the
+// newest, and history shows what the prune left.
+func checkpointAfterLoss(t *testing.T, s store.Store, kv kvstore.KV) {
+	ctx := ctxT(t)
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "cp", Holder: "h", RunID: "r", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	for i := 1; i <= 100; i++ {
+		run := fmt.Sprintf("c%03d", i)
+		if _, err := s.Begin(ctx, store.Attempt{Task: "cp", RunID: run, Holder: l.Holder, Token: l.Token}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 10 || i == 60 {
+			if err := s.Report(ctx, run, l.Token, store.Report{Checkpoint: run}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Finish(ctx, run, l.Token, store.Outcome{State: store.Succeeded, ExitCode: &code}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	if _, err := s.Prune(ctx, store.PruneRequest{Task: "cp", Before: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	d, ver, _, err := kv.Load(ctx, "cp", "")
+	if err != nil || d == nil {
+		t.Fatalf("load: %v", err)
+	}
+	d.Archived = nil // an older once's write
+	if _, err := kv.Save(ctx, d, ver, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := 101; i <= 140; i++ {
+		attempt(t, s, l, "", fmt.Sprintf("c%03d", i), store.Succeeded)
+	}
+	st, err := s.Slot(ctx, "cp", "")
+	if err != nil || st.Checkpoint != "c060" {
+		t.Fatalf("checkpoint after the count was lost and found: %q (%v), want c060", st.Checkpoint, err)
+	}
+	if es, err := s.History(ctx, store.HistoryQuery{Task: "cp"}); err != nil || len(es) != 42 || es[41].RunID != "c060" {
+		t.Fatalf("history after the count was lost and found: %d entries (%v), want 42 ending with c060", len(es), err)
 	}
 }
 
