@@ -148,7 +148,14 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 			}
 		}
 		if r.DryRun {
-			got, _, _, _ := prune(d0, r, of)
+			got, forget, _, _ := prune(d0, r, of)
+			if forget { // its archives go with it (pruneDoc): count what they hold
+				for _, a := range docs {
+					if base, _, arc := splitArchive(a.Slot); arc && a.Task == d0.Task && base == d0.Slot && counts(a) {
+						got.Attempts, got.Events = got.Attempts+int64(len(a.Attempts)), got.Events+int64(len(a.Events))
+					}
+				}
+			}
 			res.Add(got)
 			continue
 		}

@@ -182,9 +182,14 @@ func forget(t *testing.T, s store.Store, kv kvstore.KV) {
 		attempt(t, s, l, "s", run, store.Succeeded)
 	}
 	time.Sleep(10 * time.Millisecond)
-	res, err := s.Prune(ctx, store.PruneRequest{Task: "gone", Before: time.Now(), ForgetSlots: true})
-	if err != nil || res.Slots != 1 || res.Attempts != 100 {
-		t.Fatalf("forget: %+v, %v; want 1 slot and 100 attempts", res, err)
+	cut := time.Now()
+	dry, err := s.Prune(ctx, store.PruneRequest{Task: "gone", Before: cut, ForgetSlots: true, DryRun: true})
+	if err != nil || dry.Slots != 1 || dry.Attempts != 100 {
+		t.Fatalf("forget, dry run: %+v, %v; want 1 slot and 100 attempts", dry, err)
+	}
+	res, err := s.Prune(ctx, store.PruneRequest{Task: "gone", Before: cut, ForgetSlots: true})
+	if err != nil || res != dry {
+		t.Fatalf("forget: %+v, %v; want what the dry run said, %+v", res, err, dry)
 	}
 	if docs, err := kv.Docs(ctx, "gone"); err != nil || len(docs) != 0 {
 		t.Fatalf("after the slot was forgotten %d documents are left (%v)", len(docs), err)
