@@ -42,13 +42,14 @@ var stores = []struct {
 	// costs a script's next call a NOSCRIPT answer and a round trip to send it whole; on etcd
 	// every call shares one HTTP/2 connection, and calls made together (the keep-alive sent
 	// alongside the acquire, the Lost watch beside the run) count as one turn when they leave
-	// together, as two when one is late.
+	// together, as two when one is late: a skip counted 3 or 4 on a quiet machine, 5 under CI's
+	// -race load (a fresh-clone run).
 	slack int64
 }{
 	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 7, skip: 7, busy: 5}, 0},
 	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 12, skip: 7, busy: 4}, 0},
 	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, busy: 3}, 1},
-	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 4, skip: 3, busy: 3}, 1},
+	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 4, skip: 3, busy: 3}, 2},
 	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 6, busy: 6}, 2},
 }
 
