@@ -51,7 +51,16 @@ type Archived struct {
 	CheckAt    int    `json:"checkpoint_at,omitempty"` // its attempt's number
 	Resolved   int    `json:"resolved,omitempty"`      // the highest archived attempt a person resolved
 	Failures   int    `json:"failures,omitempty"`      // archived failed or unknown attempts after Resolved
-	Skipped    []int  `json:"skipped,omitempty"`       // names passed over: archives that do not count
+	Skipped    []int  `json:"skipped,omitempty"`       // names above Gone passed over: archives that do not count
+	Gone       int    `json:"gone,omitempty"`          // names 1..Gone do not count either: emptied by prunes, or passed over
+}
+
+// shows reports whether the archive named seq counts: acknowledged, and neither passed over nor
+// gone. A document under a name that does not count is never shown, and a prune deletes it: a
+// writer that read the slot long ago can write an archive again under a name a prune emptied and
+// deleted (names are taken by create-only writes), and what it holds was pruned.
+func (arc *Archived) shows(seq int) bool {
+	return seq > arc.Gone && seq <= arc.Docs && !slices.Contains(arc.Skipped, seq)
 }
 
 // ArchiveSlot is the slot name of the seq'th archive of slot.
@@ -324,7 +333,7 @@ func acknowledged(docs []*Doc) (slots map[string]*Doc, ok func(d *Doc) bool) {
 			return true
 		}
 		m := slots[docKey(d.Task, base)]
-		return m != nil && m.Archived != nil && seq <= m.Archived.Docs && !slices.Contains(m.Archived.Skipped, seq)
+		return m != nil && m.Archived != nil && m.Archived.shows(seq)
 	}
 }
 

@@ -124,7 +124,8 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 		return res, err
 	}
 	slots, counts := acknowledged(docs)
-	failed := map[string]int{} // per slot: archived failures pruned, which its document still counts
+	failed := map[string]int{}        // per slot: archived failures pruned, which its document still counts
+	held := map[string]map[int]bool{} // per slot: its archives, and whether each holds anything after the prune
 	// A slot's archives before its document: a prune that stops half way never leaves archives
 	// whose document it deleted.
 	sort.SliceStable(docs, func(i, j int) bool { return docs[i].IsArchive() && !docs[j].IsArchive() })
@@ -136,12 +137,13 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 		// read now; one its slot does not acknowledge is left to the archiving that wrote it,
 		// or deleted when the slot passed over it.
 		var of *Doc
-		if base, seq, arc := splitArchive(d0.Slot); arc {
+		base, seq, arc := splitArchive(d0.Slot)
+		if arc {
 			of = slots[docKey(d0.Task, base)]
 			if !counts(d0) {
-				// Passed over by its slot, or left by a forget that stopped half way: deleted.
+				// Passed over or gone, or left by a forget that stopped half way: deleted.
 				// Not yet acknowledged: left to the archiving that wrote it.
-				if (of == nil || of.Archived != nil && slices.Contains(of.Archived.Skipped, seq)) && !r.DryRun {
+				if (of == nil || of.Archived != nil && seq <= of.Archived.Docs) && !r.DryRun {
 					_, _, _ = l.deleteArchive(ctx, d0.Task, d0.Slot) // best effort: found again next time
 				}
 				continue
@@ -159,13 +161,20 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 			res.Add(got)
 			continue
 		}
-		got, nf, err := l.pruneDoc(ctx, d0.Task, d0.Slot, r, of)
+		got, nf, left, err := l.pruneDoc(ctx, d0.Task, d0.Slot, r, of)
 		if err != nil {
 			return res, err
 		}
 		res.Add(got)
 		if nf > 0 {
 			failed[docKey(of.Task, of.Slot)] += nf
+		}
+		if arc {
+			k := docKey(of.Task, of.Slot)
+			if held[k] == nil {
+				held[k] = map[int]bool{}
+			}
+			held[k][seq] = left
 		}
 	}
 	for _, d0 := range slots {
@@ -183,26 +192,68 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 			}
 		}
 	}
+	for k, h := range held {
+		if err := l.dropEmptied(ctx, slots[k], h); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// dropEmptied moves the slot's Archived.Gone past its oldest archives that hold nothing now
+// (emptied by this prune or an earlier one, deleted, passed over), then deletes them: the document
+// first, so that one written again under such a name by a writer that read the slot long ago
+// (archive) is never shown, and the next prune deletes it. held maps the slot's archives, as
+// Prune read them, to whether each still holds something. One that holds something stops the
+// advance: a slot whose oldest archive keeps a failure keeps its emptied ones after it, small
+// documents, rather than a list of names that would grow with its history.
+func (l Ledger) dropEmptied(ctx context.Context, of *Doc, held map[int]bool) error {
+	if of == nil || of.Archived == nil {
+		return nil
+	}
+	a := of.Archived
+	g := a.Gone
+	for g < a.Docs {
+		if left, ok := held[g+1]; ok && left && !slices.Contains(a.Skipped, g+1) {
+			break
+		}
+		g++
+	}
+	if g == a.Gone {
+		return nil
+	}
+	err := l.update(ctx, of.Task, of.Slot, 0, "", func(d *Doc, _ time.Time) (bool, error) {
+		if d.Archived == nil || d.Archived.Gone >= g || d.Archived.Docs < g {
+			return false, nil
+		}
+		d.Archived.Gone = g
+		d.Archived.Skipped = slices.DeleteFunc(slices.Clone(d.Archived.Skipped), func(s int) bool { return s <= g })
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for seq := a.Gone + 1; seq <= g; seq++ {
+		if _, ok := held[seq]; ok { // best effort: a name at or below Gone goes at the next prune
+			_, _, _ = l.deleteArchive(ctx, of.Task, ArchiveSlot(of.Slot, seq))
+		}
+	}
+	return nil
 }
 
 // pruneDoc prunes one document, again from a fresh read after a concurrent write; of is the slot's
 // document when this one is an archive of it (nil: the slot's own facts, or the slot is gone).
 // It also returns how many of the attempts it removed from an archive its slot's document counts
-// as failures (Archived.Failures).
-func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRequest, of *Doc) (store.PruneResult, int, error) {
+// as failures (Archived.Failures), and whether the document still holds anything.
+func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRequest, of *Doc) (store.PruneResult, int, bool, error) {
 	for range maxRetries {
 		d, ver, _, err := l.KV.Load(ctx, task, slot)
 		if err != nil || d == nil {
-			return store.PruneResult{}, 0, err
+			return store.PruneResult{}, 0, false, err
 		}
 		got, forget, runs, nf := prune(d, r, of)
-		// An archive left empty goes, but the newest two: a writer that read the slot before
-		// the archive was acknowledged could write it again, and it would be shown.
-		_, seq, arc := splitArchive(slot)
-		emptied := arc && len(d.Attempts) == 0 && len(d.Events) == 0 && of != nil && of.Archived != nil && seq < of.Archived.Docs-1
-		if got == (store.PruneResult{}) && !emptied {
-			return got, 0, nil
+		if got == (store.PruneResult{}) {
+			return got, 0, !empty(d), nil
 		}
 		switch {
 		case forget: // a slot's own document (an archive is forgotten with it: prune)
@@ -210,7 +261,7 @@ func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRe
 				// Its archives after it: a forget that stops half way leaves archives without a
 				// document, which are not shown and which the next prune deletes. Past the last
 				// it counts, what an archiving that did not finish may have left.
-				for i, misses := 1, 0; i <= d.Archived.Docs || misses <= maxSkips; i++ {
+				for i, misses := d.Archived.Gone+1, 0; i <= d.Archived.Docs || misses <= maxSkips; i++ {
 					gone, found, derr := l.deleteArchive(ctx, task, ArchiveSlot(slot, i))
 					if derr != nil { // the rest is not shown (its document is gone) and goes at the next prune
 						break
@@ -224,8 +275,6 @@ func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRe
 					}
 				}
 			}
-		case emptied:
-			err = l.KV.Delete(ctx, d, ver)
 		default:
 			_, err = l.KV.Save(ctx, d, ver, 0, "")
 		}
@@ -234,12 +283,12 @@ func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRe
 			continue
 		}
 		if err != nil {
-			return store.PruneResult{}, 0, err
+			return store.PruneResult{}, 0, false, err
 		}
 		_ = l.KV.Unrun(ctx, runs) // best effort: see KV.Unrun
-		return got, nf, nil
+		return got, nf, !forget && !empty(d), nil
 	}
-	return store.PruneResult{}, 0, fmt.Errorf("%w: task %q slot %q: too many concurrent writers to prune it", store.ErrConflict, task, slot)
+	return store.PruneResult{}, 0, false, fmt.Errorf("%w: task %q slot %q: too many concurrent writers to prune it", store.ErrConflict, task, slot)
 }
 
 // prune applies the rule to d in place: it returns what goes, whether the whole slot goes (for an

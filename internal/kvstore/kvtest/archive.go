@@ -137,8 +137,35 @@ func reviewsAndPrune(t *testing.T, s store.Store, kv kvstore.KV) {
 		t.Fatal(err)
 	}
 	docs, err := kv.Docs(ctx, "arc")
-	if err != nil || len(docs) > 3 {
+	if err != nil || len(docs) != 1 {
 		t.Fatalf("after a prune of everything the task has %d documents (%v): emptied archives were kept", len(docs), err)
+	}
+	shown, err := s.History(ctx, store.HistoryQuery{Task: "arc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A writer that read the slot before all that writes its archive again, under a name the
+	// prune emptied and deleted: what it holds was pruned, and is never shown again.
+	code, end := 0, time.Now().Add(-time.Hour)
+	stale := &kvstore.Doc{Task: "arc", Slot: kvstore.ArchiveSlot("", 2)}
+	for i := 40; i < 72; i++ {
+		stale.Attempts = append(stale.Attempts, store.Attempt{Task: "arc", RunID: fmt.Sprintf("r%03d", i), Number: i,
+			State: store.Failed, ExitCode: &code, StartedAt: end, EndedAt: &end})
+	}
+	if _, err := kv.Save(ctx, stale, 0, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := s.History(ctx, store.HistoryQuery{Task: "arc"}); err != nil || len(es) != len(shown) {
+		t.Fatalf("an archive written again after a prune: history lists %d entries, %d before (%v)", len(es), len(shown), err)
+	}
+	if st, err := s.Slot(ctx, "arc", ""); err != nil || st.Failures != 0 {
+		t.Fatalf("an archive written again after a prune: slot %+v, %v", st, err)
+	}
+	if _, err := s.Prune(ctx, store.PruneRequest{Task: "arc", Before: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if docs, err := kv.Docs(ctx, "arc"); err != nil || len(docs) != 1 {
+		t.Fatalf("an archive written again after a prune was not deleted by the next: %d documents (%v)", len(docs), err)
 	}
 }
 
