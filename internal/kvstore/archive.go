@@ -51,16 +51,48 @@ type Archived struct {
 	CheckAt    int    `json:"checkpoint_at,omitempty"` // its attempt's number
 	Resolved   int    `json:"resolved,omitempty"`      // the highest archived attempt a person resolved
 	Failures   int    `json:"failures,omitempty"`      // archived failed or unknown attempts after Resolved
-	Skipped    []int  `json:"skipped,omitempty"`       // names above Gone passed over: archives that do not count
-	Gone       int    `json:"gone,omitempty"`          // names 1..Gone do not count either: emptied by prunes, or passed over
+	Skipped    []int  `json:"skipped,omitempty"`       // names passed over: archives that do not count
+	Gone       []span `json:"gone,omitempty"`          // names emptied by prunes, then deleted: they do not count either
 }
+
+// span is a range of archive names, first and last included.
+type span [2]int
 
 // shows reports whether the archive named seq counts: acknowledged, and neither passed over nor
 // gone. A document under a name that does not count is never shown, and a prune deletes it: a
 // writer that read the slot long ago can write an archive again under a name a prune emptied and
 // deleted (names are taken by create-only writes), and what it holds was pruned.
 func (arc *Archived) shows(seq int) bool {
-	return seq > arc.Gone && seq <= arc.Docs && !slices.Contains(arc.Skipped, seq)
+	return seq >= 1 && seq <= arc.Docs && !slices.Contains(arc.Skipped, seq) && !arc.gone(seq)
+}
+
+func (arc *Archived) gone(seq int) bool {
+	for _, g := range arc.Gone {
+		if seq >= g[0] && seq <= g[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// withGone returns arc.Gone with the names of seqs added, in a new slice: sorted spans, adjacent
+// ones merged, so that it holds one span per run of names gone (prunes empty the oldest first).
+func (arc *Archived) withGone(seqs []int) []span {
+	var all []span
+	all = append(all, arc.Gone...)
+	for _, n := range seqs {
+		all = append(all, span{n, n})
+	}
+	slices.SortFunc(all, func(a, b span) int { return a[0] - b[0] })
+	var out []span
+	for _, g := range all {
+		if k := len(out) - 1; k >= 0 && g[0] <= out[k][1]+1 {
+			out[k][1] = max(out[k][1], g[1])
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // ArchiveSlot is the slot name of the seq'th archive of slot.

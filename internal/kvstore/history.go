@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"time"
@@ -200,41 +199,54 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 	return res, nil
 }
 
-// dropEmptied moves the slot's Archived.Gone past its oldest archives that hold nothing now
-// (emptied by this prune or an earlier one, deleted, passed over), then deletes them: the document
-// first, so that one written again under such a name by a writer that read the slot long ago
-// (archive) is never shown, and the next prune deletes it. held maps the slot's archives, as
-// Prune read them, to whether each still holds something. One that holds something stops the
-// advance: a slot whose oldest archive keeps a failure keeps its emptied ones after it, small
-// documents, rather than a list of names that would grow with its history.
+// dropEmptied records in the slot's Archived.Gone the archives that hold nothing now (emptied
+// by this prune or an earlier one, or deleted), then deletes them: the document first, so that one
+// written again under such a name by a writer that read the slot long ago (archive) is never shown,
+// and the next prune deletes it. held maps the slot's archives, as Prune listed them, to whether
+// each still holds something; a name it did not list is read again, since the listing is not one
+// snapshot on every store and an archive is always written before its slot's document counts it.
+// Gone is kept as spans of names, so it stays small when prunes empty the oldest first.
 func (l Ledger) dropEmptied(ctx context.Context, of *Doc, held map[int]bool) error {
 	if of == nil || of.Archived == nil {
 		return nil
 	}
 	a := of.Archived
-	g := a.Gone
-	for g < a.Docs {
-		if left, ok := held[g+1]; ok && left && !slices.Contains(a.Skipped, g+1) {
-			break
+	var drop []int
+	found := map[int]bool{}
+	for seq := 1; seq <= a.Docs; seq++ {
+		if !a.shows(seq) {
+			continue
 		}
-		g++
+		left, listed := held[seq]
+		found[seq] = listed
+		if !listed {
+			x, _, _, err := l.KV.Load(ctx, of.Task, ArchiveSlot(of.Slot, seq))
+			if err != nil {
+				return err
+			}
+			left, found[seq] = x != nil && !empty(x), x != nil
+		}
+		if !left {
+			drop = append(drop, seq)
+		}
 	}
-	if g == a.Gone {
+	if len(drop) == 0 {
 		return nil
 	}
+	applied := false
 	err := l.update(ctx, of.Task, of.Slot, 0, "", func(d *Doc, _ time.Time) (bool, error) {
-		if d.Archived == nil || d.Archived.Gone >= g || d.Archived.Docs < g {
-			return false, nil
+		// Not when the slot was forgotten and begun again since it was read: its names are new.
+		applied = d.Archived != nil && d.Archived.Docs >= a.Docs && d.Archived.Through >= a.Through
+		if applied {
+			d.Archived.Gone = d.Archived.withGone(drop)
 		}
-		d.Archived.Gone = g
-		d.Archived.Skipped = slices.DeleteFunc(slices.Clone(d.Archived.Skipped), func(s int) bool { return s <= g })
-		return true, nil
+		return applied, nil
 	})
-	if err != nil {
+	if err != nil || !applied {
 		return err
 	}
-	for seq := a.Gone + 1; seq <= g; seq++ {
-		if _, ok := held[seq]; ok { // best effort: a name at or below Gone goes at the next prune
+	for _, seq := range drop {
+		if found[seq] { // best effort: a name gone is deleted by the next prune
 			_, _, _ = l.deleteArchive(ctx, of.Task, ArchiveSlot(of.Slot, seq))
 		}
 	}
@@ -261,7 +273,10 @@ func (l Ledger) pruneDoc(ctx context.Context, task, slot string, r store.PruneRe
 				// Its archives after it: a forget that stops half way leaves archives without a
 				// document, which are not shown and which the next prune deletes. Past the last
 				// it counts, what an archiving that did not finish may have left.
-				for i, misses := d.Archived.Gone+1, 0; i <= d.Archived.Docs || misses <= maxSkips; i++ {
+				for i, misses := 1, 0; i <= d.Archived.Docs || misses <= maxSkips; i++ {
+					if d.Archived.gone(i) {
+						continue
+					}
 					gone, found, derr := l.deleteArchive(ctx, task, ArchiveSlot(slot, i))
 					if derr != nil { // the rest is not shown (its document is gone) and goes at the next prune
 						break

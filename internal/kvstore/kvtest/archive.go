@@ -131,7 +131,7 @@ func reviewsAndPrune(t *testing.T, s store.Store, kv kvstore.KV) {
 	if es, err := s.History(ctx, store.HistoryQuery{Task: "wait", Kind: store.Review}); err != nil || len(es) != 100 {
 		t.Fatalf("history lists %d review events, want 100 (%v)", len(es), err)
 	}
-	// Prune everything in "arc" (settled): its emptied archives go, but the newest two.
+	// Prune everything in "arc" (settled): the archives it empties go.
 	time.Sleep(10 * time.Millisecond)
 	if _, err := s.Prune(ctx, store.PruneRequest{Task: "arc", Before: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -157,9 +157,6 @@ func reviewsAndPrune(t *testing.T, s store.Store, kv kvstore.KV) {
 	}
 	if es, err := s.History(ctx, store.HistoryQuery{Task: "arc"}); err != nil || len(es) != len(shown) {
 		t.Fatalf("an archive written again after a prune: history lists %d entries, %d before (%v)", len(es), len(shown), err)
-	}
-	if st, err := s.Slot(ctx, "arc", ""); err != nil || st.Failures != 0 {
-		t.Fatalf("an archive written again after a prune: slot %+v, %v", st, err)
 	}
 	if _, err := s.Prune(ctx, store.PruneRequest{Task: "arc", Before: time.Now()}); err != nil {
 		t.Fatal(err)
