@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // PruneRequest says what Ledger.Prune may remove. See Ledger for the rule, and PruneRequest.Decide,
 // where it is written once for every backend.
@@ -107,4 +110,17 @@ func (r PruneRequest) Decide(f PruneFacts) PruneAction {
 		return Keep
 	}
 	return Drop
+}
+
+// Retainer is a Ledger that prunes for once run --retain in its own way. A SQL store reads a
+// window of a task's history through an index, so once prunes after a run only what aged out since
+// the task's previous launch (PruneRequest.Since). A key-value store has no index by time: finding
+// the previous launch and the window each read every document of the task, so a run would cost
+// the task's history. It prunes the whole task instead, at most once per a given interval.
+type Retainer interface {
+	// Retain prunes the task's entries that started or happened before before, by the rule of
+	// Prune (PruneRequest{Task: task, Before: before}), unless a Retain of the task pruned up to
+	// a time within every of before; pruned reports whether this one did. Concurrent calls may
+	// both prune, which removes nothing twice.
+	Retain(ctx context.Context, task string, before time.Time, every time.Duration) (res PruneResult, pruned bool, err error)
 }

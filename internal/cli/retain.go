@@ -26,10 +26,19 @@ func retainFromEnv(c *cobra.Command, f *runFlags) error {
 // retainMargin widens the window a run prunes, for clocks that disagree a little.
 const retainMargin = time.Minute
 
+// retainEvery is how often a store that prunes the whole task for --retain (store.Retainer: the
+// key-value stores) does: a 24th of the age, from a minute to an hour. What it keeps beyond the age
+// is at most that.
+func retainEvery(age time.Duration) time.Duration {
+	return min(time.Hour, max(time.Minute, age/24))
+}
+
 // retain prunes the task's history older than --retain after a run that made an attempt, by the
 // rule of once prune (never a slot's last attempt, nothing a decision reads), and only what
 // crossed the cutoff since the task's previous launch: the window (previous launch − retain −
-// margin, now − retain). So a run costs what aged out since the last one, not the ledger. Entries
+// margin, now − retain). So a run costs what aged out since the last one, not the ledger. A store
+// without an index by time (store.Retainer: the key-value stores) prunes the whole task instead,
+// at most once per retainEvery. Entries
 // a failed or skipped prune left behind are left to once prune. A prune that fails is logged and
 // changes nothing of the run's outcome or exit status.
 func (rn *runner) retain(ctx context.Context, s store.Store, rs []once.Result) {
@@ -42,6 +51,23 @@ func (rn *runner) retain(ctx context.Context, s store.Store, rs []once.Result) {
 		ran = ran || r.Decision == once.Ran
 	}
 	if !ran || ctx.Err() != nil {
+		return
+	}
+	if rt, ok := s.(store.Retainer); ok { // a key-value store: the whole task, now and then
+		now, err := storeNow(ctx, s)
+		if err != nil {
+			rn.log.Warn("retain: could not read the store's clock; nothing pruned", "error", err)
+			return
+		}
+		before := now.Add(-f.retain)
+		res, pruned, err := rt.Retain(ctx, f.task, before, retainEvery(f.retain))
+		if err != nil {
+			rn.log.Warn("retain: prune failed; the run's outcome is recorded", "error", err)
+			return
+		}
+		if pruned {
+			rn.log.Debug("retain: pruned", "attempts", res.Attempts, "events", res.Events, "older_than", before.UTC().Format(time.RFC3339))
+		}
 		return
 	}
 	// The entry before this run's own: the task's previous launch.

@@ -29,6 +29,9 @@ type Doc struct {
 	// Archived is what went to archive documents (archive.go): the oldest attempts and events of
 	// a slot that has had many. nil when nothing did.
 	Archived *Archived `json:"archived,omitempty"`
+	// Retained is set in a task's retain document only (retain.go): the time its last Retain
+	// pruned up to.
+	Retained *time.Time `json:"retained,omitempty"`
 
 	waited bool // as read (Unmarshal): the slot waited for a person
 	ran    bool // as read (Unmarshal): an attempt was running

@@ -178,15 +178,7 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 	}
 	for _, d0 := range slots {
 		if n := failed[docKey(d0.Task, d0.Slot)]; n > 0 {
-			err := l.update(ctx, d0.Task, d0.Slot, 0, "", func(d *Doc, _ time.Time) (bool, error) {
-				// Not when an archiving since counted a later resolution: its count starts there.
-				if d.Archived == nil || d0.Archived == nil || d.Archived.Resolved != d0.Archived.Resolved {
-					return false, nil
-				}
-				d.Archived.Failures = max(0, d.Archived.Failures-n)
-				return true, nil
-			})
-			if err != nil {
+			if err := l.uncount(ctx, d0, n); err != nil {
 				return res, err
 			}
 		}
@@ -197,6 +189,18 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 		}
 	}
 	return res, nil
+}
+
+// uncount takes n archived failures a prune removed off the count of the slot read as d0.
+func (l Ledger) uncount(ctx context.Context, d0 *Doc, n int) error {
+	return l.update(ctx, d0.Task, d0.Slot, 0, "", func(d *Doc, _ time.Time) (bool, error) {
+		// Not when an archiving since counted a later resolution: its count starts there.
+		if d.Archived == nil || d0.Archived == nil || d.Archived.Resolved != d0.Archived.Resolved {
+			return false, nil
+		}
+		d.Archived.Failures = max(0, d.Archived.Failures-n)
+		return true, nil
+	})
 }
 
 // dropEmptied records in the slot's Archived.Gone the archives that hold nothing now (emptied

@@ -72,6 +72,7 @@ func Archives(t *testing.T, dsn func(tb testing.TB) string) {
 		forget(t, s, kv)
 		checkpointAfterLoss(t, s, kv)
 	})
+	retain(t, dsn)
 }
 
 // grown: a document an older once let grow is archived whole at its next write.

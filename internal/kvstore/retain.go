@@ -1,0 +1,51 @@
+package kvstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// retainSlot names a task's retain document: the time its last Retain pruned up to. It holds no
+// attempt and no event, so history, prune and the indexes pass over it as over an empty slot; the
+// control character keeps it from every real slot (checkSlot).
+const retainSlot = "\x1fretain"
+
+var _ store.Retainer = Ledger{}
+
+// Retain: see store.Retainer. Finding what aged out since the task's previous launch would read
+// every document of the task here, twice (history, then the window), so a run with --retain
+// prunes the whole task once per every, and otherwise reads one small document.
+func (l Ledger) Retain(ctx context.Context, task string, before time.Time, every time.Duration) (store.PruneResult, bool, error) {
+	if err := store.CheckPrune(store.PruneRequest{Task: task, Before: before}); err != nil {
+		return store.PruneResult{}, false, err
+	}
+	if task == "" {
+		return store.PruneResult{}, false, fmt.Errorf("%w: retain: a task is required", store.ErrInvalid)
+	}
+	m, ver, _, err := l.KV.Load(ctx, task, retainSlot)
+	if err != nil {
+		return store.PruneResult{}, false, err
+	}
+	if m != nil && m.Retained != nil && before.Sub(*m.Retained) < every {
+		return store.PruneResult{}, false, nil
+	}
+	res, err := l.Prune(ctx, store.PruneRequest{Task: task, Before: before})
+	if err != nil {
+		return res, true, err
+	}
+	if m == nil {
+		m = &Doc{Task: task, Slot: retainSlot}
+	}
+	if m.Retained != nil && !before.After(*m.Retained) {
+		return res, true, nil
+	}
+	m.Retained = &before
+	if _, err := l.KV.Save(ctx, m, ver, 0, ""); err != nil && !errors.Is(err, ErrStale) {
+		return res, true, err // the prune is done; the next run prunes again
+	}
+	return res, true, nil // a stale save: another run's Retain recorded its own
+}
