@@ -120,7 +120,8 @@ func (r PruneRequest) Decide(f PruneFacts) PruneAction {
 type Retainer interface {
 	// Retain prunes the task's entries that started or happened before before, by the rule of
 	// Prune (PruneRequest{Task: task, Before: before}), unless a Retain of the task pruned up to
-	// a time within every of before; pruned reports whether this one did. Concurrent calls may
-	// both prune, which removes nothing twice.
+	// a time within every before before (not after it: a clock that ran ahead must not stop the
+	// prunes); pruned reports whether this one did. Concurrent calls may both prune, which removes
+	// nothing twice.
 	Retain(ctx context.Context, task string, before time.Time, every time.Duration) (res PruneResult, pruned bool, err error)
 }

@@ -30,7 +30,9 @@ func (l Ledger) Retain(ctx context.Context, task string, before time.Time, every
 	if err != nil {
 		return store.PruneResult{}, false, err
 	}
-	if m != nil && m.Retained != nil && before.Sub(*m.Retained) < every {
+	// Not when the last prune went up to within every before this one; when it went past it (a
+	// clock ahead, then set right), this one prunes and writes its own time over it.
+	if m != nil && m.Retained != nil && !before.Before(*m.Retained) && before.Sub(*m.Retained) < every {
 		return store.PruneResult{}, false, nil
 	}
 	res, err := l.Prune(ctx, store.PruneRequest{Task: task, Before: before})
@@ -39,9 +41,6 @@ func (l Ledger) Retain(ctx context.Context, task string, before time.Time, every
 	}
 	if m == nil {
 		m = &Doc{Task: task, Slot: retainSlot}
-	}
-	if m.Retained != nil && !before.After(*m.Retained) {
-		return res, true, nil
 	}
 	m.Retained = &before
 	if _, err := l.KV.Save(ctx, m, ver, 0, ""); err != nil && !errors.Is(err, ErrStale) {

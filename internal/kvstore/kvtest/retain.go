@@ -55,11 +55,25 @@ func retain(t *testing.T, dsn func(tb testing.TB) string) {
 		if es, err := s.History(ctx, store.HistoryQuery{Task: "ret"}); err != nil || len(es) != 2 {
 			t.Fatalf("history: %d entries, %v; want the two slots' last attempts", len(es), err)
 		}
+		if ts, err := store.ListTasks(ctx, s, "", 10); err != nil || len(ts) != 0 && !(len(ts) == 1 && ts[0] == "ret") {
+			t.Fatalf("tasks: %v, %v", ts, err)
+		}
 		if w, err := s.Waiting(ctx); err != nil || len(w) != 0 {
 			t.Fatalf("waiting: %+v, %v", w, err)
 		}
 		if res, err := s.Prune(ctx, store.PruneRequest{Task: "ret", Before: time.Now(), ForgetSlots: true, DryRun: true}); err != nil || res.Slots != 2 {
 			t.Fatalf("forget, dry run: %+v, %v; want the 2 slots", res, err)
+		}
+		// A clock that ran ahead (a year) does not stop the prunes of the hosts whose clock is right.
+		if _, pruned, err := rt.Retain(ctx, "ret", now.AddDate(1, 0, 0), time.Hour); err != nil || !pruned {
+			t.Fatalf("Retain a year ahead: pruned %v, %v", pruned, err)
+		}
+		old("c")
+		if res, pruned, err := rt.Retain(ctx, "ret", now.Add(-time.Hour+3*time.Minute), time.Hour); err != nil || !pruned || res.Attempts != 1 {
+			t.Fatalf("Retain after one a year ahead: %+v, pruned %v, %v; want one attempt pruned", res, pruned, err)
+		}
+		if m, _, _, err := kv.Load(ctx, "ret", "\x1fretain"); err != nil || m == nil || m.Retained == nil || !m.Retained.Equal(now.Add(-time.Hour+3*time.Minute)) {
+			t.Fatalf("the retain document: %+v, %v", m, err)
 		}
 		if _, _, err := rt.Retain(ctx, "", now, time.Hour); !errors.Is(err, store.ErrInvalid) {
 			t.Fatalf("Retain of no task: %v, want ErrInvalid", err)
