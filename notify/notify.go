@@ -80,6 +80,9 @@ type Sender struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	busy   atomic.Int32 // deliveries in flight
+
+	mu       sync.Mutex
+	lastPing chan struct{} // closed when the latest ping's delivery has ended
 }
 
 // New returns a Sender.
@@ -125,7 +128,7 @@ func (s *Sender) Event(rawURL string, ev Event) {
 		s.o.Logger.Warn("notification not sent", "event", ev.Event, "err", err)
 		return
 	}
-	s.goDeliver(http.MethodPost, rawURL, body, "event "+ev.Event)
+	s.goDeliver(http.MethodPost, rawURL, body, "event "+ev.Event, nil, nil)
 }
 
 // Ping kinds for Sender.Ping.
@@ -137,7 +140,9 @@ const (
 
 // Ping sends a Healthchecks.io-style ping in the background: base/start?rid=RID when the command
 // starts, base?rid=RID on success, base/fail?rid=RID on failure, or base/CODE?rid=RID for an
-// exit code (kind given as the decimal code).
+// exit code (kind given as the decimal code). Pings go out one after another, in the order they
+// were given: a command that ends at once must not be reported ended before it is reported
+// started, which a monitor would then show as running until its grace time.
 func (s *Sender) Ping(base, kind, rid string) {
 	if base == "" {
 		return
@@ -147,7 +152,11 @@ func (s *Sender) Ping(base, kind, rid string) {
 		s.o.Logger.Warn("ping not sent", "err", err)
 		return
 	}
-	s.goDeliver(http.MethodGet, u, nil, "ping "+kind)
+	s.mu.Lock()
+	prev, done := s.lastPing, make(chan struct{})
+	s.lastPing = done
+	s.mu.Unlock()
+	s.goDeliver(http.MethodGet, u, nil, "ping "+kind, prev, done)
 }
 
 // PingURL builds the URL of a ping (see Ping). base must be an absolute http or https URL; its
@@ -204,12 +213,21 @@ func CheckURL(flag, raw string) error {
 	return nil
 }
 
-func (s *Sender) goDeliver(method, rawURL string, body []byte, what string) {
+// goDeliver delivers in the background; when after is given, once it is closed, and when done is
+// given, it closes it at the end. A delivery waited for ends: it has a budget, and Wait's deadline
+// cancels it.
+func (s *Sender) goDeliver(method, rawURL string, body []byte, what string, after <-chan struct{}, done chan struct{}) {
 	s.wg.Add(1)
 	s.busy.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.busy.Add(-1)
+		if done != nil {
+			defer close(done)
+		}
+		if after != nil {
+			<-after
+		}
 		if err := s.deliver(s.ctx, method, rawURL, body); err != nil {
 			s.o.Logger.Warn("notification not delivered", "what", what, "err", err)
 		}

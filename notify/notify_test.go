@@ -180,6 +180,33 @@ func TestPingsDelivered(t *testing.T) {
 	}
 }
 
+// A command that ends at once: its end is pinged after its start has been delivered, however slow
+// the monitor is to answer the start (it would otherwise see the end first, and show the check
+// running until its grace time).
+func TestPingsInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var handled []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/start") {
+			time.Sleep(200 * time.Millisecond)
+		}
+		mu.Lock()
+		handled = append(handled, r.URL.Path)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	s := notify.New(notify.Options{})
+	s.Ping(srv.URL+"/u", notify.PingStart, "r1")
+	s.Ping(srv.URL+"/u", "4", "r1")
+	s.Ping(srv.URL+"/u", notify.PingFail, "r1")
+	if n := s.Wait(5 * time.Second); n != 0 {
+		t.Fatalf("%d pings not delivered", n)
+	}
+	if got := strings.Join(handled, ","); got != "/u/start,/u/4,/u/fail" {
+		t.Fatalf("pings handled in the order %s", got)
+	}
+}
+
 func FuzzPingURL(f *testing.F) {
 	for _, s := range []string{"https://hc-ping.com/abc", "http://u:p@h:1/x/?a=b#f", "https://h/%2F", "ftp://x", ""} {
 		f.Add(s, "start", "r1")
