@@ -82,7 +82,7 @@ type Sender struct {
 	busy   atomic.Int32 // deliveries in flight
 
 	mu       sync.Mutex
-	lastPing chan struct{} // closed when the latest ping's delivery has ended
+	lastPing map[string]chan struct{} // per ping URL: closed when its latest ping's delivery has ended
 }
 
 // New returns a Sender.
@@ -140,9 +140,10 @@ const (
 
 // Ping sends a Healthchecks.io-style ping in the background: base/start?rid=RID when the command
 // starts, base?rid=RID on success, base/fail?rid=RID on failure, or base/CODE?rid=RID for an
-// exit code (kind given as the decimal code). Pings go out one after another, in the order they
-// were given: a command that ends at once must not be reported ended before it is reported
-// started, which a monitor would then show as running until its grace time.
+// exit code (kind given as the decimal code). The pings of one base URL go out one after another,
+// in the order they were given: a command that ends at once must not be reported ended before it
+// is reported started, which a monitor would then show as running until its grace time. Those of
+// different URLs (the daemon's jobs) do not wait for each other.
 func (s *Sender) Ping(base, kind, rid string) {
 	if base == "" {
 		return
@@ -153,10 +154,20 @@ func (s *Sender) Ping(base, kind, rid string) {
 		return
 	}
 	s.mu.Lock()
-	prev, done := s.lastPing, make(chan struct{})
-	s.lastPing = done
+	if s.lastPing == nil {
+		s.lastPing = map[string]chan struct{}{}
+	}
+	prev, done := s.lastPing[base], make(chan struct{})
+	s.lastPing[base] = done
 	s.mu.Unlock()
-	s.goDeliver(http.MethodGet, u, nil, "ping "+kind, prev, done)
+	s.goDeliver(http.MethodGet, u, nil, "ping "+kind, prev, func() {
+		s.mu.Lock()
+		if s.lastPing[base] == done {
+			delete(s.lastPing, base)
+		}
+		s.mu.Unlock()
+		close(done)
+	})
 }
 
 // PingURL builds the URL of a ping (see Ping). base must be an absolute http or https URL; its
@@ -214,16 +225,16 @@ func CheckURL(flag, raw string) error {
 }
 
 // goDeliver delivers in the background; when after is given, once it is closed, and when done is
-// given, it closes it at the end. A delivery waited for ends: it has a budget, and Wait's deadline
+// given, it calls it at the end. A delivery waited for ends: it has a budget, and Wait's deadline
 // cancels it.
-func (s *Sender) goDeliver(method, rawURL string, body []byte, what string, after <-chan struct{}, done chan struct{}) {
+func (s *Sender) goDeliver(method, rawURL string, body []byte, what string, after <-chan struct{}, done func()) {
 	s.wg.Add(1)
 	s.busy.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.busy.Add(-1)
 		if done != nil {
-			defer close(done)
+			defer done()
 		}
 		if after != nil {
 			<-after

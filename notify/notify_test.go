@@ -198,11 +198,12 @@ func TestPingsInOrder(t *testing.T) {
 	s := notify.New(notify.Options{})
 	s.Ping(srv.URL+"/u", notify.PingStart, "r1")
 	s.Ping(srv.URL+"/u", "4", "r1")
+	s.Ping(srv.URL+"/v", notify.PingSuccess, "r2") // another job's: not held up by /u's
 	s.Ping(srv.URL+"/u", notify.PingFail, "r1")
 	if n := s.Wait(5 * time.Second); n != 0 {
 		t.Fatalf("%d pings not delivered", n)
 	}
-	if got := strings.Join(handled, ","); got != "/u/start,/u/4,/u/fail" {
+	if got := strings.Join(handled, ","); got != "/v,/u/start,/u/4,/u/fail" {
 		t.Fatalf("pings handled in the order %s", got)
 	}
 }
