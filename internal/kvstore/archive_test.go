@@ -107,21 +107,28 @@ func att(n int, at time.Time, st store.State) store.Attempt {
 	return store.Attempt{Task: "t", RunID: fmt.Sprintf("r%03d", n), Number: n, State: st, ExitCode: &code, StartedAt: at, EndedAt: &end}
 }
 
-// build: archives 1..2 of 32 attempts each, hours ago; the doc holds 40 (65..104), 65..96 one hour ago.
-func build(t *testing.T, m *memKV, now time.Time) {
-	ctx := context.Background()
+// archives saves n archives of task "t"'s slot "", 32 succeeded attempts each (attempt k started
+// at at(k)), and returns what the slot's document counts of them.
+func archives(t *testing.T, m *memKV, n int, at func(int) time.Time) Archived {
 	arc := Archived{}
-	for s := 1; s <= 2; s++ {
+	for s := 1; s <= n; s++ {
 		a := &Doc{Task: "t", Slot: ArchiveSlot("", s)}
-		for n := (s-1)*32 + 1; n <= s*32; n++ {
-			a.Attempts = append(a.Attempts, att(n, now.Add(-10*time.Hour), store.Succeeded))
+		for k := (s-1)*32 + 1; k <= s*32; k++ {
+			a.Attempts = append(a.Attempts, att(k, at(k), store.Succeeded))
 		}
-		if _, err := m.Save(ctx, a, 0, 0, ""); err != nil {
+		if _, err := m.Save(context.Background(), a, 0, 0, ""); err != nil {
 			t.Fatal(err)
 		}
 		arc.fold(a)
 		arc.Docs = s
 	}
+	return arc
+}
+
+// build: archives 1..2 of 32 attempts each, hours ago; the doc holds 40 (65..104), 65..96 one hour ago.
+func build(t *testing.T, m *memKV, now time.Time) {
+	ctx := context.Background()
+	arc := archives(t, m, 2, func(int) time.Time { return now.Add(-10 * time.Hour) })
 	d := &Doc{Task: "t", Slot: "", Archived: &arc}
 	for n := 65; n <= 104; n++ {
 		at := now.Add(-time.Hour)
@@ -184,18 +191,7 @@ func TestPruneEmptiedBehindAKeptArchive(t *testing.T) {
 	ctx := context.Background()
 	m := newMem()
 	now := time.Now()
-	arc := Archived{}
-	for s := 1; s <= 10; s++ {
-		a := &Doc{Task: "t", Slot: ArchiveSlot("", s)}
-		for n := (s-1)*32 + 1; n <= s*32; n++ {
-			a.Attempts = append(a.Attempts, att(n, now.Add(-time.Duration(400-n)*time.Hour), store.Succeeded))
-		}
-		if _, err := m.Save(ctx, a, 0, 0, ""); err != nil {
-			t.Fatal(err)
-		}
-		arc.fold(a)
-		arc.Docs = s
-	}
+	arc := archives(t, m, 10, func(n int) time.Time { return now.Add(-time.Duration(400-n) * time.Hour) })
 	d := &Doc{Task: "t", Slot: "", Archived: &arc}
 	for n := 321; n <= 328; n++ {
 		d.Attempts = append(d.Attempts, att(n, now, store.Succeeded))

@@ -20,10 +20,7 @@ func Archives(t *testing.T, dsn func(tb testing.TB) string) {
 		s := open(t, dsn(t))
 		kv := s.(interface{ Backend() kvstore.KV }).Backend()
 		ctx := ctxT(t)
-		l, err := s.Acquire(ctx, store.AcquireRequest{Task: "arc", Holder: "h", RunID: "r", TTL: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := lease(t, s, "arc")
 		check := func(n int) {
 			t.Helper()
 			es, err := s.History(ctx, store.HistoryQuery{Task: "arc"})
@@ -89,10 +86,7 @@ func grown(t *testing.T, s store.Store, kv kvstore.KV) {
 	if _, err := kv.Save(ctx, old, 0, 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	lo, err := s.Acquire(ctx, store.AcquireRequest{Task: "old", Holder: "h", RunID: "r", TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lo := lease(t, s, "old")
 	if _, err := s.Begin(ctx, store.Attempt{Task: "old", RunID: "o151", Holder: lo.Holder, Token: lo.Token}); err != nil {
 		t.Fatal(err)
 	}
@@ -112,10 +106,7 @@ func grown(t *testing.T, s store.Store, kv kvstore.KV) {
 // its document small and still waits; a prune of everything deletes the archives it empties.
 func reviewsAndPrune(t *testing.T, s store.Store, kv kvstore.KV) {
 	ctx := ctxT(t)
-	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "wait", Holder: "h", RunID: "r", TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lease(t, s, "wait")
 	attempt(t, s, l, "s", "w1", store.Failed)
 	for i := range 100 {
 		if err := s.Record(ctx, store.Event{Task: "wait", Slot: "s", Kind: store.Review, Attempt: 1, Note: fmt.Sprint("refused ", i)}); err != nil {
@@ -197,10 +188,7 @@ func lostCount(t *testing.T, s store.Store, kv kvstore.KV, l store.Lease) {
 // forget: a slot forgotten (prune ForgetSlots) goes with every archive of it.
 func forget(t *testing.T, s store.Store, kv kvstore.KV) {
 	ctx := ctxT(t)
-	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "gone", Holder: "h", RunID: "r", TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lease(t, s, "gone")
 	code := 0
 	for i := 1; i <= 100; i++ {
 		run := fmt.Sprintf("g%03d", i)
@@ -243,10 +231,7 @@ func forget(t *testing.T, s store.Store, kv kvstore.KV) {
 // newest, and history shows what the prune left.
 func checkpointAfterLoss(t *testing.T, s store.Store, kv kvstore.KV) {
 	ctx := ctxT(t)
-	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "cp", Holder: "h", RunID: "r", TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lease(t, s, "cp")
 	code := 0
 	for i := 1; i <= 100; i++ {
 		run := fmt.Sprintf("c%03d", i)
@@ -284,6 +269,16 @@ func checkpointAfterLoss(t *testing.T, s store.Store, kv kvstore.KV) {
 	if es, err := s.History(ctx, store.HistoryQuery{Task: "cp"}); err != nil || len(es) != 42 || es[41].RunID != "c060" {
 		t.Fatalf("history after the count was lost and found: %d entries (%v), want 42 ending with c060", len(es), err)
 	}
+}
+
+// lease takes task's lease for a minute, as holder "h".
+func lease(t *testing.T, s store.Store, task string) store.Lease {
+	t.Helper()
+	l, err := s.Acquire(ctxT(t), store.AcquireRequest{Task: task, Holder: "h", RunID: "r", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // attempt begins run in slot of l's task and finishes it as st.
