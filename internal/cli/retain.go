@@ -53,53 +53,48 @@ func (rn *runner) retain(ctx context.Context, s store.Store, rs []once.Result) {
 	if !ran || ctx.Err() != nil {
 		return
 	}
-	if rt, ok := s.(store.Retainer); ok { // a key-value store: the whole task, now and then
-		now, err := storeNow(ctx, s)
-		if err != nil {
-			rn.log.Warn("retain: could not read the store's clock; nothing pruned", "error", err)
-			return
-		}
-		before := now.Add(-f.retain)
-		res, pruned, err := rt.Retain(ctx, f.task, before, retainEvery(f.retain))
-		if err != nil {
-			rn.log.Warn("retain: prune failed; the run's outcome is recorded", "error", err)
-			return
-		}
-		if pruned {
-			rn.log.Debug("retain: pruned", "attempts", res.Attempts, "events", res.Events, "older_than", before.UTC().Format(time.RFC3339))
-		}
-		return
-	}
-	// The entry before this run's own: the task's previous launch.
-	var prev time.Time
-	n := 0
-	err := store.EachHistory(ctx, s, store.HistoryQuery{Task: f.task, Limit: len(rs) + 1}, func(e store.Entry) error {
-		if n++; n == len(rs)+1 {
-			prev = e.StartedAt
-		}
-		return nil
-	})
-	if err != nil || prev.IsZero() {
-		if err != nil {
-			rn.log.Warn("retain: could not read the task's history; nothing pruned", "error", err)
-		}
-		return
-	}
 	now, err := storeNow(ctx, s)
 	if err != nil {
 		rn.log.Warn("retain: could not read the store's clock; nothing pruned", "error", err)
 		return
 	}
-	r := store.PruneRequest{Task: f.task, Before: now.Add(-f.retain), Since: prev.Add(-f.retain - retainMargin)}
-	if !r.Since.Before(r.Before) {
-		return
+	before := now.Add(-f.retain)
+	var res store.PruneResult
+	if rt, ok := s.(store.Retainer); ok { // a key-value store: the whole task, now and then
+		res, _, err = rt.Retain(ctx, f.task, before, retainEvery(f.retain))
+	} else {
+		var since time.Time
+		if since, err = rn.previousLaunch(ctx, s, len(rs)); err != nil || since.IsZero() {
+			if err != nil {
+				rn.log.Warn("retain: could not read the task's history; nothing pruned", "error", err)
+			}
+			return
+		}
+		r := store.PruneRequest{Task: f.task, Before: before, Since: since.Add(-f.retain - retainMargin)}
+		if !r.Since.Before(r.Before) {
+			return
+		}
+		res, err = s.Prune(ctx, r)
 	}
-	res, err := s.Prune(ctx, r)
 	if err != nil {
 		rn.log.Warn("retain: prune failed; the run's outcome is recorded", "error", err)
 		return
 	}
 	if res.Attempts+res.Events > 0 {
-		rn.log.Debug("retain: pruned", "attempts", res.Attempts, "events", res.Events, "older_than", r.Before.UTC().Format(time.RFC3339))
+		rn.log.Debug("retain: pruned", "attempts", res.Attempts, "events", res.Events, "older_than", before.UTC().Format(time.RFC3339))
 	}
+}
+
+// previousLaunch is when the task's launch before this one (whose results are rs, n of them)
+// started: the entry after this launch's own in the task's history, zero when there is none.
+func (rn *runner) previousLaunch(ctx context.Context, s store.Store, n int) (time.Time, error) {
+	var prev time.Time
+	i := 0
+	err := store.EachHistory(ctx, s, store.HistoryQuery{Task: rn.f.task, Limit: n + 1}, func(e store.Entry) error {
+		if i++; i == n+1 {
+			prev = e.StartedAt
+		}
+		return nil
+	})
+	return prev, err
 }

@@ -26,6 +26,7 @@ type memKV struct {
 	m    map[string]ent
 	n    int64
 	hook func() // called by Docs between listing and reading
+	docs int     // calls of Docs
 }
 
 func newMem() *memKV { return &memKV{m: map[string]ent{}} }
@@ -61,6 +62,7 @@ func (m *memKV) Grants(ctx context.Context, task string) (Grants, error) {
 }
 func (m *memKV) Docs(ctx context.Context, task string) ([]*Doc, error) {
 	m.mu.Lock()
+	m.docs++
 	var keys []string
 	for key := range m.m {
 		keys = append(keys, key)

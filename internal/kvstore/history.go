@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
-
+	"sync"
 	"time"
 
 	"github.com/once-run/once/store"
@@ -55,14 +56,20 @@ func (l Ledger) Waiting(ctx context.Context) ([]store.SlotState, error) {
 }
 
 // History: see store.Ledger. Every page reads the documents of the task (or of every task) and
-// sorts their entries of q's Kind: a page costs the task's history, not the page. A cursor's Seq is an
-// attempt's number or an event's place among its slot's events.
+// sorts their entries of q's Kind: a page costs the task's history, not the page. A query for one
+// task's slot reads that slot's documents only (slotDocs). A cursor's Seq is an attempt's number or
+// an event's place among its slot's events.
 func (l Ledger) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
 	before, after, err := q.Cursors()
 	if err != nil {
 		return nil, err
 	}
-	docs, err := l.KV.Docs(ctx, q.Task)
+	var docs []*Doc
+	if q.Task != "" && q.Slot != "" {
+		docs, err = l.slotDocs(ctx, q.Task, q.Slot)
+	} else {
+		docs, err = l.KV.Docs(ctx, q.Task)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -402,4 +409,51 @@ func (l Ledger) deleteArchive(ctx context.Context, task, slot string) (gone Doc,
 		return Doc{}, true, err
 	}
 	return *d, true, nil
+}
+
+// slotReads bounds slotDocs: a slot with more archives than this (a task without a slot keeps every
+// run in one) is read with one listing of its task, fewer round trips than one read per archive.
+const slotReads = 64
+
+// slotDocs returns the documents of task's slot for History: the slot's document and the archives it
+// shows, read on their own (at most 8 at a time), so that the history of a slot (the dashboard's slot
+// and review pages, `once history --slot`) costs that slot, not every slot its task has had. None
+// when the slot has no document: its archives, if any are left, do not count (acknowledged).
+func (l Ledger) slotDocs(ctx context.Context, task, slot string) ([]*Doc, error) {
+	d, _, _, err := l.KV.Load(ctx, task, slot)
+	if err != nil || d == nil {
+		return nil, err
+	}
+	if d.Archived == nil || d.Archived.Docs == 0 {
+		return []*Doc{d}, nil
+	}
+	var seqs []int
+	for seq := 1; seq <= d.Archived.Docs; seq++ {
+		if d.Archived.shows(seq) {
+			seqs = append(seqs, seq)
+		}
+	}
+	if len(seqs) > slotReads {
+		return l.KV.Docs(ctx, task)
+	}
+	out := make([]*Doc, 1+len(seqs))
+	out[0] = d
+	errs := make([]error, len(seqs))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, seq := range seqs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[1+i], _, _, errs[i] = l.KV.Load(ctx, task, ArchiveSlot(slot, seq))
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first: one line, as the CLI prints it
+		}
+	}
+	return slices.DeleteFunc(out, func(a *Doc) bool { return a == nil }), nil // a prune deleted it since
 }
