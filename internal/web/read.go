@@ -123,9 +123,11 @@ func (s *Server) taskRow(ctx context.Context, name string) (TaskRow, error) {
 	for i, j := 0, len(row.Durations)-1; i < j; i, j = i+1, j-1 {
 		row.Durations[i], row.Durations[j] = row.Durations[j], row.Durations[i]
 	}
-	if row.Last != nil && row.Last.State == store.Succeeded {
-		row.LastSuccess = row.Last.EndedAt
-		return row, nil
+	for i := range es { // newest first: the page's newest success is the task's
+		if es[i].State == store.Succeeded {
+			row.LastSuccess = es[i].EndedAt
+			return row, nil
+		}
 	}
 	ok, err := s.c.Store.History(ctx, store.HistoryQuery{Task: name, Kind: store.Succeeded, Limit: 1})
 	if err != nil {
