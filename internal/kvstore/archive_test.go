@@ -26,7 +26,7 @@ type memKV struct {
 	m    map[string]ent
 	n    int64
 	hook func() // called by Docs between listing and reading
-	docs int     // calls of Docs
+	docs int    // calls of Docs
 }
 
 func newMem() *memKV { return &memKV{m: map[string]ent{}} }
