@@ -13,7 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dsn=${1:?usage: ./bench/history-slot.sh DSN [SLOTS]}
 slots=${2:-10000}
-command -v /usr/bin/time >/dev/null || { [ "$(id -u)" = 0 ] && apt-get install -y -qq time >/dev/null; }
+if ! command -v /usr/bin/time >/dev/null; then
+  [ "$(id -u)" = 0 ] || { echo "history-slot.sh: needs GNU time (apt-get install time)" >&2; exit 1; }
+  apt-get update -qq && apt-get install -y -qq time >/dev/null
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$work/once" ./cmd/once

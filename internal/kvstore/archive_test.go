@@ -27,6 +27,7 @@ type memKV struct {
 	n    int64
 	hook func() // called by Docs between listing and reading
 	docs int    // calls of Docs
+	fail string // a slot whose Load fails
 }
 
 func newMem() *memKV { return &memKV{m: map[string]ent{}} }
@@ -36,6 +37,9 @@ func memKey(task, slot string) string { return task + "\x00" + slot }
 func (m *memKV) Load(ctx context.Context, task, slot string) (*Doc, Version, time.Time, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if slot == m.fail && slot != "" {
+		return nil, 0, time.Time{}, store.ErrUnavailable
+	}
 	e, ok := m.m[memKey(task, slot)]
 	if !ok {
 		return nil, 0, time.Now(), nil

@@ -411,8 +411,8 @@ func (l Ledger) deleteArchive(ctx context.Context, task, slot string) (gone Doc,
 	return *d, true, nil
 }
 
-// slotReads bounds slotDocs: a slot with more archives than this (a task without a slot keeps every
-// run in one) is read with one listing of its task, fewer round trips than one read per archive.
+// slotReads bounds slotDocs: a slot with more archives than this (thousands of attempts in one
+// slot) is read with one listing of its task, fewer round trips than one read per archive.
 const slotReads = 64
 
 // slotDocs returns the documents of task's slot for History: the slot's document and the archives it
@@ -436,17 +436,30 @@ func (l Ledger) slotDocs(ctx context.Context, task, slot string) ([]*Doc, error)
 	if len(seqs) > slotReads {
 		return l.KV.Docs(ctx, task)
 	}
+	ctx, cancel := context.WithCancel(ctx) // the first error stops what is not sent yet
+	defer cancel()
 	out := make([]*Doc, 1+len(seqs))
 	out[0] = d
 	errs := make([]error, len(seqs))
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	for i, seq := range seqs {
-		wg.Add(1)
 		sem <- struct{}{}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[1+i], _, _, errs[i] = l.KV.Load(ctx, task, ArchiveSlot(slot, seq))
+			name := ArchiveSlot(slot, seq)
+			a, _, _, err := l.KV.Load(ctx, task, name)
+			switch {
+			case err != nil:
+				errs[i] = err
+				cancel()
+			case a != nil && a.Task == task && a.Slot == name: // else a prune deleted it since
+				out[1+i] = a
+			}
 		}()
 	}
 	wg.Wait()
@@ -455,5 +468,8 @@ func (l Ledger) slotDocs(ctx context.Context, task, slot string) ([]*Doc, error)
 			return nil, err // the first: one line, as the CLI prints it
 		}
 	}
-	return slices.DeleteFunc(out, func(a *Doc) bool { return a == nil }), nil // a prune deleted it since
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(out, func(a *Doc) bool { return a == nil }), nil
 }

@@ -2,6 +2,7 @@ package kvstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -107,5 +108,15 @@ func TestHistoryOfASlotReadsTheSlot(t *testing.T) {
 		if !slices.Equal(runsOf(page), runsOf(want[c.n/2+1:c.n/2+6])) {
 			t.Errorf("slot %s: the page after %s is %v, want %v", c.slot, mid.Cursor, runsOf(page), runsOf(want[c.n/2+1:c.n/2+6]))
 		}
+	}
+}
+
+// A slot's archive that cannot be read fails the slot's history: no page with entries missing.
+func TestHistoryOfASlotFailsWithARead(t *testing.T) {
+	m := newMem()
+	slotArchives(t, m, "s", 4, 0, time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC))
+	m.fail = ArchiveSlot("s", 2)
+	if es, err := (Ledger{KV: m}).History(context.Background(), store.HistoryQuery{Task: "t", Slot: "s"}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("%d entries, error %v; want ErrUnavailable", len(es), err)
 	}
 }
