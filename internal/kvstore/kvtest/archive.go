@@ -123,6 +123,24 @@ func reviewsAndPrune(t *testing.T, s store.Store, kv kvstore.KV) {
 	if es, err := s.History(ctx, store.HistoryQuery{Task: "wait", Kind: store.Review}); err != nil || len(es) != 100 {
 		t.Fatalf("history lists %d review events, want 100 (%v)", len(es), err)
 	}
+	// The slot's own history (its document and archives, read on their own) is the task's, page by page.
+	all, err := s.History(ctx, store.HistoryQuery{Task: "wait"})
+	if err != nil || len(all) != 101 {
+		t.Fatalf("the task's history: %d entries, want 101 (%v)", len(all), err)
+	}
+	for _, q := range []store.HistoryQuery{{Task: "wait", Slot: "s"}, {Task: "wait", Slot: "s", Before: all[30].Cursor, Limit: 40}} {
+		es, err := s.History(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := all
+		if q.Before != "" {
+			want = all[31:71]
+		}
+		if len(es) != len(want) || es[0].Cursor != want[0].Cursor || es[len(es)-1].Cursor != want[len(want)-1].Cursor {
+			t.Fatalf("the slot's history (before %q): %d entries, want %d, the task's", q.Before, len(es), len(want))
+		}
+	}
 	// Prune everything in "arc" (settled): the archives it empties go.
 	time.Sleep(10 * time.Millisecond)
 	if _, err := s.Prune(ctx, store.PruneRequest{Task: "arc", Before: time.Now()}); err != nil {
