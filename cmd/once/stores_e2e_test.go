@@ -43,9 +43,10 @@ var prefixSeq atomic.Int64
 // 2.5 s) for these tests. Under the test command (four race-built packages on two cores, a dozen
 // launches at once) a shared server has taken longer than that to answer a new connection, and every
 // launch failed with 69: true to the contract, but not what these tests check. The bound itself is
-// tested in store (TestUnreachableFailsFast) and by TestStoresBadDSN. ZooKeeper's DSN has no such parameter.
+// tested in store (TestUnreachableFailsFast) and by TestStoresBadDSN.
 var patient = map[string]string{
 	"postgres": "connect_timeout=20", "mysql": "timeout=20s", "redis": "dial_timeout=20s", "etcd": "dial_timeout=20s",
+	"zk": "connect_timeout=20s",
 }
 
 // isolated returns the backend's DSN with a fresh ?prefix= so tests never see each other's data.

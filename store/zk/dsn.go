@@ -14,6 +14,9 @@ type Config struct {
 	Servers []string
 	Prefix  string        // nodes live under <chroot>/once/<prefix>, default "once"
 	Session time.Duration // requested session timeout; the server clamps it to [2, 20] × tickTime
+	// Connect is the DSN's connect_timeout, 0 when it gives none: it bounds Open's wait for a
+	// session instead of store.ConnectTimeout.
+	Connect time.Duration
 	// Chroot is the path every node lives under ("" for the root), e.g. "/apps/team": the
 	// DSN's path.
 	Chroot string
@@ -23,11 +26,11 @@ type Config struct {
 }
 
 // Params are the query parameters a zk:// DSN accepts (docs/stores/zookeeper.md).
-var Params = []string{"prefix", "session_timeout"}
+var Params = []string{"prefix", "session_timeout", "connect_timeout"}
 
 var spec = store.QuerySpec{Store: "zk", Doc: "docs/stores/zookeeper.md", Known: Params}
 
-// ParseDSN parses zk://[user:password@]host:port[,host:port…][/chroot/path][?prefix=&session_timeout=]
+// ParseDSN parses zk://[user:password@]host:port[,host:port…][/chroot/path][?prefix=&session_timeout=&connect_timeout=]
 // strictly (store.SplitDSN, Params). Errors wrap store.ErrBadDSN and never contain the password.
 func ParseDSN(dsn string) (Config, error) {
 	bad := func(format string, a ...any) (Config, error) {
@@ -87,6 +90,13 @@ func ParseDSN(dsn string) (Config, error) {
 			return Config{}, fmt.Errorf("%w: zk parameter \"session_timeout\" is %q: give a duration between 1s and 1h, e.g. 10s", store.ErrBadDSN, v)
 		}
 		cfg.Session = d
+	}
+	if v, ok := q["connect_timeout"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond || d > time.Hour {
+			return Config{}, fmt.Errorf("%w: zk parameter \"connect_timeout\" is %q: give a duration between 1ms and 1h, e.g. 5s", store.ErrBadDSN, v)
+		}
+		cfg.Connect = d
 	}
 	return cfg, nil
 }

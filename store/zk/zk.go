@@ -100,7 +100,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "zk"}
 	ready := make(chan struct{})
 	go s.watchSession(events, ready)
-	cctx, cancel, bound := store.Connecting(ctx, 0)
+	cctx, cancel, bound := store.Connecting(ctx, cfg.Connect)
 	defer cancel()
 	select {
 	case <-ready:

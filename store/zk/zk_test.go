@@ -141,6 +141,8 @@ func TestBadDSN(t *testing.T) {
 		{"zk://h:1/zookeeper/x", "ZooKeeper's own"},
 		{"zk://h:1/a%zz", "percent-escape"},
 		{"zk://h:1?session_timeout=1ms", "session_timeout"},
+		{"zk://h:1?connect_timeout=5", "connect_timeout"},
+		{"zk://h:1?connect_timeout=2h", "connect_timeout"},
 		{"zk://h?x=1", `"x" is not a parameter`},
 		{"zk://u@h", "a user and a password"},
 		{"zk://:sekrit@h", "a user and a password"},
@@ -160,18 +162,23 @@ func TestBadDSN(t *testing.T) {
 	if err != nil || cfg.User != "al@ice" || cfg.Password != "p:w" || cfg.Chroot != "/apps/team a" || len(cfg.Servers) != 2 {
 		t.Fatalf("ParseDSN with auth and chroot = %+v, %v", cfg, err)
 	}
-	cfg, err = ParseDSN("zk://h1:2181,h2/?prefix=blue&session_timeout=4s")
-	if err != nil || cfg.Prefix != "blue" || len(cfg.Servers) != 2 || cfg.Servers[1] != "h2:2181" || cfg.Session != 4*time.Second {
+	cfg, err = ParseDSN("zk://h1:2181,h2/?prefix=blue&session_timeout=4s&connect_timeout=7s")
+	if err != nil || cfg.Prefix != "blue" || len(cfg.Servers) != 2 || cfg.Servers[1] != "h2:2181" || cfg.Session != 4*time.Second || cfg.Connect != 7*time.Second {
 		t.Fatalf("ParseDSN = %+v, %v", cfg, err)
 	}
 	_, err = Open(ctxT(t, 3*time.Second), "zk://127.0.0.1:1")
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "127.0.0.1:1") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("open of a closed port: %v", err)
 	}
+	began := time.Now()
+	_, err = Open(ctxT(t, 3*time.Second), "zk://127.0.0.1:1?connect_timeout=300ms")
+	if took := time.Since(began); !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "within 300ms") || took > 2*time.Second {
+		t.Fatalf("open of a closed port with connect_timeout=300ms: %v after %s", err, took)
+	}
 }
 
 func FuzzParseDSN(f *testing.F) {
-	for _, s := range []string{"zk://127.0.0.1:2181", "zk://u:p@h:1/a/b?prefix=x", "zk://u:p@h/a//b", "zk://u@h/", "zk://h/./x", "zk://h1:1,h2:2/?prefix=a.b", "zk://h?prefix=", "zk://h/x", "zk://h?session_timeout=4s&prefix=x"} {
+	for _, s := range []string{"zk://127.0.0.1:2181", "zk://u:p@h:1/a/b?prefix=x", "zk://u:p@h/a//b", "zk://u@h/", "zk://h/./x", "zk://h1:1,h2:2/?prefix=a.b", "zk://h?prefix=", "zk://h/x", "zk://h?session_timeout=4s&prefix=x", "zk://h?connect_timeout=1s"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dsn string) {
