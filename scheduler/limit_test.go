@@ -67,6 +67,11 @@ func TestLimitFleet(t *testing.T) {
 		nodes = append(nodes, f.start(i, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 5 * time.Second}))
 	}
 	time.Sleep(9 * time.Second)
+	// Under load the nodes can stall for seconds (a fresh-clone run: four slots in 9 s, leases lost):
+	// give a slot up to 15 s more to find both seats taken before the skip is checked below.
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end) && count(f.history("wide"), store.Skipped, "") == 0; {
+		time.Sleep(250 * time.Millisecond)
+	}
 	for _, n := range nodes {
 		n.stop()
 	}
