@@ -440,7 +440,8 @@ func (l Ledger) slotDocs(ctx context.Context, task, slot string) ([]*Doc, error)
 	defer cancel()
 	out := make([]*Doc, 1+len(seqs))
 	out[0] = d
-	errs := make([]error, len(seqs))
+	var first error // the first to fail, not a read it cancelled
+	var once sync.Once
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	for i, seq := range seqs {
@@ -455,18 +456,15 @@ func (l Ledger) slotDocs(ctx context.Context, task, slot string) ([]*Doc, error)
 			a, _, _, err := l.KV.Load(ctx, task, name)
 			switch {
 			case err != nil:
-				errs[i] = err
-				cancel()
+				once.Do(func() { first = err; cancel() })
 			case a != nil && a.Task == task && a.Slot == name: // else a prune deleted it since
 				out[1+i] = a
 			}
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err // the first: one line, as the CLI prints it
-		}
+	if first != nil {
+		return nil, first
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
