@@ -96,6 +96,16 @@ func (f *fleet) history(task string) []store.Entry {
 	return h
 }
 
+// awaitHistory polls task's history until ok holds or d passes. Under load the nodes can stall
+// for seconds (a loaded fresh-clone run fired four slots in 9 s), so what a test's fixed window
+// usually shows (a skip) may come later; the checks that must hold throughout are made after.
+func (f *fleet) awaitHistory(task string, d time.Duration, ok func([]store.Entry) bool) {
+	f.t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end) && !ok(f.history(task)); {
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 // witness records each run of a work job, and any two that overlapped.
 type witness struct {
 	mu      sync.Mutex

@@ -67,11 +67,7 @@ func TestLimitFleet(t *testing.T) {
 		nodes = append(nodes, f.start(i, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 5 * time.Second}))
 	}
 	time.Sleep(9 * time.Second)
-	// Under load the nodes can stall for seconds (a fresh-clone run: four slots in 9 s, leases lost):
-	// give a slot up to 15 s more to find both seats taken before the skip is checked below.
-	for end := time.Now().Add(15 * time.Second); time.Now().Before(end) && count(f.history("wide"), store.Skipped, "") == 0; {
-		time.Sleep(250 * time.Millisecond)
-	}
+	f.awaitHistory("wide", 15*time.Second, func(h []store.Entry) bool { return count(h, store.Skipped, "") > 0 })
 	for _, n := range nodes {
 		n.stop()
 	}
@@ -144,6 +140,7 @@ func TestBufferOneFleetKeepsSkips(t *testing.T) {
 	a := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 10 * time.Second})
 	b := f.start(1, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 10 * time.Second})
 	time.Sleep(7 * time.Second)
+	f.awaitHistory("buf2", 15*time.Second, func(h []store.Entry) bool { return count(h, store.Skipped, "overlap = buffer-one") > 0 })
 	a.stop()
 	b.stop()
 	_, overlap := w.snapshot()

@@ -82,6 +82,7 @@ func TestOverlapSkip(t *testing.T) {
 	jobs := []scheduler.Job{workJob("slow", "@every 1s", w.work(2300*time.Millisecond))}
 	a, b := f.start(0, scheduler.Config{Jobs: jobs}), f.start(1, scheduler.Config{Jobs: jobs})
 	time.Sleep(5 * time.Second)
+	f.awaitHistory("slow", 15*time.Second, func(h []store.Entry) bool { return count(h, store.Skipped, "overlap = skip") >= 2 })
 	a.stop()
 	b.stop()
 	runs, overlap := w.snapshot()
