@@ -30,3 +30,18 @@ func Connecting(ctx context.Context, set time.Duration) (context.Context, contex
 func Unreached(what string, d time.Duration) error {
 	return fmt.Errorf("%w: %s: no answer within %s; check that the server is running and reachable", ErrUnavailable, what, d)
 }
+
+// MaxConnectTimeout is the longest connect or dial timeout a DSN may give (CheckConnectTimeout).
+const MaxConnectTimeout = time.Hour
+
+// CheckConnectTimeout is the one rule for a DSN's own connect or dial timeout (raw as given, d as
+// read), on every server store: from 1 ms to MaxConnectTimeout. Zero and negative values, which
+// some clients read as "no timeout", are refused: each later connection to a frozen server would
+// wait forever, while Open's first contact would still be bounded by ConnectTimeout, not by what the
+// DSN seemed to say. want says what to give, in the parameter's own unit. The error wraps ErrBadDSN.
+func CheckConnectTimeout(store, param, raw string, d time.Duration, want string) error {
+	if d >= time.Millisecond && d <= MaxConnectTimeout {
+		return nil
+	}
+	return fmt.Errorf("%w: %s parameter %q is %q: give %s (0 or less would wait for a frozen server forever)", ErrBadDSN, store, param, raw, want)
+}

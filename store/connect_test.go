@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,20 @@ func TestUnreachableFailsFast(t *testing.T) {
 				}
 				t.Logf("%s: %v", took.Round(time.Millisecond), err)
 			})
+		}
+	}
+}
+
+// A DSN's own connect timeout: from 1 ms to an hour; zero, negative and longer refused with
+// ErrBadDSN naming the store, the parameter and the value.
+func TestCheckConnectTimeout(t *testing.T) {
+	for _, c := range []struct {
+		d  time.Duration
+		ok bool
+	}{{time.Millisecond, true}, {5 * time.Second, true}, {time.Hour, true}, {0, false}, {-time.Second, false}, {time.Hour + 1, false}, {time.Microsecond, false}} {
+		err := store.CheckConnectTimeout("pg", "connect_timeout", c.d.String(), c.d, "seconds")
+		if (err == nil) != c.ok || err != nil && (!errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), `pg parameter "connect_timeout" is "`+c.d.String()+`"`)) {
+			t.Errorf("%s: %v, want ok %v", c.d, err, c.ok)
 		}
 	}
 }

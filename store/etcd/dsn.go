@@ -99,9 +99,9 @@ func ParseDSN(dsn string) (Config, error) {
 		cfg.Prefix = v
 	}
 	if v, ok := q["dial_timeout"]; ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Millisecond || d > time.Hour {
-			return Config{}, fmt.Errorf("%w: etcd parameter \"dial_timeout\" is %q: give a duration between 1ms and 1h, e.g. 5s", store.ErrBadDSN, v)
+		d, _ := time.ParseDuration(v) // 0 when it is not one: refused below
+		if err := store.CheckConnectTimeout("etcd", "dial_timeout", v, d, "a duration between 1ms and 1h, e.g. 5s"); err != nil {
+			return Config{}, err
 		}
 		cfg.Dial = d
 	}

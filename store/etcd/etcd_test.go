@@ -132,6 +132,7 @@ func TestRestart(t *testing.T) {
 func TestBadDSN(t *testing.T) {
 	for _, c := range []struct{ dsn, want string }{
 		{"etcd://h:1?prefix=a/b", "prefix"},
+		{"etcd://h:1?dial_timeout=0s", `"dial_timeout" is "0s"`},
 		{"etcd://u:sekrit@h:1?x=1", `"x"`},
 		{"etcd://u:sekrit@h:1/x", "xxxxx"},
 		{"etcd://:sekrit@h:1", "without a user"},

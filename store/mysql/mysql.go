@@ -159,6 +159,11 @@ func ParseDSN(dsn string) (*Config, error) {
 		cfg.Passwd, _ = u.User.Password()
 	}
 	connect := cfg.Timeout // the DSN's timeout=, 0 when not given
+	if v, ok := q["timeout"]; ok {
+		if err := store.CheckConnectTimeout("mysql", "timeout", v, connect, "a duration between 1ms and 1h, e.g. 5s"); err != nil {
+			return nil, err
+		}
+	}
 	session(cfg)
 	return &Config{Driver: cfg, Prefix: prefix, Where: addr + "/" + db, Connect: connect}, nil
 }

@@ -130,7 +130,10 @@ func TestParseDSNStrict(t *testing.T) {
 		sqltest.Refusal{Tail: "?sql_mode=ANSI", Want: `once sets it itself`},
 		sqltest.Refusal{Tail: "?wait_timeout=10", Want: `"wait_timeout"`},
 		sqltest.Refusal{Tail: "?idle_transaction_timeout=10s", Want: `whole seconds`},
-		sqltest.Refusal{Tail: "?readTimeout=zz", Want: "readTimeout"})
+		sqltest.Refusal{Tail: "?readTimeout=zz", Want: "readTimeout"},
+		sqltest.Refusal{Tail: "?timeout=0s", Want: `"timeout" is "0s"`},
+		sqltest.Refusal{Tail: "?timeout=-1s", Want: `"timeout"`},
+		sqltest.Refusal{Tail: "?timeout=2h", Want: `"timeout"`})
 	for _, tail := range []string{
 		"?tls=false&timeout=2s&readTimeout=5s&charset=utf8mb4",
 		"?prefix=team_b&idle_transaction_timeout=30",

@@ -151,6 +151,9 @@ func ParseDSN(dsn string) (*Config, error) {
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	c := &Config{Conn: cfg, Prefix: prefix, Where: fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)}
 	if connectSet {
+		if err := store.CheckConnectTimeout("postgres", "connect_timeout", q["connect_timeout"], cfg.ConnectTimeout, "whole seconds from 1 to 3600, e.g. 5"); err != nil {
+			return nil, err
+		}
 		c.Connect = cfg.ConnectTimeout
 	}
 	return c, nil

@@ -217,6 +217,11 @@ func parseSingle(dsn string) (Config, error) {
 		}
 		return Config{}, fmt.Errorf("%w: %s: %s", store.ErrBadDSN, store.Redact(dsn), msg)
 	}
+	if v, ok := q["dial_timeout"]; ok {
+		if err := store.CheckConnectTimeout("redis", "dial_timeout", v, opts.DialTimeout, "a duration between 1ms and 1h, e.g. 5s"); err != nil {
+			return Config{}, err
+		}
+	}
 	// WAIT blocks for up to wait_timeout: a read timeout below that would cut it off.
 	if cfg.Wait > 0 && opts.ReadTimeout >= 0 && opts.ReadTimeout < cfg.WaitTimeout+time.Second {
 		opts.ReadTimeout = max(opts.ReadTimeout, cfg.WaitTimeout+time.Second, 3*time.Second)

@@ -142,6 +142,7 @@ func TestBadDSN(t *testing.T) {
 		{"zk://h:1/a%zz", "percent-escape"},
 		{"zk://h:1?session_timeout=1ms", "session_timeout"},
 		{"zk://h:1?connect_timeout=5", "connect_timeout"},
+		{"zk://h:1?connect_timeout=0s", `"connect_timeout" is "0s"`},
 		{"zk://h:1?connect_timeout=2h", "connect_timeout"},
 		{"zk://h?x=1", `"x" is not a parameter`},
 		{"zk://u@h", "a user and a password"},
