@@ -43,5 +43,5 @@ func CheckConnectTimeout(store, param, raw string, d time.Duration, want string)
 	if d >= time.Millisecond && d <= MaxConnectTimeout {
 		return nil
 	}
-	return fmt.Errorf("%w: %s parameter %q is %q: give %s (0 or less would wait for a frozen server forever)", ErrBadDSN, store, param, raw, want)
+	return fmt.Errorf("%w: %s parameter %q is %q: give %s", ErrBadDSN, store, param, raw, want)
 }

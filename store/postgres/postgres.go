@@ -151,7 +151,11 @@ func ParseDSN(dsn string) (*Config, error) {
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	c := &Config{Conn: cfg, Prefix: prefix, Where: fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)}
 	if connectSet {
-		if err := store.CheckConnectTimeout("postgres", "connect_timeout", q["connect_timeout"], cfg.ConnectTimeout, "whole seconds from 1 to 3600, e.g. 5"); err != nil {
+		d := cfg.ConnectTimeout // checked as written too: pgx multiplies by time.Second, and a huge number wraps around
+		if n, err := strconv.Atoi(q["connect_timeout"]); err != nil || n < 1 || n > 3600 {
+			d = 0
+		}
+		if err := store.CheckConnectTimeout("postgres", "connect_timeout", q["connect_timeout"], d, "whole seconds from 1 to 3600, e.g. 5"); err != nil {
 			return nil, err
 		}
 		c.Connect = cfg.ConnectTimeout

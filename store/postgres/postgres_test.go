@@ -92,7 +92,8 @@ func TestParseDSNStrict(t *testing.T) {
 		sqltest.Refusal{Tail: "?timezone=UTC", Want: `"timezone"`},
 		sqltest.Refusal{Tail: "?sslpassword=s3cr3t;x", Want: `"sslpassword"`},
 		sqltest.Refusal{Tail: "?connect_timeout=0", Want: `"connect_timeout" is "0"`},
-		sqltest.Refusal{Tail: "?connect_timeout=99999999999", Want: `"connect_timeout"`})
+		sqltest.Refusal{Tail: "?connect_timeout=99999999999", Want: `"connect_timeout"`},
+		sqltest.Refusal{Tail: "?connect_timeout=36028797018963973", Want: `"connect_timeout"`})
 	for _, tail := range []string{
 		"?sslmode=disable&application_name=once%20job&search_path=jobs&options=-c%20lock_timeout%3D5s",
 		"?connect_timeout=2&prefix=team_b&target_session_attrs=read-write",

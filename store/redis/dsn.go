@@ -218,7 +218,11 @@ func parseSingle(dsn string) (Config, error) {
 		return Config{}, fmt.Errorf("%w: %s: %s", store.ErrBadDSN, store.Redact(dsn), msg)
 	}
 	if v, ok := q["dial_timeout"]; ok {
-		if err := store.CheckConnectTimeout("redis", "dial_timeout", v, opts.DialTimeout, "a duration between 1ms and 1h, e.g. 5s"); err != nil {
+		d := opts.DialTimeout
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && (n < 1 || n > 3600) {
+			d = 0 // seconds: go-redis multiplies by time.Second, and a huge number wraps around
+		}
+		if err := store.CheckConnectTimeout("redis", "dial_timeout", v, d, "a duration between 1ms and 1h, e.g. 5s"); err != nil {
 			return Config{}, err
 		}
 	}

@@ -195,6 +195,7 @@ func TestBadDSN(t *testing.T) {
 		{"redis://h:1/0?dial_timeout=0", `"dial_timeout" is "0"`},
 		{"redis://h:1/0?dial_timeout=-1", `"dial_timeout"`},
 		{"redis://h:1/0?dial_timeout=2h", `"dial_timeout"`},
+		{"redis://h:1/0?dial_timeout=36028797018963973", `"dial_timeout"`},
 		{"redis+cluster://h:1,h:2?dial_timeout=0", `"dial_timeout"`},
 		{"http://h/", "redis://"},
 		{"redis://h:1/13?prefix=teamA;x", `"prefix"`},

@@ -116,6 +116,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		// go-zookeeper sends the credentials again on every reconnect.
 		if _, err := call(cctx, s, func() (struct{}, error) { return struct{}{}, c.AddAuth("digest", []byte(cfg.User+":"+cfg.Password)) }); err != nil {
 			go c.Close()
+			if cctx.Err() != nil && ctx.Err() == nil { // the server, not the credentials
+				return nil, store.Unreached("zookeeper at "+s.where, bound)
+			}
 			return nil, fmt.Errorf("%w: zookeeper at %s: digest authentication failed: %v; check user and password in the DSN", store.ErrUnavailable, s.where, err)
 		}
 	}
