@@ -22,11 +22,14 @@ func TestLimitTwoSlotsAtOnce(t *testing.T) {
 	f := newFleet(t, 1)
 	w := &witness{}
 	j := workJob("par", "@every 3s", w.work(4*time.Second))
-	j.Limit, j.TTL = 2, 5*time.Second // a 1 s seat lapsed under a loaded CI run's late renewals
+	// A 1 s seat lapsed under a loaded CI run's late renewals, a 5 s one when a fresh-clone run's
+	// store did not answer for 3.3 s; seats are given back when a run ends, so a long TTL costs nothing here.
+	j.Limit, j.TTL = 2, 15*time.Second
 	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 6 * time.Second})
-	deadline := time.Now().Add(10 * time.Second)
+	deadline, last := time.Now().Add(10*time.Second), time.Now().Add(25*time.Second)
 	holders := 0 // the most live grants Describe saw (once jobs): both seats at some moment
-	for time.Now().Before(deadline) {
+	both := func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.most == 2 && holders == 2 }
+	for now := time.Now(); now.Before(deadline) || now.Before(last) && !both(); now = time.Now() { // under load, up to 15 s more to see both seats taken
 		if ji, err := scheduler.Describe(context.Background(), f.stores[0], []scheduler.Job{j}, time.Now(), 1); err == nil && ji[0].Running != nil {
 			holders = max(holders, ji[0].Holders)
 		}
