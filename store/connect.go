@@ -38,10 +38,21 @@ const MaxConnectTimeout = time.Hour
 // read), on every server store: from 1 ms to MaxConnectTimeout. Zero and negative values, which
 // some clients read as "no timeout", are refused: each later connection to a frozen server would
 // wait forever, while Open's first contact would still be bounded by ConnectTimeout, not by what the
-// DSN seemed to say. want says what to give, in the parameter's own unit. The error wraps ErrBadDSN.
+// DSN seemed to say. want says what to give, in the parameter's own unit; "" for a Go duration.
+// The error wraps ErrBadDSN.
 func CheckConnectTimeout(store, param, raw string, d time.Duration, want string) error {
 	if d >= time.Millisecond && d <= MaxConnectTimeout {
 		return nil
 	}
+	if want == "" {
+		want = "a duration between 1ms and 1h, e.g. 5s"
+	}
 	return fmt.Errorf("%w: %s parameter %q is %q: give %s", ErrBadDSN, store, param, raw, want)
+}
+
+// ParseConnectTimeout reads a connect timeout written as a Go duration ("5s") by CheckConnectTimeout's
+// rule: what is not a duration is refused as 0 is.
+func ParseConnectTimeout(store, param, raw string) (time.Duration, error) {
+	d, _ := time.ParseDuration(raw)
+	return d, CheckConnectTimeout(store, param, raw, d, "")
 }

@@ -99,11 +99,9 @@ func ParseDSN(dsn string) (Config, error) {
 		cfg.Prefix = v
 	}
 	if v, ok := q["dial_timeout"]; ok {
-		d, _ := time.ParseDuration(v) // 0 when it is not one: refused below
-		if err := store.CheckConnectTimeout("etcd", "dial_timeout", v, d, "a duration between 1ms and 1h, e.g. 5s"); err != nil {
+		if cfg.Dial, err = store.ParseConnectTimeout("etcd", "dial_timeout", v); err != nil {
 			return Config{}, err
 		}
-		cfg.Dial = d
 	}
 	return cfg, nil
 }

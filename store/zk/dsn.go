@@ -92,11 +92,9 @@ func ParseDSN(dsn string) (Config, error) {
 		cfg.Session = d
 	}
 	if v, ok := q["connect_timeout"]; ok {
-		d, _ := time.ParseDuration(v) // 0 when it is not one: refused below
-		if err := store.CheckConnectTimeout("zk", "connect_timeout", v, d, "a duration between 1ms and 1h, e.g. 5s"); err != nil {
+		if cfg.Connect, err = store.ParseConnectTimeout("zk", "connect_timeout", v); err != nil {
 			return Config{}, err
 		}
-		cfg.Connect = d
 	}
 	return cfg, nil
 }
