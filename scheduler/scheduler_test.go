@@ -218,7 +218,7 @@ func TestPauseTriggerResume(t *testing.T) {
 	f.start(0, scheduler.Config{Jobs: jobs})
 	f.start(1, scheduler.Config{Jobs: jobs})
 	// Two paused slots recorded (up to 8 s: a loaded machine starts the nodes late), none run.
-	eventually(t, 8*time.Second, "two paused slots recorded", func() bool { return count(f.history("ctl"), store.Skipped, "paused") >= 2 })
+	eventually(t, 20*time.Second, "two paused slots recorded", func() bool { return count(f.history("ctl"), store.Skipped, "paused") >= 2 })
 	if runs, _ := w.snapshot(); len(runs) != 0 {
 		t.Fatalf("a paused job ran: %+v", runs)
 	}
@@ -239,18 +239,18 @@ func TestPauseTriggerResume(t *testing.T) {
 	if err != nil || !ok || !strings.HasPrefix(manual, scheduler.ManualSlotPrefix) {
 		t.Fatalf("trigger: %v %q %v", ok, manual, err)
 	}
-	eventually(t, 8*time.Second, "the trigger ran", func() bool { runs, _ := w.snapshot(); return len(runs) == 1 })
+	eventually(t, 20*time.Second, "the trigger ran", func() bool { runs, _ := w.snapshot(); return len(runs) == 1 })
 	if runs, _ := w.snapshot(); runs[0].Slot != manual {
 		t.Fatalf("trigger ran slot %s, want %s", runs[0].Slot, manual)
 	}
-	eventually(t, 8*time.Second, "the trigger request removed", func() bool {
+	eventually(t, 20*time.Second, "the trigger request removed", func() bool {
 		m, err := scheduler.Triggered(ctx, f.stores[0], []string{"ctl"})
 		return err == nil && len(m) == 0
 	})
 	if ok, err := scheduler.Resume(ctx, f.stores[0], "ctl"); err != nil || !ok {
 		t.Fatalf("resume: %v %v", ok, err)
 	}
-	eventually(t, 8*time.Second, "fires after resume", func() bool { runs, _ := w.snapshot(); return len(runs) >= 3 })
+	eventually(t, 20*time.Second, "fires after resume", func() bool { runs, _ := w.snapshot(); return len(runs) >= 3 })
 	runs, _ := w.snapshot()
 	seen := map[string]bool{}
 	for _, r := range runs {
