@@ -201,6 +201,45 @@ func TestCatchUpAndMissed(t *testing.T) {
 	}
 }
 
+// A catch-up that finds its task held elsewhere follows each of its slots up, and runs them oldest
+// first once the task is free (they were launched in a map's order). Hourly slots: nothing fires
+// while the test runs.
+func TestCatchUpHeldElsewhereRunsOldestFirst(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	ctx := context.Background()
+	sp, _ := jobfile.Job{Schedule: "@every 1h", TZ: "UTC"}.Spec()
+	old := sp.Prev(time.Now().Add(-10 * time.Hour))
+	if _, err := once.Do(ctx, once.Options{Store: f.stores[0], Task: "held", Slot: old.Value, TTL: time.Second}, func(context.Context, *once.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	l, err := f.stores[0].Acquire(ctx, store.AcquireRequest{Task: "held", Holder: "elsewhere", RunID: "run-elsewhere", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := make(chan struct{})
+	var seen sync.Once
+	w := &witness{}
+	j := workJob("held", "@every 1h", w.work(10*time.Millisecond))
+	j.CatchUp, j.CatchUpMax = 5*time.Hour, 4
+	f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Logger: slog.New(&onMessage{msg: "busy", do: func() { seen.Do(func() { close(busy) }) }})})
+	select {
+	case <-busy:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the catch-up did not find the task held within 20s")
+	}
+	if err := f.stores[0].Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the catch-up's 4 slots ran", func() bool { runs, _ := w.snapshot(); return len(runs) >= 4 })
+	runs, _ := w.snapshot()
+	for i := 1; i < len(runs); i++ {
+		if runs[i].Slot <= runs[i-1].Slot {
+			t.Fatalf("not oldest first: %s after %s", runs[i].Slot, runs[i-1].Slot)
+		}
+	}
+}
+
 // Pause holds for the whole fleet (each paused slot is recorded once as skipped); a trigger runs a
 // manual slot once; resume fires again.
 func TestPauseTriggerResume(t *testing.T) {

@@ -1,10 +1,14 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/slot"
 	"github.com/once-run/once/store"
 )
 
@@ -95,6 +99,7 @@ func (s *Scheduler) followUp(ctx context.Context) {
 		for _, w := range js.watches {
 			ws = append(ws, w)
 		}
+		olderFirst(ws, js.spec)
 		js.mu.Unlock()
 		g := live[name]
 		if full || g.exclusive || len(g.seats) >= limit {
@@ -104,6 +109,21 @@ func (s *Scheduler) followUp(ctx context.Context) {
 			s.followSlot(ctx, js, w, now, g.seats)
 		}
 	}
+}
+
+// olderFirst sorts watches oldest slot first (a slot the job's schedule cannot read, a trigger's,
+// by when it was first watched), so that the slots a launch left when it found the task held
+// elsewhere (a catch-up's, oldest first) run in that order once the task is free.
+func olderFirst(ws []*watch, spec slot.Spec) {
+	start := func(w *watch) time.Time {
+		if t, err := spec.Parse(w.slot); err == nil {
+			return t
+		}
+		return w.since
+	}
+	slices.SortFunc(ws, func(a, b *watch) int {
+		return cmp.Or(start(a).Compare(start(b)), strings.Compare(a.slot, b.slot))
+	})
 }
 
 // grants are a task's live grants: its exclusive lease, or its seats by token.
