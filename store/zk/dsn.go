@@ -15,7 +15,7 @@ type Config struct {
 	Prefix  string        // nodes live under <chroot>/once/<prefix>, default "once"
 	Session time.Duration // requested session timeout; the server clamps it to [2, 20] × tickTime
 	// Connect is the DSN's connect_timeout, 0 when it gives none: it bounds Open's wait for a
-	// session instead of store.ConnectTimeout.
+	// session, its authentication and the store's nodes instead of store.ConnectTimeout.
 	Connect time.Duration
 	// Chroot is the path every node lives under ("" for the root), e.g. "/apps/team": the
 	// DSN's path.

@@ -134,8 +134,13 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		if i < len(dirs) {
 			a = s.dirACL
 		}
-		if err := s.ensureACL(ctx, p, a); err != nil {
-			c.Close()
+		// Within the same bound: a server that gave a session and then answers nothing fails the
+		// open as unreached, not after go-zookeeper's own timeouts.
+		if err := s.ensureACL(cctx, p, a); err != nil {
+			go c.Close()
+			if cctx.Err() != nil && ctx.Err() == nil {
+				return nil, store.Unreached("zookeeper at "+s.where, bound)
+			}
 			return nil, err
 		}
 	}

@@ -1,11 +1,16 @@
 package zk
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -232,5 +237,57 @@ func BenchmarkLease(b *testing.B) {
 				}, func() { s.Close() }
 			})
 		})
+	}
+}
+
+// TestOpenBoundedAfterSession: a server that gives a session and then answers nothing (a proxy
+// that forwards the client's first packet only) fails Open within connect_timeout, as unreached.
+func TestOpenBoundedAfterSession(t *testing.T) {
+	up := strings.TrimPrefix(serverDSN(t), "zk://")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	defer func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", up)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, u)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(c, u) }()
+			go func() { // the connect request (length-prefixed), then nothing more
+				var n [4]byte
+				if _, err := io.ReadFull(c, n[:]); err != nil {
+					return
+				}
+				if _, err := io.CopyN(u, io.MultiReader(bytes.NewReader(n[:]), c), 4+int64(binary.BigEndian.Uint32(n[:]))); err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	began := time.Now()
+	_, err = Open(ctxT(t, 30*time.Second), "zk://"+ln.Addr().String()+"?prefix=t"+storetest.RandHex(t)+"&connect_timeout=1s")
+	if took := time.Since(began); !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "no answer within 1s") || took > 3*time.Second {
+		t.Fatalf("open through a server that answers the session only: %v after %s", err, took)
 	}
 }
