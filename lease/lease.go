@@ -3,9 +3,10 @@
 //
 // Time rules. The store's clock decides expiry; this package only uses the local monotonic clock to
 // decide when to renew and when to give up. A renewal that succeeds proves the grant lasts at least
-// ttl from the moment the request was *sent*, so the local deadline is sent+ttl. When renewals keep
-// failing, the lease is declared lost when a third of the TTL is left before that deadline, which
-// leaves the holder time to stop its work before another holder can be granted the lease.
+// ttl from the moment the request was *sent*, so the local deadline is sent+ttl (or sooner, when
+// the acquire's grant says it is less: store.ShortGrant). When renewals keep failing, the lease is
+// declared lost when a third of the TTL is left before that deadline, which leaves the holder time
+// to stop its work before another holder can be granted the lease.
 package lease
 
 import (
@@ -62,7 +63,7 @@ func Take(ctx context.Context, s store.Leaser, ttl, wait time.Duration, take fun
 		sent := time.Now()
 		g, err := takeWithin(ctx, take, wait, giveUp)
 		if err == nil {
-			l := &Lease{s: s, ttl: ttl, cur: g, deadline: sent.Add(ttl),
+			l := &Lease{s: s, ttl: ttl, cur: g, deadline: lasts(sent, ttl, g),
 				lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 			var notify <-chan struct{}
 			if n, ok := s.(store.LossNotifier); ok {
@@ -192,6 +193,18 @@ func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
+}
+
+// lasts is the local deadline of grant g, acquired for ttl by a request sent at sent: sent+ttl, or
+// sooner when the store granted less and g's Expires - Acquired says so, never by more than
+// store.ShortGrant (the most a store may grant less). Only an acquire may grant less; a renewal's
+// times say nothing of the kind (its Acquired is the first grant's, and a store whose clock stepped
+// back between the two must not shorten the deadline).
+func lasts(sent time.Time, ttl time.Duration, g store.Lease) time.Time {
+	if d := g.Expires.Sub(g.Acquired); d < ttl {
+		return sent.Add(max(d, ttl-store.ShortGrant))
+	}
+	return sent.Add(ttl)
 }
 
 func (l *Lease) lose(cause error) {

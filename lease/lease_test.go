@@ -206,3 +206,62 @@ func TestWaitBoundsAStalledStore(t *testing.T) {
 		}
 	}
 }
+
+// A grant that says it lasts less than the TTL asked (store.ShortGrant: etcd on an etcd lease
+// renewed moments before) is vouched for only that long, and never less than ShortGrant short; one
+// that says the TTL, for the TTL.
+func TestDeadlineOfAShortGrant(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	const ttl = time.Minute
+	for _, c := range []struct{ says, want time.Duration }{
+		{ttl, ttl}, {ttl - 20*time.Millisecond, ttl - 20*time.Millisecond}, {time.Millisecond, ttl - store.ShortGrant}, {-time.Second, ttl - store.ShortGrant},
+	} {
+		before := time.Now()
+		l, err := lease.Take(ctx, s, ttl, 0, func(ctx context.Context) (store.Lease, error) {
+			g, err := s.Acquire(ctx, req(ttl))
+			g.Expires = g.Acquired.Add(c.says)
+			return g, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := time.Now()
+		if d := l.Deadline(); d.Before(before.Add(c.want)) || d.After(after.Add(c.want)) {
+			t.Errorf("granted %s: deadline %s after the acquire began, want %s", c.says, d.Sub(before), c.want)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// shortRenewals is a store whose renewals say they grant half the TTL (a store whose clock stepped
+// back since the acquire: Expires - Acquired shrinks).
+type shortRenewals struct{ store.Leaser }
+
+func (s shortRenewals) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	g, err := s.Leaser.Renew(ctx, l, ttl)
+	g.Expires = g.Acquired.Add(ttl / 2)
+	return g, err
+}
+
+// What a renewal's times say does not shorten the deadline: a renewal that succeeded vouches for
+// the TTL from its send time.
+func TestRenewalTimesDoNotShortenTheDeadline(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	l, err := lease.Acquire(ctx, shortRenewals{s}, req(1500*time.Millisecond), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	select {
+	case <-l.Lost():
+		t.Fatalf("lost: %v", l.Err())
+	default:
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

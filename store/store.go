@@ -78,6 +78,10 @@ type Replacement struct {
 	Tokens []int64 `json:"tokens"`
 }
 
+// ShortGrant is the most an Acquire's grant may fall short of the TTL asked (see Leaser); the
+// lease package counts the grant's life from the request's send time by the shorter of the two.
+const ShortGrant = 25 * time.Millisecond
+
 // Leaser grants, renews and releases per-task leases.
 //
 // Contract:
@@ -106,6 +110,10 @@ type Replacement struct {
 //     of a seat go by (task, holder, token) like the exclusive grant's. Replace with Limit is
 //     refused. A store that cannot grant seats refuses Limit >= 2 with ErrUnsupported.
 //   - Leases lists the grants that have not expired, by task (every seat of a task).
+//   - A grant lasts its TTL (rounded up to the store's granularity) from when the request was sent,
+//     by the store's clock; an Acquire's may last up to ShortGrant less, and its Expires - Acquired
+//     then says how long (etcd uses an etcd lease renewed moments before as it is). Never more than
+//     the store can vouch for, whatever the client's wall clock does.
 type Leaser interface {
 	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 	Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)

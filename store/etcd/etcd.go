@@ -53,8 +53,9 @@ type Store struct {
 	cancel         context.CancelFunc
 	wg             sync.WaitGroup
 
-	mu   sync.Mutex
-	idle map[int64][]idleLease // etcd leases no key uses, by TTL, for reuse
+	mu    sync.Mutex
+	idle  map[int64][]idleLease // etcd leases no key uses, by TTL, for reuse
+	known map[int64]idleLease   // etcd leases a grant of this process is on, as it last restarted them (restarted)
 }
 
 // Open connects to etcd's gRPC API, authenticates when the DSN has a user, and checks that the
@@ -68,7 +69,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{c: c, p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]idleLease{}}
+	s := &Store{c: c, p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]idleLease{},
+		known: map[int64]idleLease{}}
 	s.Ledger = kvstore.NewLedger(kv{s})
 	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "etcd"}
 	pctx, cancel, bound := store.Connecting(ctx, cfg.Dial)

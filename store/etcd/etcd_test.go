@@ -183,3 +183,90 @@ func FuzzParseDSN(f *testing.F) {
 		}
 	})
 }
+
+// TestIdleLeaseReuse: an acquire uses an idle etcd lease whose TTL this process restarted within
+// renewedJust as it is (its grant ends with that restart's TTL, less than store.ShortGrant short of
+// the TTL asked), renews one restarted longer ago, or known only from a recorded wall time,
+// alongside its transaction, and takes a new etcd lease when the idle one was revoked.
+func TestIdleLeaseReuse(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	s, err := Open(ctx, withPrefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const ttl = 30 * time.Second
+	req := store.AcquireRequest{Task: "job", Holder: "h", RunID: "r", TTL: ttl}
+	// acquire sets the idle lease's last restart to ago before now (sure: by the monotonic clock),
+	// acquires and returns the grant, how long it was granted for and its etcd lease.
+	acquire := func(ago time.Duration, sure bool) (store.Lease, time.Duration, int64) {
+		t.Helper()
+		s.mu.Lock()
+		idle := s.idle[int64(ttl/time.Second)]
+		if len(idle) != 1 {
+			s.mu.Unlock()
+			t.Fatalf("%d idle etcd leases, want 1", len(idle))
+		}
+		idle[0].fresh, idle[0].sure = time.Now().Add(-ago), sure
+		s.mu.Unlock()
+		l, err := s.Acquire(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, id, err := s.current(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, l.Expires.Sub(l.Acquired), id
+	}
+	release := func(l store.Lease) {
+		t.Helper()
+		if err := s.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := s.current(ctx, l)
+	release(l)
+
+	for try := 0; ; try++ {
+		l, d, id2 := acquire(5*time.Millisecond, true)
+		release(l)
+		if d == ttl && try < 5 {
+			continue // more than renewedJust passed before the acquire was sent (a pause): renewed
+		}
+		if id2 != id || d > ttl-5*time.Millisecond || d < ttl-store.ShortGrant {
+			t.Fatalf("restarted 5ms before: etcd lease %d (want %d), granted %s (want %s less what passed since, less than %s)", id2, id, d, ttl, store.ShortGrant)
+		}
+		break
+	}
+	for _, c := range []struct {
+		ago  time.Duration
+		sure bool
+	}{{time.Second, true}, {5 * time.Millisecond, false}} {
+		l, d, id2 := acquire(c.ago, c.sure)
+		release(l)
+		if id2 != id || d != ttl {
+			t.Fatalf("restarted %s before (known by the monotonic clock: %v): etcd lease %d (want %d), granted %s (want %s, renewed with it)", c.ago, c.sure, id2, id, d, ttl)
+		}
+	}
+
+	s.mu.Lock()
+	s.idle[int64(ttl/time.Second)][0].fresh = time.Now()
+	s.mu.Unlock()
+	if err := s.c.revoke(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	l, err = s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id2, _ := s.current(ctx, l)
+	if d := l.Expires.Sub(l.Acquired); id2 == id || d != ttl {
+		t.Fatalf("revoked behind its back: etcd lease %d (the revoked one: %d), granted %s (want %s)", id2, id, d, ttl)
+	}
+	release(l)
+}

@@ -15,7 +15,17 @@ import (
 // idleLease is an etcd lease this store granted or kept alive and no key uses any more.
 type idleLease struct {
 	id, ttl int64
-	fresh   time.Time // when its TTL last restarted, at the latest (a request's send time)
+	fresh   time.Time // no later than when its TTL last restarted (the send time of the request that did)
+	// sure: fresh is a reading of this process's monotonic clock, taken as it restarted the TTL,
+	// not one rebuilt from a recorded wall time (keepDeleted), which a stepped clock makes wrong.
+	// Only then is the lease used without a keep-alive (acquireOnIdle).
+	sure bool
+}
+
+// endFrom is when the etcd lease ends at the earliest, on the wall clock as read at now: now plus
+// what is left of its TTL, by the monotonic clock when fresh and now are both its readings.
+func (g idleLease) endFrom(now time.Time) time.Time {
+	return now.Add(time.Duration(g.ttl)*time.Second - now.Sub(g.fresh))
 }
 
 type leaseValue struct {
@@ -57,9 +67,9 @@ func (s *Store) acquireTxn(ctx context.Context, req store.AcquireRequest, id int
 }
 
 // Acquire grants the lease when the key does not exist: one transaction on an etcd lease of
-// ceil(ttl) seconds. The etcd lease is a reused idle one, renewed by a keep-alive sent alongside
-// the transaction, or a new grant. Times are this client's clock; expiry itself is enforced by
-// etcd. See store.Leaser.
+// ceil(ttl) seconds. The etcd lease is a reused idle one (renewed by a keep-alive sent alongside
+// the transaction unless this process renewed it moments before: acquireOnIdle), or a new grant.
+// Times are this client's clock; expiry itself is enforced by etcd. See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if err := checkAcquire(req); err != nil {
 		return store.Lease{}, err
@@ -87,53 +97,14 @@ func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 func (s *Store) acquireWith(ctx context.Context, req store.AcquireRequest, extra []op) (store.Lease, *txnResp, error) {
 	sent := time.Now()
 	want := seconds(req.TTL)
-	value := func(ttl int64) []byte {
-		v, _ := json.Marshal(leaseValue{Holder: req.Holder, RunID: req.RunID, Acquired: sent.UnixMicro(),
-			Expires: sent.Add(time.Duration(ttl) * time.Second).UnixMicro(), TTL: ttl})
-		return v
-	}
 	var (
 		r   *txnResp
 		g   idleLease
 		err error
 	)
 	if g0, ok := s.takeIdle(want, sent); ok {
-		// The idle lease has at least half its TTL left, so it outlives both requests: send the
-		// keep-alive that restarts its TTL and the transaction at once (one round trip).
-		type kaResult struct {
-			r   leaseResp
-			err error
-		}
-		kc := make(chan kaResult, 1)
-		go func() {
-			kr, kerr := s.c.keepAliveOnce(ctx, g0.id)
-			kc <- kaResult{kr, kerr}
-		}()
-		r, err = s.acquireTxn(ctx, req, g0.id, value(g0.ttl), extra)
-		ka := <-kc
-		switch {
-		case ka.err == nil && int64(ka.r.TTL) == g0.ttl && err == nil:
-			g = idleLease{id: g0.id, ttl: g0.ttl, fresh: sent}
-		case err == nil && r.Succeeded:
-			// Granted on a lease whose renewal failed: its expiry is not what the value says. Undo,
-			// fail closed.
-			_, _ = s.c.txn(ctx, txnReq{Compare: []compare{cmpCreate(s.leaseKey(req.Task), int64(r.Header.Revision))},
-				Success: []op{opDel(s.leaseKey(req.Task), false), opDel(s.holderKey(req.Task), false)}})
-			s.revoke(g0.id)
-			if ka.err == nil {
-				ka.err = fmt.Errorf("etcd lease %d vanished during acquire", g0.id)
-			}
-			return store.Lease{}, nil, s.mapErr(ka.err)
-		case err == nil: // busy, and the idle lease is gone or was not renewed
-			s.revoke(g0.id)
-		default:
-			if ka.err == nil && int64(ka.r.TTL) == g0.ttl { // a transport error: the lease is still good
-				s.putBack(idleLease{id: g0.id, ttl: g0.ttl, fresh: sent})
-			}
-			if !errors.Is(s.mapErr(err), store.ErrNotHeld) {
-				return store.Lease{}, nil, s.mapErr(err)
-			}
-			r = nil // the lease is gone: take a new one below
+		if g, r, err = s.acquireOnIdle(ctx, req, g0, sent, extra); err != nil {
+			return store.Lease{}, nil, err
 		}
 	}
 	if r == nil {
@@ -141,8 +112,8 @@ func (s *Store) acquireWith(ctx context.Context, req store.AcquireRequest, extra
 		if gerr != nil {
 			return store.Lease{}, nil, s.mapErr(gerr)
 		}
-		g = idleLease{id: int64(lr.ID), ttl: max(int64(lr.TTL), 1), fresh: sent}
-		r, err = s.acquireTxn(ctx, req, g.id, value(g.ttl), extra)
+		g = idleLease{id: int64(lr.ID), ttl: max(int64(lr.TTL), 1), fresh: sent, sure: true}
+		r, err = s.acquireTxn(ctx, req, g.id, s.value(req, sent, g), extra)
 		if err != nil {
 			s.revoke(g.id)
 			return store.Lease{}, nil, s.mapErr(err)
@@ -154,9 +125,95 @@ func (s *Store) acquireWith(ctx context.Context, req store.AcquireRequest, extra
 		}
 		return store.Lease{}, nil, s.busy(req.Task, r)
 	}
-	ttl := time.Duration(g.ttl) * time.Second
+	s.restarted(g)
 	return store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: int64(r.Header.Revision),
-		Acquired: time.UnixMicro(sent.UnixMicro()), Expires: time.UnixMicro(sent.Add(ttl).UnixMicro())}, r, nil
+		Acquired: time.UnixMicro(sent.UnixMicro()), Expires: time.UnixMicro(g.endFrom(sent).UnixMicro())}, r, nil
+}
+
+// renewedJust is how recently an idle etcd lease must have been renewed for an acquire to use it
+// as it is: the grant then lasts until that renewal's TTL runs out, less than store.ShortGrant
+// short of the TTL asked (a millisecond to spare for the microseconds values are kept in), and its
+// Expires says when. A burst of acquires (a daemon's minute, a loop) sends one keep-alive per this
+// window instead of one per acquire.
+const renewedJust = store.ShortGrant - time.Millisecond
+
+// value is the lease key's value for req, sent at sent, on etcd lease g.
+func (s *Store) value(req store.AcquireRequest, sent time.Time, g idleLease) []byte {
+	v, _ := json.Marshal(leaseValue{Holder: req.Holder, RunID: req.RunID, Acquired: sent.UnixMicro(),
+		Expires: g.endFrom(sent).UnixMicro(), TTL: g.ttl})
+	return v
+}
+
+// acquireOnIdle is the acquire transaction on idle etcd lease g0: as it is when this process saw
+// its TTL restart within renewedJust, else with the keep-alive that restarts its TTL sent alongside
+// (the lease has at least half its TTL left, so it outlives both requests: one round trip). The
+// age is the monotonic clock's, which a stepped wall clock does not move, and the wall clock must
+// agree: the monotonic clock stops while the machine is suspended, etcd's leases run on. It
+// returns the etcd lease the grant is on, and a nil answer when g0 turned out to be gone: take a
+// new one. After a transport error the transaction may have been applied: g0 is revoked (in the
+// background), which takes such a grant with it.
+func (s *Store) acquireOnIdle(ctx context.Context, req store.AcquireRequest, g0 idleLease, sent time.Time, extra []op) (idleLease, *txnResp, error) {
+	age, wall := sent.Sub(g0.fresh), sent.Round(0).Sub(g0.fresh.Round(0))
+	if g0.sure && age >= 0 && age <= renewedJust && wall <= renewedJust {
+		r, err := s.acquireTxn(ctx, req, g0.id, s.value(req, sent, g0), extra)
+		switch {
+		case err == nil:
+			return g0, r, nil
+		case errors.Is(s.mapErr(err), store.ErrNotHeld): // the etcd lease is gone (revoked)
+			return idleLease{}, nil, nil
+		}
+		s.revoke(g0.id)
+		return idleLease{}, nil, s.mapErr(err)
+	}
+	type kaResult struct {
+		r   leaseResp
+		err error
+	}
+	kc := make(chan kaResult, 1)
+	go func() {
+		kr, kerr := s.c.keepAliveOnce(ctx, g0.id)
+		kc <- kaResult{kr, kerr}
+	}()
+	g := idleLease{id: g0.id, ttl: g0.ttl, fresh: sent, sure: true}
+	r, err := s.acquireTxn(ctx, req, g.id, s.value(req, sent, g), extra)
+	ka := <-kc
+	switch {
+	case ka.err == nil && int64(ka.r.TTL) == g0.ttl && err == nil:
+		return g, r, nil
+	case err == nil && r.Succeeded:
+		// Granted on a lease whose renewal failed: its expiry is not what the value says. Undo,
+		// fail closed.
+		_, _ = s.c.txn(ctx, txnReq{Compare: []compare{cmpCreate(s.leaseKey(req.Task), int64(r.Header.Revision))},
+			Success: []op{opDel(s.leaseKey(req.Task), false), opDel(s.holderKey(req.Task), false)}})
+		s.revoke(g0.id)
+		if ka.err == nil {
+			ka.err = fmt.Errorf("etcd lease %d vanished during acquire", g0.id)
+		}
+		return idleLease{}, nil, s.mapErr(ka.err)
+	case err == nil: // busy, and the idle lease is gone or was not renewed
+		s.revoke(g0.id)
+		return idleLease{}, r, nil
+	case errors.Is(s.mapErr(err), store.ErrNotHeld): // the lease is gone: take a new one
+		return idleLease{}, nil, nil
+	}
+	s.revoke(g0.id)
+	return idleLease{}, nil, s.mapErr(err)
+}
+
+// restarted notes the etcd lease a grant of this process is now on, with fresh as its TTL last
+// restarted by this process's monotonic clock, for keepDeleted to keep when the grant is released.
+// Notes of etcd leases that have run out (a grant lost, never released) go when there are many.
+func (s *Store) restarted(g idleLease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.known) >= 256 {
+		for id, k := range s.known {
+			if time.Since(k.fresh) > time.Duration(k.ttl)*time.Second {
+				delete(s.known, id)
+			}
+		}
+	}
+	s.known[g.id] = g
 }
 
 // busy is the answer to an acquire transaction that did not succeed: a *store.BusyError naming the
@@ -214,6 +271,7 @@ func (s *Store) revoke(id int64) {
 }
 
 func (s *Store) revokeLocked(id int64) {
+	delete(s.known, id)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -296,6 +354,7 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	if newID != id {
 		s.revoke(id)
 	}
+	s.restarted(idleLease{id: newID, ttl: int64(got / time.Second), fresh: sent, sure: true})
 	return cur, nil
 }
 
@@ -330,19 +389,30 @@ func (s *Store) Release(ctx context.Context, l store.Lease) error {
 }
 
 // keepDeleted keeps the etcd lease of the key a released transaction's first op deleted (with
-// its previous value) for reuse.
+// its previous value) for reuse: as this process last restarted it, or, when it does not know the
+// lease, with the restart its recorded expiry tells (a wall time: never used without a keep-alive).
 func (s *Store) keepDeleted(r *txnResp) {
 	if len(r.Responses) == 0 || r.Responses[0].Delete == nil {
 		return
 	}
-	if prev := r.Responses[0].Delete.PrevKvs; len(prev) > 0 && prev[0].Lease != 0 {
-		var v leaseValue
-		if json.Unmarshal(prev[0].Value, &v) == nil && v.TTL > 0 {
-			// Its TTL last restarted when the recorded expiry was computed.
-			s.putBack(idleLease{id: int64(prev[0].Lease), ttl: v.TTL, fresh: time.UnixMicro(v.Expires).Add(-time.Duration(v.TTL) * time.Second)})
-		} else {
-			s.revoke(int64(prev[0].Lease))
-		}
+	prev := r.Responses[0].Delete.PrevKvs
+	if len(prev) == 0 || prev[0].Lease == 0 {
+		return
+	}
+	id := int64(prev[0].Lease)
+	s.mu.Lock()
+	g, ok := s.known[id]
+	delete(s.known, id)
+	s.mu.Unlock()
+	if ok {
+		s.putBack(g)
+		return
+	}
+	var v leaseValue
+	if json.Unmarshal(prev[0].Value, &v) == nil && v.TTL > 0 {
+		s.putBack(idleLease{id: id, ttl: v.TTL, fresh: time.UnixMicro(v.Expires).Add(-time.Duration(v.TTL) * time.Second)})
+	} else {
+		s.revoke(id)
 	}
 }
 

@@ -70,7 +70,7 @@ func (s *Store) seatLease(ctx context.Context, ttl int64) (idleLease, error) {
 	if g, ok := s.takeIdle(ttl, sent); ok {
 		ka, err := s.c.keepAliveOnce(ctx, g.id)
 		if err == nil && int64(ka.TTL) == g.ttl {
-			return idleLease{id: g.id, ttl: g.ttl, fresh: sent}, nil
+			return idleLease{id: g.id, ttl: g.ttl, fresh: sent, sure: true}, nil
 		}
 		s.revoke(g.id)
 	}
@@ -78,7 +78,7 @@ func (s *Store) seatLease(ctx context.Context, ttl int64) (idleLease, error) {
 	if err != nil {
 		return idleLease{}, s.mapErr(err)
 	}
-	return idleLease{id: int64(lr.ID), ttl: max(int64(lr.TTL), 1), fresh: sent}, nil
+	return idleLease{id: int64(lr.ID), ttl: max(int64(lr.TTL), 1), fresh: sent, sure: true}, nil
 }
 
 // acquireSeat is Acquire with req.Limit >= 2: the etcd lease is taken alongside the first read,
@@ -119,6 +119,7 @@ func (s *Store) acquireSeat(ctx context.Context, req store.AcquireRequest) (stor
 			return store.Lease{}, err
 		}
 		if ok {
+			s.restarted(g)
 			return l, nil
 		}
 	}
