@@ -588,17 +588,20 @@ func TestGoAheadToAFrozenShim(t *testing.T) {
 // space can take milliseconds, and the run's outcome does not wait for it. The shim is reaped after.
 // With output copied through a pipe the shim also holds, the run waits for its exit as before.
 func TestOverBeforeTheShimExits(t *testing.T) {
-	env := append(os.Environ(), "SUPERVISE_TEST_SHIM_LINGER=2s")
-	start := time.Now()
+	// The shim lingers 5 s after its last report; Wait, timed from the command's start (a start under
+	// a loaded race-enabled run can take a second), must be over well before.
+	const linger = 5 * time.Second
+	env := append(os.Environ(), "SUPERVISE_TEST_SHIM_LINGER="+linger.String())
 	p, err := Start(Config{Args: []string{"sh", "-c", "exit 3"}, Shim: shim, Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
 	e, err := p.Wait()
 	if err != nil || e.Code != 3 {
 		t.Fatalf("exit %+v, %v; want 3", e, err)
 	}
-	if d := time.Since(start); d > 1500*time.Millisecond {
+	if d := time.Since(start); d > linger-1500*time.Millisecond {
 		t.Fatalf("Wait took %v: it waited for the shim's exit", d)
 	}
 	if !alive(p.Pid()) {
@@ -616,7 +619,7 @@ func TestOverBeforeTheShimExits(t *testing.T) {
 	var out bytes.Buffer
 	start = time.Now()
 	e = run(t, Config{Args: []string{"sh", "-c", "echo hi; exit 4"}, Shim: shim, Env: env, Stdout: &out})
-	if d := time.Since(start); e.Code != 4 || out.String() != "hi\n" || d < 2*time.Second {
+	if d := time.Since(start); e.Code != 4 || out.String() != "hi\n" || d < linger {
 		t.Fatalf("with piped output: exit %d, output %q after %v; want 4, \"hi\\n\", after the shim's exit", e.Code, out.String(), d)
 	}
 }
