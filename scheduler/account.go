@@ -46,7 +46,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	if _, paused := s.isPaused(jb.Name); paused {
 		return
 	}
-	last, err := s.newestSlot(ctx, jb.Name, spec)
+	last, err := s.newestSlot(ctx, jb.Name, spec, now)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read the job's history to catch up; trying again at its next slot", "task", jb.Name, "err", err)
@@ -73,9 +73,24 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	}
 }
 
-// newestSlot is the start of the newest slot of task's newest history entries that spec can read
-// (a changed schedule's old slots and manual runs' slots are not its own), zero when none.
-func (s *Scheduler) newestSlot(ctx context.Context, task string, spec slot.Spec) (time.Time, error) {
+// newestSlot is the start of the newest slot of task's history that spec can read (a changed
+// schedule's old slots and manual runs' slots are not its own), zero when none. When the newest
+// slot due at now has an entry, that is the answer, read from that slot's history alone: a slot's
+// history costs that slot on every store, where the task's newest entries cost every slot the task
+// ever had on the key-value stores (docs/stores/redis.md). Otherwise it is the newest such slot among
+// the task's newest entries (an older slot is not probed by name: a slot can be recorded under
+// another spelling of its instant, e.g. a backfill's local offset, which Parse reads and a name
+// does not match).
+func (s *Scheduler) newestSlot(ctx context.Context, task string, spec slot.Spec, now time.Time) (time.Time, error) {
+	if sl := spec.Prev(now); sl.Value != "" {
+		h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: task, Slot: sl.Value, Limit: 1})
+		if err != nil {
+			return time.Time{}, err
+		}
+		if len(h) > 0 { // no slot after it is due: the gap is empty, whatever else the history holds
+			return sl.Start, nil
+		}
+	}
 	h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: task, Limit: newestEntries})
 	if err != nil {
 		return time.Time{}, err

@@ -250,6 +250,60 @@ func TestCatchUpHeldElsewhereRunsOldestFirst(t *testing.T) {
 	}
 }
 
+// A node that starts after its job's newest slot ran finds where the job stands from that slot's
+// history, not from the task's newest entries (every slot the task ever had, on the key-value
+// stores). Daily slots: none turns while the test runs.
+func TestAccountReadsTheNewestSlot(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	ctx := context.Background()
+	sp, _ := jobfile.Job{Schedule: "@every 24h", TZ: "UTC"}.Spec()
+	newest := sp.Prev(time.Now())
+	if _, err := once.Do(ctx, once.Options{Store: f.stores[0], Task: "quick", Slot: newest.Value, TTL: time.Second}, func(context.Context, *once.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	reads := &historyReads{keyedStore: f.stores[0].(keyedStore)}
+	f.stores[0] = reads
+	w := &witness{}
+	j := workJob("quick", "@every 24h", w.work(10*time.Millisecond))
+	j.CatchUp = 72 * time.Hour
+	f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
+	eventually(t, 20*time.Second, "the node read the newest slot's history", func() bool { slot, _ := reads.counts(); return slot > 0 })
+	time.Sleep(200 * time.Millisecond)
+	if slot, task := reads.counts(); slot != 1 || task != 0 {
+		t.Fatalf("%d reads of a slot's history, %d of the task's; want 1 and 0", slot, task)
+	}
+	if runs, _ := w.snapshot(); len(runs) != 0 {
+		t.Fatalf("ran after a restart with nothing missed: %+v", runs)
+	}
+}
+
+// historyReads counts the History calls for task "quick": of one slot, and of the whole task.
+type historyReads struct {
+	keyedStore
+	mu         sync.Mutex
+	slot, task int
+}
+
+func (h *historyReads) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
+	if q.Task == "quick" {
+		h.mu.Lock()
+		if q.Slot != "" {
+			h.slot++
+		} else {
+			h.task++
+		}
+		h.mu.Unlock()
+	}
+	return h.keyedStore.History(ctx, q)
+}
+
+func (h *historyReads) counts() (slot, task int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.slot, h.task
+}
+
 // Pause holds for the whole fleet (each paused slot is recorded once as skipped); a trigger runs a
 // manual slot once; resume fires again.
 func TestPauseTriggerResume(t *testing.T) {
