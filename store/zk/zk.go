@@ -100,26 +100,28 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "zk"}
 	ready := make(chan struct{})
 	go s.watchSession(events, ready)
+	// Session, authentication and the store's nodes, all within one bound: a server that gave a
+	// session and then answers nothing fails the open as unreached, not after go-zookeeper's own
+	// timeouts.
 	cctx, cancel, bound := store.Connecting(ctx, cfg.Connect)
 	defer cancel()
+	fail := func(err error) (*Store, error) {
+		// Close waits up to a second for the server to hear of it; nobody is listening.
+		go c.Close()
+		if cctx.Err() != nil && ctx.Err() == nil { // the bound ran out: the server, not err's cause
+			return nil, store.Unreached("zookeeper at "+s.where, bound)
+		}
+		return nil, err
+	}
 	select {
 	case <-ready:
 	case <-cctx.Done():
-		// Close waits up to a second for the server to hear of it; nobody is listening.
-		go c.Close()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: zookeeper at %s: no session: %v; check that the ensemble is running and reachable", store.ErrUnavailable, s.where, ctx.Err())
-		}
-		return nil, store.Unreached("zookeeper at "+s.where, bound)
+		return fail(fmt.Errorf("%w: zookeeper at %s: no session: %v; check that the ensemble is running and reachable", store.ErrUnavailable, s.where, ctx.Err()))
 	}
 	if cfg.User != "" {
 		// go-zookeeper sends the credentials again on every reconnect.
 		if _, err := call(cctx, s, func() (struct{}, error) { return struct{}{}, c.AddAuth("digest", []byte(cfg.User+":"+cfg.Password)) }); err != nil {
-			go c.Close()
-			if cctx.Err() != nil && ctx.Err() == nil { // the server, not the credentials
-				return nil, store.Unreached("zookeeper at "+s.where, bound)
-			}
-			return nil, fmt.Errorf("%w: zookeeper at %s: digest authentication failed: %v; check user and password in the DSN", store.ErrUnavailable, s.where, err)
+			return fail(fmt.Errorf("%w: zookeeper at %s: digest authentication failed: %v; check user and password in the DSN", store.ErrUnavailable, s.where, err))
 		}
 	}
 	var dirs []string // the chroot's nodes and <chroot>/once
@@ -134,14 +136,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		if i < len(dirs) {
 			a = s.dirACL
 		}
-		// Within the same bound: a server that gave a session and then answers nothing fails the
-		// open as unreached, not after go-zookeeper's own timeouts.
 		if err := s.ensureACL(cctx, p, a); err != nil {
-			go c.Close()
-			if cctx.Err() != nil && ctx.Err() == nil {
-				return nil, store.Unreached("zookeeper at "+s.where, bound)
-			}
-			return nil, err
+			return fail(err)
 		}
 	}
 	return s, nil
