@@ -35,6 +35,23 @@ func (s *Server) mac(msg string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// flashURL is path with msg to show once as the answer to a form (a redirect after a POST):
+// msg goes in the query with its MAC, so that a link made elsewhere cannot put words in the
+// banner ("Recorded: …" that nobody recorded).
+func (s *Server) flashURL(path, msg string) string {
+	return path + "?done=" + url.QueryEscape(msg) + "&ds=" + s.mac("flash|"+msg)
+}
+
+// flash is the message of r's flashURL, or "" when it has none or its MAC does not hold.
+func (s *Server) flash(r *http.Request) string {
+	q := r.URL.Query()
+	msg := q.Get("done")
+	if msg == "" || s.c.Token == "" || !hmac.Equal([]byte(q.Get("ds")), []byte(s.mac("flash|"+msg))) {
+		return ""
+	}
+	return msg
+}
+
 // sessionTTL is how long a browser's session lasts: the server checks it, not only the cookie's
 // MaxAge.
 const sessionTTL = 12 * time.Hour
@@ -188,9 +205,15 @@ func safeNext(u string) string {
 	return url.QueryEscape(localPath(u))
 }
 
-// localPath is a redirect target taken from a form: a path on this server, or "/".
+// localPath is a redirect target taken from a form: a path on this server, or "/". A browser
+// drops tabs and newlines from a Location and reads a backslash as a slash, so "/\t/evil.example"
+// would be "//evil.example", another site: any control character or backslash is refused, and
+// what is left must parse as a path alone (no scheme, no host).
 func localPath(u string) string {
-	if !strings.HasPrefix(u, "/") || strings.HasPrefix(u, "//") || strings.HasPrefix(u, "/\\") {
+	if !strings.HasPrefix(u, "/") || strings.HasPrefix(u, "//") || strings.ContainsFunc(u, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
+		return "/"
+	}
+	if p, err := url.Parse(u); err != nil || p.Scheme != "" || p.Host != "" || p.User != nil {
 		return "/"
 	}
 	return u

@@ -43,7 +43,7 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request, page string, data 
 	l := lang(w, r)
 	return view{tr: translator(l), Lang: l, Zone: zone(w, r), Page: page, Path: path, CSRF: s.csrf(r),
 		LoggedIn: s.hasSession(r), CanWrite: s.hasSession(r), HasToken: s.c.Token != "", DSN: s.c.DSN,
-		Version: s.c.Version, Flash: r.URL.Query().Get("done"), Now: s.c.Now().UTC(), Data: data}
+		Version: s.c.Version, Flash: s.flash(r), Now: s.c.Now().UTC(), Data: data}
 }
 
 // T is the text of key k in the page's language.
@@ -178,7 +178,7 @@ func (s *Server) formResolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msg := fmt.Sprintf("task %s slot %s attempt %d: %s", req.Task, orDash(req.Slot), att.Number, req.As)
-	http.Redirect(w, r, "/review?done="+urlQuery(msg), http.StatusSeeOther)
+	http.Redirect(w, r, s.flashURL("/review", msg), http.StatusSeeOther)
 }
 
 func (s *Server) pageLeases(w http.ResponseWriter, r *http.Request) {
@@ -214,7 +214,7 @@ func (s *Server) formJob(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, err)
 		return
 	}
-	http.Redirect(w, r, "/jobs?done="+urlQuery(msg), http.StatusSeeOther)
+	http.Redirect(w, r, s.flashURL("/jobs", msg), http.StatusSeeOther)
 }
 
 func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) {

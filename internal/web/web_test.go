@@ -277,8 +277,18 @@ func TestResolveFormNeedsSessionAndCSRF(t *testing.T) {
 	if st, _ := sd.s.Slot(context.Background(), "sync", "2026-12-01"); !st.Waiting {
 		t.Fatal("a refused form changed the slot")
 	}
-	if resp, b := post(t, ts, "/review", ctype, form.Encode(), "Cookie", cookie, "Sec-Fetch-Site", "same-origin"); resp.StatusCode != http.StatusSeeOther {
+	resp, b := post(t, ts, "/review", ctype, form.Encode(), "Cookie", cookie, "Sec-Fetch-Site", "same-origin")
+	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("the form: %d %s", resp.StatusCode, b)
+	}
+	// The answer's banner shows on the page the form leads to, and only there: a link made
+	// elsewhere with its own words shows none.
+	const banner = "task sync slot 2026-12-01 attempt 1: succeeded"
+	if _, page := get(t, ts, resp.Header.Get("Location")); !strings.Contains(page, banner) {
+		t.Fatalf("the page after the form does not say what was recorded: %s", page)
+	}
+	if _, page := get(t, ts, "/review?done="+url.QueryEscape("task payments slot 2026-12-01 attempt 1: succeeded")); strings.Contains(page, "task payments") {
+		t.Fatal("a forged done= link puts its words in the banner")
 	}
 	st, _ := sd.s.Slot(context.Background(), "sync", "2026-12-01")
 	if st.Waiting || st.Last.Resolution == nil || st.Last.Resolution.As != store.Succeeded {
@@ -286,6 +296,27 @@ func TestResolveFormNeedsSessionAndCSRF(t *testing.T) {
 	}
 	if _, page := get(t, ts, "/slot?task=sync&slot=2026-12-01"); !strings.Contains(page, "bob via once serve") || !strings.Contains(page, "done by hand") {
 		t.Fatal("the slot page does not show the decision (who, why)")
+	}
+}
+
+// TestLoginStaysOnThisServer: a next= that a browser would read as another site (a tab or a
+// newline it drops, a backslash it reads as a slash, a scheme) leads to "/".
+func TestLoginStaysOnThisServer(t *testing.T) {
+	for in, want := range map[string]string{
+		"/review": "/review", "/slot?task=a&slot=b": "/slot?task=a&slot=b", "": "/", "review": "/",
+		"//evil.example": "/", "/\\evil.example": "/", "/\t/evil.example": "/", "/\n/evil.example": "/",
+		"/\r/evil.example": "/", "/\x00/evil.example": "/", "/\x7f/x": "/", "https://evil.example/": "/",
+		"/a\\b": "/", "/%09/evil.example": "/%09/evil.example", // escaped: a path on this server
+	} {
+		if got := localPath(in); got != want {
+			t.Errorf("localPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+	sd := newSeeded(t)
+	_, ts := sd.server(testToken)
+	resp, _ := post(t, ts, "/login", "application/x-www-form-urlencoded", url.Values{"token": {testToken}, "next": {"/\t/evil.example"}}.Encode())
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		t.Fatalf("login with a tab in next: %d, to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
 
