@@ -105,7 +105,13 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		return
 	}
 	if err != nil && ctx.Err() == nil {
-		s.log.Error("could not run the job", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+		// The launch's slots have no record (the store is down, most often): the job is accounted
+		// before its next fire, which catches them up or records them missed. Without it the next
+		// slot to run became the job's newest and nothing looked behind it.
+		js.mu.Lock()
+		js.needAccount = true
+		js.mu.Unlock()
+		s.log.Error("could not run the job; its slots are caught up or recorded as missed at its next fire", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
 	}
 }
 
@@ -223,9 +229,15 @@ func (js *jobState) after(ctx context.Context, a *active, res once.Result) {
 	case once.Busy: // every slot of the launch: a catch-up elsewhere may die half-way
 		skip := (jb.Overlap == "skip" || jb.Overlap == "") && a.l.why == whyFire
 		for _, sl := range a.l.slots {
-			w := js.watchLocked(sl, a.l.untried && !skip)
-			if w != nil && skip && jb.Limit >= 2 && res.Attempt == nil && res.Holder != nil { // every seat taken, by other nodes too
+			w := js.watchLocked(ctx, sl, a.l.untried && !skip)
+			switch {
+			case w == nil || !skip || res.Attempt != nil:
+			case jb.Limit >= 2 && res.Holder != nil: // every seat taken, by other nodes too
 				w.skipNote = fmt.Sprintf("overlap = skip: all %d seats of the job were taken when slot %s fired", jb.Limit, sl)
+			case jb.Limit < 2:
+				// Held elsewhere. A live holder records the skip itself (overlapLocked), but one
+				// that died or drains fires nothing: without this note the slot had no record.
+				w.skipNote = fmt.Sprintf("overlap = skip: slot %s fired while %s held the job", sl, holderOf(res.Holder))
 			}
 		}
 		return
@@ -233,14 +245,22 @@ func (js *jobState) after(ctx context.Context, a *active, res once.Result) {
 		at := res.Attempt
 		switch {
 		case res.RecordErr != nil:
-			js.watchLocked(res.Slot, false)
+			js.watchLocked(ctx, res.Slot, false)
 		case at.State == store.Failed && jb.RetryBackoff > 0 && a.stopped == "":
-			js.watchLocked(res.Slot, false)
+			js.watchLocked(ctx, res.Slot, false)
 		case at.State == store.Unknown && jb.OnUnknown == string(once.PolicyRerun) && a.stopped == "":
-			js.watchLocked(res.Slot, false)
+			js.watchLocked(ctx, res.Slot, false)
 		}
 	}
 	if a.l.trigger != "" { // answered: ran, already tried, or waiting for review
 		go s.triggerDone(ctx, jb.Name, a.l.trigger)
 	}
+}
+
+// holderOf names the holder of a busy answer (nil: a process of this host held the local lock).
+func holderOf(l *store.Lease) string {
+	if l == nil {
+		return "another process of this host"
+	}
+	return fmt.Sprintf("%s (run %s)", l.Holder, l.RunID)
 }

@@ -21,7 +21,8 @@ type watch struct {
 	since        time.Time
 	// skipNote, when set, records the slot skipped (overlap = skip) if it is still untried once a
 	// seat is free, at two follow-ups in a row (a node that took a seat for it may not have begun
-	// its attempt at the first): it fired while every seat of the job was taken, on several nodes.
+	// its attempt at the first): it fired while every seat of the job was taken, on several nodes,
+	// or while another node held the job (which may have died or be draining, and fires nothing).
 	skipNote string
 	skipSeen bool // the first of those two follow-ups was made
 }
@@ -33,7 +34,7 @@ const maxWatch = 7 * 24 * time.Hour
 const maxWatches = 16
 
 // watchLocked follows slot sl up; it returns the watch, nil when the job is gone.
-func (js *jobState) watchLocked(sl string, runIfUntried bool) *watch {
+func (js *jobState) watchLocked(ctx context.Context, sl string, runIfUntried bool) *watch {
 	if sl == "" || js.removed {
 		return nil
 	}
@@ -41,7 +42,7 @@ func (js *jobState) watchLocked(sl string, runIfUntried bool) *watch {
 	w := js.watches[sl]
 	if w == nil {
 		if len(js.watches) >= maxWatches {
-			js.dropOldestLocked()
+			js.dropOldestLocked(ctx)
 		}
 		w = &watch{slot: sl, since: now}
 		js.watches[sl] = w
@@ -56,7 +57,10 @@ func (js *jobState) watchLocked(sl string, runIfUntried bool) *watch {
 	return w
 }
 
-func (js *jobState) dropOldestLocked() {
+// dropOldestLocked stops following the oldest watched slot. One that fired while the job was
+// held elsewhere (overlap = skip) is recorded as skipped now, unless it has an attempt: a holder
+// that runs for hours over a frequent schedule must not make the slots it covered vanish.
+func (js *jobState) dropOldestLocked(ctx context.Context) {
 	var old *watch
 	for _, w := range js.watches {
 		if old == nil || w.since.Before(old.since) {
@@ -65,6 +69,9 @@ func (js *jobState) dropOldestLocked() {
 	}
 	if old != nil {
 		delete(js.watches, old.slot)
+		if old.skipNote != "" {
+			js.s.overlapSkip(ctx, js.job, old.slot, nil, old.skipNote)
+		}
 	}
 }
 

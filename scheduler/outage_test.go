@@ -1,0 +1,120 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/once-run/once"
+	"github.com/once-run/once/jobfile"
+	"github.com/once-run/once/scheduler"
+	"github.com/once-run/once/store"
+)
+
+// A store outage as slots fire: once the store is back, the slots that could not run are caught
+// up (or recorded as missed), never dropped without a record. They were: the next slot to run
+// became the job's newest, and nothing looked at the gap behind it.
+func TestOutageSlotsAreAccounted(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	ctx := context.Background()
+	sp, _ := jobfile.Job{Schedule: "@every 1s", TZ: "UTC"}.Spec()
+	seed := sp.Prev(time.Now())
+	if _, err := once.Do(ctx, once.Options{Store: f.stores[0], Task: "flaky", Slot: seed.Value, TTL: time.Second}, func(context.Context, *once.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	out := &outage{keyedStore: f.stores[0].(keyedStore)}
+	out.down.Store(true)
+	f.stores[0] = out
+	w := &witness{}
+	j := workJob("flaky", "@every 1s", w.work(10*time.Millisecond))
+	j.CatchUp, j.CatchUpMax = time.Minute, 100
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
+	eventually(t, 10*time.Second, "three launches failed in the outage", func() bool { return out.refused.Load() >= 3 })
+	out.down.Store(false)
+	back := time.Now()
+	eventually(t, 10*time.Second, "two slots after the outage ran", func() bool {
+		runs, _ := w.snapshot()
+		after := 0
+		for _, r := range runs {
+			if at, err := sp.Parse(r.Slot); err == nil && at.After(back) {
+				after++
+			}
+		}
+		return after >= 2
+	})
+	n.stop()
+	recorded := map[string]bool{}
+	newest := seed
+	for _, e := range f.history("flaky") {
+		recorded[e.Slot] = true
+		if at, err := sp.Parse(e.Slot); err == nil && at.After(newest.Start) {
+			newest = sp.Prev(at)
+		}
+	}
+	for sl := sp.Next(seed.Start); !sl.Start.After(newest.Start); sl = sp.Next(sl.Start) {
+		if !recorded[sl.Value] {
+			t.Fatalf("slot %s fired in the outage and has no record (history %+v)", sl.Value, f.history("flaky"))
+		}
+	}
+}
+
+// outage is a store whose Acquire fails as unreachable while down is set.
+type outage struct {
+	keyedStore
+	down    atomic.Bool
+	refused atomic.Int64
+}
+
+func (o *outage) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
+	if o.down.Load() {
+		o.refused.Add(1)
+		return store.Lease{}, fmt.Errorf("%w: the test's outage", store.ErrUnavailable)
+	}
+	return o.keyedStore.Acquire(ctx, req)
+}
+
+// A slot that fires while another node holds the job (overlap = skip), and that node dies
+// without recording the skip: the node that found it busy records it once the job is free.
+// It was followed up and dropped without a record.
+func TestSkipRecordedWhenTheHolderDied(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	ctx := context.Background()
+	sp, _ := jobfile.Job{Schedule: "@every 1s", TZ: "UTC"}.Spec()
+	if _, err := f.stores[0].Acquire(ctx, store.AcquireRequest{Task: "held", Holder: "dead", RunID: "r-dead", TTL: 2500 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	heldUntil := time.Now().Add(2500 * time.Millisecond)
+	w := &witness{}
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{workJob("held", "@every 1s", w.work(10*time.Millisecond))}})
+	var fired []string // the slots that fired while the dead node's lease was live
+	for sl := sp.Next(time.Now()); sl.Start.Before(heldUntil.Add(-100 * time.Millisecond)); sl = sp.Next(sl.Start) {
+		fired = append(fired, sl.Value)
+	}
+	if len(fired) == 0 {
+		t.Fatal("no slot fires while the lease is held")
+	}
+	eventually(t, 15*time.Second, "the slots fired under the dead holder recorded", func() bool {
+		return count(f.history("held"), store.Skipped, "held the job") >= len(fired)
+	})
+	n.stop()
+	runs, _ := w.snapshot()
+	ran := map[string]bool{}
+	for _, r := range runs {
+		ran[r.Slot] = true
+	}
+	skipped := map[string]int{}
+	for _, e := range f.history("held") {
+		if e.State == store.Skipped {
+			skipped[e.Slot]++
+		}
+	}
+	for _, sl := range fired {
+		if skipped[sl] != 1 || ran[sl] {
+			t.Fatalf("slot %s: skipped %d times, ran %v (history %+v)", sl, skipped[sl], ran[sl], f.history("held"))
+		}
+	}
+}
