@@ -75,10 +75,11 @@ type Runner struct {
 	log  *slog.Logger
 	out  *notify.Sender
 
-	proc    atomic.Pointer[supervise.Process]
-	gotSig  atomic.Value        // syscall.Signal: the stop signal received, if any
-	pending *supervise.Prepared // the next attempt's command, ready to start (guard goroutine only)
-	early   chan early          // a shim started before the attempt was known (startEarly), nil when none
+	proc      atomic.Pointer[supervise.Process]
+	gotSig    atomic.Value              // syscall.Signal: the stop signal received, if any
+	sigCancel atomic.Pointer[cancelBox] // a stop signal that came while a command ran (HandleSignals)
+	pending   *supervise.Prepared       // the next attempt's command, ready to start (guard goroutine only)
+	early     chan early                // a shim started before the attempt was known (startEarly), nil when none
 }
 
 // New checks the job before anything touches a store: a command that cannot be found or run

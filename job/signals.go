@@ -14,7 +14,8 @@ import (
 
 // Signals the Runner handles. Before the command starts, each of them cancels the call (nothing
 // runs). After, the stop signals are forwarded to every process of the run, which is killed after
-// Grace; the others are only forwarded. SIGPIPE is caught so that a closed stderr cannot kill the
+// Grace, and cancel the call before a sequence's next attempt begins (prepare); the others are only
+// forwarded. SIGPIPE is caught so that a closed stderr cannot kill the
 // process before it records the outcome.
 var (
 	stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
@@ -40,6 +41,7 @@ func (r *Runner) HandleSignals(ctx context.Context) (context.Context, func()) {
 					continue
 				}
 				r.gotSig.Store(sig)
+				r.sigCancel.Store(&cancelBox{cancel, sig})
 				p.Stop(sig, r.j.Grace)
 				continue
 			}
@@ -79,4 +81,11 @@ func Adopt(log *slog.Logger) {
 	if err := supervise.BecomeSubreaper(); err != nil {
 		log.Debug("cannot become a child subreaper; a command that kills its own shim may leave orphans", "err", err)
 	}
+}
+
+// cancelBox is HandleSignals' cancel with the stop signal that came while a command ran: the
+// call's next attempt is not begun (prepare cancels the call with it).
+type cancelBox struct {
+	cancel context.CancelCauseFunc
+	sig    syscall.Signal
 }

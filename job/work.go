@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"syscall"
 	"time"
@@ -17,6 +18,9 @@ import (
 // A shim started early (startEarly) is used instead, given the attempt's environment.
 func (r *Runner) prepare(ctx context.Context, run *once.Run) error {
 	r.cancelPending()
+	if b := r.sigCancel.Load(); b != nil { // stopped while an earlier slot's command ran
+		b.cancel(fmt.Errorf("interrupted by %v", b.sig))
+	}
 	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
 		return err
 	}

@@ -297,3 +297,54 @@ func waitForOpen(t *testing.T, pid int, part string, within time.Duration) {
 	}
 	t.Fatalf("process %d opened no file under %q within %s", pid, part, within)
 }
+
+// A stop signal while a sequence's command runs (backfill, run --catch-up) ends the sequence
+// there: the next slot's attempt is not begun. It was begun, its command started and stopped at
+// once, and recorded succeeded (a command that exits 0 on SIGTERM) though its work never ran.
+func TestStopSignalEndsASequence(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{
+		{"backfill", "--task", "bf", "--per", "day", "--from", "2026-11-01", "--to", "2026-11-10"},
+		{"run", "--task", "cu", "--per", "hour", "--catch-up", "5h"},
+	} {
+		task := args[2]
+		if args[0] == "run" { // a slot five hours ago ran: the four after it are caught up
+			old := time.Now().Add(-5 * time.Hour).Format("2006-01-02T15:00:00Z07:00")
+			if r := e.run("run", "--task", task, "--slot", old, "--", "true"); r.code != 0 {
+				t.Fatalf("seed: %d %s", r.code, r.stderr)
+			}
+		}
+		log := filepath.Join(t.TempDir(), "log")
+		script := `trap 'echo "$ONCE_SLOT stopped" >> ` + log + `; exit 0' TERM; echo "$ONCE_SLOT start" >> ` + log + `; sleep 30 & wait`
+		c := e.cmd(context.Background(), append(args, "--", "sh", "-c", script)...)
+		var se bytes.Buffer
+		c.Stderr = &se
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if b, _ := os.ReadFile(log); strings.Contains(string(b), "start") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%v: the first slot's command did not start\n%s", args, se.String())
+			}
+		}
+		time.Sleep(200 * time.Millisecond) // its trap is set
+		c.Process.Signal(syscall.SIGTERM)
+		code := exitOf(c.Wait())
+		b, _ := os.ReadFile(log)
+		if n := strings.Count(string(b), "start"); code != 143 || n != 1 || !strings.Contains(se.String(), "were not run") {
+			t.Fatalf("%v: exit %d, %d commands started (want 143, 1)\n%s\n%s", args, code, n, b, se.String())
+		}
+		attempts := 0
+		for _, h := range e.history(task) {
+			if h["attempt"] != nil && h["attempt"] != float64(0) {
+				attempts++
+			}
+		}
+		if want := map[string]int{"bf": 1, "cu": 2}[task]; attempts != want { // cu: the seeded slot's too
+			t.Fatalf("%v: %d attempts in the history, want %d: %v", args, attempts, want, e.history(task))
+		}
+	}
+}

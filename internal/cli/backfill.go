@@ -237,12 +237,14 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 			fmt.Fprintf(a.stderr, "once: backfill [%d/%d] %s: %s\n", done, n, r.Slot, cell(line))
 		}
 	}})
+	left := n - done
+	if err == nil || done > 0 {
+		fmt.Fprintf(a.stderr, "once: backfill of task %s: %d slots: %d ran (%d succeeded, %d failed), %d already done, %d need review, %d not reached\n",
+			f.task, n, counts["succeeded"]+counts["failed"], counts["succeeded"], counts["failed"], counts["skipped"], counts["review"], left)
+	}
 	if err != nil {
 		return rn.notStarted(rn.interrupted(ctx, err))
 	}
-	left := n - done
-	fmt.Fprintf(a.stderr, "once: backfill of task %s: %d slots: %d ran (%d succeeded, %d failed), %d already done, %d need review, %d not reached\n",
-		f.task, n, counts["succeeded"]+counts["failed"], counts["succeeded"], counts["failed"], counts["skipped"], counts["review"], left)
 	if firstBad == nil {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -152,6 +153,8 @@ type runner struct {
 	job    *job.Runner
 	// before, when set, is called as each attempt starts (backfill progress).
 	before func(run *once.Run)
+	// began counts the attempts that began, for the line of a stop signal that ends a sequence.
+	began atomic.Int32
 }
 
 // validate checks the flags and the command before anything touches the store: bad input runs
@@ -220,6 +223,7 @@ func (rn *runner) jobOf(args []string) job.Job {
 		Env:     func() []string { return a.storeEnv(rn.dsn) },
 		Resolve: func(slot string) *notify.Resolve { return a.resolveCommands(rn.dsn, f.task, slot) },
 		Before: func(run *once.Run) {
+			rn.began.Add(1)
 			if rn.before != nil {
 				rn.before(run)
 			}
@@ -236,10 +240,15 @@ func (rn *runner) notStarted(err error) error {
 	return err
 }
 
-// interrupted turns an error caused by a signal before the command started into 128+N.
+// interrupted turns an error caused by a stop signal into 128+N: one that came before the
+// command started, or while a sequence's (catch-up, backfill) command ran, which ends the
+// sequence there (the next slot's attempt is not begun).
 func (rn *runner) interrupted(ctx context.Context, err error) error {
 	if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
 		if sig := rn.job.Signal(); sig != 0 {
+			if n := rn.began.Load(); n > 0 {
+				return exit(128+int(sig), "%v: stopped after %d slot(s) began; the slots after them were not run (run the same command again to go on from there)", c, n)
+			}
 			return exit(128+int(sig), "%v before the command started (nothing was run)", c)
 		}
 	}
