@@ -560,8 +560,9 @@ func (k *Keys) Reclaim(ctx context.Context, scope string, keys []string, c *stor
 	return out, nil
 }
 
-// Forget deletes the scope's keys claimed before before (store.Keys); done keys only when
-// includeDone. It lists the scope, so its cost grows with the scope's size.
+// Forget deletes the scope's keys claimed before before (store.Keys): done keys only when
+// includeDone, pending ones only when their claimant is gone or cannot be told (forgettable). It
+// lists the scope, so its cost grows with the scope's size.
 func (k *Keys) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
 	if err := k.checkScope(scope); err != nil {
 		return 0, err
@@ -578,10 +579,19 @@ func (k *Keys) Forget(ctx context.Context, scope string, before time.Time, inclu
 		}
 	}
 	slices.Sort(keys)
-	changed, err := k.apply(ctx, scope, keys, func(_ judge, _ string, r KeyRec) (*KeyRec, bool) {
-		return nil, r.Claimed < b && (includeDone || r.State != store.KeyDone)
-	}, false)
+	changed, err := k.apply(ctx, scope, keys, func(j judge, _ string, r KeyRec) (*KeyRec, bool) {
+		return nil, r.Claimed < b && j.forgettable(r, includeDone)
+	}, true)
 	return int64(len(changed)), err
+}
+
+// forgettable is store.Keys' Forget rule for a key claimed before the cutoff: a done key with
+// includeDone; a pending one whose claimant is gone, or has neither token nor expiry to tell by.
+func (j judge) forgettable(r KeyRec, includeDone bool) bool {
+	if r.State == store.KeyDone {
+		return includeDone
+	}
+	return j.gone(r) || r.Token <= 0 && r.TTL <= 0
 }
 
 // ReleaseKeys deletes keys still pending under runID (store.Keys); others are left alone.

@@ -285,15 +285,17 @@ func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *sto
 	return out, nil
 }
 
-// Forget deletes the scope's keys claimed before before; done keys only when includeDone.
+// Forget deletes the scope's keys claimed before before (store.Keys): done keys only when
+// includeDone, pending ones only when their claimant is gone or has neither token nor expiry.
 func (s *Store) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
 	if err := checkScope(scope); err != nil {
 		return 0, err
 	}
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
-		r, err := tx.ExecContext(ctx, `DELETE FROM `+s.t.keys+` WHERE scope = ? AND claimed_at < ? AND (? OR state <> 'done')`,
-			scope, before.UnixMicro(), includeDone)
+	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
+		r, err := tx.ExecContext(ctx, `DELETE FROM `+s.t.keys+` AS k WHERE k.scope = ?2 AND k.claimed_at < ?3 AND (k.state = 'done' AND ?4
+			OR k.state = 'pending' AND k.token <= 0 AND k.expires_at <= 0 OR `+s.goneExpr()+`)`,
+			now, scope, before.UnixMicro(), includeDone)
 		if err != nil {
 			return err
 		}

@@ -367,26 +367,41 @@ func testKeysRunClaimant(t *testing.T, h Harness) {
 	}
 }
 
+// testKeysForget: Forget deletes old done keys only when asked, old pending keys whose claimant is
+// gone, and never a key pending under a live claimant, however old (a run still doing its work:
+// forgotten, the key could be claimed again and the work done twice).
 func testKeysForget(t *testing.T, h Harness) {
 	dsn := h.DSN(t)
+	s := client(t, dsn)
 	k := keysClient(t, dsn)
 	ctx := ctxT(t)
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "fjob", Holder: "h1", RunID: "run-live", TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	defer s.Release(ctx, l)
 	claim(t, k, store.ClaimRequest{Scope: "f", Keys: []string{"d1", "d2"}})
 	claim(t, k, store.ClaimRequest{Scope: "f", Keys: []string{"p1"}, Pending: true, Claimant: store.Claimant{RunID: "r", Expires: time.Minute}})
+	claim(t, k, store.ClaimRequest{Scope: "f", Keys: []string{"p2"}, Pending: true, Claimant: store.Claimant{Task: "fjob", RunID: "run-live", Token: l.Token}})
+	claim(t, k, store.ClaimRequest{Scope: "f", Keys: []string{"g1"}, Pending: true, Claimant: store.Claimant{RunID: "gone", Expires: time.Millisecond}})
 	claim(t, k, store.ClaimRequest{Scope: "other", Keys: []string{"d1", "p1"}})
+	waitState(t, k, "f", "g1", store.KeyUnknown, time.Second)
 	if n, err := k.Forget(ctx, "f", time.Now().Add(-time.Hour), true); err != nil || n != 0 {
 		t.Fatalf("Forget before an hour ago: %d, %v; want 0", n, err)
 	}
 	later := time.Now().Add(time.Minute)
 	n, err := k.Forget(ctx, "f", later, false)
 	if err != nil || n != 1 {
-		t.Fatalf("Forget without done keys: %d, %v; want 1 (the pending key)", n, err)
+		t.Fatalf("Forget without done keys: %d, %v; want 1 (the key whose claimant is gone)", n, err)
 	}
-	if m := lookup(t, k, "f", "d1", "d2", "p1"); len(m) != 2 || m["p1"].Key != "" {
-		t.Fatalf("after Forget: %v, want d1 and d2 kept", m)
+	if m := lookup(t, k, "f", "d1", "d2", "p1", "p2", "g1"); len(m) != 4 || m["g1"].Key != "" {
+		t.Fatalf("after Forget: %v, want d1, d2 and the live claimants' p1 and p2 kept", m)
 	}
 	if n, err := k.Forget(ctx, "f", later, true); err != nil || n != 2 {
-		t.Fatalf("Forget with done keys: %d, %v; want 2", n, err)
+		t.Fatalf("Forget with done keys: %d, %v; want 2 (the live claimants' kept)", n, err)
+	}
+	if got := claim(t, k, store.ClaimRequest{Scope: "f", Keys: []string{"p1", "p2"}}); got[0] || got[1] {
+		t.Fatal("a key pending under a live claimant could be claimed again after Forget")
 	}
 	if got := claim(t, k, store.ClaimRequest{Scope: "f", Keys: []string{"d1"}}); !got[0] {
 		t.Fatal("a forgotten key could not be claimed again")
