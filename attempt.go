@@ -75,9 +75,9 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 		sp.AddEvent("lease lost", trace.WithAttributes(AttrReason.String(lost.Error())))
 	}
 	res := Result{Decision: Ran, Attempt: &att, WorkErr: werr}
-	fin, ferr := g.finish(ctx, ls, out, g.release && time.Since(started) >= g.o.MinHold)
+	took := time.Since(started).Round(time.Millisecond).String() // the work's, not the record's retries
+	fin, ferr := g.finish(ctx, log, ls, out, g.release && time.Since(started) >= g.o.MinHold)
 	endAttempt(sp, out, ferr)
-	took := time.Since(started).Round(time.Millisecond).String()
 	if ferr != nil {
 		res.RecordErr = ferr
 		att.State = store.Running
@@ -232,12 +232,16 @@ func outcome(werr, lost error) store.Outcome {
 }
 
 // finish records the outcome, retrying a store that is briefly unavailable while the lease holds.
-// With release, and a store that can (store.Finisher), the same write releases the lease.
-func (g *guard) finish(ctx context.Context, ls *lease.Lease, out store.Outcome, release bool) (store.Attempt, error) {
+// With release, and a store that can (store.Finisher), the same write releases the lease. The
+// first failure is logged at once (the retries may last most of the TTL); ctx's end (a stop signal)
+// makes the try under way the last: the next holder then finds the attempt unknown, as it would
+// after the lease.
+func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, out store.Outcome, release bool) (store.Attempt, error) {
+	stop := ctx.Done()
 	ctx = context.WithoutCancel(ctx)
 	fr, ok := g.o.Store.(store.Finisher)
 	release = release && ok
-	for {
+	for try := 0; ; try++ {
 		fctx, cancel := context.WithDeadline(ctx, ls.Deadline())
 		var a store.Attempt
 		var err error
@@ -252,8 +256,14 @@ func (g *guard) finish(ctx context.Context, ls *lease.Lease, out store.Outcome, 
 		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Until(ls.Deadline()) < 0 {
 			return a, err
 		}
+		if try == 0 {
+			log.Warn("the work is over; its outcome could not be recorded, retrying while the lease lasts (a stop signal gives up)",
+				"state", string(out.State), "until", ls.Deadline().Format(time.RFC3339), "err", err)
+		}
 		select {
 		case <-ls.Lost():
+			return a, err
+		case <-stop:
 			return a, err
 		case <-time.After(200 * time.Millisecond):
 		}

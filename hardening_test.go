@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,4 +145,58 @@ func TestLostBeforeStartSaysSoAtWarn(t *testing.T) {
 		!strings.Contains(out, "not the latest") {
 		t.Fatalf("log at warn: %q, want the busy reason and the store's answer", out)
 	}
+}
+
+// finishRefused is a store that cannot record an outcome (a full disk, an outage after the work).
+type finishRefused struct{ store.Store }
+
+func (finishRefused) Finish(context.Context, string, int64, store.Outcome) (store.Attempt, error) {
+	return store.Attempt{}, fmt.Errorf("%w: disk full", store.ErrUnavailable)
+}
+
+// An outcome the store will not take is retried while the lease lasts, said at warn on the first
+// failure (it was silent until the end), and a stop signal (ctx's end) makes the try under way the
+// last: with a long TTL the call hung for most of it, deaf to signals.
+func TestUnrecordedOutcomeSaysSoAndStops(t *testing.T) {
+	s, _ := newStore(t)
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for !strings.Contains(logs.String(), "could not be recorded") {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	t0 := time.Now()
+	res, err := once.Do(ctx, once.Options{Store: finishRefused{s}, Task: "t", Slot: "s", TTL: time.Hour, LockDir: t.TempDir(), Logger: log},
+		func(context.Context, *once.Run) error { return nil })
+	if err != nil || res.Decision != once.Ran || !errors.Is(res.RecordErr, store.ErrUnavailable) {
+		t.Fatalf("result %+v, err %v: want ran, its outcome not recorded", res, err)
+	}
+	if took := time.Since(t0); took > 10*time.Second {
+		t.Fatalf("gave up after %s of a 1h lease, want at the stop", took)
+	}
+	if out := logs.String(); !strings.Contains(out, "disk full") || !strings.Contains(out, "NOT recorded") {
+		t.Fatalf("log: %q", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
