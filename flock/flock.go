@@ -34,6 +34,25 @@ var ErrBusy = errors.New("flock: lock is held by another process")
 // message says how to fix it.
 var ErrUnsafe = errors.New("flock: unsafe lock directory")
 
+// ErrUnusable means the lock directory or a lock file cannot be made or opened because of the file
+// system (read-only, no permission, no space or inodes left, an I/O error): nothing ran. The
+// wrapping message says what to fix.
+var ErrUnusable = errors.New("flock: the lock directory cannot be used")
+
+// unusable wraps err, met doing what on path, in ErrUnusable with a hint for the usual causes.
+func unusable(what, path string, err error) error {
+	hint := ""
+	switch {
+	case errors.Is(err, unix.EROFS):
+		hint = "; the file system is read-only: remount it read-write, or point ONCE_HOME at a writable directory"
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		hint = "; no permission: ONCE_HOME must be a directory of this user's that it can write"
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		hint = "; the file system is full (space, inodes or quota): free some"
+	}
+	return fmt.Errorf("%w: %s %s: %w%s", ErrUnusable, what, path, err, hint)
+}
+
 // maxPrefix bounds the readable part of a lock file name.
 const maxPrefix = 64
 
@@ -108,7 +127,7 @@ func Acquire(ctx context.Context, dir, task string, wait time.Duration) (*Lock, 
 		if errors.Is(err, unix.ELOOP) {
 			return nil, fmt.Errorf("%w: lock file %s is a symlink; fix: rm %s", ErrUnsafe, path, path)
 		}
-		return nil, fmt.Errorf("flock: open lock file %s: %w", path, err)
+		return nil, unusable("open lock file", path, err)
 	}
 	f := os.NewFile(uintptr(fd), path)
 	if err := checkFile(f, path); err != nil {
@@ -201,7 +220,7 @@ func ensureDir(dir string) error {
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		// MkdirAll only applies the mode to directories it creates; existing parents are left alone.
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("flock: create lock directory: %w", err)
+			return unusable("create lock directory", dir, err)
 		}
 	}
 	_, err := checkDir(dir)

@@ -114,7 +114,7 @@ func classify(err error) (int, string) {
 	case errors.Is(err, once.ErrInvalid), errors.Is(err, store.ErrBadDSN), errors.Is(err, store.ErrInvalid),
 		errors.Is(err, store.ErrUnsupported):
 		return ExitUsage, err.Error()
-	case errors.Is(err, store.ErrUnavailable), errors.Is(err, flock.ErrUnsafe):
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, flock.ErrUnsafe), errors.Is(err, flock.ErrUnusable):
 		return ExitUnavailable, err.Error() + " (nothing was run)"
 	case isFlagError(err):
 		return ExitUsage, err.Error()
