@@ -23,7 +23,17 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 		return Result{}, time.Time{}, err
 	}
 	run := g.newRun(ls, st)
-	if d, reason := g.decideSlot(st); d != Ran {
+	d, reason := g.decideSlot(st)
+	if d == Ran && st.Last == nil && g.slot != "" && g.o.SlotAliases != nil {
+		var ast store.SlotState
+		if ast, d, reason, err = g.decideAlias(ctx); err != nil {
+			return Result{}, time.Time{}, err
+		}
+		if d != Ran {
+			st = ast // its attempt is the one the result and the event name (the reason says so)
+		}
+	}
+	if d != Ran {
 		g.logDecision(ctx, d, reason, st.Last, ls.Token(), quiet)
 		r := Result{Decision: d, Attempt: st.Last, Reason: reason}
 		if d == Busy {
@@ -104,6 +114,29 @@ func (g *guard) slotState(ctx context.Context, read *store.SlotState) (store.Slo
 		return store.SlotState{}, fmt.Errorf("ledger: %w", err)
 	}
 	return st, nil
+}
+
+// decideAlias decides an untried slot by the first of its aliases (Options.SlotAliases) that has
+// an attempt: the same instant recorded under another spelling. Ran when none has.
+func (g *guard) decideAlias(ctx context.Context) (store.SlotState, Decision, string, error) {
+	for _, alias := range g.o.SlotAliases(g.slot) {
+		if alias == "" || alias == g.slot {
+			continue
+		}
+		st, err := g.o.Store.Slot(ctx, g.o.Task, alias)
+		if err != nil {
+			return st, "", "", fmt.Errorf("ledger: %w", err)
+		}
+		if st.Last == nil {
+			continue
+		}
+		d, reason := g.decideSlot(st)
+		if d != Ran {
+			reason = fmt.Sprintf("recorded as slot %s (the same instant): %s", alias, reason)
+		}
+		return st, d, reason, nil
+	}
+	return store.SlotState{}, Ran, "", nil
 }
 
 // newRun is the attempt this guard would make of a slot in state st.
