@@ -25,6 +25,9 @@ func (g *guard) decide(st store.SlotState) (Decision, string) {
 		case PolicyRerun:
 			return g.budget(st)
 		}
+		if last.Note != "" { // its holder may have said why (a lost lease): not always a vanished holder
+			return Review, fmt.Sprintf("attempt %d's outcome is unknown (holder %s; its note: %s)", last.Number, last.Holder, store.Clip(last.Note, 200))
+		}
 		return Review, fmt.Sprintf("attempt %d's outcome is unknown (its holder %s vanished)", last.Number, last.Holder)
 	case store.Failed:
 		if st.Waiting {
