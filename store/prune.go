@@ -63,6 +63,9 @@ type PruneFacts struct {
 	Checkpoint int
 	// Recent: the slot has an attempt or an event at or after Before. Read for ForgetSlots only.
 	Recent bool
+	// Slotless: the attempt is of a task's runs without a slot (slot ""), which nothing decides
+	// by but the last: no retry budget, no review. Read for attempts only.
+	Slotless bool
 }
 
 // PruneAction is what Prune does with one entry.
@@ -105,7 +108,7 @@ func (r PruneRequest) Decide(f PruneFacts) PruneAction {
 		}
 		return Drop
 	}
-	settled := last.State == Succeeded || last.Resolution != nil
+	settled := last.State == Succeeded || last.Resolution != nil || f.Slotless && last.State != Running
 	if f.Kind == Running || f.Number >= last.Number || f.Number == f.Checkpoint || !settled {
 		return Keep
 	}

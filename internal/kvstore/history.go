@@ -375,7 +375,8 @@ func prune(d *Doc, r store.PruneRequest, of *Doc) (res store.PruneResult, forget
 // pruneFacts are the slot facts of d that store.PruneRequest.Decide reads, its archived attempts
 // included (an archive is older than all it keeps).
 func pruneFacts(d *Doc, r store.PruneRequest) store.PruneFacts {
-	f := store.PruneFacts{}
+	base, _, _ := splitArchive(d.Slot)
+	f := store.PruneFacts{Slotless: base == ""}
 	if d.Archived != nil {
 		f.Checkpoint = d.Archived.CheckAt
 	}

@@ -181,7 +181,7 @@ func (p *pruner) candidates(ctx context.Context, tx *sql.Tx) ([]pruneCand, error
 			rows.Close()
 			return nil, err
 		}
-		c.f.Kind, c.f.Number, c.f.Recent = store.State(state), number, recent == 1
+		c.f.Kind, c.f.Number, c.f.Recent, c.f.Slotless = store.State(state), number, recent == 1, c.key[1] == ""
 		scanLast(&c.f, lNum, lState, lStart, lEnd, lRes)
 		p.pos = position{c.f.At, c.id}
 		cands = append(cands, c)

@@ -117,7 +117,7 @@ func (s *Store) pruneAttempts(ctx context.Context, tx *sql.Tx, r store.PruneRequ
 		}
 		n++
 		pos = [2]int64{started, rowid}
-		f := store.PruneFacts{Kind: store.State(state), Number: number, At: micros(started), Checkpoint: cp, Recent: isRecent}
+		f := store.PruneFacts{Kind: store.State(state), Number: number, At: micros(started), Checkpoint: cp, Recent: isRecent, Slotless: slot == ""}
 		scanLast(&f, lNum, lState, lStart, lEnd, lRes)
 		switch r.Decide(f) {
 		case store.Drop:

@@ -511,3 +511,28 @@ func after(t *testing.T, s store.Store) time.Time {
 	}
 	return last.Add(time.Microsecond)
 }
+
+// testPruneSlotless: a task without a slot keeps its last run only, whatever its state: its failed
+// runs before it are not a retry budget (nothing decides by them) and go like superseded attempts.
+// They were all kept while the last run failed, so a broken job run every minute kept every run.
+func testPruneSlotless(t *testing.T, h Harness) {
+	s := client(t, h.DSN(t))
+	ctx := ctxT(t)
+	l := acquire(t, s, "nos", "a", time.Minute)
+	for i, st := range []store.State{store.Failed, store.Succeeded, store.Failed, store.Failed} {
+		run := fmt.Sprintf("n%d", i+1)
+		begin(t, s, l, "", run, i+1)
+		finish(t, s, run, l.Token, st, 1)
+	}
+	time.Sleep(10 * time.Millisecond)
+	got, err := s.Prune(ctx, store.PruneRequest{Before: time.Now(), Task: "nos"})
+	if err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	if want := (store.PruneResult{Attempts: 3}); got != want {
+		t.Fatalf("Prune of a task without a slot removed %+v, want %+v (all but its last run)", got, want)
+	}
+	if st := slotState(t, s, "nos", ""); st.Last == nil || st.Last.Number != 4 {
+		t.Fatalf("after prune: %+v, want its last run (4) kept", st.Last)
+	}
+}

@@ -113,6 +113,7 @@ var cases = []testCase{
 	{"LedgerHistoryPages", testHistoryPages, nil},
 	{"LedgerPrune", testPrune, nil},
 	{"LedgerPruneForget", testPruneForget, nil},
+	{"LedgerPruneSlotless", testPruneSlotless, nil},
 	{"LedgerPruneMissed", testPruneMissed, nil},
 	{"LedgerLongSlot", testLongSlot, nil},
 	{"LedgerFailuresCounted", testFailuresCounted, nil},
