@@ -355,3 +355,30 @@ func TestRunRetain(t *testing.T) {
 func fileExists(path string) bool {
 	return exec.Command("test", "-e", path).Run() == nil
 }
+
+// A run with --retain that other launches found busy while it ran still prunes what aged out
+// since the task's previous run. The window began at the run's own start, so it pruned nothing:
+// it took the entry after its own n newest as the previous launch, and a busy event was newer.
+func TestRunRetainWithBusyLaunches(t *testing.T) {
+	e := newEnv(t)
+	for _, cmd := range []string{"false", "true"} { // slot a1: attempt 1 failed, superseded by 2
+		e.run("run", "--task", "rb", "--slot", "a1", "--", cmd)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	long := e.cmd(context.Background(), "run", "--task", "rb", "--slot", "a2", "--retain", "2s", "--", "sleep", "2")
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	if r := e.run("run", "--task", "rb", "--slot", "a2", "--", "true"); r.code != 75 {
+		t.Fatalf("second launch: %d %s, want 75 (busy)", r.code, r.stderr)
+	}
+	if err := long.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range e.history("rb") {
+		if h["slot"] == "a1" && h["attempt"] == float64(1) {
+			t.Fatalf("a1's superseded attempt 1 is still there after the retained run: %v", e.history("rb"))
+		}
+	}
+}

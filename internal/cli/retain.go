@@ -64,7 +64,7 @@ func (rn *runner) retain(ctx context.Context, s store.Store, rs []once.Result) {
 		res, _, err = rt.Retain(ctx, f.task, before, retainEvery(f.retain))
 	} else {
 		var since time.Time
-		if since, err = rn.previousLaunch(ctx, s, len(rs)); err != nil || since.IsZero() {
+		if since, err = rn.previousLaunch(ctx, s, rs); err != nil || since.IsZero() {
 			if err != nil {
 				rn.log.Warn("retain: could not read the task's history; nothing pruned", "error", err)
 			}
@@ -85,16 +85,36 @@ func (rn *runner) retain(ctx context.Context, s store.Store, rs []once.Result) {
 	}
 }
 
-// previousLaunch is when the task's launch before this one (whose results are rs, n of them)
-// started: the entry after this launch's own in the task's history, zero when there is none.
-func (rn *runner) previousLaunch(ctx context.Context, s store.Store, n int) (time.Time, error) {
-	var prev time.Time
-	i := 0
-	err := store.EachHistory(ctx, s, store.HistoryQuery{Task: rn.f.task, Limit: n + 1}, func(e store.Entry) error {
-		if i++; i == n+1 {
-			prev = e.StartedAt
+// previousLaunch is when the task's launch before this one (whose results are rs) started: the
+// newest entry of the task's history that started before this launch's first attempt, zero when
+// there is none. Entries newer than that are this launch's, or other launches' that found the task
+// busy or the slot done meanwhile (taking the n+1-th newest entry read one of those, and the
+// window then began at this launch: nothing was pruned). A short page is read first; the rest only
+// when this run overlapped many launches.
+func (rn *runner) previousLaunch(ctx context.Context, s store.Store, rs []once.Result) (time.Time, error) {
+	var first time.Time
+	for _, r := range rs {
+		if r.Decision == once.Ran && r.Attempt != nil && (first.IsZero() || r.Attempt.StartedAt.Before(first)) {
+			first = r.Attempt.StartedAt
 		}
-		return nil
-	})
-	return prev, err
+	}
+	if first.IsZero() {
+		return time.Time{}, nil
+	}
+	q := store.HistoryQuery{Task: rn.f.task, Limit: len(rs) + 8}
+	for {
+		es, err := s.History(ctx, q)
+		if err != nil {
+			return time.Time{}, err
+		}
+		for _, e := range es {
+			if e.StartedAt.Before(first) {
+				return e.StartedAt, nil
+			}
+		}
+		if len(es) < q.Limit {
+			return time.Time{}, nil
+		}
+		q.Before, q.Limit = es[len(es)-1].Cursor, 200
+	}
 }
