@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -113,6 +114,20 @@ var emptyHints = map[string]string{
 	"log-file":  "give a file or syslog, or leave --log-file out to log on stderr only",
 }
 
+// isFlagName reports whether v is one of c's flags as written on a command line (--name,
+// --name=…, -x): "--slot $BATCH --replace" with BATCH unset gave --slot the value "--replace",
+// and dropped the flag.
+func isFlagName(c *cobra.Command, v string) bool {
+	switch {
+	case strings.HasPrefix(v, "--"):
+		name, _, _ := strings.Cut(v[2:], "=")
+		return name != "" && c.Flags().Lookup(name) != nil
+	case len(v) >= 2 && v[0] == '-' && v[1] != '-':
+		return c.Flags().ShorthandLookup(v[1:2]) != nil
+	}
+	return false
+}
+
 // checkFlags refuses, on every command, a string flag given with an empty value ("--store
 // $DSN" with DSN unset in a crontab): taking it as absent would fall back to a default the user
 // did not choose (the local store, no slot). It also refuses a --store whose password once
@@ -131,6 +146,9 @@ func checkFlags(c *cobra.Command) error {
 				hint = "give a value, or leave --" + f.Name + " out"
 			}
 			err = usage("--%s is given but empty (an unset variable?): %s", f.Name, hint)
+		case isFlagName(c, v):
+			err = usage("--%s took %s as its value: a flag of this command (an unset variable before it?); give --%s a value, or leave it out",
+				f.Name, shellQuote(v), f.Name)
 		case f.Name == "store" && store.IsRedacted(v):
 			err = usage("--store %s: once hid this DSN's password (%s): write the password in its place, or set ONCE_STORE to the DSN and leave --store out",
 				shellQuote(v), store.RedactedPassword)

@@ -8,9 +8,18 @@ import (
 // home is once's state directory: $ONCE_HOME, else $XDG_STATE_HOME/once, else ~/.local/state/once;
 // /var/lib/once for root. It is the command's layout, not the guard's: a Go program using package
 // once chooses its own Options.LockDir and store.
+//
+// ONCE_HOME set but empty, or relative, is refused: either would silently be another ledger (the
+// default one, or one that moves with the working directory), where a slot already done runs again.
 func home() (string, error) {
-	if h := os.Getenv("ONCE_HOME"); h != "" {
-		return filepath.Abs(h)
+	if h, set := os.LookupEnv("ONCE_HOME"); set {
+		switch {
+		case h == "":
+			return "", usage("ONCE_HOME is set but empty: unset it for the default (%s), or give a directory", defaultHome())
+		case !filepath.IsAbs(h):
+			return "", usage("ONCE_HOME=%s is relative: it would name another ledger in every working directory; give an absolute path", h)
+		}
+		return filepath.Clean(h), nil
 	}
 	if os.Geteuid() == 0 {
 		return "/var/lib/once", nil
@@ -27,3 +36,11 @@ func home() (string, error) {
 
 // lockDir is the directory of the kernel file locks under the state directory h.
 func lockDir(h string) string { return filepath.Join(h, "locks") }
+
+// defaultHome names the state directory used without ONCE_HOME, for messages.
+func defaultHome() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/once"
+	}
+	return "$XDG_STATE_HOME/once or ~/.local/state/once"
+}

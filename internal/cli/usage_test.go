@@ -48,6 +48,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"keys", "claim", "--bogus"}, "(see 'once keys claim --help')"},
 		{[]string{"effect", "--scope", "", "--key", "k", "--", "true"}, "--scope is given but empty"},
 		{[]string{"nosuchcommand"}, "nosuchcommand"},
+		// A flag swallowed as the value of the one before it ("--slot $BATCH --replace", BATCH unset).
+		{[]string{"run", "--task", "t", "--slot", "--replace", "--", "true"}, "--slot took --replace as its value"},
+		{[]string{"run", "--task", "--replace", "--", "true"}, "--task took --replace as its value"},
+		{[]string{"run", "--task", "t", "--slot", "-v", "--", "true"}, "--slot took -v as its value"},
+		{[]string{"run", "--task", "t", "--per", "--wait=5s", "--", "true"}, "--per took --wait=5s as its value"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			home := filepath.Join(t.TempDir(), "home")
@@ -72,5 +77,18 @@ func TestUsageErrors(t *testing.T) {
 				t.Errorf("a refused command created the ledger")
 			}
 		})
+	}
+}
+
+// ONCE_HOME set but empty, or relative, would be another ledger (the default one, or one per
+// working directory), where a done slot runs again: refused.
+func TestOnceHomeEmptyOrRelative(t *testing.T) {
+	for v, want := range map[string]string{"": "ONCE_HOME is set but empty", "state": "ONCE_HOME=state is relative"} {
+		t.Setenv("ONCE_HOME", v)
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), []string{"run", "--task", "t", "--", "true"}, strings.NewReader(""), &stdout, &stderr)
+		if code != ExitUsage || !strings.Contains(stderr.String(), want) {
+			t.Errorf("ONCE_HOME=%q: exit %d, %q; want 64 saying %q", v, code, stderr.String(), want)
+		}
 	}
 }
