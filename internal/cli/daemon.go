@@ -18,6 +18,7 @@ import (
 
 	"github.com/once-run/once/internal/metrics"
 	"github.com/once-run/once/internal/sdnotify"
+	"github.com/once-run/once/internal/trust"
 	"github.com/once-run/once/job"
 	"github.com/once-run/once/jobfile"
 	"github.com/once-run/once/notify"
@@ -105,7 +106,13 @@ func countSet(ss ...string) int {
 
 // loadJobs reads a jobs file (or directory) into the scheduler's jobs; a problem is a usage error
 // (64) with file:line.
+//
+// The file, a directory's drop-ins and every directory above them must be changeable by root and
+// this user only (internal/trust): whoever can write a jobs file runs commands as the daemon's user.
 func loadJobs(path string) ([]scheduler.Job, error) {
+	if err := trustJobs(path); err != nil {
+		return nil, usage("jobs file: %v", err)
+	}
 	js, err := jobfile.Load(path)
 	if err != nil {
 		return nil, usage("%v", err)
@@ -361,4 +368,28 @@ func (w *fileWatch) changed() bool {
 	}
 	w.last = s
 	return true
+}
+
+// trustJobs applies trust.Config to the jobs file or directory at path and to each drop-in of a
+// directory that jobfile.Load would read.
+func trustJobs(path string) error {
+	if err := trust.Config(path); err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.IsDir() {
+		return nil // jobfile.Load says what is wrong with it
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil
+	}
+	for _, e := range entries {
+		if n := e.Name(); !strings.HasPrefix(n, ".") && (strings.HasSuffix(n, ".toml") || strings.HasSuffix(n, ".crontab")) {
+			if err := trust.ConfigEntry(filepath.Join(path, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -92,3 +92,38 @@ func TestOnceHomeEmptyOrRelative(t *testing.T) {
 		}
 	}
 }
+
+// A jobs file that others can change would let them run commands as the daemon's user: refused,
+// like a drop-in of a directory, and a directory that others can write (where they could add one).
+func TestJobsFileOthersCanWrite(t *testing.T) {
+	t.Setenv("ONCE_HOME", filepath.Join(t.TempDir(), "home"))
+	dir := t.TempDir()
+	job := "[[job]]\nname = \"j\"\nschedule = \"@every 1m\"\ncommand = \"true\"\n"
+	check := func(path, want string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), []string{"daemon", "--check", path}, strings.NewReader(""), &stdout, &stderr)
+		if want == "" {
+			if code != 0 {
+				t.Fatalf("%s: exit %d, %s", path, code, stderr.String())
+			}
+			return
+		}
+		if code != ExitUsage || !strings.Contains(stderr.String(), want) {
+			t.Fatalf("%s: exit %d, %q; want 64 saying %q", path, code, stderr.String(), want)
+		}
+	}
+	file := filepath.Join(dir, "jobs.toml")
+	if err := os.WriteFile(file, []byte(job), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check(file, "")
+	check(dir, "")
+	os.Chmod(file, 0o664)
+	check(file, "chmod go-w")
+	check(dir, "chmod go-w") // as a drop-in
+	os.Chmod(file, 0o644)
+	os.Chmod(dir, 0o1777)
+	check(dir, "can be written by group or others")
+	os.Chmod(dir, 0o700)
+}

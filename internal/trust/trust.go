@@ -109,6 +109,44 @@ func Stat(path string, st *unix.Stat_t, p Policy) error {
 	return nil
 }
 
+// Config checks path, a file or a directory of files whose content decides what runs as this
+// user (once daemon's jobs): path and every directory above it may be changed by root and this
+// user only. A missing path is no error (the caller says so). Unlike a parent, a sticky directory
+// is no exception: anyone may add a file to one.
+func Config(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	real, st, exists, err := resolve(abs, false)
+	if err != nil || !exists {
+		return err
+	}
+	return checkConfig(real, &st)
+}
+
+// ConfigEntry checks a file of a directory that Config checked (its Lstat: never a link).
+func ConfigEntry(path string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return checkConfig(path, &st)
+}
+
+// checkConfig applies the rule of a file or directory whose content decides what runs.
+func checkConfig(path string, st *unix.Stat_t) error {
+	euid := uint32(os.Geteuid())
+	q := Quote(path)
+	switch {
+	case st.Uid != 0 && st.Uid != euid:
+		return unsafef("%s is owned by uid %d, who could make this user run anything; fix: chown %d %s", path, st.Uid, euid, q)
+	case st.Mode&0o022 != 0:
+		return unsafef("%s can be written by group or others (mode %#o), who could make this user run anything; fix: chmod go-w %s", path, st.Mode&0o7777, q)
+	}
+	return nil
+}
+
 // checkDir applies the rule of the directory that holds the state.
 func checkDir(dir string, st *unix.Stat_t, p Policy) error {
 	euid := uint32(os.Geteuid())
