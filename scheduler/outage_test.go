@@ -3,6 +3,9 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,4 +120,22 @@ func TestSkipRecordedWhenTheHolderDied(t *testing.T) {
 			t.Fatalf("slot %s: skipped %d times, ran %v (history %+v)", sl, skipped[sl], ran[sl], f.history("held"))
 		}
 	}
+}
+
+// A FIFO where a job's log file goes: the job runs, its output kept as the tail in the store only.
+// Opening the FIFO for writing blocked until someone read it, and every launch of the job with it.
+func TestLogFileFIFO(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	dir := filepath.Join(t.TempDir(), "logs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(scheduler.LogFile(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j := scheduler.Job{Job: jobfile.Job{Name: "fifo", Schedule: "@every 1s", TZ: "UTC", Command: []string{"echo", "hi"}}}
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, LogDir: dir, TailSize: 64})
+	eventually(t, 8*time.Second, "the job ran despite the FIFO", func() bool { return count(f.history("fifo"), store.Succeeded, "") > 0 })
+	n.stop()
 }

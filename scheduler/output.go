@@ -55,17 +55,29 @@ func LogFile(dir, name string) string {
 	return filepath.Join(dir, strings.ReplaceAll(strings.ReplaceAll(name, "%", "%25"), "/", "%2F")+".log")
 }
 
-// open opens the job's log file for appending: created 0600 in a directory created 0700, and
-// never through a symbolic link.
+// open opens the job's log file for appending: created 0600 in a directory created 0700, never
+// through a symbolic link, and only a regular file of this user's (a FIFO put there would block
+// the open, and the daemon's launches behind it, until someone read it: opened non-blocking and
+// refused).
 func (o *output) open() error {
 	if err := os.MkdirAll(o.s.c.LogDir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(LogFile(o.s.c.LogDir, o.name), os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	path := LogFile(o.s.c.LogDir, o.name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return err
 	}
 	fi, err := f.Stat()
+	if err == nil {
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case !fi.Mode().IsRegular():
+			err = fmt.Errorf("%s is not a regular file (%s): move it away", path, fi.Mode().Type())
+		case st != nil && int(st.Uid) != os.Geteuid():
+			err = fmt.Errorf("%s is owned by uid %d, not this user: move it away", path, st.Uid)
+		}
+	}
 	if err != nil {
 		f.Close()
 		return err

@@ -200,6 +200,13 @@ func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 	logDir := f.logDir
 	if logDir == "" {
 		logDir = filepath.Join(h, "logs")
+	} else if logDir, err = filepath.Abs(logDir); err != nil {
+		return usage("--log-dir: %v", err)
+	}
+	// The jobs' output, which may hold secrets, in a directory only this user can change (and
+	// read into): no file planted, no link followed, no FIFO to freeze a write on.
+	if _, _, err := trust.Dir(logDir, trust.Policy{}); err != nil {
+		return usage("--log-dir: %v", err)
 	}
 	tail := f.tailSize
 	if tail == 0 {
