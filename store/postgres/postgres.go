@@ -452,6 +452,11 @@ func (d *dialect) MapError(err error) error {
 		case pgErr.Code == "42704" && strings.Contains(pgErr.Message, "configuration parameter"):
 			// pgx sends unknown DSN parameters to the server as settings.
 			return fmt.Errorf("%w: postgres %s: %s; remove the parameter from the DSN", store.ErrBadDSN, d.where, msg)
+		case (pgErr.Code == "22023" || pgErr.Code == "22P02") && strings.Contains(pgErr.Message, "parameter"):
+			// A setting given in the DSN with a value the server refuses (lock_timeout=-5).
+			return fmt.Errorf("%w: postgres %s: %s; fix the parameter's value in the DSN", store.ErrBadDSN, d.where, msg)
+		case pgErr.Code == "3F000":
+			return fmt.Errorf("%w: postgres %s: %s; create the schema, or fix search_path (in the DSN or the role's settings)", store.ErrUnavailable, d.where, msg)
 		case pgErr.Code == "42501":
 			return fmt.Errorf("%w: postgres %s: %s; grant the privileges in docs/stores/postgres.md", store.ErrUnavailable, d.where, msg)
 		case unavailableCode(pgErr.Code):

@@ -57,6 +57,25 @@ func TestConcurrentMigrate(t *testing.T) {
 
 func TestBadDSN(t *testing.T) { sqltest.BadDSN(t, serverDSN(t)) }
 
+// TestBadSettingValue: a setting in the DSN with a value the server refuses is a bad DSN (64),
+// and a search_path naming no schema is unavailable (69) with what to fix; both were internal
+// errors (70).
+func TestBadSettingValue(t *testing.T) {
+	base := withPrefix(t, serverDSN(t))
+	for q, want := range map[string]error{"lock_timeout=-5": store.ErrBadDSN, "lock_timeout=bogus": store.ErrBadDSN,
+		"search_path=nosuch_schema": store.ErrUnavailable} {
+		s, err := Open(ctxT(t, 30*time.Second), base+"&"+q)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: opened", q)
+			continue
+		}
+		if !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", q, err, want)
+		}
+	}
+}
+
 // TestNoPrivileges: a role that may connect to a database but not create tables in it (since
 // PostgreSQL 15 nobody but the owner may create in schema public; here: our role in database
 // "postgres") gets ErrUnavailable naming the missing privilege.
