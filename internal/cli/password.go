@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/sqlite"
 )
 
 // maxPasswordFile bounds what is read from a password file: a password, not a document.
@@ -84,7 +85,13 @@ func (a *app) withPassword(dsn string) (string, error) {
 // storeEnv is what a command run by once (or a drill launch) gets to reach the same store: the DSN
 // as given and, with a password file, its path — never the password itself. A password written in
 // the DSN stays in ONCE_STORE (nested `once report` needs it; docs/security.md).
+//
+// A SQLite DSN's relative path is made absolute: the command may change directory, and a nested
+// once must still reach this ledger, not create one there.
 func (a *app) storeEnv(dsn string) []string {
+	if sc, _ := store.Scheme(dsn); sc == "sqlite" {
+		dsn = sqlite.AbsoluteDSN(dsn)
+	}
 	env := []string{"ONCE_STORE=" + dsn}
 	if path, _, err := a.passwordFile(); err == nil && path != "" {
 		env = append(env, "ONCE_STORE_PASSWORD_FILE="+path)

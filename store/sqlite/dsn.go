@@ -91,6 +91,9 @@ func ParseDSN(dsn string) (path string, opts Options, err error) {
 	if strings.HasSuffix(p, "/") {
 		return bad("path names a directory; name the database file, e.g. %sonce.db", p)
 	}
+	if strings.HasPrefix(p, "~") {
+		return bad("'~' is not expanded (it would be a directory named ~ here); give an absolute path, e.g. sqlite:///home/me/once.db")
+	}
 	q, err := store.ParseQuery(spec, query)
 	if err != nil {
 		return "", Options{}, err
@@ -108,4 +111,25 @@ func ParseDSN(dsn string) (path string, opts Options, err error) {
 		return "", Options{}, err
 	}
 	return filepath.Clean(p), opts, nil
+}
+
+// AbsoluteDSN is dsn with a relative path made absolute against the working directory, for a
+// command that once runs and that may change directory before its nested once reaches the same
+// ledger (ONCE_STORE). A DSN already absolute, or not a SQLite one it can read, is returned as it
+// is.
+func AbsoluteDSN(dsn string) string {
+	p, _, err := ParseDSN(dsn)
+	if err != nil || filepath.IsAbs(p) {
+		return dsn
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return dsn
+	}
+	_, query, hasQuery := strings.Cut(dsn, "?")
+	out := "sqlite://" + (&url.URL{Path: abs}).EscapedPath()
+	if hasQuery {
+		out += "?" + query
+	}
+	return out
 }

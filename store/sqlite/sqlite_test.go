@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -449,6 +450,26 @@ func TestReopenWhileLocked(t *testing.T) {
 	t.Logf("message: %v", err)
 }
 
+// AbsoluteDSN: the DSN once hands a command (ONCE_STORE) names the same ledger wherever the
+// command changes directory to.
+func TestAbsoluteDSN(t *testing.T) {
+	wd, _ := os.Getwd()
+	for in, want := range map[string]string{
+		"sqlite:./x.db?prefix=p1": "sqlite://" + filepath.Join(wd, "x.db") + "?prefix=p1",
+		"sqlite:rel/a b.db":       "sqlite://" + (&url.URL{Path: filepath.Join(wd, "rel/a b.db")}).EscapedPath(),
+		"sqlite:///abs/x.db?x=1":  "sqlite:///abs/x.db?x=1", // as given, even where it is bad
+		"redis://h:1/0?prefix=a":  "redis://h:1/0?prefix=a",
+		"sqlite:/abs/once.db":     "sqlite:/abs/once.db",
+	} {
+		if got := sqlite.AbsoluteDSN(in); got != want {
+			t.Errorf("AbsoluteDSN(%q) = %q, want %q", in, got, want)
+		}
+		if p, _, err := sqlite.ParseDSN(sqlite.AbsoluteDSN(in)); err == nil && !filepath.IsAbs(p) {
+			t.Errorf("AbsoluteDSN(%q) reads as %q", in, p)
+		}
+	}
+}
+
 func TestParseDSN(t *testing.T) {
 	for _, c := range []struct {
 		dsn  string
@@ -496,6 +517,8 @@ func TestParseDSN(t *testing.T) {
 		{dsn: "sqlite:///x.db?prefx=a", bad: true},
 		{dsn: "sqlite:///x.db?prefix=1a", bad: true},
 		{dsn: "sqlite:///x.db?prefix=a&", bad: true},
+		{dsn: "sqlite:~/x.db", bad: true}, // not expanded: a directory named ~ here
+		{dsn: "sqlite:~", bad: true},
 	} {
 		path, opts, err := sqlite.ParseDSN(c.dsn)
 		if c.bad {
