@@ -174,6 +174,9 @@ func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 	if f.tailSize < 0 {
 		return usage("--tail-size %d is negative: give 0 (none) or a number of bytes", f.tailSize)
 	}
+	if err := envNotEmpty("ONCE_NODE"); err != nil && f.node == "" {
+		return err
+	}
 	if f.node != "" {
 		if err := store.CheckName("--node (or ONCE_NODE)", f.node, store.MaxHolderLen); err != nil {
 			return err

@@ -44,3 +44,14 @@ func defaultHome() string {
 	}
 	return "$XDG_STATE_HOME/once or ~/.local/state/once"
 }
+
+// envNotEmpty refuses (64) each of names that is set but empty: an unset variable in a crontab or
+// a unit file, which taken as absent would silently mean the default.
+func envNotEmpty(names ...string) error {
+	for _, n := range names {
+		if v, set := os.LookupEnv(n); set && v == "" {
+			return usage("%s is set but empty (an unset variable?): give it a value, or unset it for the default", n)
+		}
+	}
+	return nil
+}

@@ -170,6 +170,9 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 	if err != nil {
 		return nil, err
 	}
+	if err := envNotEmpty("ONCE_HOLDER"); err != nil && f.holder == "" {
+		return nil, err
+	}
 	if f.holder != "" {
 		if err := store.CheckName("--holder (or ONCE_HOLDER)", f.holder, store.MaxHolderLen); err != nil {
 			return nil, err

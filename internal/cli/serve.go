@@ -37,6 +37,9 @@ func (h *httpFlags) add(fl *pflag.FlagSet, listenFlag, listenDefault, listenUsag
 // token reads the token from --token-file (or ONCE_SERVE_TOKEN_FILE), or ONCE_SERVE_TOKEN; ""
 // without either. The file follows the password file's rules: the file itself, yours, mode 0600.
 func (h *httpFlags) token() (string, error) {
+	if err := envNotEmpty("ONCE_SERVE_TOKEN_FILE", "ONCE_SERVE_TOKEN"); err != nil && h.tokenFile == "" {
+		return "", err // an unset variable would have made a read-only server, silently
+	}
 	path, src := h.tokenFile, "--token-file"
 	if path == "" {
 		path, src = os.Getenv("ONCE_SERVE_TOKEN_FILE"), "ONCE_SERVE_TOKEN_FILE"

@@ -127,3 +127,24 @@ func TestJobsFileOthersCanWrite(t *testing.T) {
 	check(dir, "can be written by group or others")
 	os.Chmod(dir, 0o700)
 }
+
+// A set but empty ONCE_HOLDER, ONCE_NODE or ONCE_SERVE_TOKEN(_FILE) is refused, not taken as the
+// default (an unset variable in a unit file made a read-only server, silently).
+func TestEmptyEnvRefused(t *testing.T) {
+	t.Setenv("ONCE_HOME", filepath.Join(t.TempDir(), "home"))
+	for env, args := range map[string][]string{
+		"ONCE_HOLDER":           {"run", "--task", "t", "--", "true"},
+		"ONCE_NODE":             {"daemon", "--jobs", "/nonexistent.toml"},
+		"ONCE_SERVE_TOKEN":      {"serve"},
+		"ONCE_SERVE_TOKEN_FILE": {"serve"},
+	} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "")
+			var stdout, stderr bytes.Buffer
+			code := Run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+			if code != ExitUsage || !strings.Contains(stderr.String(), env+" is set but empty") {
+				t.Fatalf("exit %d, %q; want 64 naming %s", code, stderr.String(), env)
+			}
+		})
+	}
+}
