@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -159,6 +160,11 @@ Its password: in the DSN, or in --store-password-file FILE ($ONCE_STORE_PASSWORD
 	root.PersistentFlags().CountVarP(&a.verbose, "verbose", "v", "-v logs at info (every start, end, skip and busy), -vv at debug")
 	root.PersistentFlags().StringVar(&a.logFile, "log-file", "", "also append once's log lines, at info unless --log-level says otherwise, to FILE, or to the local syslog with 'syslog' (env ONCE_LOG_FILE)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// A number or duration flag given empty ("--max-attempts=$N", N unset): say so, as for
+		// the string flags (checkFlags), not strconv's words.
+		if m := emptyArg.FindStringSubmatch(err.Error()); m != nil {
+			return usage("--%s is given but empty (an unset variable?): give a value, or leave --%s out for its default (see '%s --help')", m[1], m[1], c.CommandPath())
+		}
 		return usage("%v (see '%s --help')", err, c.CommandPath())
 	})
 	root.AddCommand(a.runCmd(), a.statusCmd(), a.historyCmd(), a.resolveCmd(), a.reportCmd(), a.versionCmd(),
@@ -206,3 +212,6 @@ func (a *app) open(ctx context.Context) (store.Store, string, error) {
 	}
 	return s, dsn, nil
 }
+
+// emptyArg matches pflag's error for a flag given an empty value it cannot parse.
+var emptyArg = regexp.MustCompile(`^invalid argument "" for "(?:-\w, )?--([\w-]+)" flag`)

@@ -53,6 +53,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--task", "--replace", "--", "true"}, "--task took --replace as its value"},
 		{[]string{"run", "--task", "t", "--slot", "-v", "--", "true"}, "--slot took -v as its value"},
 		{[]string{"run", "--task", "t", "--per", "--wait=5s", "--", "true"}, "--per took --wait=5s as its value"},
+		{[]string{"run", "--task", "t", "--max-attempts=", "--", "true"}, "--max-attempts is given but empty"},
+		{[]string{"history", "--limit="}, "--limit is given but empty"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			home := filepath.Join(t.TempDir(), "home")
