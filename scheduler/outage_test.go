@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
