@@ -164,5 +164,3 @@ func drawTimeline(tl Timeline, task string) drawn {
 	d.Later = q(tl.To, tl.To.Add(span))
 	return d
 }
-
-func urlQuery(s string) string { return url.QueryEscape(s) }
