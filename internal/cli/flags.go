@@ -142,6 +142,9 @@ func checkFlags(c *cobra.Command) error {
 		switch {
 		case v == "" && f.Annotations[emptyOK] == nil:
 			hint := emptyHints[f.Name]
+			if f.Name == "slot" && c.Name() != "run" {
+				hint = "" // leaving it out means every slot (history), the newest (logs): said by --help
+			}
 			if hint == "" {
 				hint = "give a value, or leave --" + f.Name + " out"
 			}

@@ -242,7 +242,10 @@ func findAttempt(ctx context.Context, s store.Store, task, sl string, n int) (*s
 			}
 		}
 	}
-	return nil, usage("task %s slot %s has no attempt %s", task, sl, map[bool]string{true: "", false: fmt.Sprint(n)}[n == 0])
+	if n == 0 {
+		return nil, usage("task %s slot %s has no attempt (see once history --task %s --slot %s)", task, sl, task, sl)
+	}
+	return nil, usage("task %s slot %s has no attempt %d (see once history --task %s --slot %s)", task, sl, n, task, sl)
 }
 
 // withJobStore validates a job name and runs fn with the store.
