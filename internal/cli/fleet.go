@@ -258,6 +258,7 @@ func (a *app) withJobStore(ctx context.Context, name string, fn func(context.Con
 		return err
 	}
 	defer s.Close()
+	a.warnUnknownJob(ctx, s, name)
 	err = fn(ctx, s)
 	if errors.Is(err, scheduler.ErrNoKeys) {
 		return exit(ExitUnavailable, "%v", err)
@@ -266,4 +267,13 @@ func (a *app) withJobStore(ctx context.Context, name string, fn func(context.Con
 		return usage("%v", err)
 	}
 	return err
+}
+
+// warnUnknownJob says on stderr when the store has no history of task name: a typo ("backpu") is
+// paused, resumed or triggered without a word while the real job goes on. A job that never ran yet
+// is legitimate, so it is a warning, and the command goes on.
+func (a *app) warnUnknownJob(ctx context.Context, s store.Store, name string) {
+	if h, err := s.History(ctx, store.HistoryQuery{Task: name, Limit: 1}); err == nil && len(h) == 0 {
+		fmt.Fprintf(a.stderr, "once: warning: no job named %s has run on this store (a typo? see once jobs or once history); going on\n", name)
+	}
 }

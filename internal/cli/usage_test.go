@@ -150,3 +150,14 @@ func TestEmptyEnvRefused(t *testing.T) {
 		})
 	}
 }
+
+// A pause of a job the store has never seen (a typo) says so on stderr, and still pauses it (a
+// new job may be paused before its first run).
+func TestPauseUnknownJobWarns(t *testing.T) {
+	t.Setenv("ONCE_HOME", filepath.Join(t.TempDir(), "home"))
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), []string{"pause", "backpu"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 0 || !strings.Contains(stderr.String(), "no job named backpu has run") || !strings.Contains(stdout.String(), "paused backpu") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
