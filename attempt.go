@@ -18,16 +18,16 @@ import (
 // returns the local instant the work started (zero when it did not run).
 func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotState, quiet bool, work Work) (Result, time.Time, error) {
 	// 3. The ledger: the slot's state, and whether to run it.
-	st, by, d, reason, err := g.decideRead(ctx, read)
+	st, d, reason, err := g.decideRead(ctx, read)
 	if err != nil {
 		return Result{}, time.Time{}, err
 	}
 	run := g.newRun(ls, st)
 	if d != Ran {
-		g.logDecision(ctx, d, reason, by.Last, ls.Token(), quiet)
-		r := Result{Decision: d, Attempt: by.Last, Reason: reason}
+		g.logDecision(ctx, d, reason, st.Last, ls.Token(), quiet)
+		r := Result{Decision: d, Attempt: st.Last, Reason: reason}
 		if d == Busy {
-			r.Holder = seatHolder(g.o.Task, by.Last)
+			r.Holder = seatHolder(g.o.Task, st.Last)
 		}
 		return r, time.Time{}, nil
 	}
@@ -106,45 +106,14 @@ func (g *guard) slotState(ctx context.Context, read *store.SlotState) (store.Slo
 	return st, nil
 }
 
-// decideRead reads the slot's state st (slotState) and decides it (decideSlot), and a slot without
-// an attempt by its aliases (decideAlias). by is the state decided by: st, or an alias's, whose
-// attempt the result and the event then name (the reason says so).
-func (g *guard) decideRead(ctx context.Context, read *store.SlotState) (st, by store.SlotState, d Decision, reason string, err error) {
-	if st, err = g.slotState(ctx, read); err != nil {
-		return st, st, "", "", err
+// decideRead reads the slot's state (slotState) and decides it (decideSlot).
+func (g *guard) decideRead(ctx context.Context, read *store.SlotState) (store.SlotState, Decision, string, error) {
+	st, err := g.slotState(ctx, read)
+	if err != nil {
+		return st, "", "", err
 	}
-	d, reason = g.decideSlot(st)
-	if d != Ran || st.Last != nil || g.slot == "" || g.o.SlotAliases == nil {
-		return st, st, d, reason, nil
-	}
-	ast, d, reason, err := g.decideAlias(ctx)
-	if err != nil || d == Ran {
-		return st, st, d, reason, err
-	}
-	return st, ast, d, reason, nil
-}
-
-// decideAlias decides an untried slot by the first of its aliases (Options.SlotAliases) that has
-// an attempt: the same instant recorded under another spelling. Ran when none has.
-func (g *guard) decideAlias(ctx context.Context) (store.SlotState, Decision, string, error) {
-	for _, alias := range g.o.SlotAliases(g.slot) {
-		if alias == "" || alias == g.slot {
-			continue
-		}
-		st, err := g.o.Store.Slot(ctx, g.o.Task, alias)
-		if err != nil {
-			return st, "", "", fmt.Errorf("ledger: %w", err)
-		}
-		if st.Last == nil {
-			continue
-		}
-		d, reason := g.decideSlot(st)
-		if d != Ran {
-			reason = fmt.Sprintf("recorded as slot %s (the same instant): %s", alias, reason)
-		}
-		return st, d, reason, nil
-	}
-	return store.SlotState{}, Ran, "", nil
+	d, reason := g.decideSlot(st)
+	return st, d, reason, nil
 }
 
 // newRun is the attempt this guard would make of a slot in state st.

@@ -110,11 +110,6 @@ type Options struct {
 	// slot on every node; Untried keeps a node that arrives late from retrying the attempt another
 	// node has just made. Retries are then the caller's decision: a call without Untried.
 	Untried bool
-	// SlotAliases, when set, names the other values a slot may have been recorded under: the same
-	// instant spelled another way (slot.Spec.Aliases: an @every slot an older once wrote in its
-	// zone). A slot with no attempt of its own is decided by the first alias that has one, so a
-	// slot that ran under its old name is not run again under its new one.
-	SlotAliases func(slot string) []string
 	// Replace takes the lease over from a live holder instead of returning Busy (once run
 	// --replace): the holder's next renewal fails (a store.LossNotifier tells it at once), which
 	// cancels its work as any lost lease does. This call waits until the replaced grant's expiry by

@@ -47,7 +47,7 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 func (js *jobState) call(ctx context.Context, a *active) {
 	s := js.s
 	js.mu.Lock()
-	jb, spec := js.job, js.spec
+	jb := js.job
 	js.mu.Unlock()
 	if a.l.waited && a.l.untried && len(a.l.slots) == 1 {
 		// While it waited here, the node running the job may have skipped the slot (its own
@@ -62,7 +62,6 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		return
 	}
 	o := s.options(jb, a.l)
-	o.SlotAliases = spec.Aliases // an @every slot an older once recorded in the job's zone
 	out := s.output(jb)
 	defer out.close()
 	var timeout *time.Timer

@@ -66,7 +66,7 @@ func ExampleNew_seconds() {
 	// Output:
 	// schedule "*/2 * * * * *" in Asia/Shanghai  2026-11-29T10:03:04+08:00  next 2026-11-29T10:03:06+08:00
 	// schedule "30 0 2 * * *" in Asia/Shanghai   2026-11-29T02:00:30+08:00  next 2026-11-30T02:00:30+08:00
-	// schedule "@every 7m" in Asia/Shanghai      2026-11-29T01:58:00+00:00  next 2026-11-29T02:05:00+00:00
-	// schedule "@every 24h" in Asia/Shanghai     2026-11-29T00:00:00+00:00  next 2026-11-30T00:00:00+00:00
+	// schedule "@every 7m" in Asia/Shanghai      2026-11-29T09:58:00+08:00  next 2026-11-29T10:05:00+08:00
+	// schedule "@every 24h" in Asia/Shanghai     2026-11-29T08:00:00+08:00  next 2026-11-30T08:00:00+08:00
 	// --schedule "@every 1500ms": the interval must be whole seconds; want @every D with D a duration of whole seconds from 1s to 24h, such as 30s, 5m or 1h30m
 }

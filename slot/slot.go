@@ -252,9 +252,6 @@ func (s Spec) At(t time.Time) string {
 }
 
 func (s Spec) format(f fire) string {
-	if s.every > 0 { // the same instant on every host, whatever its zone: one spelling
-		return f.at.In(time.UTC).Format(scheduleLayout)
-	}
 	if s.kind == KindSchedule {
 		return f.at.In(s.loc).Format(scheduleLayout)
 	}
@@ -360,24 +357,6 @@ func (s Spec) parseSchedule(value string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, invalidf("slot %q: not a fire time of %s", value, s)
-}
-
-// Aliases returns the other values a slot of this Spec may be recorded under: for @every, the
-// value spelled in the Spec's zone, as once wrote it before @every values were always written in
-// UTC (two hosts in different zones then recorded one instant under two names, and ran it twice).
-// nil for every other Spec, and when the spellings agree (a zone at offset 0 then).
-func (s Spec) Aliases(value string) []string {
-	if s.every <= 0 {
-		return nil
-	}
-	t, err := s.parseSchedule(value)
-	if err != nil {
-		return nil
-	}
-	if old := t.In(s.loc).Format(scheduleLayout); old != value {
-		return []string{old}
-	}
-	return nil
 }
 
 // Slot is one slot: its value and the instant it starts.

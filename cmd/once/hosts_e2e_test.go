@@ -66,24 +66,3 @@ func TestDoctorTwoHosts(t *testing.T) {
 		t.Fatalf("doctor: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
-
-// Two hosts sharing a ledger, one in Asia/Shanghai and one in UTC, each with the same crontab line
-// `once run --schedule '@every 1h'`: the slot is one instant, so it runs once. It ran on both:
-// each wrote the slot in its own zone, and the ledger saw two slots.
-func TestEveryOnceAcrossZones(t *testing.T) {
-	dsn := "sqlite://" + filepath.Join(t.TempDir(), "shared.db")
-	east, west := newEnv(t), newEnv(t)
-	east.vars = append(east.vars, "TZ=Asia/Shanghai")
-	west.vars = append(west.vars, "TZ=UTC")
-	marker := filepath.Join(t.TempDir(), "ran")
-	line := []string{"run", "--store", dsn, "--task", "hourly", "--schedule", "@every 1h", "--", "sh", "-c", "echo x >> " + marker}
-	if r := east.run(line...); r.code != 0 {
-		t.Fatalf("east: %d %s", r.code, r.stderr)
-	}
-	if r := west.run(line...); r.code != 0 {
-		t.Fatalf("west: %d %s", r.code, r.stderr)
-	}
-	if n := countLines(t, marker); n != 1 {
-		t.Fatalf("the slot ran %d times across the two zones, want 1\n%v", n, east.history("hourly"))
-	}
-}

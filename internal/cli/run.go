@@ -263,8 +263,8 @@ func (rn *runner) options(s store.Store) once.Options {
 	f := rn.f
 	return once.Options{Store: s, Task: f.task, Holder: f.holder, TTL: f.ttl, MinHold: f.minHold,
 		Wait: f.wait, Replace: f.replace, Limit: f.limit, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: lockDir(rn.home), Logger: rn.log,
-		TracerProvider: rn.a.tracerProvider(), SlotAliases: rn.spec.Aliases,
-		ResolveHint: func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
+		TracerProvider: rn.a.tracerProvider(),
+		ResolveHint:    func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
 }
 
 // notRunnable is the exit for a command that cannot start: 127 or 126 like a shell, 70 otherwise;
