@@ -56,8 +56,18 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		}
 		return
 	}
+	js.mu.Lock()
+	failed := js.failedFrom
+	js.failedFrom = time.Time{}
+	js.mu.Unlock()
 	if last.IsZero() {
-		return
+		if failed.IsZero() {
+			return
+		}
+		// No history, but a launch failed without a record (the store was down at the job's
+		// first fires): the gap starts at its slot, else that slot and the one this accounting
+		// stands in for would be lost without a word.
+		last = failed.Add(-time.Nanosecond)
 	}
 	g := findGap(jb, spec, last, now)
 	if len(g.missed) > 0 {

@@ -110,6 +110,9 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		// slot to run became the job's newest and nothing looked behind it.
 		js.mu.Lock()
 		js.needAccount = true
+		if t, perr := js.spec.Parse(a.l.slots[0]); perr == nil && (js.failedFrom.IsZero() || t.Before(js.failedFrom)) {
+			js.failedFrom = t // a job with no history yet is accounted from here
+		}
 		js.mu.Unlock()
 		s.log.Error("could not run the job; its slots are caught up or recorded as missed at its next fire", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
 	}
@@ -237,7 +240,7 @@ func (js *jobState) after(ctx context.Context, a *active, res once.Result) {
 			case jb.Limit < 2:
 				// Held elsewhere. A live holder records the skip itself (overlapLocked), but one
 				// that died or drains fires nothing: without this note the slot had no record.
-				w.skipNote = fmt.Sprintf("overlap = skip: slot %s fired while %s held the job", sl, holderOf(res.Holder))
+				w.skipNote = fmt.Sprintf("overlap = skip: slot %s fired while the job was held elsewhere (%s)", sl, heldBy(res))
 			}
 		}
 		return
@@ -257,10 +260,14 @@ func (js *jobState) after(ctx context.Context, a *active, res once.Result) {
 	}
 }
 
-// holderOf names the holder of a busy answer (nil: a process of this host held the local lock).
-func holderOf(l *store.Lease) string {
-	if l == nil {
-		return "another process of this host"
+// heldBy says who held the job when a launch found it busy: the holder, or the busy reason (a
+// process of this host holding the local lock; the lease lost before the attempt began).
+func heldBy(res once.Result) string {
+	if l := res.Holder; l != nil {
+		return fmt.Sprintf("by %s, run %s", l.Holder, l.RunID)
 	}
-	return fmt.Sprintf("%s (run %s)", l.Holder, l.RunID)
+	if res.Reason == "" {
+		return "by another process of this host"
+	}
+	return res.Reason
 }

@@ -45,6 +45,7 @@ type jobState struct {
 	queue       []launch          // launches waiting for a place among actives (buffer-one, replace, follow-ups)
 	watches     map[string]*watch // slots this node follows up, by slot
 	needAccount bool              // a fire was refused: account before the next one
+	failedFrom  time.Time         // the start of the oldest slot a failed launch left without a record, until accounted
 	removed     bool              // no longer in the jobs (a reload)
 	lastFire    time.Time         // the fire time of the last slot fired, for Stats
 	lastLag     time.Duration     // how late after its fire time the dispatcher fired it

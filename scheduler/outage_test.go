@@ -21,12 +21,20 @@ import (
 // became the job's newest, and nothing looked at the gap behind it.
 func TestOutageSlotsAreAccounted(t *testing.T) {
 	t.Parallel()
+	t.Run("after history", func(t *testing.T) { t.Parallel(); outageAccounted(t, true) })
+	// A new job whose first fires meet the outage: no history to account from but the failed slot.
+	t.Run("new job", func(t *testing.T) { t.Parallel(); outageAccounted(t, false) })
+}
+
+func outageAccounted(t *testing.T, seeded bool) {
 	f := newFleet(t, 1)
 	ctx := context.Background()
 	sp, _ := jobfile.Job{Schedule: "@every 1s", TZ: "UTC"}.Spec()
 	seed := sp.Prev(time.Now())
-	if _, err := once.Do(ctx, once.Options{Store: f.stores[0], Task: "flaky", Slot: seed.Value, TTL: time.Second}, func(context.Context, *once.Run) error { return nil }); err != nil {
-		t.Fatal(err)
+	if seeded {
+		if _, err := once.Do(ctx, once.Options{Store: f.stores[0], Task: "flaky", Slot: seed.Value, TTL: time.Second}, func(context.Context, *once.Run) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out := &outage{keyedStore: f.stores[0].(keyedStore)}
 	out.down.Store(true)
@@ -57,6 +65,9 @@ func TestOutageSlotsAreAccounted(t *testing.T) {
 			newest = sp.Prev(at)
 		}
 	}
+	if !seeded { // from the first slot that fired in the outage
+		seed = sp.Prev(sp.Prev(out.firstRefusal()).Start.Add(-time.Nanosecond))
+	}
 	for sl := sp.Next(seed.Start); !sl.Start.After(newest.Start); sl = sp.Next(sl.Start) {
 		if !recorded[sl.Value] {
 			t.Fatalf("slot %s fired in the outage and has no record (history %+v)", sl.Value, f.history("flaky"))
@@ -69,10 +80,14 @@ type outage struct {
 	keyedStore
 	down    atomic.Bool
 	refused atomic.Int64
+	first   atomic.Int64 // unix nanos of the first refusal
 }
+
+func (o *outage) firstRefusal() time.Time { return time.Unix(0, o.first.Load()) }
 
 func (o *outage) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
 	if o.down.Load() {
+		o.first.CompareAndSwap(0, time.Now().UnixNano())
 		o.refused.Add(1)
 		return store.Lease{}, fmt.Errorf("%w: the test's outage", store.ErrUnavailable)
 	}
@@ -101,7 +116,7 @@ func TestSkipRecordedWhenTheHolderDied(t *testing.T) {
 		t.Fatal("no slot fires while the lease is held")
 	}
 	eventually(t, 15*time.Second, "the slots fired under the dead holder recorded", func() bool {
-		return count(f.history("held"), store.Skipped, "held the job") >= len(fired)
+		return count(f.history("held"), store.Skipped, "held elsewhere") >= len(fired)
 	})
 	n.stop()
 	runs, _ := w.snapshot()

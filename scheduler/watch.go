@@ -70,7 +70,9 @@ func (js *jobState) dropOldestLocked(ctx context.Context) {
 	if old != nil {
 		delete(js.watches, old.slot)
 		if old.skipNote != "" {
-			js.s.overlapSkip(ctx, js.job, old.slot, nil, old.skipNote)
+			// Not the launch's ctx: it ends as the launch that found the job busy returns, before
+			// this write (off the dispatcher) is made.
+			js.s.overlapSkip(context.WithoutCancel(ctx), js.job, old.slot, nil, old.skipNote)
 		}
 	}
 }
