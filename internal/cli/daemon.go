@@ -208,7 +208,7 @@ func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 	}
 	// The jobs' output, which may hold secrets, in a directory only this user can change (and
 	// read into): no file planted, no link followed, no FIFO to freeze a write on.
-	if _, _, err := trust.Dir(logDir, trust.Policy{}); err != nil {
+	if err := trust.OwnDir(logDir); err != nil {
 		return usage("--log-dir: %v", err)
 	}
 	tail := f.tailSize

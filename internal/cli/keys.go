@@ -375,8 +375,9 @@ func (a *app) keysForgetCmd() *cobra.Command {
 		Short: "Delete keys claimed longer ago than D; done keys only with --include-done",
 		Long: `Delete the scope's keys claimed longer ago than D. Done keys are kept unless --include-done: a
 forgotten done key is handed out again by the next claim, so forget them only when no re-run can
-reach back that far. A pending key is forgotten only when its claimant is gone (unknown): one pending
-under a live run is kept, however old, since its work may be happening now.`,
+reach back that far. A pending key is forgotten when its claimant is gone (unknown) or has neither a
+run nor an expiry to tell by; one pending under a live run is kept, however old, since its work may
+be happening now.`,
 		Example: `  once keys forget --scope http --older-than 24h --include-done`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

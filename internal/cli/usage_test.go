@@ -121,10 +121,16 @@ func TestJobsFileOthersCanWrite(t *testing.T) {
 	}
 	check(file, "")
 	check(dir, "")
-	os.Chmod(file, 0o664)
+	os.Chmod(file, 0o664) // group-writable by this process's own group: a user-private group
+	check(file, "")
+	os.Chmod(file, 0o666)
 	check(file, "chmod go-w")
 	check(dir, "chmod go-w") // as a drop-in
 	os.Chmod(file, 0o644)
+	link := filepath.Join(dir, "b.toml") // a linked drop-in: jobfile's reason, not a chmod
+	os.Symlink(file, link)
+	check(dir, "is a symbolic link")
+	os.Remove(link)
 	os.Chmod(dir, 0o1777)
 	check(dir, "can be written by group or others")
 	os.Chmod(dir, 0o700)

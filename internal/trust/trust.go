@@ -125,26 +125,58 @@ func Config(path string) error {
 	return checkConfig(real, &st)
 }
 
-// ConfigEntry checks a file of a directory that Config checked (its Lstat: never a link).
+// ConfigEntry checks a regular file of a directory that Config checked (its Lstat). A link or
+// anything else is left to the caller, which refuses it with its own reason (a link's mode says
+// nothing: chmod would change its target).
 func ConfigEntry(path string) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
 	return checkConfig(path, &st)
 }
 
-// checkConfig applies the rule of a file or directory whose content decides what runs.
+// checkConfig applies the rule of a file or directory whose content decides what runs: owned by
+// root or this user, and writable by nobody else (the group too, unless it is this process's own
+// group, as on user-private-group systems) unless its file system is read-only (a Kubernetes
+// ConfigMap volume is mode 0777 and mounted read-only).
 func checkConfig(path string, st *unix.Stat_t) error {
 	euid := uint32(os.Geteuid())
 	q := Quote(path)
 	switch {
 	case st.Uid != 0 && st.Uid != euid:
 		return unsafef("%s is owned by uid %d, who could make this user run anything; fix: chown %d %s", path, st.Uid, euid, q)
-	case st.Mode&0o022 != 0:
+	case st.Mode&0o002 != 0 && !readOnly(path), st.Mode&0o020 != 0 && st.Gid != uint32(os.Getegid()) && !readOnly(path):
 		return unsafef("%s can be written by group or others (mode %#o), who could make this user run anything; fix: chmod go-w %s", path, st.Mode&0o7777, q)
 	}
 	return nil
+}
+
+// readOnly reports whether path is on a file system mounted read-only: nobody can write it,
+// whatever its mode says.
+func readOnly(path string) bool {
+	var fs unix.Statfs_t
+	return unix.Statfs(path, &fs) == nil && fs.Flags&unix.ST_RDONLY != 0
+}
+
+// OwnDir checks dir (when it exists) as a directory of this user's that nobody else can write:
+// not a link, owned by this user, no group or other write. The directories above it are not
+// checked (a log directory under a root-owned, group-writable /var/log is fine).
+func OwnDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return unsafef("%s is a symbolic link, which could point anywhere; fix: give the real directory", dir)
+	}
+	return checkDir(dir, &st, Policy{})
 }
 
 // checkDir applies the rule of the directory that holds the state.
@@ -175,7 +207,7 @@ func checkParent(dir string, st *unix.Stat_t) error {
 	if st.Uid != 0 && st.Uid != euid {
 		return unsafef("%s is owned by uid %d, who can replace anything below it; fix: keep once's state in a directory that only %s can change (ONCE_HOME, or the path in the DSN)", dir, st.Uid, you())
 	}
-	if st.Mode&unix.S_ISVTX != 0 {
+	if st.Mode&unix.S_ISVTX != 0 || st.Mode&0o022 != 0 && readOnly(dir) {
 		return nil
 	}
 	if st.Mode&0o002 != 0 {
