@@ -243,11 +243,15 @@ func outcome(werr, lost error) store.Outcome {
 
 // finish records the outcome, retrying a store that is briefly unavailable while the lease holds.
 // With release, and a store that can (store.Finisher), the same write releases the lease. The
-// first failure is logged at once (the retries may last most of the TTL); ctx's end (a stop signal)
-// makes the try under way the last: the next holder then finds the attempt unknown, as it would
-// after the lease.
+// first failure is logged at once (the retries may last most of the TTL); ctx ending while it
+// retries (a stop signal once the command is over) makes the try under way the last: the next
+// holder then finds the attempt unknown, as it would after the lease. A ctx that had ended before
+// (what stopped the work: a scheduler's timeout, drain or replace) keeps the retries.
 func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, out store.Outcome, release bool) (store.Attempt, error) {
 	stop := ctx.Done()
+	if ctx.Err() != nil {
+		stop = nil
+	}
 	ctx = context.WithoutCancel(ctx)
 	fr, ok := g.o.Store.(store.Finisher)
 	release = release && ok

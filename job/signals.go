@@ -35,17 +35,19 @@ func (r *Runner) HandleSignals(ctx context.Context) (context.Context, func()) {
 			if sig == syscall.SIGPIPE {
 				continue
 			}
+			if p := r.proc.Load(); p != nil && slices.Contains(passSignals, s) {
+				_ = p.Signal(sig)
+				continue
+			}
+			// A stop signal (or any, before a command runs): recorded for prepare before the
+			// command is looked at, so that a command ending now (whose Stop would go nowhere)
+			// cannot let the next one start.
+			r.gotSig.Store(sig)
+			r.sigCancel.Store(&cancelBox{cancel, sig})
 			if p := r.proc.Load(); p != nil {
-				if slices.Contains(passSignals, s) {
-					_ = p.Signal(sig)
-					continue
-				}
-				r.gotSig.Store(sig)
-				r.sigCancel.Store(&cancelBox{cancel, sig})
 				p.Stop(sig, r.j.Grace)
 				continue
 			}
-			r.gotSig.Store(sig)
 			cancel(fmt.Errorf("interrupted by %v", sig))
 		}
 	}()

@@ -209,7 +209,7 @@ func parseSingle(dsn string) (Config, error) {
 	// The database: plain digits. go-redis takes "/-5" and then selects no database (0: maybe
 	// another deployment's ledger).
 	if db := strings.Trim(u.Path, "/"); db != "" && strings.Trim(db, "0123456789") != "" {
-		return Config{}, fmt.Errorf("%w: %s: the database %q is not a number: give /0 to /15 (or leave it out for 0)", store.ErrBadDSN, store.Redact(dsn), db)
+		return Config{}, fmt.Errorf("%w: %s: invalid database number %q: give /0 to /15 (or leave it out for 0)", store.ErrBadDSN, store.Redact(dsn), db)
 	}
 	u.RawQuery = q.Encode()
 	opts, err := goredis.ParseURL(u.String())

@@ -208,7 +208,7 @@ func TestBadDSN(t *testing.T) {
 		{"redis://h:1/13?db=2", `"db"`},
 		{"redis://h:1/13?skip_verify=true", `"skip_verify"`},
 		{"redis://h:1/13?dial_timeout=soon", "dial_timeout"},
-		{"redis://h:1/-5?prefix=a", `the database "-5" is not a number`}, // go-redis selected none: database 0
+		{"redis://h:1/-5?prefix=a", `invalid database number "-5"`}, // go-redis selected none: database 0
 		{"redis://h:1/-0", `"-0"`},
 	} {
 		_, err := ParseDSN(c.dsn)
