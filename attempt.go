@@ -241,16 +241,22 @@ func outcome(werr, lost error) store.Outcome {
 	return out
 }
 
+// stoppedRetry bounds finish's retries after a stop (see finish).
+const stoppedRetry = 10 * time.Second
+
 // finish records the outcome, retrying a store that is briefly unavailable while the lease holds.
 // With release, and a store that can (store.Finisher), the same write releases the lease. The
 // first failure is logged at once (the retries may last most of the TTL); ctx ending while it
 // retries (a stop signal once the command is over) makes the try under way the last: the next
 // holder then finds the attempt unknown, as it would after the lease. A ctx that had ended before
-// (what stopped the work: a scheduler's timeout, drain or replace) keeps the retries.
+// (what stopped the work: a scheduler's timeout, drain or replace) keeps the retries for
+// stoppedRetry at most, so that a stop still ends the call soon.
 func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, out store.Outcome, release bool) (store.Attempt, error) {
 	stop := ctx.Done()
 	if ctx.Err() != nil {
-		stop = nil
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stoppedRetry)
+		defer cancel()
+		stop = sctx.Done()
 	}
 	ctx = context.WithoutCancel(ctx)
 	fr, ok := g.o.Store.(store.Finisher)

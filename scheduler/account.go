@@ -42,6 +42,8 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	if js.next.Value == "" || !fireTime(jb.Name, js.next, jb.Jitter).After(now) {
 		js.next = nextFire(jb.Name, spec, jb.Jitter, now)
 	}
+	failed := js.failedFrom // taken now: a paused job's accounting must not leave it for later
+	js.failedFrom = time.Time{}
 	js.mu.Unlock()
 	if _, paused := s.isPaused(jb.Name); paused {
 		return
@@ -52,14 +54,13 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 			s.log.Warn("cannot read the job's history to catch up; trying again at its next slot", "task", jb.Name, "err", err)
 			js.mu.Lock()
 			js.needAccount = true
+			if js.failedFrom.IsZero() {
+				js.failedFrom = failed
+			}
 			js.mu.Unlock()
 		}
 		return
 	}
-	js.mu.Lock()
-	failed := js.failedFrom
-	js.failedFrom = time.Time{}
-	js.mu.Unlock()
 	if last.IsZero() {
 		if failed.IsZero() {
 			return

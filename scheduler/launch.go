@@ -162,6 +162,8 @@ func (s *Scheduler) overlapSkip(ctx context.Context, jb Job, sl string, running 
 		e.Token, e.RunID = running.Token, running.RunID
 	}
 	s.offDispatch(func() {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // Run waits for it at shutdown
+		defer cancel()
 		// Decided at the fire; written now, perhaps seconds later on a loaded machine. A node that
 		// fired the slot later, once the lease was given back, may be running it: then it is not
 		// skipped (the window left is this read to the claim, docs/daemon.md#overlap).

@@ -194,6 +194,9 @@ func (s *Scheduler) Reload(jobs []Job) error {
 		if changed || js.next.Value == "" {
 			js.next = nextFire(j.Name, specs[i], j.Jitter, now)
 		}
+		if changed {
+			js.failedFrom = time.Time{} // a slot of the old schedule: not the new one's to account
+		}
 		js.mu.Unlock()
 		s.jobs[j.Name] = js
 		s.order = append(s.order, j.Name)

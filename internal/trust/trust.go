@@ -140,26 +140,21 @@ func ConfigEntry(path string) error {
 }
 
 // checkConfig applies the rule of a file or directory whose content decides what runs: owned by
-// root or this user, and writable by nobody else (the group too, unless it is this process's own
-// group, as on user-private-group systems) unless its file system is read-only (a Kubernetes
-// ConfigMap volume is mode 0777 and mounted read-only).
+// root or this user, and writable by nobody else, as cron requires of a crontab. A directory on a
+// read-only mount passes whatever its mode (a Kubernetes ConfigMap volume is a 0777 directory
+// mounted read-only); a file does not: the same file may be writable through another mount (a
+// read-only bind mount of a directory others write), so its own mode must say no.
 func checkConfig(path string, st *unix.Stat_t) error {
 	euid := uint32(os.Geteuid())
 	q := Quote(path)
+	dir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 	switch {
 	case st.Uid != 0 && st.Uid != euid:
 		return unsafef("%s is owned by uid %d, who could make this user run anything; fix: chown %d %s", path, st.Uid, euid, q)
-	case st.Mode&0o002 != 0 && !readOnly(path), st.Mode&0o020 != 0 && st.Gid != uint32(os.Getegid()) && !readOnly(path):
+	case st.Mode&0o022 != 0 && !(dir && readOnly(path)):
 		return unsafef("%s can be written by group or others (mode %#o), who could make this user run anything; fix: chmod go-w %s", path, st.Mode&0o7777, q)
 	}
 	return nil
-}
-
-// readOnly reports whether path is on a file system mounted read-only: nobody can write it,
-// whatever its mode says.
-func readOnly(path string) bool {
-	var fs unix.Statfs_t
-	return unix.Statfs(path, &fs) == nil && fs.Flags&unix.ST_RDONLY != 0
 }
 
 // OwnDir checks dir (when it exists) as a directory of this user's that nobody else can write:
