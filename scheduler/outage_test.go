@@ -154,3 +154,33 @@ func TestLogFileFIFO(t *testing.T) {
 	eventually(t, 8*time.Second, "the job ran despite the FIFO", func() bool { return count(f.history("fifo"), store.Succeeded, "") > 0 })
 	n.stop()
 }
+
+// The log directory is opened once: a swap of it for a link to elsewhere (by whoever may rename
+// entries of a directory above it) does not move the daemon's writes there; rotation goes through
+// the same handle.
+func TestLogDirPinnedAndRotated(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	base := t.TempDir()
+	dir, elsewhere := filepath.Join(base, "logs"), filepath.Join(base, "elsewhere")
+	os.Mkdir(elsewhere, 0o700)
+	j := scheduler.Job{Job: jobfile.Job{Name: "pin", Schedule: "@every 1s", TZ: "UTC", Command: []string{"echo", "0123456789"}}}
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, LogDir: dir, LogSize: 16})
+	eventually(t, 8*time.Second, "a first run", func() bool { return count(f.history("pin"), store.Succeeded, "") > 0 })
+	moved := filepath.Join(base, "moved")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, dir); err != nil {
+		t.Fatal(err)
+	}
+	before := count(f.history("pin"), store.Succeeded, "")
+	eventually(t, 8*time.Second, "two more runs", func() bool { return count(f.history("pin"), store.Succeeded, "") >= before+2 })
+	n.stop()
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Fatalf("the daemon wrote through the swapped-in link: %v", ents)
+	}
+	if _, err := os.Stat(filepath.Join(moved, "pin.log.1")); err != nil {
+		t.Fatalf("no rotated log in the directory the daemon opened: %v", err)
+	}
+}

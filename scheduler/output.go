@@ -55,16 +55,29 @@ func LogFile(dir, name string) string {
 	return filepath.Join(dir, strings.ReplaceAll(strings.ReplaceAll(name, "%", "%25"), "/", "%2F")+".log")
 }
 
+// logRoot is Config.LogDir, created 0700 and opened once: every log file is opened and rotated
+// through this handle, so that the directory cannot be swapped for a link to elsewhere later (by
+// whoever may rename entries of a directory above it, such as a group-writable /var/log).
+func (s *Scheduler) logRoot() (*os.Root, error) {
+	s.logOnce.Do(func() {
+		if s.logErr = os.MkdirAll(s.c.LogDir, 0o700); s.logErr == nil {
+			s.logDir, s.logErr = os.OpenRoot(s.c.LogDir)
+		}
+	})
+	return s.logDir, s.logErr
+}
+
 // open opens the job's log file for appending: created 0600 in a directory created 0700, never
 // through a symbolic link, and only a regular file of this user's (a FIFO put there would block
 // the open, and the daemon's launches behind it, until someone read it: opened non-blocking and
 // refused).
 func (o *output) open() error {
-	if err := os.MkdirAll(o.s.c.LogDir, 0o700); err != nil {
+	root, err := o.s.logRoot()
+	if err != nil {
 		return err
 	}
 	path := LogFile(o.s.c.LogDir, o.name)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0o600)
+	f, err := root.OpenFile(filepath.Base(path), os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return err
 	}
@@ -141,13 +154,15 @@ func (o *output) writeFile(p []byte) {
 
 // rotate renames NAME.log to NAME.log.1 (and .1 to .2 …, keeping keptLogs) and opens a new one.
 func (o *output) rotate() {
-	path := LogFile(o.s.c.LogDir, o.name)
+	base := filepath.Base(LogFile(o.s.c.LogDir, o.name))
 	o.file.Close()
 	o.file = nil
-	for i := keptLogs - 1; i >= 1; i-- {
-		_ = os.Rename(fmt.Sprintf("%s.%d", path, i), fmt.Sprintf("%s.%d", path, i+1))
+	if root, err := o.s.logRoot(); err == nil {
+		for i := keptLogs - 1; i >= 1; i-- {
+			_ = root.Rename(fmt.Sprintf("%s.%d", base, i), fmt.Sprintf("%s.%d", base, i+1))
+		}
+		_ = root.Rename(base, base+".1")
 	}
-	_ = os.Rename(path, path+".1")
 	if err := o.open(); err != nil {
 		o.s.log.Warn("cannot reopen the job's log file after rotating it", "task", o.name, "err", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,11 +76,14 @@ type Config struct {
 
 // Scheduler runs jobs on one node of a fleet. Create it with New, then call Run once.
 type Scheduler struct {
-	c     Config
-	keys  store.Keys // nil when the store keeps no keys
-	log   *slog.Logger
-	out   *notify.Sender
-	clock *clock
+	c       Config
+	logOnce sync.Once
+	logDir  *os.Root // Config.LogDir, opened once (logRoot)
+	logErr  error
+	keys    store.Keys // nil when the store keeps no keys
+	log     *slog.Logger
+	out     *notify.Sender
+	clock   *clock
 
 	// Lock order: mu before a jobState's mu; ctlMu is taken alone.
 	mu       sync.Mutex
