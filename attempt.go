@@ -256,9 +256,10 @@ func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, o
 	if ctx.Err() != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stoppedRetry)
 		defer cancel()
-		stop = sctx.Done()
+		stop, ctx = sctx.Done(), sctx // each try within the bound too
+	} else {
+		ctx = context.WithoutCancel(ctx)
 	}
-	ctx = context.WithoutCancel(ctx)
 	fr, ok := g.o.Store.(store.Finisher)
 	release = release && ok
 	for try := 0; ; try++ {

@@ -42,9 +42,19 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	if js.next.Value == "" || !fireTime(jb.Name, js.next, jb.Jitter).After(now) {
 		js.next = nextFire(jb.Name, spec, jb.Jitter, now)
 	}
-	failed := js.failedFrom // taken now: a paused job's accounting must not leave it for later
+	failed, gen := js.failedFrom, js.gen // taken now: a paused job's accounting must not leave it for later
 	js.failedFrom = time.Time{}
 	js.mu.Unlock()
+	// keep puts failed back for the next accounting when this one could not finish: the oldest
+	// wins, and not across a schedule change (a slot of the old schedule is not the new one's).
+	keep := func() {
+		js.mu.Lock()
+		js.needAccount = true
+		if !failed.IsZero() && js.gen == gen && (js.failedFrom.IsZero() || failed.Before(js.failedFrom)) {
+			js.failedFrom = failed
+		}
+		js.mu.Unlock()
+	}
 	if _, paused := s.isPaused(jb.Name); paused {
 		return
 	}
@@ -52,12 +62,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read the job's history to catch up; trying again at its next slot", "task", jb.Name, "err", err)
-			js.mu.Lock()
-			js.needAccount = true
-			if js.failedFrom.IsZero() {
-				js.failedFrom = failed
-			}
-			js.mu.Unlock()
+			keep()
 		}
 		return
 	}
@@ -71,8 +76,8 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		last = failed.Add(-time.Nanosecond)
 	}
 	g := findGap(jb, spec, last, now)
-	if len(g.missed) > 0 {
-		s.recordMissed(ctx, js, jb, g)
+	if len(g.missed) > 0 && !s.recordMissed(ctx, jb, g) {
+		keep()
 	}
 	if run := append(g.catchUp, g.late...); len(run) > 0 {
 		slots := make([]string, len(run))
@@ -159,8 +164,9 @@ func reverse(g gap) gap {
 const recordedScope = "once.scheduler.recorded"
 
 // recordMissed records g's missed slots as missed events, each once per fleet, and sends one
-// notification for them. A slot it could not record is left for the job's next accounting.
-func (s *Scheduler) recordMissed(ctx context.Context, js *jobState, jb Job, g gap) {
+// notification for them. It reports false when it could not record them: the caller leaves them
+// for the job's next accounting.
+func (s *Scheduler) recordMissed(ctx context.Context, jb Job, g gap) bool {
 	events := make([]store.Event, len(g.missed))
 	for i, sl := range g.missed {
 		note := "missed: its fire time passed while no node of the fleet ran the job, outside its catch-up window"
@@ -172,13 +178,10 @@ func (s *Scheduler) recordMissed(ctx context.Context, js *jobState, jb Job, g ga
 	recorded, err := s.recordOnce(ctx, "missed", events)
 	if err != nil {
 		s.log.Warn("cannot record the missed slots; trying again at the job's next slot", "task", jb.Name, "err", err)
-		js.mu.Lock()
-		js.needAccount = true
-		js.mu.Unlock()
 	}
 	s.stats.missed.Add(int64(recorded))
 	if recorded == 0 {
-		return
+		return err == nil
 	}
 	first, last := g.missed[0].Value, g.missed[len(g.missed)-1].Value
 	s.log.Warn("missed slots: they passed while no node ran the job, outside its catch-up window",
@@ -186,6 +189,7 @@ func (s *Scheduler) recordMissed(ctx context.Context, js *jobState, jb Job, g ga
 		"backfill", fmt.Sprintf("once backfill --task %s --from %s --to %s -- COMMAND", jb.Name, first, last))
 	s.out.Event(jb.Notify, notify.Event{Event: notify.Missed, Task: jb.Name, Slot: last, Holder: s.c.Node,
 		Reason: fmt.Sprintf("%d slots missed, %s to %s (and %s earlier)", recorded, first, last, earlier(g))})
+	return err == nil
 }
 
 func earlier(g gap) string {
@@ -220,17 +224,21 @@ func (s *Scheduler) recordOnce(ctx context.Context, kind string, events []store.
 	}
 	n := 0
 	var first error
+	// Claimed: written even if ctx ends now (a claim without its record would hide the slot), but
+	// within a bound, since Run waits for these writes at shutdown.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	for i, e := range events {
 		if !won[i] {
 			continue
 		}
 		e.Note = store.Clip(e.Note, store.MaxNoteLen)
-		if err := s.c.Store.Record(context.WithoutCancel(ctx), e); err != nil {
+		if err := s.c.Store.Record(wctx, e); err != nil {
 			if first == nil {
 				first = err
 			}
 			if s.keys != nil {
-				_ = s.keys.ReleaseKeys(context.WithoutCancel(ctx), recordedScope, keys[i:i+1], store.Clip(claimant, store.MaxRunIDLen))
+				_ = s.keys.ReleaseKeys(wctx, recordedScope, keys[i:i+1], store.Clip(claimant, store.MaxRunIDLen))
 			}
 			continue
 		}

@@ -47,7 +47,7 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 func (js *jobState) call(ctx context.Context, a *active) {
 	s := js.s
 	js.mu.Lock()
-	jb := js.job
+	jb, gen := js.job, js.gen
 	js.mu.Unlock()
 	if a.l.waited && a.l.untried && len(a.l.slots) == 1 {
 		// While it waited here, the node running the job may have skipped the slot (its own
@@ -110,7 +110,7 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		// slot to run became the job's newest and nothing looked behind it.
 		js.mu.Lock()
 		js.needAccount = true
-		if t, perr := js.spec.Parse(a.l.slots[0]); perr == nil && (js.failedFrom.IsZero() || t.Before(js.failedFrom)) {
+		if t, perr := js.spec.Parse(a.l.slots[0]); perr == nil && js.gen == gen && (js.failedFrom.IsZero() || t.Before(js.failedFrom)) {
 			js.failedFrom = t // a job with no history yet is accounted from here
 		}
 		js.mu.Unlock()

@@ -46,6 +46,7 @@ type jobState struct {
 	watches     map[string]*watch // slots this node follows up, by slot
 	needAccount bool              // a fire was refused: account before the next one
 	failedFrom  time.Time         // the start of the oldest slot a failed launch left without a record, until accounted
+	gen         int               // bumped when a reload changes the schedule: failedFrom is of one generation
 	removed     bool              // no longer in the jobs (a reload)
 	lastFire    time.Time         // the fire time of the last slot fired, for Stats
 	lastLag     time.Duration     // how late after its fire time the dispatcher fired it

@@ -55,22 +55,36 @@ func LogFile(dir, name string) string {
 	return filepath.Join(dir, strings.ReplaceAll(strings.ReplaceAll(name, "%", "%25"), "/", "%2F")+".log")
 }
 
-// logRoot is Config.LogDir, created 0700 and opened once: every log file is opened and rotated
-// through this handle, so that the directory cannot be swapped for a link to elsewhere later (by
-// whoever may rename entries of a directory above it, such as a group-writable /var/log).
+// logRoot is Config.LogDir, created 0700 and opened at New (again at each use until that
+// succeeds): every log file is opened and rotated through this handle, so that the directory
+// cannot be swapped for a link to elsewhere later (by whoever may rename entries of a directory
+// above it, such as a group-writable /var/log). The directory itself must not be a link.
 func (s *Scheduler) logRoot() (*os.Root, error) {
-	s.logOnce.Do(func() {
-		if s.logErr = os.MkdirAll(s.c.LogDir, 0o700); s.logErr == nil {
-			s.logDir, s.logErr = os.OpenRoot(s.c.LogDir)
-		}
-	})
-	return s.logDir, s.logErr
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	if s.logDir != nil {
+		return s.logDir, nil
+	}
+	if err := os.MkdirAll(s.c.LogDir, 0o700); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Lstat(s.c.LogDir); err != nil {
+		return nil, err
+	} else if fi.Mode()&os.ModeSymlink != 0 {
+		return nil, fmt.Errorf("log directory %s is a symbolic link: give the real directory", s.c.LogDir)
+	}
+	r, err := os.OpenRoot(s.c.LogDir)
+	if err != nil {
+		return nil, err
+	}
+	s.logDir = r
+	return r, nil
 }
 
-// open opens the job's log file for appending: created 0600 in a directory created 0700, never
-// through a symbolic link, and only a regular file of this user's (a FIFO put there would block
-// the open, and the daemon's launches behind it, until someone read it: opened non-blocking and
-// refused).
+// open opens the job's log file for appending: created 0600 in a directory created 0700, through
+// no link out of that directory, and only a regular file of this user's (a FIFO put there would
+// block the open, and the daemon's launches behind it, until someone read it: opened non-blocking
+// and refused).
 func (o *output) open() error {
 	root, err := o.s.logRoot()
 	if err != nil {

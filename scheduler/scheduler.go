@@ -76,14 +76,13 @@ type Config struct {
 
 // Scheduler runs jobs on one node of a fleet. Create it with New, then call Run once.
 type Scheduler struct {
-	c       Config
-	logOnce sync.Once
-	logDir  *os.Root // Config.LogDir, opened once (logRoot)
-	logErr  error
-	keys    store.Keys // nil when the store keeps no keys
-	log     *slog.Logger
-	out     *notify.Sender
-	clock   *clock
+	c      Config
+	logMu  sync.Mutex
+	logDir *os.Root   // Config.LogDir, opened once it could be (logRoot)
+	keys   store.Keys // nil when the store keeps no keys
+	log    *slog.Logger
+	out    *notify.Sender
+	clock  *clock
 
 	// Lock order: mu before a jobState's mu; ctlMu is taken alone.
 	mu       sync.Mutex
@@ -123,6 +122,11 @@ func New(c Config) (*Scheduler, error) {
 	s.clock = newClock(c.Store, c.Now, c.MaxClockOffset)
 	if err := s.Reload(c.Jobs); err != nil {
 		return nil, err
+	}
+	if c.LogDir != "" {
+		if _, err := s.logRoot(); err != nil { // opened now: later, its path could name another
+			s.log.Warn("cannot open the log directory; jobs' output is kept only as the tail in the store until it can be", "dir", c.LogDir, "err", err)
+		}
 	}
 	return s, nil
 }
@@ -200,6 +204,7 @@ func (s *Scheduler) Reload(jobs []Job) error {
 		}
 		if changed {
 			js.failedFrom = time.Time{} // a slot of the old schedule: not the new one's to account
+			js.gen++
 		}
 		js.mu.Unlock()
 		s.jobs[j.Name] = js
