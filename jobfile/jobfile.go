@@ -119,7 +119,7 @@ func Load(path string) ([]Job, error) {
 	var all []Job
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".toml") || strings.HasSuffix(name, ".crontab")) {
+		if !IsDropIn(name) {
 			continue
 		}
 		p := filepath.Join(path, name)
@@ -147,6 +147,12 @@ func Load(path string) ([]Job, error) {
 		return nil, err
 	}
 	return all, nil
+}
+
+// IsDropIn reports whether a directory entry named name is one of its jobs files (Load): a
+// *.toml or *.crontab name not starting with ".".
+func IsDropIn(name string) bool {
+	return !strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".toml") || strings.HasSuffix(name, ".crontab"))
 }
 
 func parseKind(name string, data []byte) ([]Job, error) {

@@ -395,8 +395,8 @@ func trustJobs(path string) error {
 		return nil
 	}
 	for _, e := range entries {
-		if n := e.Name(); !strings.HasPrefix(n, ".") && (strings.HasSuffix(n, ".toml") || strings.HasSuffix(n, ".crontab")) {
-			if err := trust.ConfigEntry(filepath.Join(path, n)); err != nil {
+		if jobfile.IsDropIn(e.Name()) {
+			if err := trust.ConfigEntry(filepath.Join(path, e.Name())); err != nil {
 				return err
 			}
 		}
