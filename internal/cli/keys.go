@@ -392,7 +392,14 @@ be happening now.`,
 				return err
 			}
 			defer closeStore()
-			n, err := ks.Forget(c.Context(), scope, time.Now().Add(-older), includeDone)
+			// claimed_at is the store's time: the cutoff is too, where the store can tell it.
+			now := time.Now()
+			if clk, ok := ks.(store.Clock); ok {
+				if now, err = clk.Now(c.Context()); err != nil {
+					return err
+				}
+			}
+			n, err := ks.Forget(c.Context(), scope, now.Add(-older), includeDone)
 			if err != nil {
 				return err
 			}
