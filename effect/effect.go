@@ -4,7 +4,9 @@
 // Do claims the key as pending under a claimant, makes the call, and marks the key done. The states:
 //
 //   - new: Do claims it, calls, and marks it done (Called). A call that returns an error is taken as
-//     not applied: the claim is released (store.Keys.ReleaseKeys), so a retry calls again.
+//     not applied: the claim is released (store.Keys.ReleaseKeys), so a retry calls again; unless
+//     the error wraps ErrMaybeApplied (the call was cut short: killed, its status lost), when the
+//     key stays pending and turns unknown once its claimant is gone (Interrupted).
 //   - done: Do returns AlreadyDone without calling.
 //   - pending under a live claimant: another attempt is calling now; ErrInFlight.
 //   - unknown (pending, and its claimant died mid-call): nobody knows whether the call happened.
@@ -31,6 +33,9 @@ const (
 	Failed      Outcome = "failed"     // the call ran and returned an error; the claim was released
 	AlreadyDone Outcome = "done"       // the key was done before; no call
 	Reconciled  Outcome = "reconciled" // an earlier attempt's call happened (per the Reconciler); marked done, no call
+	// Interrupted: the call was cut short (its error wraps ErrMaybeApplied) and may have happened; the
+	// key stays pending and turns unknown when its claimant is gone, so it is never called blindly.
+	Interrupted Outcome = "interrupted"
 )
 
 var (
@@ -38,6 +43,10 @@ var (
 	ErrUnknown = errors.New("effect: an earlier attempt died during the call and its outcome is unknown")
 	// ErrInFlight: another attempt holds the key and is calling now.
 	ErrInFlight = errors.New("effect: another attempt is making this call now")
+	// ErrMaybeApplied, wrapped by a call's error, says the call may have happened although it did not
+	// return success: it was killed mid-call (a signal, the OOM killer) or how it ended is not known.
+	// Do then keeps the claim (Interrupted) instead of releasing it for a retry to call again.
+	ErrMaybeApplied = errors.New("effect: the call was cut short and may have happened")
 )
 
 // Reconciler tells whether the effect for a key happened downstream, for a key whose earlier
@@ -56,7 +65,8 @@ func (f ReconcilerFunc) Happened(ctx context.Context, scope, key string) (bool, 
 
 // Do calls call at most once for (scope, key), as claimant c (c.RunID set; a run's Task and Token, or
 // an Expires TTL that must outlast the call). It returns the outcome and, for Failed, call's error
-// unchanged; ErrUnknown, ErrInFlight and store errors are wrapped. If call succeeds but the key
+// unchanged (Interrupted, with the claim kept, when it wraps ErrMaybeApplied); ErrUnknown,
+// ErrInFlight and store errors are wrapped. If call succeeds but the key
 // cannot be marked done, Do returns Called with the store error: the key stays pending and becomes
 // unknown, so the call is not repeated blindly.
 func Do(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, call func(ctx context.Context) error, rec Reconciler) (Outcome, error) {
@@ -114,6 +124,9 @@ func Do(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, 
 
 func callAndRecord(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, call func(ctx context.Context) error) (Outcome, error) {
 	if err := call(ctx); err != nil {
+		if errors.Is(err, ErrMaybeApplied) {
+			return Interrupted, err // the claim stays: unknown once its claimant is gone
+		}
 		// The call failed, so it did not apply (the caller's contract): release the claim even when
 		// ctx is done, so a retry can call again.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -3,6 +3,7 @@ package effect_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -123,5 +124,30 @@ func TestConcurrentAttemptsOneCall(t *testing.T) {
 	wg.Wait()
 	if calls.Load() != 1 {
 		t.Fatalf("%d calls, want exactly 1", calls.Load())
+	}
+}
+
+// A call cut short (ErrMaybeApplied: killed mid-call) may have happened: its claim is kept, so the
+// next attempt finds the key in flight, then unknown, and never calls blindly.
+func TestInterruptedCallKeepsClaim(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, newDSN(t))
+	killed := fmt.Errorf("%w: killed by signal 9", effect.ErrMaybeApplied)
+	c := store.Claimant{RunID: "a", Expires: 300 * time.Millisecond}
+	out, err := effect.Do(ctx, s, "pay", "k", c, func(context.Context) error { return killed }, nil)
+	if out != effect.Interrupted || !errors.Is(err, effect.ErrMaybeApplied) {
+		t.Fatalf("interrupted call: %v, %v; want interrupted", out, err)
+	}
+	var calls atomic.Int32
+	call := func(context.Context) error { calls.Add(1); return nil }
+	if _, err := effect.Do(ctx, s, "pay", "k", claimant("b"), call, nil); !errors.Is(err, effect.ErrInFlight) {
+		t.Fatalf("retry while the claim lives: %v; want ErrInFlight", err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if _, err := effect.Do(ctx, s, "pay", "k", claimant("c"), call, nil); !errors.Is(err, effect.ErrUnknown) {
+		t.Fatalf("retry after the claim ended: %v; want ErrUnknown", err)
+	}
+	if calls.Load() != 0 {
+		t.Fatalf("%d calls after an interrupted one, want 0", calls.Load())
 	}
 }

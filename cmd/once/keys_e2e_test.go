@@ -222,6 +222,37 @@ func TestEffectCallsOncePerKey(t *testing.T) {
 	}
 }
 
+// A COMMAND killed by a signal mid-call (the OOM killer, kill -9, once's own forwarding of a
+// Ctrl-C) may have made the call: the key is kept, not released, so a retry does not call again
+// blindly (it was released, and the payment below was made twice).
+func TestEffectKilledCommandIsNotCalledAgain(t *testing.T) {
+	t.Parallel()
+	e := keysEnv(t)
+	calls := filepath.Join(t.TempDir(), "calls")
+	call := `echo "$ONCE_EFFECT_KEY" >> ` + calls
+	r := e.runIn("", nil, "effect", "--key", "pay-1", "--claim-ttl", "1s", "--", "sh", "-c", call+`; kill -9 $$`)
+	if r.code != 137 || !strings.Contains(r.stderr, "may have happened") || !strings.Contains(r.stderr, "--reconcile") {
+		t.Fatalf("killed call: %d %s; want 137 saying the key is kept", r.code, r.stderr)
+	}
+	if r := e.runIn("", nil, "effect", "--key", "pay-1", "--", "sh", "-c", call); r.code != 75 {
+		t.Fatalf("retry while the claim lives: %d %s; want 75", r.code, r.stderr)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if r := e.runIn("", nil, "effect", "--key", "pay-1", "--", "sh", "-c", call); r.code != 76 {
+		t.Fatalf("retry after the claim ended: %d %s; want 76", r.code, r.stderr)
+	}
+	if got := lines(readFile(t, calls)); !slices.Equal(got, []string{"pay-1"}) {
+		t.Fatalf("calls: %q, want one", got)
+	}
+	// An ordinary failure still releases the key: the retry calls again.
+	if r := e.runIn("", nil, "effect", "--key", "pay-2", "--", "sh", "-c", "exit 137"); r.code != 137 {
+		t.Fatalf("exit 137: %d", r.code)
+	}
+	if r := e.runIn("", nil, "effect", "--key", "pay-2", "--", "sh", "-c", call); r.code != 0 {
+		t.Fatalf("retry after exit 137: %d %s", r.code, r.stderr)
+	}
+}
+
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)

@@ -34,6 +34,8 @@ the Idempotency-Key header). The scope defaults to $ONCE_TASK, else "effect".
   key new                               → call; exit 0 marks it done; a non-zero exit releases the
                                           claim (a failed call is taken as not applied) and passes
                                           the exit status through, so a retry calls again
+  key new, COMMAND killed by a signal   → exit 128+N and keep the claim: the call may have happened,
+                                          so it is reconciled as one that died mid-call
   an earlier attempt died mid-call      → run CMD with sh -c: exit 0 = it happened (mark done, do
                                           not call), 1 = it did not (call); else, or without
                                           --reconcile, exit 76 and print how to decide
@@ -105,12 +107,29 @@ func (a *app) effect(ctx context.Context, args []string, scope, key, reconcile s
 		return exit(ExitReview, "")
 	case errors.Is(err, effect.ErrInFlight):
 		return exit(ExitBusy, "%v", err)
+	case out == effect.Interrupted:
+		// Killed mid-call: the effect may have happened, so the key is kept, not released.
+		fmt.Fprintf(a.stderr, "once: %v; key %q in scope %q stays claimed and turns unknown when this claim ends (%s): then decide with --reconcile\n",
+			err, key, scope, claimEnd())
+		var ec job.ExitError
+		if errors.As(err, &ec) {
+			return exit(ec.Code, "")
+		}
+		return exit(ExitInternal, "")
 	}
 	var ec job.ExitError
 	if out == effect.Failed && errors.As(err, &ec) {
 		return exit(ec.Code, "") // COMMAND's own status; the claim was released
 	}
 	return err
+}
+
+// claimEnd says when this process's claim ends: with the run, or at its --claim-ttl.
+func claimEnd() string {
+	if os.Getenv("ONCE_RUN_ID") != "" {
+		return "when this run ends"
+	}
+	return "after --claim-ttl"
 }
 
 // effectClaimant is the current run (inside once run) or a fresh expiring claim.
@@ -126,7 +145,9 @@ func effectClaimant(ttl time.Duration) (store.Claimant, error) {
 }
 
 // callEffect runs COMMAND in its own process group with ONCE_EFFECT_KEY set, forwarding SIGINT,
-// SIGTERM and SIGHUP; a non-zero exit is returned as job.ExitError.
+// SIGTERM and SIGHUP; a non-zero exit is returned as job.ExitError. A COMMAND killed by a signal
+// (by once's own forwarding too) or whose end is not known may have made the call: that error also
+// wraps effect.ErrMaybeApplied, so the claim is kept instead of released for a blind retry.
 func (a *app) callEffect(args []string, scope, key string) error {
 	env := append(os.Environ(), "ONCE_EFFECT_KEY="+key, "ONCE_EFFECT_SCOPE="+scope)
 	sigs := make(chan os.Signal, 1)
@@ -154,7 +175,10 @@ func (a *app) callEffect(args []string, scope, key string) error {
 	}()
 	ex, err := p.Wait()
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", effect.ErrMaybeApplied, err)
+	}
+	if ex.Signal != 0 {
+		return fmt.Errorf("%w: COMMAND was killed by signal %d (%v): %w", effect.ErrMaybeApplied, int(ex.Signal), ex.Signal, job.ExitError{Code: ex.Code})
 	}
 	if ex.Code != 0 {
 		return job.ExitError{Code: ex.Code}
