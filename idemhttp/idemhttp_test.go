@@ -285,3 +285,53 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+// The query string is part of the payload: the same key on POST /orders?amount=1000 after
+// POST /orders?amount=10 is another operation (422), not a replay of the first one's 201.
+func TestQueryIsPartOfFingerprint(t *testing.T) {
+	s := newServer(t, idemhttp.Options{}, nil)
+	post := func(query string) int {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/orders"+query, strings.NewReader("{}"))
+		req.Header.Set(idemhttp.Header, "q-1")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := post("?amount=10"); got != http.StatusCreated {
+		t.Fatalf("first: %d", got)
+	}
+	if got := post("?amount=10"); got != http.StatusCreated {
+		t.Fatalf("retry with the same query: %d, want the replayed 201", got)
+	}
+	if got := post("?amount=1000"); got != http.StatusUnprocessableEntity {
+		t.Fatalf("same key, another query: %d, want 422", got)
+	}
+	if got := post(""); got != http.StatusUnprocessableEntity {
+		t.Fatalf("same key, no query: %d, want 422", got)
+	}
+	if s.calls.Load() != 1 {
+		t.Fatalf("%d executions, want 1", s.calls.Load())
+	}
+}
+
+// An informational status (103 Early Hints) is not the response's status: the final one is
+// stored, sent and replayed (the 103 was kept, and the client got 200 for a 201).
+func TestInformationalStatusIsNotStored(t *testing.T) {
+	s := newServer(t, idemhttp.Options{}, func(s *server, w http.ResponseWriter, r *http.Request) {
+		s.calls.Add(1)
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Set("Location", "/orders/7")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("made"))
+	})
+	for i, want := range []string{"", "true"} {
+		r := s.do(t, http.MethodPost, "eh-1", "{}")
+		if r.status != http.StatusCreated || r.body != "made" || r.header.Get("Location") != "/orders/7" || r.header.Get(idemhttp.ReplayedHeader) != want {
+			t.Fatalf("request %d: %d %q %v; want 201 made with its Location", i+1, r.status, r.body, r.header)
+		}
+	}
+}

@@ -5,8 +5,8 @@
 //
 // The middleware's answers: the first request with a key executes and its response (status, a
 // subset of headers, body) is stored; a retry gets the stored response again; a duplicate while the
-// first is still executing gets 409; the same key with another payload (SHA-256 of method, path
-// and body) gets 422; a missing key where required, or a malformed one, gets 400. Errors are RFC 9457
+// first is still executing gets 409; the same key with another payload (SHA-256 of method, path,
+// query and body) gets 422; a missing key where required, or a malformed one, gets 400. Errors are RFC 9457
 // problem+json. See docs/idempotency-http.md.
 package idemhttp
 

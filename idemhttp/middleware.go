@@ -34,7 +34,7 @@ type Options struct {
 	PendingTTL time.Duration
 	// MaxBody is the largest request body read for the fingerprint (default 1 MiB); larger → 413.
 	MaxBody int64
-	// Fingerprint of the payload (default: hex SHA-256 of method, path and body).
+	// Fingerprint of the payload (default: hex SHA-256 of method, path with query, and body).
 	Fingerprint func(r *http.Request, body []byte) string
 	// KeepHeaders are the response headers stored and replayed (default Content-Type,
 	// Content-Location, Location, ETag, Last-Modified, Cache-Control).
@@ -88,10 +88,16 @@ func Middleware(o Options) (func(http.Handler) http.Handler, error) {
 	}, nil
 }
 
-// DefaultFingerprint is the hex SHA-256 of the method, the path and the body.
+// DefaultFingerprint is the hex SHA-256 of the method, the path with its query string, and the
+// body. The query is part of the operation (POST /pay?amount=10 and ?amount=1000 are two); a request
+// without one hashes as it did before the query was included.
 func DefaultFingerprint(r *http.Request, body []byte) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n", r.Method, r.URL.EscapedPath())
+	target := r.URL.EscapedPath()
+	if r.URL.RawQuery != "" || r.URL.ForceQuery {
+		target += "?" + r.URL.RawQuery
+	}
+	fmt.Fprintf(h, "%s\n%s\n", r.Method, target)
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -153,7 +159,7 @@ func claim(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request
 		got, err := o.Store.Claim(ctx, store.ClaimRequest{Scope: scope, Keys: []string{key}, Fingerprints: []string{fp}, Pending: true, Claimant: c})
 		if errors.Is(err, store.ErrFingerprint) {
 			problem(w, http.StatusUnprocessableEntity, "key-reused", "Idempotency-Key reused with another payload",
-				"this key was first used with a different method, path or body; use a new key for a new operation")
+				"this key was first used with a different method, path, query or body; use a new key for a new operation")
 			return
 		}
 		if err != nil {
@@ -279,7 +285,12 @@ type recorder struct {
 
 func (r *recorder) Header() http.Header { return r.header }
 
+// WriteHeader keeps the first final status. An informational one (103 Early Hints) is not the
+// response's status, as net/http's own writer treats it: it is dropped, not stored and replayed.
 func (r *recorder) WriteHeader(code int) {
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		return
+	}
 	if r.status == 0 {
 		r.status = code
 	}
