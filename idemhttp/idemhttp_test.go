@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -333,5 +334,30 @@ func TestInformationalStatusIsNotStored(t *testing.T) {
 		if r.status != http.StatusCreated || r.body != "made" || r.header.Get("Location") != "/orders/7" || r.header.Get(idemhttp.ReplayedHeader) != want {
 			t.Fatalf("request %d: %d %q %v; want 201 made with its Location", i+1, r.status, r.body, r.header)
 		}
+	}
+}
+
+// A response too large to store (store.MaxKeyResult: etcd and ZooKeeper refuse about 1 MB) still
+// completes the key, without its body: it was left pending, and a retry after the pending TTL
+// executed the request again.
+func TestLargeResponseCompletesWithoutBody(t *testing.T) {
+	big := strings.Repeat("x", store.MaxKeyResult+1)
+	s := newServer(t, idemhttp.Options{PendingTTL: 200 * time.Millisecond}, func(s *server, w http.ResponseWriter, r *http.Request) {
+		s.calls.Add(1)
+		w.Header().Set("Location", "/exports/1")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(big))
+	})
+	if r := s.do(t, http.MethodPost, "big-1", "{}"); r.status != http.StatusCreated || r.body != big {
+		t.Fatalf("first: %d, %d bytes", r.status, len(r.body))
+	}
+	time.Sleep(300 * time.Millisecond)
+	r := s.do(t, http.MethodPost, "big-1", "{}")
+	if r.status != http.StatusCreated || r.body != "" || r.header.Get("Location") != "/exports/1" ||
+		r.header.Get(idemhttp.ReplayedHeader) != "true" || r.header.Get(idemhttp.OmittedHeader) != strconv.Itoa(len(big)) {
+		t.Fatalf("retry: %d, %d bytes, %v; want the 201 replayed without its body", r.status, len(r.body), r.header)
+	}
+	if n := s.calls.Load(); n != 1 {
+		t.Fatalf("%d executions, want 1", n)
 	}
 }

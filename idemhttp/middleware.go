@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/once-run/once/store"
@@ -46,11 +47,29 @@ type Options struct {
 // ReplayedHeader is set to "true" on a replayed response.
 const ReplayedHeader = "Idempotent-Replayed"
 
+// OmittedHeader is set on a replayed response whose body was too large to store
+// (store.MaxKeyResult): its value is the length of the body the first response had.
+const OmittedHeader = "Idempotent-Body-Omitted"
+
 // stored is the response kept as the key's result.
 type stored struct {
 	Status int                 `json:"status"`
 	Header map[string][]string `json:"header,omitempty"`
 	Body   []byte              `json:"body,omitempty"`
+	// Omitted is the length of a body too large to store; Body is then empty.
+	Omitted int `json:"omitted,omitempty"`
+}
+
+// encode returns s as the key's result. A response too large for every store to keep
+// (store.MaxKeyResult) is kept without its body: the key must become done all the same, or it
+// stays pending and a retry executes the request again once the pending TTL has passed.
+func (s stored) encode() []byte {
+	res, _ := json.Marshal(s) // plain types always encode
+	if len(res) > store.MaxKeyResult {
+		s.Omitted, s.Body = len(s.Body), nil
+		res, _ = json.Marshal(s)
+	}
+	return res
 }
 
 // Middleware returns a net/http middleware that executes each keyed request once (see the package
@@ -225,7 +244,7 @@ func execute(o *Options, next http.Handler, w http.ResponseWriter, r *http.Reque
 			s.Header[http.CanonicalHeaderKey(h)] = v
 		}
 	}
-	res, _ := json.Marshal(s) // plain types always encode
+	res := s.encode()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
 	if err := o.Store.Complete(ctx, scope, []string{key}, c.RunID, res); err != nil && o.ErrorLog != nil {
@@ -249,6 +268,9 @@ func replay(w http.ResponseWriter, result []byte) {
 		w.Header()[k] = v
 	}
 	w.Header().Set(ReplayedHeader, "true")
+	if s.Omitted > 0 {
+		w.Header().Set(OmittedHeader, strconv.Itoa(s.Omitted))
+	}
 	w.WriteHeader(s.Status)
 	_, _ = w.Write(s.Body)
 }

@@ -71,7 +71,7 @@ type Key struct {
 //     scope) and false for keys claimed before (by anyone, in any state). Concurrent claimers never both
 //     get true for one key. A batch is one round trip (one statement or script) where the store allows.
 //   - Complete moves pending keys claimed by runID to done, storing result (may be nil); ErrConflict for
-//     keys not pending under runID.
+//     keys not pending under runID. A result over MaxKeyResult is ErrInvalid, and nothing changes.
 //   - Lookup returns the stored keys (missing keys are absent), pending ones reported KeyUnknown when
 //     their claimant is gone.
 //   - Reclaim hands pending keys whose claimant is gone (KeyUnknown) to a new claimant: as pending again

@@ -43,6 +43,21 @@ func CheckScope(scope string) error {
 	return nil
 }
 
+// MaxKeyResult bounds the result Keys.Complete stores with a key (idemhttp's stored response): every
+// store keeps one of this size. ZooKeeper refuses a node over about 1 MB and etcd a request over
+// 1.5 MiB, and the key-value stores keep the result base64-encoded in the key's JSON record.
+const MaxKeyResult = 512 << 10
+
+// CheckKeyResult refuses (ErrInvalid) a result over MaxKeyResult bytes, before anything is written:
+// a store that failed on it while writing left the key pending, to be executed again once its
+// claimant was gone.
+func CheckKeyResult(result []byte) error {
+	if len(result) > MaxKeyResult {
+		return &invalidValue{fmt.Sprintf("key result is %d bytes: the limit is %d bytes on every store", len(result), MaxKeyResult)}
+	}
+	return nil
+}
+
 // Concurrent reports whether attempts a and b of one task may run at the same time: both run under
 // seats (Attempt.Limit 2 or more) and are of different slots. Any other two attempts of a task
 // whose times overlap are what once exists to prevent: once doctor's OVERLAP, the timeline's marks.

@@ -389,7 +389,16 @@ func (k *Keys) Complete(ctx context.Context, scope string, keys []string, runID 
 	if runID == "" {
 		return k.errf("complete needs a run id")
 	}
-	for _, c := range chunks(store.Distinct(keys), k.KV.Batch()) {
+	if err := store.CheckKeyResult(result); err != nil {
+		return k.errf("%w", err)
+	}
+	// Each record carries the result: a large one goes a key per write, under the stores' request
+	// and node limits.
+	n := k.KV.Batch()
+	if len(result) > 4<<10 {
+		n = 1
+	}
+	for _, c := range chunks(store.Distinct(keys), n) {
 		for round := 0; ; round++ {
 			if round == applyRounds {
 				return fmt.Errorf("%w: %s: keys in scope %q kept changing; retry", store.ErrConflict, k.Name, scope)

@@ -294,6 +294,9 @@ func (s *Store) Complete(ctx context.Context, scope string, keys []string, runID
 	if runID == "" {
 		return s.keysErr("complete needs a run id")
 	}
+	if err := store.CheckKeyResult(result); err != nil {
+		return s.keysErr("%w", err)
+	}
 	return s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return forChunks(keys, func(chunk []string) error {
 			in := inList(len(chunk))

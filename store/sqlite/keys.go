@@ -167,6 +167,9 @@ func (s *Store) Complete(ctx context.Context, scope string, keys []string, runID
 	if runID == "" {
 		return errors.New("sqlite: complete needs a run id")
 	}
+	if err := store.CheckKeyResult(result); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
 	return s.tx(ctx, func(tx *sql.Tx, now int64) error {
 		return forChunks(keys, func(chunk []string) error {
 			const in = `SELECT value FROM json_each(?3)`

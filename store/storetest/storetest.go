@@ -132,6 +132,7 @@ var cases = []testCase{
 	{"Keys/ClaimConcurrentUnionOnce", testKeysConcurrent, capKeys},
 	{"Keys/Fingerprint", testKeysFingerprint, capKeys},
 	{"Keys/PendingComplete", testKeysComplete, capKeys},
+	{"Keys/ResultLimit", testKeysResultLimit, capKeys},
 	{"Keys/ExpiredClaimantReclaim", testKeysExpired, capKeys},
 	{"Keys/RunClaimantTokenMovedOn", testKeysRunClaimant, capKeys},
 	{"Keys/Forget", testKeysForget, capKeys},
