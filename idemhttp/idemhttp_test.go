@@ -361,3 +361,30 @@ func TestLargeResponseCompletesWithoutBody(t *testing.T) {
 		t.Fatalf("%d executions, want 1", n)
 	}
 }
+
+// PendingTTL bounds how long a request executes: the handler's context ends when its claim may
+// expire. A handler that ran on past it was executed a second time, concurrently, by a retry.
+func TestHandlerContextEndsAtPendingTTL(t *testing.T) {
+	s := newServer(t, idemhttp.Options{PendingTTL: 300 * time.Millisecond}, func(s *server, w http.ResponseWriter, r *http.Request) {
+		s.calls.Add(1)
+		select {
+		case <-r.Context().Done():
+			w.WriteHeader(http.StatusServiceUnavailable) // the handler's own transaction rolled back
+		case <-time.After(900 * time.Millisecond):
+			w.WriteHeader(http.StatusCreated)
+		}
+	})
+	first := make(chan resp, 1)
+	go func() { first <- s.do(t, http.MethodPost, "slow-1", "{}") }()
+	time.Sleep(600 * time.Millisecond) // past the first claim's TTL, the first handler not done
+	second := s.do(t, http.MethodPost, "slow-1", "{}")
+	if r := <-first; r.status != http.StatusServiceUnavailable {
+		t.Fatalf("first: %d, want its handler stopped at the TTL (503)", r.status)
+	}
+	if second.status != http.StatusServiceUnavailable || second.header.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("retry past the TTL: %d %v, want the first response replayed", second.status, second.header)
+	}
+	if n := s.calls.Load(); n != 1 {
+		t.Fatalf("%d executions, want 1", n)
+	}
+}

@@ -30,7 +30,8 @@ type Options struct {
 	Required bool
 	// Methods are the guarded methods (default POST and PATCH); others pass through.
 	Methods []string
-	// PendingTTL bounds how long a request may execute (default 1 minute). A request whose handler
+	// PendingTTL bounds how long a request may execute (default 1 minute): the handler's request
+	// context ends then, when its claim on the key may be taken over. A request whose handler
 	// died (crash, panic, timeout) without storing a response is executed again by a retry after it.
 	PendingTTL time.Duration
 	// MaxBody is the largest request body read for the fingerprint (default 1 MiB); larger → 413.
@@ -175,6 +176,8 @@ func claim(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request
 	c := store.Claimant{RunID: newID(), Expires: o.PendingTTL}
 	ctx := r.Context()
 	for range 3 { // rounds lost to a concurrent reclaim or forget
+		// The claim expires PendingTTL after the store writes it, so after this instant.
+		deadline := time.Now().Add(o.PendingTTL)
 		got, err := o.Store.Claim(ctx, store.ClaimRequest{Scope: scope, Keys: []string{key}, Fingerprints: []string{fp}, Pending: true, Claimant: c})
 		if errors.Is(err, store.ErrFingerprint) {
 			problem(w, http.StatusUnprocessableEntity, "key-reused", "Idempotency-Key reused with another payload",
@@ -186,7 +189,7 @@ func claim(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request
 			return
 		}
 		if got[0] {
-			execute(o, next, w, r, scope, key, c)
+			execute(o, next, w, r, scope, key, c, deadline)
 			return
 		}
 		ks, err := o.Store.Lookup(ctx, scope, []string{key})
@@ -207,13 +210,14 @@ func claim(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request
 			return
 		}
 		// Unknown: the first request's handler died without a response. Take it over.
+		deadline = time.Now().Add(o.PendingTTL)
 		ch, err := o.Store.Reclaim(ctx, scope, []string{key}, &c, false)
 		if err != nil {
 			unavailable(w, err)
 			return
 		}
 		if len(ch) == 1 {
-			execute(o, next, w, r, scope, key, c)
+			execute(o, next, w, r, scope, key, c, deadline)
 			return
 		}
 	}
@@ -221,8 +225,9 @@ func claim(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request
 }
 
 // execute runs the handler into a buffer, stores the response as the key's result, and sends it.
-// A panic releases the claim and propagates.
-func execute(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request, scope, key string, c store.Claimant) {
+// A panic releases the claim and propagates. The handler's context ends at deadline, when the
+// claim may have expired and a retry may take the key over and execute the request again.
+func execute(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request, scope, key string, c store.Claimant, deadline time.Time) {
 	rec := &recorder{header: http.Header{}}
 	done := false
 	defer func() {
@@ -233,7 +238,9 @@ func execute(o *Options, next http.Handler, w http.ResponseWriter, r *http.Reque
 		defer cancel()
 		_ = o.Store.ReleaseKeys(ctx, scope, []string{key}, c.RunID)
 	}()
-	next.ServeHTTP(rec, r)
+	hctx, hcancel := context.WithDeadline(r.Context(), deadline)
+	next.ServeHTTP(rec, r.WithContext(hctx))
+	hcancel()
 	done = true
 	if rec.status == 0 {
 		rec.status = http.StatusOK
