@@ -388,3 +388,24 @@ func TestHandlerContextEndsAtPendingTTL(t *testing.T) {
 		t.Fatalf("%d executions, want 1", n)
 	}
 }
+
+// A key a person marked done (once keys claim --reclaim-unknown, after checking the operation
+// happened) has no response to replay: the answer says the operation is done and must not be
+// repeated; it said "use a new key", which repeats it.
+func TestDoneWithoutResponseIsNotToBeRepeated(t *testing.T) {
+	s := newServer(t, idemhttp.Options{}, nil)
+	ctx := context.Background()
+	c := store.Claimant{RunID: "crashed", Expires: time.Millisecond}
+	fp := idemhttp.DefaultFingerprint(httptest.NewRequest("POST", "/orders", nil), []byte("x"))
+	if _, err := s.keys.Claim(ctx, store.ClaimRequest{Scope: "http", Keys: []string{"k"}, Fingerprints: []string{fp}, Pending: true, Claimant: c}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if ch, err := s.keys.Reclaim(ctx, "http", []string{"k"}, nil, true); err != nil || len(ch) != 1 {
+		t.Fatalf("mark done: %v %v", ch, err)
+	}
+	r := s.do(t, "POST", "k", "x")
+	if s.calls.Load() != 0 || strings.Contains(r.body, "use a new key") || !strings.Contains(r.body, "done") {
+		t.Fatalf("%d calls, %d %s; want no call and an answer that the operation is done", s.calls.Load(), r.status, r.body)
+	}
+}

@@ -268,7 +268,7 @@ func replay(w http.ResponseWriter, result []byte) {
 	var s stored
 	if err := json.Unmarshal(result, &s); err != nil || s.Status < 100 || s.Status > 999 {
 		problem(w, http.StatusInternalServerError, "bad-stored-response", "the stored response cannot be replayed",
-			"the key was completed without a replayable response (e.g. by once keys or effect); use a new key")
+			"the operation with this key is done (marked done by once keys, once effect or a person), but no response was stored to replay; do not repeat it under a new key")
 		return
 	}
 	for k, v := range s.Header {
