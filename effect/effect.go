@@ -5,8 +5,9 @@
 //
 //   - new: Do claims it, calls, and marks it done (Called). A call that returns an error is taken as
 //     not applied: the claim is released (store.Keys.ReleaseKeys), so a retry calls again; unless
-//     the error wraps ErrMaybeApplied (the call was cut short: killed, its status lost), when the
-//     key stays pending and turns unknown once its claimant is gone (Interrupted).
+//     the error wraps ErrMaybeApplied (the call was cut short: killed, its status lost) or is the
+//     context's own error after ctx ended, when the key stays pending and turns unknown once its
+//     claimant is gone (Interrupted).
 //   - done: Do returns AlreadyDone without calling.
 //   - pending under a live claimant: another attempt is calling now; ErrInFlight.
 //   - unknown (pending, and its claimant died mid-call): nobody knows whether the call happened.
@@ -65,7 +66,8 @@ func (f ReconcilerFunc) Happened(ctx context.Context, scope, key string) (bool, 
 
 // Do calls call at most once for (scope, key), as claimant c (c.RunID set; a run's Task and Token, or
 // an Expires TTL that must outlast the call). It returns the outcome and, for Failed, call's error
-// unchanged (Interrupted, with the claim kept, when it wraps ErrMaybeApplied); ErrUnknown,
+// unchanged (Interrupted, with the claim kept, when it wraps ErrMaybeApplied or is ctx's error
+// after ctx ended: a call cancelled mid-flight may have been applied); ErrUnknown,
 // ErrInFlight and store errors are wrapped. If call succeeds but the key
 // cannot be marked done, Do returns Called with the store error: the key stays pending and becomes
 // unknown, so the call is not repeated blindly.
@@ -122,9 +124,19 @@ func Do(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, 
 	return "", fmt.Errorf("%w: key %q in scope %q changed hands repeatedly; retry", ErrInFlight, key, scope)
 }
 
+// cutShort reports whether a call's error leaves open whether it happened: the call says so
+// (ErrMaybeApplied), or it ended with its context (a POST cancelled after it was sent may have been
+// applied downstream).
+func cutShort(ctx context.Context, err error) bool {
+	if errors.Is(err, ErrMaybeApplied) {
+		return true
+	}
+	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}
+
 func callAndRecord(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, call func(ctx context.Context) error) (Outcome, error) {
 	if err := call(ctx); err != nil {
-		if errors.Is(err, ErrMaybeApplied) {
+		if cutShort(ctx, err) {
 			return Interrupted, err // the claim stays: unknown once its claimant is gone
 		}
 		// The call failed, so it did not apply (the caller's contract): release the claim even when

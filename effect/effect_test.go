@@ -151,3 +151,27 @@ func TestInterruptedCallKeepsClaim(t *testing.T) {
 		t.Fatalf("%d calls after an interrupted one, want 0", calls.Load())
 	}
 }
+
+// A call cut short by its context (a POST whose ctx was cancelled after it was sent) may have been
+// applied: the claim is kept. It was released, and the retry made the call again.
+func TestCancelledCallKeepsClaim(t *testing.T) {
+	s := open(t, newDSN(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	call := func(ctx context.Context) error {
+		cancel() // the request is sent; then the job is told to stop
+		<-ctx.Done()
+		return fmt.Errorf("post: %w", ctx.Err())
+	}
+	c := store.Claimant{RunID: "a", Expires: 300 * time.Millisecond}
+	if out, err := effect.Do(ctx, s, "pay", "k", c, call, nil); out != effect.Interrupted || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v, %v; want interrupted", out, err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if _, err := effect.Do(context.Background(), s, "pay", "k", claimant("b"), func(context.Context) error { return nil }, nil); !errors.Is(err, effect.ErrUnknown) {
+		t.Fatalf("retry: %v; want ErrUnknown", err)
+	}
+	// A call that fails on its own while ctx lives is not applied: released as before.
+	if out, _ := effect.Do(context.Background(), s, "pay", "k2", claimant("c"), func(context.Context) error { return context.Canceled }, nil); out != effect.Failed {
+		t.Fatalf("a failure while ctx lives: %v, want failed", out)
+	}
+}
