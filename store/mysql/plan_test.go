@@ -61,6 +61,9 @@ func TestQueryPlans(t *testing.T) {
 		for _, problem := range planProblems(plan, s.Prefix, p.Walk) {
 			t.Errorf("%s: %s:\n%s", p.Name, problem, planString(plan))
 		}
+		if p.Name == sqltest.RunningPlan && (len(plan) != 1 || plan[0]["key"] != "attempts_running" || plan[0]["type"] != "range") {
+			t.Errorf("%s: not a range of the key of running attempts (migration 007):\n%s", p.Name, planString(plan))
+		}
 		if table, alias, _ := strings.Cut(p.Primary, " "); p.Primary != "" && !searchesPrimary(plan, s.Prefix+table, alias) {
 			t.Errorf("%s: not a range of the primary key of %s:\n%s", p.Name, s.Prefix+table, planString(plan))
 		}

@@ -58,6 +58,9 @@ func TestQueryPlans(t *testing.T) {
 		for _, problem := range plan.problems(s.Prefix, p.Walk) {
 			t.Errorf("%s: %s:\n%s", p.Name, problem, plan.String(""))
 		}
+		if p.Name == sqltest.RunningPlan && !plan.uses(s.Prefix+"attempts", s.Prefix+"attempts_one_running") {
+			t.Errorf("%s: not a walk of the partial index of running attempts:\n%s", p.Name, plan.String(""))
+		}
 		if table, _, _ := strings.Cut(p.Primary, " "); p.Primary != "" && !plan.searches(s.Prefix+table, s.Prefix+table+"_pkey") {
 			t.Errorf("%s: not a range of %s_pkey:\n%s", p.Name, s.Prefix+table, plan.String(""))
 		}
@@ -124,6 +127,19 @@ func (n planNode) searches(table, index string) bool {
 	}
 	for _, c := range n.Plans {
 		if c.searches(table, index) {
+			return true
+		}
+	}
+	return false
+}
+
+// uses reports whether n reads table through index (a search or a walk).
+func (n planNode) uses(table, index string) bool {
+	if n.RelationName == table && n.IndexName == index {
+		return true
+	}
+	for _, c := range n.Plans {
+		if c.uses(table, index) {
 			return true
 		}
 	}

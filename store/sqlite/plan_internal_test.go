@@ -66,6 +66,7 @@ func TestQueryPlans(t *testing.T) {
 	now := time.Now().UnixMicro()
 	plans = append(plans,
 		plan{"waiting", waitingQuery(s.t), nil, true},
+		plan{"running attempts (status)", runningQuery(s.t), []any{store.MaxRunningList + 1}, true},
 		plan{"slot: last attempt", lastQuery(s.t), []any{"job", "s1"}, false},
 		plan{"slot: failures, checkpoint, review", slotQuery(s.t), []any{"job", "s1", 1}, false},
 		plan{"prune attempts", s.pruneAttemptsQuery(false, false), []any{now, 0, 0, 0}, true},
@@ -90,6 +91,11 @@ func TestQueryPlans(t *testing.T) {
 		if pk := "SEARCH " + s.t.leases + " USING COVERING INDEX sqlite_autoindex_" + s.t.leases + "_1 (task>?)"; strings.HasPrefix(p.name, "tasks") &&
 			(len(lines) != 1 || strings.TrimSpace(lines[0]) != pk) {
 			t.Errorf("%s: not %s:\n%s", p.name, pk, strings.Join(lines, "\n"))
+		}
+		// The running attempts are a walk of the partial index that holds them alone.
+		if idx := "SCAN " + s.t.attempts + " USING INDEX " + s.t.attempts + "_running"; strings.HasPrefix(p.name, "running") &&
+			(len(lines) != 1 || strings.TrimSpace(lines[0]) != idx) {
+			t.Errorf("%s: not %s:\n%s", p.name, idx, strings.Join(lines, "\n"))
 		}
 		// A page of scopes steps through the keys' index (scope, …) a scope at a time.
 		if strings.HasPrefix(p.name, "scopes") && strings.Count(strings.Join(lines, "\n"), "(scope>?)") != 2 {

@@ -12,7 +12,7 @@
 // The cases live by area: lease.go (one holder, expiry, renewals, tokens), replace.go (takeovers), ledger.go (attempts,
 // events, review), history.go (order, pages, prune), limits.go, combined.go (store.Starter,
 // store.Finisher, store.LazyRecorder), keys.go (store.Keys), inspect.go (store.Inspector), tasks.go
-// (store.TaskLister); helpers.go holds what they share, bench.go the benchmarks, server.go the test
+// (store.TaskLister), running.go (store.RunningLister); helpers.go holds what they share, bench.go the benchmarks, server.go the test
 // servers.
 //
 // Timing assumptions: lease TTLs are at least 1s in the timing tests and a backend may round
@@ -72,6 +72,7 @@ var (
 	capLoss      = implements[store.LossNotifier]("store.LossNotifier")
 	capTasks     = implements[store.TaskLister]("store.TaskLister")
 	capScopes    = implements[store.ScopeLister]("store.ScopeLister")
+	capRunning   = implements[store.RunningLister]("store.RunningLister")
 )
 
 // testCase is one conformance case; needs, when set, is the interface it tests.
@@ -125,6 +126,7 @@ var cases = []testCase{
 	{"Tasks/Known", testTasksKnown, capTasks},
 	{"Tasks/Pages", testTasksPages, capTasks},
 	{"Tasks/Prefix", testTasksPrefix, capTasks},
+	{"Running/List", testRunningList, capRunning},
 	{"Keys/ClaimRefused", testKeysRefused, capKeys},
 	{"Keys/ClaimInputOrder", testKeysOrder, capKeys},
 	{"Keys/ClaimLargeBatch", testKeysLarge, capKeys},

@@ -23,6 +23,10 @@ type Plan struct {
 	Primary string
 }
 
+// RunningPlan names the plan of status's list of running attempts, which a backend's plan test
+// also checks reads its index of running attempts (a walk of another index would cost history).
+const RunningPlan = "running attempts (status)"
+
 // Plans lists the statements status, doctor, history, run (Slot) and prune make, with arguments.
 func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 	tb.Helper()
@@ -81,6 +85,8 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 	}
 	out = append(out,
 		Plan{"waiting", s.Q(sqlstore.WaitingQuery), nil, true, ""},
+		// status's RUNNING: a walk of the index of running attempts alone.
+		Plan{RunningPlan, s.RunningQuery(), []any{store.MaxRunningList + 1}, true, ""},
 		Plan{"slot: last attempt, failures, checkpoint, review", s.Q(sqlstore.SlotQuery), []any{"joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1"}, false, ""},
 		Plan{"prune: checkpoint of a slot", s.Q(sqlstore.CheckpointQuery), []any{"joba0", "s1"}, false, ""},
 		Plan{"prune attempts", s.PruneAttemptsQuery(false, false), []any{now, start, start, 0}, true, ""},
