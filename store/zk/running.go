@@ -84,3 +84,73 @@ func (k kv) IndexRunning(ctx context.Context, task string, docs []*kvstore.Doc) 
 	}
 	return nil
 }
+
+var _ kvstore.AllRunningKV = kv{}
+
+// AllRunning reads every task's running index: the children of /once/P/locks (every task granted
+// a lease) and of /once/P/a (the tasks whose index was built), then each built task's directory
+// and the documents it lists, in parallel reads (go-zookeeper pipelines them on its one session).
+// It costs the tasks and the slots running, not the ledger.
+func (k kv) AllRunning(ctx context.Context) ([]*kvstore.Doc, []string, error) {
+	s := k.s
+	children := func(p string) ([]string, error) {
+		kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(p); return k, err })
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, nil
+		}
+		return kids, s.mapErr(err)
+	}
+	tasks, err := children(s.p + "/locks")
+	if err != nil {
+		return nil, nil, err
+	}
+	built, err := children(s.p + "/a")
+	if err != nil {
+		return nil, nil, err
+	}
+	marked := make(map[string]bool, len(built))
+	for _, t := range built {
+		marked[t] = true
+	}
+	var unindexed []string
+	for _, t := range tasks {
+		if !marked[t] {
+			unindexed = append(unindexed, unesc(t))
+		}
+	}
+	slots := make([][]string, len(built))
+	if err := each(ctx, len(built), func(i int) (err error) {
+		slots[i], err = children(s.p + "/a/" + built[i])
+		return err
+	}); err != nil {
+		return nil, nil, err
+	}
+	var paths []string
+	for i, t := range built {
+		for _, sl := range slots[i] {
+			paths = append(paths, s.docPath(unesc(t), unesc(sl)))
+		}
+	}
+	docs := make([]*kvstore.Doc, len(paths))
+	err = each(ctx, len(paths), func(i int) error {
+		b, err := call(ctx, s, func() ([]byte, error) { b, _, err := s.c.Get(paths[i]); return b, err })
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil // listed, but gone: the task's next Abandon takes the entry out
+		}
+		if err != nil {
+			return s.mapErr(err)
+		}
+		docs[i], err = kvstore.Unmarshal(b)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []*kvstore.Doc
+	for _, d := range docs {
+		if d != nil {
+			out = append(out, d)
+		}
+	}
+	return out, unindexed, nil
+}

@@ -109,8 +109,13 @@ func testUpgrade(t *testing.T, h Hooks) {
 	dsn := h.DSN(t)
 	s := open(t, dsn)
 	crashed(t, s, "job", "d1", "d2")
+	crashed(t, s, "other", "o1")
+	wantRunning(t, s, []string{"r-d1", "r-d2", "r-o1"}, nil)
 	h.Unindex(t, dsn)
+	// Without the index, status cannot list the tasks' attempts: it names the tasks instead.
+	wantRunning(t, s, nil, []string{"job", "other"})
 	got := start(t, dsn, "job", "d3")
+	wantRunning(t, s, nil, []string{"other"})
 	if r := runs(got.Abandoned); !slices.Equal(r, []string{"r-d1", "r-d2"}) {
 		t.Fatalf("Start on a ledger without a running index abandoned %v, want r-d1 and r-d2", r)
 	}
@@ -124,12 +129,26 @@ func testUpgrade(t *testing.T, h Hooks) {
 	if l := h.Listed(t, dsn, "job"); !slices.Equal(l, []string{"d4"}) {
 		t.Fatalf("the running index lists %v, want d4", l)
 	}
+	wantRunning(t, s, []string{"r-d4"}, []string{"other"})
 	got = start(t, dsn, "job", "d5")
 	if r := runs(got.Abandoned); !slices.Equal(r, []string{"r-d4"}) {
 		t.Fatalf("Start abandoned %v, want r-d4", r)
 	}
 	if l := h.Listed(t, dsn, "job"); len(l) != 0 {
 		t.Fatalf("the running index lists %v after the abandon, want nothing", l)
+	}
+}
+
+// wantRunning checks the run ids of the attempts s lists as running (store.RunningLister) and the
+// tasks it says it cannot list.
+func wantRunning(t *testing.T, s store.Store, want, unlisted []string) {
+	t.Helper()
+	l, err := s.(store.RunningLister).RunningAttempts(ctxT(t), store.MaxRunningList)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := runs(l.Attempts); !slices.Equal(r, want) || !slices.Equal(l.Unlisted, unlisted) || l.More {
+		t.Fatalf("RunningAttempts: %v, unlisted %q, more %v; want %v, unlisted %q", r, l.Unlisted, l.More, want, unlisted)
 	}
 }
 
