@@ -234,7 +234,7 @@ type storeRead struct {
 	args []string
 }
 
-// storeReads are the store calls behind once status, doctor, history --task, history and history
+// storeReads are the store calls behind once status (with its list of running attempts), doctor, history --task, history and history
 // --kind busy on s (task: a task of the ledger).
 func storeReads(ctx context.Context, s store.Store, task string) []storeRead {
 	return []storeRead{
@@ -244,6 +244,11 @@ func storeReads(ctx context.Context, s store.Store, task string) []storeRead {
 			}
 			if _, err := s.Waiting(ctx); err != nil {
 				return err
+			}
+			if rl, ok := s.(store.RunningLister); ok {
+				if _, err := rl.RunningAttempts(ctx, store.MaxRunningList); err != nil {
+					return err
+				}
 			}
 			_, err := s.History(ctx, store.HistoryQuery{Kind: store.Missed, Limit: 20})
 			return err

@@ -72,7 +72,7 @@ func (a *app) status(ctx context.Context, asJSON bool) error {
 		return err
 	}
 	defer s.Close()
-	leases, err := s.Leases(ctx)
+	run, leases, err := a.readRunning(ctx, s, dsn)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,12 @@ func (a *app) status(ctx context.Context, asJSON bool) error {
 		reviews[i] = review{w, a.resolveCommands(dsn, w.Task, w.Slot)}
 	}
 	if asJSON {
-		return writeJSON(a.stdout, map[string]any{"leases": leases, "review": reviews, "missed": missed})
+		unlisted := run.unlisted
+		if unlisted == nil {
+			unlisted = []string{}
+		}
+		return writeJSON(a.stdout, map[string]any{"leases": leases, "review": reviews, "missed": missed, "running": run.list,
+			"running_more": run.more, "running_unlisted": unlisted, "running_listed": run.listed})
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "LEASES (%d)\n", len(leases))
@@ -101,6 +106,12 @@ func (a *app) status(ctx context.Context, asJSON bool) error {
 		for _, l := range leases {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", cell(l.Task), cell(l.Holder), cell(dash(l.RunID)), l.Token, fmtTime(l.Acquired), fmtTime(l.Expires))
 		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := a.printRunning(run); err != nil {
+		return err
 	}
 	fmt.Fprintf(tw, "\nWAITING FOR REVIEW (%d)\n", len(waiting))
 	if len(waiting) > 0 {
@@ -177,8 +188,9 @@ it done. The decision, who made it and when are kept in history.`,
 			case errors.Is(err, store.ErrNotFound):
 				return usage("task %s has no attempt in slot %q: nothing to resolve (see once history --task %s)", r.Task, r.Slot, r.Task)
 			case errors.Is(err, store.ErrConflict):
-				return resolveConflict(c.Context(), s, r)
-			case err != nil:
+				att, err = a.resolveConflict(c.Context(), s, r)
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "resolved task %s slot %s (attempt %d, %s) as %s by %s\n", r.Task, cell(dash(r.Slot)), att.Number, att.State, r.As, r.By)
@@ -197,20 +209,21 @@ it done. The decision, who made it and when are kept in history.`,
 // resolveConflict explains why the store refused a decision, with a contract code: the slot is
 // not waiting for review (already done, already decided, never failed) is bad input, 64, like a
 // slot with no attempt; an attempt running now is busy, 75: decide after it ends. Nothing was
-// recorded either way.
-func resolveConflict(ctx context.Context, s store.Store, r store.ResolveRequest) error {
+// recorded either way. An attempt still recorded as running whose holder's lease is gone (the
+// holder died) is settled instead (resolveGone) and the decision recorded.
+func (a *app) resolveConflict(ctx context.Context, s store.Store, r store.ResolveRequest) (store.Attempt, error) {
 	st, err := s.Slot(ctx, r.Task, r.Slot)
 	if err != nil || st.Last == nil {
-		return usage("task %s slot %q is not waiting for review: nothing was recorded (see once history --task %s)", r.Task, r.Slot, r.Task)
+		return store.Attempt{}, usage("task %s slot %q is not waiting for review: nothing was recorded (see once history --task %s)", r.Task, r.Slot, r.Task)
 	}
 	l := st.Last
 	switch {
 	case l.State == store.Running:
-		return exit(ExitBusy, "task %s slot %q: attempt %d is running now (holder %s): nothing was recorded; decide after it ends", r.Task, r.Slot, l.Number, cell(l.Holder))
+		return a.resolveGone(ctx, s, r, l)
 	case l.Resolution != nil:
-		return usage("task %s slot %q: attempt %d was already resolved as %s by %s: nothing was recorded", r.Task, r.Slot, l.Number, l.Resolution.As, cell(l.Resolution.By))
+		return store.Attempt{}, usage("task %s slot %q: attempt %d was already resolved as %s by %s: nothing was recorded", r.Task, r.Slot, l.Number, l.Resolution.As, cell(l.Resolution.By))
 	}
-	return usage("task %s slot %q: attempt %d %s, so the slot is not waiting for review: nothing was recorded", r.Task, r.Slot, l.Number, l.State)
+	return store.Attempt{}, usage("task %s slot %q: attempt %d %s, so the slot is not waiting for review: nothing was recorded", r.Task, r.Slot, l.Number, l.State)
 }
 
 func whoami() string {

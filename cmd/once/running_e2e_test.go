@@ -1,0 +1,160 @@
+package main
+
+// once status lists the attempts still running with whether their holder's lease is live, and
+// says what to do about one whose holder died (issue: an attempt left running by a kill -9 or a
+// lost host showed nowhere in status until the slot's next run, up to a day later for a daily job).
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// parentOf is pid's parent process id, from /proc (0 when it cannot be read).
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // state, ppid, …: after the command's name
+	if len(f) < 2 {
+		return 0
+	}
+	p, _ := strconv.Atoi(f[1])
+	return p
+}
+
+// statusRunning is once status --json's running list, by task.
+func statusRunning(t *testing.T, e *env) map[string]map[string]any {
+	t.Helper()
+	r := e.run("status", "--json")
+	if r.code != 0 {
+		t.Fatalf("status --json: %d %s", r.code, r.stderr)
+	}
+	var out struct {
+		Running []map[string]any `json:"running"`
+		Listed  *bool            `json:"running_listed"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Running == nil || out.Listed == nil || !*out.Listed {
+		t.Fatalf("status --json has no running list (%v): %s", err, r.stdout)
+	}
+	m := map[string]map[string]any{}
+	for _, x := range out.Running {
+		m[x["task"].(string)] = x
+	}
+	return m
+}
+
+// loseHost kills once (c), its shim and the command (pid) at once, as a lost host ends them:
+// nothing records an outcome. It returns when they are dead, with the time of the kill.
+func loseHost(t *testing.T, c *exec.Cmd, pid int) time.Time {
+	t.Helper()
+	shim := parentOf(pid)
+	if shim == 0 || shim == c.Process.Pid {
+		t.Fatalf("no shim between once %d and the command %d (parent %d)", c.Process.Pid, pid, shim)
+	}
+	for _, p := range []int{shim, pid, c.Process.Pid} {
+		if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	killed := time.Now()
+	c.Wait()
+	if !waitDead(pid, time.Second) || !waitDead(shim, time.Second) {
+		t.Fatal("the command or the shim outlived kill -9")
+	}
+	return killed
+}
+
+func TestStatusShowsAttemptLeftRunningByDeadHolder(t *testing.T) {
+	e := newEnv(t)
+	startOnce(t, e, t.TempDir(), "--task", "rlive", "--slot", "s1", "--ttl", "30s")
+	c, pid := startOnce(t, e, t.TempDir(), "--task", "rdead", "--slot", "d1", "--ttl", "2s")
+	killed := loseHost(t, c, pid)
+	// Within the TTL the dead holder's lease is still live: status cannot tell yet.
+	got := statusRunning(t, e)
+	if time.Since(killed) < 1500*time.Millisecond && (got["rdead"] == nil || got["rdead"]["lease"] != "live") {
+		t.Fatalf("within the TTL: running %v; want rdead with lease live", got)
+	}
+	time.Sleep(time.Until(killed.Add(2200 * time.Millisecond)))
+	got = statusRunning(t, e)
+	dead, live := got["rdead"], got["rlive"]
+	if dead == nil || dead["lease"] != "gone" || dead["slot"] != "d1" || dead["state"] != "running" || dead["resolve"] == nil {
+		t.Fatalf("after the TTL: rdead %v; want its attempt running with lease gone and the resolve commands", dead)
+	}
+	if live == nil || live["lease"] != "live" || live["resolve"] != nil {
+		t.Fatalf("rlive %v; want its attempt running with lease live", live)
+	}
+	text := e.run("status").stdout
+	for _, want := range []string{"RUNNING (2)", "task rdead slot d1: attempt 1 is still recorded as running but its holder's lease is gone: the holder died or was cut off",
+		"once resolve --task rdead --slot d1 --as failed", "once resolve --task rdead --slot d1 --as succeeded"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("status lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "task rlive slot s1: attempt") {
+		t.Errorf("status tells of the live attempt as of a dead one:\n%s", text)
+	}
+	// The command status prints settles it now; the live attempt is refused (busy: decide after).
+	if r := e.run("resolve", "--task", "rlive", "--slot", "s1", "--as", "failed"); r.code != 75 {
+		t.Fatalf("resolve of a live attempt: %d, want 75\n%s", r.code, r.stderr)
+	}
+	if r := e.run("resolve", "--task", "rdead", "--slot", "d1", "--as", "failed", "--note", "host lost"); r.code != 0 ||
+		!strings.Contains(r.stdout, "(attempt 1, unknown) as failed") || !strings.Contains(r.stderr, "marked unknown") {
+		t.Fatalf("resolve of the dead attempt: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if got := statusRunning(t, e); got["rdead"] != nil || got["rlive"] == nil {
+		t.Fatalf("after resolve: running %v; want rlive alone", got)
+	}
+	if r := e.run("run", "--task", "rdead", "--slot", "d1", "--", "true"); r.code != 0 {
+		t.Fatalf("the slot resolved as failed runs again: %d %s", r.code, r.stderr)
+	}
+}
+
+// On every store: another host's status shows the attempt a lost host left running, live until
+// its lease expires and gone after, and its once resolve settles it.
+func TestStoresStatusShowsDeadHolder(t *testing.T) {
+	const ttl = 2 * time.Second
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := b.isolated()
+			a, other := host(t, "host-a", dsn), host(t, "host-b", dsn)
+			c, pid := startOnce(t, a, t.TempDir(), "--task", "k9", "--slot", "s", "--ttl", ttl.String())
+			killed := loseHost(t, c, pid)
+			var dead map[string]any
+			for deadline := killed.Add(ttl + 8*time.Second); ; {
+				dead = statusRunning(t, other)["k9"]
+				if dead == nil {
+					t.Fatal("status does not list the attempt left running")
+				}
+				if dead["lease"] == "gone" || time.Now().After(deadline) {
+					break
+				}
+				if dead["lease"] != "live" {
+					t.Fatalf("lease %v, want live or gone", dead["lease"])
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if dead["lease"] != "gone" || dead["holder"] != "host-a" || dead["resolve"] == nil {
+				t.Fatalf("after the TTL: %v; want host-a's attempt with lease gone and the resolve commands", dead)
+			}
+			if r := other.run("resolve", "--task", "k9", "--slot", "s", "--as", "succeeded"); r.code != 0 {
+				t.Fatalf("resolve: %d %s", r.code, r.stderr)
+			}
+			if got := statusRunning(t, other); len(got) != 0 {
+				t.Fatalf("after resolve: running %v; want none", got)
+			}
+			if r := other.run("run", "--task", "k9", "--slot", "s", "--", "false"); r.code != 0 {
+				t.Fatalf("the slot resolved as succeeded: %d, want 0 (skipped)\n%s", r.code, r.stderr)
+			}
+		})
+	}
+}
