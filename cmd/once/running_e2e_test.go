@@ -102,6 +102,15 @@ func TestStatusShowsAttemptLeftRunningByDeadHolder(t *testing.T) {
 	if strings.Contains(text, "task rlive slot s1: attempt") {
 		t.Errorf("status tells of the live attempt as of a dead one:\n%s", text)
 	}
+	// Doctor finds it from the same list, however much history came after it.
+	for range 2 {
+		if r := e.run("run", "--task", "rother", "--", "true"); r.code != 0 {
+			t.Fatalf("run rother: %d %s", r.code, r.stderr)
+		}
+	}
+	if r := e.run("doctor", "--scan", "1"); r.code != 1 || !strings.Contains(r.stdout, `slot "d1" attempt 1`) || !strings.Contains(r.stdout, "its holder's lease is gone") {
+		t.Errorf("doctor --scan 1: %d, want 1 with the stale attempt of rdead\n%s", r.code, r.stdout)
+	}
 	// The command status prints settles it now; the live attempt is refused (busy: decide after).
 	if r := e.run("resolve", "--task", "rlive", "--slot", "s1", "--as", "failed"); r.code != 75 {
 		t.Fatalf("resolve of a live attempt: %d, want 75\n%s", r.code, r.stderr)

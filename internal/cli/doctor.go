@@ -295,11 +295,31 @@ func pidAlive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// staleRunning reports attempts still running whose holder's lease is gone.
+// staleRunning reports attempts still running whose holder's lease is gone: those of the store's
+// list of running attempts (store.RunningLister), whatever their age, and those of the history
+// scanned.
 func staleRunning(ctx context.Context, s store.Store, hist []store.Entry, leases []store.Lease, r *report) {
 	held := liveTokens(leases)
+	var cands []store.Attempt
+	seen := map[string]bool{}
+	add := func(a store.Attempt) {
+		if k := fmt.Sprintf("%q %q %d", a.Task, a.Slot, a.Number); a.State == store.Running && !seen[k] {
+			seen[k] = true
+			cands = append(cands, a)
+		}
+	}
+	if rl, ok := s.(store.RunningLister); ok {
+		if l, err := rl.RunningAttempts(ctx, store.MaxRunningList); err == nil {
+			for _, a := range l.Attempts {
+				add(a)
+			}
+		}
+	}
 	for _, e := range hist {
-		if e.State != store.Running || held[e.Task][e.Token] {
+		add(e.Attempt)
+	}
+	for _, e := range cands {
+		if held[e.Task][e.Token] {
 			continue
 		}
 		// Re-read: it may have begun under a lease taken after we listed them.
@@ -310,7 +330,7 @@ func staleRunning(ctx context.Context, s store.Store, hist []store.Entry, leases
 		if ls, err := s.Leases(ctx); err == nil && liveTokens(ls)[e.Task][e.Token] {
 			continue
 		}
-		r.add("stale", store.LevelFail, e.Task, "slot %q attempt %d (run %s, holder %s, token %d) is still running but its holder's lease is gone: the holder died or was cut off; the next run marks it unknown",
+		r.add("stale", store.LevelFail, e.Task, "slot %q attempt %d (run %s, holder %s, token %d) is still running but its holder's lease is gone: the holder died or was cut off; the next run marks it unknown (once status prints the once resolve lines that settle it now)",
 			e.Slot, e.Number, e.RunID, e.Holder, e.Token)
 	}
 }
