@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -74,6 +76,10 @@ func (a *app) readRunning(ctx context.Context, s store.Store, dsn string) (runni
 		}
 		sec.list = append(sec.list, running{Attempt: *st.Last, Lease: leaseGone, Resolve: a.resolveCommands(dsn, at.Task, at.Slot)})
 	}
+	// By task and slot, whatever the order of the store's index (MySQL's is by slot).
+	slices.SortStableFunc(sec.list, func(x, y running) int {
+		return cmp.Or(strings.Compare(x.Task, y.Task), strings.Compare(x.Slot, y.Slot), x.Number-y.Number)
+	})
 	return sec, leases, nil
 }
 
@@ -86,7 +92,7 @@ func (a *app) printRunning(sec runningSection) error {
 	}
 	count := fmt.Sprint(len(sec.list))
 	if sec.more {
-		count = fmt.Sprintf("the first %d by task and slot; more are running", len(sec.list))
+		count = fmt.Sprintf("the first %d of the store's index; more are running", len(sec.list))
 	}
 	fmt.Fprintf(a.stdout, "\nRUNNING (%s)\n", count)
 	if len(sec.list) > 0 {

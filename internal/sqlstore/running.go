@@ -11,12 +11,13 @@ import (
 // WHERE state = 'running' (migration 001); on MySQL/MariaDB, which have no partial index, the key
 // attempts_running (running_slot, task) of migration 007 over the generated column running_slot
 // (the slot while the attempt runs, NULL after), whose range running_slot IS NOT NULL skips every
-// ended attempt. Either costs the attempts running, not the ledger.
+// ended attempt, named with FORCE INDEX as every MySQL read of the ledger is (history.go's force).
+// Either costs the attempts running, not the ledger.
 
 // RunningQueryPostgres and RunningQueryMySQL list running attempts, at most ? of them.
 const (
 	RunningQueryPostgres = `SELECT ` + attemptCols + ` FROM {p}attempts WHERE state = 'running' ORDER BY task, slot LIMIT ?`
-	RunningQueryMySQL    = `SELECT ` + attemptCols + ` FROM {p}attempts WHERE running_slot IS NOT NULL ORDER BY running_slot, task LIMIT ?`
+	RunningQueryMySQL    = `SELECT ` + attemptCols + ` FROM {p}attempts FORCE INDEX (attempts_running) WHERE running_slot IS NOT NULL ORDER BY running_slot, task LIMIT ?`
 )
 
 var _ store.RunningLister = (*Store)(nil)
