@@ -45,18 +45,21 @@ func (a *app) statusCmd() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "status [--json]",
-		Short: "Leases held now, slots waiting for review, and slots missed in the last 7 days",
-		Long: `Leases held now, slots waiting for review (oldest first, with the commands that decide them),
+		Short: "Leases held now, attempts running, slots waiting for review, and slots missed in the last 7 days",
+		Long: `Leases held now; the attempts still running (at most 100), each with whether its holder's lease is
+live — one whose lease is gone was left by a holder that died, and is shown with the commands that
+settle it now; slots waiting for review (oldest first, with the commands that decide them);
 and the newest slots missed in the last 7 days (at most 20; once history --kind missed lists them
 all): slots whose fire time passed while no node of once daemon ran them, outside the job's
 catch-up window. The MISSED section is shown only when there is one; --json always has "missed".`,
 		Example: `  once status
   once status --json | jq '.review[]'
+  once status --json | jq -r '.running[] | select(.lease == "gone") | .resolve.failed'
   once status --json | jq -r '.missed[] | "\(.task) \(.slot)"'`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return a.status(c.Context(), asJSON) },
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, `print {"leases":[…],"missed":[…],"review":[…]}`)
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"leases":[…],"missed":[…],"review":[…],"running":[…],…}`)
 	return c
 }
 
