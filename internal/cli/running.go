@@ -51,10 +51,14 @@ func (a *app) readRunning(ctx context.Context, s store.Store, dsn string) (runni
 	var list store.RunningList
 	if ok {
 		var err error
-		if list, err = rl.RunningAttempts(ctx, store.MaxRunningList); err != nil {
+		list, err = rl.RunningAttempts(ctx, store.MaxRunningList)
+		switch {
+		case errors.Is(err, store.ErrUnsupported): // a ledger over a KV without the index
+		case err != nil:
 			return sec, nil, err
+		default:
+			sec.listed, sec.more, sec.unlisted = true, list.More, list.Unlisted
 		}
-		sec.listed, sec.more, sec.unlisted = true, list.More, list.Unlisted
 	}
 	leases, err := s.Leases(ctx)
 	if err != nil {
