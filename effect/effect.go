@@ -5,8 +5,9 @@
 //
 //   - new: Do claims it, calls, and marks it done (Called). A call that returns an error is taken as
 //     not applied: the claim is released (store.Keys.ReleaseKeys), so a retry calls again; unless
-//     the error wraps ErrMaybeApplied (the call was cut short: killed, its status lost) or is the
-//     context's own error after ctx ended, when the key stays pending and turns unknown once its
+//     the error wraps ErrMaybeApplied (the call was cut short: killed, its status lost), is a
+//     timeout (context.DeadlineExceeded or a net.Error timeout, whichever context or client set it),
+//     or is context.Canceled after ctx ended, when the key stays pending and turns unknown once its
 //     claimant is gone (Interrupted).
 //   - done: Do returns AlreadyDone without calling.
 //   - pending under a live claimant: another attempt is calling now; ErrInFlight.
@@ -66,8 +67,8 @@ func (f ReconcilerFunc) Happened(ctx context.Context, scope, key string) (bool, 
 
 // Do calls call at most once for (scope, key), as claimant c (c.RunID set; a run's Task and Token, or
 // an Expires TTL that must outlast the call). It returns the outcome and, for Failed, call's error
-// unchanged (Interrupted, with the claim kept, when it wraps ErrMaybeApplied or is ctx's error
-// after ctx ended: a call cancelled mid-flight may have been applied); ErrUnknown,
+// unchanged (Interrupted, with the claim kept, when it wraps ErrMaybeApplied, is a timeout, or is
+// context.Canceled after ctx ended: a call cut short mid-flight may have been applied); ErrUnknown,
 // ErrInFlight and store errors are wrapped. If call succeeds but the key
 // cannot be marked done, Do returns Called with the store error: the key stays pending and becomes
 // unknown, so the call is not repeated blindly.
@@ -125,13 +126,18 @@ func Do(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, 
 }
 
 // cutShort reports whether a call's error leaves open whether it happened: the call says so
-// (ErrMaybeApplied), or it ended with its context (a POST cancelled after it was sent may have been
-// applied downstream).
+// (ErrMaybeApplied), it timed out (its own timeout too: http.Client.Timeout on a POST that was
+// sent), or it ended with its context (a POST cancelled after it was sent may have been applied
+// downstream).
 func cutShort(ctx context.Context, err error) bool {
-	if errors.Is(err, ErrMaybeApplied) {
+	var to interface{ Timeout() bool }
+	switch {
+	case errors.Is(err, ErrMaybeApplied), errors.Is(err, context.DeadlineExceeded):
+		return true
+	case errors.As(err, &to) && to.Timeout():
 		return true
 	}
-	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+	return ctx.Err() != nil && errors.Is(err, context.Canceled)
 }
 
 func callAndRecord(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, call func(ctx context.Context) error) (Outcome, error) {
@@ -148,7 +154,11 @@ func callAndRecord(ctx context.Context, s store.Keys, scope, key string, c store
 		}
 		return Failed, err
 	}
-	if err := s.Complete(ctx, scope, []string{key}, c.RunID, nil); err != nil {
+	// Recorded even when ctx ended during the call: it succeeded, and a key left pending would need
+	// a person to reconcile it.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.Complete(dctx, scope, []string{key}, c.RunID, nil); err != nil {
 		return Called, fmt.Errorf("effect: the call for key %q succeeded but was not recorded as done (it will be reported unknown): %w", key, err)
 	}
 	return Called, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -133,7 +135,7 @@ func TestInterruptedCallKeepsClaim(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, newDSN(t))
 	killed := fmt.Errorf("%w: killed by signal 9", effect.ErrMaybeApplied)
-	c := store.Claimant{RunID: "a", Expires: 300 * time.Millisecond}
+	c := store.Claimant{RunID: "a", Expires: time.Second} // the retry below must come within it under -race on a loaded machine
 	out, err := effect.Do(ctx, s, "pay", "k", c, func(context.Context) error { return killed }, nil)
 	if out != effect.Interrupted || !errors.Is(err, effect.ErrMaybeApplied) {
 		t.Fatalf("interrupted call: %v, %v; want interrupted", out, err)
@@ -143,7 +145,7 @@ func TestInterruptedCallKeepsClaim(t *testing.T) {
 	if _, err := effect.Do(ctx, s, "pay", "k", claimant("b"), call, nil); !errors.Is(err, effect.ErrInFlight) {
 		t.Fatalf("retry while the claim lives: %v; want ErrInFlight", err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond)
 	if _, err := effect.Do(ctx, s, "pay", "k", claimant("c"), call, nil); !errors.Is(err, effect.ErrUnknown) {
 		t.Fatalf("retry after the claim ended: %v; want ErrUnknown", err)
 	}
@@ -173,5 +175,50 @@ func TestCancelledCallKeepsClaim(t *testing.T) {
 	// A call that fails on its own while ctx lives is not applied: released as before.
 	if out, _ := effect.Do(context.Background(), s, "pay", "k2", claimant("c"), func(context.Context) error { return context.Canceled }, nil); out != effect.Failed {
 		t.Fatalf("a failure while ctx lives: %v, want failed", out)
+	}
+}
+
+// A call that timed out may have been applied, whoever's timeout it was: an http.Client.Timeout on
+// a POST the server received. The claim is kept; it was released, and the retry posted again.
+func TestTimedOutCallKeepsClaim(t *testing.T) {
+	s := open(t, newDSN(t))
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1) // applied; the answer comes too late
+		time.Sleep(300 * time.Millisecond)
+	}))
+	defer srv.Close()
+	client := &http.Client{Timeout: 50 * time.Millisecond}
+	call := func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
+		res, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		return res.Body.Close()
+	}
+	out, err := effect.Do(context.Background(), s, "pay", "t", claimant("a"), call, nil)
+	if out != effect.Interrupted || err == nil {
+		t.Fatalf("timed-out call: %v, %v; want interrupted", out, err)
+	}
+	if _, err := effect.Do(context.Background(), s, "pay", "t", claimant("b"), call, nil); !errors.Is(err, effect.ErrInFlight) {
+		t.Fatalf("retry: %v; want ErrInFlight, not a second POST", err)
+	}
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("%d POSTs, want 1", n)
+	}
+}
+
+// A call that succeeded while its ctx was cancelled (the answer came before the cancel took
+// effect) is recorded done: it was left pending, unknown, for a person to reconcile.
+func TestSucceededCallRecordedAfterCancel(t *testing.T) {
+	s := open(t, newDSN(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	call := func(context.Context) error { cancel(); return nil }
+	if out, err := effect.Do(ctx, s, "pay", "s", claimant("a"), call, nil); out != effect.Called || err != nil {
+		t.Fatalf("call: %v, %v; want called and recorded", out, err)
+	}
+	if out, err := effect.Do(context.Background(), s, "pay", "s", claimant("b"), call, nil); out != effect.AlreadyDone || err != nil {
+		t.Fatalf("retry: %v, %v; want done", out, err)
 	}
 }

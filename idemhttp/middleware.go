@@ -31,7 +31,7 @@ type Options struct {
 	// Methods are the guarded methods (default POST and PATCH); others pass through.
 	Methods []string
 	// PendingTTL bounds how long a request may execute (default 1 minute): the handler's request
-	// context ends then, when its claim on the key may be taken over. A request whose handler
+	// context ends a tenth of it (at most 5 s) before its claim on the key may be taken over. A request whose handler
 	// died (crash, panic, timeout) without storing a response is executed again by a retry after it.
 	PendingTTL time.Duration
 	// MaxBody is the largest request body read for the fingerprint (default 1 MiB); larger → 413.
@@ -43,6 +43,8 @@ type Options struct {
 	KeepHeaders []string
 	// ErrorLog receives store errors that happen after the handler ran (default: none).
 	ErrorLog func(error)
+
+	queryless bool // Fingerprint is DefaultFingerprint: a key an older once stored for a request with a query has the queryless one
 }
 
 // ReplayedHeader is set to "true" on a replayed response.
@@ -68,9 +70,25 @@ func (s stored) encode() []byte {
 	res, _ := json.Marshal(s) // plain types always encode
 	if len(res) > store.MaxKeyResult {
 		s.Omitted, s.Body = len(s.Body), nil
+		s.Header = withoutBodyHeaders(s.Header)
 		res, _ = json.Marshal(s)
 	}
 	return res
+}
+
+// bodyHeaders describe the bytes of a body: replayed with the body omitted, they would announce
+// bytes that never come (a Content-Length over an empty body is an unexpected EOF for the client).
+var bodyHeaders = []string{"Content-Length", "Content-Encoding", "Content-Range", "Content-Md5", "Digest", "Content-Digest", "Repr-Digest"}
+
+// withoutBodyHeaders returns a copy of h without bodyHeaders.
+func withoutBodyHeaders(h map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(h))
+	for k, v := range h {
+		if !slices.Contains(bodyHeaders, http.CanonicalHeaderKey(k)) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Middleware returns a net/http middleware that executes each keyed request once (see the package
@@ -93,6 +111,7 @@ func Middleware(o Options) (func(http.Handler) http.Handler, error) {
 	}
 	if o.Fingerprint == nil {
 		o.Fingerprint = DefaultFingerprint
+		o.queryless = true
 	}
 	if o.KeepHeaders == nil {
 		o.KeepHeaders = []string{"Content-Type", "Content-Location", "Location", "ETag", "Last-Modified", "Cache-Control"}
@@ -142,7 +161,21 @@ func serve(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request
 	if o.ScopeFunc != nil {
 		scope = o.ScopeFunc(r)
 	}
-	claim(o, next, w, r, scope, key, o.Fingerprint(r, body))
+	fp, old := o.Fingerprint(r, body), ""
+	if o.queryless && (r.URL.RawQuery != "" || r.URL.ForceQuery) {
+		old = queryless(r, body)
+	}
+	claim(o, next, w, r, scope, key, fp, old)
+}
+
+// queryless is DefaultFingerprint as it was before the query was hashed: a key stored then, for a
+// request with a query, has it. A retry of that request after the upgrade is the same operation,
+// already executed: it must get its replay, not a 422 that tells the client to use a new key.
+func queryless(r *http.Request, body []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", r.Method, r.URL.EscapedPath())
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // admit checks the request's one Idempotency-Key and reads its body (bounded by o.MaxBody); on a
@@ -172,13 +205,19 @@ func admit(o *Options, w http.ResponseWriter, r *http.Request, vals []string) (s
 
 // claim claims key for this request and runs next once it holds it; a key already done replays its
 // response, one in progress is a conflict, one left unknown by a dead handler is taken over.
-func claim(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request, scope, key, fp string) {
+// old, when not empty, is the fingerprint an older once gave the request (queryless): a key
+// stored with it is this request's.
+func claim(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request, scope, key, fp, old string) {
 	c := store.Claimant{RunID: newID(), Expires: o.PendingTTL}
 	ctx := r.Context()
 	for range 3 { // rounds lost to a concurrent reclaim or forget
 		// The claim expires PendingTTL after the store writes it, so after this instant.
 		deadline := time.Now().Add(o.PendingTTL)
 		got, err := o.Store.Claim(ctx, store.ClaimRequest{Scope: scope, Keys: []string{key}, Fingerprints: []string{fp}, Pending: true, Claimant: c})
+		if errors.Is(err, store.ErrFingerprint) && old != "" {
+			fp, old = old, ""
+			got, err = o.Store.Claim(ctx, store.ClaimRequest{Scope: scope, Keys: []string{key}, Fingerprints: []string{fp}, Pending: true, Claimant: c})
+		}
 		if errors.Is(err, store.ErrFingerprint) {
 			problem(w, http.StatusUnprocessableEntity, "key-reused", "Idempotency-Key reused with another payload",
 				"this key was first used with a different method, path, query or body; use a new key for a new operation")
@@ -238,7 +277,10 @@ func execute(o *Options, next http.Handler, w http.ResponseWriter, r *http.Reque
 		defer cancel()
 		_ = o.Store.ReleaseKeys(ctx, scope, []string{key}, c.RunID)
 	}()
-	hctx, hcancel := context.WithDeadline(r.Context(), deadline)
+	// Ended a little before the claim's expiry: the store's clock decides that, and the response
+	// must still be stored before a retry may take the key over.
+	hctx, hcancel := context.WithDeadline(r.Context(), deadline.Add(-min(o.PendingTTL/10, 5*time.Second)))
+	defer hcancel()
 	next.ServeHTTP(rec, r.WithContext(hctx))
 	hcancel()
 	done = true
@@ -270,6 +312,9 @@ func replay(w http.ResponseWriter, result []byte) {
 		problem(w, http.StatusInternalServerError, "bad-stored-response", "the stored response cannot be replayed",
 			"the operation with this key is done (marked done by once keys, once effect or a person), but no response was stored to replay; do not repeat it under a new key")
 		return
+	}
+	if s.Omitted > 0 {
+		s.Header = withoutBodyHeaders(s.Header)
 	}
 	for k, v := range s.Header {
 		w.Header()[k] = v

@@ -196,6 +196,9 @@ func (o *output) end(ctx context.Context, res once.Result) {
 	run := o.run
 	o.run = nil
 	tail := o.tailBytes()
+	if len(tail) > store.MaxKeyResult {
+		tail = tail[len(tail)-store.MaxKeyResult:] // what every store keeps: the last bytes, not none
+	}
 	if run != nil && res.Attempt != nil {
 		state := string(res.Attempt.State)
 		o.logLine(fmt.Sprintf("=== %s once: run %s ended %s\n", time.Now().UTC().Format(time.RFC3339Nano), run.RunID, state))

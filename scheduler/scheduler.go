@@ -61,7 +61,8 @@ type Config struct {
 	LogDir string
 	// LogSize is the size at which a job's log file is rotated (3 old files kept); default 10 MiB.
 	LogSize int64
-	// TailSize is how many bytes of each attempt's output are kept in the store; default 64 KiB,
+	// TailSize is how many bytes of each attempt's output are kept in the store (at most the last
+	// store.MaxKeyResult, what every store keeps with a key); default 64 KiB,
 	// negative keeps none.
 	TailSize int
 	// Resolve, when set, returns the commands a person runs to decide a slot that needs review,

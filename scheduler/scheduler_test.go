@@ -617,3 +617,29 @@ func TestReload(t *testing.T) {
 		t.Fatalf("removed job a fired %d more times", len(r)-len(ra))
 	}
 }
+
+// A --tail-size over what a store keeps with a key (store.MaxKeyResult) keeps the last
+// MaxKeyResult bytes: the store refused the whole tail, and once logs had nothing for the attempt.
+func TestCommandOutputTailOverStoreLimit(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	j := scheduler.Job{Job: jobfile.Job{Name: "big-tail", Schedule: "@every 1s", TZ: "UTC",
+		Command: []string{"sh", "-c", "head -c 600000 /dev/zero | tr '\\0' x; echo END"}}}
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, LogDir: filepath.Join(t.TempDir(), "logs"), TailSize: 1 << 20})
+	var att *store.Attempt
+	eventually(t, 8*time.Second, "an attempt", func() bool {
+		for _, e := range f.history("big-tail") {
+			if e.State == store.Succeeded {
+				a := e.Attempt
+				att = &a
+				return true
+			}
+		}
+		return false
+	})
+	n.stop()
+	tail, ok, err := scheduler.Tail(context.Background(), f.stores[0], att.RunID)
+	if err != nil || !ok || len(tail) != store.MaxKeyResult || !strings.HasSuffix(string(tail), "xEND\n") {
+		t.Fatalf("tail: %v %v, %d bytes; want the last %d bytes", ok, err, len(tail), store.MaxKeyResult)
+	}
+}

@@ -230,14 +230,14 @@ func TestEffectKilledCommandIsNotCalledAgain(t *testing.T) {
 	e := keysEnv(t)
 	calls := filepath.Join(t.TempDir(), "calls")
 	call := `echo "$ONCE_EFFECT_KEY" >> ` + calls
-	r := e.runIn("", nil, "effect", "--key", "pay-1", "--claim-ttl", "1s", "--", "sh", "-c", call+`; kill -9 $$`)
+	r := e.runIn("", nil, "effect", "--key", "pay-1", "--claim-ttl", "3s", "--", "sh", "-c", call+`; kill -9 $$`)
 	if r.code != 137 || !strings.Contains(r.stderr, "may have happened") || !strings.Contains(r.stderr, "--reconcile") {
 		t.Fatalf("killed call: %d %s; want 137 saying the key is kept", r.code, r.stderr)
 	}
 	if r := e.runIn("", nil, "effect", "--key", "pay-1", "--", "sh", "-c", call); r.code != 75 {
 		t.Fatalf("retry while the claim lives: %d %s; want 75", r.code, r.stderr)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(3100 * time.Millisecond) // a TTL that two process starts fit in on a loaded machine
 	if r := e.runIn("", nil, "effect", "--key", "pay-1", "--", "sh", "-c", call); r.code != 76 {
 		t.Fatalf("retry after the claim ended: %d %s; want 76", r.code, r.stderr)
 	}
