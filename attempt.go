@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -67,7 +68,7 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 	started := time.Now()
 	log := g.log.With("attempt", run.Attempt)
 	log.Info("start", "previous", string(run.Previous))
-	werr := runWork(ctx, ls, run, work)
+	werr := g.runWork(ctx, log, ls, sp, run, work)
 
 	// 5. The outcome, recorded (and the lease released with it when this is the last act).
 	out := outcome(werr, ls.Err())
@@ -190,8 +191,11 @@ func (g *guard) logDecision(ctx context.Context, d Decision, reason string, last
 	}
 }
 
-// runWork runs work as run, with a context cancelled (cause: why) when the lease is lost.
-func runWork(ctx context.Context, ls *lease.Lease, run *Run, work Work) error {
+// runWork runs work as run, with a context cancelled (cause: why) when the lease is lost. A
+// panic in work is recorded as a failed attempt (its value as note) before it goes on, with the
+// stack that raised it, to the caller: the lease is then released on the way out (sequence), so
+// the slot is neither left running under a live holder nor shown as one whose holder vanished.
+func (g *guard) runWork(ctx context.Context, log *slog.Logger, ls *lease.Lease, sp trace.Span, run *Run, work Work) error {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
@@ -199,6 +203,16 @@ func runWork(ctx context.Context, ls *lease.Lease, run *Run, work Work) error {
 		case <-ls.Lost():
 			cancel(ls.Err())
 		case <-wctx.Done():
+		}
+	}()
+	defer func() {
+		if v := recover(); v != nil {
+			out := outcome(fmt.Errorf("the work panicked: %v", v), ls.Err())
+			_, ferr := g.finish(ctx, log, ls, out, false)
+			endAttempt(sp, out, ferr)
+			log.Error("end: the work panicked", "state", string(out.State), "recorded", ferr == nil, "err", ferr,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			panic(v)
 		}
 	}()
 	return work(wctx, run)

@@ -226,7 +226,9 @@ type ExitCoder interface{ ExitCode() int }
 // Work is the guarded work: it runs as the attempt run and must stop when ctx is cancelled (the
 // lease was lost: context.Cause(ctx) wraps lease.ErrLost). A nil error records success with exit
 // code 0; an ExitCoder error records its code (0 is success); any other error records failed with
-// exit code 1 and the error as note.
+// exit code 1 and the error as note. A panic is recorded as a failed attempt (exit code 1, note "the
+// work panicked: " and its value), the lease is released, and the panic goes on to the caller of
+// Do, Sequence or CatchUp with the stack that raised it.
 type Work = func(ctx context.Context, run *Run) error
 
 // Do runs work under the guard. It returns an error only when it could not decide (store

@@ -339,3 +339,34 @@ func TestUntriedSkipsATriedSlot(t *testing.T) {
 		t.Fatalf("history %+v, want the two attempts and no skipped event", h)
 	}
 }
+
+// A panic in the work is recorded as a failed attempt, the lease and the local lock are given
+// back, and the panic reaches Do's caller with its own value: the slot was neither left running
+// (nor shown later as an attempt whose holder vanished) nor the task held until the TTL ran out.
+func TestWorkPanicRecorded(t *testing.T) {
+	s, _ := newStore(t)
+	o := once.Options{Store: s, Task: "panics", Slot: "s1", LockDir: t.TempDir()}
+	func() {
+		defer func() {
+			if v := recover(); v != "boom" {
+				t.Fatalf("recovered %v, want the work's own panic value", v)
+			}
+		}()
+		_, _ = once.Do(context.Background(), o, func(context.Context, *once.Run) error { panic("boom") })
+		t.Fatal("Do returned after the work panicked")
+	}()
+	st, err := s.Slot(context.Background(), "panics", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := st.Last; a == nil || a.State != store.Failed || a.ExitCode == nil || *a.ExitCode != 1 || !strings.Contains(a.Note, "the work panicked: boom") {
+		t.Fatalf("last attempt %+v, want failed with exit code 1 and the panic as note", st.Last)
+	}
+	if ls, err := s.Leases(context.Background()); err != nil || len(ls) != 0 {
+		t.Fatalf("leases after the panic: %+v, %v; want none", ls, err)
+	}
+	res := do(t, o, ok) // the lock and the lease are free; the failed slot is tried again
+	if res.Decision != once.Ran || res.Attempt.Number != 2 || res.Attempt.State != store.Succeeded {
+		t.Fatalf("next run: %+v, want attempt 2 ran and succeeded", res)
+	}
+}
