@@ -31,7 +31,8 @@ import (
 type Store interface {
 	Leaser
 	Ledger
-	// Close releases the connection. Leases are not released by Close.
+	// Close releases the connection. Leases are not released by Close. Closing again returns nil;
+	// every call on a closed store fails with ErrUnavailable.
 	Close() error
 }
 

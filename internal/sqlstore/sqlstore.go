@@ -162,6 +162,13 @@ func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx)
 	})
 }
 
+// Closed reports whether err is database/sql's refusal of a pool that was closed (Close): the
+// dialects map it to store.ErrUnavailable, as every backend answers a call on a closed store.
+// database/sql does not export that error, so it is known by its text.
+func Closed(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "sql: database is closed")
+}
+
 // Close closes the connection pool. Leases are not released.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { s.closeErr = s.DB.Close() })

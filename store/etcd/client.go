@@ -222,7 +222,11 @@ type client struct {
 	reauth atomic.Value // time.Time of the last renewal a cancelled watch asked for
 	failed atomic.Int32 // the endpoint of the last call that failed (diagnose)
 	scheme string       // "http://", or "https://" for etcds://
+	closed atomic.Bool  // set by close: every call fails with errClosed
 }
+
+// errClosed is a call made after Close: the HTTP/2 client would dial again and serve it.
+var errClosed = errors.New("the store was closed (Close); open it again")
 
 func newClient(cfg Config) (*client, error) {
 	d := &net.Dialer{Timeout: cfg.Dial, KeepAlive: 15 * time.Second}
@@ -272,7 +276,10 @@ func tlsConfig(cfg Config) (*tls.Config, error) {
 	return tc, nil
 }
 
-func (c *client) close() { c.hc.CloseIdleConnections() }
+func (c *client) close() {
+	c.closed.Store(true)
+	c.hc.CloseIdleConnections()
+}
 
 // unreached reports whether err means the request never reached the server (safe to send
 // elsewhere even when it is a write).

@@ -129,6 +129,9 @@ func (s *Store) mapErr(err error) error {
 		return nil
 	}
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	if errors.Is(err, errClosed) {
+		return fmt.Errorf("%w: etcd at %s: %w", store.ErrUnavailable, s.where, errClosed)
+	}
 	var ae *apiError
 	if errors.As(err, &ae) {
 		switch {

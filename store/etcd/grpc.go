@@ -85,6 +85,9 @@ func (c *client) exchange(ctx context.Context, method string, in pbMsg, out pbOu
 }
 
 func (c *client) post(ctx context.Context, ep, method string, body []byte, auth bool) (*http.Response, error) {
+	if c.closed.Load() {
+		return nil, errClosed
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+ep+method, bytes.NewReader(body))
 	if err != nil {
 		return nil, err

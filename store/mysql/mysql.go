@@ -419,6 +419,9 @@ func (d *dialect) MapError(err error) error {
 			return fmt.Errorf("%w: mysql %s: %w", store.ErrUnavailable, d.where, c)
 		}
 	}
+	if sqlstore.Closed(err) {
+		return fmt.Errorf("%w: mysql %s: the store was closed (Close); open it again", store.ErrUnavailable, d.where)
+	}
 	var myErr *gomysql.MySQLError
 	if errors.As(err, &myErr) {
 		msg := fmt.Sprintf("%s (error %d)", oneLine(myErr.Message), myErr.Number)

@@ -439,6 +439,9 @@ func (d *dialect) MapError(err error) error {
 			return fmt.Errorf("%w: postgres %s: %w", store.ErrUnavailable, d.where, c)
 		}
 	}
+	if sqlstore.Closed(err) {
+		return fmt.Errorf("%w: postgres %s: the store was closed (Close); open it again", store.ErrUnavailable, d.where)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		msg := pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"

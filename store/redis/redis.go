@@ -55,6 +55,8 @@ var ErrLedgerLost = fmt.Errorf("%w: the Redis ledger was lost (restart without p
 
 // Store is a Redis store. Safe for concurrent use.
 type Store struct {
+	closeOnce      sync.Once
+	closeErr       error
 	c              goredis.UniversalClient // *goredis.Client (one server, Sentinel) or *goredis.ClusterClient
 	mode           Mode
 	prefix         string
@@ -147,8 +149,11 @@ func (s *Store) init(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connection pool. Leases are not released.
-func (s *Store) Close() error { return s.c.Close() }
+// Close closes the connection pool. Leases are not released. Closing again returns nil.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.c.Close() })
+	return s.closeErr
+}
 
 // key names a prefix-wide key; tkey names a key of task, hash-tagged by task.
 func (s *Store) key(name string) string { return "{" + s.prefix + "}:" + name }

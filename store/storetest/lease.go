@@ -304,3 +304,33 @@ func testStoreClock(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testStoreClosed: a closed store refuses every call with ErrUnavailable, as a store that cannot
+// be reached (a caller tells it by errors.Is, like every other outcome), takes no lease for a
+// caller that goes on using it, and closing it again is harmless and returns nil.
+func testStoreClosed(t *testing.T, h Harness) {
+	dsn := h.DSN(t)
+	ctx := ctxT(t)
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("store.Open(%s): %v", store.Redact(dsn), err)
+	}
+	if _, err := s.Leases(ctx); err != nil { // used once: a pool with a connection to close
+		t.Fatalf("Leases: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close again: %v, want nil", err)
+	}
+	_, err = s.Acquire(ctx, store.AcquireRequest{Task: "x", Holder: "a", RunID: "run-a", TTL: time.Minute})
+	wantErr(t, "Acquire after Close", err, store.ErrUnavailable)
+	_, err = s.Slot(ctx, "x", "s")
+	wantErr(t, "Slot after Close", err, store.ErrUnavailable)
+	_, err = s.Leases(ctx)
+	wantErr(t, "Leases after Close", err, store.ErrUnavailable)
+	if held, err := client(t, dsn).Leases(ctx); err != nil || len(held) != 0 {
+		t.Fatalf("Leases by another client: %+v, %v; want none (the closed store took no lease)", held, err)
+	}
+}

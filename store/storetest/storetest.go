@@ -99,6 +99,7 @@ var cases = []testCase{
 	{"LeaseLimitExpiry", testLeaseLimitExpiry, nil},
 	{"LeaseLimitRace", testLeaseLimitRace, nil},
 	{"StoreClock", testStoreClock, nil},
+	{"StoreClosed", testStoreClosed, nil},
 	{"LedgerBeginFinish", testBeginFinish, nil},
 	{"LedgerFinishUnknown", testFinishUnknown, nil},
 	{"LedgerStaleToken", testStaleToken, nil},
