@@ -66,15 +66,16 @@ func (f ReconcilerFunc) Happened(ctx context.Context, scope, key string) (bool, 
 }
 
 // Do calls call at most once for (scope, key), as claimant c (c.RunID set; a run's Task and Token, or
-// an Expires TTL that must outlast the call). It returns the outcome and, for Failed, call's error
-// unchanged (Interrupted, with the claim kept, when it wraps ErrMaybeApplied, is a timeout, or is
+// an Expires TTL that must outlast the call: a claimant with neither is refused with an error
+// wrapping store.ErrInvalid). It returns the outcome and, for Failed, call's error unchanged
+// (Interrupted, with the claim kept, when it wraps ErrMaybeApplied, is a timeout, or is
 // context.Canceled after ctx ended: a call cut short mid-flight may have been applied); ErrUnknown,
-// ErrInFlight and store errors are wrapped. If call succeeds but the key
-// cannot be marked done, Do returns Called with the store error: the key stays pending and becomes
-// unknown, so the call is not repeated blindly.
+// ErrInFlight and store errors are wrapped. A call that succeeds is recorded as done even when ctx
+// ends meanwhile (within 10 s). If the key cannot be marked done, Do returns Called with the store
+// error: the key stays pending and becomes unknown, so the call is not repeated blindly.
 func Do(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, call func(ctx context.Context) error, rec Reconciler) (Outcome, error) {
-	if c.RunID == "" {
-		return "", errors.New("effect: the claimant needs a run id")
+	if err := checkClaimant(c); err != nil {
+		return "", err
 	}
 	for range 4 { // rounds lost to a concurrent Reclaim or Forget
 		got, err := s.Claim(ctx, store.ClaimRequest{Scope: scope, Keys: []string{key}, Pending: true, Claimant: c})
@@ -138,6 +139,22 @@ func cutShort(ctx context.Context, err error) bool {
 		return true
 	}
 	return ctx.Err() != nil && errors.Is(err, context.Canceled)
+}
+
+// checkClaimant refuses a claimant whose claim could never be told gone: without a run's task and
+// token, nor an expiry, a claimant that died mid-call would hold its key pending for ever, and every
+// later Do would answer ErrInFlight (someone is calling now) instead of ErrUnknown.
+func checkClaimant(c store.Claimant) error {
+	switch {
+	case c.RunID == "":
+		return fmt.Errorf("%w: effect: the claimant needs a run id", store.ErrInvalid)
+	case c.Expires < 0, c.Token < 0:
+		return fmt.Errorf("%w: effect: the claimant's Expires and Token must not be negative", store.ErrInvalid)
+	case c.Expires == 0 && (c.Task == "" || c.Token == 0):
+		return fmt.Errorf("%w: effect: the claimant needs a run's Task and Token (run.Task, run.Token) or an Expires "+
+			"that outlasts the call: without either, a claimant that died mid-call would hold the key for ever", store.ErrInvalid)
+	}
+	return nil
 }
 
 func callAndRecord(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, call func(ctx context.Context) error) (Outcome, error) {

@@ -209,16 +209,37 @@ func TestTimedOutCallKeepsClaim(t *testing.T) {
 	}
 }
 
-// A call that succeeded while its ctx was cancelled (the answer came before the cancel took
-// effect) is recorded done: it was left pending, unknown, for a person to reconcile.
-func TestSucceededCallRecordedAfterCancel(t *testing.T) {
+// A call that succeeds while ctx ends (a run's timeout, a stop) is recorded as done: the key was
+// left pending and reported unknown though the call had happened, so the next run needed a person.
+func TestCalledWhileCtxEndsIsDone(t *testing.T) {
 	s := open(t, newDSN(t))
 	ctx, cancel := context.WithCancel(context.Background())
-	call := func(context.Context) error { cancel(); return nil }
-	if out, err := effect.Do(ctx, s, "pay", "s", claimant("a"), call, nil); out != effect.Called || err != nil {
-		t.Fatalf("call: %v, %v; want called and recorded", out, err)
+	out, err := effect.Do(ctx, s, "pay", "k", claimant("a"), func(context.Context) error { cancel(); return nil }, nil)
+	if out != effect.Called || err != nil {
+		t.Fatalf("Do = %v, %v; want Called, nil", out, err)
 	}
-	if out, err := effect.Do(context.Background(), s, "pay", "s", claimant("b"), call, nil); out != effect.AlreadyDone || err != nil {
-		t.Fatalf("retry: %v, %v; want done", out, err)
+	if out, err := effect.Do(context.Background(), s, "pay", "k", claimant("b"), func(context.Context) error {
+		t.Fatal("called again")
+		return nil
+	}, nil); out != effect.AlreadyDone || err != nil {
+		t.Fatalf("next Do = %v, %v; want AlreadyDone", out, err)
+	}
+}
+
+// A claimant that nothing could ever tell gone (no run's task and token, no expiry) is refused:
+// one that died mid-call held its key pending for ever, and every later Do said another attempt
+// was calling now (ErrInFlight) instead of ErrUnknown.
+func TestClaimantMustBeTellableGone(t *testing.T) {
+	s := open(t, newDSN(t))
+	never := func(context.Context) error { t.Fatal("called"); return nil }
+	for _, c := range []store.Claimant{{}, {RunID: "r"}, {RunID: "r", Task: "t"}, {RunID: "r", Token: 3}, {RunID: "r", Expires: -time.Second}} {
+		if _, err := effect.Do(context.Background(), s, "pay", "k", c, never, nil); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("claimant %+v: %v, want store.ErrInvalid", c, err)
+		}
+	}
+	for _, c := range []store.Claimant{{RunID: "r1", Expires: time.Minute}, {RunID: "r2", Task: "t", Token: 3}} {
+		if _, err := effect.Do(context.Background(), s, "pay", c.RunID, c, func(context.Context) error { return nil }, nil); err != nil {
+			t.Errorf("claimant %+v: %v", c, err)
+		}
 	}
 }
