@@ -427,3 +427,42 @@ func checkEnvName(k string) string {
 	}
 	return ""
 }
+
+// goFields names the Job fields of the duration keys, for Check's messages.
+var goFields = map[string]string{"timeout": "Timeout", "ttl": "TTL", "grace": "Grace", "retry-backoff": "RetryBackoff",
+	"catch-up": "CatchUp", "jitter": "Jitter"}
+
+// Check holds a job that a program builds itself (package scheduler) to the bounds a jobs file's
+// job is held to, a zero value standing for the default: the durations, MaxAttempts, CatchUpMax,
+// OnUnknown, Overlap and Limit (CheckLimit). A job read from a file passes it by construction.
+// Without it a misspelt OnUnknown failed every launch of the job, and a misspelt Overlap ran as
+// skip.
+func (j Job) Check() error {
+	for _, k := range jobKeys {
+		d, ok := durationKeys[k]
+		if !ok {
+			continue
+		}
+		if v := *d.field(&j); v != 0 && (v < d.min || v > d.max) {
+			return fmt.Errorf("field Job.%s %s is out of range: give 0 (the default) or a duration between %s and %s",
+				goFields[k], v, fmtDur(max(d.min, time.Nanosecond)), fmtDur(d.max))
+		}
+	}
+	switch {
+	case j.MaxAttempts < 0 || j.MaxAttempts > maxAttempts:
+		return fmt.Errorf("field Job.MaxAttempts %d is out of range: give 0 (no limit) to %d", j.MaxAttempts, maxAttempts)
+	case j.CatchUpMax < 0 || j.CatchUpMax > maxCatchUpMax:
+		return fmt.Errorf("field Job.CatchUpMax %d is out of range: give 0 (the default, 1) to %d", j.CatchUpMax, maxCatchUpMax)
+	}
+	if j.OnUnknown != "" {
+		if _, err := once.ParsePolicy(j.OnUnknown); err != nil {
+			return fmt.Errorf("field Job.OnUnknown %q: use review (the default), rerun or skip", j.OnUnknown)
+		}
+	}
+	switch j.Overlap {
+	case "", "skip", "buffer-one", "replace":
+	default:
+		return fmt.Errorf("field Job.Overlap %q: use skip (the default), buffer-one or replace", j.Overlap)
+	}
+	return j.CheckLimit()
+}

@@ -142,10 +142,7 @@ func (s *Scheduler) pausedLaunch(ctx context.Context, jb Job, sl string) {
 func (js *jobState) callCommand(ctx context.Context, o once.Options, a *active, jb Job, out *output,
 	before func(*once.Run), results func(once.Result)) error {
 	s := js.s
-	grace := jb.Grace
-	if grace == 0 {
-		grace = s.c.Grace
-	}
+	grace := s.graceOf(jb)
 	r, err := job.New(job.Job{Args: jb.Command, Dir: jb.Dir, Stdout: out, Stderr: out, Shim: s.c.Shim, Grace: grace,
 		Notify: jb.Notify, Ping: jb.Ping, NotifyTimeout: 5 * time.Second, Logger: s.log,
 		Env: func() []string {
@@ -191,6 +188,8 @@ func (js *jobState) callWork(ctx context.Context, o once.Options, a *active, jb 
 			ctx, cancel = context.WithTimeout(ctx, jb.Timeout)
 			defer cancel()
 		}
+		a.working.Store(true)
+		defer a.working.Store(false)
 		return jb.Work(ctx, run)
 	}
 	if len(a.l.slots) == 1 {

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -9,8 +11,10 @@ func (s *Scheduler) isDraining() bool { return s.draining.Load() }
 
 // drain ends a Run: nothing new starts, queued launches are dropped (the nodes that watch their
 // slots run those that waited behind another), running ones get Config.Drain to end and are then
-// stopped through their stop path, and drain returns once every launch has ended.
-func (s *Scheduler) drain() {
+// stopped through their stop path, and drain returns once every launch has ended — but for a Work
+// function still running its grace after its context was cancelled: Go cannot stop it, so drain
+// returns an error naming it instead of waiting for it for ever.
+func (s *Scheduler) drain() error {
 	s.draining.Store(true)
 	s.mu.Lock()
 	jobs := make([]*jobState, 0, len(s.jobs))
@@ -36,16 +40,58 @@ func (s *Scheduler) drain() {
 	}
 	select {
 	case <-done:
-		return
+		return nil
 	case <-time.After(s.c.Drain):
 	case <-s.hurry:
 	}
+	grace := time.Duration(0) // the longest grace of a Work job stopped now
 	for _, js := range jobs {
 		js.mu.Lock()
 		for _, a := range js.actives {
 			js.stopLocked(context.Background(), a, "the node drains (its drain time is over)")
+			if js.job.Work != nil {
+				grace = max(grace, s.graceOf(js.job))
+			}
 		}
 		js.mu.Unlock()
 	}
-	<-done
+	if grace > 0 {
+		select {
+		case <-done:
+			return nil
+		case <-time.After(grace):
+		}
+		if stuck := stuckWork(jobs); len(stuck) > 0 {
+			s.log.Error("draining: a job's Work ignores its context; it is left running", "jobs", stuck, "grace", grace.String())
+			return fmt.Errorf("scheduler: the Work of %s has not returned %s after its context was cancelled; "+
+				"it is left running (its attempt stays running and its lease held until it returns or this process exits, "+
+				"then it is unknown): make it return when its context is cancelled", strings.Join(stuck, ", "), grace)
+		}
+	}
+	<-done // commands killed after their grace, outcomes being recorded: each bounded
+	return nil
+}
+
+// graceOf is the grace a job's stop gives it: its own, else Config.Grace.
+func (s *Scheduler) graceOf(jb Job) time.Duration {
+	if jb.Grace > 0 {
+		return jb.Grace
+	}
+	return s.c.Grace
+}
+
+// stuckWork names the jobs whose Work function still runs.
+func stuckWork(jobs []*jobState) []string {
+	var stuck []string
+	for _, js := range jobs {
+		js.mu.Lock()
+		for _, a := range js.actives {
+			if a.working.Load() {
+				stuck = append(stuck, js.job.Name)
+				break
+			}
+		}
+		js.mu.Unlock()
+	}
+	return stuck
 }

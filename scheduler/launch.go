@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,6 +60,7 @@ type active struct {
 	runner  *job.Runner             // a command job's runner
 	run     *once.Run               // the attempt running now, nil between attempts
 	stopped string                  // why it was stopped (replace, timeout, drain), "" if not
+	working atomic.Bool             // a Work job's function runs now (drain gives up on it after its grace)
 }
 
 // limit is how many launches of the job may run on this node at once: the job's limit (its seats

@@ -23,7 +23,8 @@ import (
 type Job struct {
 	jobfile.Job
 	// Work, when set, runs instead of Command: a Go function as the guarded work. It must stop
-	// when its context is cancelled (a lost lease, a timeout, replace, the end of a drain).
+	// when its context is cancelled (a lost lease, a timeout, replace, the end of a drain); Run
+	// does not wait for one that has not after its grace (see Run).
 	Work once.Work
 }
 
@@ -159,8 +160,9 @@ func defaults(c *Config) {
 // Reload replaces the jobs. A job whose name is kept keeps its state: an attempt it runs now
 // goes on under the old definition, and a changed schedule applies from its next slot. A removed
 // job fires no more; an attempt of it that runs now finishes. An added job fires from its next
-// slot. A bad job (an unparsable schedule, a name given twice) refuses the whole list and keeps
-// the jobs as they were; its error wraps once.ErrInvalid.
+// slot. A bad job (an unparsable schedule, a name given twice, a field out of the bounds a jobs
+// file holds it to: jobfile.Job.Check) refuses the whole list and keeps the jobs as they were; its
+// error wraps once.ErrInvalid.
 func (s *Scheduler) Reload(jobs []Job) error {
 	specs := make([]slot.Spec, len(jobs))
 	seen := make(map[string]bool, len(jobs))
@@ -172,7 +174,7 @@ func (s *Scheduler) Reload(jobs []Job) error {
 			return fmt.Errorf("%w: job %q is given twice", once.ErrInvalid, j.Name)
 		}
 		seen[j.Name] = true
-		if err := j.CheckLimit(); err != nil {
+		if err := j.Check(); err != nil {
 			return fmt.Errorf("%w: job %q: %w", once.ErrInvalid, j.Name, err)
 		}
 		if len(j.Command) == 0 && j.Work == nil {
@@ -233,7 +235,10 @@ func (s *Scheduler) Reload(jobs []Job) error {
 // Run schedules the jobs until ctx is cancelled, then drains: no new slot fires, running jobs get
 // Config.Drain to finish and are then stopped through their stop path (their outcomes are
 // recorded, so their slots follow the usual rules on the other nodes). It returns nil after a
-// drain, or the error that kept it from starting (the store unreachable).
+// drain, or the error that kept it from starting (the store unreachable). A job's Work that has
+// not returned its grace (Job.Grace, else Config.Grace) after its context was cancelled cannot be
+// stopped: Run then returns an error naming it and leaves it running; its attempt stays running
+// and its lease held until it returns or the process exits (then the attempt is unknown).
 func (s *Scheduler) Run(ctx context.Context) error {
 	s.checkClock(ctx, true)
 	s.pollControl(ctx)
@@ -250,10 +255,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	go func() { defer bg.Done(); s.dispatch(ctx) }()
 	<-ctx.Done()
 	bg.Wait()
-	s.drain()
+	err := s.drain()
 	s.writes.Wait()
 	s.out.Wait(5 * time.Second)
-	return nil
+	return err
 }
 
 // Node is the name this node runs its jobs under.
