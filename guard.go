@@ -280,6 +280,9 @@ func (g *guard) eachSlot(ctx context.Context, ls *lease.Lease, slots iter.Seq[st
 				return rs, firstStart, err
 			}
 		}
+		if err := checkSlot(sl); err != nil { // SequenceStream's, as they come
+			return rs, firstStart, err
+		}
 		g.sp.slot = sl
 		sg := &guard{o: g.o, runID: runID, slot: sl, release: so.single, sp: g.sp}
 		sg.log = g.o.Logger.With("task", g.o.Task, "slot", sl, "run_id", runID, "holder", g.o.Holder, "token", token)

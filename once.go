@@ -29,6 +29,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/once-run/once/lease"
+	"github.com/once-run/once/slot"
 	"github.com/once-run/once/store"
 )
 
@@ -64,7 +65,8 @@ type Options struct {
 	// store.MaxHolderLen bytes of printable UTF-8 (store.CheckName).
 	Holder string
 	// Slot is the slot value (see package slot); "" runs without per-slot memory: only mutual
-	// exclusion and history.
+	// exclusion and history. A value is 1–200 bytes of printable UTF-8 without '/' (slot.CheckValue);
+	// another is refused with ErrInvalid.
 	Slot string
 	// TTL of the lease, renewed every TTL/3; default 60s.
 	TTL time.Duration
@@ -280,6 +282,11 @@ func Sequence(ctx context.Context, o Options, slots []string, so SeqOptions, wor
 	if len(slots) == 0 {
 		return nil, nil
 	}
+	for _, sl := range slots {
+		if err := checkSlot(sl); err != nil {
+			return nil, err
+		}
+	}
 	so.first, so.single = &slots[0], false
 	return sequence(ctx, o, slices.Values(slots), slots[len(slots)-1], so, work)
 }
@@ -303,6 +310,9 @@ func (o *Options) fill() error {
 		return invalidf("no store: set Options.Store or Options.Open")
 	}
 	if err := ValidateTask(o.Task); err != nil {
+		return err
+	}
+	if err := checkSlot(o.Slot); err != nil {
 		return err
 	}
 	if o.Holder == "" {
@@ -340,6 +350,19 @@ func (o *Options) fill() error {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	return nil
+}
+
+// checkSlot holds a slot value to the rule of an explicit --slot (slot.CheckValue), "" (no slot)
+// aside: every store then keeps it the same way (a 300-byte slot ran on SQLite and failed on
+// MySQL, with the lease taken), and TASK/SLOT, the idempotency key, splits at its last '/'.
+func checkSlot(v string) error {
+	if v == "" {
+		return nil
+	}
+	if err := slot.CheckValue(v); err != nil {
+		return invalid(err)
 	}
 	return nil
 }

@@ -370,3 +370,29 @@ func TestWorkPanicRecorded(t *testing.T) {
 		t.Fatalf("next run: %+v, want attempt 2 ran and succeeded", res)
 	}
 }
+
+// A slot value is held to the rule of --slot (slot.CheckValue) before anything is taken or run, by
+// Do, Sequence and SequenceStream alike: a 300-byte slot ran on SQLite and failed on MySQL only
+// once the lease was taken, and a '/' made TASK/SLOT, the idempotency key, ambiguous.
+func TestSlotValueChecked(t *testing.T) {
+	s, _ := newStore(t)
+	never := func(context.Context, *once.Run) error { t.Fatal("work ran"); return nil }
+	ctx := context.Background()
+	for _, sl := range []string{"2026/12/06", strings.Repeat("x", 201), "a\nb", " a", "\xff"} {
+		o := once.Options{Store: s, Task: "slots", Slot: sl}
+		if _, err := once.Do(ctx, o, never); !errors.Is(err, once.ErrInvalid) {
+			t.Errorf("Do with slot %q: %v, want ErrInvalid", sl, err)
+		}
+		o.Slot = ""
+		if _, err := once.Sequence(ctx, o, []string{"ok", sl}, once.SeqOptions{}, never); !errors.Is(err, once.ErrInvalid) {
+			t.Errorf("Sequence with slot %q: %v, want ErrInvalid", sl, err)
+		}
+		stream := func(yield func(string) bool) { yield(sl) }
+		if err := once.SequenceStream(ctx, o, stream, "ok", once.SeqOptions{OnResult: func(once.Result) {}}, never); !errors.Is(err, once.ErrInvalid) {
+			t.Errorf("SequenceStream with slot %q: %v, want ErrInvalid", sl, err)
+		}
+	}
+	if h, err := s.History(ctx, store.HistoryQuery{Task: "slots"}); err != nil || len(h) != 0 {
+		t.Fatalf("history: %+v, %v; want nothing recorded", h, err)
+	}
+}
