@@ -82,3 +82,23 @@ func TestNewRefusesJobsOutOfBounds(t *testing.T) {
 		t.Fatalf("a job with every option at its zero value: %v", err)
 	}
 }
+
+// A Scheduler runs once: a second Run fired nothing for as long as it ran and returned nil, so a
+// program that ran its scheduler again (a restart loop) silently ran no job.
+func TestRunTwiceRefused(t *testing.T) {
+	f := newFleet(t, 1)
+	sch, err := scheduler.New(scheduler.Config{Store: f.stores[0], Jobs: []scheduler.Job{workJob("a", "@daily", (&witness{}).work(0))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := sch.Run(ctx); err != nil {
+		t.Fatalf("first Run: %v", err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if err := sch.Run(ctx2); !errors.Is(err, once.ErrInvalid) || ctx2.Err() != nil {
+		t.Fatalf("second Run = %v (context %v), want ErrInvalid at once", err, ctx2.Err())
+	}
+}

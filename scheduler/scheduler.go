@@ -94,6 +94,7 @@ type Scheduler struct {
 	ctlMu    sync.Mutex
 	paused   map[string]store.Key // under ctlMu
 	draining atomic.Bool
+	ran      atomic.Bool    // Run was called
 	wake     chan struct{}  // the dispatcher looks again (a reload)
 	hurry    chan struct{}  // closed by Hurry: the drain stops running jobs now
 	runs     sync.WaitGroup // launches
@@ -238,8 +239,13 @@ func (s *Scheduler) Reload(jobs []Job) error {
 // drain, or the error that kept it from starting (the store unreachable). A job's Work that has
 // not returned its grace (Job.Grace, else Config.Grace) after its context was cancelled cannot be
 // stopped: Run then returns an error naming it and leaves it running; its attempt stays running
-// and its lease held until it returns or the process exits (then the attempt is unknown).
+// and its lease held until it returns or the process exits (then the attempt is unknown). Run
+// runs once: a second call returns an error wrapping once.ErrInvalid at once.
 func (s *Scheduler) Run(ctx context.Context) error {
+	if s.ran.Swap(true) {
+		// After a drain nothing starts any more: a second Run would fire nothing, silently.
+		return fmt.Errorf("%w: scheduler: Run was called again; a Scheduler runs once: make a new one with New", once.ErrInvalid)
+	}
 	s.checkClock(ctx, true)
 	s.pollControl(ctx)
 	now := s.clock.now()
