@@ -216,6 +216,15 @@ func (l *Lease) lose(cause error) {
 	})
 }
 
+// renewFailed is why a lease is lost whose renewals failed for d, the last with err (nil: none
+// answered in time).
+func renewFailed(d time.Duration, err error) error {
+	if err == nil {
+		return fmt.Errorf("could not renew it for %s", d)
+	}
+	return fmt.Errorf("could not renew it for %s: %w", d, err)
+}
+
 // keep renews every ttl/3 until stopped or lost.
 func (l *Lease) keep(notify <-chan struct{}) {
 	defer close(l.done)
@@ -233,12 +242,14 @@ func (l *Lease) keep(notify <-chan struct{}) {
 		case <-next.C:
 		}
 		// Renew, retrying until the grant can no longer be vouched for. The call runs in its own
-		// goroutine so that a store which ignores its context cannot delay the verdict.
+		// goroutine so that a store which ignores its context cannot delay the verdict. The loss
+		// names the last renewal's error: why the store could not be used (errors.Is matches it).
+		var last error
 		for {
 			giveUp := l.Deadline().Add(-every)
 			left := time.Until(giveUp)
 			if left <= 0 {
-				l.lose(fmt.Errorf("could not renew it for %s", l.ttl-every))
+				l.lose(renewFailed(l.ttl-every, last))
 				return
 			}
 			type renewal struct {
@@ -281,6 +292,7 @@ func (l *Lease) keep(notify <-chan struct{}) {
 				l.lose(r.err)
 				return
 			}
+			last = r.err
 			select {
 			case <-l.stop:
 				return

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,5 +264,26 @@ func TestRenewalTimesDoNotShortenTheDeadline(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A lease lost because renewals kept failing says why they failed: the loss wraps the last
+// renewal's error (here the store closed under it: ErrUnavailable). It said only "could not renew
+// it for 2s", and the attempt's note carried no more.
+func TestLossNamesWhyRenewalsFailed(t *testing.T) {
+	s, _ := open(t)
+	l, err := lease.Acquire(context.Background(), s, req(1500*time.Millisecond), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	s.Close()
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not lost 5s after the store was closed")
+	}
+	if err := l.Err(); !errors.Is(err, lease.ErrLost) || !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("Err = %v, want ErrLost wrapping the renewals' ErrUnavailable (the store is closed)", err)
 	}
 }
