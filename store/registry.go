@@ -22,6 +22,7 @@ const TakesPassword RegisterOption = 1
 var (
 	mu        sync.RWMutex
 	openers   = map[string]Opener{}
+	readers   = map[string]Opener{}
 	passwords = map[string]bool{}
 )
 
@@ -42,6 +43,22 @@ func Register(scheme string, open Opener, opts ...RegisterOption) {
 			passwords[scheme] = true
 		}
 	}
+}
+
+// RegisterReader registers how a backend opens a store for OpenReader: one that it may be unable
+// to write (the embedded SQLite file on a read-only file system, or another user's), whose writes
+// then fail with ErrUnavailable. A scheme without one is opened by OpenReader as by Open. It panics
+// when the scheme is registered twice.
+func RegisterReader(scheme string, open Opener) {
+	mu.Lock()
+	defer mu.Unlock()
+	if open == nil {
+		panic("store: RegisterReader opener is nil")
+	}
+	if _, dup := readers[scheme]; dup {
+		panic("store: RegisterReader called twice for scheme " + scheme)
+	}
+	readers[scheme] = open
 }
 
 // Schemes lists the registered schemes, sorted.
@@ -76,12 +93,26 @@ func Scheme(dsn string) (string, error) {
 
 // Open opens the store a DSN names, through the backend registered for its scheme.
 func Open(ctx context.Context, dsn string) (Store, error) {
+	return openWith(ctx, dsn, false)
+}
+
+// OpenReader opens the store a DSN names for a command that only reads it (status, history,
+// doctor): a backend that can read a store this process cannot write (RegisterReader) opens it
+// so; the others as Open does. Writes through what it returns may fail with ErrUnavailable.
+func OpenReader(ctx context.Context, dsn string) (Store, error) {
+	return openWith(ctx, dsn, true)
+}
+
+func openWith(ctx context.Context, dsn string, reader bool) (Store, error) {
 	scheme, err := Scheme(dsn)
 	if err != nil {
 		return nil, err
 	}
 	mu.RLock()
 	open := openers[scheme]
+	if r := readers[scheme]; reader && r != nil {
+		open = r
+	}
 	mu.RUnlock()
 	if open == nil {
 		return nil, fmt.Errorf("%w: unknown scheme %q in %q (known: %s)", ErrBadDSN, scheme, Redact(dsn), strings.Join(Schemes(), ", "))

@@ -202,11 +202,20 @@ func defaultStore(home string) string {
 
 // open opens the store the flags name. The DSN it returns is the one given (see dsn).
 func (a *app) open(ctx context.Context) (store.Store, string, error) {
+	return a.openWith(ctx, a.openStore)
+}
+
+// openToRead is open for a command that only reads the store (see openStoreToRead).
+func (a *app) openToRead(ctx context.Context) (store.Store, string, error) {
+	return a.openWith(ctx, a.openStoreToRead)
+}
+
+func (a *app) openWith(ctx context.Context, open func(context.Context, string) (store.Store, error)) (store.Store, string, error) {
 	dsn, err := a.dsn()
 	if err != nil {
 		return nil, "", err
 	}
-	s, err := a.openStore(ctx, dsn)
+	s, err := open(ctx, dsn)
 	if err != nil {
 		return nil, "", err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/once-run/once/flock"
 	"github.com/once-run/once/internal/trust"
@@ -141,7 +142,7 @@ func (a *app) doctor(ctx context.Context, f *doctorFlags) error {
 // review, slots missed and what history shows.
 func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *report) {
 	checkLocks(r)
-	s, err := a.openStore(ctx, dsn)
+	s, err := a.openStoreToRead(ctx, dsn)
 	if err != nil {
 		check := "store"
 		switch {
@@ -185,12 +186,27 @@ func checkLocks(r *report) {
 	}
 	dir := lockDir(h)
 	if err := flock.Check(dir); err != nil {
+		if owner, ok := othersHome(h, dir); ok {
+			// Another user's ONCE_HOME, read by this one (a monitoring user): not a takeover to
+			// undo with chown, which would stop its owner's runs.
+			r.add("locks", store.LevelWarn, "", "%s and %s belong to uid %d, not this user (uid %d): this user can read the ledger, not run jobs here; fix: run jobs as uid %d, or give this user its own ONCE_HOME", h, dir, owner, os.Geteuid(), owner)
+			return
+		}
 		r.add("locks", store.LevelFail, "", "%v", err)
 	} else if _, err := os.Lstat(dir); err != nil {
 		r.add("locks", store.LevelOK, "", "%s does not exist yet (created with mode 0700 on first run)", dir)
 	} else {
 		r.add("locks", store.LevelOK, "", "%s is private to uid %d", dir, os.Geteuid())
 	}
+}
+
+// othersHome says whether home and its lock directory both belong to one other user, and which.
+func othersHome(home, dir string) (uint32, bool) {
+	var h, d unix.Stat_t
+	if unix.Lstat(home, &h) != nil || unix.Lstat(dir, &d) != nil {
+		return 0, false
+	}
+	return h.Uid, h.Uid == d.Uid && h.Uid != uint32(os.Geteuid())
 }
 
 // inspectStore adds the store's own report on its durability and health (store.Inspector).

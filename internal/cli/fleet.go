@@ -39,7 +39,7 @@ func (a *app) jobsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, _, err := a.open(c.Context())
+			s, _, err := a.openToRead(c.Context())
 			if err != nil {
 				return err
 			}
@@ -198,7 +198,7 @@ Without --slot: the job's newest attempt; with --slot: that slot's last attempt,
 			if attempt < 0 || attempt > 0 && sl == "" {
 				return usage("--attempt N needs --slot S, and N ≥ 1")
 			}
-			return a.withJobStore(c.Context(), args[0], func(ctx context.Context, s store.Store) error {
+			return a.withJobStoreFrom(c.Context(), a.openToRead, args[0], func(ctx context.Context, s store.Store) error {
 				at, err := findAttempt(ctx, s, args[0], sl, attempt)
 				if err != nil {
 					return err
@@ -250,10 +250,15 @@ func findAttempt(ctx context.Context, s store.Store, task, sl string, n int) (*s
 
 // withJobStore validates a job name and runs fn with the store.
 func (a *app) withJobStore(ctx context.Context, name string, fn func(context.Context, store.Store) error) error {
+	return a.withJobStoreFrom(ctx, a.open, name, fn)
+}
+
+// withJobStoreFrom is withJobStore, the store opened by open (a.open, or a.openToRead to only read).
+func (a *app) withJobStoreFrom(ctx context.Context, open func(context.Context) (store.Store, string, error), name string, fn func(context.Context, store.Store) error) error {
 	if err := checkTask(name); err != nil {
 		return err
 	}
-	s, _, err := a.open(ctx)
+	s, _, err := open(ctx)
 	if err != nil {
 		return err
 	}

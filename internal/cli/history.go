@@ -98,7 +98,7 @@ func checkHistoryQuery(q store.HistoryQuery, asJSON, asJSONL bool) error {
 // history prints the entries q selects: a page of --limit entries (and the cursor of the next one on
 // stderr), or all of them, streamed.
 func (a *app) history(ctx context.Context, q store.HistoryQuery, asJSON, asJSONL bool) error {
-	s, _, err := a.open(ctx)
+	s, _, err := a.openToRead(ctx)
 	if err != nil {
 		return err
 	}

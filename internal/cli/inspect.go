@@ -70,7 +70,7 @@ type review struct {
 }
 
 func (a *app) status(ctx context.Context, asJSON bool) error {
-	s, dsn, err := a.open(ctx)
+	s, dsn, err := a.openToRead(ctx)
 	if err != nil {
 		return err
 	}

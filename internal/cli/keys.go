@@ -38,7 +38,12 @@ func (a *app) keysCmd() *cobra.Command {
 
 // keysStore opens the store as store.Keys.
 func (a *app) keysStore(ctx context.Context) (store.Keys, func(), error) {
-	s, dsn, err := a.open(ctx)
+	return a.keysStoreWith(ctx, a.open)
+}
+
+// keysStoreWith is keysStore, the store opened by open (a.open, or a.openToRead to only read).
+func (a *app) keysStoreWith(ctx context.Context, open func(context.Context) (store.Store, string, error)) (store.Keys, func(), error) {
+	s, dsn, err := open(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -317,7 +322,7 @@ func (a *app) keysStatusCmd() *cobra.Command {
 			if err := checkScope(scope); err != nil {
 				return err
 			}
-			ks, closeStore, err := a.keysStore(c.Context())
+			ks, closeStore, err := a.keysStoreWith(c.Context(), a.openToRead)
 			if err != nil {
 				return err
 			}

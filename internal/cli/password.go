@@ -46,6 +46,17 @@ func (a *app) passwordFile() (path, src string, err error) {
 // in a message. It installs the one logger first, so that what a store logs while opening is in
 // --log-format.
 func (a *app) openStore(ctx context.Context, dsn string) (store.Store, error) {
+	return a.openStoreWith(ctx, dsn, store.Open)
+}
+
+// openStoreToRead is openStore for a command that only reads the store (store.OpenReader): an
+// embedded ledger it cannot write (a file system remounted read-only, another user's ledger) is
+// opened read-only, not refused.
+func (a *app) openStoreToRead(ctx context.Context, dsn string) (store.Store, error) {
+	return a.openStoreWith(ctx, dsn, store.OpenReader)
+}
+
+func (a *app) openStoreWith(ctx context.Context, dsn string, open func(context.Context, string) (store.Store, error)) (store.Store, error) {
 	if _, err := a.logger(); err != nil {
 		return nil, err
 	}
@@ -53,7 +64,7 @@ func (a *app) openStore(ctx context.Context, dsn string) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return store.Open(ctx, full)
+	return open(ctx, full)
 }
 
 // withPassword is dsn with the password file's password in it, or dsn itself without a file.

@@ -152,7 +152,7 @@ func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.J
 	if err != nil {
 		return err
 	}
-	s, dsn, err := a.open(ctx)
+	s, dsn, err := a.openToRead(ctx)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,17 @@ type Policy struct {
 	// member may own them).
 	Group  int
 	Shared bool
+	// Reader is for a process that only reads the state, never writes it (`once status` by a
+	// monitoring user): the directory, its files and the directories and links above it may then
+	// belong to Owner, the user whose state it is, as well as to this user and root. Nobody else
+	// may change them still: what is read must be what its owner wrote.
+	Reader bool
+	Owner  uint32
+}
+
+// owns says whether uid may own what p trusts besides root: this user, or Owner for a Reader.
+func (p Policy) owns(uid uint32) bool {
+	return uid == uint32(os.Geteuid()) || p.Reader && uid == p.Owner
 }
 
 // maxLinks bounds the symbolic links followed on one path, as the kernel does (ELOOP).
@@ -56,14 +67,14 @@ const maxLinks = 40
 // others must not be able to rename things in) and the symbolic links on the way. Missing
 // components are no error: the caller creates them.
 func Parents(path string) error {
-	_, _, _, err := resolve(path, true)
+	_, _, _, err := resolve(path, true, Policy{})
 	return err
 }
 
 // Dir checks dir as the directory that holds the state, and everything above it. It returns the
 // real path (symbolic links followed) and whether it exists; a missing dir is no error.
 func Dir(dir string, p Policy) (real string, exists bool, err error) {
-	real, st, exists, err := resolve(dir, false)
+	real, st, exists, err := resolve(dir, false, p)
 	if err != nil || !exists {
 		return real, exists, err
 	}
@@ -101,7 +112,10 @@ func Stat(path string, st *unix.Stat_t, p Policy) error {
 		return unsafef("%s belongs to group %d, not the shared group %d; fix: chgrp %d %s", path, st.Gid, p.Group, p.Group, q)
 	case p.Shared && st.Mode&0o002 != 0:
 		return unsafef("%s can be written by any user (mode %#o); fix: chmod 660 %s", path, st.Mode&0o7777, q)
-	case !p.Shared && st.Uid != euid:
+	case !p.Shared && !p.owns(st.Uid):
+		if p.Reader {
+			return unsafef("%s is owned by uid %d, not by uid %d who owns its directory, and could have written anything in it; fix, if you trust its content: chown %d %s", path, st.Uid, p.Owner, p.Owner, q)
+		}
 		return unsafef("%s is owned by uid %d, not %d, who could have written anything in it; fix, if you trust its content: chown %d %s", path, st.Uid, euid, euid, q)
 	case !p.Shared && st.Mode&0o022 != 0:
 		return unsafef("%s can be written by group or others (mode %#o); fix: chmod 600 %s", path, st.Mode&0o7777, q)
@@ -118,7 +132,7 @@ func Config(path string) error {
 	if err != nil {
 		return err
 	}
-	real, st, exists, err := resolve(abs, false)
+	real, st, exists, err := resolve(abs, false, Policy{})
 	if err != nil || !exists {
 		return err
 	}
@@ -186,7 +200,7 @@ func checkDir(dir string, st *unix.Stat_t, p Policy) error {
 	case p.Shared && (st.Gid != uint32(p.Group) || st.Mode&0o002 != 0 || st.Mode&unix.S_ISGID == 0):
 		return unsafef("shared directory %s must belong to group %d, carry the setgid bit and not be writable by others (group %d, mode %#o); fix: chgrp %d %s && chmod 2770 %s",
 			dir, p.Group, st.Gid, st.Mode&0o7777, p.Group, q, q)
-	case !p.Shared && st.Uid != euid:
+	case !p.Shared && !p.owns(st.Uid):
 		return unsafef("%s is owned by uid %d, not %d: that user could swap in their own files; fix: chown %d %s", dir, st.Uid, euid, euid, q)
 	case !p.Shared && st.Mode&0o022 != 0:
 		return unsafef("%s can be written by group or others (mode %#o); fix: chmod 700 %s", dir, st.Mode&0o7777, q)
@@ -196,10 +210,9 @@ func checkDir(dir string, st *unix.Stat_t, p Policy) error {
 
 // checkParent applies the rule of a directory above the state: owned by root or this user, and
 // writable by others only when sticky or when its group is this process's own.
-func checkParent(dir string, st *unix.Stat_t) error {
-	euid := uint32(os.Geteuid())
+func checkParent(dir string, st *unix.Stat_t, p Policy) error {
 	q := Quote(dir)
-	if st.Uid != 0 && st.Uid != euid {
+	if st.Uid != 0 && !p.owns(st.Uid) {
 		return unsafef("%s is owned by uid %d, who can replace anything below it; fix: keep once's state in a directory that only %s can change (ONCE_HOME, or the path in the DSN)", dir, st.Uid, you())
 	}
 	if st.Mode&unix.S_ISVTX != 0 || st.Mode&0o022 != 0 && readOnly(dir) {
@@ -219,16 +232,15 @@ func checkParent(dir string, st *unix.Stat_t) error {
 // true the final component is checked as a parent too (and followed when a link). It returns
 // the real path of the final component and its Lstat, or exists false when a component is
 // missing.
-func resolve(path string, last bool) (real string, st unix.Stat_t, exists bool, err error) {
+func resolve(path string, last bool, p Policy) (real string, st unix.Stat_t, exists bool, err error) {
 	if !filepath.IsAbs(path) {
 		return "", st, false, fmt.Errorf("trust: %s is not an absolute path", path)
 	}
-	euid := uint32(os.Geteuid())
 	cur := "/"
 	if err := unix.Lstat(cur, &st); err != nil {
 		return "", st, false, fmt.Errorf("/: %w", err)
 	}
-	if err := checkParent(cur, &st); err != nil {
+	if err := checkParent(cur, &st, p); err != nil {
 		return "", st, false, err
 	}
 	todo := split(path)
@@ -249,7 +261,7 @@ func resolve(path string, last bool) (real string, st unix.Stat_t, exists bool, 
 		}
 		final := len(todo) == 0
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			if st.Uid != 0 && st.Uid != euid {
+			if st.Uid != 0 && !p.owns(st.Uid) {
 				return "", st, false, unsafef("%s is a symbolic link owned by uid %d, who can point it elsewhere; fix: use the real path, or a link owned by %s", next, st.Uid, you())
 			}
 			if links++; links > maxLinks {
@@ -271,7 +283,7 @@ func resolve(path string, last bool) (real string, st unix.Stat_t, exists bool, 
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			return "", st, false, unsafef("%s is not a directory", next)
 		}
-		if err := checkParent(next, &st); err != nil {
+		if err := checkParent(next, &st, p); err != nil {
 			return "", st, false, err
 		}
 		cur = next

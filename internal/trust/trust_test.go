@@ -280,3 +280,48 @@ func TestGroupWritableParent(t *testing.T) {
 	_, _, err := trust.Dir(home, trust.Policy{})
 	wantUnsafe(t, err, "chmod g-w "+p)
 }
+
+// A Reader trusts the state of the user it names as Owner (a ledger read by a monitoring user), and
+// still nobody else's: not a third user's file in it, not a directory others can write.
+func TestReaderTrustsOwner(t *testing.T) {
+	asRoot(t)
+	b := base(t)
+	theirs := mkdir(t, filepath.Join(b, "theirs"), 0o755)
+	f := filepath.Join(theirs, "once.db")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{theirs, f} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := trust.Dir(theirs, trust.Policy{})
+	wantUnsafe(t, err, "is owned by uid 65534")
+	reader := trust.Policy{Reader: true, Owner: nobody}
+	if _, _, err := trust.Dir(theirs, reader); err != nil {
+		t.Fatalf("a reader of uid 65534's directory: %v", err)
+	}
+	if _, err := trust.File(f, reader); err != nil {
+		t.Fatalf("a reader of uid 65534's file: %v", err)
+	}
+	if err := os.Chown(f, 1234, 1234); err != nil {
+		t.Fatal(err)
+	}
+	_, err = trust.File(f, reader)
+	wantUnsafe(t, err, "not by uid 65534 who owns its directory")
+	chmod(t, theirs, 0o775)
+	_, _, err = trust.Dir(theirs, reader)
+	wantUnsafe(t, err, "chmod 700")
+	// Above the directory, the owner may own the parents too; a third user may not.
+	chmod(t, theirs, 0o755)
+	sub := mkdir(t, filepath.Join(theirs, "home"), 0o755)
+	if err := os.Chown(sub, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := trust.Dir(sub, reader); err != nil {
+		t.Fatalf("a reader, below a parent of the owner's: %v", err)
+	}
+	_, _, err = trust.Dir(sub, trust.Policy{Reader: true, Owner: 1234})
+	wantUnsafe(t, err, "is owned by uid 65534")
+}

@@ -161,13 +161,8 @@ func (s *Store) checkLedger(m *marker, id string, seq int64) error {
 			return s.unsafeOrUnavailable(err)
 		}
 	}
-	switch {
-	case m.id != id:
-		return s.gone("the file holds ledger %s, but %s records ledger %s here (replaced by another file?); fix: put the right file back, or accept this one: rm %s",
-			id, mp, m.id, trust.Quote(mp))
-	case compareSeq && seq < m.seq:
-		return s.gone("the ledger went back in time: it counts %d writes, but %s saw %d (its -wal file deleted, or an older copy restored?); fix: restore the newest copy, or accept this one as it is: rm %s",
-			seq, mp, m.seq, trust.Quote(mp))
+	if err := s.compareMarker(m, id, seq, compareSeq); err != nil {
+		return err
 	}
 	f, err := os.OpenFile(mp, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -186,11 +181,28 @@ func (s *Store) checkLedger(m *marker, id string, seq int64) error {
 	return nil
 }
 
+// compareMarker fails with ErrGone when the database holds another ledger than marker m records,
+// or (compareSeq) fewer writes than it saw.
+func (s *Store) compareMarker(m *marker, id string, seq int64, compareSeq bool) error {
+	mp := MarkerPath(s.path)
+	switch {
+	case m.id != id:
+		return s.gone("the file holds ledger %s, but %s records ledger %s here (replaced by another file?); fix: put the right file back, or accept this one: rm %s",
+			id, mp, m.id, trust.Quote(mp))
+	case compareSeq && seq < m.seq:
+		return s.gone("the ledger went back in time: it counts %d writes, but %s saw %d (its -wal file deleted, or an older copy restored?); fix: restore the newest copy, or accept this one as it is: rm %s",
+			seq, mp, m.seq, trust.Quote(mp))
+	}
+	return nil
+}
+
+// unsafeOrUnavailable is err, opening or creating one of the ledger's files, as the store's error:
+// one that says what to do when the file system is read-only or the user may not write there.
 func (s *Store) unsafeOrUnavailable(err error) error {
 	if errors.Is(err, trust.ErrUnsafe) {
 		return s.unsafe(err)
 	}
-	return fmt.Errorf("%w: sqlite %s: %s", store.ErrUnavailable, s.path, oneLine(err.Error()))
+	return fmt.Errorf("%w: sqlite %s: %s%s", store.ErrUnavailable, s.path, oneLine(err.Error()), writeHint(err))
 }
 
 // markerFile is the open marker, updated after each commit.

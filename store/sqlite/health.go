@@ -46,7 +46,19 @@ func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 	} else if s.pol.Shared {
 		add("files", store.LevelOK, "%s and its files are shared with the members of group %d (?group=), and nobody else can change them", filepath.Dir(s.path), s.pol.Group)
 	} else {
-		add("files", store.LevelOK, "%s and its files can be changed by uid %d (and root) only", filepath.Dir(s.path), os.Geteuid())
+		owner := uint32(os.Geteuid())
+		if s.pol.Reader {
+			owner = s.pol.Owner
+		}
+		add("files", store.LevelOK, "%s and its files can be changed by uid %d (and root) only", filepath.Dir(s.path), owner)
+	}
+	if s.ro != nil {
+		// A read-only file system stops every run here; a user who may only read is expected.
+		l := store.LevelWarn
+		if s.ro.rofs {
+			l = store.LevelFail
+		}
+		add("access", l, "sqlite %s opened read-only (%s): reading the ledger works, runs and every other write fail; fix: %s", s.path, s.ro.why, s.ro.fix())
 	}
 	if err := s.still(); err != nil {
 		add("ledger", store.LevelFail, "%v", err)

@@ -67,7 +67,7 @@ func (s *Store) waitingSelect(task, slot string) string {
 // table, so it costs the slots waiting, not the ledger.
 func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {
 	var out []store.SlotState
-	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+	err := s.read(ctx, func(tx *sql.Tx) error {
 		out = nil
 		keys, err := s.waitingKeys(ctx, tx)
 		if err != nil {

@@ -43,6 +43,13 @@ func init() {
 		}
 		return Open(ctx, path, opts)
 	})
+	store.RegisterReader("sqlite", func(ctx context.Context, dsn string) (store.Store, error) {
+		path, opts, err := ParseDSN(dsn)
+		if err != nil {
+			return nil, err
+		}
+		return OpenReader(ctx, path, opts)
+	})
 }
 
 // Store is a SQLite-backed store.Store. It is safe for concurrent use by many goroutines and,
@@ -59,6 +66,7 @@ type Store struct {
 	mk   *markerFile  // the marker, updated after each commit; nil until open
 	q    *writerQueue // the writers' queue (queue.go)
 	w    watch        // the files opened; checked after each write
+	ro   *readOnly    // why the store was opened read-only (readonly.go); nil: read-write
 	// count is the prepared statement that counts a write (compiling it anew would cost more
 	// than running it); counted is the connection's total_changes() after the last counted
 	// write (txRaw runs on the one connection, serialized).
@@ -82,6 +90,15 @@ type tables struct{ meta, leases, attempts, events, keys, waiting, seats string 
 // do it at once; later opens only read its version. Errors wrap store.ErrBadDSN for bad options
 // and store.ErrUnavailable when the file cannot be used or trusted.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	s, err := newStore(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.open(ctx)
+}
+
+// newStore checks path and opts and makes the Store that open or openReadOnly opens.
+func newStore(path string, opts Options) (*Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -100,14 +117,18 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	p := opts.Prefix
-	s := &Store{clk: sysClock, path: abs, busy: opts.BusyTimeout, pol: pol, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys", p + "waiting", p + "lease_seats"}}
+	return &Store{clk: sysClock, path: abs, busy: opts.BusyTimeout, pol: pol, t: tables{p + "meta", p + "leases", p + "attempts", p + "events", p + "keys", p + "waiting", p + "lease_seats"}}, nil
+}
+
+// open opens s to read and write (Open).
+func (s *Store) open(ctx context.Context) (*Store, error) {
 	m, err := s.openFiles()
 	if err != nil {
 		return nil, err
 	}
 	// busy_timeout is applied first by the driver. The switch to WAL is not a pragma here: see useWAL.
 	drv := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_pragma=journal_size_limit(%d)&_txlock=immediate",
-		abs, opts.BusyTimeout.Milliseconds(), walLimit)
+		s.path, s.busy.Milliseconds(), walLimit)
 	s.db, err = sql.Open("sqlite", drv)
 	if err != nil {
 		s.q.close()
@@ -193,6 +214,11 @@ func isBusy(err error) bool {
 func (s *Store) openFiles() (*marker, error) {
 	dirExists, err := s.checkTrust()
 	if err != nil {
+		if ro := cannotWrite(s.path); ro != nil && errors.Is(err, trust.ErrUnsafe) {
+			// Another user's ledger, which this one may read but not write: chown-ing it, as
+			// the trust check says, would take it from its owner.
+			return nil, fmt.Errorf("%w: sqlite %s: %s, another user's ledger: commands that only read it (status, history, doctor) work, this one cannot; fix: run it as the ledger's owner", store.ErrUnavailable, s.path, ro.why)
+		}
 		return nil, err
 	}
 	var m *marker
@@ -248,6 +274,9 @@ func prepareFile(path string, mode uint32) error {
 	unavailable := func(format string, args ...any) error {
 		return fmt.Errorf("%w: sqlite %s: %s", store.ErrUnavailable, path, fmt.Sprintf(format, args...))
 	}
+	cannot := func(what string, err error) error {
+		return unavailable("cannot %s: %v%s", what, unwrapPathErr(err), writeHint(err))
+	}
 	fi, err := os.Lstat(path)
 	switch {
 	case err == nil:
@@ -262,14 +291,14 @@ func prepareFile(path string, mode uint32) error {
 		return unavailable("%v", unwrapPathErr(err))
 	}
 	if err := mkdirs(filepath.Dir(path)); err != nil {
-		return unavailable("cannot create its directory: %v", unwrapPathErr(err))
+		return cannot("create its directory", err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, fs.FileMode(mode))
 	if errors.Is(err, fs.ErrExist) {
 		return prepareFile(path, mode) // another process created it first
 	}
 	if err != nil {
-		return unavailable("cannot create the file: %v", unwrapPathErr(err))
+		return cannot("create the file", err)
 	}
 	defer f.Close()
 	if err := f.Chmod(fs.FileMode(mode)); err != nil {
@@ -384,6 +413,9 @@ func (s *Store) txRaw(ctx context.Context, fn func(tx *sql.Tx) error) error {
 func (s *Store) write(ctx context.Context, lazy bool, fn func(tx *sql.Tx) error) error {
 	if err := s.w.lost.Load(); err != nil {
 		return *err
+	}
+	if s.ro != nil {
+		return s.ro.refuse(s.path)
 	}
 	var seq int64
 	err := s.queued(ctx, func() error {

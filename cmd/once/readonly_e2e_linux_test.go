@@ -1,0 +1,221 @@
+package main
+
+// A ledger this process cannot write (a file system remounted read-only at 3 a.m., a monitoring user
+// with read access only): the commands that only read it work, and tell the whole ledger or fail in
+// one line with the fix; the commands that write fail with 69, as before.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// roMount mounts a fresh tmpfs for the test (root only); remount switches it read-only or back.
+func roMount(t *testing.T) (mnt string, remount func(ro bool)) {
+	t.Helper()
+	needRoot(t)
+	mnt = filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "mode=700,size=64m"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	return mnt, func(ro bool) {
+		t.Helper()
+		flags := uintptr(unix.MS_REMOUNT)
+		if ro {
+			flags |= unix.MS_RDONLY
+		}
+		if err := unix.Mount("", mnt, "", flags, ""); err != nil {
+			t.Fatalf("remount (read-only %v): %v", ro, err)
+		}
+	}
+}
+
+// wantLedger checks that history has the two runs fillLedger made and keys status its key.
+func wantLedger(t *testing.T, run func(args ...string) result) {
+	t.Helper()
+	r := run("history", "--json")
+	if r.code != 0 {
+		t.Fatalf("history: exit %d: %s", r.code, r.stderr)
+	}
+	var entries []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil {
+		t.Fatalf("history --json: %v\n%s", err, r.stdout)
+	}
+	states := map[string]any{}
+	for _, e := range entries {
+		states[e["task"].(string)] = e["state"]
+	}
+	if states["ro-ok"] != "succeeded" || states["ro-fail"] != "failed" {
+		t.Fatalf("history: %v, want ro-ok succeeded and ro-fail failed\n%s", states, r.stdout)
+	}
+	if r := run("status"); r.code != 0 || !strings.Contains(r.stdout, "LEASES") {
+		t.Fatalf("status: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := run("keys", "status", "--scope", "ro", "k1"); r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("keys status: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func fillLedger(t *testing.T, e *env) {
+	t.Helper()
+	for _, c := range [][]string{
+		{"keys", "claim", "--scope", "ro", "k1"},
+		{"run", "--task", "ro-ok", "--", "true"},
+		{"run", "--task", "ro-fail", "--", "false"},
+	} {
+		if r := e.run(c...); r.code != 0 && c[2] != "ro-fail" {
+			t.Fatalf("%v: exit %d: %s", c, r.code, r.stderr)
+		}
+	}
+}
+
+// checkpoint copies the -wal file into the database and empties it, as a clean shutdown may leave it.
+func checkpoint(t *testing.T, db string) {
+	t.Helper()
+	c, err := sql.Open("sqlite", "file:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(context.Background(), "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadOnlyMountReadsLedger(t *testing.T) {
+	mnt, remount := roMount(t)
+	e := newEnv(t)
+	e.home = filepath.Join(mnt, "home")
+	e.vars[0] = "ONCE_HOME=" + e.home
+	fillLedger(t, e)
+	db := filepath.Join(e.home, "once.db")
+	if fi, err := os.Stat(db + "-wal"); err != nil || fi.Size() == 0 {
+		t.Fatalf("the runs left no writes in the -wal file (%v): this test reads them from it", err)
+	}
+	os.Mkdir(filepath.Join(mnt, "empty"), 0o700)
+	remount(true)
+
+	// The -wal file holds the writes; SQLite rebuilds its index in memory from the -shm it cannot write.
+	wantLedger(t, e.run)
+	r := e.run("doctor")
+	if r.code != 1 || !strings.Contains(r.stdout, "FAIL  access") || !strings.Contains(r.stdout, "the file system is read-only") {
+		t.Fatalf("doctor: exit %d, want 1 with FAIL access:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Writers still fail closed, in one line that says why.
+	ran, script := ranFile(t)
+	refused69(t, e.run("run", "--task", "ro-new", "--", "sh", "-c", script), ran, "read-only file system")
+	refused69(t, e.run("keys", "claim", "--scope", "ro", "k2"), "", "read-only", "remount it read-write")
+	other := newEnv(t) // its own, writable ONCE_HOME: only the store is read-only
+	refused69(t, other.run("--store", "sqlite://"+db, "run", "--task", "ro-new", "--", "sh", "-c", script), ran, "the file system is read-only", "remount it read-write")
+	// No ledger at all: said, not shown as an empty one.
+	r = e.run("--store", "sqlite://"+filepath.Join(mnt, "empty", "once.db"), "status")
+	refused69(t, r, "", "no ledger here", "point ONCE_HOME or --store at the ledger")
+
+	// Without its -shm file, a -wal file that holds writes cannot be read here: said, with the fix.
+	remount(false)
+	if err := os.Remove(db + "-shm"); err != nil {
+		t.Fatal(err)
+	}
+	remount(true)
+	refused69(t, e.run("status"), "", "-shm file is missing", "read the copy")
+	refused69(t, e.run("history"), "", "-shm file is missing")
+
+	// Without a -shm file and with nothing in the -wal file, nobody can write: read as immutable.
+	remount(false)
+	checkpoint(t, db)
+	os.Remove(db + "-shm")
+	remount(true)
+	wantLedger(t, e.run)
+}
+
+// A user who may read the ledger but not write it (monitoring): reading works, writing fails with 69,
+// and the owner's files are left as they were.
+func TestReaderWithoutWritePermission(t *testing.T) {
+	needRoot(t)
+	e := newEnv(t)
+	fillLedger(t, e)
+	// The way to the binary and the ledger, readable by others.
+	for d := e.home; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	os.Chmod(filepath.Dir(bin), 0o755)
+	files, _ := filepath.Glob(filepath.Join(e.home, "*once.db*"))
+	for _, f := range files {
+		if err := os.Chmod(f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := snapshot(t, e.home)
+	var extraEnv []string
+	asNobody := func(args ...string) result {
+		t.Helper()
+		c := e.cmd(context.Background(), args...)
+		c.Env = append(c.Env, extraEnv...)
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		var so, se strings.Builder
+		c.Stdout, c.Stderr = &so, &se
+		err := c.Run()
+		r := result{stdout: so.String(), stderr: se.String()}
+		if ee, ok := err.(interface{ ExitCode() int }); ok {
+			r.code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	wantLedger(t, asNobody)
+	r := asNobody("doctor")
+	if r.code != 1 || strings.Contains(r.stdout, "FAIL") || !strings.Contains(r.stdout, "WARN  access") || !strings.Contains(r.stdout, "WARN  locks") {
+		t.Fatalf("doctor: exit %d, want 1 with WARN access and locks, no FAIL:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	refused69(t, asNobody("keys", "claim", "--scope", "ro", "k2"), "", "uid 65534 cannot write", "run it as the ledger's owner")
+	// With a home of its own (its locks), the ledger given by --store.
+	own := filepath.Join(filepath.Dir(e.home), "nobody")
+	if err := os.Mkdir(own, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(own, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	extraEnv = []string{"ONCE_HOME=" + own}
+	ran, script := ranFile(t)
+	os.Chmod(filepath.Dir(ran), 0o777)
+	refused69(t, asNobody("--store", "sqlite://"+filepath.Join(e.home, "once.db"), "run", "--task", "ro-new", "--", "sh", "-c", script), ran, "uid 65534 cannot write", "run it as the ledger's owner")
+	if after := snapshot(t, e.home); after != before {
+		t.Fatalf("the reader changed the owner's files:\n%s\n%s", before, after)
+	}
+	// The owner goes on writing.
+	if r := e.run("run", "--task", "ro-ok", "--slot", "2", "--", "true"); r.code != 0 {
+		t.Fatalf("the owner's run after the reader: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// snapshot is the names, owners and modes of the files in dir.
+func snapshot(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, de := range ents {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, de.Name()), &st); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s uid %d mode %#o\n", de.Name(), st.Uid, st.Mode)
+	}
+	return b.String()
+}
