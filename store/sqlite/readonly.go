@@ -104,6 +104,12 @@ func cannotWrite(path string) *readOnly {
 	return nil
 }
 
+// othersDir says whether the ledger's directory belongs to another user than this one.
+func (s *Store) othersDir() bool {
+	var st unix.Stat_t
+	return unix.Stat(filepath.Dir(s.path), &st) == nil && st.Uid != uint32(os.Geteuid())
+}
+
 // openReadOnly opens s, whose s.ro says why, read-only.
 func (s *Store) openReadOnly(ctx context.Context) (*Store, error) {
 	var st unix.Stat_t
