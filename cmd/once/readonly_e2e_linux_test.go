@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/once-run/once/store/sqlite"
 )
 
 // roMount mounts a fresh tmpfs for the test (root only); remount switches it read-only or back.
@@ -193,8 +195,24 @@ func TestReaderWithoutWritePermission(t *testing.T) {
 	ran, script := ranFile(t)
 	os.Chmod(filepath.Dir(ran), 0o777)
 	refused69(t, asNobody("--store", "sqlite://"+filepath.Join(e.home, "once.db"), "run", "--task", "ro-new", "--", "sh", "-c", script), ran, "uid 65534 cannot write", "run it as the ledger's owner")
+	extraEnv = nil
 	if after := snapshot(t, e.home); after != before {
 		t.Fatalf("the reader changed the owner's files:\n%s\n%s", before, after)
+	}
+	// A -wal file it may not read, or a -shm file missing that it cannot create: said, with the fix.
+	db := filepath.Join(e.home, "once.db")
+	os.Chmod(db+"-wal", 0o600)
+	refused69(t, asNobody("status"), "", "cannot be read read-only", "readable by this user")
+	os.Chmod(db+"-wal", 0o644)
+	os.Chmod(sqlite.MarkerPath(db), 0o600)
+	refused69(t, asNobody("status"), "", "permission denied", "chmod 644 "+sqlite.MarkerPath(db))
+	os.Chmod(sqlite.MarkerPath(db), 0o644)
+	if err := os.Rename(db+"-shm", db+"-shm.aside"); err != nil {
+		t.Fatal(err)
+	}
+	refused69(t, asNobody("history"), "", "-shm file is missing", "run any once command as the ledger's owner")
+	if err := os.Rename(db+"-shm.aside", db+"-shm"); err != nil {
+		t.Fatal(err)
 	}
 	// The owner goes on writing.
 	if r := e.run("run", "--task", "ro-ok", "--slot", "2", "--", "true"); r.code != 0 {

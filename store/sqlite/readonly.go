@@ -13,6 +13,8 @@ import (
 
 	"github.com/once-run/once/internal/trust"
 	"github.com/once-run/once/store"
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Reading a ledger this process cannot write.
@@ -124,7 +126,11 @@ func (s *Store) openReadOnly(ctx context.Context) (*Store, error) {
 	var m *marker
 	if dirExists {
 		if m, err = readMarker(MarkerPath(s.path)); err != nil {
-			return nil, fmt.Errorf("%w: sqlite %s: %s", store.ErrUnavailable, s.path, oneLine(err.Error()))
+			fix := ""
+			if errors.Is(err, os.ErrPermission) {
+				fix = "; fix: make it readable by this user (chmod 644 " + trust.Quote(MarkerPath(s.path)) + ")"
+			}
+			return nil, fmt.Errorf("%w: sqlite %s: %s%s", store.ErrUnavailable, s.path, oneLine(err.Error()), fix)
 		}
 		if err := s.checkPresent(m); err != nil {
 			return nil, err
@@ -155,6 +161,16 @@ func (s *Store) openReadOnly(ctx context.Context) (*Store, error) {
 	return s, nil
 }
 
+// cantOpen says whether err is SQLite's SQLITE_CANTOPEN or SQLITE_PERM (a file it cannot open).
+func cantOpen(err error) bool {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code() & 0xff
+	return c == sqlite3.SQLITE_CANTOPEN || c == sqlite3.SQLITE_PERM
+}
+
 // noLedger is the error of a read-only open that finds no ledger file: nothing to read, and it
 // cannot be created.
 func (s *Store) noLedger(err error) error {
@@ -175,17 +191,18 @@ func (s *Store) readOnlyDSN() (string, error) {
 		}
 		return fi.Size(), true
 	}
-	wal, _ := size(s.path + "-wal")
+	wal, hasWAL := size(s.path + "-wal")
 	journal, _ := size(s.path + "-journal")
 	_, shm := size(s.path + "-shm")
 	immutable := s.ro.rofs && wal == 0 && journal == 0
-	if !shm && !immutable {
+	if missing := map[bool]string{!shm: "-shm", !hasWAL: "-wal"}[true]; missing != "" && !immutable {
+		// SQLite needs both to read a WAL database, and cannot create them here.
 		what, fix := "its -wal file holds writes not yet copied into it", ""
 		if !s.ro.rofs {
 			what, fix = "this user cannot create it", "run any once command as the ledger's owner (it makes the file), or "
 		}
-		return "", fmt.Errorf("%w: sqlite %s: cannot be read read-only (%s): its -shm file is missing and %s; fix: %scopy %s and %s into a directory of yours and read the copy (--store sqlite:///DIR/%s)",
-			store.ErrUnavailable, s.path, s.ro.why, what, fix, trust.Quote(s.path), trust.Quote(s.path+"-wal"), filepath.Base(s.path))
+		return "", fmt.Errorf("%w: sqlite %s: cannot be read read-only (%s): its %s file is missing and %s; fix: %scopy %s and %s into a directory of yours and read the copy (--store sqlite:///DIR/%s)",
+			store.ErrUnavailable, s.path, s.ro.why, missing, what, fix, trust.Quote(s.path), trust.Quote(s.path+"-wal"), filepath.Base(s.path))
 	}
 	q := "mode=ro"
 	if immutable {
@@ -202,6 +219,9 @@ func (s *Store) readSchema(ctx context.Context, hasMarker bool) (int64, error) {
 	var v, seq int64
 	err := s.db.QueryRowContext(ctx, "SELECT m.value, l.id, l.seq FROM "+s.t.meta+" m, "+ledgerTable+" l WHERE m.key = 'schema_version'").Scan(&v, &s.id, &seq)
 	switch {
+	case cantOpen(err):
+		return 0, fmt.Errorf("%w: sqlite %s: cannot be read read-only (%s): %s; fix: make it and its -wal and -shm files readable by this user (chmod 644 %s %s %s)",
+			store.ErrUnavailable, s.path, s.ro.why, oneLine(err.Error()), trust.Quote(s.path), trust.Quote(s.path+"-wal"), trust.Quote(s.path+"-shm"))
 	case err == nil && v == SchemaVersion:
 		if !validID(s.id) {
 			return 0, s.gone("its once_ledger table holds %q, not a ledger id; fix: restore the file from a backup", s.id)
