@@ -68,6 +68,9 @@ func wantLedger(t *testing.T, run func(args ...string) result) {
 	if r := run("keys", "status", "--scope", "ro", "k1"); r.code != 0 || !strings.Contains(r.stdout, "done") {
 		t.Fatalf("keys status: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
+	if r := run("prune", "--older-than", "1h", "--dry-run", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"attempts":`) {
+		t.Fatalf("prune --dry-run: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 func fillLedger(t *testing.T, e *env) {
@@ -119,6 +122,7 @@ func TestReadOnlyMountReadsLedger(t *testing.T) {
 	ran, script := ranFile(t)
 	refused69(t, e.run("run", "--task", "ro-new", "--", "sh", "-c", script), ran, "read-only file system")
 	refused69(t, e.run("keys", "claim", "--scope", "ro", "k2"), "", "read-only", "remount it read-write")
+	refused69(t, e.run("prune", "--older-than", "1h"), "", "read-only", "remount it read-write")
 	other := newEnv(t) // its own, writable ONCE_HOME: only the store is read-only
 	refused69(t, other.run("--store", "sqlite://"+db, "run", "--task", "ro-new", "--", "sh", "-c", script), ran, "the file system is read-only", "remount it read-write")
 	// No ledger at all: said, not shown as an empty one.

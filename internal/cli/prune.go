@@ -86,7 +86,11 @@ To prune as jobs run, see once run --retain.`,
 // prune removes (or with DryRun counts) the history older than older by the store's clock that r
 // allows, and says how much.
 func (a *app) prune(ctx context.Context, r store.PruneRequest, older time.Duration, asJSON bool) error {
-	s, _, err := a.open(ctx)
+	open := a.open
+	if r.DryRun {
+		open = a.openToRead // it only counts
+	}
+	s, _, err := open(ctx)
 	if err != nil {
 		return err
 	}

@@ -29,9 +29,16 @@ func (s *Store) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 	if !r.Since.IsZero() {
 		from = [2]int64{r.Since.UnixMicro(), -1}
 	}
+	// A dry run only reads: in read transactions, which also work on a ledger opened read-only.
+	batch := func(fn func(tx *sql.Tx) error) error {
+		if r.DryRun {
+			return s.read(ctx, fn)
+		}
+		return s.txRaw(ctx, fn)
+	}
 	pos := from
 	for done := false; !done; {
-		err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		err := batch(func(tx *sql.Tx) error {
 			var n int
 			var err error
 			n, pos, err = s.pruneAttempts(ctx, tx, r, before, pos, &res)
@@ -44,7 +51,7 @@ func (s *Store) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 	}
 	pos = from
 	for done := false; !done; {
-		err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
+		err := batch(func(tx *sql.Tx) error {
 			var n int
 			var err error
 			n, pos, err = s.pruneEvents(ctx, tx, r, before, pos, &res)
