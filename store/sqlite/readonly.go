@@ -195,7 +195,7 @@ func (s *Store) readOnlyDSN() (string, error) {
 	journal, _ := size(s.path + "-journal")
 	_, shm := size(s.path + "-shm")
 	immutable := s.ro.rofs && wal == 0 && journal == 0
-	if missing := map[bool]string{!shm: "-shm", !hasWAL: "-wal"}[true]; missing != "" && !immutable {
+	if missing := map[bool]string{!shm: "-shm", !hasWAL: "-wal"}[true]; missing != "" && !immutable && walMode(s.path) {
 		// SQLite needs both to read a WAL database, and cannot create them here.
 		what, fix := "its -wal file holds writes not yet copied into it", ""
 		if !s.ro.rofs {
@@ -210,6 +210,22 @@ func (s *Store) readOnlyDSN() (string, error) {
 	}
 	return fmt.Sprintf("file:%s?%s&_pragma=busy_timeout(%d)&_pragma=query_only(1)",
 		(&url.URL{Path: s.path}).EscapedPath(), q, s.busy.Milliseconds()), nil
+}
+
+// walMode says whether the database file's header says WAL (its read and write versions, bytes
+// 18 and 19, are 2), or cannot be read (then SQLite says why). A file in another journal mode (one
+// made where shared memory failed) needs no -wal or -shm file.
+func walMode(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	var h [20]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil {
+		return true
+	}
+	return h[18] == 2 || h[19] == 2
 }
 
 // readSchema reads the schema version, the ledger id (into s.id) and the write counter of a
