@@ -68,6 +68,9 @@ func wantLedger(t *testing.T, run func(args ...string) result) {
 	if r := run("keys", "status", "--scope", "ro", "k1"); r.code != 0 || !strings.Contains(r.stdout, "done") {
 		t.Fatalf("keys status: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
+	if r := run("backfill", "--task", "ro-ok", "--per", "day", "--from", "2026-01-01", "--to", "2026-01-02", "--dry-run", "--", "true"); r.code != 0 || !strings.Contains(r.stdout, "2 to run") {
+		t.Fatalf("backfill --dry-run: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
 	if r := run("prune", "--older-than", "1h", "--dry-run", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"attempts":`) {
 		t.Fatalf("prune --dry-run: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}

@@ -191,7 +191,11 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 	defer stop()
 	defer rn.job.Close()
 	job.Adopt(rn.log)
-	s, dsn, err := a.open(ctx)
+	open := a.open
+	if f.dryRun {
+		open = a.openToRead // it lists, runs nothing
+	}
+	s, dsn, err := open(ctx)
 	if err != nil {
 		return rn.interrupted(ctx, err)
 	}
