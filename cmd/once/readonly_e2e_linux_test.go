@@ -117,6 +117,14 @@ func TestReadOnlyMountReadsLedger(t *testing.T) {
 
 	// The -wal file holds the writes; SQLite rebuilds its index in memory from the -shm it cannot write.
 	wantLedger(t, e.run)
+	jobs := filepath.Join(t.TempDir(), "jobs.toml")
+	if err := os.WriteFile(jobs, []byte("[[job]]\nname = \"ro-ok\"\nschedule = \"@daily\"\ncommand = [\"true\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.run("jobs", "--jobs", jobs); r.code != 0 || !strings.Contains(r.stdout, "succeeded") {
+		t.Fatalf("jobs: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	refused69(t, e.run("pause", "ro-ok"), "", "read-only", "remount it read-write")
 	r := e.run("doctor")
 	if r.code != 1 || !strings.Contains(r.stdout, "FAIL  access") || !strings.Contains(r.stdout, "the file system is read-only") {
 		t.Fatalf("doctor: exit %d, want 1 with FAIL access:\n%s%s", r.code, r.stdout, r.stderr)
