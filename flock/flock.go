@@ -267,7 +267,10 @@ func checkDir(dir string) (bool, error) {
 		if errors.Is(err, unix.ENOENT) {
 			return false, nil
 		}
-		return false, fmt.Errorf("flock: lock directory %s: %w", dir, err)
+		// Not ours to look into (another user's ONCE_HOME, a directory of mode 0700 above it), or
+		// an I/O error: the directory cannot be used, like one that cannot be created (69), not
+		// an internal error.
+		return false, unusable("look up lock directory", dir, err)
 	}
 	euid := uint32(os.Geteuid())
 	switch {
@@ -294,7 +297,7 @@ func parents(dir string) error {
 		if errors.Is(err, trust.ErrUnsafe) {
 			return fmt.Errorf("%w: %w", ErrUnsafe, err)
 		}
-		return fmt.Errorf("flock: lock directory %s: %w", dir, err)
+		return unusable("look up lock directory", dir, err)
 	}
 	return nil
 }

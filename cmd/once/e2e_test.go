@@ -105,6 +105,8 @@ type env struct {
 	home string
 	vars []string
 	bin  string // the binary it runs: bin, or volumeBin (atVolume)
+	// nobody runs the processes as uid 65534 (asNobody: a second user of the machine)
+	nobody bool
 }
 
 func newEnv(t *testing.T) *env {
@@ -145,6 +147,9 @@ type result struct {
 func (e *env) cmd(ctx context.Context, args ...string) *exec.Cmd {
 	c := exec.CommandContext(ctx, e.bin, args...)
 	c.Env = e.vars
+	if e.nobody {
+		c.SysProcAttr = nobodyAttr()
+	}
 	return c
 }
 

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// asNobody makes e's processes run as uid/gid 65534 (root only), with bin's directory opened to
+// them (os.MkdirTemp made it 0700) until the test ends.
+func asNobody(t *testing.T, e *env) {
+	t.Helper()
+	dir := filepath.Dir(e.bin)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, fi.Mode().Perm()) })
+	e.nobody = true
+}
+
+// TestAnotherUsersHomeExits69 is a crontab of www-data's (or any user's) with the ONCE_HOME of
+// root's jobs, /var/lib/once (mode 0700, root's, as the Debian package makes it): the lock
+// directory under it cannot even be looked at. That is the contract's 69 (the lock directory
+// cannot be used: no permission) with what to do, not 70 "internal error" (which it was).
+// As root the test runs the second user as uid 65534; as any other user it makes its own
+// ONCE_HOME unreadable (mode 0), which fails the same way.
+func TestAnotherUsersHomeExits69(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if r := e.run("run", "--task", "users-a", "--", "true"); r.code != 0 {
+		t.Fatalf("setup as this user: %d %s", r.code, r.stderr)
+	}
+	if os.Geteuid() == 0 {
+		// /var/lib/once's layout: the parents searchable by all, the state directory root's 0700.
+		for _, p := range []string{filepath.Dir(e.home), filepath.Dir(filepath.Dir(e.home))} {
+			if err := os.Chmod(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		asNobody(t, e)
+	} else {
+		if err := os.Chmod(e.home, 0); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(e.home, 0o700) })
+	}
+	r := e.run("run", "--task", "users-a", "--", "sh", "-c", "echo ran")
+	if r.code != 69 || strings.Contains(r.stdout, "ran") {
+		t.Fatalf("once run with another user's ONCE_HOME: exit %d, stdout %q, stderr %s; want 69 and nothing run", r.code, r.stdout, r.stderr)
+	}
+	for _, w := range []string{"lock directory cannot be used", "permission denied", "ONCE_HOME must be a directory of this user's", "(nothing was run)"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr lacks %q: %s", w, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "internal error") {
+		t.Errorf("stderr calls it an internal error: %s", r.stderr)
+	}
+}
+
+// nobodyAttr is the process attribute of a process run as uid/gid 65534.
+func nobodyAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+}
