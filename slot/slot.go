@@ -66,7 +66,8 @@ type Spec struct {
 }
 
 // New validates the --per, --schedule, --slot and --tz flag values ("" = not given) and builds a
-// Spec. tz "" means time.Local; tz is validated even when unused (--slot, or no slot). At most one of per, schedule and
+// Spec. tz "" means time.Local (refused for --per and --schedule when the environment's TZ names a
+// zone Go could not load, so that time.Local fell back to UTC); tz is validated even when unused (--slot, or no slot). At most one of per, schedule and
 // explicit may be set. Every error wraps ErrInvalid and is one line naming the bad flag.
 func New(per, schedule, explicit, tz string) (Spec, error) {
 	var given []string
@@ -94,6 +95,11 @@ func New(per, schedule, explicit, tz string) (Spec, error) {
 	}
 	if per == "" && schedule == "" {
 		return Spec{}, nil
+	}
+	if tz == "" {
+		if err := checkEnvTZ(); err != nil {
+			return Spec{}, err
+		}
 	}
 	if per != "" {
 		p, ok := periods[per]
