@@ -279,7 +279,7 @@ func checkDir(dir string) (bool, error) {
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return true, fmt.Errorf("%w: %s is not a directory; fix: rm %s", ErrUnsafe, dir, dir)
 	case st.Uid != euid:
-		return true, fmt.Errorf("%w: %s is owned by uid %d, not %d; fix: chown %d %s", ErrUnsafe, dir, st.Uid, euid, euid, dir)
+		return true, fmt.Errorf("%w: %s", ErrUnsafe, trust.OtherOwner(dir, st.Uid))
 	case st.Mode&0o022 != 0:
 		return true, fmt.Errorf("%w: %s is group/world-writable (mode %#o); fix: chmod 700 %s", ErrUnsafe, dir, st.Mode&0o7777, dir)
 	}

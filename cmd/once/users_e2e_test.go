@@ -8,19 +8,14 @@ import (
 	"testing"
 )
 
-// asNobody makes e's processes run as uid/gid 65534 (root only), with bin's directory opened to
-// them (os.MkdirTemp made it 0700) until the test ends.
+// asNobody makes e's processes run as uid/gid 65534 (root only), with bin's directory (0700 from
+// os.MkdirTemp) opened to them for the rest of the package's tests (TestMain removes it): a
+// restore at one test's end would close it under another's running processes.
 func asNobody(t *testing.T, e *env) {
 	t.Helper()
-	dir := filepath.Dir(e.bin)
-	fi, err := os.Stat(dir)
-	if err != nil {
+	if err := os.Chmod(filepath.Dir(e.bin), 0o711); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Chmod(dir, fi.Mode().Perm()) })
 	e.nobody = true
 }
 
@@ -67,4 +62,43 @@ func TestAnotherUsersHomeExits69(t *testing.T) {
 // nobodyAttr is the process attribute of a process run as uid/gid 65534.
 func nobodyAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+}
+
+// TestAnotherUsersReadableHomeNotChowned: root's state directory, readable by others (an
+// ONCE_HOME made with install -d -m 755), named in another user's crontab. once refuses it (69),
+// and its fix must not be "chown 65534 DIR" alone: that hands root's lock directory and ledger
+// to the other user, root's own runs are refused from then on, and their fix is the chown back.
+// The fix offers this user a state directory of its own first.
+func TestAnotherUsersReadableHomeNotChowned(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a directory of another user's")
+	}
+	e := newEnv(t)
+	if r := e.run("run", "--task", "users-b", "--", "true"); r.code != 0 {
+		t.Fatalf("setup as root: %d %s", r.code, r.stderr)
+	}
+	for _, p := range []string{e.home, filepath.Dir(e.home), filepath.Dir(filepath.Dir(e.home))} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(e.home, "locks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	asNobody(t, e)
+	for _, args := range [][]string{{"run", "--task", "users-b", "--", "echo", "ran"}, {"history", "--task", "users-b"}} {
+		r := e.run(args...)
+		if r.code != 69 || strings.Contains(r.stdout, "ran") {
+			t.Errorf("once %v as uid 65534 with root's ONCE_HOME: exit %d, stdout %q, stderr %s; want 69", args, r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "owned by uid 0, not 65534") || !strings.Contains(r.stderr, "fix: give this user a state directory of its own") {
+			t.Errorf("once %v: stderr %s; want the owner named and a directory of this user's offered first", args, r.stderr)
+		}
+	}
+	// Root's runs are as they were.
+	e.nobody = false
+	if r := e.run("run", "--task", "users-b", "--", "true"); r.code != 0 {
+		t.Errorf("root after the refusal: %d %s", r.code, r.stderr)
+	}
 }

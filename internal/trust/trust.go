@@ -201,11 +201,22 @@ func checkDir(dir string, st *unix.Stat_t, p Policy) error {
 		return unsafef("shared directory %s must belong to group %d, carry the setgid bit and not be writable by others (group %d, mode %#o); fix: chgrp %d %s && chmod 2770 %s",
 			dir, p.Group, st.Gid, st.Mode&0o7777, p.Group, q, q)
 	case !p.Shared && !p.owns(st.Uid):
-		return unsafef("%s is owned by uid %d, not %d: that user could swap in their own files; fix: chown %d %s", dir, st.Uid, euid, euid, q)
+		return unsafef("%s", OtherOwner(dir, st.Uid))
 	case !p.Shared && st.Mode&0o022 != 0:
 		return unsafef("%s can be written by group or others (mode %#o); fix: chmod 700 %s", dir, st.Mode&0o7777, q)
 	}
 	return nil
+}
+
+// OtherOwner is the refusal of a state directory dir owned by uid owner, who is not this user:
+// most often another user's state (root's /var/lib/once named in www-data's crontab), which the
+// other user's runs need as it is. So a chown comes second, for a directory that is this user's:
+// chowning another user's state to this one breaks that user's runs, whose refusal then offers
+// the chown back.
+func OtherOwner(dir string, owner uint32) string {
+	euid := os.Geteuid()
+	return fmt.Sprintf("%s is owned by uid %d, not %d: that user could swap in their own files; fix: give this user a state directory of its own (ONCE_HOME, or the path in the DSN; users share a ledger through a shared store, a ?group= SQLite file or a server, not through one user's directory), or chown %d %s if the directory is this user's",
+		dir, owner, euid, euid, Quote(dir))
 }
 
 // checkParent applies the rule of a directory above the state: owned by root or this user, and
