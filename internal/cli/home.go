@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // home is once's state directory: $ONCE_HOME, else $XDG_STATE_HOME/once, else ~/.local/state/once;
@@ -16,6 +17,9 @@ func home() (string, error) {
 		switch {
 		case h == "":
 			return "", usage("ONCE_HOME is set but empty: unset it for the default (%s), or give a directory", defaultHome())
+		case strings.HasPrefix(h, "~") || strings.Contains(h, "$"):
+			// A crontab's ONCE_HOME=$HOME/once or ~/once: cron expands neither.
+			return "", usage("ONCE_HOME=%s: '~' and '$' are not expanded in a crontab's or a unit's variables (they are taken as written); write the absolute path out", h)
 		case !filepath.IsAbs(h):
 			return "", usage("ONCE_HOME=%s is relative: it would name another ledger in every working directory; give an absolute path", h)
 		}

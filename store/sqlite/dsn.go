@@ -71,6 +71,11 @@ func ParseDSN(dsn string) (path string, opts Options, err error) {
 		return bad("'#' and NUL are not allowed; percent-encode them")
 	}
 	raw, query, _ := strings.Cut(rest, "?")
+	if strings.ContainsRune(raw, '$') {
+		// ONCE_STORE=sqlite:$HOME/once.db in a crontab: cron takes the value as written, and a
+		// relative path made ~/$HOME/once.db, a ledger other than the shell's ~/once.db.
+		return bad("'$' is not expanded: a crontab's or a unit's variables are taken as written; write the path out, e.g. sqlite:///home/me/once.db (a '$' in a file name: %%24)")
+	}
 	if strings.HasPrefix(raw, "//") {
 		host, p, ok := strings.Cut(raw[2:], "/")
 		if host != "" && !strings.EqualFold(host, "localhost") {
