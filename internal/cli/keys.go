@@ -374,15 +374,15 @@ func (a *app) keysStatusCmd() *cobra.Command {
 func (a *app) keysForgetCmd() *cobra.Command {
 	var scope string
 	var older time.Duration
-	var includeDone bool
+	var includeDone, quiet bool
 	c := &cobra.Command{
-		Use:   "forget --scope S --older-than D [--include-done]",
+		Use:   "forget --scope S --older-than D [--include-done] [-q]",
 		Short: "Delete keys claimed longer ago than D; done keys only with --include-done",
 		Long: `Delete the scope's keys claimed longer ago than D. Done keys are kept unless --include-done: a
 forgotten done key is handed out again by the next claim, so forget them only when no re-run can
 reach back that far. A pending key is forgotten when its claimant is gone (unknown) or has neither a
 run nor an expiry to tell by; one pending under a live run is kept, however old, since its work may
-be happening now.`,
+be happening now. -q prints nothing unless it fails (cron mails whatever a job prints).`,
 		Example: `  once keys forget --scope http --older-than 24h --include-done`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -408,13 +408,16 @@ be happening now.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "forgot %d keys in scope %s\n", n, scope)
+			if !quiet {
+				fmt.Fprintf(a.stdout, "forgot %d keys in scope %s\n", n, scope)
+			}
 			return nil
 		},
 	}
 	c.Flags().StringVar(&scope, "scope", "", "the set of keys (required)")
 	durationVar(c.Flags(), &older, "older-than", 0, maxOlderThan, "forget keys claimed longer ago than this, e.g. 720h (required)")
 	c.Flags().BoolVar(&includeDone, "include-done", false, "forget done keys too (they can then be claimed again)")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing unless it fails (a crontab line: cron mails whatever it prints)")
 	_ = c.MarkFlagRequired("scope")
 	_ = c.MarkFlagRequired("older-than")
 	return c

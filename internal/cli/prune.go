@@ -36,9 +36,9 @@ func (ageFlag) Type() string { return "age" }
 func (a *app) pruneCmd() *cobra.Command {
 	var r store.PruneRequest
 	var older time.Duration
-	var asJSON bool
+	var asJSON, quiet bool
 	c := &cobra.Command{
-		Use:   "prune --older-than AGE [--task T] [--forget-slots] [--dry-run] [--json]",
+		Use:   "prune --older-than AGE [--task T] [--forget-slots] [--dry-run] [--json] [-q]",
 		Short: "Remove old history that no decision needs",
 		Long: `Remove history older than AGE (by the store's clock) that no decision of once reads:
 
@@ -57,11 +57,12 @@ catch-up window or a backfill reaching back past AGE would run it again. Give it
 AGE longer than any window you catch up or backfill.
 
 It works in short transactions and may run while jobs run. --dry-run counts and removes nothing.
+-q prints nothing unless it fails: cron mails whatever a job prints, the count included.
 To prune as jobs run, see once run --retain.`,
 		Example: `  once prune --older-than 90d --dry-run
   once prune --older-than 90d
   # a crontab line: keep a year, forget done slots older than that
-  30 3 * * * /usr/bin/once prune --older-than 400d --forget-slots`,
+  30 3 * * * /usr/bin/once prune -q --older-than 400d --forget-slots`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if older <= 0 {
@@ -72,7 +73,10 @@ To prune as jobs run, see once run --retain.`,
 					return err
 				}
 			}
-			return a.prune(c.Context(), r, older, asJSON)
+			if quiet && asJSON {
+				return usage("-q and --json: give one of them")
+			}
+			return a.prune(c.Context(), r, older, asJSON, quiet)
 		},
 	}
 	c.Flags().Var(ageFlag{&older}, "older-than", "remove history older than this age, e.g. 90d, 2w, 36h (required)")
@@ -80,12 +84,13 @@ To prune as jobs run, see once run --retain.`,
 	c.Flags().BoolVar(&r.ForgetSlots, "forget-slots", false, "also remove done slots older than AGE whole (they read as never run)")
 	c.Flags().BoolVar(&r.DryRun, "dry-run", false, "count what would be removed, remove nothing")
 	c.Flags().BoolVar(&asJSON, "json", false, `print {"before":…,"attempts":…,"events":…,"slots":…}`)
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing unless it fails (a crontab line: cron mails whatever it prints)")
 	return c
 }
 
 // prune removes (or with DryRun counts) the history older than older by the store's clock that r
-// allows, and says how much.
-func (a *app) prune(ctx context.Context, r store.PruneRequest, older time.Duration, asJSON bool) error {
+// allows, and says how much unless quiet.
+func (a *app) prune(ctx context.Context, r store.PruneRequest, older time.Duration, asJSON, quiet bool) error {
 	open := a.open
 	if r.DryRun {
 		open = a.openToRead // it only counts
@@ -103,6 +108,9 @@ func (a *app) prune(ctx context.Context, r store.PruneRequest, older time.Durati
 	res, err := s.Prune(ctx, r)
 	if err != nil {
 		return err
+	}
+	if quiet {
+		return nil
 	}
 	if asJSON {
 		return writeJSON(a.stdout, struct {
