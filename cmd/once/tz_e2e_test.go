@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -46,5 +47,25 @@ func TestEnvTZOnceCannotReadExits64(t *testing.T) {
 		if r := withTZ(tz, "run", "--task", "tz-good-"+strings.Trim(strings.ReplaceAll(tz, "/", "-"), ":"), "--per", "hour", "--", "true"); r.code != 0 {
 			t.Errorf("TZ=%q: exit %d %s", tz, r.code, r.stderr)
 		}
+	}
+}
+
+// TestDaemonCheckEnvTZ: a jobs file's job without tz under a TZ Go cannot read is refused with its
+// file:line, as once run's --per is, not scheduled in UTC.
+func TestDaemonCheckEnvTZ(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	jobs := t.TempDir() + "/jobs.toml"
+	if err := os.WriteFile(jobs, []byte("[[job]]\nname = \"tzj\"\nschedule = \"0 2 * * *\"\ncommand = [\"true\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.vars = append(e.vars, "TZ=Europe/Berln")
+	r := e.run("daemon", "--check", jobs)
+	if r.code != 64 || !strings.Contains(r.stderr, jobs+":1: TZ=\"Europe/Berln\" names no zone") {
+		t.Errorf("daemon --check under TZ=Europe/Berln: exit %d, stderr %q; want 64 naming the job's line and TZ", r.code, r.stderr)
+	}
+	e.vars[len(e.vars)-1] = "TZ=Europe/Berlin"
+	if r := e.run("daemon", "--check", jobs); r.code != 0 || !strings.Contains(r.stdout, "+01:00") && !strings.Contains(r.stdout, "+02:00") {
+		t.Errorf("daemon --check under TZ=Europe/Berlin: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
