@@ -13,11 +13,11 @@ import (
 // Contract: RunningAttempts(ctx, limit) returns at most limit attempts whose state is running, each
 // as Slot's Last would show it, without repeats, in the order of the store's index (by task, then
 // slot, in the store's collation on SQLite and PostgreSQL and in byte order on the key-value stores;
-// by slot, then task, on MySQL), and More when more attempts were running than it returned: the
+// by task on MySQL, and within a task in its index's order), and More when more attempts were running than it returned: the
 // attempts left out are those after the last one in that order. Unlisted names the tasks whose running attempts the store could not
 // read from its index (a key-value store's task whose running index was never built, because an
 // older once ran it and it has not run since): none of their attempts is listed, whatever limit
-// says. It costs the attempts running and, on the key-value stores, the tasks, never the ledger's
+// says. It costs the attempts running and, on MySQL and the key-value stores, the tasks, never the ledger's
 // history; docs/store-contract.md says what each store reads. limit ≤ 0 is refused with ErrInvalid
 // (CheckRunningLimit). The list is a snapshot of each attempt at its read: an attempt may end, or
 // another begin, while it is read.

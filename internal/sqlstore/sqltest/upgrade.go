@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/once-run/once/internal/sqlstore"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
 )
@@ -77,10 +76,10 @@ func EventsUpgradeFromV3(t *testing.T, dsn string, open Opener, downgrade []stri
 	}
 	storetest.CheckEventsUpgraded(t, s, before)
 	var v int
-	if err := sq.DB.QueryRowContext(ctx, sq.Q("SELECT MAX(version) FROM {p}schema_version")).Scan(&v); err != nil || v != schemaVersion(sq) {
-		t.Fatalf("schema version after the upgrade: %d, %v; want %d", v, err, schemaVersion(sq))
+	if err := sq.DB.QueryRowContext(ctx, sq.Q("SELECT MAX(version) FROM {p}schema_version")).Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("schema version after the upgrade: %d, %v; want %d", v, err, schemaVersion)
 	}
-	newer := schemaVersion(sq) + 1
+	newer := schemaVersion + 1
 	if _, err := sq.DB.ExecContext(ctx, sq.Q("INSERT INTO {p}schema_version (version, applied_at) VALUES (?, CURRENT_TIMESTAMP)"), newer); err != nil {
 		t.Fatal(err)
 	}
@@ -91,15 +90,9 @@ func EventsUpgradeFromV3(t *testing.T, dsn string, open Opener, downgrade []stri
 	}
 }
 
-// schemaVersion is the newest migration of sq's schema (store/postgres/migrations,
-// store/mysql/migrations): raise it with each new migration. MySQL has one more: 007 adds the key of
-// running attempts that PostgreSQL's partial index of 001 already is.
-func schemaVersion(sq *sqlstore.Store) int {
-	if sq.Flavor == sqlstore.MySQL {
-		return 7
-	}
-	return 6
-}
+// schemaVersion is the newest migration of the servers' schema (store/postgres/migrations and
+// store/mysql/migrations): raise it with each new migration.
+const schemaVersion = 6
 
 // downgraded opens a fresh schema, grants the exclusive lease of task "old" (to "x", run "rx")
 // with an attempt of slot "s0" under it, releases it, sets the schema back with stmts, and opens
