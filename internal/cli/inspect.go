@@ -54,7 +54,7 @@ all): slots whose fire time passed while no node of once daemon ran them, outsid
 catch-up window. The MISSED section is shown only when there is one; --json always has "missed".`,
 		Example: `  once status
   once status --json | jq '.review[]'
-  once status --json | jq -r '.running[] | select(.lease == "gone") | .resolve.failed'
+  once status --json | jq -r '.running[] | select(.resolve) | .resolve.failed'
   once status --json | jq -r '.missed[] | "\(.task) \(.slot)"'`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return a.status(c.Context(), asJSON) },
@@ -150,7 +150,10 @@ func (a *app) resolveCmd() *cobra.Command {
 		Short: "Record a person's decision on a slot waiting for review",
 		Long: `Record a person's decision on a slot whose last attempt ended unknown or used up its attempts.
 --as failed lets the next run try the slot again (with a fresh attempt budget); --as succeeded marks
-it done. The decision, who made it and when are kept in history.`,
+it done. The decision, who made it and when are kept in history. A last attempt still recorded as
+running whose holder's lease is gone (once status: LEASE gone) is marked unknown first, as the
+task's next run would: resolve takes the task's lease for a moment, and refuses (75) while any
+grant of the task is live.`,
 		Example: `  once resolve --task nightly-sync --slot 2026-11-29 --as failed --note "checked: no rows written"`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

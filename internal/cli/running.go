@@ -27,9 +27,13 @@ type running struct {
 	store.Attempt
 	// Lease is "live" when the holder's grant (its token) is held now, "gone" otherwise.
 	Lease string `json:"lease"`
-	// Resolve, when the lease is gone, is the once resolve line per decision that settles the
-	// slot now (resolve marks the attempt unknown first).
+	// Resolve, when the lease is gone and no grant of the task is live, is the once resolve line
+	// per decision that settles the slot now (resolve marks the attempt unknown first).
 	Resolve *notify.Resolve `json:"resolve,omitempty"`
+	// HeldBy, when the lease is gone but another grant of the task is live (a seat of once run
+	// --limit, a run that took the lease over), is that grant: once resolve refuses (75) while
+	// one is live, so no resolve line is offered.
+	HeldBy *store.Lease `json:"held_by,omitempty"`
 }
 
 // runningSection is what status shows of the attempts still running.
@@ -78,7 +82,13 @@ func (a *app) readRunning(ctx context.Context, s store.Store, dsn string) (runni
 		if st.Last == nil || st.Last.RunID != at.RunID || st.Last.State != store.Running {
 			continue // it ended since it was listed
 		}
-		sec.list = append(sec.list, running{Attempt: *st.Last, Lease: leaseGone, Resolve: a.resolveCommands(dsn, at.Task, at.Slot)})
+		r := running{Attempt: *st.Last, Lease: leaseGone}
+		if i := slices.IndexFunc(leases, func(l store.Lease) bool { return l.Task == at.Task }); i >= 0 {
+			r.HeldBy = &leases[i]
+		} else {
+			r.Resolve = a.resolveCommands(dsn, at.Task, at.Slot)
+		}
+		sec.list = append(sec.list, r)
 	}
 	// By task and slot, whatever the order of the store's index (MySQL's is by slot).
 	slices.SortStableFunc(sec.list, func(x, y running) int {
@@ -113,6 +123,11 @@ func (a *app) printRunning(sec runningSection) error {
 	gone := 0
 	for _, r := range sec.list {
 		if r.Lease != leaseGone {
+			continue
+		}
+		if r.HeldBy != nil {
+			fmt.Fprintf(a.stdout, "\ntask %s slot %s: attempt %d is still recorded as running but its holder's lease is gone: the holder died or was cut off; task %s is held now (holder %s, token %d), so once resolve refuses it (75) until no grant of the task is live; the task's next run marks it unknown\n",
+				cell(r.Task), cell(dash(r.Slot)), r.Number, cell(r.Task), cell(r.HeldBy.Holder), r.HeldBy.Token)
 			continue
 		}
 		gone++
@@ -154,7 +169,7 @@ func (a *app) resolveGone(ctx context.Context, s store.Store, r store.ResolveReq
 	if err != nil {
 		return store.Attempt{}, err
 	}
-	req := store.AcquireRequest{Task: r.Task, Holder: r.By, RunID: "resolve-" + id.String(), TTL: 30 * time.Second}
+	req := store.AcquireRequest{Task: r.Task, Holder: r.By, RunID: "resolve-" + id.String(), TTL: 10 * time.Second} // a killed resolve blocks the task no longer
 	ls, err := s.Acquire(ctx, req)
 	// The dead holder's own grant, past its expiry but still in the store: a store may keep it up
 	// to its granularity longer (etcd's leases last whole seconds). Wait that out, no longer.

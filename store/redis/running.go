@@ -13,8 +13,9 @@ var _ kvstore.AllRunningKV = kv{}
 
 // AllRunning reads every task's running index, as Waiting reads the waiting indexes: a pipelined
 // round trip for the set of tasks, one for each task's mark and running set, one for the documents
-// they list. It costs the tasks and the slots running, not the ledger. A task without the mark (the
-// fence hash's field r) has an index an older once never built.
+// they list. It costs the tasks and the slots running, not the ledger. A task granted a lease (its
+// fence hash's counter n above 0) without the mark (the field r) has an index an older once never
+// built.
 func (k kv) AllRunning(ctx context.Context) ([]*kvstore.Doc, []string, error) {
 	s := k.s
 	p := s.c.Pipeline()
@@ -29,10 +30,10 @@ func (k kv) AllRunning(ctx context.Context) ([]*kvstore.Doc, []string, error) {
 		return nil, nil, s.mapErr(err)
 	}
 	p = s.c.Pipeline()
-	marks := make([]*goredis.StringCmd, len(tasks))
+	marks := make([]*goredis.SliceCmd, len(tasks))
 	sets := make([]*goredis.StringSliceCmd, len(tasks))
 	for i, t := range tasks {
-		marks[i] = p.HGet(ctx, s.tkey(t, "fence"), "r")
+		marks[i] = p.HMGet(ctx, s.tkey(t, "fence"), "r", "n")
 		sets[i] = p.SMembers(ctx, s.tkey(t, "running"))
 	}
 	if len(tasks) > 0 {
@@ -42,11 +43,18 @@ func (k kv) AllRunning(ctx context.Context) ([]*kvstore.Doc, []string, error) {
 	p = s.c.Pipeline()
 	var cmds []*goredis.StringCmd
 	for i, t := range tasks {
-		if err := marks[i].Err(); errors.Is(err, goredis.Nil) {
-			unindexed = append(unindexed, t)
-			continue
-		} else if err != nil {
+		m, err := marks[i].Result()
+		if err != nil {
 			return nil, nil, s.mapErr(err)
+		}
+		if m[0] == nil {
+			// No mark. A task the set knows from an event alone (a missed slot of a job that never
+			// ran: the event's write makes the fence hash with counter 0) was never granted a
+			// lease, so it has no attempt; one that was granted has an index never built.
+			if n, _ := m[1].(string); n != "" && n != "0" {
+				unindexed = append(unindexed, t)
+			}
+			continue
 		}
 		slots, err := sets[i].Result()
 		if err != nil {

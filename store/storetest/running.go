@@ -58,6 +58,14 @@ func testRunningList(t *testing.T, h Harness) {
 	if got, more := running(t, o, store.MaxRunningList); len(got) != 0 || more {
 		t.Fatalf("an empty store: running %q, more %v", got, more)
 	}
+	// A task known from an event alone (a daemon's missed slot of a job that never ran) was never
+	// granted a lease: it has no attempt, so nothing of it is unlisted (running checks).
+	if err := s.Record(ctxT(t), store.Event{Task: "missed-only", Slot: "m1", Kind: store.Missed, RunID: "m", Holder: "node"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, more := running(t, o, store.MaxRunningList); len(got) != 0 || more {
+		t.Fatalf("a store with an event alone: running %q, more %v", got, more)
+	}
 	// a/b and a-b: their byte order and their escaped forms' differ ('/' is %2F in a key).
 	la := acquire(t, s, "a/b", "h1", time.Minute)
 	begin(t, s, la, "s1", "ra1", 1)
