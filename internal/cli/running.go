@@ -191,7 +191,7 @@ func (a *app) resolveGone(ctx context.Context, s store.Store, r store.ResolveReq
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_ = s.Release(rctx, ls) // failing that, it expires in 30 s
+		_ = s.Release(rctx, ls) // failing that, it expires with req.TTL
 	}()
 	ab, err := s.Abandon(ctx, r.Task, ls.Token)
 	if err != nil {
@@ -201,5 +201,12 @@ func (a *app) resolveGone(ctx context.Context, s store.Store, r store.ResolveReq
 		fmt.Fprintf(a.stderr, "task %s slot %s: attempt %d (run %s, holder %s, token %d) was still recorded as running with its holder's lease gone: marked unknown\n",
 			cell(x.Task), cell(dash(x.Slot)), x.Number, cell(x.RunID), cell(x.Holder), x.Token)
 	}
-	return s.Resolve(ctx, r)
+	att, err := s.Resolve(ctx, r)
+	if errors.Is(err, store.ErrConflict) {
+		// Abandon did not reach it: an older once on another host, which keeps no running index on
+		// a key-value store, began it after the task's index was built. The task's next run finds it.
+		return store.Attempt{}, exit(ExitBusy, "task %s slot %q: attempt %d is still recorded as running and could not be marked unknown (an older once on another host may have begun it): nothing was recorded; the slot's next run marks it unknown (upgrade every host that shares the store), then decide",
+			r.Task, r.Slot, l.Number)
+	}
+	return att, err
 }
