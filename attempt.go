@@ -205,6 +205,7 @@ func (g *guard) runWork(ctx context.Context, log *slog.Logger, ls *lease.Lease, 
 		case <-wctx.Done():
 		}
 	}()
+	started := time.Now()
 	defer func() {
 		if v := recover(); v != nil {
 			out := outcome(fmt.Errorf("the work panicked: %v", v), ls.Err())
@@ -212,6 +213,7 @@ func (g *guard) runWork(ctx context.Context, log *slog.Logger, ls *lease.Lease, 
 			endAttempt(sp, out, ferr)
 			log.Error("end: the work panicked", "state", string(out.State), "recorded", ferr == nil, "err", ferr,
 				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			g.minHold(ctx, ls, started) // the lease is kept its MinHold all the same (clock skew)
 			panic(v)
 		}
 	}()

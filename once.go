@@ -229,7 +229,7 @@ type ExitCoder interface{ ExitCode() int }
 // lease was lost: context.Cause(ctx) wraps lease.ErrLost). A nil error records success with exit
 // code 0; an ExitCoder error records its code (0 is success); any other error records failed with
 // exit code 1 and the error as note. A panic is recorded as a failed attempt (exit code 1, note "the
-// work panicked: " and its value), the lease is released, and the panic goes on to the caller of
+// work panicked: " and its value), the lease is released (not before MinHold), and the panic goes on to the caller of
 // Do, Sequence or CatchUp with the stack that raised it.
 type Work = func(ctx context.Context, run *Run) error
 
@@ -294,10 +294,14 @@ func Sequence(ctx context.Context, o Options, slots []string, so SeqOptions, wor
 // SequenceStream is Sequence over the slots that slots yields, one at a time, keeping none of
 // them nor their results: each Result goes to so.OnResult (set it) as the slot is decided, so
 // memory stays the same whatever the number of slots (a backfill over years of minutes). A busy
-// result is recorded against busySlot (Sequence uses its last slot). The error is as for
-// Sequence.
+// result is recorded against busySlot (Sequence uses its last slot). busySlot and each slot are
+// held to Options.Slot's rule (ErrInvalid): busySlot before anything is taken, a slot as it comes.
+// The error is as for Sequence.
 func SequenceStream(ctx context.Context, o Options, slots iter.Seq[string], busySlot string, so SeqOptions, work Work) error {
 	if err := o.fill(); err != nil {
+		return err
+	}
+	if err := checkSlot(busySlot); err != nil { // recorded with a busy event, named in the result
 		return err
 	}
 	so.discard, so.first, so.single = true, nil, false

@@ -391,6 +391,10 @@ func TestSlotValueChecked(t *testing.T) {
 		if err := once.SequenceStream(ctx, o, stream, "ok", once.SeqOptions{OnResult: func(once.Result) {}}, never); !errors.Is(err, once.ErrInvalid) {
 			t.Errorf("SequenceStream with slot %q: %v, want ErrInvalid", sl, err)
 		}
+		none := func(func(string) bool) {}
+		if err := once.SequenceStream(ctx, o, none, sl, once.SeqOptions{OnResult: func(once.Result) {}}, never); !errors.Is(err, once.ErrInvalid) {
+			t.Errorf("SequenceStream with busy slot %q: %v, want ErrInvalid", sl, err)
+		}
 	}
 	if h, err := s.History(ctx, store.HistoryQuery{Task: "slots"}); err != nil || len(h) != 0 {
 		t.Fatalf("history: %+v, %v; want nothing recorded", h, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"syscall"
 	"time"
@@ -48,6 +49,9 @@ func (js *jobState) call(ctx context.Context, a *active) {
 	s := js.s
 	js.mu.Lock()
 	jb, gen := js.job, js.gen
+	if jb.Work != nil {
+		a.workGrace = s.graceOf(jb) // this launch's definition, whatever a Reload makes of the job
+	}
 	js.mu.Unlock()
 	if a.l.waited && a.l.untried && len(a.l.slots) == 1 {
 		// While it waited here, the node running the job may have skipped the slot (its own
@@ -181,7 +185,7 @@ func (js *jobState) callCommand(ctx context.Context, o once.Options, a *active, 
 // callWork runs a Go function job.
 func (js *jobState) callWork(ctx context.Context, o once.Options, a *active, jb Job,
 	before func(*once.Run), results func(once.Result)) error {
-	work := func(ctx context.Context, run *once.Run) error {
+	work := func(ctx context.Context, run *once.Run) (err error) {
 		before(run)
 		if jb.Timeout > 0 {
 			var cancel context.CancelFunc
@@ -190,6 +194,15 @@ func (js *jobState) callWork(ctx context.Context, o once.Options, a *active, jb 
 		}
 		a.working.Store(true)
 		defer a.working.Store(false)
+		// A panic is this job's failed attempt, as a command's crash is, not the end of every job
+		// of the node: it would leave their attempts running, each then unknown (review).
+		defer func() {
+			if v := recover(); v != nil {
+				js.s.log.Error("the job's Work panicked; its attempt is recorded as failed", "task", jb.Name, "slot", run.Slot,
+					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				err = fmt.Errorf("the work panicked: %v", v)
+			}
+		}()
 		return jb.Work(ctx, run)
 	}
 	if len(a.l.slots) == 1 {

@@ -49,9 +49,7 @@ func (s *Scheduler) drain() error {
 		js.mu.Lock()
 		for _, a := range js.actives {
 			js.stopLocked(context.Background(), a, "the node drains (its drain time is over)")
-			if js.job.Work != nil {
-				grace = max(grace, s.graceOf(js.job))
-			}
+			grace = max(grace, a.workGrace)
 		}
 		js.mu.Unlock()
 	}

@@ -61,6 +61,9 @@ type active struct {
 	run     *once.Run               // the attempt running now, nil between attempts
 	stopped string                  // why it was stopped (replace, timeout, drain), "" if not
 	working atomic.Bool             // a Work job's function runs now (drain gives up on it after its grace)
+	// workGrace is the grace of a Work launch (its job's definition when it started), 0 for a
+	// command's; under jobState.mu.
+	workGrace time.Duration
 }
 
 // limit is how many launches of the job may run on this node at once: the job's limit (its seats

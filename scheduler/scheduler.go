@@ -24,7 +24,9 @@ type Job struct {
 	jobfile.Job
 	// Work, when set, runs instead of Command: a Go function as the guarded work. It must stop
 	// when its context is cancelled (a lost lease, a timeout, replace, the end of a drain); Run
-	// does not wait for one that has not after its grace (see Run).
+	// does not wait for one that has not after its grace (see Run). A panic in it is its attempt's
+	// failure (note "the work panicked: " and its value; the stack is logged), as a command's
+	// crash is: the node goes on running its jobs.
 	Work once.Work
 }
 
