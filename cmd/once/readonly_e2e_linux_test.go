@@ -8,7 +8,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,19 +182,7 @@ func TestReaderWithoutWritePermission(t *testing.T) {
 	var extraEnv []string
 	asNobody := func(args ...string) result {
 		t.Helper()
-		c := e.cmd(context.Background(), args...)
-		c.Env = append(c.Env, extraEnv...)
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-		var so, se strings.Builder
-		c.Stdout, c.Stderr = &so, &se
-		err := c.Run()
-		r := result{stdout: so.String(), stderr: se.String()}
-		if ee, ok := err.(interface{ ExitCode() int }); ok {
-			r.code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return runAs(t, e, nobody, extraEnv, args...)
 	}
 	wantLedger(t, asNobody)
 	r := asNobody("doctor")
@@ -251,4 +243,149 @@ func snapshot(t *testing.T, dir string) string {
 		fmt.Fprintf(&b, "%s uid %d mode %#o\n", de.Name(), st.Uid, st.Mode)
 	}
 	return b.String()
+}
+
+// runAs runs once with e's environment (and extraEnv) as uid.
+func runAs(t *testing.T, e *env, uid uint32, extraEnv []string, args ...string) result {
+	t.Helper()
+	c := e.cmd(context.Background(), args...)
+	c.Env = append(c.Env, extraEnv...)
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	var so, se strings.Builder
+	c.Stdout, c.Stderr = &so, &se
+	err := c.Run()
+	r := result{stdout: so.String(), stderr: se.String()}
+	var pe *fs.PathError
+	switch ee, ok := err.(interface{ ExitCode() int }); {
+	case ok:
+		r.code = ee.ExitCode()
+	case errors.As(err, &pe), errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.EPERM):
+		// The binary is under a directory uid cannot enter (TMPDIR in /root), or uid is not mapped
+		// in this user namespace: not what is tested here.
+		t.Skipf("cannot run once as uid %d: %v", uid, err)
+	case err != nil:
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A ledger directory that another user made in a sticky directory (a pre-created /tmp/once-svc):
+// that user is not "the ledger's owner" a reader may trust, since anyone could have made it there.
+// A reader refuses it with 69, as before the reader's exception.
+func TestReaderRefusesOwnerInStickyDir(t *testing.T) {
+	needRoot(t)
+	e := newEnv(t)
+	sticky := filepath.Join(filepath.Dir(e.home), "sticky")
+	if err := os.Mkdir(sticky, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Chmod(sticky, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	for d := filepath.Dir(sticky); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	os.Chmod(filepath.Dir(bin), 0o755)
+	e.home = filepath.Join(sticky, "svc")
+	e.vars[0] = "ONCE_HOME=" + e.home
+	fillLedger(t, e) // the forged ledger, as the other user would write it
+	const other = 1234
+	if err := filepath.Walk(e.home, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if fi.IsDir() {
+			mode = 0o755
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			return err
+		}
+		return os.Lchown(p, other, other)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := runAs(t, e, nobody, nil, "history")
+	refused69(t, r, "", "belongs to uid 1234 but is in "+sticky, "anyone could have made it")
+	if r := runAs(t, e, nobody, nil, "doctor"); r.code != 1 || !strings.Contains(r.stdout, "FAIL  locks") || strings.Contains(r.stdout, "run jobs as uid 1234") {
+		t.Fatalf("doctor: exit %d, want 1 with FAIL locks, not the advice to run jobs as uid 1234:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A command that writes keeps the trust check's line: not "run it as the ledger's owner".
+	own := filepath.Join(filepath.Dir(sticky), "nobody")
+	if err := os.Mkdir(own, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(own, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	r = runAs(t, e, nobody, []string{"ONCE_HOME=" + own}, "--store", "sqlite://"+filepath.Join(e.home, "once.db"), "keys", "claim", "--scope", "ro", "k2")
+	refused69(t, r, "", "is owned by uid 1234, not 65534")
+	if strings.Contains(r.stderr, "ledger's owner") {
+		t.Fatalf("a write to a ledger anyone could have made: %s, want the trust check's line", r.stderr)
+	}
+	// Its real owner reads it as before.
+	if r := runAs(t, e, other, nil, "history"); r.code != 0 || !strings.Contains(r.stdout, "ro-ok") {
+		t.Fatalf("the owner's history: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A read-only bind mount of a ledger written through another mount (a container's view of the
+// host's ledger) fails with EROFS, but the file system is not read-only: a writer goes on. It is
+// read with mode=ro, never immutable=1, which skips locking and never reads the -wal again: a
+// once serve on the view shows a run made after it started; without the -wal and -shm files, it
+// cannot be read there and says so.
+func TestReadOnlyBindMountOfLiveLedger(t *testing.T) {
+	mnt, _ := roMount(t)
+	e := newEnv(t)
+	e.home = filepath.Join(mnt, "home")
+	e.vars[0] = "ONCE_HOME=" + e.home
+	fillLedger(t, e)
+	view := filepath.Join(t.TempDir(), "view")
+	if err := os.Mkdir(view, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(mnt, view, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("cannot bind mount: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(view, unix.MNT_DETACH) })
+	if err := unix.Mount("", view, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		t.Skipf("cannot make the bind mount read-only: %v", err)
+	}
+	db := filepath.Join(e.home, "once.db")
+	reader := newEnv(t) // its own ONCE_HOME; only the store is the view
+	viewStore := "sqlite://" + filepath.Join(view, "home", "once.db")
+
+	// A tool that closes the database last deletes the -wal and -shm files.
+	checkpoint(t, db)
+	refused69(t, reader.run("--store", viewStore, "status"), "", "bind mount", "read the copy")
+
+	// A checkpoint that emptied the -wal file and kept the -shm (its connection still open).
+	if r := e.run("run", "--task", "ro-ok", "--slot", "2", "--", "true"); r.code != 0 {
+		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	}
+	c, err := sql.Open("sqlite", "file:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetMaxOpenConns(1)
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.ExecContext(context.Background(), "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(db + "-wal"); err != nil || fi.Size() != 0 {
+		t.Fatalf("the -wal file after the checkpoint: %v, want it empty", err)
+	}
+	base := startServe(t, reader, "--store", viewStore, "--listen", "127.0.0.1:0")
+	if r := e.run("run", "--task", "ro-late", "--", "true"); r.code != 0 {
+		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	}
+	resp, err := http.Get(base + "/api/v1/history?task=ro-late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"ro-late"`) {
+		t.Fatalf("serve on the view after a run: %d %s, want the run", resp.StatusCode, body)
+	}
 }

@@ -200,13 +200,17 @@ func checkLocks(r *report) {
 	}
 }
 
-// othersHome says whether home and its lock directory both belong to one other user, and which.
+// othersHome says whether home and its lock directory both belong to one other user, and which:
+// one a reader trusts as that user's (not one anyone could have made in a sticky /tmp).
 func othersHome(home, dir string) (uint32, bool) {
 	var h, d unix.Stat_t
-	if unix.Lstat(home, &h) != nil || unix.Lstat(dir, &d) != nil {
+	if unix.Lstat(home, &h) != nil || unix.Lstat(dir, &d) != nil || h.Uid != d.Uid || h.Uid == uint32(os.Geteuid()) {
 		return 0, false
 	}
-	return h.Uid, h.Uid == d.Uid && h.Uid != uint32(os.Geteuid())
+	if _, _, err := trust.Dir(home, trust.Policy{Reader: true, Owner: h.Uid}); err != nil {
+		return 0, false
+	}
+	return h.Uid, true
 }
 
 // inspectStore adds the store's own report on its durability and health (store.Inspector).

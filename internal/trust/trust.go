@@ -238,6 +238,24 @@ func checkParent(dir string, st *unix.Stat_t, p Policy) error {
 	return nil
 }
 
+// ownersOwn checks next, in directory cur, when only a Reader's Owner makes it trusted: cur must
+// be a directory that only its owner can add to. In a directory others may write (a sticky /tmp,
+// one writable by a group, or writable by anyone on a read-only mount, which may be a read-only
+// view of a file system others write), anyone could have made next, and would be "the owner".
+func ownersOwn(cur, next string, st *unix.Stat_t, p Policy) error {
+	if !p.Reader || st.Uid != p.Owner || st.Uid == 0 || st.Uid == uint32(os.Geteuid()) {
+		return nil
+	}
+	var d unix.Stat_t
+	if err := unix.Stat(cur, &d); err != nil {
+		return fmt.Errorf("%s: %w", cur, err)
+	}
+	if d.Mode&0o022 != 0 {
+		return unsafef("%s belongs to uid %d but is in %s, which others can write (mode %#o): anyone could have made it; fix: keep the ledger in a directory that only root or its owner can change (ONCE_HOME, or the path in the DSN)", next, st.Uid, cur, d.Mode&0o7777)
+	}
+	return nil
+}
+
 // resolve walks path from / one component at a time, checking each directory it passes through
 // with checkParent and following each symbolic link after checking its owner. When last is
 // true the final component is checked as a parent too (and followed when a link). It returns
@@ -271,6 +289,9 @@ func resolve(path string, last bool, p Policy) (real string, st unix.Stat_t, exi
 			return "", st, false, fmt.Errorf("%s: %w", next, err)
 		}
 		final := len(todo) == 0
+		if err := ownersOwn(cur, next, &st, p); err != nil {
+			return "", st, false, err
+		}
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			if st.Uid != 0 && !p.owns(st.Uid) {
 				return "", st, false, unsafef("%s is a symbolic link owned by uid %d, who can point it elsewhere; fix: use the real path, or a link owned by %s", next, st.Uid, you())

@@ -4,6 +4,7 @@ package trust_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -324,4 +325,29 @@ func TestReaderTrustsOwner(t *testing.T) {
 	}
 	_, _, err = trust.Dir(sub, trust.Policy{Reader: true, Owner: 1234})
 	wantUnsafe(t, err, "is owned by uid 65534")
+}
+
+// A Reader's Owner is trusted only for what only root or the owner could have made: a directory of
+// uid 65534's in a sticky directory anyone may add to (a pre-created /tmp/once-svc) is refused.
+func TestReaderOwnerNotInOpenDir(t *testing.T) {
+	asRoot(t)
+	b := base(t)
+	for _, mode := range []uint32{0o1777, 0o775} {
+		open := mkdir(t, filepath.Join(b, fmt.Sprintf("open%o", mode)), mode)
+		theirs := mkdir(t, filepath.Join(open, "svc"), 0o755)
+		if err := os.Chown(theirs, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := trust.Dir(theirs, trust.Policy{Reader: true, Owner: nobody})
+		wantUnsafe(t, err, "which others can write")
+		// The same directory of this user's is not the Owner's exception: the rules as before.
+		if err := os.Chown(theirs, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if mode&0o1000 != 0 {
+			if _, _, err := trust.Dir(theirs, trust.Policy{Reader: true, Owner: nobody}); err != nil {
+				t.Fatalf("root's directory in a sticky one: %v", err)
+			}
+		}
+	}
 }

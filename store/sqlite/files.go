@@ -88,7 +88,12 @@ func (o Options) policy() (trust.Policy, error) {
 // checkTrust checks the database's directory and the files SQLite would open, before it opens
 // them. It returns whether the directory exists.
 func (s *Store) checkTrust() (bool, error) {
-	_, exists, err := trust.Dir(filepath.Dir(s.path), s.pol)
+	return s.checkTrustWith(s.pol)
+}
+
+// checkTrustWith is checkTrust under policy pol.
+func (s *Store) checkTrustWith(pol trust.Policy) (bool, error) {
+	_, exists, err := trust.Dir(filepath.Dir(s.path), pol)
 	if err != nil {
 		if errors.Is(err, trust.ErrUnsafe) {
 			return false, s.unsafe(err)
@@ -99,7 +104,7 @@ func (s *Store) checkTrust() (bool, error) {
 		return false, nil
 	}
 	for _, p := range append([]string{s.path, MarkerPath(s.path), QueuePath(s.path)}, withSuffixes(s.path)...) {
-		if _, err := trust.File(p, s.pol); err != nil {
+		if _, err := trust.File(p, pol); err != nil {
 			if errors.Is(err, trust.ErrUnsafe) {
 				return true, s.unsafe(err)
 			}

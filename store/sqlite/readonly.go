@@ -33,7 +33,7 @@ import (
 // writer holds it, rebuilds the WAL index from the -wal file in its own memory, and reads the
 // writes the -wal holds. Without a -shm file, SQLite cannot read the database at all, unless it is
 // opened immutable=1, which skips locking and ignores the -wal file: safe only where nobody can
-// write (a read-only file system) and nothing is in the -wal (missing or empty) — else it would
+// write (a read-only file system itself, not a read-only bind mount of one written elsewhere) and nothing is in the -wal (missing or empty) — else it would
 // read an older ledger without a word. In every other case the open fails with the way to read a
 // copy instead: the answer is never silently empty or old.
 
@@ -106,10 +106,18 @@ func cannotWrite(path string) *readOnly {
 	return nil
 }
 
-// othersDir says whether the ledger's directory belongs to another user than this one.
-func (s *Store) othersDir() bool {
+// othersLedger says whether the ledger's directory belongs to another user than this one, and a
+// reader would trust the ledger as that user's (OpenReader): not one a third user could have
+// made or changed, whose trust check's line must stay.
+func (s *Store) othersLedger() bool {
 	var st unix.Stat_t
-	return unix.Stat(filepath.Dir(s.path), &st) == nil && st.Uid != uint32(os.Geteuid())
+	if unix.Stat(filepath.Dir(s.path), &st) != nil || st.Uid == uint32(os.Geteuid()) || s.pol.Shared {
+		return false
+	}
+	pol := s.pol
+	pol.Reader, pol.Owner = true, st.Uid
+	_, err := s.checkTrustWith(pol)
+	return err == nil
 }
 
 // openReadOnly opens s, whose s.ro says why, read-only.
@@ -194,15 +202,25 @@ func (s *Store) readOnlyDSN() (string, error) {
 	wal, hasWAL := size(s.path + "-wal")
 	journal, _ := size(s.path + "-journal")
 	_, shm := size(s.path + "-shm")
-	immutable := s.ro.rofs && wal == 0 && journal == 0
+	// immutable only where SQLite cannot read the file otherwise (a -shm or -wal file missing), and
+	// only where nobody can write: the file system itself read-only, not a read-only bind mount of
+	// one written elsewhere (immutable reads without locks and never looks at the -wal file again).
+	immutable := s.ro.rofs && wal == 0 && journal == 0 && (!shm || !hasWAL) && superReadOnly(filepath.Dir(s.path))
 	if missing := map[bool]string{!shm: "-shm", !hasWAL: "-wal"}[true]; missing != "" && !immutable && walMode(s.path) {
 		// SQLite needs both to read a WAL database, and cannot create them here.
 		what, fix := "its -wal file holds writes not yet copied into it", ""
-		if !s.ro.rofs {
+		switch {
+		case !s.ro.rofs:
 			what, fix = "this user cannot create it", "run any once command as the ledger's owner (it makes the file), or "
+		case wal == 0 && journal == 0:
+			what = "this read-only mount is a view of a file system that may be written through another mount (a bind mount), whose writes it would not see"
 		}
-		return "", fmt.Errorf("%w: sqlite %s: cannot be read read-only (%s): its %s file is missing and %s; fix: %scopy %s and %s into a directory of yours and read the copy (--store sqlite:///DIR/%s)",
-			store.ErrUnavailable, s.path, s.ro.why, missing, what, fix, trust.Quote(s.path), trust.Quote(s.path+"-wal"), filepath.Base(s.path))
+		files := trust.Quote(s.path)
+		if hasWAL {
+			files += " and " + trust.Quote(s.path+"-wal")
+		}
+		return "", fmt.Errorf("%w: sqlite %s: cannot be read read-only (%s): its %s file is missing and %s; fix: %scopy %s into a directory of yours and read the copy (--store sqlite:///DIR/%s)",
+			store.ErrUnavailable, s.path, s.ro.why, missing, what, fix, files, filepath.Base(s.path))
 	}
 	q := "mode=ro"
 	if immutable {

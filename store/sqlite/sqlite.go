@@ -214,7 +214,7 @@ func isBusy(err error) bool {
 func (s *Store) openFiles() (*marker, error) {
 	dirExists, err := s.checkTrust()
 	if err != nil {
-		if ro := cannotWrite(s.path); ro != nil && !ro.rofs && errors.Is(err, trust.ErrUnsafe) && s.othersDir() {
+		if ro := cannotWrite(s.path); ro != nil && !ro.rofs && errors.Is(err, trust.ErrUnsafe) && s.othersLedger() {
 			// Another user's ledger, which this one may read but not write: chown-ing it, as
 			// the trust check says, would take it from its owner.
 			return nil, fmt.Errorf("%w: sqlite %s: %s, another user's ledger: commands that only read it (status, history, doctor) work, this one cannot; fix: run it as the ledger's owner", store.ErrUnavailable, s.path, ro.why)
