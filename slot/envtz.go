@@ -12,7 +12,7 @@ import (
 // word: a `TZ=` line in a crontab would then name the days of --per day in UTC, a run at 00:30
 // local time would land in yesterday's slot, and hosts sharing a store would name one period two
 // ways. TZ unset (/etc/localtime) and TZ empty (UTC, as POSIX says) are what they say; so are
-// "UTC", and a POSIX rule of a zero offset without daylight saving time (UTC0, GMT0).
+// "UTC", and a POSIX rule of a zero offset without daylight saving time (UTC0, GMT0, UTC+0).
 func checkEnvTZ() error {
 	tz, ok := os.LookupEnv("TZ")
 	if !ok {
@@ -26,11 +26,16 @@ func checkEnvTZ() error {
 }
 
 // zeroRule reports whether name is a POSIX TZ rule of a zone at offset 0 without DST ("UTC0",
-// "GMT0", "<UTC>0"), which Go's fallback to UTC gets right.
+// "GMT0", "<UTC>0", "UTC+0", "GMT-0"), which Go's fallback to UTC gets right.
 func zeroRule(name string) bool {
 	std, ok := strings.CutSuffix(name, "0")
 	if !ok {
 		return false
+	}
+	if s, ok := strings.CutSuffix(std, "+"); ok {
+		std = s
+	} else {
+		std = strings.TrimSuffix(std, "-")
 	}
 	if strings.HasPrefix(std, "<") && strings.HasSuffix(std, ">") {
 		std = std[1 : len(std)-1]

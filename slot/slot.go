@@ -96,7 +96,7 @@ func New(per, schedule, explicit, tz string) (Spec, error) {
 	if per == "" && schedule == "" {
 		return Spec{}, nil
 	}
-	if tz == "" {
+	if tz == "" || tz == "Local" { // time.LoadLocation("Local") is time.Local
 		if err := checkEnvTZ(); err != nil {
 			return Spec{}, err
 		}

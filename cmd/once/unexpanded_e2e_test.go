@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,59 @@ func TestUnexpandedVariablesExit64(t *testing.T) {
 	}
 	if _, err := os.Stat(cwd + "/a$b.db"); err != nil {
 		t.Errorf("the ledger with a '$' in its name: %v", err)
+	}
+}
+
+// TestDollarInRealPaths: a '$' in a DSN that once writes itself — the default store under a home
+// directory whose name has one (a machine account's /home/ws01$), the absolute form of a relative
+// sqlite:./once.db handed to the command (ONCE_STORE) from a working directory such as /srv/a$b —
+// is written %24, not refused as a variable that cron did not expand: both were 64, for every
+// command (the default store) and for the command's `once report`.
+func TestDollarInRealPaths(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	base := t.TempDir()
+	dir := filepath.Join(base, "a$b")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.vars = append(e.vars, "ONCE_STORE=sqlite:./once.db")
+	c := e.cmd(t.Context(), "run", "--task", "dollar-cwd", "--", "sh", "-c", `"$0" report --records 5 && echo reported`, e.bin)
+	c.Dir = dir
+	out, err := c.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "reported") {
+		t.Errorf("once report under %s with ONCE_STORE=sqlite:./once.db: %v %s", dir, err, out)
+	}
+
+	h := newEnv(t)
+	vars := []string{"HOME=" + dir}
+	for _, v := range h.vars {
+		if !strings.HasPrefix(v, "ONCE_HOME=") && !strings.HasPrefix(v, "HOME=") {
+			vars = append(vars, v)
+		}
+	}
+	h.vars = vars
+	if os.Geteuid() == 0 { // root's default is /var/lib/once: the home's user is uid 65534
+		for _, p := range []string{base, filepath.Dir(base)} {
+			if err := os.Chmod(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		asNobody(t, h)
+	}
+	if r := h.run("run", "--task", "dollar-home", "--per", "day", "--", "true"); r.code != 0 {
+		t.Errorf("once run with HOME=%s, the default store: exit %d %s", dir, r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".local", "state", "once", "once.db")); err != nil {
+		t.Errorf("the default ledger under HOME=%s: %v", dir, err)
+	}
+	// XDG_STATE_HOME=$HOME/.state in a crontab, relative as written, was ignored: the ledger was
+	// ~/.local/state/once, not the shell's ~/.state/once, and the shell's done slots ran again.
+	h.vars = append(h.vars, "XDG_STATE_HOME=$HOME/.state")
+	if r := h.run("run", "--task", "dollar-home", "--per", "day", "--", "echo", "ran"); r.code != 64 || r.stdout != "" || !strings.Contains(r.stderr, "'~' and '$' are not expanded") {
+		t.Errorf("XDG_STATE_HOME=$HOME/.state: exit %d, stdout %q, stderr %q; want 64 and nothing run", r.code, r.stdout, r.stderr)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,7 +23,7 @@ import (
 	// Stores compiled into the command.
 	_ "github.com/once-run/once/store/mysql"
 	_ "github.com/once-run/once/store/postgres"
-	_ "github.com/once-run/once/store/sqlite"
+	"github.com/once-run/once/store/sqlite"
 )
 
 // Exit codes of the contract (../shared/spec/cli.md).
@@ -195,9 +194,10 @@ func (a *app) dsn() (string, error) {
 }
 
 // defaultStore is the DSN of the embedded store under home, its path percent-encoded where a DSN
-// needs it ('%', '?', '#', spaces), so that any directory name gives the file it names.
+// needs it (sqlite.FileDSN: '%', '?', '#', spaces, '$'), so that any directory name gives the file
+// it names.
 func defaultStore(home string) string {
-	return "sqlite://" + (&url.URL{Path: filepath.Join(home, "once.db")}).EscapedPath()
+	return sqlite.FileDSN(filepath.Join(home, "once.db"))
 }
 
 // open opens the store the flags name. The DSN it returns is the one given (see dsn).

@@ -28,7 +28,10 @@ func home() (string, error) {
 	if os.Geteuid() == 0 {
 		return "/var/lib/once", nil
 	}
-	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+	if x := os.Getenv("XDG_STATE_HOME"); strings.HasPrefix(x, "~") || strings.Contains(x, "$") {
+		// Relative, it would be ignored (as XDG says): ~/.local/state/once, not the shell's ledger.
+		return "", usage("XDG_STATE_HOME=%s: '~' and '$' are not expanded in a crontab's or a unit's variables (they are taken as written); write the absolute path out, or set ONCE_HOME", x)
+	} else if x != "" && filepath.IsAbs(x) {
 		return filepath.Join(x, "once"), nil
 	}
 	h, err := os.UserHomeDir()

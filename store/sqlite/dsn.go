@@ -118,6 +118,13 @@ func ParseDSN(dsn string) (path string, opts Options, err error) {
 	return filepath.Clean(p), opts, nil
 }
 
+// FileDSN is the DSN of the SQLite file at the absolute path, percent-encoded where a DSN needs it
+// ('%', '?', '#', spaces, and '$', which ParseDSN refuses raw as a variable nobody expanded), so that
+// any file name gives the file it names.
+func FileDSN(path string) string {
+	return "sqlite://" + strings.ReplaceAll((&url.URL{Path: path}).EscapedPath(), "$", "%24")
+}
+
 // AbsoluteDSN is dsn with a relative path made absolute against the working directory, for a
 // command that once runs and that may change directory before its nested once reaches the same
 // ledger (ONCE_STORE). A DSN already absolute, or not a SQLite one it can read, is returned as it
@@ -132,7 +139,7 @@ func AbsoluteDSN(dsn string) string {
 		return dsn
 	}
 	_, query, hasQuery := strings.Cut(dsn, "?")
-	out := "sqlite://" + (&url.URL{Path: abs}).EscapedPath()
+	out := FileDSN(abs)
 	if hasQuery {
 		out += "?" + query
 	}

@@ -470,6 +470,23 @@ func TestAbsoluteDSN(t *testing.T) {
 	}
 }
 
+// AbsoluteDSN and FileDSN write a '$' of a real directory name as %24: ParseDSN refuses a raw '$'
+// (an unexpanded $HOME), and the command's `once report` under a working directory such as
+// /srv/a$b was 64 with sqlite:./once.db.
+func TestFileDSNDollar(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a$b")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	want := filepath.Join(dir, "x y%.db")
+	for _, dsn := range []string{sqlite.AbsoluteDSN("sqlite:./x%20y%25.db"), sqlite.FileDSN(want)} {
+		if p, _, err := sqlite.ParseDSN(dsn); err != nil || p != want {
+			t.Errorf("%q reads as %q, %v; want %q", dsn, p, err, want)
+		}
+	}
+}
+
 func TestParseDSN(t *testing.T) {
 	for _, c := range []struct {
 		dsn  string
