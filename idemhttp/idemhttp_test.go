@@ -481,3 +481,61 @@ func TestOmittedBodyDropsItsHeaders(t *testing.T) {
 		t.Fatalf("replay: Content-Length %d, headers %v, read %d %v; want no body headers, the omission said", res.ContentLength, res.Header, n, rerr)
 	}
 }
+
+// A rolling upgrade: an older instance (its fingerprint without the query) and an upgraded one
+// serve one store. A request with a query executed by the upgraded instance under
+// DefaultFingerprint, retried at the older one, is answered 422, whose advice (a new key) executes
+// the operation again; under QuerylessFingerprint the older instance replays it, and so does the
+// upgraded instance once it is back on DefaultFingerprint.
+func TestRollingUpgradeQuerylessFingerprint(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var calls atomic.Int32
+	serve := func(fp func(*http.Request, []byte) string) string {
+		mw, err := idemhttp.Middleware(idemhttp.Options{Store: st.(store.Keys), Fingerprint: fp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			w.WriteHeader(http.StatusCreated)
+		})))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	older := serve(func(r *http.Request, body []byte) string { // an older once's DefaultFingerprint
+		sum := sha256.Sum256([]byte(r.Method + "\n" + r.URL.EscapedPath() + "\n" + string(body)))
+		return hex.EncodeToString(sum[:])
+	})
+	post := func(url, key string) int {
+		req, _ := http.NewRequest(http.MethodPost, url+"/pay?amount=10", strings.NewReader("{}"))
+		req.Header.Set(idemhttp.Header, key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := post(serve(nil), "k1"); got != http.StatusCreated {
+		t.Fatalf("first, at an upgraded instance: %d", got)
+	}
+	if got := post(older, "k1"); got != http.StatusUnprocessableEntity {
+		t.Fatalf("retry at an older instance, DefaultFingerprint: %d; the older once's 422 is what QuerylessFingerprint avoids", got)
+	}
+	upgrading := serve(idemhttp.QuerylessFingerprint)
+	if got := post(upgrading, "k2"); got != http.StatusCreated {
+		t.Fatalf("first, at an instance on QuerylessFingerprint: %d", got)
+	}
+	for name, url := range map[string]string{"an older instance": older, "an upgraded one on DefaultFingerprint": serve(nil)} {
+		if got := post(url, "k2"); got != http.StatusCreated {
+			t.Fatalf("retry at %s: %d, want the replayed 201", name, got)
+		}
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d executions, want 2 (k1 and k2 once each)", n)
+	}
+}

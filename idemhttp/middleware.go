@@ -37,6 +37,7 @@ type Options struct {
 	// MaxBody is the largest request body read for the fingerprint (default 1 MiB); larger → 413.
 	MaxBody int64
 	// Fingerprint of the payload (default: hex SHA-256 of method, path with query, and body).
+	// QuerylessFingerprint while instances of an older once serve the same store (a rolling upgrade).
 	Fingerprint func(r *http.Request, body []byte) string
 	// KeepHeaders are the response headers stored and replayed (default Content-Type,
 	// Content-Location, Location, ETag, Last-Modified, Cache-Control).
@@ -44,7 +45,7 @@ type Options struct {
 	// ErrorLog receives store errors that happen after the handler ran (default: none).
 	ErrorLog func(error)
 
-	queryless bool // Fingerprint is DefaultFingerprint: a key an older once stored for a request with a query has the queryless one
+	queryless bool // Fingerprint is DefaultFingerprint: a key an older once stored for a request with a query has QuerylessFingerprint
 }
 
 // ReplayedHeader is set to "true" on a replayed response.
@@ -163,15 +164,22 @@ func serve(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request
 	}
 	fp, old := o.Fingerprint(r, body), ""
 	if o.queryless && (r.URL.RawQuery != "" || r.URL.ForceQuery) {
-		old = queryless(r, body)
+		old = QuerylessFingerprint(r, body)
 	}
 	claim(o, next, w, r, scope, key, fp, old)
 }
 
-// queryless is DefaultFingerprint as it was before the query was hashed: a key stored then, for a
-// request with a query, has it. A retry of that request after the upgrade is the same operation,
-// already executed: it must get its replay, not a 422 that tells the client to use a new key.
-func queryless(r *http.Request, body []byte) string {
+// QuerylessFingerprint is DefaultFingerprint as an older once computed it, before the query was
+// hashed: the hex SHA-256 of the method, the path without its query, and the body. Give it as
+// Options.Fingerprint while instances of an older once serve the same store (a rolling upgrade):
+// an older instance compares a stored key's fingerprint with this one only, so a retry it gets of a
+// request with a query that an upgraded instance executed under DefaultFingerprint is answered 422,
+// whose advice, a new key, executes the operation again. Once every instance is upgraded, drop it:
+// the keys it stored are still matched (DefaultFingerprint falls back to it).
+//
+// A key stored before the upgrade, for a request with a query, has this fingerprint: a retry of that
+// request after the upgrade is the same operation, already executed, and gets its replay.
+func QuerylessFingerprint(r *http.Request, body []byte) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n", r.Method, r.URL.EscapedPath())
 	h.Write(body)
@@ -205,7 +213,7 @@ func admit(o *Options, w http.ResponseWriter, r *http.Request, vals []string) (s
 
 // claim claims key for this request and runs next once it holds it; a key already done replays its
 // response, one in progress is a conflict, one left unknown by a dead handler is taken over.
-// old, when not empty, is the fingerprint an older once gave the request (queryless): a key
+// old, when not empty, is the fingerprint an older once gave the request (QuerylessFingerprint): a key
 // stored with it is this request's.
 func claim(o *Options, next http.Handler, w http.ResponseWriter, r *http.Request, scope, key, fp, old string) {
 	c := store.Claimant{RunID: newID(), Expires: o.PendingTTL}
