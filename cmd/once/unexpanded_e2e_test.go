@@ -35,7 +35,7 @@ func TestUnexpandedVariablesExit64(t *testing.T) {
 		{"ONCE_STORE", "sqlite:///${HOME}/once.db", "'$' is not expanded"},
 		{"ONCE_HOME", "$HOME/once", "'~' and '$' are not expanded"},
 		{"ONCE_HOME", "~/once", "'~' and '$' are not expanded"},
-		{"ONCE_HOME", "/srv/$USER/once", "'~' and '$' are not expanded"},
+		{"ONCE_HOME", cwd + "/srv/$USER/once", "'~' and '$' are not expanded"}, // not /srv: a ledger there is an older once's
 	} {
 		r := run(tc.name, tc.value)
 		if r.code != 64 || strings.Contains(r.stdout, "ran") || !strings.Contains(r.stderr, tc.want) {
@@ -105,5 +105,52 @@ func TestDollarInRealPaths(t *testing.T) {
 	h.vars = append(h.vars, "XDG_STATE_HOME=$HOME/.state")
 	if r := h.run("run", "--task", "dollar-home", "--per", "day", "--", "echo", "ran"); r.code != 64 || r.stdout != "" || !strings.Contains(r.stderr, "'~' and '$' are not expanded") {
 		t.Errorf("XDG_STATE_HOME=$HOME/.state: exit %d, stdout %q, stderr %q; want 64 and nothing run", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestUnexpandedLedgerOfAnOlderOnce: an older once took the '$' of ONCE_STORE=sqlite:$HOME/once.db
+// (or of an absolute ONCE_HOME=/srv/$USER/once) as written and kept its ledger there, with the slots
+// it ran. After the upgrade the 64 said "write the path out": the path meant holds none of those
+// slots, so today's ran again, and the slots waiting for review were left behind. The 64 names the
+// ledger found and how to go on with it; that DSN finds today's slot done.
+func TestUnexpandedLedgerOfAnOlderOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cwd := t.TempDir()
+	run := func(name, value string, args ...string) result {
+		t.Helper()
+		saved := e.vars
+		e.vars = append(append([]string{}, saved...), name+"="+value)
+		defer func() { e.vars = saved }()
+		c := e.cmd(t.Context(), append([]string{"run", "--task", "unexpanded", "--per", "day", "--"}, args...)...)
+		c.Dir = cwd
+		var so, se strings.Builder
+		c.Stdout, c.Stderr = &so, &se
+		c.Run()
+		return result{code: c.ProcessState.ExitCode(), stdout: so.String(), stderr: se.String()}
+	}
+	// The ledgers an older once left: ./$HOME/once.db under cron's working directory, and
+	// /…/$USER/once/once.db, each with today's slot done.
+	kept := "sqlite://" + cwd + "/%24HOME/once.db"
+	if r := run("ONCE_STORE", kept, "echo", "ran"); r.code != 0 || r.stdout != "ran\n" {
+		t.Fatalf("seeding %s: exit %d %q %s", kept, r.code, r.stdout, r.stderr)
+	}
+	home := cwd + "/$USER/once"
+	if r := run("ONCE_STORE", "sqlite://"+cwd+"/%24USER/once/once.db", "echo", "ran"); r.code != 0 {
+		t.Fatalf("seeding %s: exit %d %s", home, r.code, r.stderr)
+	}
+
+	r := run("ONCE_STORE", "sqlite:$HOME/once.db", "echo", "ran again")
+	if r.code != 64 || r.stdout != "" || !strings.Contains(r.stderr, "an older once kept this ledger at "+cwd+"/$HOME/once.db") ||
+		!strings.Contains(r.stderr, "write "+kept) {
+		t.Fatalf("sqlite:$HOME/once.db beside an older once's ledger: exit %d %q %s; want 64 naming it and %s", r.code, r.stdout, r.stderr, kept)
+	}
+	if r := run("ONCE_STORE", kept, "echo", "ran again"); r.code != 0 || r.stdout != "" {
+		t.Fatalf("the DSN the 64 gives: exit %d %q %s; want today's slot found done", r.code, r.stdout, r.stderr)
+	}
+	r = run("ONCE_HOME", home, "echo", "ran again")
+	if r.code != 64 || r.stdout != "" || !strings.Contains(r.stderr, "an older once kept its ledger in that directory") ||
+		!strings.Contains(r.stderr, "mv '"+home+"'") {
+		t.Fatalf("ONCE_HOME=%s holding an older once's ledger: exit %d %q %s; want 64 with the mv", home, r.code, r.stdout, r.stderr)
 	}
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -74,6 +75,12 @@ func ParseDSN(dsn string) (path string, opts Options, err error) {
 	if strings.ContainsRune(raw, '$') {
 		// ONCE_STORE=sqlite:$HOME/once.db in a crontab: cron takes the value as written, and a
 		// relative path made ~/$HOME/once.db, a ledger other than the shell's ~/once.db.
+		if kept := unexpandedLedger(raw); kept != "" {
+			// An older once took the '$' as written and kept its ledger there: the path meant
+			// holds none of the slots it ran, which would run again.
+			return bad("'$' is not expanded (a crontab's or a unit's variables are taken as written), and an older once kept this ledger at %s, with the slots it ran: to go on with them, write sqlite://%s (docs/operations.md#upgrading-once: moving it to the path meant)",
+				kept, strings.ReplaceAll((&url.URL{Path: kept}).EscapedPath(), "$", "%24"))
+		}
 		return bad("'$' is not expanded: a crontab's or a unit's variables are taken as written; write the path out, e.g. sqlite:///home/me/once.db (a '$' in a file name: %%24)")
 	}
 	if strings.HasPrefix(raw, "//") {
@@ -144,4 +151,29 @@ func AbsoluteDSN(dsn string) string {
 		out += "?" + query
 	}
 	return out
+}
+
+// unexpandedLedger is the absolute path of the ledger an older once used for a DSN path raw with an
+// unexpanded '$' (it took the '$' as written: sqlite:$HOME/once.db is ./$HOME/once.db, under cron
+// the home's $HOME/once.db), when that file exists; else "".
+func unexpandedLedger(raw string) string {
+	if strings.HasPrefix(raw, "//") {
+		host, p, ok := strings.Cut(raw[2:], "/")
+		if !ok || (host != "" && !strings.EqualFold(host, "localhost")) {
+			return "" // an older once refused it too
+		}
+		raw = "/" + p
+	}
+	p, err := url.PathUnescape(raw)
+	if err != nil || p == "" || strings.HasPrefix(p, "~") {
+		return ""
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return abs
 }
