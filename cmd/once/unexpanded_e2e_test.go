@@ -141,7 +141,7 @@ func TestUnexpandedLedgerOfAnOlderOnce(t *testing.T) {
 	}
 
 	r := run("ONCE_STORE", "sqlite:$HOME/once.db", "echo", "ran again")
-	if r.code != 64 || r.stdout != "" || !strings.Contains(r.stderr, "an older once kept this ledger at "+cwd+"/$HOME/once.db") ||
+	if r.code != 64 || r.stdout != "" || !strings.Contains(r.stderr, "a ledger is at "+cwd+"/$HOME/once.db, the path as written") ||
 		!strings.Contains(r.stderr, "write "+kept) {
 		t.Fatalf("sqlite:$HOME/once.db beside an older once's ledger: exit %d %q %s; want 64 naming it and %s", r.code, r.stdout, r.stderr, kept)
 	}

@@ -78,7 +78,7 @@ func ParseDSN(dsn string) (path string, opts Options, err error) {
 		if kept := unexpandedLedger(raw); kept != "" {
 			// An older once took the '$' as written and kept its ledger there: the path meant
 			// holds none of the slots it ran, which would run again.
-			return bad("'$' is not expanded (a crontab's or a unit's variables are taken as written), and an older once kept this ledger at %s, with the slots it ran: to go on with them, write sqlite://%s (docs/operations.md#upgrading-once: moving it to the path meant)",
+			return bad("'$' is not expanded (a crontab's or a unit's variables are taken as written), and a ledger is at %s, the path as written, where an older once kept it with the slots it ran: to go on with them, write sqlite://%s (docs/operations.md#upgrading-once: moving it to the path meant)",
 				kept, strings.ReplaceAll((&url.URL{Path: kept}).EscapedPath(), "$", "%24"))
 		}
 		return bad("'$' is not expanded: a crontab's or a unit's variables are taken as written; write the path out, e.g. sqlite:///home/me/once.db (a '$' in a file name: %%24)")

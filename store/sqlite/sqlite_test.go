@@ -460,12 +460,18 @@ func TestAbsoluteDSN(t *testing.T) {
 		"sqlite:///abs/x.db?x=1":  "sqlite:///abs/x.db?x=1", // as given, even where it is bad
 		"redis://h:1/0?prefix=a":  "redis://h:1/0?prefix=a",
 		"sqlite:/abs/once.db":     "sqlite:/abs/once.db",
+		// A '$' in a file name (%24, as the '$' refusal says) stays encoded: a literal '$' is refused.
+		"sqlite:./a%24b.db": "sqlite://" + filepath.Join(wd, "a%24b.db"),
 	} {
 		if got := sqlite.AbsoluteDSN(in); got != want {
 			t.Errorf("AbsoluteDSN(%q) = %q, want %q", in, got, want)
 		}
-		if p, _, err := sqlite.ParseDSN(sqlite.AbsoluteDSN(in)); err == nil && !filepath.IsAbs(p) {
+		p, _, err := sqlite.ParseDSN(sqlite.AbsoluteDSN(in))
+		if err == nil && !filepath.IsAbs(p) {
 			t.Errorf("AbsoluteDSN(%q) reads as %q", in, p)
+		}
+		if p0, _, err0 := sqlite.ParseDSN(in); err0 == nil && (err != nil || p != filepath.Join(wd, p0)) && !filepath.IsAbs(p0) {
+			t.Errorf("AbsoluteDSN(%q) reads as %q, %v; want %s", in, p, err, filepath.Join(wd, p0))
 		}
 	}
 }
