@@ -73,7 +73,9 @@ func checkHistoryQuery(q store.HistoryQuery, asJSON, asJSONL bool) error {
 			return err
 		}
 	}
-	if q.Slot != "" {
+	if q.Slot != "" && q.Task == "" {
+		// With --task, a name --slot refuses is looked up first (history): an older once's
+		// library took any value.
 		if err := slot.CheckValue(q.Slot); err != nil {
 			return usage("%v", err)
 		}
@@ -103,6 +105,11 @@ func (a *app) history(ctx context.Context, q store.HistoryQuery, asJSON, asJSONL
 		return err
 	}
 	defer s.Close()
+	if q.Slot != "" && q.Task != "" {
+		if err := slot.CheckValue(q.Slot); err != nil && !recordedSlot(ctx, s, q.Task, q.Slot) {
+			return usage("%v", err)
+		}
+	}
 	out := bufio.NewWriterSize(a.stdout, 64<<10)
 	var w historyWriter
 	switch {

@@ -163,10 +163,9 @@ grant of the task is live.`,
 			if !c.Flags().Changed("slot") {
 				return usage("give --slot S (the slot shown by once status; --slot '' for a task without slots)")
 			}
+			var badSlot error // a slot name --slot refuses, unless the ledger has it (recordedSlot)
 			if r.Slot != "" {
-				if err := slot.CheckValue(r.Slot); err != nil {
-					return usage("%v", err)
-				}
+				badSlot = slot.CheckValue(r.Slot)
 			}
 			switch store.State(as) {
 			case store.Succeeded, store.Failed:
@@ -189,6 +188,9 @@ grant of the task is live.`,
 				return err
 			}
 			defer s.Close()
+			if badSlot != nil && !recordedSlot(c.Context(), s, r.Task, r.Slot) {
+				return usage("%v", badSlot)
+			}
 			att, err := s.Resolve(c.Context(), r)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
@@ -380,4 +382,13 @@ func (a *app) versionCmd() *cobra.Command {
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, `print {"version","go","commit","date","stores":[…]}`)
 	return c
+}
+
+// recordedSlot reports whether task has an attempt in slot sl. A slot that --slot refuses as a name
+// (slot.CheckValue: a '/', over 200 bytes) is still one a Go program using an older once recorded,
+// which took any value: once status shows it waiting for review with the commands that decide it,
+// and they must work. A value the store cannot even look up is not recorded.
+func recordedSlot(ctx context.Context, s store.Store, task, sl string) bool {
+	st, err := s.Slot(ctx, task, sl)
+	return err == nil && st.Last != nil
 }
