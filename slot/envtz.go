@@ -22,7 +22,10 @@ func checkEnvTZ() error {
 	if name == "" || name == "UTC" || zeroRule(name) || time.Local.String() != "UTC" {
 		return nil
 	}
-	return invalidf("TZ=%q names no zone once can read (a typo, or a POSIX rule: once reads IANA names such as Europe/Berlin), so local time would silently be UTC; give --tz ZONE, or fix TZ", tz)
+	// An older once took it as UTC: its slots, in the ledger and on the hosts not yet upgraded, are
+	// named in UTC, and a schedule's slot in another zone is the same instant under another name,
+	// which runs again.
+	return invalidf("TZ=%q names no zone once can read (a typo, or a POSIX rule: once reads IANA names such as Europe/Berlin), so local time would silently be UTC; give --tz ZONE, or fix TZ (an older once took it as UTC: --tz UTC keeps the slots it named, another zone renames them and a slot already run may run again)", tz)
 }
 
 // zeroRule reports whether name is a POSIX TZ rule of a zone at offset 0 without DST ("UTC0",

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestEnvTZOnceCannotReadExits64 is a crontab with a TZ= line that Go cannot load: a typo, or a
@@ -67,5 +68,33 @@ func TestDaemonCheckEnvTZ(t *testing.T) {
 	e.vars[len(e.vars)-1] = "TZ=Europe/Berlin"
 	if r := e.run("daemon", "--check", jobs); r.code != 0 || !strings.Contains(r.stdout, "+01:00") && !strings.Contains(r.stdout, "+02:00") {
 		t.Errorf("daemon --check under TZ=Europe/Berlin: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestEnvTZOlderOnceSlotsKept: an older once took a TZ Go cannot read as UTC and named its slots
+// so. Upgraded, the 64 said "give --tz ZONE": the zone meant names the same instant of an hourly
+// schedule anew (06:00+01:00 for 05:00+00:00), so the hour it had run ran again, here and on every
+// host of the fleet still on the older once. The 64 says what keeps its slots: --tz UTC finds
+// the slot done.
+func TestEnvTZOlderOnceSlotsKept(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sched := []string{"run", "--task", "tz-older", "--schedule", "0 * * * *"}
+	if now := time.Now(); now.Minute() == 59 && now.Second() >= 45 {
+		time.Sleep(20 * time.Second) // the three runs in one hour's slot
+	}
+	// The older once's run: the current hour's slot, named in UTC.
+	if r := e.run(append(sched, "--tz", "UTC", "--", "echo", "ran")...); r.code != 0 || r.stdout != "ran\n" {
+		t.Fatalf("seeding: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	saved := e.vars
+	e.vars = append(append([]string{}, saved...), "TZ=CET-1CEST,M3.5.0,M10.5.0/3")
+	r := e.run(append(sched, "--", "echo", "ran again")...)
+	e.vars = saved
+	if r.code != 64 || !strings.Contains(r.stderr, "an older once took it as UTC: --tz UTC keeps the slots it named") {
+		t.Fatalf("upgraded: exit %d %s; want 64 offering --tz UTC", r.code, r.stderr)
+	}
+	if r := e.run(append(sched, "--tz", "UTC", "--", "echo", "ran again")...); r.code != 0 || r.stdout != "" {
+		t.Fatalf("--tz UTC: exit %d %q %s; want the hour found done", r.code, r.stdout, r.stderr)
 	}
 }
