@@ -1,8 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // RunningLister is implemented by stores that can list the attempts still running across every
@@ -44,4 +48,100 @@ func CheckRunningLimit(limit int) error {
 		return &invalidValue{fmt.Sprintf("running attempts: limit %d: give a limit of at least 1", limit)}
 	}
 	return nil
+}
+
+// Lease states of an attempt still running (RunningNow.Lease).
+const (
+	LeaseLive = "live" // its holder's grant (its token) is held now: the attempt runs
+	LeaseGone = "gone" // expired or taken over: the holder died or was cut off
+)
+
+// RunningNow is an attempt still recorded as running with whether its holder's grant is live: what
+// once status's RUNNING and once serve's overview show.
+type RunningNow struct {
+	Attempt
+	// Lease is LeaseLive when the holder's grant (its token) is held now, LeaseGone otherwise.
+	Lease string `json:"lease"`
+	// HeldBy, when the lease is gone but another grant of the task is live (a seat of once run
+	// --limit, a run that took the lease over), is that grant: once resolve refuses (75) while
+	// one is live. Nil when no grant of the task is live: then once resolve settles the slot now
+	// (it marks the attempt unknown first).
+	HeldBy *Lease `json:"held_by,omitempty"`
+}
+
+// Settleable reports whether once resolve settles r's slot now: its holder's lease is gone and no
+// grant of its task is live.
+func (r RunningNow) Settleable() bool { return r.Lease == LeaseGone && r.HeldBy == nil }
+
+// RunningRead is what ReadRunning returns.
+type RunningRead struct {
+	// Attempts are sorted by task, slot and attempt number, whatever the store's index order.
+	Attempts []RunningNow
+	More     bool     // the store had more running than the limit
+	Unlisted []string // tasks whose running attempts the store could not list (RunningList)
+	Listed   bool     // the store is a RunningLister that could list (false: nothing is listed)
+}
+
+// ReadRunning lists at most limit attempts still running (RunningLister) and reads the leases
+// after them, so that an attempt's grant, live when it began, is in the leases when it still is.
+// An attempt whose grant is not is read again (Slot): one that ended between the two reads is
+// left out. It returns the leases too. It costs RunningAttempts, one Leases and one Slot per
+// attempt whose grant is gone: never the ledger's history. A store that is no RunningLister, or
+// whose RunningAttempts is ErrUnsupported (a ledger over a key-value store without the index),
+// answers Listed false.
+func ReadRunning(ctx context.Context, s Store, limit int) (RunningRead, []Lease, error) {
+	var out RunningRead
+	var list RunningList
+	if rl, ok := s.(RunningLister); ok {
+		var err error
+		list, err = rl.RunningAttempts(ctx, limit)
+		switch {
+		case errors.Is(err, ErrUnsupported):
+		case err != nil:
+			return out, nil, err
+		default:
+			out.Listed, out.More, out.Unlisted = true, list.More, list.Unlisted
+		}
+	}
+	leases, err := s.Leases(ctx)
+	if err != nil {
+		return out, nil, err
+	}
+	live := LiveTokens(leases)
+	out.Attempts = []RunningNow{}
+	for _, at := range list.Attempts {
+		if live[at.Task][at.Token] {
+			out.Attempts = append(out.Attempts, RunningNow{Attempt: at, Lease: LeaseLive})
+			continue
+		}
+		st, err := s.Slot(ctx, at.Task, at.Slot)
+		if err != nil {
+			return out, nil, err
+		}
+		if st.Last == nil || st.Last.RunID != at.RunID || st.Last.State != Running {
+			continue // it ended since it was listed
+		}
+		r := RunningNow{Attempt: *st.Last, Lease: LeaseGone}
+		if i := slices.IndexFunc(leases, func(l Lease) bool { return l.Task == at.Task }); i >= 0 {
+			r.HeldBy = &leases[i]
+		}
+		out.Attempts = append(out.Attempts, r)
+	}
+	// By task and slot, whatever the order of the store's index (MySQL's is by slot).
+	slices.SortStableFunc(out.Attempts, func(x, y RunningNow) int {
+		return cmp.Or(strings.Compare(x.Task, y.Task), strings.Compare(x.Slot, y.Slot), x.Number-y.Number)
+	})
+	return out, leases, nil
+}
+
+// LiveTokens are the tokens of the live grants of each task: its exclusive lease's, or its seats'.
+func LiveTokens(ls []Lease) map[string]map[int64]bool {
+	out := map[string]map[int64]bool{}
+	for _, l := range ls {
+		if out[l.Task] == nil {
+			out[l.Task] = map[int64]bool{}
+		}
+		out[l.Task][l.Token] = true
+	}
+	return out
 }

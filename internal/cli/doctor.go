@@ -319,7 +319,7 @@ func pidAlive(pid int) bool {
 // list of running attempts (store.RunningLister), whatever their age, and those of the history
 // scanned.
 func staleRunning(ctx context.Context, s store.Store, hist []store.Entry, leases []store.Lease, r *report) {
-	held := liveTokens(leases)
+	held := store.LiveTokens(leases)
 	var cands []store.Attempt
 	seen := map[string]bool{}
 	add := func(a store.Attempt) {
@@ -347,24 +347,12 @@ func staleRunning(ctx context.Context, s store.Store, hist []store.Entry, leases
 		if err != nil || st.Last == nil || st.Last.RunID != e.RunID || st.Last.State != store.Running {
 			continue
 		}
-		if ls, err := s.Leases(ctx); err == nil && liveTokens(ls)[e.Task][e.Token] {
+		if ls, err := s.Leases(ctx); err == nil && store.LiveTokens(ls)[e.Task][e.Token] {
 			continue
 		}
 		r.add("stale", store.LevelFail, e.Task, "slot %q attempt %d (run %s, holder %s, token %d) is still running but its holder's lease is gone: the holder died or was cut off; the next run marks it unknown (once status prints the once resolve lines that settle it now)",
 			e.Slot, e.Number, e.RunID, e.Holder, e.Token)
 	}
-}
-
-// liveTokens are the tokens of the live grants of each task: its exclusive lease's, or its seats'.
-func liveTokens(ls []store.Lease) map[string]map[int64]bool {
-	out := map[string]map[int64]bool{}
-	for _, l := range ls {
-		if out[l.Task] == nil {
-			out[l.Task] = map[int64]bool{}
-		}
-		out[l.Task][l.Token] = true
-	}
-	return out
 }
 
 // overlaps reports attempts of one task whose [start, end] intervals intersect, but for attempts of

@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,24 +14,12 @@ import (
 	"github.com/once-run/once/store"
 )
 
-// Lease states of a running attempt as status shows them.
-const (
-	leaseLive = "live" // its holder's lease (or seat) is held: the attempt runs
-	leaseGone = "gone" // expired or taken over: the holder died or was cut off
-)
-
-// running is an attempt still running as status lists it.
+// running is an attempt still running as status lists it (store.ReadRunning).
 type running struct {
-	store.Attempt
-	// Lease is "live" when the holder's grant (its token) is held now, "gone" otherwise.
-	Lease string `json:"lease"`
-	// Resolve, when the lease is gone and no grant of the task is live, is the once resolve line
-	// per decision that settles the slot now (resolve marks the attempt unknown first).
+	store.RunningNow
+	// Resolve, when the lease is gone and no grant of the task is live (Settleable), is the once
+	// resolve line per decision that settles the slot now (resolve marks the attempt unknown first).
 	Resolve *notify.Resolve `json:"resolve,omitempty"`
-	// HeldBy, when the lease is gone but another grant of the task is live (a seat of once run
-	// --limit, a run that took the lease over), is that grant: once resolve refuses (75) while
-	// one is live, so no resolve line is offered.
-	HeldBy *store.Lease `json:"held_by,omitempty"`
 }
 
 // runningSection is what status shows of the attempts still running.
@@ -45,55 +31,23 @@ type runningSection struct {
 	pwNote   string   // a.hiddenPassword's line for the resolve commands, or ""
 }
 
-// readRunning lists the attempts still running (store.RunningLister) and reads the leases after
-// them, so that an attempt's grant, live when it began, is in the leases when it still is. An
-// attempt whose grant is not is read again (Slot): one that ended between the two reads is left
-// out. It returns the leases too, for status's LEASES.
+// readRunning lists the attempts still running (store.ReadRunning, shared with once serve) with
+// the resolve commands of those whose holder is gone. It returns the leases too, for status's LEASES.
 func (a *app) readRunning(ctx context.Context, s store.Store, dsn string) (runningSection, []store.Lease, error) {
 	sec := runningSection{pwNote: a.hiddenPassword(dsn)}
-	rl, ok := s.(store.RunningLister)
-	var list store.RunningList
-	if ok {
-		var err error
-		list, err = rl.RunningAttempts(ctx, store.MaxRunningList)
-		switch {
-		case errors.Is(err, store.ErrUnsupported): // a ledger over a KV without the index
-		case err != nil:
-			return sec, nil, err
-		default:
-			sec.listed, sec.more, sec.unlisted = true, list.More, list.Unlisted
-		}
-	}
-	leases, err := s.Leases(ctx)
+	rr, leases, err := store.ReadRunning(ctx, s, store.MaxRunningList)
 	if err != nil {
 		return sec, nil, err
 	}
-	live := liveTokens(leases)
-	sec.list = []running{}
-	for _, at := range list.Attempts {
-		if live[at.Task][at.Token] {
-			sec.list = append(sec.list, running{Attempt: at, Lease: leaseLive})
-			continue
+	sec.listed, sec.more, sec.unlisted = rr.Listed, rr.More, rr.Unlisted
+	sec.list = make([]running, 0, len(rr.Attempts))
+	for _, r := range rr.Attempts {
+		x := running{RunningNow: r}
+		if r.Settleable() {
+			x.Resolve = a.resolveCommands(dsn, r.Task, r.Slot)
 		}
-		st, err := s.Slot(ctx, at.Task, at.Slot)
-		if err != nil {
-			return sec, nil, err
-		}
-		if st.Last == nil || st.Last.RunID != at.RunID || st.Last.State != store.Running {
-			continue // it ended since it was listed
-		}
-		r := running{Attempt: *st.Last, Lease: leaseGone}
-		if i := slices.IndexFunc(leases, func(l store.Lease) bool { return l.Task == at.Task }); i >= 0 {
-			r.HeldBy = &leases[i]
-		} else {
-			r.Resolve = a.resolveCommands(dsn, at.Task, at.Slot)
-		}
-		sec.list = append(sec.list, r)
+		sec.list = append(sec.list, x)
 	}
-	// By task and slot, whatever the order of the store's index (MySQL's is by slot).
-	slices.SortStableFunc(sec.list, func(x, y running) int {
-		return cmp.Or(strings.Compare(x.Task, y.Task), strings.Compare(x.Slot, y.Slot), x.Number-y.Number)
-	})
 	return sec, leases, nil
 }
 
@@ -122,7 +76,7 @@ func (a *app) printRunning(sec runningSection) error {
 	}
 	gone := 0
 	for _, r := range sec.list {
-		if r.Lease != leaseGone {
+		if r.Lease != store.LeaseGone {
 			continue
 		}
 		if r.HeldBy != nil {
@@ -162,7 +116,7 @@ func (a *app) resolveGone(ctx context.Context, s store.Store, r store.ResolveReq
 	if err != nil {
 		return store.Attempt{}, err
 	}
-	if liveTokens(leases)[r.Task][l.Token] {
+	if store.LiveTokens(leases)[r.Task][l.Token] {
 		return store.Attempt{}, exit(ExitBusy, "task %s slot %q: attempt %d is running now (holder %s): nothing was recorded; decide after it ends", r.Task, r.Slot, l.Number, cell(l.Holder))
 	}
 	id, err := uuid.NewV7()

@@ -22,10 +22,18 @@ func shellQuote(s string) string { return shell.Quote(s) }
 // same user with none of once's variables set would open it anyway: the embedded store in the
 // default ONCE_HOME.
 func (a *app) storeArg(dsn string) string {
+	if a.storeName(dsn) == "" {
+		return ""
+	}
+	return " --store " + shellQuote(a.storeName(dsn))
+}
+
+// storeName is the store's DSN redacted, or "" when storeArg leaves --store out.
+func (a *app) storeName(dsn string) string {
 	if a.storeFlag == "" && os.Getenv("ONCE_STORE") == "" && os.Getenv("ONCE_HOME") == "" {
 		return ""
 	}
-	return " --store " + shellQuote(store.Redact(dsn))
+	return store.Redact(dsn)
 }
 
 // hiddenPassword is a line to print under commands whose --store lost its password to
@@ -40,7 +48,7 @@ func (a *app) hiddenPassword(dsn string) string {
 // resolveCommand is the once resolve line that records as (store.Failed: run the slot again;
 // store.Succeeded: it is done) for task and slot in the store at dsn.
 func (a *app) resolveCommand(dsn, task, slot string, as store.State) string {
-	return "once resolve --task " + shellQuote(task) + " --slot " + shellQuote(slot) + " --as " + string(as) + a.storeArg(dsn)
+	return shell.Resolve(task, slot, string(as), a.storeName(dsn))
 }
 
 // resolveCommands is both decisions on a slot waiting for review.

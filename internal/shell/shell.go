@@ -12,3 +12,14 @@ func Quote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// Resolve is the once resolve line that records as ("failed": run the slot again; "succeeded": it
+// is done) for task and slot, with --store DSN when dsn is not "" (give it redacted: a password is
+// never printed).
+func Resolve(task, slot, as, dsn string) string {
+	line := "once resolve --task " + Quote(task) + " --slot " + Quote(slot) + " --as " + Quote(as)
+	if dsn != "" {
+		line += " --store " + Quote(dsn)
+	}
+	return line
+}

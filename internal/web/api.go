@@ -238,6 +238,17 @@ func (s *Server) apiLeases(w http.ResponseWriter, r *http.Request) {
 	writeJSONTo(w, http.StatusOK, map[string]any{"leases": ls, "now": s.c.Now().UTC()})
 }
 
+// apiRunning is the attempts still recorded as running, each with whether its holder's lease is
+// live, and the resolve commands of those whose holder is gone (once status --json's running).
+func (s *Server) apiRunning(w http.ResponseWriter, r *http.Request) {
+	sec, _, err := s.running(r.Context())
+	if err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	writeJSONTo(w, http.StatusOK, sec)
+}
+
 func (s *Server) apiReview(w http.ResponseWriter, r *http.Request) {
 	limit, err := limitParam(r)
 	if err != nil {

@@ -18,7 +18,15 @@ const (
 
 var messages = map[string]map[string]string{
 	langEN: {
-		"keys": "Keys", "keys_intro": "Business idempotency keys (once keys, once effect), by scope. Unknown: claimed two-phase by a run or a claim that ended without saying whether the work happened.",
+		"status_gone": "holder gone", "gone": "Holder gone",
+		"gone_intro": "These attempts are still recorded as running, but their holder's lease is gone: the holder died or was cut off (kill -9, a host lost), and nobody knows whether its work finished. The task's next run marks each one unknown, and its slot then waits for review. To settle one now, paste one of its commands (once resolve marks the attempt unknown first).",
+		"gone_again": "Run it again (add --note TEXT to say why):", "gone_done": "Or mark it done:",
+		"gone_held":          "The task is held now ({holder}, token {token}), so once resolve refuses (exit 75) until no grant of the task is live; the task's next run marks this attempt unknown.",
+		"pw_hidden":          "The store's password is shown as xxxxx: write it in its place, or set ONCE_STORE and leave --store out.",
+		"running_more":       "More attempts are running than the {n} read (the first of the store's index): an attempt whose holder is gone may not be shown here. once status lists the same.",
+		"running_unlisted":   "Not listed (an older once ran them and they have not run since; their next run indexes them; once doctor scans history for them): the attempts running in",
+		"running_unlistable": "This store cannot list the attempts running: an attempt whose holder is gone is not shown here; once doctor finds them.",
+		"keys":               "Keys", "keys_intro": "Business idempotency keys (once keys, once effect), by scope. Unknown: claimed two-phase by a run or a claim that ended without saying whether the work happened.",
 		"no_scopes": "No business key has been claimed on this store.", "scope": "Scope", "key": "Key", "claimed": "Claimed",
 		"key_pending": "pending", "key_unknown": "unknown", "key_done": "done", "all": "all",
 		"h_unknown": "Unknown", "h_pending": "Pending",
@@ -53,7 +61,15 @@ var messages = map[string]map[string]string{
 		"state_skipped": "skipped", "state_busy": "busy", "state_review": "review", "state_missed": "missed",
 	},
 	langZH: {
-		"keys": "幂等键", "keys_intro": "业务幂等键（once keys、once effect），按作用域列出。未知：两阶段认领的键，其运行或认领已结束，却没有说明工作是否完成。",
+		"status_gone": "持有者已失联", "gone": "持有者已失联",
+		"gone_intro": "这些尝试仍记录为运行中，但其持有者的租约已失效：持有者已死亡或被切断（kill -9、主机丢失），没有人知道其工作是否完成。该任务的下一次运行会把它们标记为未知，其时段随后等待人工审核。要现在处理，请粘贴下面的命令之一（once resolve 会先把该尝试标记为未知）。",
+		"gone_again": "重新运行（可加 --note TEXT 说明原因）：", "gone_done": "或确认为已完成：",
+		"gone_held":          "该任务现在被持有（{holder}，令牌 {token}），在该任务没有有效授权之前 once resolve 会拒绝（退出码 75）；该任务的下一次运行会把这个尝试标记为未知。",
+		"pw_hidden":          "存储的密码显示为 xxxxx：请在该处写回密码，或设置 ONCE_STORE 并省略 --store。",
+		"running_more":       "正在运行的尝试多于已读取的 {n} 个（按存储索引的前若干个）：持有者已失联的尝试可能未在此显示。once status 列出的是同一份。",
+		"running_unlisted":   "未列出（由旧版 once 运行且之后未再运行；下一次运行会为其建立索引；once doctor 会扫描历史查找）：以下任务中正在运行的尝试",
+		"running_unlistable": "此存储无法列出正在运行的尝试：持有者已失联的尝试不会在此显示；once doctor 可以找到它们。",
+		"keys":               "幂等键", "keys_intro": "业务幂等键（once keys、once effect），按作用域列出。未知：两阶段认领的键，其运行或认领已结束，却没有说明工作是否完成。",
 		"no_scopes": "此存储上还没有认领过业务键。", "scope": "作用域", "key": "键", "claimed": "认领时间",
 		"key_pending": "处理中", "key_unknown": "未知", "key_done": "已完成", "all": "全部",
 		"h_unknown": "未知", "h_pending": "处理中",

@@ -28,6 +28,7 @@ const (
 // Status of a task on the overview: a colour and a text label per value.
 const (
 	statusRunning = "running"
+	statusGone    = "gone" // an attempt still recorded as running whose holder's lease is gone
 	statusReview  = "review"
 	statusOK      = "ok"
 	statusFailed  = "failed"
@@ -46,6 +47,9 @@ type TaskRow struct {
 	// Durations are the seconds of the newest ended attempts (up to 10), oldest first.
 	Durations []float64  `json:"durations"`
 	Next      *time.Time `json:"next,omitempty"` // the next fire time, when a daemon job runs it
+	// Gone are the task's attempts still recorded as running whose holder's lease is gone (the
+	// holder died or was cut off), with the resolve commands when once resolve settles them now.
+	Gone []Running `json:"gone,omitempty"`
 }
 
 // TaskPage is a page of the overview.
@@ -53,10 +57,15 @@ type TaskPage struct {
 	Tasks []TaskRow `json:"tasks"`
 	// Next is the after= of the next page, "" on the last.
 	Next string `json:"next"`
+	// Running is what the store lists of the attempts still running (every task's, not only this
+	// page's: Running.Running holds them; each task's row holds its own whose holder is gone).
+	Running RunningSection `json:"running"`
 }
 
 // tasks reads a page of the overview: the task names after `after`, then per task one short
-// history read and one read of its last success; one Leases and one Waiting call for the page.
+// history read and one read of its last success; for the page, the attempts running (s.running:
+// one Leases, and a Slot per attempt whose holder is gone, at most store.MaxRunningList) and one
+// Waiting call.
 func (s *Server) tasks(ctx context.Context, after string, limit int) (TaskPage, error) {
 	names, err := store.ListTasks(ctx, s.c.Store, after, limit+1)
 	if err != nil {
@@ -66,9 +75,15 @@ func (s *Server) tasks(ctx context.Context, after string, limit int) (TaskPage, 
 	if len(names) > limit {
 		names, p.Next = names[:limit], names[limit-1]
 	}
-	leases, err := s.c.Store.Leases(ctx)
-	if err != nil {
+	var leases []store.Lease
+	if p.Running, leases, err = s.running(ctx); err != nil {
 		return TaskPage{}, err
+	}
+	gone := map[string][]Running{}
+	for _, r := range p.Running.Running {
+		if r.Lease == store.LeaseGone {
+			gone[r.Task] = append(gone[r.Task], r)
+		}
 	}
 	held := map[string]store.Lease{}
 	for _, l := range leases {
@@ -93,6 +108,7 @@ func (s *Server) tasks(ctx context.Context, after string, limit int) (TaskPage, 
 			row.Lease = &l
 		}
 		row.Waiting = waits[name]
+		row.Gone = gone[name]
 		if t, ok := next[name]; ok {
 			row.Next = &t
 		}
@@ -145,6 +161,8 @@ func status(r TaskRow) string {
 	switch {
 	case r.Lease != nil:
 		return statusRunning
+	case len(r.Gone) > 0:
+		return statusGone
 	case r.Waiting > 0:
 		return statusReview
 	case r.Last == nil:

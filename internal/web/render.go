@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/once-run/once/scheduler"
+	"github.com/once-run/once/store"
 )
 
 // The dashboard's pages, written with page.p (html.go: every value escaped unless safe). One
@@ -92,6 +93,7 @@ func statusBadge(class, text string) safe {
 func renderOverview(w *page, v view) {
 	p := v.Data.(TaskPage)
 	w.p(`<h1>%s</h1>`, v.T("overview"))
+	renderGone(w, v, p.Running)
 	if len(p.Tasks) == 0 {
 		w.p(`<p>%s</p>`, v.T("no_tasks"))
 		return
@@ -106,6 +108,9 @@ func renderOverview(w *page, v view) {
 		if t.Lease != nil {
 			w.p(` <span class="holder">%s</span>`, t.Lease.Holder)
 		}
+		if len(t.Gone) > 0 && t.Status != statusGone {
+			w.p(` %s`, statusBadge(statusGone, v.T("status_gone")))
+		}
 		w.p("</td><td>")
 		if a := t.Last; a != nil {
 			w.p(`<a href="%s">%s #%d</a> %s · %s · %s`, slotLink(a.Task, a.Slot), orDash(a.Slot), a.Number, v.S(a.State), when(a.StartedAt), attemptDur(*a))
@@ -117,6 +122,51 @@ func renderOverview(w *page, v view) {
 	w.p("</tbody></table>")
 	if p.Next != "" {
 		w.p(`<p><a href="/?after=%s">%s →</a></p>`, q(p.Next), v.T("more"))
+	}
+}
+
+// renderGone is the overview's section on the attempts still recorded as running whose holder's
+// lease is gone: what it means and, per attempt, the once resolve commands that settle it now (or
+// the grant of its task that is live, while once resolve would refuse), then what the store could
+// not list.
+func renderGone(w *page, v view, sec RunningSection) {
+	n := 0
+	for _, r := range sec.Running {
+		if r.Lease == store.LeaseGone {
+			n++
+		}
+	}
+	if n > 0 {
+		w.p(`<section class="gone" id="gone"><h2>%s (%d)</h2><p>%s</p>`, v.T("gone"), n, v.T("gone_intro"))
+	}
+	for _, r := range sec.Running {
+		if r.Lease != store.LeaseGone {
+			continue
+		}
+		w.p(`<div class="gone-attempt" data-task="%s" data-slot="%s"><h3><a href="%s">%s · %s</a> · %s #%d</h3>`,
+			r.Task, r.Slot, slotLink(r.Task, r.Slot), r.Task, orDash(r.Slot), v.T("attempt"), r.Number)
+		w.p(`<p>%s %s · %s <code>%s</code> · %s %d · %s %s</p>`, v.T("holder"), r.Holder, v.T("run_id"), r.RunID, v.T("token"), r.Token, v.T("started"), when(r.StartedAt))
+		if l := r.HeldBy; l != nil {
+			w.p(`<p class="held">%s</p></div>`, strings.NewReplacer("{holder}", l.Holder, "{token}", fmt.Sprint(l.Token)).Replace(v.T("gone_held")))
+			continue
+		}
+		w.p(`<p>%s</p><pre class="cmd resolve-failed"><code>%s</code></pre><p>%s</p><pre class="cmd resolve-succeeded"><code>%s</code></pre></div>`,
+			v.T("gone_again"), r.Resolve.Failed, v.T("gone_done"), r.Resolve.Succeeded)
+	}
+	if n > 0 && sec.PasswordHidden {
+		w.p(`<p class="hint">%s</p>`, v.T("pw_hidden"))
+	}
+	if n > 0 {
+		w.p(`</section>`)
+	}
+	switch {
+	case !sec.Listed:
+		w.p(`<p class="muted running-note">%s</p>`, v.T("running_unlistable"))
+	case sec.More:
+		w.p(`<p class="warn running-note">%s</p>`, strings.ReplaceAll(v.T("running_more"), "{n}", fmt.Sprint(len(sec.Running))))
+	}
+	if len(sec.Unlisted) > 0 {
+		w.p(`<p class="muted running-note">%s %s</p>`, v.T("running_unlisted"), strings.Join(sec.Unlisted, ", "))
 	}
 }
 

@@ -41,6 +41,9 @@ type Server struct {
 	// without the token.
 	loopback bool
 	tls      bool
+	// pwHidden is whether Config.DSN had a password that Redact hid: the resolve commands'
+	// --store needs it written back.
+	pwHidden bool
 }
 
 // New checks c and returns a server. Its Handler is ready at once; Serve listens.
@@ -54,8 +57,9 @@ func New(c Config) (*Server, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	c.DSN = store.Redact(c.DSN)
-	s := &Server{c: c, mux: http.NewServeMux(), loopback: true}
+	red := store.Redact(c.DSN)
+	s := &Server{c: c, mux: http.NewServeMux(), loopback: true, pwHidden: red != c.DSN}
+	s.c.DSN = red
 	s.routes()
 	return s, nil
 }
@@ -123,6 +127,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/v1/history", s.apiHistory)
 	m.HandleFunc("GET /api/v1/slot", s.apiSlot)
 	m.HandleFunc("GET /api/v1/leases", s.apiLeases)
+	m.HandleFunc("GET /api/v1/running", s.apiRunning)
 	m.HandleFunc("GET /api/v1/review", s.apiReview)
 	m.HandleFunc("POST /api/v1/review/resolve", s.write(s.apiResolve))
 	m.HandleFunc("GET /api/v1/timeline", s.apiTimeline)

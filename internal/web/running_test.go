@@ -1,0 +1,108 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"html"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// begin records attempt 1 of (task, slot) by holder under a grant of ttl, left running: with a
+// short ttl, its holder "dies" (the lease expires, nothing ends the attempt).
+func (sd *seeded) begin(task, slot, holder string, ttl time.Duration) store.Attempt {
+	sd.t.Helper()
+	ctx := context.Background()
+	l, err := sd.s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: holder, RunID: "run-" + task + "-" + holder, TTL: ttl})
+	if err != nil {
+		sd.t.Fatal(err)
+	}
+	a, err := sd.s.Begin(ctx, store.Attempt{Task: task, Slot: slot, RunID: l.RunID, Number: 1, Holder: holder, Token: l.Token})
+	if err != nil {
+		sd.t.Fatal(err)
+	}
+	return a
+}
+
+// TestOverviewShowsHolderGone: an attempt still recorded as running whose holder's lease expired
+// (the holder was killed) shows on the overview and in the API as "holder gone", with the once
+// resolve commands to paste; one whose task is held again names that grant instead (resolve would
+// refuse); one whose lease is live is running. Before, the overview took "running" from the
+// leases alone: the dead holder's task showed its attempt as if nothing were wrong.
+func TestOverviewShowsHolderGone(t *testing.T) {
+	sd := newSeeded(t)
+	sd.begin("dead-job", "d 1", "host-dead", 300*time.Millisecond)
+	sd.begin("taken-job", "t1", "host-old", 300*time.Millisecond)
+	sd.run("alive-job", "a1", "host-live", store.Running)
+	time.Sleep(500 * time.Millisecond)
+	// taken-job's task is granted again (a run that took the lease over, no Abandon yet).
+	if _, err := sd.s.Acquire(context.Background(), store.AcquireRequest{Task: "taken-job", Holder: "host-new", RunID: "run-new", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := sd.server("")
+
+	_, body := get(t, ts, "/api/v1/running")
+	var sec RunningSection
+	if err := json.Unmarshal([]byte(body), &sec); err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]Running{}
+	for _, r := range sec.Running {
+		by[r.Task] = r
+	}
+	wantFailed := `once resolve --task dead-job --slot 'd 1' --as failed --store postgres://once:xxxxx@db/once`
+	switch d, tk, al := by["dead-job"], by["taken-job"], by["alive-job"]; {
+	case !sec.Listed || len(sec.Running) != 3:
+		t.Fatalf("running: %s", body)
+	case d.Lease != store.LeaseGone || d.Resolve == nil || d.Resolve.Failed != wantFailed || d.HeldBy != nil || d.State != store.Running:
+		t.Fatalf("dead-job: %+v %+v, want lease gone and %s", d, d.Resolve, wantFailed)
+	case !strings.HasSuffix(d.Resolve.Succeeded, "--as succeeded --store postgres://once:xxxxx@db/once") || !sec.PasswordHidden:
+		t.Fatalf("dead-job: %+v (password hidden %v)", d.Resolve, sec.PasswordHidden)
+	case tk.Lease != store.LeaseGone || tk.Resolve != nil || tk.HeldBy == nil || tk.HeldBy.Holder != "host-new":
+		t.Fatalf("taken-job: %+v, want lease gone, held by host-new, no resolve commands", tk)
+	case al.Lease != store.LeaseLive || al.Resolve != nil:
+		t.Fatalf("alive-job: %+v, want lease live", al)
+	}
+
+	_, body = get(t, ts, "/api/v1/tasks")
+	var p TaskPage
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]TaskRow{}
+	for _, r := range p.Tasks {
+		rows[r.Task] = r
+	}
+	if r := rows["dead-job"]; r.Status != statusGone || len(r.Gone) != 1 || r.Gone[0].Resolve == nil || r.Gone[0].Resolve.Failed != wantFailed {
+		t.Fatalf("dead-job's row: %+v", r)
+	}
+	if r := rows["taken-job"]; r.Status != statusRunning || len(r.Gone) != 1 || r.Gone[0].HeldBy == nil {
+		t.Fatalf("taken-job's row: %+v", r)
+	}
+	if r := rows["alive-job"]; r.Status != statusRunning || len(r.Gone) != 0 {
+		t.Fatalf("alive-job's row: %+v", r)
+	}
+
+	_, page := get(t, ts, "/")
+	for _, want := range []string{
+		`<tr data-task="dead-job"><td><a href="/timeline?task=dead-job">dead-job</a></td><td><span class="status s-gone">holder gone</span>`,
+		`<section class="gone" id="gone"><h2>Holder gone (2)</h2>`,
+		html.EscapeString(wantFailed),
+		"The task is held now (host-new, token",
+		"The store&#39;s password is shown as xxxxx",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the overview lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("%s", page)
+	}
+	// The same in Chinese: the state's label is translated, the commands are not.
+	if _, zh := get(t, ts, "/?lang=zh-CN"); !strings.Contains(zh, "持有者已失联") || !strings.Contains(zh, html.EscapeString(wantFailed)) {
+		t.Errorf("the Chinese overview lacks the holder-gone state or its commands")
+	}
+}
