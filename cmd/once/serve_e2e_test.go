@@ -115,11 +115,17 @@ func TestServeDashboardInChromium(t *testing.T) {
 
 	// A slot waiting for review: kill -9 of once leaves its attempt running; after the lease's TTL
 	// the next run marks it unknown and, with the default --on-unknown review, records a review.
+	// export-ledger's holder is killed the same way, and its task does not run again: its attempt
+	// stays running with its lease gone, what the overview shows as holder gone.
+	gone, _ := startOnce(t, seed, t.TempDir(), "--task", "export-ledger", "--slot", "2026-05-01", "--holder", "web-4", "--ttl", "1s")
 	c, _ := startOnce(t, seed, t.TempDir(), "--task", "rebuild-index", "--slot", "2026-05-01", "--holder", "web-3", "--ttl", "1s")
-	killed := time.Now()
-	if err := c.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	for _, k := range []*exec.Cmd{gone, c} {
+		if err := k.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
 	}
+	killed := time.Now()
+	gone.Wait()
 	c.Wait()
 	time.Sleep(time.Until(killed.Add(1200 * time.Millisecond)))
 	if r := seed.run("run", "--task", "rebuild-index", "--slot", "2026-05-01", "--holder", "web-1", "--", "true"); r.code != 76 {
@@ -208,6 +214,7 @@ command = ["/usr/local/bin/backup", "--full"]
 		"rebuild-index":  "waiting for review",
 		"import-flows":   "waiting for review",
 		"reindex-search": "running",
+		"export-ledger":  "holder gone",
 	}
 	for task, label := range want {
 		got := b.text(fmt.Sprintf(`tr[data-task=%q] .status`, task))
@@ -218,8 +225,25 @@ command = ["/usr/local/bin/backup", "--full"]
 	if got := b.text(`tr[data-task="reindex-search"] .holder`); got != "web-2" {
 		t.Errorf("overview: the running task's holder is %q, want web-2", got)
 	}
+	// The holder-gone section says what to paste; pasted in a shell, the command settles the slot.
+	failed := b.text(`#gone .gone-attempt[data-task="export-ledger"] pre.resolve-failed`)
+	if want := "once resolve --task export-ledger --slot 2026-05-01 --as failed --store " + dsn; failed != want {
+		t.Errorf("overview: export-ledger's resolve command reads %q, want %q", failed, want)
+	}
 	b.shot("overview")
-	ph.done("a. overview")
+	pasted := exec.Command("sh", "-c", failed+" --note 'web-4 was killed; run it again'")
+	pasted.Env = append(slices.Clip(e.vars), "PATH="+filepath.Dir(e.bin)+":"+os.Getenv("PATH"))
+	if out, err := pasted.CombinedOutput(); err != nil {
+		t.Fatalf("the pasted %s: %v\n%s", failed, err, out)
+	}
+	b.open(base + "/")
+	if got := b.text(`tr[data-task="export-ledger"] .status`); got != "failed" {
+		t.Errorf("overview after the pasted resolve: export-ledger shows %q, want failed", got)
+	}
+	if n := evalJS[int](b, `document.querySelectorAll("#gone").length`); n != 0 {
+		t.Errorf("overview after the pasted resolve: the holder-gone section is still there")
+	}
+	ph.done("a. overview, holder gone, the pasted resolve")
 
 	// b. The timeline of the seed's range draws the two overlapping attempts red and names both
 	// holders.
