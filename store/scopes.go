@@ -48,11 +48,16 @@ type ScopeCount struct {
 	Done    int    `json:"done"`
 	// Capped: the scope holds more keys than were counted; the counts are of the first ones read.
 	Capped bool `json:"capped,omitempty"`
+	// UnknownKeys are the first unknown keys read (at most UnknownSample), in the walk's order.
+	UnknownKeys []string `json:"unknown_keys,omitempty"`
 }
+
+// UnknownSample is how many unknown keys CountScope names (ScopeCount.UnknownKeys).
+const UnknownSample = 5
 
 // CountScope counts the keys of scope by state through sl, reading at most max keys (max ≥ 1),
 // so its cost is bounded whatever the scope's size; Capped says more keys follow. A key a walk
-// returns twice is counted once.
+// returns twice is counted once. It names the first unknown keys it reads (UnknownKeys).
 func CountScope(ctx context.Context, sl ScopeLister, scope string, max int) (ScopeCount, error) {
 	c := ScopeCount{Scope: scope}
 	seen := make(map[string]struct{})
@@ -71,6 +76,9 @@ func CountScope(ctx context.Context, sl ScopeLister, scope string, max int) (Sco
 				c.Pending++
 			case KeyUnknown:
 				c.Unknown++
+				if len(c.UnknownKeys) < UnknownSample {
+					c.UnknownKeys = append(c.UnknownKeys, k.Key)
+				}
 			case KeyDone:
 				c.Done++
 			}

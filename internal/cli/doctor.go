@@ -33,7 +33,7 @@ func (a *app) doctorCmd() *cobra.Command {
 	f := &doctorFlags{}
 	c := &cobra.Command{
 		Use:   "doctor [--json]",
-		Short: "Check the store, the clocks, leases, slots waiting for review or missed, lock directory and history",
+		Short: "Check the store, the clocks, leases, slots waiting for review or missed, unknown business keys, lock directory and history",
 		Long: `Check what once depends on and what history shows:
 
   store       reachable, schema current
@@ -53,6 +53,10 @@ func (a *app) doctorCmd() *cobra.Command {
   missed      slots missed in the last 30 days and not run since: once daemon found their fire
               time passed while no node ran them, outside the job's catch-up window; a warning
               per task with the once backfill that runs them (from the newest 100 missed events)
+  keys        business keys left unknown (claimed two-phase by a run or effect that is gone
+              without marking them done): a warning per scope naming the first five, with the
+              once keys claim --reclaim-unknown that marks those that happened done (the first
+              50 scopes, each up to 1000 keys)
   locks       ownership and mode of the lock directory $ONCE_HOME/locks, its files and the
               directories above it
   overlap     two attempts of one task that ran at the same time (must never happen)
@@ -139,7 +143,7 @@ func (a *app) doctor(ctx context.Context, f *doctorFlags) error {
 
 // doctorChecks adds the findings in the order doctor prints them: the local lock directory (checked
 // even when the store is down), then the store's own report, its clock, leases, slots waiting for
-// review, slots missed and what history shows.
+// review, slots missed, business keys left unknown and what history shows.
 func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *report) {
 	checkLocks(r)
 	s, err := a.openStoreToRead(ctx, dsn)
@@ -166,6 +170,7 @@ func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *r
 	checkLeases(leases, r)
 	a.checkReview(ctx, s, dsn, r)
 	a.checkMissed(ctx, s, dsn, storeNow, r)
+	a.checkKeys(ctx, s, dsn, r)
 	hist, err := s.History(ctx, store.HistoryQuery{Limit: f.scan})
 	if err != nil {
 		r.add("history", store.LevelFail, "", "cannot read history: %v", err)

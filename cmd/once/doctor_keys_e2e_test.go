@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/once-run/once/store"
+)
+
+// TestDoctorReportsUnknownKeys: business keys left unknown (claimed two-phase by a run that ended
+// without once keys done) showed only when they were claimed again; once doctor now names them per
+// scope, with the command that marks those that happened done, and the command pasted as printed
+// settles them. A scope with more unknown keys than it names gets KEY… to fill in.
+func TestDoctorReportsUnknownKeys(t *testing.T) {
+	e := newEnv(t)
+	claim := fmt.Sprintf(`%[1]s keys claim --scope payments --pending pay-1 'pay 2' pay-3 >/dev/null && %[1]s keys done --scope payments pay-3 &&
+		%[1]s keys claim --scope refunds --pending r1 r2 r3 r4 r5 r6 r7 >/dev/null`, e.bin)
+	if r := e.run("run", "--task", "charge", "--slot", "s1", "--", "sh", "-c", claim); r.code != 0 {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	if r := e.run("keys", "claim", "--scope", "orders", "o-1"); r.code != 0 {
+		t.Fatalf("keys claim: %d %s", r.code, r.stderr)
+	}
+	var rep struct {
+		Healthy  bool
+		Findings []store.Finding
+	}
+	r := e.run("doctor", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 1 || rep.Healthy {
+		t.Fatalf("doctor: %d, want 1 (problems found): %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	var keys []store.Finding
+	for _, f := range rep.Findings {
+		if f.Check == "keys" {
+			keys = append(keys, f)
+		}
+	}
+	if len(keys) != 2 {
+		t.Fatalf("doctor: keys findings %+v, want one for payments and one for refunds", keys)
+	}
+	pay, ref := keys[0], keys[1]
+	if !strings.HasPrefix(pay.Message, "scope payments: 2 keys unknown ('pay 2' pay-1):") || pay.Level != store.LevelWarn ||
+		!strings.HasPrefix(pay.Command, "once keys claim --scope payments --reclaim-unknown 'pay 2' pay-1 --store sqlite://") {
+		t.Errorf("doctor: payments: %+v", pay)
+	}
+	if !strings.HasPrefix(ref.Message, "scope refunds: 7 keys unknown (the first: r1 r2 r3 r4 r5):") || !strings.HasPrefix(ref.Command, "once keys claim --scope refunds --reclaim-unknown KEY… --store ") {
+		t.Errorf("doctor: refunds: %+v", ref)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	// The person checked downstream: every one happened. The command as printed, then the rest.
+	pasted := exec.Command("sh", "-c", pay.Command)
+	pasted.Env = append(slices.Clip(e.vars), "PATH="+filepath.Dir(e.bin)+":"+os.Getenv("PATH"))
+	if out, err := pasted.CombinedOutput(); err != nil {
+		t.Fatalf("the pasted %s: %v\n%s", pay.Command, err, out)
+	}
+	if r := e.run("keys", "claim", "--scope", "refunds", "--reclaim-unknown", "r1", "r2", "r3", "r4", "r5", "r6", "r7"); r.code != 0 {
+		t.Fatalf("keys claim --reclaim-unknown: %d %s", r.code, r.stderr)
+	}
+	if r := e.run("doctor"); r.code != 0 || !strings.Contains(r.stdout, "no business key is unknown in 3 scopes") {
+		t.Fatalf("doctor after reconciling: %d, want 0 and no unknown key\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

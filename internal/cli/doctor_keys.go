@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/once-run/once/store"
+)
+
+// Bounds of doctor's read of business keys: the first doctorScopes scopes, each counted up to
+// doctorScopeKeys keys (store.CountScope), so that it costs at most 50,000 keys whatever the
+// store holds; no index by state exists to read unknown keys alone.
+const (
+	doctorScopes    = 50
+	doctorScopeKeys = 1000
+)
+
+// checkKeys reports the business keys left unknown (a run or an effect that claimed them two-phase
+// died mid-work: nobody knows whether their work happened), which otherwise show only when they are
+// claimed again: one finding per scope holding some, naming the first, with the command that marks
+// those that happened done (all of them when all are named, else KEY… for the person to fill in).
+func (a *app) checkKeys(ctx context.Context, s store.Store, dsn string, r *report) {
+	if _, ok := s.(store.Keys); !ok {
+		return // no business keys: none can be unknown
+	}
+	sl, ok := s.(store.ScopeLister)
+	if !ok {
+		r.add("keys", store.LevelInfo, "", "this store cannot list its business keys: an unknown key shows when it is claimed again")
+		return
+	}
+	var scopes []string
+	more := false
+	for cursor := ""; ; {
+		page, next, err := sl.Scopes(ctx, cursor, doctorScopes-len(scopes))
+		if errors.Is(err, store.ErrUnsupported) {
+			r.add("keys", store.LevelInfo, "", "this store cannot list its business keys (%v): an unknown key shows when it is claimed again", err)
+			return
+		}
+		if err != nil {
+			r.add("keys", store.LevelWarn, "", "cannot list the scopes of business keys: %v", err)
+			return
+		}
+		scopes = append(scopes, page...)
+		if next == "" {
+			break
+		}
+		if len(scopes) >= doctorScopes {
+			more = true
+			break
+		}
+		cursor = next
+	}
+	found := 0
+	for _, sc := range scopes {
+		c, err := store.CountScope(ctx, sl, sc, doctorScopeKeys)
+		if err != nil {
+			r.add("keys", store.LevelWarn, "", "scope %s: cannot count its keys: %v", sc, err)
+			continue
+		}
+		if c.Unknown == 0 {
+			continue
+		}
+		found++
+		count, keys := fmt.Sprint(c.Unknown), "KEY…"
+		if c.Capped {
+			count = fmt.Sprintf("%d of its first %d", c.Unknown, doctorScopeKeys)
+		}
+		q := make([]string, len(c.UnknownKeys))
+		for i, k := range c.UnknownKeys {
+			q[i] = shellQuote(k)
+		}
+		named := strings.Join(q, " ")
+		if len(c.UnknownKeys) < c.Unknown || c.Capped {
+			named = "the first: " + named
+		} else {
+			keys = named
+		}
+		r.add("keys", store.LevelWarn, "", "scope %s: %s keys unknown (%s): the run or effect that claimed them is gone without marking them done (it died mid-work, or ended without once keys done), so nobody knows whether their work happened; check downstream, then mark those that happened done (the next run's once keys claim --pending --reclaim-unknown hands out the others; once serve lists them all on /keys):",
+			sc, count, named)
+		r.Findings[len(r.Findings)-1].Command = "once keys claim --scope " + shellQuote(sc) + " --reclaim-unknown " + keys + a.storeArg(dsn)
+	}
+	switch {
+	case more:
+		r.add("keys", store.LevelInfo, "", "read the first %d scopes of business keys (each up to %d keys); once serve's /keys lists every scope's unknown keys", doctorScopes, doctorScopeKeys)
+	case len(scopes) == 0:
+		r.add("keys", store.LevelOK, "", "no business key has been claimed")
+	case found == 0:
+		r.add("keys", store.LevelOK, "", "no business key is unknown in %d scopes (each read up to %d keys)", len(scopes), doctorScopeKeys)
+	}
+}
