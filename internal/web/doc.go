@@ -1,10 +1,12 @@
 // Package web is once serve: the HTTP face of a store, for people and for programs. It serves
 //
 //   - a JSON API under /api/v1 (docs/api.md): tasks, history with keyset pages and filters, the
-//     slots waiting for review and their resolution, live leases with progress, the timeline, and
-//     the daemon's jobs with pause, resume and trigger;
+//     slots waiting for review and their resolution, live leases with progress, the attempts still
+//     running with whether each holder's lease is live (running.go), the timeline, and the daemon's
+//     jobs with pause, resume and trigger;
 //   - /metrics for Prometheus (package internal/metrics);
-//   - a dashboard: the overview, the timeline (overlapping attempts of one task drawn red, both
+//   - a dashboard: the overview (an attempt whose holder is gone shown with the once resolve
+//     commands that settle it), the timeline (overlapping attempts of one task drawn red, both
 //     holders named), the review queue with a resolve form, live leases, run detail and jobs, in
 //     English and 简体中文.
 //
