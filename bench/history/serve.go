@@ -48,7 +48,7 @@ func timeServe(ctx context.Context, dsn string, runs int) error {
 		"/api/v1/history", "/api/v1/history?limit=500", "/api/v1/history?kind=failed", "/api/v1/history?kind=busy",
 		"/api/v1/history?task=daily-00042", "/api/v1/history?task=every-minute&kind=failed", "/api/v1/history?holder=nobody",
 		"/api/v1/history?kind=attempts&from=" + url.QueryEscape(now.Add(-48*time.Hour).Format(time.RFC3339)),
-		"/api/v1/review", "/review", "/api/v1/leases", "/leases",
+		"/api/v1/review", "/review", "/api/v1/leases", "/leases", "/api/v1/running",
 		"/timeline?" + day, "/api/v1/timeline?" + day, "/api/v1/timeline?task=daily-00042&" + week,
 		"/slot?task=daily-00000&slot=waiting-review", "/api/v1/slot?task=daily-00000&slot=waiting-unknown", "/jobs",
 		// Business keys (seed-keys): the scopes with their counts, and the unknown keys of the
