@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -285,9 +286,35 @@ func (p *play) job(s *Shop, who string) once.Work {
 	}
 }
 
-// nightly is act 1: 02:00, the nightly run; the machine dies mid-run.
+// nightly is act 1: 02:00, the nightly run; the machine dies mid-run. The death is played by
+// ending the run's goroutine where the crash is injected (runtime.Goexit): nothing of the run
+// records anything after it, as with a process killed there. (A panic would not do: the guard
+// records a panicking work as a failed attempt before the panic goes on.) The deferred calls still
+// run — the transaction is rolled back, as the server does for a dead client, and the lease and
+// the lock are given back, as their expiry would — so the attempt is left running without a
+// holder, which the next launch finds.
 func (p *play) nightly(ctx context.Context) (err error) {
-	func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var res once.Result
+		res, err = once.Do(ctx, p.opts, p.dying(p.job(&p.shop, "nightly")))
+		if err == nil && res.WorkErr != nil {
+			err = res.WorkErr
+		}
+	}()
+	<-done
+	if err != nil {
+		return fmt.Errorf("act 1: %w", err)
+	}
+	rows, _, _ := p.shop.Count(ctx)
+	p.say("act 1: nightly run: %v; %d orders in the table", p.rep.Crashed, rows)
+	return nil
+}
+
+// dying is w whose injected crash (a Crashed panic) ends the goroutine instead: the machine dies.
+func (p *play) dying(w once.Work) once.Work {
+	return func(ctx context.Context, run *once.Run) error {
 		defer func() {
 			if r := recover(); r != nil {
 				c, ok := r.(Crashed)
@@ -295,20 +322,11 @@ func (p *play) nightly(ctx context.Context) (err error) {
 					panic(r)
 				}
 				p.rep.Crashed = &c
+				runtime.Goexit()
 			}
 		}()
-		var res once.Result
-		res, err = once.Do(ctx, p.opts, p.job(&p.shop, "nightly"))
-		if err == nil && res.WorkErr != nil {
-			err = res.WorkErr
-		}
-	}()
-	if err != nil {
-		return fmt.Errorf("act 1: %w", err)
+		return w(ctx, run)
 	}
-	rows, _, _ := p.shop.Count(ctx)
-	p.say("act 1: nightly run: %v; %d orders in the table", p.rep.Crashed, rows)
-	return nil
 }
 
 // launch starts the guarded job twice at the same moment, as cron and the catch-up service.
