@@ -247,7 +247,9 @@ func outcome(werr, lost error) store.Outcome {
 	}
 	out.ExitCode = &code
 	if lost != nil {
-		out.Note = store.JoinNote(out.Note, lost.Error())
+		if werr == nil || !errors.Is(werr, lost) { // work that returned its context's cause says it already
+			out.Note = store.JoinNote(out.Note, lost.Error())
+		}
 		if out.State != store.Succeeded {
 			out.State = store.Unknown
 			out.Note = store.JoinNote(out.Note, "stopped because the lease was lost; whether the work happened is unknown")

@@ -36,6 +36,8 @@ func TestOutcome(t *testing.T) {
 		{"exit 0, lease lost", exitErr(0), lost, store.Succeeded, 0, lost.Error()},
 		{"exit 143, lease lost", exitErr(143), lost, store.Unknown, 143, lost.Error() + "; " + stopped},
 		{"error, lease lost", errors.New("context canceled"), lost, store.Unknown, 1, "context canceled; " + lost.Error() + "; " + stopped},
+		// Work that returned its context's cause (the loss) names it once.
+		{"the loss returned, lease lost", lost, lost, store.Unknown, 1, lost.Error() + "; " + stopped},
 	} {
 		out := outcome(c.werr, c.lost)
 		if out.State != c.state || out.ExitCode == nil || *out.ExitCode != c.code || out.Note != c.note {

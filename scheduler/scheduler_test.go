@@ -582,7 +582,9 @@ func TestDrainStopsAfterItsTime(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 1)
 	w := &witness{}
-	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{workJob("long", "@every 1s", w.work(time.Hour))}, Drain: 300 * time.Millisecond})
+	j := workJob("long", "@every 1s", w.work(time.Hour))
+	j.TTL = 5 * time.Second // renewals every 1.7 s: a loaded machine's slow store must not lose the lease first
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 300 * time.Millisecond})
 	eventually(t, 8*time.Second, "the job runs", func() bool { runs, _ := w.snapshot(); return len(runs) == 1 })
 	start := time.Now()
 	n.stop()
