@@ -119,6 +119,10 @@ func (a *app) effect(ctx context.Context, args []string, scope, key, reconcile s
 	}
 	var ec job.ExitError
 	if out == effect.Failed && errors.As(err, &ec) {
+		if msg := err.Error(); msg != ec.Error() {
+			// The claim could not be given back: retries get 75, then 76, and should know why.
+			fmt.Fprintf(a.stderr, "once: effect %q in scope %q: COMMAND failed: %s; retries get 75 until this claim ends (%s), then 76: decide with --reconcile\n", key, scope, msg, claimEnd())
+		}
 		return exit(ec.Code, "") // COMMAND's own status; the claim was released
 	}
 	return err
