@@ -539,3 +539,42 @@ func TestRollingUpgradeQuerylessFingerprint(t *testing.T) {
 		t.Fatalf("%d executions, want 2 (k1 and k2 once each)", n)
 	}
 }
+
+// After the rollout, Fingerprint set to DefaultFingerprint by name (rather than left nil) still
+// matches the keys stored under QuerylessFingerprint: a retry of one is replayed, not 422.
+func TestRollingUpgradeExplicitDefaultFingerprint(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var calls atomic.Int32
+	serve := func(fp func(*http.Request, []byte) string) string {
+		mw, err := idemhttp.Middleware(idemhttp.Options{Store: st.(store.Keys), Fingerprint: fp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			w.WriteHeader(http.StatusCreated)
+		})))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	post := func(url string) int {
+		req, _ := http.NewRequest(http.MethodPost, url+"/pay?amount=10", strings.NewReader("{}"))
+		req.Header.Set(idemhttp.Header, "k1")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := post(serve(idemhttp.QuerylessFingerprint)); got != http.StatusCreated {
+		t.Fatalf("first, during the rollout: %d", got)
+	}
+	if got := post(serve(idemhttp.DefaultFingerprint)); got != http.StatusCreated || calls.Load() != 1 {
+		t.Fatalf("retry after the rollout, Fingerprint: DefaultFingerprint: %d, %d executions; want the replayed 201, 1", got, calls.Load())
+	}
+}

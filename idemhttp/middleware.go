@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"time"
@@ -45,7 +46,7 @@ type Options struct {
 	// ErrorLog receives store errors that happen after the handler ran (default: none).
 	ErrorLog func(error)
 
-	queryless bool // Fingerprint is DefaultFingerprint: a key an older once stored for a request with a query has QuerylessFingerprint
+	queryless bool // Fingerprint is DefaultFingerprint (nil or by name): a key an older once stored for a request with a query has QuerylessFingerprint
 }
 
 // ReplayedHeader is set to "true" on a replayed response.
@@ -112,8 +113,10 @@ func Middleware(o Options) (func(http.Handler) http.Handler, error) {
 	}
 	if o.Fingerprint == nil {
 		o.Fingerprint = DefaultFingerprint
-		o.queryless = true
 	}
+	// DefaultFingerprint given by name, as after a rollout on QuerylessFingerprint, is the default
+	// still: the keys stored meanwhile have the queryless fingerprint.
+	o.queryless = reflect.ValueOf(o.Fingerprint).Pointer() == reflect.ValueOf(DefaultFingerprint).Pointer()
 	if o.KeepHeaders == nil {
 		o.KeepHeaders = []string{"Content-Type", "Content-Location", "Location", "ETag", "Last-Modified", "Cache-Control"}
 	}

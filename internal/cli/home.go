@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/once-run/once/internal/trust"
+	"github.com/once-run/once/store/sqlite"
 )
 
 // home is once's state directory: $ONCE_HOME, else $XDG_STATE_HOME/once, else ~/.local/state/once;
@@ -19,7 +20,7 @@ func home() (string, error) {
 		switch {
 		case h == "":
 			return "", usage("ONCE_HOME is set but empty: unset it for the default (%s), or give a directory", defaultHome())
-		case strings.Contains(h, "$") && filepath.IsAbs(h) && isFile(filepath.Join(h, "once.db")):
+		case strings.Contains(h, "$") && filepath.IsAbs(h) && sqlite.OwnLedger(filepath.Join(h, "once.db")):
 			// An older once took the '$' as written (an absolute path was accepted) and kept its
 			// ledger there: the directory meant holds none of the slots it ran.
 			return "", usage("ONCE_HOME=%s: '$' is not expanded in a crontab's or a unit's variables (it is taken as written), and an older once kept its ledger in that directory, with the slots it ran: move it to the path meant, with no once running (mv %s /the/path/meant), then write that path out (docs/operations.md#upgrading-once)",
@@ -68,10 +69,4 @@ func envNotEmpty(names ...string) error {
 		}
 	}
 	return nil
-}
-
-// isFile reports whether path is a regular file (following links).
-func isFile(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular()
 }

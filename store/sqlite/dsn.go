@@ -2,10 +2,12 @@ package sqlite
 
 import (
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 
@@ -71,15 +73,19 @@ func ParseDSN(dsn string) (path string, opts Options, err error) {
 	if strings.ContainsAny(rest, "#\x00") {
 		return bad("'#' and NUL are not allowed; percent-encode them")
 	}
-	raw, query, _ := strings.Cut(rest, "?")
+	raw, query, hasQuery := strings.Cut(rest, "?")
 	if strings.ContainsRune(raw, '$') {
 		// ONCE_STORE=sqlite:$HOME/once.db in a crontab: cron takes the value as written, and a
 		// relative path made ~/$HOME/once.db, a ledger other than the shell's ~/once.db.
 		if kept := unexpandedLedger(raw); kept != "" {
+			keep := FileDSN(kept)
+			if hasQuery { // the same tables (prefix=) and sharing (group=) as the older once
+				keep += "?" + query
+			}
 			// An older once took the '$' as written and kept its ledger there: the path meant
 			// holds none of the slots it ran, which would run again.
-			return bad("'$' is not expanded (a crontab's or a unit's variables are taken as written), and a ledger is at %s, the path as written, where an older once kept it with the slots it ran: to go on with them, write sqlite://%s (docs/operations.md#upgrading-once: moving it to the path meant)",
-				kept, strings.ReplaceAll((&url.URL{Path: kept}).EscapedPath(), "$", "%24"))
+			return bad("'$' is not expanded (a crontab's or a unit's variables are taken as written), and a ledger is at %s, the path as written, where an older once kept it with the slots it ran: to go on with them, write %s (docs/operations.md#upgrading-once: moving it to the path meant)",
+				kept, keep)
 		}
 		return bad("'$' is not expanded: a crontab's or a unit's variables are taken as written; write the path out, e.g. sqlite:///home/me/once.db (a '$' in a file name: %%24)")
 	}
@@ -172,8 +178,29 @@ func unexpandedLedger(raw string) string {
 	if err != nil {
 		return ""
 	}
-	if fi, err := os.Stat(abs); err != nil || !fi.Mode().IsRegular() {
+	if !OwnLedger(abs) {
 		return ""
 	}
 	return abs
+}
+
+// OwnLedger reports whether path is a SQLite file owned by this user: one an older once of this
+// user's may have kept there. A file another user put at a path with a '$' in it (under /tmp, or a
+// directory they own) is not named as this user's ledger, nor is a file that is no SQLite database.
+func OwnLedger(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int64(st.Uid) != int64(os.Geteuid()) {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 16)
+	_, err = io.ReadFull(f, head)
+	return err == nil && string(head) == "SQLite format 3\x00"
 }
