@@ -16,7 +16,9 @@ import (
 // TestDoctorReportsUnknownKeys: business keys left unknown (claimed two-phase by a run that ended
 // without once keys done) showed only when they were claimed again; once doctor now names them per
 // scope, with the command that marks those that happened done, and the command pasted as printed
-// settles them. A scope with more unknown keys than it names gets KEY… to fill in.
+// settles them. A scope with more unknown keys than it names reads them from happened.txt, which the
+// person writes: pasted before, the command fails in the shell and claims nothing (a placeholder
+// KEY… was claimed done as a key of its own).
 func TestDoctorReportsUnknownKeys(t *testing.T) {
 	e := newEnv(t)
 	claim := fmt.Sprintf(`%[1]s keys claim --scope payments --pending pay-1 'pay 2' pay-3 >/dev/null && %[1]s keys done --scope payments pay-3 &&
@@ -49,7 +51,7 @@ func TestDoctorReportsUnknownKeys(t *testing.T) {
 		!strings.HasPrefix(pay.Command, "once keys claim --scope payments --reclaim-unknown 'pay 2' pay-1 --store sqlite://") {
 		t.Errorf("doctor: payments: %+v", pay)
 	}
-	if !strings.HasPrefix(ref.Message, "scope refunds: 7 keys unknown (the first: r1 r2 r3 r4 r5):") || !strings.HasPrefix(ref.Command, "once keys claim --scope refunds --reclaim-unknown KEY… --store ") {
+	if !strings.HasPrefix(ref.Message, "scope refunds: 7 keys unknown (the first: r1 r2 r3 r4 r5):") || !strings.HasPrefix(ref.Command, "once keys claim --scope refunds --reclaim-unknown --store ") || !strings.HasSuffix(ref.Command, " < happened.txt") {
 		t.Errorf("doctor: refunds: %+v", ref)
 	}
 	if t.Failed() {
@@ -61,8 +63,23 @@ func TestDoctorReportsUnknownKeys(t *testing.T) {
 	if out, err := pasted.CombinedOutput(); err != nil {
 		t.Fatalf("the pasted %s: %v\n%s", pay.Command, err, out)
 	}
-	if r := e.run("keys", "claim", "--scope", "refunds", "--reclaim-unknown", "r1", "r2", "r3", "r4", "r5", "r6", "r7"); r.code != 0 {
-		t.Fatalf("keys claim --reclaim-unknown: %d %s", r.code, r.stderr)
+	// refunds' command pasted before happened.txt is written: the shell refuses it, nothing is claimed.
+	dir := t.TempDir()
+	early := exec.Command("sh", "-c", ref.Command)
+	early.Dir, early.Env = dir, pasted.Env
+	if out, err := early.CombinedOutput(); err == nil {
+		t.Fatalf("the pasted %s without happened.txt succeeded:\n%s", ref.Command, out)
+	}
+	if r := e.run("keys", "status", "--scope", "refunds", "--json", "r1", "r2", "r3", "r4", "r5", "r6", "r7"); r.code != 0 || strings.Count(r.stdout, `"state":"unknown"`) != 7 {
+		t.Fatalf("keys status after the early paste: %d, want the 7 keys still unknown\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "happened.txt"), []byte("r1\nr2\nr3\nr4\nr5\nr6\nr7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	late := exec.Command("sh", "-c", ref.Command)
+	late.Dir, late.Env = dir, pasted.Env
+	if out, err := late.CombinedOutput(); err != nil {
+		t.Fatalf("the pasted %s with happened.txt: %v\n%s", ref.Command, err, out)
 	}
 	if r := e.run("doctor"); r.code != 0 || !strings.Contains(r.stdout, "no business key is unknown in 3 scopes") {
 		t.Fatalf("doctor after reconciling: %d, want 0 and no unknown key\n%s%s", r.code, r.stdout, r.stderr)

@@ -17,10 +17,16 @@ const (
 	doctorScopeKeys = 1000
 )
 
+// doctorKeysFile is where the keys command reads the keys that happened, one a line, when doctor
+// could not name them all: until the person writes it, the shell refuses the command.
+const doctorKeysFile = "happened.txt"
+
 // checkKeys reports the business keys left unknown (a run or an effect that claimed them two-phase
 // died mid-work: nobody knows whether their work happened), which otherwise show only when they are
 // claimed again: one finding per scope holding some, naming the first, with the command that marks
-// those that happened done (all of them when all are named, else KEY… for the person to fill in).
+// those that happened done: all of them when all are named, else the keys of a file the person
+// writes (doctorKeysFile), so that the command pasted as printed fails in the shell and records
+// nothing (a placeholder key would be claimed done as it is).
 func (a *app) checkKeys(ctx context.Context, s store.Store, dsn string, r *report) {
 	if _, ok := s.(store.Keys); !ok {
 		return // no business keys: none can be unknown
@@ -63,7 +69,8 @@ func (a *app) checkKeys(ctx context.Context, s store.Store, dsn string, r *repor
 			continue
 		}
 		found++
-		count, keys := fmt.Sprint(c.Unknown), "KEY…"
+		count, keys, from := fmt.Sprint(c.Unknown), "", " < "+doctorKeysFile
+		act := "write those that happened in " + doctorKeysFile + ", one a line, and mark them done"
 		if c.Capped {
 			count = fmt.Sprintf("%d of its first %d", c.Unknown, doctorScopeKeys)
 		}
@@ -75,11 +82,11 @@ func (a *app) checkKeys(ctx context.Context, s store.Store, dsn string, r *repor
 		if len(c.UnknownKeys) < c.Unknown || c.Capped {
 			named = "the first: " + named
 		} else {
-			keys = named
+			keys, from, act = " "+named, "", "mark those that happened done"
 		}
-		r.add("keys", store.LevelWarn, "", "scope %s: %s keys unknown (%s): the run or effect that claimed them is gone without marking them done (it died mid-work, or ended without once keys done), so nobody knows whether their work happened; check downstream, then mark those that happened done (the next run's once keys claim --pending --reclaim-unknown hands out the others; once serve lists them all on /keys):",
-			sc, count, named)
-		r.Findings[len(r.Findings)-1].Command = "once keys claim --scope " + shellQuote(sc) + " --reclaim-unknown " + keys + a.storeArg(dsn)
+		r.add("keys", store.LevelWarn, "", "scope %s: %s keys unknown (%s): the run or effect that claimed them is gone without marking them done (it died mid-work, or ended without once keys done), so nobody knows whether their work happened; check downstream, then %s (the next run's once keys claim --pending --reclaim-unknown hands out the others; once serve lists them all on /keys). In an idemhttp scope do neither: the client's retry takes the request over, and once keys forget --scope %s --older-than 24h clears those never retried:",
+			sc, count, named, act, shellQuote(sc))
+		r.Findings[len(r.Findings)-1].Command = "once keys claim --scope " + shellQuote(sc) + " --reclaim-unknown" + keys + a.storeArg(dsn) + from
 	}
 	switch {
 	case more:
