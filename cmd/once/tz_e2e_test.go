@@ -83,6 +83,7 @@ func TestEnvTZOlderOnceSlotsKept(t *testing.T) {
 	if now := time.Now(); now.Minute() == 59 && now.Second() >= 45 {
 		time.Sleep(20 * time.Second) // the three runs in one hour's slot
 	}
+	hour := time.Now().Truncate(time.Hour)
 	// The older once's run: the current hour's slot, named in UTC.
 	if r := e.run(append(sched, "--tz", "UTC", "--", "echo", "ran")...); r.code != 0 || r.stdout != "ran\n" {
 		t.Fatalf("seeding: exit %d %q %s", r.code, r.stdout, r.stderr)
@@ -95,6 +96,9 @@ func TestEnvTZOlderOnceSlotsKept(t *testing.T) {
 		t.Fatalf("upgraded: exit %d %s; want 64 offering --tz UTC", r.code, r.stderr)
 	}
 	if r := e.run(append(sched, "--tz", "UTC", "--", "echo", "ran again")...); r.code != 0 || r.stdout != "" {
+		if !time.Now().Truncate(time.Hour).Equal(hour) {
+			t.Skip("the hour turned during the test (a loaded machine): its slot is another")
+		}
 		t.Fatalf("--tz UTC: exit %d %q %s; want the hour found done", r.code, r.stdout, r.stderr)
 	}
 }
