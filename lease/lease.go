@@ -40,6 +40,10 @@ type Lease struct {
 	released bool
 }
 
+// MinTTL is the shortest lease Acquire and Take hold: renewals come every ttl/3, and below it they
+// would come faster than a store answers (once.Options refuses shorter TTLs the same way).
+const MinTTL = 300 * time.Millisecond
+
 // Acquire takes the lease for req, retrying while it is busy for up to wait (0: fail at once with the
 // store's *store.BusyError). On success a goroutine renews the grant until Release.
 //
@@ -53,8 +57,8 @@ func Acquire(ctx context.Context, s store.Leaser, req store.AcquireRequest, wait
 // Take is Acquire with the grant taken by take, a call that acquires the lease with TTL ttl as
 // s.Acquire would, and may do more in the same step (store.Starter). s renews and releases it.
 func Take(ctx context.Context, s store.Leaser, ttl, wait time.Duration, take func(ctx context.Context) (store.Lease, error)) (*Lease, error) {
-	if ttl <= 0 {
-		return nil, fmt.Errorf("lease: ttl must be positive, got %s", ttl)
+	if ttl < MinTTL {
+		return nil, fmt.Errorf("%w: lease: ttl %s is too short: use at least %s (renewals happen every ttl/3)", store.ErrInvalid, ttl, MinTTL)
 	}
 	giveUp := time.Now().Add(wait)
 	backoff := 50 * time.Millisecond

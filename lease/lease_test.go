@@ -287,3 +287,13 @@ func TestLossNamesWhyRenewalsFailed(t *testing.T) {
 		t.Fatalf("Err = %v, want ErrLost wrapping the renewals' ErrUnavailable (the store is closed)", err)
 	}
 }
+
+// A TTL below MinTTL is refused as bad input (store.ErrInvalid), before the store is asked: a
+// 1 ms lease renewed every 0.3 ms; a zero or negative one was an error matching no sentinel.
+func TestShortTTLRefused(t *testing.T) {
+	for _, ttl := range []time.Duration{-time.Second, 0, time.Millisecond, lease.MinTTL - 1} {
+		if _, err := lease.Acquire(context.Background(), nil, req(ttl), 0); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("ttl %s: %v; want store.ErrInvalid", ttl, err)
+		}
+	}
+}
