@@ -160,6 +160,8 @@ func renderGone(w *page, v view, sec RunningSection) {
 		w.p(`</section>`)
 	}
 	switch {
+	case sec.Error != "":
+		w.p(`<p class="warn running-note">%s %s</p>`, v.T("running_error"), sec.Error)
 	case !sec.Listed:
 		w.p(`<p class="muted running-note">%s</p>`, v.T("running_unlistable"))
 	case sec.More:

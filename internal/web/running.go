@@ -33,6 +33,8 @@ type RunningSection struct {
 	Listed bool `json:"listed"`
 	// PasswordHidden is true when the resolve commands' --store lost its password to redaction.
 	PasswordHidden bool `json:"password_hidden"`
+	// Error is why the list could not be read this time (the overview is shown without it).
+	Error string `json:"error,omitempty"`
 }
 
 // running reads the attempts still running (store.ReadRunning: bounded by store.MaxRunningList, one

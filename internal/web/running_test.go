@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"html"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,29 @@ func TestOverviewShowsHolderGone(t *testing.T) {
 	// The same in Chinese: the state's label is translated, the commands are not.
 	if _, zh := get(t, ts, "/?lang=zh-CN"); !strings.Contains(zh, "持有者已失联") || !strings.Contains(zh, html.EscapeString(wantFailed)) {
 		t.Errorf("the Chinese overview lacks the holder-gone state or its commands")
+	}
+}
+
+// failingRunning is a store whose list of running attempts cannot be read.
+type failingRunning struct{ store.Store }
+
+func (failingRunning) RunningAttempts(context.Context, int) (store.RunningList, error) {
+	return store.RunningList{}, store.ErrUnavailable
+}
+
+// The overview is shown when the running list cannot be read, with a note saying so: it failed
+// whole (500), the task table with it.
+func TestOverviewWithoutTheRunningList(t *testing.T) {
+	sd := newSeeded(t)
+	sd.run("alive-job", "a1", "host-live", store.Running)
+	srv, err := New(Config{Store: failingRunning{sd.s}, DSN: "sqlite:///x.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	res, body := get(t, ts, "/")
+	if res.StatusCode != 200 || !strings.Contains(body, "alive-job") || !strings.Contains(body, "could not be read this time") {
+		t.Fatalf("overview: %d\n%s", res.StatusCode, body)
 	}
 }
