@@ -38,6 +38,17 @@ type RunningList struct {
 	Unlisted []string `json:"unlisted,omitempty"`
 }
 
+// Add appends a to the list, unless it holds limit attempts already: then it sets More. A backend
+// reads one attempt more than limit and adds each it reads, so that More says whether any was left
+// out (the contract's rule, written once).
+func (l *RunningList) Add(a Attempt, limit int) {
+	if len(l.Attempts) >= limit {
+		l.More = true
+		return
+	}
+	l.Attempts = append(l.Attempts, a)
+}
+
 // MaxRunningList bounds the list a RunningLister is asked for by once's own readers (once status).
 const MaxRunningList = 100
 

@@ -55,9 +55,9 @@ func (l Ledger) RunningAttempts(ctx context.Context, limit int) (store.RunningLi
 		return a.Number - b.Number
 	})
 	as = slices.CompactFunc(as, func(a, b store.Attempt) bool { return a.Task == b.Task && a.Slot == b.Slot && a.Number == b.Number })
-	out := store.RunningList{Attempts: as, Unlisted: unindexed}
-	if len(as) > limit {
-		out.Attempts, out.More = as[:limit], true
+	out := store.RunningList{Unlisted: unindexed}
+	for _, a := range as {
+		out.Add(a, limit)
 	}
 	slices.Sort(out.Unlisted)
 	return out, nil

@@ -56,11 +56,7 @@ func (s *Store) RunningAttempts(ctx context.Context, limit int) (store.RunningLi
 			if err != nil {
 				return err
 			}
-			if len(out.Attempts) == limit {
-				out.More = true
-				continue
-			}
-			out.Attempts = append(out.Attempts, a)
+			out.Add(a, limit)
 		}
 		return rows.Err()
 	})
