@@ -488,38 +488,12 @@ func TestOmittedBodyDropsItsHeaders(t *testing.T) {
 // the operation again; under QuerylessFingerprint the older instance replays it, and so does the
 // upgraded instance once it is back on DefaultFingerprint.
 func TestRollingUpgradeQuerylessFingerprint(t *testing.T) {
-	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	var calls atomic.Int32
-	serve := func(fp func(*http.Request, []byte) string) string {
-		mw, err := idemhttp.Middleware(idemhttp.Options{Store: st.(store.Keys), Fingerprint: fp})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			calls.Add(1)
-			w.WriteHeader(http.StatusCreated)
-		})))
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
+	serve, calls := instances(t)
 	older := serve(func(r *http.Request, body []byte) string { // an older once's DefaultFingerprint
 		sum := sha256.Sum256([]byte(r.Method + "\n" + r.URL.EscapedPath() + "\n" + string(body)))
 		return hex.EncodeToString(sum[:])
 	})
-	post := func(url, key string) int {
-		req, _ := http.NewRequest(http.MethodPost, url+"/pay?amount=10", strings.NewReader("{}"))
-		req.Header.Set(idemhttp.Header, key)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		return res.StatusCode
-	}
+	post := func(url, key string) int { return payWithQuery(t, url, key) }
 	if got := post(serve(nil), "k1"); got != http.StatusCreated {
 		t.Fatalf("first, at an upgraded instance: %d", got)
 	}
@@ -540,16 +514,17 @@ func TestRollingUpgradeQuerylessFingerprint(t *testing.T) {
 	}
 }
 
-// After the rollout, Fingerprint set to DefaultFingerprint by name (rather than left nil) still
-// matches the keys stored under QuerylessFingerprint: a retry of one is replayed, not 422.
-func TestRollingUpgradeExplicitDefaultFingerprint(t *testing.T) {
+// instances gives servers of the middleware on one store, each with its own Fingerprint (an instance
+// of an older or an upgraded once), and the count of executions across them.
+func instances(t *testing.T) (serve func(fp func(*http.Request, []byte) string) string, calls *atomic.Int32) {
+	t.Helper()
 	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	var calls atomic.Int32
-	serve := func(fp func(*http.Request, []byte) string) string {
+	calls = new(atomic.Int32)
+	serve = func(fp func(*http.Request, []byte) string) string {
 		mw, err := idemhttp.Middleware(idemhttp.Options{Store: st.(store.Keys), Fingerprint: fp})
 		if err != nil {
 			t.Fatal(err)
@@ -561,16 +536,27 @@ func TestRollingUpgradeExplicitDefaultFingerprint(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL
 	}
-	post := func(url string) int {
-		req, _ := http.NewRequest(http.MethodPost, url+"/pay?amount=10", strings.NewReader("{}"))
-		req.Header.Set(idemhttp.Header, "k1")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		return res.StatusCode
+	return serve, calls
+}
+
+// payWithQuery posts /pay?amount=10 with key to url and returns the status.
+func payWithQuery(t *testing.T, url, key string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/pay?amount=10", strings.NewReader("{}"))
+	req.Header.Set(idemhttp.Header, key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// After the rollout, Fingerprint set to DefaultFingerprint by name (rather than left nil) still
+// matches the keys stored under QuerylessFingerprint: a retry of one is replayed, not 422.
+func TestRollingUpgradeExplicitDefaultFingerprint(t *testing.T) {
+	serve, calls := instances(t)
+	post := func(url string) int { return payWithQuery(t, url, "k1") }
 	if got := post(serve(idemhttp.QuerylessFingerprint)); got != http.StatusCreated {
 		t.Fatalf("first, during the rollout: %d", got)
 	}

@@ -145,6 +145,22 @@ func workJob(name, schedule string, work once.Work) scheduler.Job {
 	return scheduler.Job{Job: jobfile.Job{Name: name, Schedule: schedule, TZ: "UTC", TTL: time.Second}, Work: work}
 }
 
+// succeeded waits (8 s at most) for an attempt of task that succeeded, and returns the first found.
+func (f *fleet) succeeded(t *testing.T, task string) store.Attempt {
+	t.Helper()
+	var att store.Attempt
+	eventually(t, 8*time.Second, "an attempt of "+task+" that succeeded", func() bool {
+		for _, e := range f.history(task) {
+			if e.State == store.Succeeded {
+				att = e.Attempt
+				return true
+			}
+		}
+		return false
+	})
+	return att
+}
+
 // eventually fails the test unless cond holds within d.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -545,17 +545,7 @@ func TestCommandOutput(t *testing.T) {
 		Command: []string{"sh", "-c", "echo hello; echo $ONCE_SLOT >&2"}, Env: []string{"X=1"}}}
 	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, LogDir: dir, TailSize: 8})
 	ctx := context.Background()
-	var att *store.Attempt
-	eventually(t, 8*time.Second, "an attempt", func() bool {
-		for _, e := range f.history("out/put") {
-			if e.State == store.Succeeded {
-				a := e.Attempt
-				att = &a
-				return true
-			}
-		}
-		return false
-	})
+	att := f.succeeded(t, "out/put")
 	n.stop()
 	tail, ok, err := scheduler.Tail(ctx, f.stores[0], att.RunID)
 	if err != nil || !ok {
@@ -628,17 +618,7 @@ func TestCommandOutputTailOverStoreLimit(t *testing.T) {
 	j := scheduler.Job{Job: jobfile.Job{Name: "big-tail", Schedule: "@every 1s", TZ: "UTC",
 		Command: []string{"sh", "-c", "head -c 600000 /dev/zero | tr '\\0' x; echo END"}}}
 	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, LogDir: filepath.Join(t.TempDir(), "logs"), TailSize: 1 << 20})
-	var att *store.Attempt
-	eventually(t, 8*time.Second, "an attempt", func() bool {
-		for _, e := range f.history("big-tail") {
-			if e.State == store.Succeeded {
-				a := e.Attempt
-				att = &a
-				return true
-			}
-		}
-		return false
-	})
+	att := f.succeeded(t, "big-tail")
 	n.stop()
 	tail, ok, err := scheduler.Tail(context.Background(), f.stores[0], att.RunID)
 	if err != nil || !ok || len(tail) != store.MaxKeyResult || !strings.HasSuffix(string(tail), "xEND\n") {
