@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/once-run/once/internal/testfs"
 	"github.com/once-run/once/store/sqlite"
 )
 
@@ -28,24 +29,7 @@ import (
 func roMount(t *testing.T) (mnt string, remount func(ro bool)) {
 	t.Helper()
 	needRoot(t)
-	mnt = filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(mnt, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "mode=700,size=64m"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	return mnt, func(ro bool) {
-		t.Helper()
-		flags := uintptr(unix.MS_REMOUNT)
-		if ro {
-			flags |= unix.MS_RDONLY
-		}
-		if err := unix.Mount("", mnt, "", flags, ""); err != nil {
-			t.Fatalf("remount (read-only %v): %v", ro, err)
-		}
-	}
+	return testfs.Tmpfs(t, "700")
 }
 
 // wantLedger checks that history has the two runs fillLedger made and keys status its key.

@@ -74,7 +74,7 @@ func local(imp string) (string, bool) {
 }
 
 // testOnly are the packages only tests import: they may import anything, and nothing else imports them.
-var testOnly = map[string]bool{"store/storetest": true, "internal/chaos": true, "internal/sqlstore/sqltest": true, "internal/keystest": true}
+var testOnly = map[string]bool{"store/storetest": true, "internal/chaos": true, "internal/sqlstore/sqltest": true, "internal/keystest": true, "internal/testfs": true}
 
 var backends = []string{"store/sqlite", "store/postgres", "store/mysql", "store/redis", "store/etcd", "store/zk"}
 

@@ -6,8 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/once-run/once/internal/testfs"
 	"github.com/once-run/once/internal/trust"
 )
 
@@ -15,17 +14,7 @@ import (
 // the mode (a Kubernetes ConfigMap volume: a 0777 directory, mounted read-only, its files reached
 // through links).
 func TestConfigReadOnlyMount(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting needs root")
-	}
-	mnt := filepath.Join(t.TempDir(), "cm")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "mode=755"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	mnt, remount := testfs.Tmpfs(t, "755")
 	jobs := filepath.Join(mnt, "jobs")
 	os.MkdirAll(filepath.Join(jobs, "..v1"), 0o755)
 	os.Chmod(jobs, 0o2777)
@@ -36,9 +25,7 @@ func TestConfigReadOnlyMount(t *testing.T) {
 	if err := trust.Config(file); !errors.Is(err, trust.ErrUnsafe) {
 		t.Fatalf("a jobs file under a 02777 directory, writable: %v, want ErrUnsafe", err)
 	}
-	if err := unix.Mount("", mnt, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-		t.Skipf("cannot remount read-only: %v", err)
-	}
+	remount(true)
 	if err := trust.Config(file); err != nil {
 		t.Fatalf("the same, mounted read-only: %v", err)
 	}

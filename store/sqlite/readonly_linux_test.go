@@ -3,13 +3,11 @@ package sqlite_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/once-run/once/internal/testfs"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/sqlite"
 )
@@ -18,17 +16,7 @@ import (
 // included), every write through it fails with ErrUnavailable saying why, and Open fails as before,
 // with the fix.
 func TestOpenReaderOnReadOnlyMount(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting needs root")
-	}
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(mnt, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "mode=700"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	mnt, remount := testfs.Tmpfs(t, "700")
 	ctx := context.Background()
 	path := filepath.Join(mnt, "home", "once.db")
 	s, err := sqlite.Open(ctx, path, sqlite.Options{})
@@ -39,9 +27,7 @@ func TestOpenReaderOnReadOnlyMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if err := unix.Mount("", mnt, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-		t.Skipf("cannot remount read-only: %v", err)
-	}
+	remount(true)
 	if _, err := sqlite.Open(ctx, path, sqlite.Options{}); !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "remount it read-write") {
 		t.Fatalf("Open on a read-only mount: %v, want ErrUnavailable with the fix", err)
 	}
