@@ -178,18 +178,11 @@ func notCurrent(task string, token int64, f fence) error {
 
 func (k kv) Docs(ctx context.Context, task string) ([]*kvstore.Doc, error) {
 	s := k.s
-	children := func(p string) ([]string, error) {
-		kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(p); return k, err })
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil, nil
-		}
-		return kids, s.mapErr(err)
-	}
 	var dirs []string
 	if task != "" {
 		dirs = []string{s.docDir(task)}
 	} else {
-		ts, err := children(s.p + "/d")
+		ts, err := s.childrenOrNone(ctx, s.p+"/d")
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +192,7 @@ func (k kv) Docs(ctx context.Context, task string) ([]*kvstore.Doc, error) {
 	}
 	var out []*kvstore.Doc
 	for _, dir := range dirs {
-		slots, err := children(dir)
+		slots, err := s.childrenOrNone(ctx, dir)
 		if err != nil {
 			return nil, err
 		}

@@ -87,24 +87,26 @@ func (k kv) IndexRunning(ctx context.Context, task string, docs []*kvstore.Doc) 
 
 var _ kvstore.AllRunningKV = kv{}
 
+// childrenOrNone lists the children of p, none when p does not exist.
+func (s *Store) childrenOrNone(ctx context.Context, p string) ([]string, error) {
+	kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(p); return k, err })
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	return kids, s.mapErr(err)
+}
+
 // AllRunning reads every task's running index: the children of /once/P/locks (every task granted
 // a lease) and of /once/P/a (the tasks whose index was built), then each built task's directory
 // and the documents it lists, in parallel reads (go-zookeeper pipelines them on its one session).
 // It costs the tasks and the slots running, not the ledger.
 func (k kv) AllRunning(ctx context.Context) ([]*kvstore.Doc, []string, error) {
 	s := k.s
-	children := func(p string) ([]string, error) {
-		kids, err := call(ctx, s, func() ([]string, error) { k, _, err := s.c.Children(p); return k, err })
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil, nil
-		}
-		return kids, s.mapErr(err)
-	}
-	tasks, err := children(s.p + "/locks")
+	tasks, err := s.childrenOrNone(ctx, s.p+"/locks")
 	if err != nil {
 		return nil, nil, err
 	}
-	built, err := children(s.p + "/a")
+	built, err := s.childrenOrNone(ctx, s.p+"/a")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,7 +122,7 @@ func (k kv) AllRunning(ctx context.Context) ([]*kvstore.Doc, []string, error) {
 	}
 	slots := make([][]string, len(built))
 	if err := each(ctx, len(built), func(i int) (err error) {
-		slots[i], err = children(s.p + "/a/" + built[i])
+		slots[i], err = s.childrenOrNone(ctx, s.p+"/a/"+built[i])
 		return err
 	}); err != nil {
 		return nil, nil, err
