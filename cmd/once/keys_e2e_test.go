@@ -230,14 +230,17 @@ func TestEffectKilledCommandIsNotCalledAgain(t *testing.T) {
 	e := keysEnv(t)
 	calls := filepath.Join(t.TempDir(), "calls")
 	call := `echo "$ONCE_EFFECT_KEY" >> ` + calls
+	start := time.Now()
 	r := e.runIn("", nil, "effect", "--key", "pay-1", "--claim-ttl", "3s", "--", "sh", "-c", call+`; kill -9 $$`)
 	if r.code != 137 || !strings.Contains(r.stderr, "may have happened") || !strings.Contains(r.stderr, "--reconcile") {
 		t.Fatalf("killed call: %d %s; want 137 saying the key is kept", r.code, r.stderr)
 	}
-	if r := e.runIn("", nil, "effect", "--key", "pay-1", "--", "sh", "-c", call); r.code != 75 {
+	// 75 while the claim lives; on a machine so loaded that two process starts took longer than the
+	// TTL, the claim has ended and 76 is the right answer.
+	if r := e.runIn("", nil, "effect", "--key", "pay-1", "--", "sh", "-c", call); r.code != 75 && (r.code != 76 || time.Since(start) < 3*time.Second) {
 		t.Fatalf("retry while the claim lives: %d %s; want 75", r.code, r.stderr)
 	}
-	time.Sleep(3100 * time.Millisecond) // a TTL that two process starts fit in on a loaded machine
+	time.Sleep(time.Until(start.Add(3100 * time.Millisecond)))
 	if r := e.runIn("", nil, "effect", "--key", "pay-1", "--", "sh", "-c", call); r.code != 76 {
 		t.Fatalf("retry after the claim ended: %d %s; want 76", r.code, r.stderr)
 	}
