@@ -25,8 +25,25 @@ const (
 )
 
 // ErrFingerprint is returned (wrapped) when a key is claimed again with a different payload
-// fingerprint than the one it was first claimed with.
+// fingerprint than the one it was first claimed with (CheckFingerprint).
 var ErrFingerprint = errors.New("store: key reused with a different payload")
+
+// CheckFingerprint is the one rule every store applies when a key stored with fingerprint stored is
+// claimed again with fingerprint given: ErrFingerprint (wrapped, naming the key) when both are
+// non-empty and differ, else nil, and the claim is a duplicate like any other (false).
+//
+// An empty fingerprint on either side is "payload not recorded", not a payload: a key claimed
+// without one (once keys claim, once effect, an older once, a caller that gives none) and claimed
+// again with one is a replay of an operation whose payload was never written down, so nothing says
+// it differs. Refusing it would not stop a second execution (the claim is false either way) but
+// would turn a replay into an error whose advice (the 422 of idemhttp: "use a new key") executes
+// the operation again. The rule is symmetric, and the same as package keys' in the user's database.
+func CheckFingerprint(scope, key, stored, given string) error {
+	if stored == "" || given == "" || stored == given {
+		return nil
+	}
+	return fmt.Errorf("%w: key %q in scope %q was claimed with fingerprint %q, now %q", ErrFingerprint, key, scope, stored, given)
+}
 
 // Claimant identifies who claims keys as pending, and how to tell later whether it is gone.
 // A claimant is gone when its Expires has passed by the store's clock (HTTP requests, effects
@@ -43,8 +60,9 @@ type Claimant struct {
 type ClaimRequest struct {
 	Scope string   // 1–200 bytes, like a task name
 	Keys  []string // valid keys (ValidateKey); duplicates within one request count once
-	// Fingerprints, when not nil, has one payload fingerprint per key; a key already claimed with a
-	// different fingerprint fails the whole request with ErrFingerprint.
+	// Fingerprints, when not nil, has one payload fingerprint per key ("": none); a key already
+	// claimed with a different fingerprint fails the whole request with ErrFingerprint, compared
+	// only when both are non-empty (CheckFingerprint).
 	Fingerprints []string
 	// Pending claims the keys two-phase, owned by Claimant; otherwise they are done at once.
 	Pending  bool
@@ -110,7 +128,9 @@ func Distinct(keys []string) []string {
 }
 
 // Distinct returns the request's keys without repeats, in first-occurrence order, and the index in
-// r.Keys of each key's first occurrence. A key repeated with another fingerprint is ErrFingerprint.
+// r.Keys of each key's first occurrence. A key repeated with another fingerprint is ErrFingerprint
+// (CheckFingerprint's rule: an empty one differs from none); the key is claimed with the fingerprint
+// of its first occurrence.
 func (r ClaimRequest) Distinct() (keys []string, first map[string]int, err error) {
 	first = make(map[string]int, len(r.Keys))
 	keys = make([]string, 0, len(r.Keys))
@@ -121,7 +141,7 @@ func (r ClaimRequest) Distinct() (keys []string, first map[string]int, err error
 			keys = append(keys, k)
 			continue
 		}
-		if r.Fingerprints != nil && r.Fingerprints[i] != r.Fingerprints[j] {
+		if r.Fingerprints != nil && CheckFingerprint(r.Scope, k, r.Fingerprints[j], r.Fingerprints[i]) != nil {
 			return nil, nil, fmt.Errorf("%w: key %q appears twice in one claim with different fingerprints", ErrFingerprint, k)
 		}
 	}

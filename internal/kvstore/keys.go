@@ -210,7 +210,7 @@ type grant struct {
 }
 
 // Claim claims req.Keys (store.Keys): one Create per batch of sorted unique keys. Fingerprints are
-// checked against the records read before the writes and, for keys another claimer created in
+// checked (store.CheckFingerprint) against the records read before the writes and, for keys another claimer created in
 // between, after them: a mismatch then deletes the records this call created (tagged with its
 // nonce) before failing with ErrFingerprint, so a failed request claims nothing.
 func (k *Keys) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error) {
@@ -226,8 +226,8 @@ func (k *Keys) Claim(ctx context.Context, req store.ClaimRequest) ([]bool, error
 	fp := func(key string) string { return req.Fingerprint(first[key]) }
 	checkFP := func(recs map[string]StoredKey) error {
 		for key, r := range recs {
-			if r.Rec.FP != fp(key) {
-				return fmt.Errorf("%w: key %q in scope %q was claimed with fingerprint %q, now %q", store.ErrFingerprint, key, req.Scope, r.Rec.FP, fp(key))
+			if err := store.CheckFingerprint(req.Scope, key, r.Rec.FP, fp(key)); err != nil {
+				return err
 			}
 		}
 		return nil

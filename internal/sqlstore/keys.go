@@ -255,7 +255,7 @@ func (s *Store) claimMySQL(ctx context.Context, tx *sql.Tx, scope, state string,
 }
 
 // checkFingerprints fails with ErrFingerprint when a key of chunk claimed before has another
-// fingerprint than the one given now.
+// fingerprint than the one given now (store.CheckFingerprint).
 func (s *Store) checkFingerprints(ctx context.Context, tx *sql.Tx, scope string, chunk []string, claimed map[string]bool, fp func(string) string) error {
 	var old []string
 	for _, k := range chunk {
@@ -277,8 +277,8 @@ func (s *Store) checkFingerprints(ctx context.Context, tx *sql.Tx, scope string,
 		if err := rows.Scan(&k, &f); err != nil {
 			return err
 		}
-		if f != fp(k) {
-			return fmt.Errorf("%w: key %q in scope %q was claimed with fingerprint %q, now %q", store.ErrFingerprint, k, scope, f, fp(k))
+		if err := store.CheckFingerprint(scope, k, f, fp(k)); err != nil {
+			return err
 		}
 	}
 	return rows.Err()

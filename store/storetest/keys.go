@@ -230,6 +230,42 @@ func testKeysFingerprint(t *testing.T, h Harness) {
 	}
 }
 
+// testKeysFingerprintMissing: a fingerprint is compared only when the stored one and the given one
+// are both non-empty (store.CheckFingerprint), in both orders: a key claimed without one (once keys,
+// once effect, an older once) and claimed again with one is a duplicate, not ErrFingerprint.
+func testKeysFingerprintMissing(t *testing.T, h Harness) {
+	k := keysClient(t, h.DSN(t))
+	claim(t, k, store.ClaimRequest{Scope: "fp", Keys: []string{"bare"}})
+	claim(t, k, store.ClaimRequest{Scope: "fp", Keys: []string{"printed"}, Fingerprints: []string{"f1"}})
+	for _, c := range []struct {
+		name string
+		req  store.ClaimRequest
+	}{
+		{"stored without, claimed with", store.ClaimRequest{Keys: []string{"bare"}, Fingerprints: []string{"f2"}}},
+		{"stored without, claimed pending with", store.ClaimRequest{Keys: []string{"bare"}, Fingerprints: []string{"f2"},
+			Pending: true, Claimant: store.Claimant{RunID: "r1", Expires: time.Minute}}},
+		{"stored with, claimed without", store.ClaimRequest{Keys: []string{"printed"}}},
+		{"stored with, claimed with empty", store.ClaimRequest{Keys: []string{"printed"}, Fingerprints: []string{""}}},
+	} {
+		c.req.Scope = "fp"
+		if got := claim(t, k, c.req); !slices.Equal(got, []bool{false}) {
+			t.Fatalf("%s: %v, want [false] (a duplicate)", c.name, got)
+		}
+	}
+	got := claim(t, k, store.ClaimRequest{Scope: "fp", Keys: []string{"y", "y", "y"}, Fingerprints: []string{"", "f1", "f1"}})
+	if !slices.Equal(got, []bool{true, false, false}) {
+		t.Fatalf("one key three times, the first without fingerprint: %v, want [true false false]", got)
+	}
+	ks := lookup(t, k, "fp", "bare", "printed")
+	if ks["bare"].Fingerprint != "" || ks["printed"].Fingerprint != "f1" || ks["bare"].State != store.KeyDone {
+		t.Fatalf("a duplicate claim changed the stored keys: %+v", ks)
+	}
+	_, err := k.Claim(ctxT(t), store.ClaimRequest{Scope: "fp", Keys: []string{"printed"}, Fingerprints: []string{"f2"}})
+	if !errors.Is(err, store.ErrFingerprint) {
+		t.Fatalf("two non-empty fingerprints that differ: %v, want ErrFingerprint", err)
+	}
+}
+
 func testKeysComplete(t *testing.T, h Harness) {
 	k := keysClient(t, h.DSN(t))
 	ctx := ctxT(t)

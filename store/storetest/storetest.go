@@ -134,6 +134,7 @@ var cases = []testCase{
 	{"Keys/ClaimScopes", testKeysScopes, capKeys},
 	{"Keys/ClaimConcurrentUnionOnce", testKeysConcurrent, capKeys},
 	{"Keys/Fingerprint", testKeysFingerprint, capKeys},
+	{"Keys/FingerprintMissing", testKeysFingerprintMissing, capKeys},
 	{"Keys/PendingComplete", testKeysComplete, capKeys},
 	{"Keys/ResultLimit", testKeysResultLimit, capKeys},
 	{"Keys/ExpiredClaimantReclaim", testKeysExpired, capKeys},
