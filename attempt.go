@@ -195,6 +195,8 @@ func (g *guard) logDecision(ctx context.Context, d Decision, reason string, last
 // panic in work is recorded as a failed attempt (its value as note) before it goes on, with the
 // stack that raised it, to the caller: the lease is then released on the way out (sequence), so
 // the slot is neither left running under a live holder nor shown as one whose holder vanished.
+// runtime.Goexit in work (t.FailNow in a test's work) is recorded the same way, noted
+// GoexitNote, and goes on ending the caller's goroutine: recover cannot stop it, and returns nil.
 func (g *guard) runWork(ctx context.Context, log *slog.Logger, ls *lease.Lease, sp trace.Span, run *Run, work Work) error {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -206,19 +208,34 @@ func (g *guard) runWork(ctx context.Context, log *slog.Logger, ls *lease.Lease, 
 		}
 	}()
 	started := time.Now()
+	returned := false
 	defer func() {
-		if v := recover(); v != nil {
-			out := outcome(fmt.Errorf("the work panicked: %v", v), ls.Err())
-			_, ferr := g.finish(ctx, log, ls, out, false)
-			endAttempt(sp, out, ferr)
-			log.Error("end: the work panicked", "state", string(out.State), "recorded", ferr == nil, "err", ferr,
-				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			g.minHold(ctx, ls, started) // the lease is kept its MinHold all the same (clock skew)
+		v := recover()
+		if v == nil && returned {
+			return
+		}
+		werr, msg, why := fmt.Errorf("the work panicked: %v", v), "end: the work panicked", []any{"panic", fmt.Sprint(v)}
+		if v == nil { // not a panic (panic(nil) recovers a *runtime.PanicNilError): runtime.Goexit
+			werr, msg, why = errors.New(GoexitNote), "end: the work called runtime.Goexit", nil
+		}
+		out := outcome(werr, ls.Err())
+		_, ferr := g.finish(ctx, log, ls, out, false)
+		endAttempt(sp, out, ferr)
+		log.Error(msg, append([]any{"state", string(out.State), "recorded", ferr == nil, "err", ferr,
+			"stack", string(debug.Stack())}, why...)...)
+		g.minHold(ctx, ls, started) // the lease is kept its MinHold all the same (clock skew)
+		if v != nil {
 			panic(v)
 		}
 	}()
-	return work(wctx, run)
+	err := work(wctx, run)
+	returned = true
+	return err
 }
+
+// GoexitNote is the note of an attempt whose work called runtime.Goexit (t.FailNow, t.SkipNow):
+// it neither returned nor panicked, and did not finish.
+const GoexitNote = "the work called runtime.Goexit (as t.FailNow does) instead of returning"
 
 // outcome is what an attempt records, from what its work returned (werr) and why the lease was
 // lost while it ran (lost, nil if it was not). It is a pure function of the two:

@@ -230,7 +230,9 @@ type ExitCoder interface{ ExitCode() int }
 // code 0; an ExitCoder error records its code (0 is success); any other error records failed with
 // exit code 1 and the error as note. A panic is recorded as a failed attempt (exit code 1, note "the
 // work panicked: " and its value), the lease is released (not before MinHold), and the panic goes on to the caller of
-// Do, Sequence or CatchUp with the stack that raised it.
+// Do, Sequence or CatchUp with the stack that raised it. A call of runtime.Goexit in work (t.FailNow
+// in a test) is recorded and released the same way, noted GoexitNote, and goes on ending the
+// goroutine that called Do, Sequence or CatchUp (nothing can stop a Goexit).
 type Work = func(ctx context.Context, run *Run) error
 
 // Do runs work under the guard. It returns an error only when it could not decide (store

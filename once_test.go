@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -364,6 +365,38 @@ func TestWorkPanicRecorded(t *testing.T) {
 	}
 	if ls, err := s.Leases(context.Background()); err != nil || len(ls) != 0 {
 		t.Fatalf("leases after the panic: %+v, %v; want none", ls, err)
+	}
+	res := do(t, o, ok) // the lock and the lease are free; the failed slot is tried again
+	if res.Decision != once.Ran || res.Attempt.Number != 2 || res.Attempt.State != store.Succeeded {
+		t.Fatalf("next run: %+v, want attempt 2 ran and succeeded", res)
+	}
+}
+
+// runtime.Goexit in the work (t.FailNow inside it) is recorded as a failed attempt noting it, the
+// lease and the local lock are given back, and the goroutine that called Do still exits: the
+// attempt was left running, read as unknown (review) by the next holder only.
+func TestWorkGoexitRecorded(t *testing.T) {
+	s, _ := newStore(t)
+	o := once.Options{Store: s, Task: "goexits", Slot: "s1", LockDir: t.TempDir()}
+	returned := make(chan bool, 1)
+	go func() {
+		exited := true
+		defer func() { returned <- exited }()
+		_, _ = once.Do(context.Background(), o, func(context.Context, *once.Run) error { runtime.Goexit(); return nil })
+		exited = false
+	}()
+	if ok := <-returned; !ok {
+		t.Fatal("Do returned after the work called runtime.Goexit; the goroutine must go on exiting")
+	}
+	st, err := s.Slot(context.Background(), "goexits", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := st.Last; a == nil || a.State != store.Failed || a.ExitCode == nil || *a.ExitCode != 1 || a.Note != once.GoexitNote {
+		t.Fatalf("last attempt %+v, want failed with exit code 1 and note %q", st.Last, once.GoexitNote)
+	}
+	if ls, err := s.Leases(context.Background()); err != nil || len(ls) != 0 {
+		t.Fatalf("leases after the Goexit: %+v, %v; want none", ls, err)
 	}
 	res := do(t, o, ok) // the lock and the lease are free; the failed slot is tried again
 	if res.Decision != once.Ran || res.Attempt.Number != 2 || res.Attempt.State != store.Succeeded {

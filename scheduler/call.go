@@ -185,7 +185,7 @@ func (js *jobState) callCommand(ctx context.Context, o once.Options, a *active, 
 // callWork runs a Go function job.
 func (js *jobState) callWork(ctx context.Context, o once.Options, a *active, jb Job,
 	before func(*once.Run), results func(once.Result)) error {
-	work := func(ctx context.Context, run *once.Run) (err error) {
+	work := func(ctx context.Context, run *once.Run) error {
 		before(run)
 		if jb.Timeout > 0 {
 			var cancel context.CancelFunc
@@ -194,16 +194,7 @@ func (js *jobState) callWork(ctx context.Context, o once.Options, a *active, jb 
 		}
 		a.working.Store(true)
 		defer a.working.Store(false)
-		// A panic is this job's failed attempt, as a command's crash is, not the end of every job
-		// of the node: it would leave their attempts running, each then unknown (review).
-		defer func() {
-			if v := recover(); v != nil {
-				js.s.log.Error("the job's Work panicked; its attempt is recorded as failed", "task", jb.Name, "slot", run.Slot,
-					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				err = fmt.Errorf("the work panicked: %v", v)
-			}
-		}()
-		return jb.Work(ctx, run)
+		return js.contained(ctx, run, jb)
 	}
 	if len(a.l.slots) == 1 {
 		o.Slot = a.l.slots[0]
@@ -214,6 +205,35 @@ func (js *jobState) callWork(ctx context.Context, o once.Options, a *active, jb 
 		return err
 	}
 	_, err := once.Sequence(ctx, o, a.l.slots, once.SeqOptions{KeepGoing: true, Quiet: true, OnResult: results}, work)
+	return err
+}
+
+// contained runs jb.Work in a goroutine of its own and returns its error. A panic is this job's
+// failed attempt, as a command's crash is, not the end of every job of the node: it would leave
+// their attempts running, each then unknown (review). runtime.Goexit (which recover cannot stop)
+// ends that goroutine only, and fails the attempt noting once.GoexitNote: in the launch's
+// goroutine it skipped the launch's bookkeeping, and the job, still seen active, never ran again.
+func (js *jobState) contained(ctx context.Context, run *once.Run, jb Job) (err error) {
+	done := make(chan struct{})
+	go func() {
+		returned := false
+		defer close(done)
+		defer func() {
+			v := recover()
+			switch {
+			case v != nil:
+				js.s.log.Error("the job's Work panicked; its attempt is recorded as failed", "task", jb.Name, "slot", run.Slot,
+					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				err = fmt.Errorf("the work panicked: %v", v)
+			case !returned:
+				js.s.log.Error("the job's Work called runtime.Goexit; its attempt is recorded as failed", "task", jb.Name, "slot", run.Slot)
+				err = errors.New(once.GoexitNote)
+			}
+		}()
+		err = jb.Work(ctx, run)
+		returned = true
+	}()
+	<-done
 	return err
 }
 

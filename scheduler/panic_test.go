@@ -2,7 +2,9 @@ package scheduler_test
 
 import (
 	"context"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,6 +61,42 @@ func TestWorkPanicFailsOnlyItsAttempt(t *testing.T) {
 	for _, e := range f.history("long-panic-peer") {
 		if e.State == store.Running {
 			t.Fatalf("the other job's attempt was left running: %+v", e)
+		}
+	}
+}
+
+// A Work function that calls runtime.Goexit (t.FailNow inside it) fails its own attempt, noting
+// it, and the job goes on being launched: the Goexit ended the launch's goroutine, which left the
+// attempt running and the launch active for ever, so the job never ran again on that node.
+func TestWorkGoexitFailsOnlyItsAttempt(t *testing.T) {
+	f := newFleet(t, 1)
+	var calls atomic.Int32
+	j := workJob("goexits", "* * * * * *", func(context.Context, *once.Run) error {
+		if calls.Add(1) == 1 {
+			runtime.Goexit()
+		}
+		return nil
+	})
+	n := f.start(0, scheduler.Config{Drain: 5 * time.Second, Jobs: []scheduler.Job{j}})
+	ran := func(h []store.Entry) (failed, succeeded bool) {
+		for _, e := range h {
+			failed = failed || e.State == store.Failed && e.Note == once.GoexitNote
+			succeeded = succeeded || e.State == store.Succeeded
+		}
+		return failed, succeeded
+	}
+	f.awaitHistory("goexits", 20*time.Second, func(h []store.Entry) bool {
+		failed, succeeded := ran(h)
+		return failed && succeeded
+	})
+	n.stop()
+	h := f.history("goexits")
+	if failed, succeeded := ran(h); !failed || !succeeded {
+		t.Fatalf("history %+v: want a failed attempt noting %q, then a later slot run and succeeded", h, once.GoexitNote)
+	}
+	for _, e := range h {
+		if e.State == store.Running {
+			t.Fatalf("an attempt was left running: %+v", e)
 		}
 	}
 }

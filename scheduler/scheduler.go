@@ -26,7 +26,8 @@ type Job struct {
 	// when its context is cancelled (a lost lease, a timeout, replace, the end of a drain); Run
 	// does not wait for one that has not after its grace (see Run). A panic in it is its attempt's
 	// failure (note "the work panicked: " and its value; the stack is logged), as a command's
-	// crash is: the node goes on running its jobs.
+	// crash is: the node goes on running its jobs. So is a call of runtime.Goexit in it (note
+	// once.GoexitNote): Work runs in a goroutine of its own, which the Goexit ends.
 	Work once.Work
 }
 

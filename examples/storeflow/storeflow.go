@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,10 +216,13 @@ func (s *Shop) syncBatch(ctx context.Context, task, slot string, lo int, part []
 type Story struct {
 	Shop  *Shop
 	Guard store.Store // the once store of the guard (any backend)
-	Task  string      // default "store-flow-sync"
-	Day   string      // the slot; default "2026-11-29"
-	Flows int         // default 3000
-	Log   io.Writer   // narration; nil discards
+	// Machine opens another handle on Guard's ledger: the nightly run's machine's own, closed when
+	// that machine dies (its connections die with it). Required.
+	Machine func(context.Context) (store.Store, error)
+	Task    string    // default "store-flow-sync"
+	Day     string    // the slot; default "2026-11-29"
+	Flows   int       // default 3000
+	Log     io.Writer // narration; nil discards
 }
 
 // Report is what happened in each act of the story.
@@ -286,19 +290,31 @@ func (p *play) job(s *Shop, who string) once.Work {
 	}
 }
 
-// nightly is act 1: 02:00, the nightly run; the machine dies mid-run. The death is played by
-// ending the run's goroutine where the crash is injected (runtime.Goexit): nothing of the run
-// records anything after it, as with a process killed there. (A panic would not do: the guard
-// records a panicking work as a failed attempt before the panic goes on.) The deferred calls still
-// run — the transaction is rolled back, as the server does for a dead client, and the lease and
-// the lock are given back, as their expiry would — so the attempt is left running without a
-// holder, which the next launch finds.
+// nightly is act 1: 02:00, the nightly run; the machine dies mid-run. The death is played where
+// the crash is injected: the machine's own handle on the ledger is closed, as a dead process's
+// connections are, and the run's goroutine ends (runtime.Goexit). The guard notices the work did
+// not return and tries to record it as failed, but nothing of the machine reaches the ledger any
+// more: the attempt is left running without a holder and the lease runs out by itself (a short
+// TTL), which the next launch finds. The deferred calls still run: the orders transaction is
+// rolled back, as the server does for a dead client, and the local lock is given back, as the
+// kernel does for a dead process. (Goexit alone would not do: the guard records a work that calls
+// it, or panics, as a failed attempt, which is a crash it saw, not a death.)
 func (p *play) nightly(ctx context.Context) (err error) {
+	if p.st.Machine == nil {
+		return errors.New("act 1: Story.Machine is required")
+	}
+	m, err := p.st.Machine(ctx)
+	if err != nil {
+		return fmt.Errorf("act 1: the machine's store: %w", err)
+	}
+	defer m.Close() //nolint:errcheck // closed already when the machine died
+	o := p.opts
+	o.Store, o.TTL = m, machineTTL
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		var res once.Result
-		res, err = once.Do(ctx, p.opts, p.dying(p.job(&p.shop, "nightly")))
+		res, err = once.Do(ctx, o, p.dying(m, p.job(&p.shop, "nightly")))
 		if err == nil && res.WorkErr != nil {
 			err = res.WorkErr
 		}
@@ -312,8 +328,12 @@ func (p *play) nightly(ctx context.Context) (err error) {
 	return nil
 }
 
-// dying is w whose injected crash (a Crashed panic) ends the goroutine instead: the machine dies.
-func (p *play) dying(w once.Work) once.Work {
+// machineTTL is the lease of the machine that dies: the reboot waits it out.
+const machineTTL = time.Second
+
+// dying is w whose injected crash (a Crashed panic) kills the machine instead: its store handle m
+// is closed and the goroutine ends.
+func (p *play) dying(m store.Store, w once.Work) once.Work {
 	return func(ctx context.Context, run *once.Run) error {
 		defer func() {
 			if r := recover(); r != nil {
@@ -322,10 +342,29 @@ func (p *play) dying(w once.Work) once.Work {
 					panic(r)
 				}
 				p.rep.Crashed = &c
+				_ = m.Close()
 				runtime.Goexit()
 			}
 		}()
 		return w(ctx, run)
+	}
+}
+
+// awaitExpiry waits until the dead machine's lease has run out: the reboot.
+func (p *play) awaitExpiry(ctx context.Context) error {
+	for {
+		ls, err := p.st.Guard.Leases(ctx)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(ls, func(l store.Lease) bool { return l.Task == p.st.Task }) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
@@ -353,6 +392,9 @@ func (p *play) launch(ctx context.Context, act string, o once.Options) ([]once.D
 func (p *play) reboot(ctx context.Context) (err error) {
 	p.clean = p.shop // the shop as act 1 left it
 	p.clean.Crash = NoCrash
+	if err := p.awaitExpiry(ctx); err != nil {
+		return fmt.Errorf("act 2: waiting for the dead machine's lease to run out: %w", err)
+	}
 	p.rep.Launches, err = p.launch(ctx, "act 2", p.opts)
 	return err
 }

@@ -1,6 +1,7 @@
 package storeflow_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -8,8 +9,21 @@ import (
 	"github.com/once-run/once"
 	"github.com/once-run/once/examples/storeflow"
 	"github.com/once-run/once/internal/keystest"
+	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/sqlite"
 )
+
+// guardStore is the guard's ledger, an embedded once store, and the opener of the nightly
+// machine's own handle on it.
+func guardStore(t *testing.T) (store.Store, func(context.Context) (store.Store, error)) {
+	path := filepath.Join(t.TempDir(), "once.db")
+	guard, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { guard.Close() })
+	return guard, func(ctx context.Context) (store.Store, error) { return sqlite.Open(ctx, path, sqlite.Options{}) }
+}
 
 // TestStoreFlow plays the seed's incident (this example) with a crash injected at row 2,000
 // at every point of a batch's transaction, on every backend: 3,000 flows must end as 3,000 orders
@@ -39,16 +53,12 @@ func TestStoreFlow(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					f := keystest.NewFixture(t, b)
 					ctx := keystest.Context(t, 2*time.Minute)
-					guard, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "once.db"), sqlite.Options{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { guard.Close() })
+					guard, machine := guardStore(t)
 					orders := f.Table + "_orders"
 					t.Cleanup(func() { _, _ = f.DB.Exec("DROP TABLE IF EXISTS " + orders) })
 					shop := &storeflow.Shop{DB: f.DB, Dialect: b.Dialect, Keys: f.K, Orders: orders,
 						Checkpoint: tc.checkpoint, Crash: tc.crash, CrashAt: 2000}
-					rep, err := storeflow.Run(ctx, storeflow.Story{Shop: shop, Guard: guard, Flows: 3000})
+					rep, err := storeflow.Run(ctx, storeflow.Story{Shop: shop, Guard: guard, Machine: machine, Flows: 3000})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -89,13 +99,9 @@ func TestStoreFlow(t *testing.T) {
 func TestStoreFlowNaive(t *testing.T) {
 	f := keystest.NewFixture(t, keystest.Backends()[0])
 	ctx := keystest.Context(t, time.Minute)
-	guard, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "once.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer guard.Close()
+	guard, machine := guardStore(t)
 	shop := &storeflow.Shop{DB: f.DB, Dialect: f.B.Dialect, Keys: f.K, Naive: true, Crash: storeflow.AfterCommit, CrashAt: 2000}
-	rep, err := storeflow.Run(ctx, storeflow.Story{Shop: shop, Guard: guard})
+	rep, err := storeflow.Run(ctx, storeflow.Story{Shop: shop, Guard: guard, Machine: machine})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/once-run/once/examples/storeflow"
 	"github.com/once-run/once/keys"
+	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/sqlite"
 )
 
@@ -66,7 +67,8 @@ func run(dialectName, dsn string, flows int, naive bool) error {
 	if err != nil {
 		return err
 	}
-	guard, err := sqlite.Open(ctx, filepath.Join(dir, "once.db"), sqlite.Options{})
+	ledger := filepath.Join(dir, "once.db")
+	guard, err := sqlite.Open(ctx, ledger, sqlite.Options{})
 	if err != nil {
 		return err
 	}
@@ -77,7 +79,9 @@ func run(dialectName, dsn string, flows int, naive bool) error {
 	for _, t := range []string{"storeflow_orders", "storeflow_keys", "storeflow_keys_checkpoints"} {
 		_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t)
 	}
-	rep, err := storeflow.Run(ctx, storeflow.Story{Shop: shop, Guard: guard, Flows: flows, Log: os.Stdout})
+	rep, err := storeflow.Run(ctx, storeflow.Story{Shop: shop, Guard: guard, Machine: func(ctx context.Context) (store.Store, error) {
+		return sqlite.Open(ctx, ledger, sqlite.Options{})
+	}, Flows: flows, Log: os.Stdout})
 	if err != nil {
 		return err
 	}
