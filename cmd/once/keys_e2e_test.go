@@ -256,6 +256,50 @@ func TestEffectKilledCommandIsNotCalledAgain(t *testing.T) {
 	}
 }
 
+// A COMMAND that failed releases its claim so that a retry calls again; when the release itself
+// fails (here another process holds the ledger's write lock past busy_timeout, as a stuck writer
+// would), once effect still passes COMMAND's status through and says that the claim stays, what
+// retries get meanwhile (75, then 76) and why; the retry does get 75.
+func TestEffectClaimNotReleased(t *testing.T) {
+	t.Parallel()
+	e := keysEnv(t)
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "once.db")
+	dsn := "sqlite://" + ledger + "?busy_timeout=300ms"
+	called, locked := filepath.Join(dir, "called"), filepath.Join(dir, "locked")
+	call := `touch ` + called + `; while [ ! -e ` + locked + ` ]; do sleep 0.05; done; exit 3`
+	done := make(chan result, 1)
+	go func() { done <- e.runIn("", nil, "effect", "--store", dsn, "--key", "inv-9", "--", "sh", "-c", call) }()
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(called); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("COMMAND was not called within 60s")
+		}
+	}
+	conn := writeLock(t, ledger) // between the call and the release
+	if err := os.WriteFile(locked, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`effect "inv-9" in scope "effect": COMMAND failed`, `the claim on key "inv-9" was not released`,
+		"retries get 75 until this claim ends (after --claim-ttl), then 76: decide with --reconcile"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Fatalf("exit %d, stderr:\n%s\nwant it to say %q", r.code, r.stderr, want)
+		}
+	}
+	if r.code != 3 {
+		t.Fatalf("exit %d, want COMMAND's 3: %s", r.code, r.stderr)
+	}
+	if r := e.runIn("", nil, "effect", "--store", dsn, "--key", "inv-9", "--", "sh", "-c", "exit 0"); r.code != 75 {
+		t.Fatalf("retry while the claim that was not given back lives: %d %s; want 75", r.code, r.stderr)
+	}
+}
+
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
