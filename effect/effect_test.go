@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,6 +58,28 @@ func TestFailedCallReleasesClaim(t *testing.T) {
 	}
 	if out, err := effect.Do(ctx, s, "pay", "k", claimant("b"), func(context.Context) error { return nil }, nil); out != effect.Called || err != nil {
 		t.Fatalf("retry after a failed call: %v, %v; want called", out, err)
+	}
+}
+
+// A failed call whose claim cannot be released (the store went away between the call and the
+// release: here its handle is closed by the call) is Failed with the call's error, and the error
+// says the claim stays; a second handle on the same ledger finds the key still pending.
+func TestFailedCallClaimNotReleased(t *testing.T) {
+	ctx := context.Background()
+	dsn := newDSN(t)
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	boom := errors.New("503 from downstream")
+	out, err := effect.Do(ctx, s.(store.Keys), "pay", "k", claimant("a"), func(context.Context) error { s.Close(); return boom }, nil)
+	if out != effect.Failed || !errors.Is(err, boom) || !strings.Contains(err.Error(), `the claim on key "k" was not released`) {
+		t.Fatalf("failed call, release failed: %v, %v; want Failed with the call's error saying the claim stays", out, err)
+	}
+	ks, err := open(t, dsn).Lookup(ctx, "pay", []string{"k"})
+	if err != nil || len(ks) != 1 || ks[0].State != store.KeyPending {
+		t.Fatalf("the key after the release failed: %+v, %v; want pending", ks, err)
 	}
 }
 
