@@ -155,6 +155,40 @@ func TestLogFileFIFO(t *testing.T) {
 	n.stop()
 }
 
+// A symbolic link where a job's log file goes is not written through, even when it points to
+// another file inside the log directory (which os.Root alone allows): another job's log here, or
+// anything in a shared --log-dir. The job runs, its output kept as the tail in the store only; the
+// target and the link stay as they were.
+func TestLogFileLinkRefused(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	dir := filepath.Join(t.TempDir(), "logs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.log")
+	if err := os.WriteFile(other, []byte("another job's log\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := scheduler.LogFile(dir, "linked")
+	if err := os.Symlink("other.log", link); err != nil {
+		t.Fatal(err)
+	}
+	j := scheduler.Job{Job: jobfile.Job{Name: "linked", Schedule: "@every 1s", TZ: "UTC", Command: []string{"echo", "0123456789"}}}
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, LogDir: dir, TailSize: 64})
+	eventually(t, 8*time.Second, "two runs despite the link", func() bool { return count(f.history("linked"), store.Succeeded, "") >= 2 })
+	n.stop()
+	if b, err := os.ReadFile(other); err != nil || string(b) != "another job's log\n" {
+		t.Fatalf("the file the link points to: %q, %v; want it untouched", b, err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link: %v, %v; want it left as it is", fi, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Fatalf("log directory %v: want the link and its target only", ents)
+	}
+}
+
 // The log directory is opened once: a swap of it for a link to elsewhere (by whoever may rename
 // entries of a directory above it) does not move the daemon's writes there; rotation goes through
 // the same handle.

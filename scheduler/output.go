@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/once-run/once"
 	"github.com/once-run/once/store"
@@ -81,8 +84,8 @@ func (s *Scheduler) logRoot() (*os.Root, error) {
 	return r, nil
 }
 
-// open opens the job's log file for appending: created 0600 in a directory created 0700, through
-// no link out of that directory, and only a regular file of this user's (a FIFO put there would
+// open opens the job's log file for appending: created 0600 in a directory created 0700, never
+// through a symbolic link (openLog), and only a regular file of this user's (a FIFO put there would
 // block the open, and the daemon's launches behind it, until someone read it: opened non-blocking
 // and refused).
 func (o *output) open() error {
@@ -91,7 +94,7 @@ func (o *output) open() error {
 		return err
 	}
 	path := LogFile(o.s.c.LogDir, o.name)
-	f, err := root.OpenFile(filepath.Base(path), os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0o600)
+	f, err := openLog(root, path)
 	if err != nil {
 		return err
 	}
@@ -111,6 +114,30 @@ func (o *output) open() error {
 	}
 	o.file, o.size = f, fi.Size()
 	return nil
+}
+
+// openLog opens the log file path (in root) for appending, creating it, with O_NOFOLLOW on its
+// name: a symbolic link there is refused (ELOOP), wherever it points. os.Root alone refuses only a
+// link out of the directory; in Go 1.26 its OpenFile follows one to another file inside it, whatever
+// the flags, and a log directory may hold other files (another job's log, its rotated ones, or
+// anything when --log-dir is a shared directory such as /var/log). So the file is opened by
+// openat(2) on the root's own directory, with the kernel's O_NOFOLLOW; the name has no '/'
+// (LogFile), so nothing but its last component is looked up.
+func openLog(root *os.Root, path string) (*os.File, error) {
+	dir, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	name := filepath.Base(path)
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: once writes no log through a link; remove it", path)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // begin starts the output of attempt run: a header line in the log file, an empty tail.
