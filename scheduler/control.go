@@ -31,6 +31,9 @@ func keysOf(s store.Store) (store.Keys, error) {
 	return k, nil
 }
 
+// MaxPauseNote is the longest note a pause takes (once pause --note, the dashboard's form).
+const MaxPauseNote = 200
+
 // Pause pauses job name for the whole fleet: no node fires its slots until Resume (each paused
 // slot is recorded once as skipped). by and note say who and why (shown by Paused). It reports
 // false, with the pause in force, when the job was already paused.

@@ -112,7 +112,7 @@ func (a *app) pauseCmd() *cobra.Command {
   once resume nightly-sync`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := store.CheckText("--note", note, 200); err != nil {
+			if err := store.CheckText("--note", note, scheduler.MaxPauseNote); err != nil {
 				return usage("%v", err)
 			}
 			return a.withJobStore(c.Context(), args[0], func(ctx context.Context, s store.Store) error {

@@ -394,6 +394,13 @@ func (s *Server) jobAction(r *http.Request, name, action, by, note string) (stri
 	if by == "" {
 		by = "once serve"
 	}
+	// Checked as once pause checks its own: the pause request's claimant names who and why.
+	if err := store.CheckName("by", by+" via once serve", store.MaxByLen); err != nil {
+		return "", bad("%v", err)
+	}
+	if err := store.CheckText("note", note, scheduler.MaxPauseNote); err != nil {
+		return "", bad("%v", err)
+	}
 	ctx := r.Context()
 	var msg string
 	switch action {
