@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,8 @@ func TestServeRefusesUnsafeSetups(t *testing.T) {
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", filepath.Join(e.home, "missing")}, "does not exist"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", good, "--tls-cert", good}, "together"},
 		{[]string{"daemon", "--jobs", jobs, "--http", "0.0.0.0:0"}, "--http 0.0.0.0:0: reachable from other hosts"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--reads-need-token"}, "--reads-need-token: give the token"},
+		{[]string{"daemon", "--jobs", jobs, "--http", "127.0.0.1:0", "--reads-need-token"}, "--reads-need-token: give the token"},
 	} {
 		r := e.run(c.args...)
 		if r.code != 64 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
@@ -48,5 +51,44 @@ func TestServeRefusesUnsafeSetups(t *testing.T) {
 		if strings.Contains(r.stderr, "0123456789abcdef") {
 			t.Errorf("once %s printed the token", strings.Join(c.args, " "))
 		}
+	}
+}
+
+// TestServeClosesReadsWhenAsked: with --reads-need-token a loopback listener shows nothing
+// without the token (other users of the host reach 127.0.0.1 too), and without it a request that
+// came through a reverse proxy on this host (X-Forwarded-For) needs the token all the same.
+func TestServeClosesReadsWhenAsked(t *testing.T) {
+	e, _ := dashEnv(t)
+	tok := filepath.Join(e.home, "token")
+	if err := os.WriteFile(tok, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read := func(base string, hdr ...string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/api/v1/tasks", nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const bearer = "Bearer 0123456789abcdef0123"
+	closed := startServe(t, e, "--listen", "127.0.0.1:0", "--token-file", tok, "--reads-need-token")
+	if got := read(closed); got != 401 {
+		t.Errorf("--reads-need-token, a loopback read without the token: %d, want 401", got)
+	}
+	if got := read(closed, "Authorization", bearer); got != 200 {
+		t.Errorf("--reads-need-token, a read with the token: %d, want 200", got)
+	}
+	open := startServe(t, e, "--listen", "127.0.0.1:0", "--token-file", tok)
+	if got := read(open); got != 200 {
+		t.Errorf("a loopback read: %d, want 200", got)
+	}
+	if got := read(open, "X-Forwarded-For", "203.0.113.9"); got != 401 {
+		t.Errorf("a read through a proxy without the token: %d, want 401", got)
 	}
 }

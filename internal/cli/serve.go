@@ -22,6 +22,8 @@ import (
 // httpFlags are once serve's flags, shared with once daemon --http.
 type httpFlags struct {
 	listen, tokenFile, certFile, keyFile string
+	// readsNeedToken closes reads on loopback too (web.Config.ReadsNeedToken).
+	readsNeedToken bool
 }
 
 // minToken is the shortest token taken: a token guards every change, so it is not a word.
@@ -32,6 +34,7 @@ func (h *httpFlags) add(fl *pflag.FlagSet, listenFlag, listenDefault, listenUsag
 	fl.StringVar(&h.tokenFile, "token-file", "", "the bearer token every change needs (and every read beyond loopback), in a file only you can read (env ONCE_SERVE_TOKEN_FILE)")
 	fl.StringVar(&h.certFile, "tls-cert", "", "serve HTTPS with this certificate file (PEM; with --tls-key)")
 	fl.StringVar(&h.keyFile, "tls-key", "", "the certificate's private key file (PEM)")
+	fl.BoolVar(&h.readsNeedToken, "reads-need-token", false, "every read needs the token, on loopback too (a host with other users, or a proxy on this host)")
 }
 
 // token reads the token from --token-file (or ONCE_SERVE_TOKEN_FILE), or ONCE_SERVE_TOKEN; ""
@@ -68,6 +71,9 @@ func (h *httpFlags) listener(flag, token string) (net.Listener, error) {
 	if (h.certFile == "") != (h.keyFile == "") {
 		return nil, usage("give --tls-cert and --tls-key together")
 	}
+	if h.readsNeedToken && token == "" {
+		return nil, usage("--reads-need-token: give the token with --token-file (or ONCE_SERVE_TOKEN_FILE)")
+	}
 	host, _, err := net.SplitHostPort(h.listen)
 	if err != nil {
 		return nil, usage("%s %q: give HOST:PORT, e.g. 127.0.0.1:8080", flag, h.listen)
@@ -93,7 +99,8 @@ func (a *app) serveCmd() *cobra.Command {
 live leases, run detail, jobs), the JSON API under /api/v1 (docs/api.md) and /metrics for Prometheus
 (docs/metrics.md).
 
-It listens on 127.0.0.1:8080 by default. On loopback, reads need no credentials; every change
+It listens on 127.0.0.1:8080 by default. On loopback, reads need no credentials (unless
+--reads-need-token, or the request came through a proxy); every change
 (resolve, pause, resume, trigger) needs the bearer token of --token-file (or ONCE_SERVE_TOKEN), and
 a browser logs in with it once. Without a token the server is read-only. A listener beyond loopback
 needs the token for every read too. --tls-cert and --tls-key serve HTTPS. --jobs PATH shows the
@@ -173,7 +180,7 @@ func (a *app) runWeb(ctx context.Context, s store.Store, dsn, tok string, jobs f
 		ln.Close()
 		return err
 	}
-	srv, err := web.New(web.Config{Store: s, DSN: dsn, Token: tok, Jobs: jobs, Metrics: col.Handler(), Log: log, Version: version()})
+	srv, err := web.New(web.Config{Store: s, DSN: dsn, Token: tok, ReadsNeedToken: h.readsNeedToken, Jobs: jobs, Metrics: col.Handler(), Log: log, Version: version()})
 	if err != nil {
 		ln.Close()
 		return err

@@ -15,14 +15,19 @@ import (
 
 // The access rules, in one place:
 //
-//   - A read (GET, HEAD) is open without credentials only when the listener is on loopback and
-//     the request names a loopback host (Host header): a page of another site that rebinds its
-//     name to 127.0.0.1 is refused. Otherwise it needs the token: the bearer header, or the
-//     session cookie a browser gets at /login.
+//   - A read (GET, HEAD) is open without credentials only when the listener is on loopback, the
+//     request names a loopback host (Host header) and carries no header of a proxy
+//     (X-Forwarded-For, Forwarded, Via, …), and Config.ReadsNeedToken is false: a page of another
+//     site that rebinds its name to 127.0.0.1 is refused, and so is a request a reverse proxy on
+//     this host forwards from anywhere (nginx and Apache name the backend, 127.0.0.1:8080, as its
+//     Host by default). Otherwise it needs the token: the bearer header, or the session cookie a
+//     browser gets at /login.
 //   - A change needs the token always: API calls send it as a bearer header (no cookie is taken
 //     for them, so no other page can make a browser send one); dashboard forms are taken with the
 //     session cookie only when they also carry the CSRF token bound to it and come from this
-//     origin (Sec-Fetch-Site, Origin).
+//     origin (Sec-Fetch-Site, Origin). Log out is taken from this origin only.
+//   - The session cookie is HttpOnly, SameSite=Strict, and Secure under TLS or behind a proxy
+//     that says the browser used https (X-Forwarded-Proto, Forwarded: proto=https).
 //   - Without a token configured nothing can be changed: the server is read-only.
 
 const sessionCookie = "once_session"
@@ -89,7 +94,12 @@ func (s *Server) csrf(r *http.Request) string {
 	return s.mac("csrf|" + v)
 }
 
-func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+// equal compares a secret with what a client sent in constant time, their lengths included
+// (ConstantTimeCompare answers at once for two lengths): the digests are compared.
+func equal(a, b string) bool {
+	da, db := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(da[:], db[:]) == 1
+}
 
 // bearer reports whether r carries the token as "Authorization: Bearer TOKEN".
 func (s *Server) bearer(r *http.Request) bool {
@@ -118,9 +128,40 @@ func loopbackHost(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// proxyHeaders are headers a reverse proxy adds (nginx with the usual proxy_set_header lines,
+// Apache's mod_proxy, Caddy, Traefik, HAProxy's forwardfor, Envoy) and a browser never sends.
+var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "Via"}
+
+// proxied reports whether r came through a proxy: it may come from anywhere.
+func proxied(r *http.Request) bool {
+	for _, h := range proxyHeaders {
+		if _, ok := r.Header[h]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// viaHTTPS reports whether a proxy says the browser used https (TLS ends at the proxy). A client
+// that sends it falsely only makes its own cookie Secure.
+func viaHTTPS(r *http.Request) bool {
+	if strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https") {
+		return true
+	}
+	for _, f := range r.Header.Values("Forwarded") {
+		for _, part := range strings.FieldsFunc(f, func(c rune) bool { return c == ';' || c == ',' }) {
+			k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+			if strings.EqualFold(k, "proto") && strings.EqualFold(strings.Trim(v, `"`), "https") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // mayRead reports whether r may read.
 func (s *Server) mayRead(r *http.Request) bool {
-	if s.loopback && loopbackHost(r) {
+	if s.loopback && !s.c.ReadsNeedToken && !proxied(r) && loopbackHost(r) {
 		return true
 	}
 	return s.bearer(r) || s.hasSession(r)

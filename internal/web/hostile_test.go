@@ -2,16 +2,122 @@ package web
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/once-run/once/jobfile"
 	"github.com/once-run/once/scheduler"
+	"github.com/once-run/once/store"
 )
 
-// The attacks of a hostile client on the server, found by attacking a real once serve with curl
-// and Chromium.
+// The attacks of a hostile client on the access rules (auth.go), found by attacking a real once
+// serve with curl and Chromium.
+
+// TestProxiedReadsNeedTheToken: a reverse proxy on the same host (nginx, Apache, Caddy, Traefik)
+// forwards requests from anywhere to a loopback listener, and nginx and Apache send the backend's
+// own address as Host (127.0.0.1:8080) by default: such a request looks local, and was read
+// without the token. A request carrying a proxy's headers is read as one from beyond loopback.
+func TestProxiedReadsNeedTheToken(t *testing.T) {
+	sd := newSeeded(t)
+	sd.run("nightly", "2026-12-01", "hostA", store.Succeeded)
+	_, ts := sd.server(testToken)
+	for _, h := range [][2]string{{"X-Forwarded-For", "203.0.113.9"}, {"X-Real-IP", "203.0.113.9"},
+		{"Forwarded", "for=203.0.113.9;proto=https"}, {"X-Forwarded-Host", "once.example.com"},
+		{"X-Forwarded-Proto", "https"}, {"Via", "1.1 proxy"}} {
+		if resp, body := get(t, ts, "/api/v1/tasks", h[0], h[1]); resp.StatusCode != 401 || strings.Contains(body, "nightly") {
+			t.Errorf("a read through a proxy (%s) without the token: %d %s", h[0], resp.StatusCode, body)
+		}
+		if resp, _ := get(t, ts, "/api/v1/tasks", h[0], h[1], "Authorization", "Bearer "+testToken); resp.StatusCode != 200 {
+			t.Errorf("a read through a proxy (%s) with the token: %d", h[0], resp.StatusCode)
+		}
+	}
+	if resp, _ := get(t, ts, "/healthz", "X-Forwarded-For", "203.0.113.9"); resp.StatusCode != 200 {
+		t.Errorf("/healthz through a proxy: %d", resp.StatusCode)
+	}
+}
+
+// TestReadsNeedTheTokenWhenAsked: Config.ReadsNeedToken closes reads on loopback too (a host
+// with other users, who can all reach 127.0.0.1, or a proxy that sends no header of its own).
+func TestReadsNeedTheTokenWhenAsked(t *testing.T) {
+	sd := newSeeded(t)
+	sd.run("nightly", "2026-12-01", "hostA", store.Succeeded)
+	if _, err := New(Config{Store: sd.s, ReadsNeedToken: true}); err == nil {
+		t.Fatal("ReadsNeedToken without a token: no error (nothing could be read)")
+	}
+	srv, err := New(Config{Store: sd.s, Token: testToken, ReadsNeedToken: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	for _, p := range []string{"/api/v1/tasks", "/metrics"} {
+		if resp, body := get(t, ts, p); resp.StatusCode != 401 || strings.Contains(body, "nightly") {
+			t.Errorf("%s on loopback without the token: %d %s", p, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := get(t, ts, "/slot?task=nightly&slot=2026-12-01"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("a page on loopback without a session: %d, want a redirect to /login", resp.StatusCode)
+	}
+	if resp, _ := get(t, ts, "/api/v1/tasks", "Authorization", "Bearer "+testToken); resp.StatusCode != 200 {
+		t.Errorf("with the token: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, ts, "/login"); resp.StatusCode != 200 {
+		t.Errorf("/login: %d", resp.StatusCode)
+	}
+}
+
+// login posts the token to /login with the headers hdr and returns the session cookie set.
+func login(t *testing.T, ts *httptest.Server, hdr ...string) *http.Cookie {
+	t.Helper()
+	resp, _ := post(t, ts, "/login", "application/x-www-form-urlencoded", url.Values{"token": {testToken}}.Encode(), hdr...)
+	for _, c := range resp.Cookies() {
+		if c.Name == sessionCookie {
+			return c
+		}
+	}
+	t.Fatalf("login: %d, no session cookie", resp.StatusCode)
+	return nil
+}
+
+// TestSessionCookieSecureBehindATLSProxy: behind a proxy that ends TLS the server speaks plain
+// HTTP, and the cookie lacked Secure: the browser then sent it over any plain http:// URL of the
+// same host name too (cookies ignore ports).
+func TestSessionCookieSecureBehindATLSProxy(t *testing.T) {
+	sd := newSeeded(t)
+	_, ts := sd.server(testToken)
+	if c := login(t, ts); c.Secure {
+		t.Error("plain HTTP, no proxy: the cookie is Secure (a browser would drop it)")
+	}
+	for _, h := range [][2]string{{"X-Forwarded-Proto", "https"}, {"Forwarded", `for=203.0.113.9;proto=https;host="once.example.com"`}} {
+		if c := login(t, ts, h[0], h[1]); !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+			t.Errorf("behind a TLS proxy (%s: %s): cookie %+v, want Secure, HttpOnly, SameSite=Strict", h[0], h[1], c)
+		}
+	}
+}
+
+// TestLogoutOnlyFromThisOrigin: another site's page could post to /logout and end the
+// operator's session (a nuisance in the middle of a review). Log out is taken from this origin
+// only, like every form.
+func TestLogoutOnlyFromThisOrigin(t *testing.T) {
+	sd := newSeeded(t)
+	_, ts := sd.server(testToken)
+	c := login(t, ts)
+	cookie := c.Name + "=" + c.Value
+	resp, _ := post(t, ts, "/logout", "application/x-www-form-urlencoded", "", "Cookie", cookie, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example")
+	if resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Fatalf("a cross-site log out: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	resp, _ = post(t, ts, "/logout", "application/x-www-form-urlencoded", "", "Cookie", cookie, "Sec-Fetch-Site", "same-origin")
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || resp.Cookies()[0].MaxAge >= 0 {
+		t.Fatalf("log out: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	if got := resp.Cookies()[0]; !got.HttpOnly || got.SameSite != http.SameSiteStrictMode {
+		t.Errorf("the cookie that ends the session: %+v, want the session cookie's attributes", got)
+	}
+}
 
 // TestJobActionChecksWhoAndWhy: a pause's "by" becomes a name in the ledger (the pause request's
 // claimant, shown by once status and the jobs page): it is checked as --by is, and its note as a

@@ -221,8 +221,7 @@ func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "login", map[string]string{"Next": localPath(r.URL.Query().Get("next")), "Error": ""})
 }
 
-// formLogin takes the token once and gives the browser a session cookie derived from it
-// (HttpOnly, SameSite=Strict; Secure under TLS).
+// formLogin takes the token once and gives the browser a session cookie derived from it.
 func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) {
 	next := localPath(r.PostFormValue("next"))
 	if s.c.Token == "" || !equal(strings.TrimSpace(r.PostFormValue("token")), s.c.Token) {
@@ -234,12 +233,26 @@ func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusUnauthorized, "login", map[string]string{"Next": next, "Error": msg})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.sessionValue(s.c.Now().Add(sessionTTL)), Path: "/", HttpOnly: true,
-		Secure: s.tls, SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL / time.Second)})
+	http.SetCookie(w, s.sessionCookie(r, s.sessionValue(s.c.Now().Add(sessionTTL)), int(sessionTTL/time.Second)))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// sessionCookie is the session cookie with value for maxAge seconds (negative: delete it):
+// HttpOnly, SameSite=Strict, and Secure under TLS or behind a proxy that says the browser used
+// https (without it the browser would send it to any plain http:// URL of the host name).
+func (s *Server) sessionCookie(r *http.Request, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: sessionCookie, Value: value, Path: "/", HttpOnly: true,
+		Secure: s.tls || viaHTTPS(r), SameSite: http.SameSiteStrictMode, MaxAge: maxAge}
+}
+
+// formLogout ends the browser's session. It is taken from this origin only: another site's page
+// cannot log an operator out. (The cookie is deleted in this browser; a copy made of it stays
+// valid until its end, as the server keeps no sessions.)
 func (s *Server) formLogout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, MaxAge: -1})
+	if !sameOrigin(r) {
+		s.fail(w, r, http.StatusForbidden, s.tr(r)("csrf"))
+		return
+	}
+	http.SetCookie(w, s.sessionCookie(r, "", -1))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

@@ -21,6 +21,9 @@ type Config struct {
 	DSN string
 	// Token is the bearer token every change needs; "" makes the server read-only.
 	Token string
+	// ReadsNeedToken makes every read need the token too, on a loopback listener as well (where
+	// every local user, and a proxy on this host, can connect). It needs a Token.
+	ReadsNeedToken bool
 	// Jobs, when set, gives the daemon's jobs now (once daemon --http, once serve --jobs).
 	Jobs func() []scheduler.Job
 	// Metrics, when set, is served at /metrics.
@@ -51,6 +54,9 @@ func New(c Config) (*Server, error) {
 	if c.Store == nil {
 		return nil, errors.New("web: Config.Store is required")
 	}
+	if c.ReadsNeedToken && c.Token == "" {
+		return nil, fmt.Errorf("%w: Config.ReadsNeedToken without a Token would let nobody read", ErrNeedsToken)
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -68,7 +74,8 @@ func New(c Config) (*Server, error) {
 // open as on a loopback listener unless Serve said otherwise.
 func (s *Server) Handler() http.Handler { return s.guard(s.mux) }
 
-// ErrNeedsToken is returned by Serve for a listener beyond loopback without a token.
+// ErrNeedsToken is returned by Serve for a listener beyond loopback without a token, and by New
+// for Config.ReadsNeedToken without one.
 var ErrNeedsToken = errors.New("web: a listener beyond loopback needs a token")
 
 // Serve answers on ln until ctx ends, then stops within 5 s. With cert and key files it serves
