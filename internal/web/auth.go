@@ -204,8 +204,45 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		if !open {
+			if !s.admit(r) {
+				s.busy(w, r)
+				return
+			}
+			defer func() { <-s.inFlight }()
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// admit takes one of the maxInFlight places of requests that read the store, waiting up to
+// busyWait for one; false when none came free (or the client left).
+func (s *Server) admit(r *http.Request) bool {
+	select {
+	case s.inFlight <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(s.busyWait)
+	defer t.Stop()
+	select {
+	case s.inFlight <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	return false
+}
+
+// busy answers a request refused by admit: 503, try again in a moment.
+func (s *Server) busy(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", "1")
+	if strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics" {
+		s.c.Log.Warn("request failed", "path", r.URL.Path, "err", "busy", "from", r.RemoteAddr)
+		apiError(w, http.StatusServiceUnavailable, "this server is answering as many requests as it takes at once: try again in a moment")
+		return
+	}
+	s.fail(w, r, http.StatusServiceUnavailable, s.tr(r)("busy"))
 }
 
 // write wraps an API call that changes something: the bearer token is required.

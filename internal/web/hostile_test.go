@@ -6,7 +6,10 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/once-run/once/jobfile"
 	"github.com/once-run/once/scheduler"
@@ -145,5 +148,53 @@ func TestJobActionChecksWhoAndWhy(t *testing.T) {
 	resp, body := post(t, ts, "/api/v1/jobs/nightly/pause?by=bob&note="+url.QueryEscape("disk full\nback at 9"), "application/json", "", "Authorization", "Bearer "+testToken)
 	if resp.StatusCode != 200 {
 		t.Fatalf("a good pause: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestBusyServerRefusesMore: every read of a page fans out to the store (a page of scopes counts
+// up to 50,000 keys: 1.7 s of SQLite), and any local user may read on loopback: without a bound,
+// a loop of parallel requests kept the store busy for the whole fleet. At most maxInFlight
+// requests read at once; one more waits a while, then gets 503 with Retry-After.
+func TestBusyServerRefusesMore(t *testing.T) {
+	sd := newSeeded(t)
+	release := make(chan struct{})
+	var in atomic.Int32
+	srv, err := New(Config{Store: sd.s, Jobs: func() []scheduler.Job {
+		in.Add(1)
+		<-release
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.busyWait = 50 * time.Millisecond
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	var wg sync.WaitGroup
+	for range maxInFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if resp, err := http.Get(ts.URL + "/api/v1/jobs"); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	for deadline := time.Now().Add(30 * time.Second); in.Load() < maxInFlight; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d requests in flight after 30 s", in.Load(), maxInFlight)
+		}
+	}
+	resp, body := get(t, ts, "/api/v1/tasks")
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("one request more than the bound: %d (Retry-After %q) %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if resp, _ := get(t, ts, "/healthz"); resp.StatusCode != 200 {
+		t.Errorf("/healthz while busy: %d (a load balancer would take the node out)", resp.StatusCode)
+	}
+	close(release)
+	wg.Wait()
+	if resp, body := get(t, ts, "/api/v1/tasks"); resp.StatusCode != 200 {
+		t.Errorf("after the others ended: %d %s", resp.StatusCode, body)
 	}
 }
