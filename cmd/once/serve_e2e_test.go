@@ -411,6 +411,17 @@ command = ["/usr/local/bin/backup", "--full"]
 	b.shot("overview-zh-CN")
 	ph.done("e. zh-CN, jobs")
 
+	// g. Log out (taken from this origin only: Chromium's form says same-origin, and with
+	// Referrer-Policy no-referrer its Origin is null): the review page offers no form any more.
+	b.open(base + "/review?lang=en")
+	b.do(chromedp.Click(chromedp.CSS(`header .session form button`)))
+	b.waitJS(`location.pathname === "/" && document.readyState === "complete" && document.querySelector('header .session a[href^="/login"]') !== null`, 10*time.Second)
+	b.open(base + "/review")
+	if n := evalJS[int](b, `document.querySelectorAll("form.resolve").length`); n != 0 {
+		t.Errorf("after log out: %d resolve forms, want none", n)
+	}
+	ph.done("g. log out")
+
 	_ = prog.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-progDone:
