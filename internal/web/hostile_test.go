@@ -198,3 +198,44 @@ func TestBusyServerRefusesMore(t *testing.T) {
 		t.Errorf("after the others ended: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestHostileTextIsEscapedEverywhere: the sinks TestHostileTextIsEscaped does not reach — a slot
+// value, a resolution's by and note, a pause's by and note (the jobs page), a scope and its keys,
+// an error page quoting a parameter, the SVG timeline's text — show hostile text as text.
+func TestHostileTextIsEscapedEverywhere(t *testing.T) {
+	const evil = `"><img src=x onerror=alert(1)><svg onload=alert(2)>`
+	ctx := context.Background()
+	sd := newSeeded(t)
+	sd.run("t", evil, evil, store.Failed)
+	sd.waiting("w", "s2")
+	if _, err := sd.s.Resolve(ctx, store.ResolveRequest{Task: "w", Slot: "s2", As: store.Failed, By: evil, Note: evil}); err != nil {
+		t.Fatal(err)
+	}
+	ks := sd.s.(store.Keys)
+	if _, err := ks.Claim(ctx, store.ClaimRequest{Scope: evil, Keys: []string{evil, "k2"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{Store: sd.s, Token: testToken, Jobs: func() []scheduler.Job {
+		return []scheduler.Job{{Job: jobfile.Job{Name: "t", Schedule: "@daily", Command: []string{"true"}}}}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	resp, body := post(t, ts, "/api/v1/jobs/t/pause?by="+url.QueryEscape(evil)+"&note="+url.QueryEscape(evil), "application/json", "", "Authorization", "Bearer "+testToken)
+	if resp.StatusCode != 200 {
+		t.Fatalf("pause: %d %s", resp.StatusCode, body)
+	}
+	e := url.QueryEscape(evil)
+	for _, p := range []string{"/", "/timeline", "/timeline?task=t", "/slot?task=t&slot=" + e, "/slot?task=w&slot=s2", "/jobs",
+		"/keys", "/keys?scope=" + e, "/keys?scope=" + e + "&state=" + e, "/slot?task=t&slot=" + e + "x", "/timeline?from=" + e} {
+		_, body := get(t, ts, p)
+		if strings.Contains(body, "<img src=x") || strings.Contains(body, "<svg onload") {
+			t.Errorf("%s: hostile text became markup", p)
+		}
+		if !strings.Contains(body, "&lt;img src=x") {
+			t.Errorf("%s: the hostile text is not shown as text (was it read at all?)", p)
+		}
+	}
+}
