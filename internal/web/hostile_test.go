@@ -239,3 +239,26 @@ func TestHostileTextIsEscapedEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestLoginPageShowsNoStore: /login is open to anyone (beyond loopback, through a proxy), and its
+// footer named the store — host, port, user, database, prefix — and once's version, which only
+// readers may see.
+func TestLoginPageShowsNoStore(t *testing.T) {
+	sd := newSeeded(t)
+	srv, _ := sd.server(testToken)
+	srv.loopback = false
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	srv.c.Version = "v9.8.7"
+	for _, p := range []string{"GET", "POST"} {
+		req, _ := http.NewRequest(p, ts.URL+"/login", strings.NewReader("token=wrong"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		_, body := do(t, req, nil)
+		if strings.Contains(body, "db/once") || strings.Contains(body, "v9.8.7") {
+			t.Errorf("%s /login without the token shows the store or the version:\n%s", p, body)
+		}
+	}
+	if _, body := get(t, ts, "/login", "Authorization", "Bearer "+testToken); !strings.Contains(body, "postgres://once:xxxxx@db/once") {
+		t.Errorf("/login to a reader does not show the store:\n%s", body)
+	}
+}

@@ -41,9 +41,14 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request, page string, data 
 		path += "?" + e
 	}
 	l := lang(w, r)
-	return view{tr: translator(l), Lang: l, Zone: zone(w, r), Page: page, Path: path, CSRF: s.csrf(r),
-		LoggedIn: s.hasSession(r), CanWrite: s.hasSession(r), HasToken: s.c.Token != "", DSN: s.c.DSN,
-		Version: s.c.Version, Flash: s.flash(r), Now: s.c.Now().UTC(), Data: data}
+	v := view{tr: translator(l), Lang: l, Zone: zone(w, r), Page: page, Path: path, CSRF: s.csrf(r),
+		LoggedIn: s.hasSession(r), CanWrite: s.hasSession(r), HasToken: s.c.Token != "",
+		Flash: s.flash(r), Now: s.c.Now().UTC(), Data: data}
+	// /login is open to anyone: the store's address and once's version are for readers only.
+	if s.mayRead(r) {
+		v.DSN, v.Version = s.c.DSN, s.c.Version
+	}
+	return v
 }
 
 // T is the text of key k in the page's language.

@@ -65,7 +65,11 @@ func layout(w *page, v view, content func(*page, view)) {
 		w.p(`<p class="flash" role="status">%s: %s</p>`+"\n", v.T("resolved"), v.Flash)
 	}
 	content(w, v)
-	w.p("\n</main>\n<footer>%s: <code>%s</code> · once %s · %s</footer>\n</body>\n</html>\n", v.T("store"), v.DSN, v.Version, when(v.Now))
+	w.p("\n</main>\n<footer>")
+	if v.DSN != "" {
+		w.p("%s: <code>%s</code> · once %s · ", v.T("store"), v.DSN, v.Version)
+	}
+	w.p("%s</footer>\n</body>\n</html>\n", when(v.Now))
 }
 
 func renderError(w *page, v view) {
