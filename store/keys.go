@@ -47,8 +47,18 @@ func CheckFingerprint(scope, key, stored, given string) error {
 
 // Claimant identifies who claims keys as pending, and how to tell later whether it is gone.
 // A claimant is gone when its Expires has passed by the store's clock (HTTP requests, effects
-// outside a run) or, for a claimant inside a once run (RunID and Token set), when the task's lease
-// token has moved past Token.
+// outside a run) or, for a claimant inside a once run (Task, RunID and Token set), when either
+//
+//   - the task's lease is no longer live with Token (expired, released, taken over), nor a live
+//     seat's: the run's holder is gone; or
+//   - the ledger records the attempt of Task with run id RunID, and it is no longer running: the run
+//     ended. A sequence (catch-up, backfill, a daemon's catch-up) runs its slots one after another
+//     under one lease and one token, each slot a run of its own, so a key left pending by one
+//     slot's run is unknown to the next slot's, as it would be to a later run under a new token.
+//
+// Both only ever turn from live to gone. The second needs the attempt recorded: a RunID that names
+// no attempt of Task (a program's own id, an attempt pruned) is judged by its token alone, so a key
+// pending under a run still working is never reported gone.
 type Claimant struct {
 	Task    string
 	RunID   string

@@ -91,12 +91,23 @@ type KeyKV interface {
 //
 // A claim is Create per batch; every other operation reads the records, decides in Go, and writes
 // with Apply (a compare-and-set on the versions read), trying again when a record moved. A pending
-// key's claimant is gone when its TTL has passed by Now, or, for a run claimant, when Leases has no
-// live grant of its task with its token: both only ever turn from live to gone, so a decision read
-// before the compare-and-set stays true as long as the record did not move.
+// key's claimant is gone (store.Claimant) when its TTL has passed by Now, or, for a run claimant,
+// when Leases has no live grant of its task with its token, or when Runs records its run's attempt
+// and it is no longer running: all only ever turn from live to gone, so a decision read before the
+// compare-and-set stays true as long as the record did not move.
 type Keys struct {
 	KV   KeyKV
 	Name string
+	// Runs is the ledger's KV (its Run and Load), read for the run claimants whose grant is live:
+	// a sequence's slots run one after another under one grant, and a key the run of an earlier
+	// slot left pending is unknown to a later one. Nil: run claimants are judged by their grant.
+	Runs RunKV
+}
+
+// RunKV is what Keys reads of the ledger to tell whether a run ended: KV's Run and Load.
+type RunKV interface {
+	Run(ctx context.Context, runID string) (task, slot string, err error)
+	Load(ctx context.Context, task, slot string) (*Doc, Version, time.Time, error)
 }
 
 var _ store.Keys = (*Keys)(nil)
@@ -154,59 +165,6 @@ func (k *Keys) get(ctx context.Context, scope string, keys []string) (map[string
 		}
 	}
 	return out, nil
-}
-
-// judge tells, for the pending records among recs, whether their claimant is gone now.
-type judge struct {
-	now  int64
-	live map[grant]bool // the live grants: exclusive or seats
-}
-
-// judge reads what deciding about recs needs: the store's clock (always when withNow) and the
-// live leases, each only when some pending record depends on it.
-func (k *Keys) judge(ctx context.Context, recs map[string]StoredKey, withNow bool) (judge, error) {
-	j := judge{}
-	needNow, needLeases := withNow, false
-	for _, r := range recs {
-		if r.Rec.State == store.KeyPending {
-			needNow = needNow || r.Rec.TTL > 0
-			needLeases = needLeases || r.Rec.Token > 0
-		}
-	}
-	if needNow {
-		t, err := k.KV.Now(ctx)
-		if err != nil {
-			return j, err
-		}
-		j.now = t.UnixMicro()
-	}
-	if needLeases {
-		ls, err := k.KV.Leases(ctx)
-		if err != nil {
-			return j, err
-		}
-		j.live = make(map[grant]bool, len(ls))
-		for _, l := range ls {
-			j.live[grant{l.Task, l.Token}] = true
-		}
-	}
-	return j, nil
-}
-
-func (j judge) gone(r KeyRec) bool {
-	if r.State != store.KeyPending {
-		return false
-	}
-	if r.TTL > 0 && r.Claimed+r.TTL <= j.now {
-		return true
-	}
-	return r.Token > 0 && !j.live[grant{r.Task, r.Token}]
-}
-
-// grant names a live grant of a task by its token.
-type grant struct {
-	task  string
-	token int64
 }
 
 // Claim claims req.Keys (store.Keys): one Create per batch of sorted unique keys. Fingerprints are

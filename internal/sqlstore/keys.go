@@ -29,12 +29,15 @@ const keysChunk = 1000
 // ClaimRequest.Check before a write, so MySQL's INSERT IGNORE can only ever skip duplicates, never
 // truncate.
 
-// goneExpr is true for a pending key (alias k) whose claimant is gone by the database's clock: its
-// own expiry has passed, or it belongs to a run (token > 0) whose lease is no longer the task's live
-// grant with that token (expired, released, or taken over), nor a live seat's. It binds no parameters.
+// goneExpr is true for a pending key (alias k) whose claimant is gone by the database's clock
+// (store.Claimant): its own expiry has passed, or it belongs to a run (token > 0) whose lease is no
+// longer the task's live grant with that token (expired, released, or taken over), nor a live
+// seat's, or whose attempt is recorded and no longer running (the run ended: a sequence's next slot
+// runs under the same token; the attempts' run_id index). It binds no parameters.
 const goneExpr = `(k.state = 'pending' AND ((k.expires_at IS NOT NULL AND k.expires_at <= {now}) OR
-	(k.token > 0 AND NOT EXISTS (SELECT 1 FROM {p}leases l WHERE l.task = k.task AND l.token = k.token AND l.expires_at > {now})
-		AND NOT EXISTS (SELECT 1 FROM {p}lease_seats c WHERE c.task = k.task AND c.token = k.token AND c.expires_at > {now}))))`
+	(k.token > 0 AND (NOT EXISTS (SELECT 1 FROM {p}leases l WHERE l.task = k.task AND l.token = k.token AND l.expires_at > {now})
+		AND NOT EXISTS (SELECT 1 FROM {p}lease_seats c WHERE c.task = k.task AND c.token = k.token AND c.expires_at > {now})
+		OR EXISTS (SELECT 1 FROM {p}attempts a WHERE a.run_id = k.run_id AND a.task = k.task AND a.state <> 'running')))))`
 
 func (s *Store) keysErr(format string, a ...any) error {
 	return fmt.Errorf(s.Flavor+": "+format, a...)

@@ -72,7 +72,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	s := &Store{c: c, p: "/once/" + cfg.Prefix + "/", where: strings.Join(cfg.Endpoints, ","), idle: map[int64][]idleLease{},
 		known: map[int64]idleLease{}}
 	s.Ledger = kvstore.NewLedger(kv{s})
-	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "etcd"}
+	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "etcd", Runs: kv{s}}
 	pctx, cancel, bound := store.Connecting(ctx, cfg.Dial)
 	defer cancel()
 	fail := func(err error) (*Store, error) {

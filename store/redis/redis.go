@@ -93,7 +93,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	s := &Store{c: c, mode: cfg.Mode, prefix: cfg.Prefix, addr: addr, wait: cfg.Wait, waitTimeout: cfg.WaitTimeout,
 		hwm: map[string]int64{}, known: map[string]bool{}}
 	s.Ledger = kvstore.NewLedger(kv{s})
-	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "redis"}
+	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "redis", Runs: kv{s}}
 	cctx, cancel, bound := store.Connecting(ctx, set)
 	defer cancel()
 	if err := s.init(cctx); err != nil {

@@ -17,16 +17,19 @@ var _ store.Keys = (*Store)(nil)
 // as one JSON parameter, so SQLite's limit on bound variables does not apply.
 const keysChunk = 4000
 
-// goneExpr is true for a pending key (alias k) whose claimant is gone at ?1 (unix µs): its own
-// expiry has passed, or it belongs to a run (token > 0) whose lease is no longer the task's live
-// grant with that token, nor a live seat's. A released or expired lease counts as gone: a run's command is stopped
+// goneExpr is true for a pending key (alias k) whose claimant is gone at ?1 (unix µs)
+// (store.Claimant): its own expiry has passed, or it belongs to a run (token > 0) whose lease is no
+// longer the task's live grant with that token, nor a live seat's, or whose attempt is recorded and
+// no longer running (the run ended: a sequence's next slot runs under the same token; the attempts'
+// unique run_id index). A released or expired lease counts as gone: a run's command is stopped
 // before its lease can expire, and a run that ended without completing its keys did not say
 // whether the work happened.
 func (s *Store) goneExpr() string {
 	return `(k.state = 'pending' AND ((k.expires_at > 0 AND k.expires_at <= ?1) OR
-		(k.token > 0 AND NOT EXISTS (SELECT 1 FROM ` + s.t.leases + ` l
+		(k.token > 0 AND (NOT EXISTS (SELECT 1 FROM ` + s.t.leases + ` l
 			WHERE l.task = k.task AND l.token = k.token AND l.expires_at > ?1) AND NOT EXISTS (SELECT 1 FROM ` + s.t.seats + ` c
-			WHERE c.task = k.task AND c.token = k.token AND c.expires_at > ?1))))`
+			WHERE c.task = k.task AND c.token = k.token AND c.expires_at > ?1)
+			OR EXISTS (SELECT 1 FROM ` + s.t.attempts + ` a WHERE a.run_id = k.run_id AND a.task = k.task AND a.state <> 'running')))))`
 }
 
 func checkScope(scope string) error {

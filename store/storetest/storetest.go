@@ -139,6 +139,7 @@ var cases = []testCase{
 	{"Keys/ResultLimit", testKeysResultLimit, capKeys},
 	{"Keys/ExpiredClaimantReclaim", testKeysExpired, capKeys},
 	{"Keys/RunClaimantTokenMovedOn", testKeysRunClaimant, capKeys},
+	{"Keys/RunClaimantRunEnded", testKeysRunEnded, capKeys},
 	{"Keys/Forget", testKeysForget, capKeys},
 	{"Keys/ReleaseKeys", testKeysRelease, capKeys},
 	{"Scopes/Walk", testScopesWalk, capScopes},

@@ -97,7 +97,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	s.c = c
 	s.Ledger = kvstore.NewLedger(kv{s})
-	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "zk"}
+	s.Keys = &kvstore.Keys{KV: keyKV{s}, Name: "zk", Runs: kv{s}}
 	ready := make(chan struct{})
 	go s.watchSession(events, ready)
 	// Session, authentication and the store's nodes, all within one bound: a server that gave a
