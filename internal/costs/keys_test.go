@@ -1,0 +1,101 @@
+package costs
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
+)
+
+// lookupBudget is the round trips of a Lookup of one key pending under a run claimant on each
+// networked store (docs/effects.md): gone, when the task's lease is no longer live with the claim's
+// token; live, when its grant is live and its attempt is running; ended, when its grant is live
+// (the sequence's next slot holds it) and its attempt ended. The SQL stores decide in the one
+// statement; the KV stores read the record and the leases, and for a live grant the run's index
+// entry and its slot's document.
+var lookupBudget = map[string]struct{ gone, live, ended int64 }{
+	"postgres": {1, 1, 1}, "mysql": {1, 1, 1}, "redis": {3, 5, 5}, "etcd": {2, 4, 4}, "zk": {6, 8, 8},
+}
+
+// TestRoundTripsPerLookup counts the round trips of Lookup through a Relay in each case of
+// lookupBudget, and holds each to its budget (with the store's slack).
+func TestRoundTripsPerLookup(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
+			if st.name == "zk" {
+				dsn += "&session_timeout=1h"
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			relay, via := relayed(t, ctx, dsn)
+			w, err := store.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			r, err := store.Open(ctx, via)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			wk, rk := w.(store.Keys), r.(store.Keys)
+			count := func(key string) int64 {
+				t.Helper()
+				time.Sleep(100 * time.Millisecond)
+				before := relay.Trips()
+				if _, err := rk.Lookup(ctx, "costs", []string{key}); err != nil {
+					t.Fatal(err)
+				}
+				return relay.Trips() - before
+			}
+			pend := func(key string, l store.Lease, run string) {
+				t.Helper()
+				c := store.Claimant{Task: l.Task, RunID: run, Token: l.Token}
+				if _, err := wk.Claim(ctx, store.ClaimRequest{Scope: "costs", Keys: []string{key}, Pending: true, Claimant: c}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			count("warm") // the connection and, on Redis, the scripts
+			old, err := w.Acquire(ctx, store.AcquireRequest{Task: "gone", Holder: "h", RunID: "g1", TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pend("gone", old, "g1")
+			if err := w.Release(ctx, old); err != nil {
+				t.Fatal(err)
+			}
+			l, err := w.Acquire(ctx, store.AcquireRequest{Task: "seq", Holder: "h", RunID: "s1", TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Release(ctx, l)
+			for _, run := range []string{"s1", "s2"} {
+				if _, err := w.Begin(ctx, store.Attempt{Task: "seq", Slot: "d-" + run, RunID: run, Holder: "h", Token: l.Token}); err != nil {
+					t.Fatal(err)
+				}
+				pend(run, l, run)
+				if run == "s1" {
+					code := 1
+					if _, err := w.Finish(ctx, run, l.Token, store.Outcome{State: store.Failed, ExitCode: &code}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			got := struct{ gone, live, ended int64 }{count("gone"), count("s2"), count("s1")}
+			t.Logf("%s: Lookup of a key pending under a run gone %d round trips, live %d, ended under a live grant %d", st.name, got.gone, got.live, got.ended)
+			want := lookupBudget[st.name]
+			for _, c := range []struct {
+				name      string
+				got, want int64
+			}{{"gone", got.gone, want.gone}, {"live", got.live, want.live}, {"ended", got.ended, want.ended}} {
+				if c.got < c.want || c.got > c.want+st.slack {
+					t.Errorf("%s: Lookup (%s) took %d round trips, budget %d (slack %d)", st.name, c.name, c.got, c.want, st.slack)
+				}
+			}
+		})
+	}
+}
