@@ -121,8 +121,8 @@ func (s *Store) upgrade(to int) []string {
 	case 2:
 		return []string{
 			// One row per claimed key. A pending key names its claimant: a run (task, run_id,
-			// token: gone when the task's live lease has another token) or an expiring claim
-			// (run_id, expires_at: gone after it); 0 means none.
+			// token: gone when the task's live lease has another token, or its attempt ended:
+			// goneExpr) or an expiring claim (run_id, expires_at: gone after it); 0 means none.
 			`CREATE TABLE ` + t.keys + ` (
 				scope TEXT NOT NULL,
 				key TEXT NOT NULL,
