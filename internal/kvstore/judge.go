@@ -108,6 +108,18 @@ func (k *Keys) runsOver(ctx context.Context, recs map[string]StoredKey, j judge)
 
 // runOver reports whether the ledger records x's attempt and it is no longer running.
 func (k *Keys) runOver(ctx context.Context, x run) (bool, error) {
+	if _, ok := k.ended.Load(x); ok {
+		return true, nil
+	}
+	over, err := k.readRunOver(ctx, x)
+	if over {
+		k.ended.Store(x, true)
+	}
+	return over, err
+}
+
+// readRunOver is runOver read from the ledger: the run index, then the slot's document.
+func (k *Keys) readRunOver(ctx context.Context, x run) (bool, error) {
 	task, slot, err := k.Runs.Run(ctx, x.id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && task != x.task {
 		return false, nil

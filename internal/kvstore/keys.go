@@ -102,6 +102,9 @@ type Keys struct {
 	// a sequence's slots run one after another under one grant, and a key the run of an earlier
 	// slot left pending is unknown to a later one. Nil: run claimants are judged by their grant.
 	Runs RunKV
+	// ended holds the runs found over (run → true): an attempt that ended never runs again, so
+	// they are not read twice (a claim of many batches reads each batch's old keys).
+	ended sync.Map
 }
 
 // RunKV is what Keys reads of the ledger to tell whether a run ended: KV's Run and Load.
