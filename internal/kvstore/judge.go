@@ -112,7 +112,7 @@ func (k *Keys) runOver(ctx context.Context, x run) (bool, error) {
 		return true, nil
 	}
 	over, err := k.readRunOver(ctx, x)
-	if over {
+	if over && k.nEnded.Add(1) <= maxEnded {
 		k.ended.Store(x, true)
 	}
 	return over, err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/once-run/once/store"
@@ -103,9 +104,14 @@ type Keys struct {
 	// slot left pending is unknown to a later one. Nil: run claimants are judged by their grant.
 	Runs RunKV
 	// ended holds the runs found over (run → true): an attempt that ended never runs again, so
-	// they are not read twice (a claim of many batches reads each batch's old keys).
-	ended sync.Map
+	// they are not read twice (a claim of many batches reads each batch's old keys). At most
+	// maxEnded are kept, so a long-lived client (once serve) does not grow without bound.
+	ended  sync.Map
+	nEnded atomic.Int64
 }
+
+// maxEnded bounds Keys.ended.
+const maxEnded = 4096
 
 // RunKV is what Keys reads of the ledger to tell whether a run ended: KV's Run and Load.
 type RunKV interface {
