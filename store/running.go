@@ -95,54 +95,74 @@ type RunningRead struct {
 
 // ReadRunning lists at most limit attempts still running (RunningLister) and reads the leases
 // after them, so that an attempt's grant, live when it began, is in the leases when it still is.
-// An attempt whose grant is not is read again (Slot): one that ended between the two reads is
-// left out. It returns the leases too. It costs RunningAttempts, one Leases and one Slot per
-// attempt whose grant is gone: never the ledger's history. A store that is no RunningLister, or
-// whose RunningAttempts is ErrUnsupported (a ledger over a key-value store without the index),
-// answers Listed false.
+// When an attempt's grant is not, it lists them again: an attempt in both lists was running
+// before and after the leases were read (an attempt never runs again once it ended), so its
+// holder's grant was gone while it ran; one missing from the second list ended between the reads,
+// or, when more were running than limit, fell past it (More says so), and is left out. It returns
+// the leases too. It costs two RunningAttempts and one Leases at most, whatever the number of
+// attempts whose holder is gone (it read one Slot per such attempt before, one after another:
+// seconds of round trips on a remote store with 100), never the ledger's history. A store that is
+// no RunningLister, or whose RunningAttempts is ErrUnsupported (a ledger over a key-value store
+// without the index), answers Listed false.
 func ReadRunning(ctx context.Context, s Store, limit int) (RunningRead, []Lease, error) {
-	var out RunningRead
-	var list RunningList
-	if rl, ok := s.(RunningLister); ok {
-		var err error
-		list, err = rl.RunningAttempts(ctx, limit)
-		switch {
-		case errors.Is(err, ErrUnsupported):
-		case err != nil:
-			return out, nil, err
-		default:
-			out.Listed, out.More, out.Unlisted = true, list.More, list.Unlisted
-		}
+	out := RunningRead{Attempts: []RunningNow{}}
+	list, err := listRunning(ctx, s, limit)
+	switch {
+	case errors.Is(err, ErrUnsupported):
+	case err != nil:
+		return out, nil, err
+	default:
+		out.Listed, out.More, out.Unlisted = true, list.More, list.Unlisted
 	}
 	leases, err := s.Leases(ctx)
 	if err != nil {
 		return out, nil, err
 	}
 	live := LiveTokens(leases)
-	out.Attempts = []RunningNow{}
+	var gone []Attempt
 	for _, at := range list.Attempts {
 		if live[at.Task][at.Token] {
 			out.Attempts = append(out.Attempts, RunningNow{Attempt: at, Lease: LeaseLive})
-			continue
+		} else {
+			gone = append(gone, at)
 		}
-		st, err := s.Slot(ctx, at.Task, at.Slot)
+	}
+	if len(gone) > 0 {
+		again, err := listRunning(ctx, s, limit)
 		if err != nil {
 			return out, nil, err
 		}
-		if st.Last == nil || st.Last.RunID != at.RunID || st.Last.State != Running {
-			continue // it ended since it was listed
+		out.More = out.More || again.More
+		still := make(map[string]Attempt, len(again.Attempts))
+		for _, at := range again.Attempts {
+			still[at.Task+"\x00"+at.Slot+"\x00"+at.RunID] = at
 		}
-		r := RunningNow{Attempt: *st.Last, Lease: LeaseGone}
-		if i := slices.IndexFunc(leases, func(l Lease) bool { return l.Task == at.Task }); i >= 0 {
-			r.HeldBy = &leases[i]
+		for _, at := range gone {
+			now, ok := still[at.Task+"\x00"+at.Slot+"\x00"+at.RunID]
+			if !ok || now.Number != at.Number {
+				continue // it ended since it was listed (or fell past the limit: More)
+			}
+			r := RunningNow{Attempt: now, Lease: LeaseGone}
+			if i := slices.IndexFunc(leases, func(l Lease) bool { return l.Task == at.Task }); i >= 0 {
+				r.HeldBy = &leases[i]
+			}
+			out.Attempts = append(out.Attempts, r)
 		}
-		out.Attempts = append(out.Attempts, r)
 	}
 	// By task and slot, whatever the order of the store's index (MySQL's is by slot).
 	slices.SortStableFunc(out.Attempts, func(x, y RunningNow) int {
 		return cmp.Or(strings.Compare(x.Task, y.Task), strings.Compare(x.Slot, y.Slot), x.Number-y.Number)
 	})
 	return out, leases, nil
+}
+
+// listRunning is s's RunningAttempts, ErrUnsupported when s is no RunningLister.
+func listRunning(ctx context.Context, s Store, limit int) (RunningList, error) {
+	rl, ok := s.(RunningLister)
+	if !ok {
+		return RunningList{}, ErrUnsupported
+	}
+	return rl.RunningAttempts(ctx, limit)
 }
 
 // LiveTokens are the tokens of the live grants of each task: its exclusive lease's, or its seats'.

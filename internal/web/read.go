@@ -64,7 +64,7 @@ type TaskPage struct {
 
 // tasks reads a page of the overview: the task names after `after`, then per task one short
 // history read and one read of its last success; for the page, the attempts running (s.running:
-// one Leases, and a Slot per attempt whose holder is gone, at most store.MaxRunningList) and one
+// one Leases, the list again when a holder is gone, at most store.MaxRunningList) and one
 // Waiting call.
 func (s *Server) tasks(ctx context.Context, after string, limit int) (TaskPage, error) {
 	names, err := store.ListTasks(ctx, s.c.Store, after, limit+1)

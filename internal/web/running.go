@@ -38,7 +38,8 @@ type RunningSection struct {
 }
 
 // running reads the attempts still running (store.ReadRunning: bounded by store.MaxRunningList, one
-// Leases, one Slot per attempt whose lease is gone; never history) and returns the leases too.
+// Leases, the list once more when a holder is gone, no read per attempt; never history) and
+// returns the leases too.
 func (s *Server) running(ctx context.Context) (RunningSection, []store.Lease, error) {
 	rr, leases, err := store.ReadRunning(ctx, s.c.Store, store.MaxRunningList)
 	if err != nil {

@@ -131,3 +131,68 @@ func TestOverviewWithoutTheRunningList(t *testing.T) {
 		t.Fatalf("overview: %d\n%s", res.StatusCode, body)
 	}
 }
+
+// endsAtLeases is a store whose Leases first ends run's attempt (Finish and Release): an attempt
+// listed as running whose run ends before the leases are read. It counts the lists and the Slots.
+type endsAtLeases struct {
+	store.Store
+	lease        store.Lease
+	lists, slots int
+}
+
+func (e *endsAtLeases) RunningAttempts(ctx context.Context, limit int) (store.RunningList, error) {
+	e.lists++
+	return e.Store.(store.RunningLister).RunningAttempts(ctx, limit)
+}
+
+func (e *endsAtLeases) Slot(ctx context.Context, task, slot string) (store.SlotState, error) {
+	e.slots++
+	return e.Store.Slot(ctx, task, slot)
+}
+
+func (e *endsAtLeases) Leases(ctx context.Context) ([]store.Lease, error) {
+	if e.lease.RunID != "" {
+		code := 0
+		if _, err := e.Store.Finish(ctx, e.lease.RunID, e.lease.Token, store.Outcome{State: store.Succeeded, ExitCode: &code}); err != nil {
+			return nil, err
+		}
+		if err := e.Store.Release(ctx, e.lease); err != nil {
+			return nil, err
+		}
+		e.lease = store.Lease{}
+	}
+	return e.Store.Leases(ctx)
+}
+
+// The attempts whose holder is gone are told from the list of attempts running read twice, around
+// the leases, not by a Slot each (seconds on a remote store with 100 of them): an attempt that
+// ends between the list and the leases is not called holder gone, one running before and after
+// is.
+func TestHolderGoneWithoutASlotEach(t *testing.T) {
+	sd := newSeeded(t)
+	sd.begin("dead-job", "d1", "host-dead", 300*time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+	ctx := context.Background()
+	l, err := sd.s.Acquire(ctx, store.AcquireRequest{Task: "ends-job", Holder: "host-e", RunID: "run-ends", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sd.s.Begin(ctx, store.Attempt{Task: "ends-job", Slot: "e1", RunID: l.RunID, Number: 1, Holder: l.Holder, Token: l.Token}); err != nil {
+		t.Fatal(err)
+	}
+	st := &endsAtLeases{Store: sd.s, lease: l}
+	srv, err := New(Config{Store: st, DSN: "sqlite:///x.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, _, err := srv.running(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sec.Running) != 1 || sec.Running[0].Task != "dead-job" || sec.Running[0].Lease != store.LeaseGone || sec.Running[0].Resolve == nil {
+		t.Fatalf("running: %+v, want dead-job's attempt alone, holder gone", sec.Running)
+	}
+	if st.lists != 2 || st.slots != 0 {
+		t.Fatalf("the read listed the attempts running %d times and read %d slots: want 2 and 0", st.lists, st.slots)
+	}
+}

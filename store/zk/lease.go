@@ -333,7 +333,9 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 }
 
 // Leases lists, per task, the live grants by ZooKeeper's clock: the lowest live lock node, and
-// every seat that holds with it (taskLeases).
+// every seat that holds with it (taskLeases). The tasks are read in parallel reads, which
+// go-zookeeper pipelines on its one session (as AllRunning's): one after another they cost a
+// round trip per task, 0.1 s a call on a store of 100 tasks at 1 ms a round trip.
 func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 	now, err := s.Now(ctx)
 	if err != nil {
@@ -343,12 +345,15 @@ func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
+	per := make([][]store.Lease, len(tasks))
+	if err := each(ctx, len(tasks), func(i int) (err error) {
+		per[i], err = s.taskLeases(ctx, unesc(tasks[i]), now.UnixMilli())
+		return err
+	}); err != nil {
+		return nil, err
+	}
 	out := []store.Lease{}
-	for _, t := range tasks {
-		ls, err := s.taskLeases(ctx, unesc(t), now.UnixMilli())
-		if err != nil {
-			return nil, err
-		}
+	for _, ls := range per {
 		out = append(out, ls...)
 	}
 	return out, nil
