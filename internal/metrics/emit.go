@@ -24,6 +24,8 @@ var (
 		"When the task's latest attempt started (Unix seconds).", "task")
 	descWaiting = gaugeDesc("once_task_waiting_review_slots",
 		"Slots of the task waiting for a person (once resolve).", "task")
+	descGone = gaugeDesc("once_task_holder_gone_attempts",
+		"Attempts of the task still recorded as running whose holder's lease is gone (the holder died or was cut off; once status, once resolve).", "task")
 	descLeaseHeld = gaugeDesc("once_task_lease_held",
 		"1 while the task's lease is held, else 0.", "task")
 	descLeaseInfo = gaugeDesc("once_task_lease_info",
@@ -59,7 +61,7 @@ var (
 	descJobLag        = gaugeDesc("once_daemon_job_fire_lag_seconds", "The lag of the job's last fire on this node: launch time minus slot time.", "job")
 
 	// allDescs are once's own families (docs/metrics.md describes each).
-	allDescs = []*desc{descLastSuccess, descLastState, descLastAttempt, descWaiting, descLeaseHeld,
+	allDescs = []*desc{descLastSuccess, descLastState, descLastAttempt, descWaiting, descGone, descLeaseHeld,
 		descLeaseInfo, descLeaseExpires, descAttempts, descDuration, descEvents, descTasks, descLeftOut,
 		descStoreUp, descReadDuration, descScrapeDuration,
 		descDaemonJobs, descDaemonRunning, descDaemonFired, descDaemonRefused, descDaemonMissed, descDaemonReload,
@@ -94,6 +96,7 @@ func collectTask(w *sink, name string, tk *task) {
 		w.gauge(descLastAttempt, unixSec(l.started), name)
 	}
 	w.gauge(descWaiting, float64(tk.waiting), name)
+	w.gauge(descGone, float64(tk.gone), name)
 	w.gauge(descLeaseHeld, bool01(tk.lease != nil), name)
 	if l := tk.lease; l != nil {
 		w.gauge(descLeaseInfo, 1, name, l.Holder)

@@ -193,7 +193,9 @@ func TestVanishedHolder(t *testing.T) {
 	scrape(t, c)
 	time.Sleep(100 * time.Millisecond)
 	got := scrape(t, c) // the lease has expired: the slot is read, still running
-	want(t, got, map[string]float64{`once_attempts_total{state="unknown",task="v"}`: 0, `once_task_lease_held{task="v"}`: 0})
+	// Its holder is gone: once_task_holder_gone_attempts says so until the next holder marks it.
+	want(t, got, map[string]float64{`once_attempts_total{state="unknown",task="v"}`: 0, `once_task_lease_held{task="v"}`: 0,
+		`once_task_holder_gone_attempts{task="v"}`: 1, `once_task_holder_gone_attempts{task="other"}`: 0})
 	next := l.acquire("v", "next", time.Minute)
 	if _, err := st.Abandon(l.ctx(), "v", next.Token); err != nil {
 		t.Fatal(err)
@@ -205,7 +207,7 @@ func TestVanishedHolder(t *testing.T) {
 	c.t.running[attemptID(store.Attempt{Task: "v", Number: 1})].checked = time.Time{} // not wait 30 s
 	got = scrape(t, c)
 	want(t, got, map[string]float64{`once_attempts_total{state="unknown",task="v"}`: 1,
-		`once_task_last_attempt_state{state="running",task="v"}`: 1})
+		`once_task_last_attempt_state{state="running",task="v"}`: 1, `once_task_holder_gone_attempts{task="v"}`: 0})
 	if len(c.t.running) != 1 {
 		t.Errorf("%d running attempts tracked, want 1 (the next holder's)", len(c.t.running))
 	}

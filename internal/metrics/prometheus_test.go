@@ -24,7 +24,8 @@ import (
 )
 
 // TestRealPrometheus: a real Prometheus server scrapes the handler every second; a run made in the
-// store is in its PromQL answers.
+// store is in its PromQL answers, and so is an attempt left running by a holder that is gone
+// (the gauge OnceHolderGone alerts on).
 func TestRealPrometheus(t *testing.T) {
 	bin := need(t, "prometheus", "prometheus")
 	st, _ := openStore(t)
@@ -46,7 +47,11 @@ func TestRealPrometheus(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	a := (&ledger{tb: t, st: st}).run("t", "", store.Succeeded)
+	l := &ledger{tb: t, st: st}
+	a := l.run("t", "", store.Succeeded)
+	dead := l.acquire("dead", "host-dead", time.Minute)
+	l.begin(dead, "s1")
+	l.release(dead) // its grant is gone, the attempt is left running: a holder killed
 
 	v := waitQuery(t, api, `once_attempts_total{task="t",state="succeeded"}`, 1, deadline)
 	t.Logf("once_attempts_total = %v after %d scrapes", v, scrapes.Load())
@@ -55,6 +60,8 @@ func TestRealPrometheus(t *testing.T) {
 		t.Errorf("once_task_last_success_timestamp_seconds = %v, want %v", got, ts(*a.EndedAt))
 	}
 	waitQuery(t, api, `once_store_up`, 1, deadline)
+	waitQuery(t, api, `max by (task) (once_task_holder_gone_attempts) > 0`, 1, deadline)
+	waitQuery(t, api, `once_task_holder_gone_attempts{task="t"}`, 0, deadline)
 }
 
 // startPrometheus runs prometheus scraping target every second, on a free loopback port with its

@@ -50,6 +50,7 @@ type task struct {
 	sum      float64      // seconds
 	n        uint64       // durations counted
 	waiting  int          // slots waiting for review
+	gone     int          // attempts still running whose holder's grant is gone (store.ReadRunning)
 	lease    *store.Lease // nil when not held
 }
 
@@ -165,15 +166,24 @@ func (t *tracker) refresh(ctx context.Context, now time.Time) error {
 	} else {
 		errs = append(errs, t.tail(ctx, now))
 	}
-	leases, lerr := t.st.Leases(ctx)
+	// The attempts running and the leases, read together (store.ReadRunning, once status's read):
+	// when the list cannot be read, the leases alone.
+	rr, leases, rerr := store.ReadRunning(ctx, t.st, store.MaxRunningList)
+	lerr := rerr
+	if rerr != nil && ctx.Err() == nil {
+		leases, lerr = t.st.Leases(ctx)
+	}
 	if lerr == nil {
 		t.setLeases(leases)
+	}
+	if rerr == nil {
+		t.setGone(rr)
 	}
 	waiting, werr := t.st.Waiting(ctx)
 	if werr == nil {
 		t.setWaiting(waiting)
 	}
-	errs = append(errs, lerr, werr, t.list(ctx, now), t.load(ctx))
+	errs = append(errs, rerr, werr, t.list(ctx, now), t.load(ctx))
 	if lerr == nil && t.started {
 		errs = append(errs, t.checkRunning(ctx, now))
 	}
@@ -190,6 +200,23 @@ func (t *tracker) setLeases(ls []store.Lease) {
 		t.held[l.Task] = l
 		if tk := t.task(l.Task); tk != nil {
 			tk.lease = &l
+		}
+	}
+}
+
+// setGone counts each task's attempts still running whose holder's grant is gone. It counts the
+// attempts ReadRunning lists: at most store.MaxRunningList of the store's index, none of a task
+// it cannot list (RunningRead.Unlisted), none on a store that cannot list them.
+func (t *tracker) setGone(rr store.RunningRead) {
+	for _, tk := range t.tasks {
+		tk.gone = 0
+	}
+	for _, r := range rr.Attempts {
+		if r.Lease != store.LeaseGone {
+			continue
+		}
+		if tk := t.task(r.Task); tk != nil {
+			tk.gone++
 		}
 	}
 }
