@@ -231,6 +231,7 @@ command = ["/usr/local/bin/backup", "--full"]
 		t.Errorf("overview: export-ledger's resolve command reads %q, want %q", failed, want)
 	}
 	b.shot("overview")
+	checkGoneDrawn(t, b, base)
 	pasted := exec.Command("sh", "-c", failed+" --note 'web-4 was killed; run it again'")
 	pasted.Env = append(slices.Clip(e.vars), "PATH="+filepath.Dir(e.bin)+":"+os.Getenv("PATH"))
 	if out, err := pasted.CombinedOutput(); err != nil {
@@ -750,6 +751,36 @@ func evalJS[T any](b *browser, js string) T {
 		b.t.Fatalf("chromium: %s: %v", js, err)
 	}
 	return v
+}
+
+// checkGoneDrawn: export-ledger's attempt, whose holder was killed, is drawn apart on its task's
+// timeline (a colour of its own, not a running bar's, and a dashed outline), the legend names it in
+// English and Chinese, and its run detail shows holder gone with the resolve command.
+func checkGoneDrawn(t *testing.T, b *browser, base string) {
+	t.Helper()
+	b.open(base + "/timeline?task=export-ledger&lang=en")
+	bars := evalJS[[]map[string]string](b, `Array.from(document.querySelectorAll("svg.timeline rect.bar")).map(r => ({
+		class: r.getAttribute("class"), fill: getComputedStyle(r).fill, dash: getComputedStyle(r).strokeDasharray}))`)
+	running := evalJS[string](b, `getComputedStyle(document.querySelector("ul.legend rect[class='bar running']")).fill`)
+	if len(bars) != 1 || bars[0]["class"] != "bar running gone" || bars[0]["fill"] == running || bars[0]["dash"] == "none" {
+		t.Errorf("export-ledger's timeline: bars %v, want one of class 'bar running gone', dashed, not filled %s as a running one", bars, running)
+	}
+	legend := evalJS[[]string](b, `Array.from(document.querySelectorAll("ul.legend li")).map(li => li.textContent.trim())`)
+	if !slices.Contains(legend, "holder gone") || !slices.Contains(legend, "running") {
+		t.Errorf("export-ledger's timeline: the legend is %q, want holder gone and running among it", legend)
+	}
+	b.shot("timeline-holder-gone")
+	b.open(base + "/timeline?task=export-ledger&lang=zh-CN")
+	if legend := evalJS[[]string](b, `Array.from(document.querySelectorAll("ul.legend li")).map(li => li.textContent.trim())`); !slices.Contains(legend, "持有者已失联") {
+		t.Errorf("export-ledger's timeline in Chinese: the legend is %q, want 持有者已失联 among it", legend)
+	}
+	b.open(base + "/slot?task=export-ledger&slot=2026-05-01&lang=en")
+	if got := b.text("main .status.s-gone"); got != "holder gone" {
+		t.Errorf("export-ledger's run detail: %q, want a holder gone badge", got)
+	}
+	if got := b.text(`#gone pre.resolve-failed`); !strings.HasPrefix(got, "once resolve --task export-ledger --slot 2026-05-01 --as failed") {
+		t.Errorf("export-ledger's run detail: the resolve command reads %q", got)
+	}
 }
 
 // waitJS waits until the expression js is true in the page.

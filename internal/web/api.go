@@ -184,6 +184,9 @@ type SlotDetail struct {
 	// Env is what each attempt's command saw of once (by run id): ONCE_TASK, ONCE_SLOT, ONCE_RUN_ID,
 	// ONCE_TOKEN, ONCE_ATTEMPT.
 	Env map[string]map[string]string `json:"env"`
+	// HolderGone, when the slot's last attempt is still recorded as running but its holder's lease
+	// is gone, is that attempt as GET /api/v1/running shows it (with the resolve commands).
+	HolderGone *Running `json:"holder_gone,omitempty"`
 }
 
 func (s *Server) slotDetail(r *http.Request) (SlotDetail, error) {
@@ -206,6 +209,11 @@ func (s *Server) slotDetail(r *http.Request) (SlotDetail, error) {
 	}
 	if st.Last == nil && len(d.History) == 0 {
 		return SlotDetail{}, fmt.Errorf("%w: task %s has nothing in slot %q", store.ErrNotFound, task, sl)
+	}
+	if a := st.Last; a != nil && a.State == store.Running {
+		if r, ok := s.gone(ctx)[goneKey(a.Task, a.Slot, a.RunID, a.Number)]; ok {
+			d.HolderGone = &r
+		}
 	}
 	for _, e := range d.History {
 		if !e.State.IsAttempt() {

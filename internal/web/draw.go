@@ -9,7 +9,7 @@ import (
 
 // The timeline as an SVG drawn on the server: a row per task, a bar per attempt from its start
 // to its end (now while running), a mark per event; bars of one task that overlap in time are
-// red and name each other.
+// red and name each other; a running attempt whose holder is gone is drawn apart (class gone).
 
 const (
 	tlLabel = 200.0 // the task names' column
@@ -131,6 +131,10 @@ func drawTimeline(tl Timeline, task string) drawn {
 			}
 			db.Title = fmt.Sprintf("%s slot %s attempt %d: %s on %s, %s → %s", b.Task, orDash(b.Slot), b.Attempt, b.State, b.Holder,
 				b.Start.Format(time.RFC3339), b.End.Format(time.RFC3339))
+			if b.HolderGone {
+				db.Class += " gone"
+				db.Title += "; HOLDER GONE: its lease is gone, nobody knows whether it finished (the overview has the once resolve commands)"
+			}
 			if len(b.Overlap) > 0 {
 				db.Class += " overlap"
 				db.Title += "; OVERLAPS " + fmt.Sprint(b.Overlap)

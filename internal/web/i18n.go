@@ -19,6 +19,7 @@ const (
 var messages = map[string]map[string]string{
 	langEN: {
 		"status_gone": "holder gone", "gone": "Holder gone",
+		"legend_attempts": "Attempts", "legend_overlap": "overlapping (two holders at once)",
 		"gone_intro": "These attempts are still recorded as running, but their holder's lease is gone: the holder died or was cut off (kill -9, a host lost), and nobody knows whether its work finished. The task's next run marks each one unknown, and its slot then waits for review. To settle one now, paste one of its commands (once resolve marks the attempt unknown first).",
 		"gone_again": "Run it again (add --note TEXT to say why):", "gone_done": "Or mark it done:",
 		"gone_held":          "The task is held now ({holder}, token {token}), so once resolve refuses (exit 75) until no grant of the task is live; the task's next run marks this attempt unknown.",
@@ -64,6 +65,7 @@ var messages = map[string]map[string]string{
 	},
 	langZH: {
 		"status_gone": "持有者已失联", "gone": "持有者已失联",
+		"legend_attempts": "尝试", "legend_overlap": "重叠（两个持有者同时运行）",
 		"gone_intro": "这些尝试仍记录为运行中，但其持有者的租约已失效：持有者已死亡或被切断（kill -9、主机丢失），没有人知道其工作是否完成。该任务的下一次运行会把它们标记为未知，其时段随后等待人工审核。要现在处理，请粘贴下面的命令之一（once resolve 会先把该尝试标记为未知）。",
 		"gone_again": "重新运行（可加 --note TEXT 说明原因）：", "gone_done": "或确认为已完成：",
 		"gone_held":          "该任务现在被持有（{holder}，令牌 {token}），在该任务没有有效授权之前 once resolve 会拒绝（退出码 75）；该任务的下一次运行会把这个尝试标记为未知。",

@@ -144,18 +144,9 @@ func renderGone(w *page, v view, sec RunningSection) {
 		w.p(`<section class="gone" id="gone"><h2>%s (%d)</h2><p>%s</p>`, v.T("gone"), n, v.T("gone_intro"))
 	}
 	for _, r := range sec.Running {
-		if r.Lease != store.LeaseGone {
-			continue
+		if r.Lease == store.LeaseGone {
+			renderGoneAttempt(w, v, r)
 		}
-		w.p(`<div class="gone-attempt" data-task="%s" data-slot="%s"><h3><a href="%s">%s · %s</a> · %s #%d</h3>`,
-			r.Task, r.Slot, slotLink(r.Task, r.Slot), r.Task, orDash(r.Slot), v.T("attempt"), r.Number)
-		w.p(`<p>%s %s · %s <code>%s</code> · %s %d · %s %s</p>`, v.T("holder"), r.Holder, v.T("run_id"), r.RunID, v.T("token"), r.Token, v.T("started"), when(r.StartedAt))
-		if l := r.HeldBy; l != nil {
-			w.p(`<p class="held">%s</p></div>`, strings.NewReplacer("{holder}", l.Holder, "{token}", fmt.Sprint(l.Token)).Replace(v.T("gone_held")))
-			continue
-		}
-		w.p(`<p>%s</p><pre class="cmd resolve-failed"><code>%s</code></pre><p>%s</p><pre class="cmd resolve-succeeded"><code>%s</code></pre></div>`,
-			v.T("gone_again"), r.Resolve.Failed, v.T("gone_done"), r.Resolve.Succeeded)
 	}
 	if n > 0 && sec.PasswordHidden {
 		w.p(`<p class="hint">%s</p>`, v.T("pw_hidden"))
@@ -174,6 +165,36 @@ func renderGone(w *page, v view, sec RunningSection) {
 	if len(sec.Unlisted) > 0 {
 		w.p(`<p class="muted running-note">%s %s</p>`, v.T("running_unlisted"), strings.Join(sec.Unlisted, ", "))
 	}
+}
+
+// renderGoneAttempt is one attempt whose holder is gone: who held it and the once resolve commands
+// that settle it now, or the grant of its task that is live (once resolve would refuse).
+func renderGoneAttempt(w *page, v view, r Running) {
+	w.p(`<div class="gone-attempt" data-task="%s" data-slot="%s"><h3><a href="%s">%s · %s</a> · %s #%d</h3>`,
+		r.Task, r.Slot, slotLink(r.Task, r.Slot), r.Task, orDash(r.Slot), v.T("attempt"), r.Number)
+	w.p(`<p>%s %s · %s <code>%s</code> · %s %d · %s %s</p>`, v.T("holder"), r.Holder, v.T("run_id"), r.RunID, v.T("token"), r.Token, v.T("started"), when(r.StartedAt))
+	if l := r.HeldBy; l != nil {
+		w.p(`<p class="held">%s</p></div>`, strings.NewReplacer("{holder}", l.Holder, "{token}", fmt.Sprint(l.Token)).Replace(v.T("gone_held")))
+		return
+	}
+	w.p(`<p>%s</p><pre class="cmd resolve-failed"><code>%s</code></pre><p>%s</p><pre class="cmd resolve-succeeded"><code>%s</code></pre></div>`,
+		v.T("gone_again"), r.Resolve.Failed, v.T("gone_done"), r.Resolve.Succeeded)
+}
+
+// renderLegend says what the timeline's colours and marks mean, with the page's own classes.
+func renderLegend(w *page, v view) {
+	w.p(`<ul class="legend"><li class="legend-title">%s:</li>`, v.T("legend_attempts"))
+	for _, k := range []struct{ class, label string }{
+		{"running", v.S(store.Running)}, {"succeeded", v.S(store.Succeeded)}, {"failed", v.S(store.Failed)},
+		{"unknown", v.S(store.Unknown)}, {"running gone", v.T("status_gone")}, {"overlap", v.T("legend_overlap")},
+	} {
+		w.p(`<li><svg width="18" height="10"><rect class="bar %s" width="18" height="10"/></svg> %s</li>`, k.class, k.label)
+	}
+	w.p(`<li class="legend-title">%s:</li>`, v.T("events"))
+	for _, k := range []store.State{store.Busy, store.Skipped, store.Review, store.Missed} {
+		w.p(`<li><svg width="10" height="10"><path class="mark %s" d="M5 10 l-4 -7 h8 z"/></svg> %s</li>`, k, v.S(k))
+	}
+	w.p(`</ul>`)
 }
 
 func renderTimeline(w *page, v view) {
@@ -207,7 +228,9 @@ func renderTimeline(w *page, v view) {
 		}
 		w.p("</g>")
 	}
-	w.p(`</svg><h2>%s (%d)</h2>`, v.T("overlaps"), len(d.Overlaps))
+	w.p(`</svg>`)
+	renderLegend(w, v)
+	w.p(`<h2>%s (%d)</h2>`, v.T("overlaps"), len(d.Overlaps))
 	if len(d.Overlaps) == 0 {
 		w.p(`<p>%s</p>`, v.T("no_overlaps"))
 		return
@@ -296,11 +319,20 @@ func renderSlot(w *page, v view) {
 		w.p("%s", statusBadge("review", v.T("status_review")))
 	} else if a := d.Last; a != nil {
 		w.p("%s", statusBadge(string(a.State), v.S(a.State)))
+		if d.HolderGone != nil {
+			w.p(" %s", statusBadge(statusGone, v.T("status_gone")))
+		}
 		if res := a.Resolution; res != nil {
 			w.p(` · %s %s`, v.T("resolved_as"), statusBadge(string(res.As), v.S(res.As)))
 		}
 	}
-	w.p(` · %s: %s · <a href="/timeline?task=%s">%s</a></p><h2>%s</h2>`, v.T("checkpoint"), orDash(d.Checkpoint), q(d.Task), v.T("timeline"), v.T("history"))
+	w.p(` · %s: %s · <a href="/timeline?task=%s">%s</a></p>`, v.T("checkpoint"), orDash(d.Checkpoint), q(d.Task), v.T("timeline"))
+	if r := d.HolderGone; r != nil {
+		w.p(`<section class="gone" id="gone"><h2>%s</h2><p>%s</p>`, v.T("gone"), v.T("gone_intro"))
+		renderGoneAttempt(w, v, *r)
+		w.p(`</section>`)
+	}
+	w.p(`<h2>%s</h2>`, v.T("history"))
 	for _, e := range d.History {
 		w.p(`<section class="entry e-%s"><h3>%s · %s`, e.State, when(e.StartedAt), v.S(e.State))
 		if e.Number > 0 {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/once-run/once/internal/shell"
 	"github.com/once-run/once/notify"
@@ -59,4 +60,27 @@ func (s *Server) running(ctx context.Context) (RunningSection, []store.Lease, er
 		sec.Running = append(sec.Running, x)
 	}
 	return sec, leases, nil
+}
+
+// goneKey names an attempt in gone's map.
+func goneKey(task, slot, runID string, number int) string {
+	return task + "\x00" + slot + "\x00" + runID + "\x00" + strconv.Itoa(number)
+}
+
+// gone is the attempts still running whose holder is gone, by goneKey (s.running's read: bounded
+// by store.MaxRunningList, never history), for the timeline's bars and a slot's page. When the
+// list cannot be read it is logged and none is marked: the page is shown without the marks.
+func (s *Server) gone(ctx context.Context) map[string]Running {
+	sec, _, err := s.running(ctx)
+	if err != nil {
+		s.c.Log.Warn("cannot list the attempts running: holder gone is not marked", "err", err)
+		return nil
+	}
+	out := map[string]Running{}
+	for _, r := range sec.Running {
+		if r.Lease == store.LeaseGone {
+			out[goneKey(r.Task, r.Slot, r.RunID, r.Number)] = r
+		}
+	}
+	return out
 }

@@ -196,3 +196,53 @@ func TestHolderGoneWithoutASlotEach(t *testing.T) {
 		t.Fatalf("the read listed the attempts running %d times and read %d slots: want 2 and 0", st.lists, st.slots)
 	}
 }
+
+// The timeline draws an attempt whose holder is gone apart from a running one (class gone, in the
+// API holder_gone), with a legend in both languages; the slot's page says so, with the commands.
+func TestTimelineMarksHolderGone(t *testing.T) {
+	sd := newSeeded(t)
+	sd.begin("dead-job", "d1", "host-dead", 300*time.Millisecond)
+	sd.run("alive-job", "a1", "host-live", store.Running)
+	sd.run("done-job", "o1", "host-live", store.Succeeded)
+	time.Sleep(500 * time.Millisecond)
+	_, ts := sd.server("")
+
+	_, body := get(t, ts, "/api/v1/timeline")
+	var tl Timeline
+	if err := json.Unmarshal([]byte(body), &tl); err != nil {
+		t.Fatal(err)
+	}
+	for task, want := range map[string]bool{"dead-job": true, "alive-job": false, "done-job": false} {
+		if bs := tl.Bars[task]; len(bs) != 1 || bs[0].HolderGone != want {
+			t.Errorf("%s's bars: %+v, want one with holder_gone %v", task, bs, want)
+		}
+	}
+	_, page := get(t, ts, "/timeline?task=dead-job")
+	for _, want := range []string{`<rect class="bar running gone"`, "HOLDER GONE", `<ul class="legend">`, `<rect class="bar running gone" width="18" height="10"/></svg> holder gone</li>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the task's timeline lacks %s", want)
+		}
+	}
+	if _, page := get(t, ts, "/timeline?task=alive-job"); strings.Contains(page, `<rect class="bar running gone" x=`) {
+		t.Errorf("alive-job's running attempt is drawn as holder gone")
+	}
+	if _, zh := get(t, ts, "/timeline?lang=zh-CN"); !strings.Contains(zh, "</svg> 持有者已失联</li>") || !strings.Contains(zh, "重叠（两个持有者同时运行）") {
+		t.Errorf("the Chinese timeline's legend lacks holder gone or overlapping")
+	}
+
+	_, page = get(t, ts, "/slot?task=dead-job&slot=d1")
+	for _, want := range []string{`<span class="status s-gone">holder gone</span>`, `<section class="gone" id="gone">`,
+		html.EscapeString(`once resolve --task dead-job --slot d1 --as failed --store postgres://once:xxxxx@db/once`)} {
+		if !strings.Contains(page, want) {
+			t.Errorf("dead-job's slot page lacks %s", want)
+		}
+	}
+	if _, page := get(t, ts, "/slot?task=alive-job&slot=a1"); strings.Contains(page, "s-gone") {
+		t.Errorf("alive-job's slot page says holder gone")
+	}
+	_, body = get(t, ts, "/api/v1/slot?task=dead-job&slot=d1")
+	var d SlotDetail
+	if err := json.Unmarshal([]byte(body), &d); err != nil || d.HolderGone == nil || d.HolderGone.Resolve == nil {
+		t.Errorf("/api/v1/slot of dead-job: holder_gone %+v (%v)", d.HolderGone, err)
+	}
+}

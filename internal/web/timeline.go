@@ -23,6 +23,9 @@ type Bar struct {
 	End     time.Time   `json:"end"`             // now for a running attempt
 	Running bool        `json:"running"`         // no end yet
 	Seats   int         `json:"seats,omitempty"` // the Limit of the seat it ran under (once run --limit), 0 when exclusive
+	// HolderGone is true for an attempt still recorded as running whose holder's lease is gone (the
+	// overview's holder gone; GET /api/v1/running): it is drawn to now, but nothing runs it.
+	HolderGone bool `json:"holder_gone,omitempty"`
 	// Overlap names the other attempts of the same task that ran at the same time as this one,
 	// by holder and run id: the seed's incident, two holders at once.
 	Overlap []string `json:"overlap,omitempty"`
@@ -59,7 +62,8 @@ type Timeline struct {
 
 // timeline reads the entries of [from, to] newest first, at most maxTimeline of them, and the
 // attempts that started up to one range earlier and were still running into it. It costs one
-// ordered index walk from to (a page per HistoryPager page).
+// ordered index walk from to (a page per HistoryPager page) and, when an attempt in it is still
+// running, the list of attempts running (s.gone), to mark those whose holder is gone.
 func (s *Server) timeline(ctx context.Context, from, to time.Time, task string) (Timeline, error) {
 	tl := Timeline{From: from, To: to, Tasks: []string{}, Bars: map[string][]Bar{}, Marks: map[string][]Mark{}, Overlaps: []Overlap{}}
 	now := s.c.Now()
@@ -96,6 +100,7 @@ func (s *Server) timeline(ctx context.Context, from, to time.Time, task string) 
 	if err != nil && !errors.Is(err, errStop) {
 		return Timeline{}, err
 	}
+	s.markGone(ctx, tl.Bars)
 	seen := map[string]bool{}
 	for t := range tl.Bars {
 		seen[t] = true
@@ -111,6 +116,25 @@ func (s *Server) timeline(ctx context.Context, from, to time.Time, task string) 
 		tl.Overlaps = append(tl.Overlaps, overlaps(t, tl.Bars[t])...)
 	}
 	return tl, nil
+}
+
+// markGone marks the running bars whose holder is gone; it reads the attempts running (s.gone)
+// only when a bar is running.
+func (s *Server) markGone(ctx context.Context, bars map[string][]Bar) {
+	var gone map[string]Running
+	for _, bs := range bars {
+		for i := range bs {
+			if !bs[i].Running {
+				continue
+			}
+			if gone == nil {
+				if gone = s.gone(ctx); gone == nil {
+					return
+				}
+			}
+			_, bs[i].HolderGone = gone[goneKey(bs[i].Task, bs[i].Slot, bs[i].RunID, bs[i].Attempt)]
+		}
+	}
 }
 
 // overlaps sorts one task's bars by start and marks every pair that ran at the same time (one
