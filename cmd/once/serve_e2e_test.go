@@ -231,7 +231,8 @@ command = ["/usr/local/bin/backup", "--full"]
 		t.Errorf("overview: export-ledger's resolve command reads %q, want %q", failed, want)
 	}
 	b.shot("overview")
-	checkGoneDrawn(t, b, base)
+	checkGoneDrawn(t, b, base, url.Values{"from": {seedStart.Add(-5 * time.Second).Truncate(time.Second).Format(time.RFC3339)},
+		"to": {time.Now().UTC().Add(10 * time.Second).Truncate(time.Second).Format(time.RFC3339)}}.Encode())
 	pasted := exec.Command("sh", "-c", failed+" --note 'web-4 was killed; run it again'")
 	pasted.Env = append(slices.Clip(e.vars), "PATH="+filepath.Dir(e.bin)+":"+os.Getenv("PATH"))
 	if out, err := pasted.CombinedOutput(); err != nil {
@@ -755,10 +756,11 @@ func evalJS[T any](b *browser, js string) T {
 
 // checkGoneDrawn: export-ledger's attempt, whose holder was killed, is drawn apart on its task's
 // timeline (a colour of its own, not a running bar's, and a dashed outline), the legend names it in
-// English and Chinese, and its run detail shows holder gone with the resolve command.
-func checkGoneDrawn(t *testing.T, b *browser, base string) {
+// English and Chinese, and its run detail shows holder gone with the resolve command. rng is the
+// timeline's from= and to=.
+func checkGoneDrawn(t *testing.T, b *browser, base, rng string) {
 	t.Helper()
-	b.open(base + "/timeline?task=export-ledger&lang=en")
+	b.open(base + "/timeline?task=export-ledger&lang=en&" + rng)
 	bars := evalJS[[]map[string]string](b, `Array.from(document.querySelectorAll("svg.timeline rect.bar")).map(r => ({
 		class: r.getAttribute("class"), fill: getComputedStyle(r).fill, dash: getComputedStyle(r).strokeDasharray}))`)
 	running := evalJS[string](b, `getComputedStyle(document.querySelector("ul.legend rect[class='bar running']")).fill`)
