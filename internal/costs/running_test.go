@@ -90,7 +90,10 @@ func TestReadRunningFlatInGone(t *testing.T) {
 				trips[i] = readRunningCost(t, ctx, dsn, n)
 			}
 			t.Logf("%s: ReadRunning with 1 attempt whose holder is gone: %d round trips; with 50: %d", st.name, trips[0], trips[1])
-			if trips[1] > trips[0]+st.slack {
+			// A read per attempt would add 49. ZooKeeper's reads of the tasks and of the 50
+			// documents are sent in parallel (pipelined): one turn each on a quiet machine (11 both
+			// ways), a few more when a loaded one delays some; half the attempts is the bound.
+			if trips[1] >= trips[0]+25 {
 				t.Errorf("%s: ReadRunning with 50 attempts whose holder is gone took %d round trips, with one %d: it reads per attempt", st.name, trips[1], trips[0])
 			}
 		})
