@@ -163,8 +163,9 @@ func defaults(c *Config) {
 
 // Reload replaces the jobs. A job whose name is kept keeps its state: an attempt it runs now
 // goes on under the old definition, and a changed schedule applies from its next slot. A removed
-// job fires no more; an attempt of it that runs now finishes. An added job fires from its next
-// slot. A bad job (an unparsable schedule, a name given twice, a field out of the bounds a jobs
+// job fires no more; an attempt of it that runs now finishes. An added job is accounted at its
+// next fire time, as on start (see Run): with no history it starts from that slot; with one (a
+// job removed and put back) the slots since its newest are caught up or recorded missed. A bad job (an unparsable schedule, a name given twice, a field out of the bounds a jobs
 // file holds it to: jobfile.Job.Check) refuses the whole list and keeps the jobs as they were; its
 // error wraps once.ErrInvalid.
 func (s *Scheduler) Reload(jobs []Job) error {
@@ -201,7 +202,11 @@ func (s *Scheduler) Reload(jobs []Job) error {
 	for i, j := range jobs {
 		js := old[j.Name]
 		if js == nil {
-			js = &jobState{s: s, watches: map[string]*watch{}}
+			// Added while Run runs: accounted before its first fire, as every job is on start. A
+			// job put back (a jobs file seen mid-write, truncated; a drop-in an editor renamed
+			// away for a moment) has a history, and the slots it missed while gone are caught up
+			// or recorded missed; one with none starts from its next slot, as before.
+			js = &jobState{s: s, watches: map[string]*watch{}, needAccount: s.ran.Load()}
 		}
 		js.mu.Lock()
 		changed := js.spec.String() != specs[i].String() || js.job.Jitter != j.Jitter

@@ -625,3 +625,44 @@ func TestCommandOutputTailOverStoreLimit(t *testing.T) {
 		t.Fatalf("tail: %v %v, %d bytes; want the last %d bytes", ok, err, len(tail), store.MaxKeyResult)
 	}
 }
+
+// A job removed by a reload and put back by the next (a jobs file seen mid-write: truncated, a
+// drop-in renamed away by an editor) is accounted when it comes back, as on start: the slots that
+// fired while it was gone are caught up or recorded missed. It started from its next slot, and
+// the slots of the gap had no record at all.
+func TestReloadPutBackAccountsTheGap(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	w := &witness{}
+	j := workJob("back", "@every 1s", w.work(0))
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
+	eventually(t, 8*time.Second, "the job fires", func() bool { r, _ := w.snapshot(); return len(r) > 0 })
+	if err := n.s.Reload(nil); err != nil {
+		t.Fatal(err)
+	}
+	gone := time.Now()
+	time.Sleep(3500 * time.Millisecond) // three slots or more fire while the job is gone
+	if err := n.s.Reload([]scheduler.Job{j}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the job fires again", func() bool {
+		r, _ := w.snapshot()
+		return len(r) > 0 && r[len(r)-1].Slot > gone.Add(4*time.Second).UTC().Format(time.RFC3339)
+	})
+	n.stop()
+	sp, _ := j.Spec()
+	seen := map[string]bool{}
+	for _, e := range f.history("back") {
+		if at, err := sp.Parse(e.Slot); err == nil {
+			seen[at.UTC().Format(time.RFC3339Nano)] = true
+		}
+	}
+	runs, _ := w.snapshot()
+	first, _ := sp.Parse(runs[0].Slot)
+	last, _ := sp.Parse(runs[len(runs)-1].Slot)
+	for sl := sp.Next(first); sl.Start.Before(last); sl = sp.Next(sl.Start) {
+		if !seen[sl.Start.UTC().Format(time.RFC3339Nano)] {
+			t.Errorf("slot %s has no record (neither run nor missed); history %+v", sl.Value, f.history("back"))
+		}
+	}
+}

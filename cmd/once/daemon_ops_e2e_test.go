@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -289,4 +290,57 @@ func logTime(t *testing.T, log, s string) time.Time {
 	}
 	t.Fatalf("no log line holds %q", s)
 	return time.Time{}
+}
+
+// A jobs file seen mid-write (rewritten in place: truncated, then written, as a paste into
+// `cat > jobs.toml` or an editor that writes in place does) loses no slot: the daemon reloaded the
+// empty file (no jobs), and when the jobs came back they fired from their next slot, the slots of
+// the gap with no record at all. Each slot between the first run and the last now has an entry
+// (run, caught up or missed).
+func TestDaemonJobsFileSeenMidWrite(t *testing.T) {
+	t.Parallel()
+	e, dir := newEnv(t), t.TempDir()
+	text := "[[job]]\nname = \"tick\"\nschedule = \"* * * * * *\"\ntz = \"UTC\"\ncommand = \"true\"\n"
+	path := writeJobs(t, dir, "jobs.toml", text)
+	d := startDaemon(t, e, "node-a", "--jobs", path)
+	d.waitLog(`msg=end task=tick`, 10*time.Second)
+	writeJobs(t, dir, "jobs.toml", "")
+	d.waitLog("jobs=0", 10*time.Second)
+	time.Sleep(3 * time.Second) // slots fire while the file is empty
+	writeJobs(t, dir, "jobs.toml", text)
+	back := time.Now().UTC()
+	slots := func() []time.Time {
+		var out []time.Time
+		for _, h := range e.history("tick") {
+			if at, err := time.Parse(time.RFC3339, fmt.Sprint(h["slot"])); err == nil {
+				out = append(out, at)
+			}
+		}
+		slices.SortFunc(out, time.Time.Compare)
+		return out
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if s := slots(); len(s) > 0 && s[len(s)-1].After(back.Add(2*time.Second)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job did not fire again after the file was written back")
+		}
+	}
+	if code := d.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	s := slots()
+	seen := map[time.Time]bool{}
+	for _, at := range s {
+		seen[at] = true
+	}
+	for at := s[0]; at.Before(s[len(s)-1]); at = at.Add(time.Second) {
+		if !seen[at] {
+			t.Errorf("slot %s has no record: neither run nor missed", at.Format(time.RFC3339))
+		}
+	}
+	if t.Failed() {
+		t.Logf("history: %v", e.history("tick"))
+	}
 }

@@ -338,15 +338,21 @@ func notifySystemd(log *slog.Logger, state string) {
 	}
 }
 
-// fileWatch tells when a jobs file, or a directory's drop-ins, changed: names, sizes, times.
+// fileWatch tells when a jobs file, or a directory's drop-ins, changed: names, sizes, times. A
+// change counts once the state is the same at two polls in a row: a file seen in the middle of
+// its writing (truncated by an in-place write, a paste into `cat >` under way, a drop-in an editor
+// renamed away for a moment) may be a valid file with fewer jobs, or none, and a reload of it
+// would stop the jobs it lacks.
 type fileWatch struct {
 	path string
-	last string
+	last string // the state last reloaded (or found at start)
+	seen string // the state at the previous poll
 }
 
 func newFileWatch(path string) *fileWatch {
 	w := &fileWatch{path: path}
 	w.last = w.state()
+	w.seen = w.last
 	return w
 }
 
@@ -373,7 +379,9 @@ func (w *fileWatch) state() string {
 
 func (w *fileWatch) changed() bool {
 	s := w.state()
-	if s == w.last {
+	settled := s == w.seen
+	w.seen = s
+	if s == w.last || !settled {
 		return false
 	}
 	w.last = s
