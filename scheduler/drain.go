@@ -45,15 +45,26 @@ func (s *Scheduler) drain() error {
 	case <-s.hurry:
 	}
 	grace := time.Duration(0) // the longest grace of a Work job stopped now
+	var signalled []chan struct{}
 	for _, js := range jobs {
 		js.mu.Lock()
 		for _, a := range js.actives {
 			js.stopLocked(context.Background(), a, "the node drains (its drain time is over)")
 			grace = max(grace, a.workGrace)
+			if a.workGrace > 0 {
+				signalled = append(signalled, a.signalled)
+			}
 		}
 		js.mu.Unlock()
 	}
 	if grace > 0 {
+		for _, c := range signalled { // a Work's grace runs from its context's end, after its note
+			select {
+			case <-done:
+				return nil
+			case <-c:
+			}
+		}
 		select {
 		case <-done:
 			return nil

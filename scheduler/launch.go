@@ -60,7 +60,10 @@ type active struct {
 	runner  *job.Runner             // a command job's runner
 	run     *once.Run               // the attempt running now, nil between attempts
 	stopped string                  // why it was stopped (replace, timeout, drain), "" if not
-	working atomic.Bool             // a Work job's function runs now (drain gives up on it after its grace)
+	// signalled is closed once a stopped launch was signalled (after its note: stopLocked); nil
+	// until it is stopped.
+	signalled chan struct{}
+	working   atomic.Bool // a Work job's function runs now (drain gives up on it after its grace)
 	// workGrace is the grace of a Work launch (its job's definition when it started), 0 for a
 	// command's; under jobState.mu.
 	workGrace time.Duration
@@ -253,21 +256,38 @@ func (js *jobState) startLocked(ctx context.Context, l launch) {
 
 // stopLocked stops the launch a through its stop path: a command gets SIGTERM and is killed after
 // its grace; a Work job's context is cancelled. Its outcome is still recorded.
+//
+// The attempt's note ("stopped: why") is written first, so that the outcome, recorded once the
+// command ends, finds it; the signal follows. Both are made off the job's lock and off the caller
+// (the dispatcher replacing a slot, a drain stopping every job): the note is a store write, up to
+// stopNoteTimeout when the store does not answer, and made in line it held the dispatcher that
+// long, and a drain's Nth job got its signal N times that late.
 func (js *jobState) stopLocked(ctx context.Context, a *active, why string) {
 	if a == nil || a.stopped != "" {
 		return
 	}
 	a.stopped = why
-	if r := a.run; r != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := js.s.c.Store.Report(rctx, r.RunID, r.Token, store.Report{Note: "stopped: " + why}); err != nil {
-			js.s.log.Debug("could not note why the attempt is stopped", "task", r.Task, "run_id", r.RunID, "err", err)
+	a.signalled = make(chan struct{})
+	// A runner not made yet is stopped by callCommand as it starts, seeing a.stopped: exactly one
+	// of the two signals it.
+	r, runner := a.run, a.runner
+	s := js.s
+	s.log.Info("stopping the running attempt", "task", js.job.Name, "reason", why)
+	s.offDispatch(func() {
+		defer close(a.signalled)
+		if r != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopNoteTimeout)
+			if err := s.c.Store.Report(rctx, r.RunID, r.Token, store.Report{Note: "stopped: " + why}); err != nil {
+				s.log.Debug("could not note why the attempt is stopped", "task", r.Task, "run_id", r.RunID, "err", err)
+			}
+			cancel()
 		}
-		cancel()
-	}
-	js.s.log.Info("stopping the running attempt", "task", js.job.Name, "reason", why)
-	if a.runner != nil {
-		a.runner.Stop(syscall.SIGTERM)
-	}
-	a.cancel(fmt.Errorf("stopped: %s", why))
+		if runner != nil {
+			runner.Stop(syscall.SIGTERM)
+		}
+		a.cancel(fmt.Errorf("stopped: %s", why))
+	})
 }
+
+// stopNoteTimeout bounds the write of a stopped attempt's note, which its signal waits for.
+const stopNoteTimeout = 5 * time.Second

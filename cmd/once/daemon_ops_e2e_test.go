@@ -344,3 +344,41 @@ func TestDaemonJobsFileSeenMidWrite(t *testing.T) {
 		t.Logf("history: %v", e.history("tick"))
 	}
 }
+
+// A drain whose store does not answer (a frozen server: connections accepted, nothing answered)
+// still stops every running job soon after the drain time: each stop wrote its note to the
+// store (up to 5 s) before it signalled the job, one job after another under the job's lock, so
+// the Nth job got its SIGTERM N×5 s late, and a node running 100 jobs outlived systemd's
+// TimeoutStopSec (which then SIGKILLs them, their slots left for review).
+func TestDaemonDrainStopsEveryJobWhileTheStoreHangs(t *testing.T) {
+	t.Parallel()
+	proc, addr, _, ok := privateRedisServer(t)
+	if !ok {
+		t.Skip("redis-server not installed")
+	}
+	e, dir := newEnv(t), t.TempDir()
+	var text strings.Builder
+	const jobs = 5
+	for i := range jobs {
+		fmt.Fprintf(&text, "[[job]]\nname = \"j%d\"\nschedule = \"* * * * * *\"\ntz = \"UTC\"\n"+
+			"command = \"trap 'echo j%d >> %s/term; exit 143' TERM; sleep 120 & wait\"\n", i, i, dir)
+	}
+	path := writeJobs(t, dir, "jobs.toml", text.String())
+	d := startDaemon(t, e, "node-a", "--jobs", path, "--store", "redis://"+addr+"/0", "--drain", "1s")
+	for i := range jobs {
+		d.waitLog(fmt.Sprintf("msg=start task=j%d ", i), 20*time.Second)
+	}
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	// The drain (1 s), a store call under way when it began, one 5 s bound on the notes: 15 s is
+	// plenty; before, the fifth job waited 25 s more.
+	deadline := time.Now().Add(15 * time.Second)
+	for countLines(t, filepath.Join(dir, "term")) < jobs {
+		if time.Now().After(deadline) {
+			t.Fatalf("15 s after SIGTERM (drain 1s), %d of %d jobs were signalled", countLines(t, filepath.Join(dir, "term")), jobs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -339,9 +340,17 @@ func TestStorePasswordFile(t *testing.T) {
 // its durability warning fires), with extra arguments; ok is false without redis-server.
 func privateRedis(t *testing.T, extra ...string) (addr, password string, ok bool) {
 	t.Helper()
+	_, addr, password, ok = privateRedisServer(t, extra...)
+	return addr, password, ok
+}
+
+// privateRedisServer is privateRedis with the server's process, which a test may freeze (SIGSTOP:
+// a store that accepts connections and answers nothing). The cleanup thaws it before the kill.
+func privateRedisServer(t *testing.T, extra ...string) (proc *os.Process, addr, password string, ok bool) {
+	t.Helper()
 	rs, err := exec.LookPath("redis-server")
 	if err != nil {
-		return "", "", false
+		return nil, "", "", false
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -354,7 +363,7 @@ func privateRedis(t *testing.T, extra ...string) (addr, password string, ok bool
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
 	addr = fmt.Sprintf("127.0.0.1:%d", port)
 	for i := 0; ; i++ {
 		if c, err := net.Dial("tcp", addr); err == nil {
@@ -371,7 +380,7 @@ func privateRedis(t *testing.T, extra ...string) (addr, password string, ok bool
 			password = extra[i+1]
 		}
 	}
-	return addr, password, true
+	return cmd.Process, addr, password, true
 }
 
 // Item 12: with --log-format json every line once writes on stderr is JSON, the store's warning
