@@ -55,9 +55,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		}
 		js.mu.Unlock()
 	}
-	if _, paused := s.isPaused(jb.Name); paused {
-		return
-	}
+	pause, paused := s.isPaused(jb.Name)
 	last, err := s.newestSlot(ctx, jb.Name, spec, now)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -74,6 +72,12 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		// first fires): the gap starts at its slot, else that slot and the one this accounting
 		// stands in for would be lost without a word.
 		last = failed.Add(-time.Nanosecond)
+	}
+	if paused {
+		if !s.accountPaused(ctx, jb, spec, last, now, pause) {
+			keep()
+		}
+		return
 	}
 	g := findGap(jb, spec, last, now)
 	if len(g.missed) > 0 && !s.recordMissed(ctx, jb, g) {
@@ -118,6 +122,28 @@ func (s *Scheduler) newestSlot(ctx context.Context, task string, spec slot.Spec,
 		}
 	}
 	return last, nil
+}
+
+// accountPaused accounts the gap of a job paused now (a node starts, or comes back, while the
+// job is paused): nothing of it runs, not even in its catch-up window; the slots due before the
+// pause began are recorded missed (no node ran the job then), those due since as skipped for the
+// pause, as a running node records them. Skipping the account of a paused job left the slots of
+// the gap without a record, and after the resume the job went on from its next slot. It reports
+// false when the missed slots could not be recorded.
+func (s *Scheduler) accountPaused(ctx context.Context, jb Job, spec slot.Spec, last, now time.Time, pause store.Key) bool {
+	all := jb
+	all.CatchUp, all.CatchUpMax = 0, 0
+	g := findGap(all, spec, last, now)
+	var before []slot.Slot
+	for _, sl := range append(g.missed, g.late...) {
+		if sl.Start.Before(pause.ClaimedAt) {
+			before = append(before, sl)
+		} else {
+			s.pausedSlot(ctx, jb, sl.Value)
+		}
+	}
+	g.missed, g.late = before, nil
+	return len(g.missed) == 0 || s.recordMissed(ctx, jb, g)
 }
 
 // findGap walks back from now to the slot after last: the slots fired less than late ago, then

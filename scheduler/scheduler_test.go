@@ -666,3 +666,49 @@ func TestReloadPutBackAccountsTheGap(t *testing.T) {
 		}
 	}
 }
+
+// Every node down over some slots, and the job paused meanwhile (the operator paused it before
+// bringing the fleet back): on start the slots due before the pause began are recorded missed,
+// and none runs (not even within the catch-up window). A paused job was not accounted at all, and
+// after the resume it fired from its next slot: the slots of the gap had no record.
+func TestPausedAtStartRecordsTheGap(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	ctx := context.Background()
+	sp, _ := jobfile.Job{Schedule: "@every 1s", TZ: "UTC"}.Spec()
+	old := sp.Prev(time.Now().Add(-8 * time.Second))
+	if _, err := once.Do(ctx, once.Options{Store: f.stores[0], Task: "held", Slot: old.Value, TTL: time.Second}, func(context.Context, *once.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := scheduler.Pause(ctx, f.stores[0], "held", "ops", "maintenance"); err != nil || !ok {
+		t.Fatalf("pause: %v %v", ok, err)
+	}
+	w := &witness{}
+	j := workJob("held", "@every 1s", w.work(0))
+	j.CatchUp = 3 * time.Second
+	f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
+	eventually(t, 20*time.Second, "a paused slot recorded", func() bool { return count(f.history("held"), store.Skipped, "paused") >= 1 })
+	if runs, _ := w.snapshot(); len(runs) != 0 {
+		t.Fatalf("a paused job ran: %+v", runs)
+	}
+	if ok, err := scheduler.Resume(ctx, f.stores[0], "held"); err != nil || !ok {
+		t.Fatalf("resume: %v %v", ok, err)
+	}
+	eventually(t, 20*time.Second, "the job runs after the resume", func() bool { r, _ := w.snapshot(); return len(r) > 0 })
+	runs, _ := w.snapshot()
+	upto, _ := sp.Parse(runs[0].Slot)
+	seen := map[time.Time]int{}
+	for _, e := range f.history("held") {
+		if at, err := sp.Parse(e.Slot); err == nil {
+			seen[at.UTC()]++
+		}
+	}
+	for sl := sp.Next(old.Start); sl.Start.Before(upto); sl = sp.Next(sl.Start) {
+		if seen[sl.Start.UTC()] == 0 {
+			t.Errorf("slot %s has no record (neither run, missed nor skipped)", sl.Value)
+		}
+	}
+	if t.Failed() {
+		t.Logf("history: %+v", f.history("held"))
+	}
+}
