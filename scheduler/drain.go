@@ -29,6 +29,7 @@ func (s *Scheduler) drain() error {
 		if n := len(js.queue); n > 0 {
 			s.log.Info("draining: dropping queued launches", "task", js.job.Name, "launches", n)
 		}
+		js.skipQueuedLocked()
 		js.queue = nil
 		running += len(js.actives)
 		js.mu.Unlock()
@@ -103,4 +104,28 @@ func stuckWork(jobs []*jobState) []string {
 		js.mu.Unlock()
 	}
 	return stuck
+}
+
+// skipQueuedLocked records as skipped, once for the fleet, each slot of an overlap = skip job that
+// waited in the queue when the drain dropped it: it fired while this node's launch of the job had
+// not begun its attempt (or was between attempts), so it was queued, not skipped. A node that
+// follows the slot up records the same skip under the same claim; with none (the whole fleet
+// stopped, a one-node fleet) the slot had no record at all, and the next start's account, which
+// walks the slots after the newest recorded one, never saw it. A buffer-one or replace slot is
+// left to the nodes that follow it (they run it): see docs/daemon.md.
+func (js *jobState) skipQueuedLocked() {
+	jb := js.job
+	if jb.Overlap != "" && jb.Overlap != "skip" {
+		return
+	}
+	behind := "another"
+	if len(js.actives) > 0 && len(js.actives[0].l.slots) > 0 {
+		behind = js.actives[0].l.slots[0]
+	}
+	for _, q := range js.queue {
+		if q.why == whyFire && len(q.slots) == 1 {
+			js.s.overlapSkip(context.Background(), jb, q.slots[0], nil,
+				fmt.Sprintf("overlap = skip: slot %s waited for the launch of slot %s to begin when this node drained", q.slots[0], behind))
+		}
+	}
 }

@@ -94,7 +94,7 @@ func (s *Scheduler) fire(ctx context.Context, js *jobState, sl slot.Slot) {
 	jb := js.job
 	js.mu.Unlock()
 	if _, paused := s.isPaused(jb.Name); paused {
-		s.offDispatch(func() { s.pausedSlot(ctx, jb, sl.Value) })
+		s.offDispatch(ctx, func(ctx context.Context) { s.pausedSlot(ctx, jb, sl.Value) })
 		return
 	}
 	js.mu.Lock()
@@ -170,9 +170,7 @@ func (s *Scheduler) overlapSkip(ctx context.Context, jb Job, sl string, running 
 	if running != nil {
 		e.Token, e.RunID = running.Token, running.RunID
 	}
-	s.offDispatch(func() {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // Run waits for it at shutdown
-		defer cancel()
+	s.offDispatch(ctx, func(ctx context.Context) {
 		// Decided at the fire; written now, perhaps seconds later on a loaded machine. A node that
 		// fired the slot later, once the lease was given back, may be running it: then it is not
 		// skipped (the window left is this read to the claim, docs/daemon.md#overlap).
@@ -194,14 +192,22 @@ func (s *Scheduler) overlapSkip(ctx context.Context, jb Job, sl string, running 
 const overlapKind = "overlap"
 
 // offDispatch runs a store write off the dispatcher (which must not wait for the store between
-// fires) and the job's lock; Run waits for it before it returns.
-func (s *Scheduler) offDispatch(fn func()) {
+// fires) and the job's lock; Run waits for it before it returns. fn's context is ctx's values
+// without its end, bounded by offDispatchTimeout: a write decided as the node begins to drain
+// (Run's context ends) is still made; with ctx it failed ("context canceled") and its slot was
+// left without a record.
+func (s *Scheduler) offDispatch(ctx context.Context, fn func(context.Context)) {
 	s.writes.Add(1)
 	go func() {
 		defer s.writes.Done()
-		fn()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), offDispatchTimeout)
+		defer cancel()
+		fn(ctx)
 	}()
 }
+
+// offDispatchTimeout bounds a write made off the dispatcher, which Run waits for at shutdown.
+const offDispatchTimeout = 10 * time.Second
 
 // enqueueLocked queues l behind the active launch, once per slot set.
 func (js *jobState) enqueueLocked(l launch) {
@@ -273,10 +279,10 @@ func (js *jobState) stopLocked(ctx context.Context, a *active, why string) {
 	r, runner := a.run, a.runner
 	s := js.s
 	s.log.Info("stopping the running attempt", "task", js.job.Name, "reason", why)
-	s.offDispatch(func() {
+	s.offDispatch(ctx, func(ctx context.Context) {
 		defer close(a.signalled)
 		if r != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopNoteTimeout)
+			rctx, cancel := context.WithTimeout(ctx, stopNoteTimeout)
 			if err := s.c.Store.Report(rctx, r.RunID, r.Token, store.Report{Note: "stopped: " + why}); err != nil {
 				s.log.Debug("could not note why the attempt is stopped", "task", r.Task, "run_id", r.RunID, "err", err)
 			}

@@ -218,3 +218,57 @@ func TestLogDirPinnedAndRotated(t *testing.T) {
 		t.Fatalf("no rotated log in the directory the daemon opened: %v", err)
 	}
 }
+
+// A slot of an overlap = skip job that fires while the node runs the job and the node then
+// drains has a record, whoever stops with it:
+//   - "decided": the skip was decided (the previous slot runs) and its record, written off the
+//     dispatcher with Run's context, failed as the drain cancelled it ("could not record a
+//     skipped slot … context canceled", found with 150 jobs on two daemons stopped together);
+//   - "queued": the previous slot's launch had not begun its attempt (a loaded store), so the
+//     slot was queued behind it, and the drain dropped it without a record; the next start's
+//     account walks the slots after the newest recorded one and never saw it.
+//
+// A store whose Slot answers late stands in for a loaded one.
+func TestSkipAsTheNodeDrainsIsRecorded(t *testing.T) {
+	t.Parallel()
+	t.Run("decided", func(t *testing.T) { t.Parallel(); skipAsTheNodeDrains(t, false) })
+	t.Run("queued", func(t *testing.T) { t.Parallel(); skipAsTheNodeDrains(t, true) })
+}
+
+func skipAsTheNodeDrains(t *testing.T, queued bool) {
+	f := newFleet(t, 1)
+	late := &lateSlot{keyedStore: f.stores[0].(keyedStore), delay: time.Second}
+	late.on.Store(queued) // queued: the first launch's own read is late, its attempt begins after the next fire
+	f.stores[0] = late
+	w := &witness{}
+	j := workJob("late", "@every 1s", w.work(2500*time.Millisecond))
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
+	eventually(t, 10*time.Second, "the first run started", func() bool { r, _ := w.snapshot(); return len(r) > 0 })
+	late.on.Store(true)
+	runs, _ := w.snapshot()
+	sp, _ := j.Spec()
+	first, _ := sp.Parse(runs[0].Slot)
+	skipped := sp.Next(first)
+	time.Sleep(time.Until(skipped.Start.Add(300 * time.Millisecond))) // it fired: skipped, or queued
+	n.stop()
+	for _, e := range f.history("late") {
+		if e.Slot == skipped.Value {
+			return
+		}
+	}
+	t.Fatalf("slot %s, skipped as the node drained, has no record: %+v", skipped.Value, f.history("late"))
+}
+
+// lateSlot is a store whose Slot reads answer after delay while on is set (a loaded store).
+type lateSlot struct {
+	keyedStore
+	delay time.Duration
+	on    atomic.Bool
+}
+
+func (l *lateSlot) Slot(ctx context.Context, task, sl string) (store.SlotState, error) {
+	if l.on.Load() {
+		time.Sleep(l.delay)
+	}
+	return l.keyedStore.Slot(ctx, task, sl)
+}
