@@ -48,7 +48,7 @@ ruok() {
   [ "\$r" = imok ]
 }
 start() {
-  setsid "$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \\
+  setsid "$java" -Xmx1g -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \\
     -Dzookeeper.log.dir="$dir" -Dzookeeper.root.logger=INFO,CONSOLE -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \\
     -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/conf/zoo.cfg" \\
     </dev/null >>"$dir/server.log" 2>&1 &
