@@ -205,28 +205,35 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 		if !open {
-			if !s.admit(r) {
+			// A scrape has places of its own: a busy dashboard must not fail it (the alerts
+			// ride on it), and the collector reads the store at most once per interval however
+			// many scrapes come.
+			places := s.inFlight
+			if r.URL.Path == "/metrics" {
+				places = s.scrapes
+			}
+			if !s.admit(r, places) {
 				s.busy(w, r)
 				return
 			}
-			defer func() { <-s.inFlight }()
+			defer func() { <-places }()
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// admit takes one of the maxInFlight places of requests that read the store, waiting up to
-// busyWait for one; false when none came free (or the client left).
-func (s *Server) admit(r *http.Request) bool {
+// admit takes one of places (s.inFlight or s.scrapes) for r, waiting up to busyWait for one;
+// false when none came free (or the client left). The place is given back by receiving from places.
+func (s *Server) admit(r *http.Request, places chan struct{}) bool {
 	select {
-	case s.inFlight <- struct{}{}:
+	case places <- struct{}{}:
 		return true
 	default:
 	}
 	t := time.NewTimer(s.busyWait)
 	defer t.Stop()
 	select {
-	case s.inFlight <- struct{}{}:
+	case places <- struct{}{}:
 		return true
 	case <-t.C:
 	case <-r.Context().Done():

@@ -154,7 +154,8 @@ func TestJobActionChecksWhoAndWhy(t *testing.T) {
 // TestBusyServerRefusesMore: every read of a page fans out to the store (a page of scopes counts
 // up to 50,000 keys: 1.7 s of SQLite), and any local user may read on loopback: without a bound,
 // a loop of parallel requests kept the store busy for the whole fleet. At most maxInFlight
-// requests read at once; one more waits a while, then gets 503 with Retry-After.
+// requests read at once; one more waits a while, then gets 503 with Retry-After. /metrics has
+// places of its own: a busy dashboard does not fail Prometheus' scrape (the alerts ride on it).
 func TestBusyServerRefusesMore(t *testing.T) {
 	sd := newSeeded(t)
 	release := make(chan struct{})
@@ -163,13 +164,16 @@ func TestBusyServerRefusesMore(t *testing.T) {
 		in.Add(1)
 		<-release
 		return nil
-	}})
+	}, Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("once_up 1\n")) })})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.busyWait = 50 * time.Millisecond
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	defer releaseAll() // before ts.Close, which waits for the requests blocked in Jobs
 	var wg sync.WaitGroup
 	for range maxInFlight {
 		wg.Add(1)
@@ -185,14 +189,23 @@ func TestBusyServerRefusesMore(t *testing.T) {
 			t.Fatalf("%d of %d requests in flight after 30 s", in.Load(), maxInFlight)
 		}
 	}
-	resp, body := get(t, ts, "/api/v1/tasks")
+	// A client that gives up: were the request let through, it would block in Jobs until release.
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Get(ts.URL + "/api/v1/tasks")
+	if err != nil {
+		t.Fatalf("one request more than the bound: %v (it was let through: no bound)", err)
+	}
+	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("one request more than the bound: %d (Retry-After %q) %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		t.Errorf("one request more than the bound: %d (Retry-After %q)", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	if resp, _ := get(t, ts, "/healthz"); resp.StatusCode != 200 {
 		t.Errorf("/healthz while busy: %d (a load balancer would take the node out)", resp.StatusCode)
 	}
-	close(release)
+	if resp, body := get(t, ts, "/metrics"); resp.StatusCode != 200 || !strings.Contains(body, "once_up") {
+		t.Errorf("/metrics while the dashboard is busy: %d %s (the scrape fails, alerts go stale)", resp.StatusCode, body)
+	}
+	releaseAll()
 	wg.Wait()
 	if resp, body := get(t, ts, "/api/v1/tasks"); resp.StatusCode != 200 {
 		t.Errorf("after the others ended: %d %s", resp.StatusCode, body)

@@ -47,16 +47,22 @@ type Server struct {
 	// pwHidden is whether Config.DSN had a password that Redact hid: the resolve commands'
 	// --store needs it written back.
 	pwHidden bool
-	// inFlight holds a token per request reading the store now (at most maxInFlight); busyWait is
-	// how long one more waits for a token before it is refused.
-	inFlight chan struct{}
-	busyWait time.Duration
+	// inFlight holds a token per request reading the store now (at most maxInFlight), scrapes one
+	// per /metrics request (at most maxScrapes); busyWait is how long one more waits for a token
+	// before it is refused.
+	inFlight, scrapes chan struct{}
+	busyWait          time.Duration
 }
 
 // maxInFlight bounds the requests that read the store at once. A page fans out to many reads
 // (a page of scopes counts up to 50,000 keys), and every local user may read on loopback: without
 // a bound, parallel requests could keep a store the whole fleet shares busy.
 const maxInFlight = 8
+
+// maxScrapes bounds the /metrics requests answered at once, apart from maxInFlight: two
+// Prometheus servers of an HA pair scrape at once. The collector reads the store at most once
+// per metrics.Config.MinInterval, one scrape at a time, whatever their number.
+const maxScrapes = 2
 
 // New checks c and returns a server. Its Handler is ready at once; Serve listens.
 func New(c Config) (*Server, error) {
@@ -74,7 +80,7 @@ func New(c Config) (*Server, error) {
 	}
 	red := store.Redact(c.DSN)
 	s := &Server{c: c, mux: http.NewServeMux(), loopback: true, pwHidden: red != c.DSN,
-		inFlight: make(chan struct{}, maxInFlight), busyWait: 10 * time.Second}
+		inFlight: make(chan struct{}, maxInFlight), scrapes: make(chan struct{}, maxScrapes), busyWait: 10 * time.Second}
 	s.c.DSN = red
 	s.routes()
 	return s, nil
