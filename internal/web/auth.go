@@ -142,11 +142,16 @@ func proxied(r *http.Request) bool {
 	return false
 }
 
-// viaHTTPS reports whether a proxy says the browser used https (TLS ends at the proxy). A client
-// that sends it falsely only makes its own cookie Secure.
+// viaHTTPS reports whether a proxy says the browser used https (TLS ends at the proxy), in any
+// hop of a chain of proxies ("https, http"). A client that sends it falsely only makes its own
+// cookie Secure.
 func viaHTTPS(r *http.Request) bool {
-	if strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https") {
-		return true
+	for _, v := range r.Header.Values("X-Forwarded-Proto") {
+		for _, p := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), "https") {
+				return true
+			}
+		}
 	}
 	for _, f := range r.Header.Values("Forwarded") {
 		for _, part := range strings.FieldsFunc(f, func(c rune) bool { return c == ';' || c == ',' }) {

@@ -94,7 +94,7 @@ func TestSessionCookieSecureBehindATLSProxy(t *testing.T) {
 	if c := login(t, ts); c.Secure {
 		t.Error("plain HTTP, no proxy: the cookie is Secure (a browser would drop it)")
 	}
-	for _, h := range [][2]string{{"X-Forwarded-Proto", "https"}, {"Forwarded", `for=203.0.113.9;proto=https;host="once.example.com"`}} {
+	for _, h := range [][2]string{{"X-Forwarded-Proto", "https"}, {"X-Forwarded-Proto", "https, http"}, {"Forwarded", `for=203.0.113.9;proto=https;host="once.example.com"`}} {
 		if c := login(t, ts, h[0], h[1]); !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
 			t.Errorf("behind a TLS proxy (%s: %s): cookie %+v, want Secure, HttpOnly, SameSite=Strict", h[0], h[1], c)
 		}
