@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -273,5 +275,36 @@ func TestLoginPageShowsNoStore(t *testing.T) {
 	}
 	if _, body := get(t, ts, "/login", "Authorization", "Bearer "+testToken); !strings.Contains(body, "postgres://once:xxxxx@db/once") {
 		t.Errorf("/login to a reader does not show the store:\n%s", body)
+	}
+}
+
+// TestBusyPlacesComeBackAfterAPanic: a handler that panics (net/http recovers it) gives its
+// place back: more panics than places leave the server answering, not 503 for ever.
+func TestBusyPlacesComeBackAfterAPanic(t *testing.T) {
+	sd := newSeeded(t)
+	var boom atomic.Bool
+	boom.Store(true)
+	srv, err := New(Config{Store: sd.s, Jobs: func() []scheduler.Job {
+		if boom.Load() {
+			panic("a bug in a handler")
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.busyWait = 50 * time.Millisecond
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the recovered panics' stacks
+	ts.Start()
+	defer ts.Close()
+	for range 2 * maxInFlight {
+		if resp, err := http.Get(ts.URL + "/api/v1/jobs"); err == nil {
+			resp.Body.Close()
+		}
+	}
+	boom.Store(false)
+	if resp, body := get(t, ts, "/api/v1/jobs"); resp.StatusCode != 200 {
+		t.Errorf("after %d panics: %d %s, want 200", 2*maxInFlight, resp.StatusCode, body)
 	}
 }
