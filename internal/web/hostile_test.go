@@ -308,3 +308,23 @@ func TestBusyPlacesComeBackAfterAPanic(t *testing.T) {
 		t.Errorf("after %d panics: %d %s, want 200", 2*maxInFlight, resp.StatusCode, body)
 	}
 }
+
+// TestBusyWaitEndsWhenTheClientLeaves: a request waiting for a place stops waiting when its
+// client leaves (its context ends), instead of holding a goroutine for busyWait.
+func TestBusyWaitEndsWhenTheClientLeaves(t *testing.T) {
+	srv := &Server{inFlight: make(chan struct{}, 1), busyWait: time.Hour}
+	srv.inFlight <- struct{}{}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := httptest.NewRequest("GET", "/api/v1/tasks", nil).WithContext(ctx)
+	done := make(chan bool, 1)
+	go func() { done <- srv.admit(r, srv.inFlight) }()
+	cancel()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Error("admitted with no place free")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still waiting 30 s after the client left")
+	}
+}
