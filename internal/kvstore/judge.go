@@ -77,7 +77,9 @@ func (k *Keys) runsOver(ctx context.Context, recs map[string]StoredKey, j judge)
 	seen := map[run]bool{}
 	for _, r := range recs {
 		x := run{r.Rec.Task, r.Rec.RunID}
-		if r.Rec.Token > 0 && !seen[x] && !j.gone(r.Rec) {
+		// Pending only: a done key keeps its claimant's task, run and token, and its run is
+		// no business of the judge (each distinct run of a batch of done keys would cost reads).
+		if r.Rec.State == store.KeyPending && r.Rec.Token > 0 && !seen[x] && !j.gone(r.Rec) {
 			seen[x] = true
 			runs = append(runs, x)
 		}
