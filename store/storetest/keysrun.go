@@ -64,3 +64,48 @@ func testKeysRunEnded(t *testing.T, h Harness) {
 	}
 	finish(t, s, "seq-2", l.Token, store.Succeeded, 0)
 }
+
+// testKeysRunEndedGuards: the attempt that ends a run claimant is its task's, under any of the
+// task's live grants. A claimant naming a run id that is another task's ended attempt stays
+// pending (its task's grant is live): a match on the run id alone would read it gone and hand
+// its work out again. With seats (limit 2), a key of the seat whose run ended is unknown while
+// the seat is still held, and one of the other seat's running run stays pending.
+func testKeysRunEndedGuards(t *testing.T, h Harness) {
+	dsn := h.DSN(t)
+	s := client(t, dsn)
+	k := keysClient(t, dsn)
+	ctx := ctxT(t)
+	o, err := s.Acquire(ctx, store.AcquireRequest{Task: "other", Holder: "h0", RunID: "x-1", TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	begin(t, s, o, "d1", "x-1", 1)
+	finish(t, s, "x-1", o.Token, store.Failed, 3)
+	defer s.Release(ctx, o)
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "seq", Holder: "h1", RunID: "seq-1", TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	defer s.Release(ctx, l)
+	begin(t, s, l, "d1", "seq-1", 1)
+	cross := store.Claimant{Task: "seq", RunID: "x-1", Token: l.Token}
+	claim(t, k, store.ClaimRequest{Scope: "guards", Keys: []string{"cross"}, Pending: true, Claimant: cross})
+	if st := stateOf(t, k, "guards", "cross"); st != store.KeyPending {
+		t.Fatalf("key pending under a live grant of seq, its run id another task's ended attempt: state %q, want pending", st)
+	}
+	finish(t, s, "seq-1", l.Token, store.Succeeded, 0)
+
+	a := seat(t, s, "pool", "ha", 2, time.Minute)
+	b := seat(t, s, "pool", "hb", 2, time.Minute)
+	defer s.Release(ctx, a)
+	defer s.Release(ctx, b)
+	begin(t, s, a, "p1", "pool-a", 1)
+	begin(t, s, b, "p2", "pool-b", 1)
+	claim(t, k, store.ClaimRequest{Scope: "guards", Keys: []string{"a"}, Pending: true, Claimant: store.Claimant{Task: "pool", RunID: "pool-a", Token: a.Token}})
+	claim(t, k, store.ClaimRequest{Scope: "guards", Keys: []string{"b"}, Pending: true, Claimant: store.Claimant{Task: "pool", RunID: "pool-b", Token: b.Token}})
+	finish(t, s, "pool-a", a.Token, store.Failed, 1)
+	if m := lookup(t, k, "guards", "a", "b"); m["a"].State != store.KeyUnknown || m["b"].State != store.KeyPending {
+		t.Fatalf("seats: %+v; want a unknown (its run ended, its seat held) and b pending (its run running)", m)
+	}
+	finish(t, s, "pool-b", b.Token, store.Succeeded, 0)
+}

@@ -140,6 +140,7 @@ var cases = []testCase{
 	{"Keys/ExpiredClaimantReclaim", testKeysExpired, capKeys},
 	{"Keys/RunClaimantTokenMovedOn", testKeysRunClaimant, capKeys},
 	{"Keys/RunClaimantRunEnded", testKeysRunEnded, capKeys},
+	{"Keys/RunClaimantRunEndedGuards", testKeysRunEndedGuards, capKeys},
 	{"Keys/Forget", testKeysForget, capKeys},
 	{"Keys/ReleaseKeys", testKeysRelease, capKeys},
 	{"Scopes/Walk", testScopesWalk, capScopes},
