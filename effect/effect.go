@@ -67,7 +67,9 @@ func (f ReconcilerFunc) Happened(ctx context.Context, scope, key string) (bool, 
 
 // Do calls call at most once for (scope, key), as claimant c (c.RunID set; a run's Task and Token, or
 // an Expires TTL that must outlast the call: a claimant with neither is refused with an error
-// wrapping store.ErrInvalid). It returns the outcome and, for Failed, call's error unchanged
+// wrapping store.ErrInvalid). With a run's Task and Token, c.RunID is that run's own (run.RunID),
+// each slot's in a sequence: a claim under the id of an earlier run of the task reads gone (unknown
+// to others) as soon as that run's attempt ended, while the call may still be in flight. It returns the outcome and, for Failed, call's error unchanged
 // (Interrupted, with the claim kept, when it wraps ErrMaybeApplied, is a timeout, or is
 // context.Canceled after ctx ended: a call cut short mid-flight may have been applied); ErrUnknown,
 // ErrInFlight and store errors are wrapped. A call that succeeds is recorded as done even when ctx
