@@ -138,21 +138,30 @@ func Distinct(keys []string) []string {
 }
 
 // Distinct returns the request's keys without repeats, in first-occurrence order, and the index in
-// r.Keys of each key's first occurrence. A key repeated with another fingerprint is ErrFingerprint
-// (CheckFingerprint's rule: an empty one differs from none); the key is claimed with the fingerprint
-// of its first occurrence.
+// r.Keys of each key's first occurrence. A key repeated with two non-empty fingerprints that differ
+// is ErrFingerprint (CheckFingerprint's rule: an empty one differs from none), wherever they are:
+// each is compared with the key's first non-empty one, not with its first occurrence's, which may be
+// empty. The key is claimed with the fingerprint of its first occurrence.
 func (r ClaimRequest) Distinct() (keys []string, first map[string]int, err error) {
 	first = make(map[string]int, len(r.Keys))
 	keys = make([]string, 0, len(r.Keys))
+	var printed map[string]string // each key's first non-empty fingerprint
+	if r.Fingerprints != nil {
+		printed = make(map[string]string, len(r.Keys))
+	}
 	for i, k := range r.Keys {
-		j, ok := first[k]
-		if !ok {
+		if _, ok := first[k]; !ok {
 			first[k] = i
 			keys = append(keys, k)
+		}
+		if r.Fingerprints == nil {
 			continue
 		}
-		if r.Fingerprints != nil && CheckFingerprint(r.Scope, k, r.Fingerprints[j], r.Fingerprints[i]) != nil {
+		if CheckFingerprint(r.Scope, k, printed[k], r.Fingerprints[i]) != nil {
 			return nil, nil, fmt.Errorf("%w: key %q appears twice in one claim with different fingerprints", ErrFingerprint, k)
+		}
+		if printed[k] == "" {
+			printed[k] = r.Fingerprints[i]
 		}
 	}
 	return keys, first, nil

@@ -256,11 +256,16 @@ func testKeysFingerprintMissing(t *testing.T, h Harness) {
 	if !slices.Equal(got, []bool{true, false, false}) {
 		t.Fatalf("one key three times, the first without fingerprint: %v, want [true false false]", got)
 	}
+	// Two fingerprints that differ are compared even when the key's first occurrence has none.
+	_, err := k.Claim(ctxT(t), store.ClaimRequest{Scope: "fp", Keys: []string{"z", "z", "z"}, Fingerprints: []string{"", "f1", "f2"}})
+	if !errors.Is(err, store.ErrFingerprint) {
+		t.Fatalf("one key three times, without fingerprint, then with f1, then with f2: %v, want ErrFingerprint", err)
+	}
 	ks := lookup(t, k, "fp", "bare", "printed")
 	if ks["bare"].Fingerprint != "" || ks["printed"].Fingerprint != "f1" || ks["bare"].State != store.KeyDone {
 		t.Fatalf("a duplicate claim changed the stored keys: %+v", ks)
 	}
-	_, err := k.Claim(ctxT(t), store.ClaimRequest{Scope: "fp", Keys: []string{"printed"}, Fingerprints: []string{"f2"}})
+	_, err = k.Claim(ctxT(t), store.ClaimRequest{Scope: "fp", Keys: []string{"printed"}, Fingerprints: []string{"f2"}})
 	if !errors.Is(err, store.ErrFingerprint) {
 		t.Fatalf("two non-empty fingerprints that differ: %v, want ErrFingerprint", err)
 	}
