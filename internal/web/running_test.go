@@ -246,3 +246,86 @@ func TestTimelineMarksHolderGone(t *testing.T) {
 		t.Errorf("/api/v1/slot of dead-job: holder_gone %+v (%v)", d.HolderGone, err)
 	}
 }
+
+// changesAtLeases is a store whose first Leases first runs change: what other holders do between
+// ReadRunning's first list and its read of the leases.
+type changesAtLeases struct {
+	store.Store
+	change func()
+}
+
+func (c *changesAtLeases) RunningAttempts(ctx context.Context, limit int) (store.RunningList, error) {
+	return c.Store.(store.RunningLister).RunningAttempts(ctx, limit)
+}
+
+func (c *changesAtLeases) Leases(ctx context.Context) ([]store.Lease, error) {
+	if f := c.change; f != nil {
+		c.change = nil
+		f()
+	}
+	return c.Store.Leases(ctx)
+}
+
+// seat records attempt 1 of (task, slot) under a seat of task (once run --limit 2), left running.
+func (sd *seeded) seat(task, slot, holder string, ttl time.Duration) store.Lease {
+	sd.t.Helper()
+	ctx := context.Background()
+	l, err := sd.s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: holder, RunID: "run-" + task + "-" + slot, TTL: ttl, Limit: 2})
+	if err != nil {
+		sd.t.Fatal(err)
+	}
+	if _, err := sd.s.Begin(ctx, store.Attempt{Task: task, Slot: slot, RunID: l.RunID, Number: 1, Holder: holder, Token: l.Token}); err != nil {
+		sd.t.Fatal(err)
+	}
+	return l
+}
+
+// What happens between ReadRunning's two lists makes no live holder gone: a lease renewed and a
+// seat taken then leave the live attempts live, a seat whose holder died beside a live one is gone
+// and names that grant, and an attempt pushed past the second list's limit by attempts begun
+// meanwhile is left out with More, not judged.
+func TestReadRunningAroundTheLeases(t *testing.T) {
+	sd := newSeeded(t)
+	ctx := context.Background()
+	sd.seat("m-seat", "a", "host-dead", 300*time.Millisecond)
+	sd.seat("m-seat", "b", "host-b", time.Minute)
+	live, err := sd.s.Acquire(ctx, store.AcquireRequest{Task: "n-live", Holder: "host-n", RunID: "run-n", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sd.s.Begin(ctx, store.Attempt{Task: "n-live", Slot: "n1", RunID: live.RunID, Number: 1, Holder: live.Holder, Token: live.Token}); err != nil {
+		t.Fatal(err)
+	}
+	sd.begin("z-dead", "z1", "host-dead", 300*time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // seat a's and z-dead's grants expire
+	st := &changesAtLeases{Store: sd.s, change: func() {
+		if _, err := sd.s.Renew(ctx, live, time.Minute); err != nil {
+			t.Error(err)
+		}
+		sd.seat("m-seat", "c", "host-c", time.Minute) // the seat a's holder left
+		sd.begin("a-new", "x1", "host-x", time.Minute)
+	}}
+	rr, _, err := store.ReadRunning(ctx, st, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]store.RunningNow{}
+	for _, r := range rr.Attempts {
+		got[r.Task+"/"+r.Slot] = r
+	}
+	if r := got["n-live/n1"]; r.Lease != store.LeaseLive {
+		t.Errorf("n-live, whose lease was renewed between the reads: %+v, want live", r)
+	}
+	if r := got["m-seat/b"]; r.Lease != store.LeaseLive {
+		t.Errorf("m-seat's live seat b: %+v, want live", r)
+	}
+	if r := got["m-seat/a"]; r.Lease != store.LeaseGone || r.HeldBy == nil || r.HeldBy.Holder == "host-dead" {
+		t.Errorf("m-seat's seat a, whose holder died: %+v (held by %+v), want gone and held by a live seat", r, r.HeldBy)
+	}
+	if _, ok := got["z-dead/z1"]; ok || !rr.More {
+		t.Errorf("z-dead, past the second list's limit of 4: listed %v, more %v; want left out, more", ok, rr.More)
+	}
+	if len(got) != 3 {
+		t.Errorf("listed %v; want the three above (attempts begun after the first list are not judged)", rr.Attempts)
+	}
+}
