@@ -332,6 +332,9 @@ func startOnce(t *testing.T, e *env, dir string, args ...string) (*exec.Cmd, int
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// exec's goroutine writes se until once's stderr is closed: read it after Wait (a race otherwise).
+	c.Process.Kill()
+	c.Wait()
 	t.Fatalf("command did not start; once stderr: %s", se.String())
 	return nil, 0
 }
