@@ -3,6 +3,7 @@ package zk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -55,21 +56,56 @@ func (k keyKV) ensureDir(ctx context.Context, scope string) error {
 	return nil
 }
 
-// each runs f(i) for i in [0, n) concurrently: go-zookeeper pipelines requests on its one session.
+// maxInFlight bounds each's requests in flight: a listing of 10,000 tasks is read by 64 goroutines,
+// not 10,000 (ZooKeeper answers a session's requests in order anyway).
+const maxInFlight = 64
+
+// each runs f(i) for i in [0, n), up to maxInFlight at once: go-zookeeper pipelines requests on its
+// one session. The error is the first failure (by i), saying how many more failed, not one line per
+// task when a dropped connection fails them all.
 func each(ctx context.Context, n int, f func(i int) error) error {
 	errs := make([]error, n)
+	next := make(chan int)
 	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { errs[i] = f(i) })
+	for range min(n, maxInFlight) {
+		wg.Go(func() {
+			for i := range next {
+				errs[i] = f(i)
+			}
+		})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+	go func() {
+		defer close(next)
+		for i := range n {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return errors.Join(errs...)
+	var first error
+	more := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			more++
+		}
+	}
+	if more > 0 {
+		return fmt.Errorf("%w (and %d more reads failed)", first, more)
+	}
+	return first
 }
 
 func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []kvstore.KeyRec) ([]bool, error) {
