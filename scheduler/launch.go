@@ -46,7 +46,7 @@ type jobState struct {
 	queue       []launch          // launches waiting for a place among actives (buffer-one, replace, follow-ups)
 	watches     map[string]*watch // slots this node follows up, by slot
 	needAccount bool              // a fire was refused: account before the next one
-	failedFrom  time.Time         // the start of the oldest slot a failed launch left without a record, until accounted
+	failedFrom  time.Time         // the oldest slot a failed launch left without a record (or a job added by a reload: its first), until accounted
 	gen         int               // bumped when a reload changes the schedule: failedFrom is of one generation
 	removed     bool              // no longer in the jobs (a reload)
 	lastFire    time.Time         // the fire time of the last slot fired, for Stats

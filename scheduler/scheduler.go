@@ -205,9 +205,10 @@ func (s *Scheduler) Reload(jobs []Job) error {
 			// Added while Run runs: accounted before its first fire, as every job is on start. A
 			// job put back (a jobs file seen mid-write, truncated; a drop-in an editor renamed
 			// away for a moment) has a history, and the slots it missed while gone are caught up
-			// or recorded missed; one with none starts from its next slot, as before.
+			// or recorded missed; one with none starts from its next slot, as before (see below).
 			js = &jobState{s: s, watches: map[string]*watch{}, needAccount: s.ran.Load()}
 		}
+		added := js.next.Value == "" && js.needAccount
 		js.mu.Lock()
 		changed := js.spec.String() != specs[i].String() || js.job.Jitter != j.Jitter
 		js.job, js.spec = j, specs[i]
@@ -217,6 +218,12 @@ func (s *Scheduler) Reload(jobs []Job) error {
 		if changed {
 			js.failedFrom = time.Time{} // a slot of the old schedule: not the new one's to account
 			js.gen++
+		}
+		if added {
+			// The account at its first fire stands in for that fire: with no history it would
+			// return and the slot would not run, nor be recorded (a daily job added at 02:59
+			// first ran the next day). Its gap starts at that slot, as for a failed launch.
+			js.failedFrom = js.next.Start
 		}
 		js.mu.Unlock()
 		s.jobs[j.Name] = js
