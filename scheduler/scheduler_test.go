@@ -645,26 +645,30 @@ func TestReloadPutBackAccountsTheGap(t *testing.T) {
 	if err := n.s.Reload([]scheduler.Job{j}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the job fires again", func() bool {
-		r, _ := w.snapshot()
-		return len(r) > 0 && r[len(r)-1].Slot > gone.Add(4*time.Second).UTC().Format(time.RFC3339)
-	})
-	n.stop()
 	sp, _ := j.Spec()
-	seen := map[string]bool{}
-	for _, e := range f.history("back") {
-		if at, err := sp.Parse(e.Slot); err == nil {
-			seen[at.UTC().Format(time.RFC3339Nano)] = true
-		}
-	}
 	runs, _ := w.snapshot()
 	first, _ := sp.Parse(runs[0].Slot)
-	last, _ := sp.Parse(runs[len(runs)-1].Slot)
-	for sl := sp.Next(first); sl.Start.Before(last); sl = sp.Next(sl.Start) {
-		if !seen[sl.Start.UTC().Format(time.RFC3339Nano)] {
-			t.Errorf("slot %s has no record (neither run nor missed); history %+v", sl.Value, f.history("back"))
+	upto := sp.Next(gone.Add(4 * time.Second)).Start
+	// Every slot up to one well after the job came back has its record. Polled, not read once the
+	// job fires again: under load the account's catch-up of the slot due as the job came back
+	// can start after the next slot's fire (queued behind it), and a node stopped then drops it.
+	var holes []string
+	eventually(t, 20*time.Second, "a record for each slot", func() bool {
+		seen := map[string]bool{}
+		for _, e := range f.history("back") {
+			if at, err := sp.Parse(e.Slot); err == nil {
+				seen[at.UTC().Format(time.RFC3339Nano)] = true
+			}
 		}
-	}
+		holes = holes[:0]
+		for sl := sp.Next(first); !sl.Start.After(upto); sl = sp.Next(sl.Start) {
+			if !seen[sl.Start.UTC().Format(time.RFC3339Nano)] {
+				holes = append(holes, sl.Value)
+			}
+		}
+		return len(holes) == 0
+	})
+	n.stop()
 }
 
 // Every node down over some slots, and the job paused meanwhile (the operator paused it before
