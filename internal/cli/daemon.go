@@ -288,6 +288,9 @@ func (a *app) serveDaemon(ctx context.Context, sch *scheduler.Scheduler, f *daem
 		case <-t.C:
 			if watch.changed() {
 				a.reload(sch, f.jobs, &f.current, log, "the jobs file changed")
+			} else if watch.restless() {
+				log.Warn("the jobs file keeps changing: it is reloaded once it is the same at two polls in a row; send SIGHUP to reload it now",
+					"path", f.jobs, "polls", restlessPolls, "poll", f.poll.String())
 			}
 		case sig := <-sigs:
 			switch {
@@ -347,7 +350,14 @@ type fileWatch struct {
 	path string
 	last string // the state last reloaded (or found at start)
 	seen string // the state at the previous poll
+	// moving counts the polls in a row that found a change not settled yet: a file rewritten at
+	// every poll (a tool that writes it in a loop) is never reloaded, and the daemon says so once.
+	moving int
 }
+
+// restlessPolls is how many polls in a row a changed jobs file may keep changing before the daemon
+// says it is not reloaded.
+const restlessPolls = 5
 
 func newFileWatch(path string) *fileWatch {
 	w := &fileWatch{path: path}
@@ -381,12 +391,20 @@ func (w *fileWatch) changed() bool {
 	s := w.state()
 	settled := s == w.seen
 	w.seen = s
+	if settled || s == w.last {
+		w.moving = 0
+	} else {
+		w.moving++
+	}
 	if s == w.last || !settled {
 		return false
 	}
 	w.last = s
 	return true
 }
+
+// restless reports, once per streak, that the file has kept changing for restlessPolls polls.
+func (w *fileWatch) restless() bool { return w.moving == restlessPolls }
 
 // trustJobs applies trust.Config to the jobs file or directory at path and to each drop-in of a
 // directory that jobfile.Load would read.

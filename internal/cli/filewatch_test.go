@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -39,5 +40,29 @@ func TestFileWatchWaitsForTheFileToSettle(t *testing.T) {
 	write("a")
 	if w.changed() || !w.changed() {
 		t.Fatal("a second change: want a reload at the second poll that sees it")
+	}
+}
+
+// A file that changes at every poll is not reloaded, and the watch says so once per streak.
+func TestFileWatchRestless(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "jobs.toml")
+	w := newFileWatch(p)
+	said := 0
+	for i := range 3 * restlessPolls {
+		if err := os.WriteFile(p, []byte(strings.Repeat("a", i+1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if w.changed() {
+			t.Fatalf("poll %d: a file changing at every poll was reloaded", i)
+		}
+		if w.restless() {
+			said++
+		}
+	}
+	if said != 1 {
+		t.Fatalf("said %d times that the file keeps changing; want once", said)
+	}
+	if !w.changed() || w.restless() {
+		t.Fatal("once settled: want a reload, and no warning")
 	}
 }
