@@ -367,36 +367,91 @@ func TestPauseTriggerResume(t *testing.T) {
 // A slot that fired before the pause and waits for the run before it (overlap = buffer-one) is not
 // run once the pause is known when its turn comes: it is recorded as a paused slot, once, and the
 // other node, which found the lease busy and watches the slot, does not run it either.
+//
+// No fixed sleeps (it failed under load, on c7872d0 too: a run began late, or a node saw the pause
+// late): the first run holds until the next slot waits for it and both nodes have seen the pause.
 func TestPauseStopsAWaitingSlot(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 2)
 	ctx := context.Background()
-	w := &witness{}
-	j := workJob("buf", "@every 1s", w.work(2500*time.Millisecond))
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var runs []once.Run
+	j := workJob("buf", "@every 1s", func(ctx context.Context, r *once.Run) error {
+		mu.Lock()
+		runs = append(runs, *r)
+		first := len(runs) == 1
+		mu.Unlock()
+		if first {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})
 	j.Overlap = "buffer-one"
-	f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
-	f.start(1, scheduler.Config{Jobs: []scheduler.Job{j}})
-	eventually(t, 8*time.Second, "the first run started", func() bool { runs, _ := w.snapshot(); return len(runs) >= 1 })
-	time.Sleep(1500 * time.Millisecond) // the next slot fired, and waits for the first run
+	j.TTL = 30 * time.Second // a loaded machine must not lose the first run's lease
+	var waiting, pausedA, pausedB sync.Once
+	queued, seenA, seenB := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	logger := func(seen chan struct{}, o *sync.Once) *slog.Logger {
+		return slog.New(&onMessages{do: map[string]func(){
+			"job paused": func() { o.Do(func() { close(seen) }) },
+			"overlap: slot waits for the previous one to end (buffer-one)": func() { waiting.Do(func() { close(queued) }) },
+		}})
+	}
+	f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Logger: logger(seenA, &pausedA)})
+	f.start(1, scheduler.Config{Jobs: []scheduler.Job{j}, Logger: logger(seenB, &pausedB)})
+	select {
+	case <-queued:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no slot waits for the first run")
+	}
 	if ok, _, err := scheduler.Pause(ctx, f.stores[0], "buf", "test", "maintenance"); err != nil || !ok {
 		t.Fatalf("pause: %v %v", ok, err)
 	}
-	time.Sleep(4 * time.Second) // the first run has ended: the waiting slot's turn came, and the watcher's
-	runs, _ := w.snapshot()
+	for _, c := range []chan struct{}{seenA, seenB} {
+		select {
+		case <-c:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a node did not see the pause")
+		}
+	}
+	mu.Lock()
+	first := runs[0].Slot
+	mu.Unlock()
+	close(release)
+	f.awaitHistory("buf", 20*time.Second, func(h []store.Entry) bool {
+		for _, e := range h {
+			if e.State == store.Skipped && strings.Contains(e.Note, "paused") && e.Slot > first {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(2 * time.Second) // a run that should not happen has its time to start
+	mu.Lock()
+	defer mu.Unlock()
 	if len(runs) != 1 {
 		t.Fatalf("%d runs; want the first only, the waiting slot not run after the pause: %+v", len(runs), runs)
 	}
-	h := f.history("buf")
-	paused := 0
-	for _, e := range h {
-		if e.State == store.Skipped && strings.Contains(e.Note, "paused") && e.Slot > runs[0].Slot {
-			paused++
-		}
-	}
-	if paused == 0 {
-		t.Fatalf("no paused slot recorded after slot %s: %+v", runs[0].Slot, h)
+	if count(f.history("buf"), store.Skipped, "paused") == 0 {
+		t.Fatalf("no paused slot recorded after slot %s: %+v", first, f.history("buf"))
 	}
 }
+
+// onMessages calls do[msg] for each record whose message is msg.
+type onMessages struct{ do map[string]func() }
+
+func (h *onMessages) Enabled(context.Context, slog.Level) bool { return true }
+func (h *onMessages) Handle(_ context.Context, r slog.Record) error {
+	if f := h.do[r.Message]; f != nil {
+		f()
+	}
+	return nil
+}
+func (h *onMessages) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *onMessages) WithGroup(string) slog.Handler      { return h }
 
 // A pause the node sees after its launch checked for one and before the slot's attempt is
 // recorded (here: while the launch waits for the lease) still keeps the slot from running, and
