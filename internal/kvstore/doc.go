@@ -32,9 +32,16 @@ type Doc struct {
 	// Retained is set in a task's retain document only (retain.go): the time its last Retain
 	// pruned up to.
 	Retained *time.Time `json:"retained,omitempty"`
+	// Marked says the document's marks are in its task's history index (marks.go): every write
+	// of a once that keeps the index sets it, and an older once's write drops it (a field it does
+	// not know), so the next write of this once puts all the document's marks again.
+	Marked bool `json:"hx,omitempty"`
 
-	waited bool // as read (Unmarshal): the slot waited for a person
-	ran    bool // as read (Unmarshal): an attempt was running
+	waited   bool     // as read (Unmarshal): the slot waited for a person
+	ran      bool     // as read (Unmarshal): an attempt was running
+	marked   bool     // as read (Unmarshal): Marked
+	read     []string // as read (Unmarshal): its marks' keys (Marks)
+	unmarked bool     // Unmarked: the next write says Marked false
 }
 
 // Waited reports whether the document waited for a person as it was read from the store (false
@@ -58,6 +65,7 @@ func (d *Doc) Runs() bool {
 
 // Marshal encodes d for storage.
 func (d *Doc) Marshal() []byte {
+	d.Marked = !d.unmarked
 	b, err := json.Marshal(d)
 	if err != nil { // only plain data: cannot fail
 		panic(err)
@@ -73,6 +81,9 @@ func Unmarshal(b []byte) (*Doc, error) {
 	}
 	_, d.waited = d.Waits()
 	d.ran = d.Runs()
+	if d.marked = d.Marked; d.marked {
+		d.read = d.Marks()
+	}
 	return &d, nil
 }
 

@@ -55,66 +55,58 @@ func (l Ledger) Waiting(ctx context.Context) ([]store.SlotState, error) {
 	return out, nil
 }
 
-// History: see store.Ledger. Every page reads the documents of the task (or of every task) and
-// sorts their entries of q's Kind: a page costs the task's history, not the page. A query for one
-// task's slot reads that slot's documents only (slotDocs). A cursor's Seq is an attempt's number or
-// an event's place among its slot's events.
+// History: see store.Ledger. With a history index (HistoryKV) a page reads the marks from its
+// cursor on and the documents they name: it costs the page (historyPage). Without one, every page
+// reads the documents of the task (or of every task) and sorts their entries of q's Kind. A query
+// for one task's slot reads that slot's documents only (slotDocs). A cursor's Seq is an attempt's
+// number or an event's place among its document's events.
 func (l Ledger) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
 	before, after, err := q.Cursors()
 	if err != nil {
 		return nil, err
 	}
 	var docs []*Doc
-	if q.Task != "" && q.Slot != "" {
+	hk, indexed := l.KV.(HistoryKV)
+	switch {
+	case q.Task != "" && q.Slot != "":
 		docs, err = l.slotDocs(ctx, q.Task, q.Slot)
-	} else {
+	case indexed:
+		return l.historyPage(ctx, hk, q, before, after)
+	default:
 		docs, err = l.KV.Docs(ctx, q.Task)
 	}
 	if err != nil {
 		return nil, err
 	}
-	type item struct {
-		e store.Entry
-		c store.Cursor
-	}
 	var items []item
-	keep := func(e store.Entry, c store.Cursor) {
-		if store.InPage(c, before, after) {
-			e.Cursor = c.String()
-			items = append(items, item{e, c})
-		}
-	}
+	keep := func(e store.Entry, c store.Cursor) { items = append(items, item{e, c}) }
 	_, counts := acknowledged(docs)
 	for _, d := range docs {
-		slot, _, _ := splitArchive(d.Slot) // an archive's entries are its slot's
+		slot, _, _ := splitArchive(d.Slot)
 		if q.Task != "" && d.Task != q.Task || q.Slot != "" && slot != q.Slot || !counts(d) {
 			continue
 		}
-		for _, a := range d.Attempts {
-			if q.Selects(a.State) {
-				keep(store.Entry{Attempt: a}, store.CursorOf(a.StartedAt, false, d.key(), int64(a.Number)))
-			}
-		}
-		for i, e := range d.Events {
-			if q.Selects(e.Kind) {
-				keep(store.Entry{Attempt: store.Attempt{Task: d.Task, Slot: slot, RunID: e.RunID, Number: e.Attempt, State: e.Kind,
-					Holder: e.Holder, Token: e.Token, StartedAt: e.At, Note: e.Note}}, store.CursorOf(e.At, true, d.key(), int64(i)))
-			}
-		}
+		entries(d, q, before, after, nil, keep)
 	}
+	return page(items, q.Limit, after != nil), nil
+}
+
+// page sorts items in history order and keeps limit of them (0: all), those nearest the cursor:
+// the newest, or with up (a page After a cursor) the oldest.
+func page(items []item, limit int, up bool) []store.Entry {
 	sort.Slice(items, func(i, j int) bool { return items[i].c.Precedes(items[j].c) })
-	if q.Limit > 0 && len(items) > q.Limit {
-		if after != nil {
-			items = items[len(items)-q.Limit:] // the page nearest the cursor
+	if limit > 0 && len(items) > limit {
+		if up {
+			items = items[len(items)-limit:]
 		} else {
-			items = items[:q.Limit]
+			items = items[:limit]
 		}
 	}
 	out := make([]store.Entry, len(items))
 	for i, it := range items {
 		out[i] = it.e
 	}
-	return out, nil
+	return out
 }
 
 // Prune: see store.Ledger. It reads the documents of the task (or of every task), applies

@@ -45,6 +45,7 @@ type (
 		Limit     i64
 		KeysOnly  bool
 		CountOnly bool
+		Descend   bool // sort by key, descending (etcd then reads the whole range before the limit)
 	}
 	rangeResp struct {
 		Header header

@@ -67,7 +67,7 @@ func (k kv) Release(ctx context.Context, l store.Lease) error { return k.s.Relea
 // replaced, which Release accepts.)
 func (k kv) SaveRelease(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, l store.Lease) (kvstore.Version, error) {
 	s := k.s
-	ops := s.docOps(d)
+	ops, later := s.docOps(d)
 	n := len(ops)
 	ops = append(ops, opDel(s.leaseKey(l.Task), true), opDel(s.holderKey(l.Task), false))
 	r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(s.docKey(d.Task, d.Slot), ver), cmpMod(s.fenceKey(l.Task), l.Token)},
@@ -79,6 +79,7 @@ func (k kv) SaveRelease(ctx context.Context, d *kvstore.Doc, ver kvstore.Version
 		if len(r.Responses) > n {
 			s.keepDeleted(&txnResp{Responses: r.Responses[n:]})
 		}
+		_ = s.putMarks(ctx, d.Task, later) // best effort: see markOps
 		return int64(r.Header.Revision), nil
 	}
 	latest := int64(0)

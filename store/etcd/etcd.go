@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,6 +57,8 @@ type Store struct {
 	mu    sync.Mutex
 	idle  map[int64][]idleLease // etcd leases no key uses, by TTL, for reuse
 	known map[int64]idleLease   // etcd leases a grant of this process is on, as it last restarted them (restarted)
+
+	histBuilt atomic.Bool // the history index was seen built (history.go)
 }
 
 // Open connects to etcd's gRPC API, authenticates when the DSN has a user, and checks that the

@@ -33,7 +33,17 @@ func (k kv) Load(ctx context.Context, task, slot string) (*kvstore.Doc, kvstore.
 func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token int64, run string) (kvstore.Version, error) {
 	s := k.s
 	key := s.docKey(d.Task, d.Slot)
-	ops := s.docOps(d)
+	ops, later := s.docOps(d)
+	ver, err := k.save(ctx, d, key, ver, token, run, ops)
+	if err == nil {
+		_ = s.putMarks(ctx, d.Task, later) // best effort: the document says its marks are not all in (markOps)
+	}
+	return ver, err
+}
+
+// save is Save's transactions.
+func (k kv) save(ctx context.Context, d *kvstore.Doc, key string, ver kvstore.Version, token int64, run string, ops []op) (kvstore.Version, error) {
+	s := k.s
 	if run != "" {
 		b, _ := json.Marshal([2]string{d.Task, d.Slot})
 		ops = append(ops, opPut(s.runKey(run), string(b), 0))
@@ -87,7 +97,8 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 
 // docOps write d and keep its slot's entries in the index of waiting slots and in the running
 // index (both no-ops when already so; a delete also clears an entry an older once left).
-func (s *Store) docOps(d *kvstore.Doc) []op {
+func (s *Store) docOps(d *kvstore.Doc) ([]op, []string) {
+	marks, later := s.markOps(d) // before Marshal: it may say the marks are not all in
 	ops := []op{opPut(s.docKey(d.Task, d.Slot), string(d.Marshal()), 0)}
 	if t, ok := d.Waits(); ok {
 		ops = append(ops, opPut(s.waitKey(d.Task, d.Slot), strconv.FormatInt(t.UnixMicro(), 10), 0))
@@ -99,7 +110,7 @@ func (s *Store) docOps(d *kvstore.Doc) []op {
 	} else {
 		ops = append(ops, opDel(s.runningKey(d.Task, d.Slot), false))
 	}
-	return ops
+	return append(ops, marks...), later
 }
 
 func (k kv) Run(ctx context.Context, runID string) (string, string, error) {
@@ -208,12 +219,16 @@ func (k kv) Index(ctx context.Context, docs []*kvstore.Doc) error {
 	return s.mapErr(err)
 }
 
-// Delete removes the document and its index entry when it is still version ver.
+// Delete removes the document and its index entries when it is still version ver.
 func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) error {
 	s := k.s
 	key := s.docKey(d.Task, d.Slot)
-	r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver)},
-		Success: []op{opDel(key, false), opDel(s.waitKey(d.Task, d.Slot), false), opDel(s.runningKey(d.Task, d.Slot), false)}})
+	ops := []op{opDel(key, false), opDel(s.waitKey(d.Task, d.Slot), false), opDel(s.runningKey(d.Task, d.Slot), false)}
+	marks := d.ReadMarks()
+	for _, m := range marks[:min(len(marks), markOpsMax)] { // past it: taken out by the pages that meet them
+		ops = append(ops, opDel(s.historyDir(d.Task)+flip(m), false))
+	}
+	r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver)}, Success: ops})
 	if err != nil {
 		return s.mapErr(err)
 	}

@@ -167,6 +167,9 @@ func (q rangeReq) marshalPB(b []byte) []byte {
 	b = appendBytes(b, 1, q.Key, false)
 	b = appendBytes(b, 2, q.RangeEnd, false)
 	b = appendInt(b, 3, int64(q.Limit), false)
+	if q.Descend {
+		b = appendInt(b, 5, 2, false) // sort_order DESCEND; sort_target KEY (0)
+	}
 	b = appendBool(b, 8, q.KeysOnly)
 	return appendBool(b, 9, q.CountOnly)
 }

@@ -122,7 +122,7 @@ func (k kv) Release(ctx context.Context, l store.Lease) error { return k.s.Relea
 func (k kv) SaveRelease(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, l store.Lease) (kvstore.Version, error) {
 	s := k.s
 	args := append([]any{s.epoch, s.seen(d.Task), ver, strconv.FormatInt(l.Token, 10)}, docArgs(d)...)
-	args = append(args, l.Holder)
+	args = append(append(args, l.Holder), markArgs(d)...)
 	res, unacked := s.durable(ctx, saveReleaseScript(), "ledger write", s.docKeys(d.Task, d.Slot), args...)
 	if res == nil {
 		return 0, unacked

@@ -24,10 +24,12 @@ return {n, string.format('%d', now()), d[1] or false, d[2] or false}
 
 // write is the body shared by the scripts that write a slot's document: KEYS[5] the document,
 // KEYS[6] the task's waiting index (a sorted set of slots by the time they started waiting),
-// KEYS[7] its running index (the set of slots with a running attempt); ARGV[3] the version read,
-// ARGV[5] the document, ARGV[6] the slot's name, ARGV[7] when the slot started waiting in µs
-// (empty: it does not wait), ARGV[8] '1' when the document has a running attempt. It returns
-// false, writing nothing, when the document is no longer that version.
+// KEYS[7] its running index (the set of slots with a running attempt), KEYS[8] its history index
+// (a sorted set of mark keys, all of score 0: read by lex range, kvstore.Mark); ARGV[3] the version
+// read, ARGV[5] the document, ARGV[6] the slot's name, ARGV[7] when the slot started waiting in µs
+// (empty: it does not wait), ARGV[8] '1' when the document has a running attempt, ARGV[10] and
+// ARGV[11] how many marks the write adds and removes, and from ARGV[12] those marks (markArgs). It
+// returns false, writing nothing, when the document is no longer that version.
 const write = `
 local function write()
   local v = tonumber(redis.call('HGET', KEYS[5], 'v') or '0')
@@ -36,11 +38,14 @@ local function write()
   redis.call('SADD', KEYS[3], ARGV[6])
   if ARGV[7] ~= '' then redis.call('ZADD', KEYS[6], ARGV[7], ARGV[6]) else redis.call('ZREM', KEYS[6], ARGV[6]) end
   if ARGV[8] == '1' then redis.call('SADD', KEYS[7], ARGV[6]) else redis.call('SREM', KEYS[7], ARGV[6]) end
+  local na, nd = tonumber(ARGV[10]), tonumber(ARGV[11])
+  for i = 12, 11 + na do redis.call('ZADD', KEYS[8], 0, ARGV[i]) end
+  for i = 12 + na, 11 + na + nd do redis.call('ZREM', KEYS[8], ARGV[i]) end
   return true
 end
 `
 
-// save: write's KEYS and ARGV, and ARGV[4] the token (0: not fenced); with KEYS[8] (the run
+// save: write's KEYS and ARGV, and ARGV[4] the token (0: not fenced); with KEYS[9] (the run
 // index's key of a run id, on one server: in a Cluster it is another slot's) ARGV[9] is its value,
 // set with the document. The fence (kvstore.Grants.Current): the token is the counter, or a seat's
 // while the seats are current (the counter is a seat's token: no exclusive grant came after them).
@@ -54,12 +59,13 @@ if ARGV[4] ~= '0' and latest ~= ARGV[4] and
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], 'n', 0, 'e', ARGV[1]) end
 if not write() then return {'STALE'} end
-if KEYS[8] then redis.call('SET', KEYS[8], ARGV[9]) end
+if KEYS[9] then redis.call('SET', KEYS[9], ARGV[9]) end
 return {'OK'}
 `)
 
-// forget: KEYS[5] the slot document, KEYS[6] the task's waiting index, KEYS[7] its running index;
-// ARGV[3] version read, ARGV[4] slot name. Removes the document when it is still that version.
+// forget: KEYS[5] the slot document, KEYS[6] the task's waiting index, KEYS[7] its running index,
+// KEYS[8] its history index; ARGV[3] version read, ARGV[4] slot name, from ARGV[5] the document's
+// marks. Removes the document and its marks when it is still that version.
 var forgetScript = lazyScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
@@ -69,6 +75,7 @@ redis.call('DEL', KEYS[5])
 redis.call('SREM', KEYS[3], ARGV[4])
 redis.call('ZREM', KEYS[6], ARGV[4])
 redis.call('SREM', KEYS[7], ARGV[4])
+for i = 5, #ARGV do redis.call('ZREM', KEYS[8], ARGV[i]) end
 return {'OK'}
 `)
 
@@ -95,7 +102,21 @@ func (k kv) Load(ctx context.Context, task, slot string) (*kvstore.Doc, kvstore.
 
 // docKeys are the keys of the scripts that write (task, slot)'s document (write).
 func (s *Store) docKeys(task, slot string) []string {
-	return append(s.taskKeys(task), s.tkey(task, "d:"+slot), s.tkey(task, "waiting"), s.tkey(task, "running"))
+	return append(s.taskKeys(task), s.tkey(task, "d:"+slot), s.tkey(task, "waiting"), s.tkey(task, "running"), s.historyKey(task))
+}
+
+// markArgs are write's ARGV[10..]: the marks the write of d adds and removes.
+func markArgs(d *kvstore.Doc) []any {
+	add, del := d.MarkChanges()
+	out := make([]any, 0, 2+len(add)+len(del))
+	out = append(out, len(add), len(del))
+	for _, k := range add {
+		out = append(out, k)
+	}
+	for _, k := range del {
+		out = append(out, k)
+	}
+	return out
 }
 
 // docArgs are write's ARGV[5..8] for d.
@@ -124,17 +145,19 @@ func (k kv) Save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 	}
 	args := append([]any{s.epoch, s.seen(d.Task), ver, token}, docArgs(d)...)
 	keys := s.docKeys(d.Task, d.Slot)
+	var runVal any = ""
 	if run != "" {
 		runKey := s.key("run:" + run)
-		runVal, _ := json.Marshal([2]string{d.Task, d.Slot})
+		b, _ := json.Marshal([2]string{d.Task, d.Slot})
 		if s.mode == ModeCluster {
-			if err := s.c.Set(ctx, runKey, runVal, 0).Err(); err != nil {
+			if err := s.c.Set(ctx, runKey, b, 0).Err(); err != nil {
 				return 0, s.mapErr(err)
 			}
 		} else {
-			keys, args = append(keys, runKey), append(args, runVal)
+			keys, runVal = append(keys, runKey), b
 		}
 	}
+	args = append(append(args, runVal), markArgs(d)...)
 	res, unacked := s.durable(ctx, saveScript(), "ledger write", keys, args...)
 	if res == nil {
 		return 0, unacked
@@ -314,7 +337,11 @@ func (k kv) Index(ctx context.Context, docs []*kvstore.Doc) error {
 // Delete removes the document (and its index entries) when it is still version ver.
 func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) error {
 	s := k.s
-	r, err := s.run(ctx, forgetScript(), d.Task, s.docKeys(d.Task, d.Slot), ver, d.Slot)
+	args := []any{ver, d.Slot}
+	for _, k := range d.ReadMarks() {
+		args = append(args, k)
+	}
+	r, err := s.run(ctx, forgetScript(), d.Task, s.docKeys(d.Task, d.Slot), args...)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -71,6 +72,8 @@ type Store struct {
 	hwm    map[string]int64 // highest token seen per task: a counter below it means Redis lost data
 	known  map[string]bool  // tasks this client added to the task index
 	scopes map[string]bool  // scopes this client added to the scope index (keys.go)
+
+	histBuilt atomic.Bool // the history index was seen built (history.go)
 }
 
 // quiet drops go-redis's own log lines (pool dial retries); the store reports errors itself.

@@ -19,6 +19,16 @@ func TestRunningIndex(t *testing.T) {
 		return s
 	}
 	kvtest.Archives(t, harness().DSN)
+	kvtest.HistoryIndex(t, harness().DSN, func(t *testing.T, dsn string) {
+		s, ctx := raw(t, dsn), context.Background()
+		err := s.scan(ctx, "{"+s.prefix+":*}:history", func(key string) error { return s.c.Del(ctx, key).Err() })
+		if err == nil {
+			err = s.c.Del(ctx, s.historyIndexed()).Err()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
 	kvtest.RunningIndex(t, kvtest.Hooks{
 		DSN: harness().DSN,
 		Unindex: func(t *testing.T, dsn string) {

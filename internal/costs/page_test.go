@@ -1,0 +1,97 @@
+package costs
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
+)
+
+// TestHistoryPageFlat holds a page of history to the page: on the key-value stores a page of 20
+// entries, of one task or of all, costs the same round trips and about the same bytes with 80 or
+// 400 slots of history (the history index, internal/kvstore's HistoryKV). Before the index a page
+// read every document of the task, or of every task. ZooKeeper keeps no history index yet.
+func TestHistoryPageFlat(t *testing.T) {
+	small, large := 80, 400
+	if testing.Short() {
+		small, large = 40, 160
+	}
+	for _, st := range stores {
+		if st.name == "zk" {
+			continue
+		}
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			seed, err := store.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer seed.Close()
+			seedSlots(t, ctx, seed, "other", 0, 30)
+			seedSlots(t, ctx, seed, "long", 0, small)
+			q := store.HistoryQuery{Task: "long", Limit: 20}
+			all := store.HistoryQuery{Limit: 20}
+			pageCost(t, dsn, q) // the first read of a prefix builds nothing (the index is built) but warms
+			before, beforeAll := pageCost(t, dsn, q), pageCost(t, dsn, all)
+			seedSlots(t, ctx, seed, "long", small, large)
+			after, afterAll := pageCost(t, dsn, q), pageCost(t, dsn, all)
+			t.Logf("%s: a page of 20 of a task with %d slots: %d round trips, %d bytes; with %d: %d, %d; of all tasks: %d, %d and %d, %d",
+				st.name, small, before.trips, before.bytes, large, after.trips, after.bytes, beforeAll.trips, beforeAll.bytes, afterAll.trips, afterAll.bytes)
+			for _, c := range [][2]wire{{before, after}, {beforeAll, afterAll}} {
+				if c[1].trips > c[0].trips+st.slack || c[1].bytes > c[0].bytes+2048 {
+					t.Errorf("%s: a page of 20 cost %d round trips and %d bytes with %d slots, %d and %d with %d: a page reads the history",
+						st.name, c[0].trips, c[0].bytes, small, c[1].trips, c[1].bytes, large)
+				}
+			}
+		})
+	}
+}
+
+// seedSlots writes an attempt, succeeded, in task's slots from to to-1.
+func seedSlots(t *testing.T, ctx context.Context, s store.Store, task string, from, to int) {
+	t.Helper()
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "seed:1", RunID: "seed", TTL: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	for i := from; i < to; i++ {
+		run := fmt.Sprintf("%s-%d", task, i)
+		if _, err := s.Begin(ctx, store.Attempt{Task: task, Slot: fmt.Sprintf("h%05d", i), RunID: run, Holder: l.Holder, Token: l.Token}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Finish(ctx, run, l.Token, store.Outcome{State: store.Succeeded, ExitCode: &code}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pageCost reads a page q on a fresh client through a relay and counts it.
+func pageCost(t *testing.T, dsn string, q store.HistoryQuery) wire {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	relay, via := relayed(t, ctx, dsn)
+	s, err := store.Open(ctx, via)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Slot(ctx, "warm", "x"); err != nil { // the client's own first round trips (a Cluster's slots, a script load)
+		t.Fatal(err)
+	}
+	t0, b0 := relay.Trips(), relay.Received()
+	es, err := s.History(ctx, q)
+	if err != nil || len(es) != q.Limit {
+		t.Fatalf("History %+v: %d entries, %v", q, len(es), err)
+	}
+	return wire{relay.Trips() - t0, relay.Received() - b0}
+}

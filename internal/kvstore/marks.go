@@ -1,0 +1,136 @@
+package kvstore
+
+import (
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The history index (HistoryKV) holds a mark for each (document, instant, kind) its entries have:
+// "document D holds at least one attempt (or event) at microsecond T". A mark does not name one
+// entry: an event's place in its document (its cursor's Seq) changes when older events move to an
+// archive or are pruned, and a mark must not. Each task has its own index, so that one script, one
+// transaction or one multi writes a document and its marks (a Redis Cluster keeps a task's keys in
+// one slot); history across tasks merges the tasks' indexes.
+//
+// A mark's key is text whose byte order is history order, oldest first: the instant (16 hex
+// digits), the kind ('e' for events, after 'a' for attempts: events come first in history among
+// entries of the same instant) and the document's slot in hex (a slot's bytes, in their order,
+// whatever they hold). A store reads a page of them newest first with a range, a limit and a
+// descending order.
+
+// Mark is one entry of a task's history index.
+type Mark struct {
+	At    int64 // microseconds since 1970
+	Event bool
+	Task  string
+	Slot  string // the document's: a slot, or an archive of one
+}
+
+// markHead is the length of a mark key's instant and kind.
+const markHead = 17
+
+// Key is m's key in its task's index.
+func (m Mark) Key() string {
+	kind := "a"
+	if m.Event {
+		kind = "e"
+	}
+	return fmt.Sprintf("%016x", uint64(m.At)^1<<63) + kind + hex.EncodeToString([]byte(m.Slot))
+}
+
+// ParseMark reads a key of task's index; ok is false for a key this once does not write.
+func ParseMark(task, key string) (Mark, bool) {
+	if len(key) < markHead || key[16] != 'a' && key[16] != 'e' {
+		return Mark{}, false
+	}
+	u, err := strconv.ParseUint(key[:16], 16, 64)
+	if err != nil {
+		return Mark{}, false
+	}
+	slot, err := hex.DecodeString(key[markHead:])
+	if err != nil {
+		return Mark{}, false
+	}
+	return Mark{At: int64(u ^ 1<<63), Event: key[16] == 'e', Task: task, Slot: string(slot)}, true
+}
+
+// cmp orders marks in history order: -1 when m comes first (newer, or as new and first).
+func (m Mark) cmp(o Mark) int {
+	switch {
+	case m.At != o.At:
+		return -cmpInt(m.At, o.At)
+	case m.Event != o.Event:
+		if m.Event {
+			return -1
+		}
+		return 1
+	}
+	return -strings.Compare(docKey(m.Task, m.Slot), docKey(o.Task, o.Slot))
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func markOf(d *Doc, at time.Time, event bool) Mark {
+	return Mark{At: at.Truncate(time.Microsecond).UnixMicro(), Event: event, Task: d.Task, Slot: d.Slot}
+}
+
+// Marks returns the keys of d's marks, sorted, without repeats.
+func (d *Doc) Marks() []string {
+	var out []string
+	for _, a := range d.Attempts {
+		out = append(out, markOf(d, a.StartedAt, false).Key())
+	}
+	for _, e := range d.Events {
+		out = append(out, markOf(d, e.At, true).Key())
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// MarkChanges returns the marks a write of d adds to its task's index and those it removes: the
+// difference between d's marks and those of d as it was read. A document read without the field
+// that says its marks are in the index (written by an older once, or new) adds all of its own and
+// removes none (a mark left behind is passed over, and taken out, by the page that meets it).
+func (d *Doc) MarkChanges() (add, del []string) {
+	now := d.Marks()
+	if !d.marked {
+		return now, nil
+	}
+	for _, k := range now {
+		if _, ok := slices.BinarySearch(d.read, k); !ok {
+			add = append(add, k)
+		}
+	}
+	for _, k := range d.read {
+		if _, ok := slices.BinarySearch(now, k); !ok {
+			del = append(del, k)
+		}
+	}
+	return add, del
+}
+
+// ReadMarks returns the marks of d as it was read, for a delete of d: none when it was read
+// without the field that says they are in the index.
+func (d *Doc) ReadMarks() []string {
+	if !d.marked {
+		return nil
+	}
+	return d.read
+}
+
+// Unmarked makes the next write of d say its marks are not all in the index: a backend that
+// cannot put them all in the write of the document puts the rest after it, and a crash in between
+// leaves the next write of d to put them all again.
+func (d *Doc) Unmarked() { d.unmarked = true }
