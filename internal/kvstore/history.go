@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/once-run/once/store"
@@ -409,7 +407,7 @@ func (l Ledger) deleteArchive(ctx context.Context, task, slot string) (gone Doc,
 const slotReads = 64
 
 // slotDocs returns the documents of task's slot for History: the slot's document and the archives it
-// shows, read on their own (at most 8 at a time), so that the history of a slot (the dashboard's slot
+// shows, read on their own (loadMany: at once, or 16 at a time), so that the history of a slot (the dashboard's slot
 // and review pages, `once history --slot`) costs that slot, not every slot its task has had. None
 // when the slot has no document: its archives, if any are left, do not count (acknowledged).
 func (l Ledger) slotDocs(ctx context.Context, task, slot string) ([]*Doc, error) {
@@ -429,38 +427,19 @@ func (l Ledger) slotDocs(ctx context.Context, task, slot string) ([]*Doc, error)
 	if len(seqs) > slotReads {
 		return l.KV.Docs(ctx, task)
 	}
-	ctx, cancel := context.WithCancel(ctx) // the first error stops what is not sent yet
-	defer cancel()
-	out := make([]*Doc, 1+len(seqs))
-	out[0] = d
-	var first error // the first to fail, not a read it cancelled
-	var once sync.Once
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
+	want := make([][2]string, len(seqs))
 	for i, seq := range seqs {
-		sem <- struct{}{}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			name := ArchiveSlot(slot, seq)
-			a, _, _, err := l.KV.Load(ctx, task, name)
-			switch {
-			case err != nil:
-				once.Do(func() { first = err; cancel() })
-			case a != nil && a.Task == task && a.Slot == name: // else a prune deleted it since
-				out[1+i] = a
-			}
-		}()
+		want[i] = [2]string{task, ArchiveSlot(slot, seq)}
 	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
-	}
-	if err := ctx.Err(); err != nil {
+	arcs, err := l.loadMany(ctx, want)
+	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(out, func(a *Doc) bool { return a == nil }), nil
+	out := []*Doc{d}
+	for i, a := range arcs {
+		if a != nil && a.Task == task && a.Slot == want[i][1] { // else a prune deleted it since
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
