@@ -12,20 +12,20 @@ import (
 
 // TestHistoryPageFlat holds a page of history to the page: on the key-value stores a page of 20
 // entries, of one task or of all, costs the same round trips and about the same bytes with 80 or
-// 400 slots of history (the history index, internal/kvstore's HistoryKV). Before the index a page
-// read every document of the task, or of every task. ZooKeeper keeps no history index yet.
+// 400 slots of history (the SQL stores are measured alongside, for comparison) (the history index, internal/kvstore's HistoryKV). Before the index a page
+// read every document of the task, or of every task.
 func TestHistoryPageFlat(t *testing.T) {
 	small, large := 80, 400
 	if testing.Short() {
 		small, large = 40, 160
 	}
 	for _, st := range stores {
-		if st.name == "zk" {
-			continue
-		}
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
+			if st.name == "zk" {
+				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			seed, err := store.Open(ctx, dsn)
@@ -43,8 +43,15 @@ func TestHistoryPageFlat(t *testing.T) {
 			after, afterAll := pageCost(t, dsn, q), pageCost(t, dsn, all)
 			t.Logf("%s: a page of 20 of a task with %d slots: %d round trips, %d bytes; with %d: %d, %d; of all tasks: %d, %d and %d, %d",
 				st.name, small, before.trips, before.bytes, large, after.trips, after.bytes, beforeAll.trips, beforeAll.bytes, afterAll.trips, afterAll.bytes)
+			// ZooKeeper lists whole buckets of a second's marks (store/zk/history.go): seeded
+			// through the API, a second holds up to a hundred marks, about 3 kB, as many as the
+			// seeding's speed put there. Reading every document (before the index): 100 kB and more.
+			slackBytes := int64(2048)
+			if st.name == "zk" {
+				slackBytes = 8 << 10
+			}
 			for _, c := range [][2]wire{{before, after}, {beforeAll, afterAll}} {
-				if c[1].trips > c[0].trips+st.slack || c[1].bytes > c[0].bytes+2048 {
+				if c[1].trips > c[0].trips+st.slack || c[1].bytes > c[0].bytes+slackBytes {
 					t.Errorf("%s: a page of 20 cost %d round trips and %d bytes with %d slots, %d and %d with %d: a page reads the history",
 						st.name, c[0].trips, c[0].bytes, small, c[1].trips, c[1].bytes, large)
 				}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,17 +70,15 @@ func (k kv) save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		}
 	}
 	rpath := s.runningPath(d.Task, d.Slot)
-	var runOp any
-	switch runs, ran := d.Runs(), d.Ran(); {
-	case runs && !ran:
-		runOp = &zk.CreateRequest{Path: rpath, Acl: s.acl}
-	case runs && ran:
-		runOp = &zk.CheckVersionRequest{Path: rpath, Version: -1}
-	case ran:
-		runOp = &zk.DeleteRequest{Path: rpath, Version: -1}
+	runOp := s.runningOp(d, rpath)
+	marks, err := s.markOps(ctx, d, ver)
+	if err != nil {
+		return 0, err
 	}
-	for try := 0; ; try++ {
+	for try, fixes := 0, 0; ; try++ {
 		ops, docAt, runAt, relAt := s.saveOps(d, ver, run, release, fenceOp, waitOp, runOp)
+		markAt := len(ops)
+		ops = append(ops, marks...)
 		res, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
 		if err == nil {
 			return ver + 1, nil // the node's version went up by one (a created node's is 0: ver 1)
@@ -87,10 +86,18 @@ func (k kv) save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		failed := func(i int, target error) bool {
 			return i >= 0 && i < len(res) && len(res) == len(ops) && errors.Is(res[i].Error, target)
 		}
+		if again, ferr := false, error(nil); fixes < len(marks)+2 && len(res) == len(ops) {
+			if marks, again, ferr = s.retryMarks(ctx, d.Task, marks, res, markAt); ferr != nil {
+				return 0, ferr
+			} else if again {
+				fixes++
+				continue
+			}
+		}
 		if try < 3 {
 			switch {
-			case failed(docAt, zk.ErrNoNode): // the task's first document: its directory first
-				if err := s.ensure(ctx, s.docDir(d.Task)); err != nil {
+			case failed(docAt, zk.ErrNoNode): // the task's first document: its directory first, with its history's
+				if err := s.makeDocDir(ctx, d); err != nil {
 					return 0, err
 				}
 				continue
@@ -115,6 +122,20 @@ func (k kv) save(ctx context.Context, d *kvstore.Doc, ver kvstore.Version, token
 		}
 		return 0, s.mapErr(err)
 	}
+}
+
+// runningOp is the op on the slot's node rpath in the running index, as the document as read
+// says it stands (save): nil when none runs and none ran.
+func (s *Store) runningOp(d *kvstore.Doc, rpath string) any {
+	switch runs, ran := d.Runs(), d.Ran(); {
+	case runs && !ran:
+		return &zk.CreateRequest{Path: rpath, Acl: s.acl}
+	case runs && ran:
+		return &zk.CheckVersionRequest{Path: rpath, Version: -1}
+	case ran:
+		return &zk.DeleteRequest{Path: rpath, Version: -1}
+	}
+	return nil
 }
 
 // saveOps are save's multi: the fence's check, the document's write, the run index's entry, the
@@ -147,6 +168,43 @@ func (s *Store) saveOps(d *kvstore.Doc, ver kvstore.Version, run, release string
 		relAt = add(&zk.DeleteRequest{Path: release, Version: -1})
 	}
 	return ops, docAt, runAt, relAt
+}
+
+// makeDocDir makes the directory of a task's first document, with its history index's buckets
+// for the document's first mark in the same multi.
+func (s *Store) makeDocDir(ctx context.Context, d *kvstore.Doc) error {
+	if add, _ := d.MarkChanges(); len(add) > 0 {
+		return s.makeMarkDirs(ctx, d.Task, add[0], s.docDir(d.Task))
+	}
+	return s.ensure(ctx, s.docDir(d.Task))
+}
+
+// retryMarks handles a multi whose ops from markAt on are marks, res its answers: when a mark op
+// failed it (fixMark), it returns the marks to send again and true.
+func (s *Store) retryMarks(ctx context.Context, task string, marks []any, res []zk.MultiResponse, markAt int) ([]any, bool, error) {
+	i := firstFailed(res) - markAt
+	if i < 0 {
+		return marks, false, nil
+	}
+	drop, ok, err := s.fixMark(ctx, task, marks[i], res[markAt+i].Error)
+	if err != nil || !ok {
+		return marks, false, err
+	}
+	if drop {
+		marks = slices.Delete(slices.Clone(marks), i, i+1)
+	}
+	return marks, true, nil
+}
+
+// firstFailed is the place of the op whose error failed a multi (the ops before it answer no
+// error, those after it an inconsistency): -1 when none.
+func firstFailed(res []zk.MultiResponse) int {
+	for i, r := range res {
+		if r.Error != nil {
+			return i
+		}
+	}
+	return -1
 }
 
 func isCreate(op any) bool { _, ok := op.(*zk.CreateRequest); return ok }
@@ -329,6 +387,9 @@ func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) err
 	}
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists) {
 		return kvstore.ErrStale
+	}
+	if err == nil {
+		_ = k.Unmark(ctx, d.Task, d.ReadMarks()) // best effort: a mark left is taken out by the page that meets it
 	}
 	return s.mapErr(err)
 }

@@ -27,6 +27,22 @@ func TestRunningIndex(t *testing.T) {
 		}
 	}
 	kvtest.Archives(t, harness().DSN)
+	kvtest.HistoryIndex(t, harness().DSN, func(t *testing.T, dsn string) {
+		s := raw(t, dsn)
+		var drop func(p string)
+		drop = func(p string) { // the tree under p, then p
+			kids, _, err := s.c.Children(p)
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				t.Fatal(err)
+			}
+			for _, k := range kids {
+				drop(p + "/" + k)
+			}
+			del(t, s, p)
+		}
+		drop(s.historyRoot())
+		del(t, s, s.historyIndexed())
+	})
 	kvtest.RunningIndex(t, kvtest.Hooks{
 		DSN: harness().DSN,
 		Unindex: func(t *testing.T, dsn string) {

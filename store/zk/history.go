@@ -1,0 +1,316 @@
+package zk
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/once-run/once/internal/kvstore"
+)
+
+// The history index (kvstore.HistoryKV). ZooKeeper reads no range of children: getChildren returns
+// them all. So each task's marks are nodes in buckets by time, three levels deep, named by their
+// key's head: /once/P/x/TASK/L1/L2/L3/MARK, L1 the key's first 6 hex digits (2^40 µs, about 12.7
+// days), L2 its first 8 (2^32 µs, about 72 minutes), L3 its first 11 (2^20 µs, about a second). A
+// page lists the task's L1 buckets (a few dozen a year), the L2 buckets of one (at most 256), the L3
+// buckets of one (at most 4,096) and the marks of as many L3 buckets as it needs (the first alone,
+// then as many in parallel as the marks found so far say are needed: go-zookeeper pipelines them
+// on its session): it costs the page and the buckets it passes, not the
+// history, and no listing holds more than a second's marks of a task or 4,096 bucket names (a node's
+// children come in one packet, at most jute.maxbuffer, 1 MiB). A document's write creates its marks
+// and their L3 bucket in its multi (a bucket that exists fails the multi, which is sent again
+// without it: two writes of one task in one second); a write into a new L2 bucket (once per 72
+// minutes of a task) makes the buckets above first. Buckets a prune emptied are deleted by the page
+// that finds them empty (a delete of a bucket that is not empty fails, and is left).
+
+var _ kvstore.HistoryKV = kv{}
+
+// markLevels are the lengths of the bucket names, outermost first.
+var markLevels = [3]int{6, 8, 11}
+
+func (s *Store) historyRoot() string           { return s.p + "/x" }
+func (s *Store) historyDir(task string) string { return s.historyRoot() + "/" + esc(task) }
+
+// markDir is the L3 bucket of key in task's index.
+func (s *Store) markDir(task, key string) string {
+	return s.historyDir(task) + "/" + key[:markLevels[0]] + "/" + key[:markLevels[1]] + "/" + key[:markLevels[2]]
+}
+func (s *Store) markPath(task, key string) string { return s.markDir(task, key) + "/" + key }
+
+// historyIndexed marks the index as built (kvstore.HistoryKV.IndexHistory).
+func (s *Store) historyIndexed() string { return s.p + "/x-indexed" }
+
+// ensureMarkDirs creates the buckets of key in task's index, the L3 bucket with l3.
+func (s *Store) ensureMarkDirs(ctx context.Context, task, key string, l3 bool) error {
+	dirs := []string{s.historyRoot(), s.historyDir(task)}
+	p := s.historyDir(task)
+	for i, n := range markLevels {
+		if i == len(markLevels)-1 && !l3 {
+			break
+		}
+		p += "/" + key[:n]
+		dirs = append(dirs, p)
+	}
+	for _, dir := range dirs {
+		if err := s.ensure(ctx, dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// makeMarkDirs makes the buckets above key's L3 bucket in task's index, in one multi when it can:
+// the L2 bucket alone (a task's writes cross into a new one every 72 minutes), else with the L1
+// bucket, else with the task's directory (and docDir, when not "": a task's first document, whose
+// directory its write makes with them), else one at a time.
+func (s *Store) makeMarkDirs(ctx context.Context, task, key, docDir string) error {
+	l1 := s.historyDir(task) + "/" + key[:markLevels[0]]
+	l2 := l1 + "/" + key[:markLevels[1]]
+	chains := [][]string{{l2}, {l1, l2}, {s.historyDir(task), l1, l2}}
+	if docDir != "" {
+		chains = [][]string{{docDir, s.historyDir(task), l1, l2}}
+	}
+	for _, dirs := range chains {
+		ops := make([]any, len(dirs))
+		for i, d := range dirs {
+			ops[i] = &zk.CreateRequest{Path: d, Acl: s.acl}
+		}
+		_, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNodeExists) {
+			return s.mapErr(err)
+		}
+	}
+	if docDir != "" {
+		if err := s.ensure(ctx, docDir); err != nil {
+			return err
+		}
+	}
+	return s.ensureMarkDirs(ctx, task, key, false)
+}
+
+// putMark creates key's node, its buckets first when missing; one that exists is left.
+func (s *Store) putMark(ctx context.Context, task, key string) error {
+	for try := 0; ; try++ {
+		_, err := call(ctx, s, func() (string, error) { return s.c.Create(s.markPath(task, key), nil, 0, s.acl) })
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNodeExists):
+			return nil
+		case errors.Is(err, zk.ErrNoNode) && try == 0:
+			if err := s.ensureMarkDirs(ctx, task, key, true); err != nil {
+				return err
+			}
+		default:
+			return s.mapErr(err)
+		}
+	}
+}
+
+func (k kv) HistoryIndexed(ctx context.Context) (bool, error) {
+	s := k.s
+	ok, err := call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(s.historyIndexed()); return ok, err })
+	return ok, s.mapErr(err)
+}
+
+func (k kv) IndexHistory(ctx context.Context, docs []*kvstore.Doc) error {
+	s := k.s
+	for _, d := range docs {
+		for _, m := range d.Marks() {
+			if err := s.putMark(ctx, d.Task, m); err != nil {
+				return err
+			}
+		}
+	}
+	return s.ensure(ctx, s.historyIndexed())
+}
+
+// HistoryTasks lists the tasks with an index: the children of /once/P/x.
+func (k kv) HistoryTasks(ctx context.Context) ([]string, error) {
+	s := k.s
+	kids, err := s.childrenOrNone(ctx, s.historyRoot())
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range kids {
+		kids[i] = unesc(t)
+	}
+	return kids, nil
+}
+
+// ReadMarks walks each range's buckets from its From on.
+func (k kv) ReadMarks(ctx context.Context, rs []kvstore.MarkRange) ([][]string, error) {
+	out := make([][]string, len(rs))
+	for i, r := range rs {
+		keys, err := k.s.readMarks(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = keys
+	}
+	return out, nil
+}
+
+// readMarks reads one range: the task's buckets, level by level, in the range's order, and the
+// marks of the L3 buckets, up to its limit.
+func (s *Store) readMarks(ctx context.Context, r kvstore.MarkRange) ([]string, error) {
+	var out []string
+	// within reports whether a name (a bucket's, or a mark's) may hold keys of the range: a
+	// bucket is a prefix of its keys, so it is compared on From's same prefix, inclusive.
+	within := func(name string, bucket bool) bool {
+		if r.From == "" {
+			return true
+		}
+		if bucket {
+			from := r.From[:min(len(r.From), len(name))]
+			return r.Up && name >= from || !r.Up && name <= from
+		}
+		return r.Up && name > r.From || !r.Up && name < r.From
+	}
+	order := func(kids []string) []string {
+		slices.Sort(kids)
+		if !r.Up {
+			slices.Reverse(kids)
+		}
+		return kids
+	}
+	listed, found := 0, 0 // L3 buckets listed, and their marks in the range: how dense they are
+	var walk func(dir string, level int) (bool, error)
+	walk = func(dir string, level int) (bool, error) { // true: the page is full
+		kids, err := s.childrenOrNone(ctx, dir)
+		if err != nil {
+			return false, err
+		}
+		var buckets []string
+		for _, k := range order(kids) {
+			if within(k, true) {
+				buckets = append(buckets, k)
+			}
+		}
+		if level < len(markLevels)-1 {
+			for _, b := range buckets {
+				if full, err := walk(dir+"/"+b, level+1); full || err != nil {
+					return full, err
+				}
+			}
+			return false, nil
+		}
+		for len(buckets) > 0 { // L3 buckets: the first alone, then as many at once as its marks say are needed
+			n := 1
+			if listed > 0 {
+				n = min(len(buckets), max(1, (r.Limit-len(out))*listed/max(found, 1)), 32)
+			}
+			listed += n
+			marks, err := s.listAll(ctx, dir, buckets[:n])
+			if err != nil {
+				return false, err
+			}
+			for i, keys := range marks {
+				if len(keys) == 0 { // emptied by prunes: gone, unless written into meanwhile
+					_, _ = call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(dir+"/"+buckets[i], -1) })
+				}
+				for _, key := range order(keys) {
+					if within(key, false) {
+						found++
+						if out = append(out, key); len(out) == r.Limit {
+							return true, nil
+						}
+					}
+				}
+			}
+			buckets = buckets[n:]
+		}
+		return false, nil
+	}
+	_, err := walk(s.historyDir(r.Task), 0)
+	return out, err
+}
+
+// listAll lists the children of dir's children names, in parallel.
+func (s *Store) listAll(ctx context.Context, dir string, names []string) ([][]string, error) {
+	out := make([][]string, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = s.childrenOrNone(ctx, dir+"/"+n)
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+func (k kv) Unmark(ctx context.Context, task string, keys []string) error {
+	s := k.s
+	for _, key := range keys {
+		_, err := call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(s.markPath(task, key), -1) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return s.mapErr(err)
+		}
+	}
+	return nil
+}
+
+// markOps are the multi ops that keep d's marks with its write: creates of those it adds (with
+// their L3 buckets, first), deletes of those it removes. A document an older once wrote (its marks
+// not known to be in) has its marks created before the multi instead, one that exists left: they
+// name entries it holds already.
+func (s *Store) markOps(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) ([]any, error) {
+	add, del := d.MarkChanges()
+	var ops []any
+	if ver > 0 && len(d.ReadMarks()) == 0 {
+		for _, m := range add {
+			if err := s.putMark(ctx, d.Task, m); err != nil {
+				return nil, err
+			}
+		}
+		add = nil
+	}
+	dirs := map[string]bool{}
+	for _, m := range add {
+		if dir := s.markDir(d.Task, m); !dirs[dir] {
+			dirs[dir] = true
+			ops = append(ops, &zk.CreateRequest{Path: dir, Acl: s.acl})
+		}
+	}
+	for _, m := range add {
+		ops = append(ops, &zk.CreateRequest{Path: s.markPath(d.Task, m), Acl: s.acl})
+	}
+	for _, m := range del {
+		ops = append(ops, &zk.DeleteRequest{Path: s.markPath(d.Task, m), Version: -1})
+	}
+	return ops, nil
+}
+
+// fixMark handles a multi that failed on the mark op op: a create of a bucket or a mark that
+// exists, or a delete of a mark gone, is dropped (drop); a create under a bucket not made yet makes
+// the buckets above it. ok is false when op is none of these.
+func (s *Store) fixMark(ctx context.Context, task string, op any, err error) (drop, ok bool, ferr error) {
+	switch o := op.(type) {
+	case *zk.CreateRequest:
+		name := o.Path[strings.LastIndex(o.Path, "/")+1:]
+		bucket := len(name) == markLevels[len(markLevels)-1]
+		if errors.Is(err, zk.ErrNodeExists) { // a mark left by a delete that stopped half way is one too
+			return true, true, nil
+		}
+		if errors.Is(err, zk.ErrNoNode) {
+			key := name
+			if bucket {
+				key += "0"
+			}
+			return false, true, s.makeMarkDirs(ctx, task, key, "")
+		}
+	case *zk.DeleteRequest:
+		if errors.Is(err, zk.ErrNoNode) {
+			return true, true, nil
+		}
+	}
+	return false, false, nil
+}
