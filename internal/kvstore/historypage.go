@@ -173,6 +173,9 @@ func (w *walk) read(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The next read of a task takes twice as many: a page whose marks are mostly of another kind
+	// (a Kind filter) or stale reaches its entries in a few reads.
+	w.batch = min(2*w.batch, 16*historyPage)
 	for i, r := range rs {
 		keys := got[i]
 		if len(keys) < r.Limit {
