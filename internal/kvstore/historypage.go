@@ -160,9 +160,10 @@ func (w *walk) full() bool { return w.q.Limit > 0 && len(w.items) >= w.q.Limit }
 // or behind the horizon.
 func (w *walk) read(ctx context.Context) error {
 	var rs []MarkRange
+	h, bounded := w.horizon() // once: the tasks may be thousands
 	for t, from := range w.from {
-		if w.ahead(t) {
-			continue
+		if m, ok := w.last[t]; ok && bounded && w.order(m, h) > 0 {
+			continue // its marks in the pool are not reached yet: reading more of it can wait
 		}
 		rs = append(rs, MarkRange{Task: t, From: from, Up: w.after != nil, Limit: w.batch})
 	}
@@ -192,17 +193,6 @@ func (w *walk) read(ctx context.Context) error {
 	}
 	slices.SortFunc(w.pool, w.order)
 	return nil
-}
-
-// ahead reports whether task t still has marks in the pool the walk has not reached: reading
-// more of it can wait.
-func (w *walk) ahead(t string) bool {
-	m, ok := w.last[t]
-	if !ok {
-		return false
-	}
-	h, ok := w.horizon()
-	return ok && w.order(m, h) > 0
 }
 
 // horizon is the furthest mark the walk may take: the nearest of the last marks read of the tasks
