@@ -301,11 +301,10 @@ func (s *Store) fixMark(ctx context.Context, task string, op any, err error) (dr
 			return true, true, nil
 		}
 		if errors.Is(err, zk.ErrNoNode) {
-			key := name
-			if bucket {
-				key += "0"
+			if !bucket { // its bucket was left out of the multi as there, and is gone since (a page found it empty)
+				return false, true, s.ensureMarkDirs(ctx, task, name, true)
 			}
-			return false, true, s.makeMarkDirs(ctx, task, key, "")
+			return false, true, s.makeMarkDirs(ctx, task, name+"0", "")
 		}
 	case *zk.DeleteRequest:
 		if errors.Is(err, zk.ErrNoNode) {

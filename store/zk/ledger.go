@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -192,8 +193,60 @@ func (s *Store) retryMarks(ctx context.Context, task string, marks []any, res []
 	}
 	if drop {
 		marks = slices.Delete(slices.Clone(marks), i, i+1)
+		if isBucket(res[markAt+i].Error, marks...) {
+			// One bucket there, others likely too (an archive's marks are its slot's instants):
+			// find them all in one read rather than one failed multi each.
+			if marks, err = s.dropBuckets(ctx, marks); err != nil {
+				return marks, false, err
+			}
+		}
 	}
 	return marks, true, nil
+}
+
+// isBucket reports whether err is a bucket create's ErrNodeExists and marks still create buckets.
+func isBucket(err error, marks ...any) bool {
+	if !errors.Is(err, zk.ErrNodeExists) {
+		return false
+	}
+	return slices.ContainsFunc(marks, isBucketCreate)
+}
+
+func isBucketCreate(op any) bool {
+	c, ok := op.(*zk.CreateRequest)
+	return ok && len(c.Path)-strings.LastIndex(c.Path, "/")-1 == markLevels[len(markLevels)-1]
+}
+
+// dropBuckets takes out of marks the creates of buckets that exist, checked in parallel
+// (go-zookeeper pipelines them on its session: one round trip).
+func (s *Store) dropBuckets(ctx context.Context, marks []any) ([]any, error) {
+	exists := make([]bool, len(marks))
+	errs := make([]error, len(marks))
+	var wg sync.WaitGroup
+	for i, op := range marks {
+		if !isBucketCreate(op) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			exists[i], errs[i] = call(ctx, s, func() (bool, error) {
+				ok, _, err := s.c.Exists(op.(*zk.CreateRequest).Path)
+				return ok, err
+			})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return marks, s.mapErr(err)
+	}
+	out := make([]any, 0, len(marks))
+	for i, op := range marks {
+		if !exists[i] {
+			out = append(out, op)
+		}
+	}
+	return out, nil
 }
 
 // firstFailed is the place of the op whose error failed a multi (the ops before it answer no
