@@ -247,15 +247,36 @@ func (s *Store) listAll(ctx context.Context, dir string, names []string) ([][]st
 	return out, errors.Join(errs...)
 }
 
+// Unmark deletes the marks, then the buckets they leave empty (a forget's, a prune's: the pages
+// that would find them empty start from the newest and seldom reach them, so without this a
+// task's index kept an empty bucket per second it ran in).
 func (k kv) Unmark(ctx context.Context, task string, keys []string) error {
 	s := k.s
+	dirs := map[string]bool{}
 	for _, key := range keys {
 		_, err := call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(s.markPath(task, key), -1) })
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return s.mapErr(err)
 		}
+		dirs[s.markDir(task, key)] = true
+	}
+	for dir := range dirs {
+		s.dropEmpty(ctx, dir, len(markLevels))
 	}
 	return nil
+}
+
+// dropEmpty deletes the bucket dir and up to levels-1 buckets above it, innermost first, while
+// they are empty: a delete of one that is not (a write put a mark in it meanwhile) fails and is
+// left, and a write into a bucket deleted meanwhile makes it again (fixMark).
+func (s *Store) dropEmpty(ctx context.Context, dir string, levels int) {
+	for range levels {
+		_, err := call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(dir, -1) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return
+		}
+		dir = dir[:strings.LastIndex(dir, "/")]
+	}
 }
 
 // markOps are the multi ops that keep d's marks with its write: creates of those it adds (with
