@@ -115,5 +115,5 @@ func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 	if err := s.c.call(ctx, mMembers, empty{}, &ml, true); err != nil {
 		return nil, s.mapErr(err)
 	}
-	return append(out, membersFinding(s.where, ml)), nil
+	return append(append(out, membersFinding(s.where, ml)), s.CheckHistory(ctx)...), nil // the history index: kvstore
 }

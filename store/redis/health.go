@@ -46,7 +46,7 @@ func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 	if f, ok := s.topology(ctx); ok {
 		out = append(out, f)
 	}
-	return out, nil
+	return append(out, s.CheckHistory(ctx)...), nil // the history index: kvstore
 }
 
 // topology reports a cluster's or a Sentinel master's replicas, and what a failover can lose with

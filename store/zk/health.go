@@ -88,5 +88,5 @@ func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 		}
 		out = append(out, forceSyncFinding(addr, m))
 	}
-	return out, nil
+	return append(out, s.CheckHistory(ctx)...), nil // the history index: kvstore
 }

@@ -1,0 +1,101 @@
+package kvstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/once-run/once/store"
+)
+
+// checkDocs bounds the documents CheckHistory looks up in the index: the newest of those whose
+// marks are not known to be in it. An older once writing beside this one writes the newest of
+// them; the rest are documents written before the index was built, which the build indexed.
+const checkDocs = 64
+
+// CheckHistory is once doctor's check of the history index (HistoryKV) against the documents: an
+// older once writing beside this one after the index was built writes entries the index does not
+// list, which this version's history, dashboard and doctor scans then do not show (docs/
+// operations.md, "Hosts on two versions at once"). It reads every document, and looks up in the
+// index the newest entry of each of the checkDocs newest documents written without the field that
+// says their marks are in (Doc.Marked): one read of the index on Redis and etcd. None without an
+// index; an info finding while it is not built (the first page of history builds it).
+func (l Ledger) CheckHistory(ctx context.Context) []store.Finding {
+	hk, ok := l.KV.(HistoryKV)
+	if !ok {
+		return nil
+	}
+	f := store.Finding{Check: "history-index"}
+	missing, err := l.unindexed(ctx, hk)
+	switch {
+	case err != nil:
+		f.Level, f.Message = store.LevelWarn, fmt.Sprintf("could not compare the history index with the documents: %v", err)
+	case missing == nil:
+		f.Level, f.Message = store.LevelInfo, "not built yet: the first page of history (once history, the dashboard) builds it from every document"
+	case len(missing) == 0:
+		f.Level, f.Message = store.LevelOK, "the newest entries of the documents an older once wrote are in it"
+	default:
+		tasks := make([]string, 0, len(missing))
+		for t := range missing {
+			tasks = append(tasks, t)
+		}
+		slices.Sort(tasks)
+		f.Level, f.Message = store.LevelWarn, fmt.Sprintf("%d documents an older once wrote after the index was built (tasks %s) hold entries it does not list: this version's history, dashboard and doctor scans do not show them; once no older once is left, delete the index's built mark so that the next page rebuilds it (docs/operations.md, \"Hosts on two versions at once\")",
+			countAll(missing), strings.Join(tasks, ", "))
+	}
+	return []store.Finding{f}
+}
+
+// unindexed returns, by task, how many of the newest documents not known to be indexed have their
+// newest entry missing from the index; nil when the index is not built.
+func (l Ledger) unindexed(ctx context.Context, hk HistoryKV) (map[string]int, error) {
+	built, err := hk.HistoryIndexed(ctx)
+	if err != nil || !built {
+		return nil, err
+	}
+	docs, err := l.KV.Docs(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	type newest struct {
+		task, key string
+	}
+	var cand []newest
+	for _, d := range docs {
+		if ms := d.Marks(); !d.Marked && len(ms) > 0 {
+			cand = append(cand, newest{d.Task, ms[len(ms)-1]}) // Marks are sorted: oldest first
+		}
+	}
+	slices.SortFunc(cand, func(a, b newest) int { return -cmp.Compare(a.key[:markHead], b.key[:markHead]) })
+	cand = cand[:min(len(cand), checkDocs)]
+	out := map[string]int{}
+	if len(cand) == 0 {
+		return out, nil
+	}
+	rs := make([]MarkRange, len(cand))
+	for i, c := range cand {
+		// From the key on, itself included (etcd's inverted keys put the keys it is a prefix
+		// of, other slots' at the same instant, before it: a few more are read).
+		rs[i] = MarkRange{Task: c.task, From: c.key + "\x00", Limit: 8}
+	}
+	got, err := hk.ReadMarks(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range cand {
+		if !slices.Contains(got[i], c.key) {
+			out[c.task]++
+		}
+	}
+	return out, nil
+}
+
+func countAll(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
