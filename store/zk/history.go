@@ -112,6 +112,25 @@ func (s *Store) putMark(ctx context.Context, task, key string) error {
 	}
 }
 
+// putMarks puts keys in task's index, 32 at a time in parallel (go-zookeeper pipelines them on its
+// session): the first write of a document an older once wrote puts up to 80 (archiveAt attempts
+// and events), which one after the other cost a round trip each on a run's path.
+func (s *Store) putMarks(ctx context.Context, task string, keys []string) error {
+	errs := make([]error, len(keys))
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = s.putMark(ctx, task, key)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 func (k kv) HistoryIndexed(ctx context.Context) (bool, error) {
 	s := k.s
 	ok, err := call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(s.historyIndexed()); return ok, err })
@@ -121,10 +140,8 @@ func (k kv) HistoryIndexed(ctx context.Context) (bool, error) {
 func (k kv) IndexHistory(ctx context.Context, docs []*kvstore.Doc) error {
 	s := k.s
 	for _, d := range docs {
-		for _, m := range d.Marks() {
-			if err := s.putMark(ctx, d.Task, m); err != nil {
-				return err
-			}
+		if err := s.putMarks(ctx, d.Task, d.Marks()); err != nil {
+			return err
 		}
 	}
 	return s.ensure(ctx, s.historyIndexed())
@@ -287,10 +304,8 @@ func (s *Store) markOps(ctx context.Context, d *kvstore.Doc, ver kvstore.Version
 	add, del := d.MarkChanges()
 	var ops []any
 	if ver > 0 && len(d.ReadMarks()) == 0 {
-		for _, m := range add {
-			if err := s.putMark(ctx, d.Task, m); err != nil {
-				return nil, err
-			}
+		if err := s.putMarks(ctx, d.Task, add); err != nil {
+			return nil, err
 		}
 		add = nil
 	}

@@ -2,6 +2,7 @@ package zk
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,5 +107,60 @@ func TestForgetDropsBuckets(t *testing.T) {
 	}
 	if ok, _, err := s.c.Exists(s.markPath("t", other)); err != nil || !ok {
 		t.Fatalf("the other slot's mark: %v %v", ok, err)
+	}
+}
+
+// TestOlderDocMarksRoundTrips: this once's first write of a document an older once wrote (no
+// "hx", its marks not known to be in the index) puts its marks in parallel, not one round trip
+// each: up to 80 of them (archiveAt attempts and events) on a run's path.
+func TestOlderDocMarksRoundTrips(t *testing.T) {
+	ctx := ctxT(t, 2*time.Minute)
+	u, err := url.Parse(withPrefix(t) + "&session_timeout=1h") // no pings in the count
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := costs.NewRelay(ctx, u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Close() })
+	u.Host = relay.Addr()
+	s, err := Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	k := kv{s}
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	var attempts []store.Attempt
+	for i := range 32 {
+		at := base.Add(time.Duration(i) * time.Minute)
+		attempts = append(attempts, store.Attempt{Task: "t", Slot: "s", RunID: "r", Number: i + 1, State: store.Succeeded, StartedAt: at, EndedAt: &at})
+	}
+	if _, err := k.Save(ctx, &kvstore.Doc{Task: "t", Slot: "s", Attempts: attempts}, 0, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	d, _, _, err := k.Load(ctx, "t", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := strings.Replace(string(d.Marshal()), `,"hx":true`, "", 1) // an older once's write: no "hx"
+	if _, err := s.c.Set(s.docPath("t", "s"), []byte(older), -1); err != nil {
+		t.Fatal(err)
+	}
+	d, ver, _, err := k.Load(ctx, "t", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	d.Attempts = append(d.Attempts, store.Attempt{Task: "t", Slot: "s", RunID: "r", Number: 33, State: store.Succeeded, StartedAt: at, EndedAt: &at})
+	before := relay.Trips()
+	if _, err := k.Save(ctx, d, ver, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	trips := relay.Trips() - before
+	t.Logf("this once's first write of an older once's document of 33 marks: %d round trips", trips)
+	if trips > 12 { // the parallel creates may go out in a few bursts: still not one per mark
+		t.Errorf("the write cost %d round trips: one per mark", trips)
 	}
 }
