@@ -160,15 +160,26 @@ func (k kv) HistoryTasks(ctx context.Context) ([]string, error) {
 	return kids, nil
 }
 
-// ReadMarks walks each range's buckets from its From on.
+// ReadMarks walks each range's buckets from its From on, 16 ranges at a time in parallel
+// (go-zookeeper pipelines them on its session): a page of history across tasks reads each task's
+// index, three levels of buckets and their marks, which one task after the other cost four round
+// trips or more a task.
 func (k kv) ReadMarks(ctx context.Context, rs []kvstore.MarkRange) ([][]string, error) {
 	out := make([][]string, len(rs))
+	errs := make([]error, len(rs))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
 	for i, r := range rs {
-		keys, err := k.s.readMarks(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = keys
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i], errs[i] = k.s.readMarks(ctx, r)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
