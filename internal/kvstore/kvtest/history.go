@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/once-run/once/internal/kvstore"
 	"github.com/once-run/once/store"
 )
 
@@ -45,6 +46,11 @@ func HistoryIndex(t *testing.T, dsnOf func(testing.TB) string, unindex func(t *t
 			}
 		}
 		want := cursors(t, s, store.HistoryQuery{})
+		// The index's history is the read of every document's (a KV without HistoryKV).
+		scan := kvstore.Ledger{KV: struct{ kvstore.KV }{s.(interface{ Backend() kvstore.KV }).Backend()}}
+		if all := cursors(t, scan, store.HistoryQuery{}); !slices.Equal(all, want) {
+			t.Fatalf("history read from the index: %d entries, the documents hold %d", len(want), len(all))
+		}
 		unindex(t, dsn)
 		s2 := open(t, dsn)
 		if got := cursors(t, s2, store.HistoryQuery{}); !slices.Equal(got, want) {
@@ -81,7 +87,7 @@ func HistoryIndex(t *testing.T, dsnOf func(testing.TB) string, unindex func(t *t
 	})
 }
 
-func cursors(t *testing.T, s store.Store, q store.HistoryQuery) []string {
+func cursors(t *testing.T, s store.Ledger, q store.HistoryQuery) []string {
 	t.Helper()
 	es, err := s.History(ctxT(t), q)
 	if err != nil {
