@@ -24,8 +24,9 @@ import (
 // children come in one packet, at most jute.maxbuffer, 1 MiB). A document's write creates its marks
 // and their L3 bucket in its multi (a bucket that exists fails the multi, which is sent again
 // without it: two writes of one task in one second); a write into a new L2 bucket (once per 72
-// minutes of a task) makes the buckets above first. Buckets a prune emptied are deleted by the page
-// that finds them empty (a delete of a bucket that is not empty fails, and is left).
+// minutes of a task) makes the buckets above first. A document's delete deletes the buckets its marks
+// leave empty (Unmark); buckets a rewrite emptied are deleted by the page that finds them empty (a
+// delete of a bucket that is not empty fails, and is left).
 
 var _ kvstore.HistoryKV = kv{}
 
