@@ -118,17 +118,7 @@ func (s *Store) putMark(ctx context.Context, task, key string) error {
 // and events), which one after the other cost a round trip each on a run's path.
 func (s *Store) putMarks(ctx context.Context, task string, keys []string) error {
 	errs := make([]error, len(keys))
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
-	for i, key := range keys {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = s.putMark(ctx, task, key)
-		}()
-	}
-	wg.Wait()
+	parallel(len(keys), func(i int) { errs[i] = s.putMark(ctx, task, keys[i]) })
 	return errors.Join(errs...)
 }
 
@@ -279,20 +269,44 @@ func (s *Store) listAll(ctx context.Context, dir string, names []string) ([][]st
 // Unmark deletes the marks, then the buckets they leave empty (a forget's, a prune's: the pages
 // that would find them empty start from the newest and seldom reach them, so without this a
 // task's index kept an empty bucket per second it ran in).
+// The deletes go 32 at a time in parallel (go-zookeeper pipelines them on its session).
 func (k kv) Unmark(ctx context.Context, task string, keys []string) error {
 	s := k.s
 	dirs := map[string]bool{}
-	for _, key := range keys {
-		_, err := call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(s.markPath(task, key), -1) })
+	errs := make([]error, len(keys))
+	parallel(len(keys), func(i int) {
+		_, err := call(ctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(s.markPath(task, keys[i]), -1) })
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return s.mapErr(err)
+			errs[i] = s.mapErr(err)
 		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, key := range keys {
 		dirs[s.markDir(task, key)] = true
 	}
+	list := make([]string, 0, len(dirs))
 	for dir := range dirs {
-		s.dropEmpty(ctx, dir, len(markLevels))
+		list = append(list, dir)
 	}
+	parallel(len(list), func(i int) { s.dropEmpty(ctx, list[i], len(markLevels)) })
 	return nil
+}
+
+// parallel calls f(0) … f(n-1), 32 at a time.
+func parallel(n int, f func(i int)) {
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }
 
 // dropEmpty deletes the bucket dir and up to levels-1 buckets above it, innermost first, while
