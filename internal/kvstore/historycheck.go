@@ -35,7 +35,7 @@ func (l Ledger) CheckHistory(ctx context.Context) []store.Finding {
 	case missing == nil:
 		f.Level, f.Message = store.LevelInfo, "not built yet: the first page of history (once history, the dashboard) builds it from every document"
 	case len(missing) == 0:
-		f.Level, f.Message = store.LevelOK, "the newest entries of the documents an older once wrote are in it"
+		f.Level, f.Message = store.LevelOK, "in step with the documents: it lists the newest entries of those an older once wrote, if any"
 	default:
 		tasks := make([]string, 0, len(missing))
 		for t := range missing {
