@@ -1,8 +1,10 @@
 package kvtest
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 // the index: the whole history, and a walk by cursors in both directions, are what they were.
 // unindex removes the prefix's history index and the mark that says it was built.
 func HistoryIndex(t *testing.T, dsnOf func(testing.TB) string, unindex func(t *testing.T, dsn string)) {
+	historyCheck(t, dsnOf)
 	t.Run("HistoryUpgrade", func(t *testing.T) {
 		t.Parallel()
 		dsn := dsnOf(t)
@@ -83,6 +86,51 @@ func HistoryIndex(t *testing.T, dsnOf func(testing.TB) string, unindex func(t *t
 			if err != nil || len(es) != min(5, len(all)-1) || es[len(es)-1].Cursor != all[len(all)-2] {
 				t.Fatalf("history %+v after the oldest: %d entries, %v", q, len(es), err)
 			}
+		}
+	})
+}
+
+// historyCheck: doctor's history-index check (kvstore.CheckHistory) looks a document's newest
+// entry up in the index on this store: a document written without "hx" whose marks are in is OK,
+// one whose newest mark is not (an older once's write after the build) a warning naming its task.
+func historyCheck(t *testing.T, dsnOf func(testing.TB) string) {
+	t.Run("HistoryCheck", func(t *testing.T) {
+		t.Parallel()
+		s := open(t, dsnOf(t))
+		ctx := ctxT(t)
+		kv := s.(interface{ Backend() kvstore.KV }).Backend()
+		check := s.(interface {
+			CheckHistory(context.Context) []store.Finding
+		})
+		if _, err := s.History(ctx, store.HistoryQuery{Limit: 1}); err != nil { // builds the index
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-time.Minute)
+		var docs []*kvstore.Doc
+		for _, slot := range []string{"a", "ab", "b"} { // "a"'s marks a prefix of "ab"'s, at one instant
+			d := &kvstore.Doc{Task: "chk", Slot: slot, Attempts: []store.Attempt{{Task: "chk", Slot: slot, RunID: slot, Number: 1, State: store.Succeeded, StartedAt: at, EndedAt: &at}}}
+			d.Unmarked() // written without "hx", as an older once writes (its marks are put here)
+			if _, err := kv.Save(ctx, d, 0, 0, ""); err != nil {
+				t.Fatal(err)
+			}
+			docs = append(docs, d)
+		}
+		level := func(want store.Level) string {
+			t.Helper()
+			fs := check.CheckHistory(ctx)
+			if len(fs) != 1 || fs[0].Level != want {
+				t.Fatalf("CheckHistory: %+v, want one %s finding", fs, want)
+			}
+			return fs[0].Message
+		}
+		level(store.LevelOK)
+		hk := kv.(kvstore.HistoryKV)
+		ms := docs[0].Marks()
+		if err := hk.Unmark(ctx, "chk", ms[len(ms)-1:]); err != nil { // "a"'s newest entry, not in the index
+			t.Fatal(err)
+		}
+		if msg := level(store.LevelWarn); !strings.Contains(msg, "1 documents") || !strings.Contains(msg, "(tasks chk)") {
+			t.Fatalf("CheckHistory: %s", msg)
 		}
 	})
 }
