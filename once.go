@@ -21,13 +21,13 @@ import (
 	"errors"
 	"iter"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/once-run/once/internal/who"
 	"github.com/once-run/once/lease"
 	"github.com/once-run/once/slot"
 	"github.com/once-run/once/store"
@@ -61,7 +61,8 @@ type Options struct {
 	// waits for the store nor touches it beyond recording its busy event; CatchUp, which reads the
 	// ledger to find the missed slots, calls it first. Its error is returned as is.
 	Open func(ctx context.Context) (store.Store, error)
-	// Holder names this process in leases and history; default "hostname:pid". At most
+	// Holder names this process in leases and history; default DefaultHolder() (user@hostname:pid).
+	// Given, it is kept as given. At most
 	// store.MaxHolderLen bytes of printable UTF-8 (store.CheckName).
 	Holder string
 	// Slot is the slot value (see package slot); "" runs without per-slot memory: only mutual
@@ -386,11 +387,9 @@ func (o *Options) open(ctx context.Context) error {
 	return nil
 }
 
-// DefaultHolder is "hostname:pid".
-func DefaultHolder() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "localhost"
-	}
-	return h + ":" + strconv.Itoa(os.Getpid())
-}
+// DefaultHolder is "user@hostname:pid", so that history shows who ran what: user is the name of
+// the effective uid (its number when it has none), "alice(root)" when alice ran it with sudo
+// (SUDO_USER beside the effective user: any process can set SUDO_USER). A user that would not fit
+// store.MaxHolderLen is shortened to the uid's number, then left out ("hostname:pid", an older once's
+// form, which every reader of holders still takes).
+func DefaultHolder() string { return who.Holder() }

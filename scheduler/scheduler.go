@@ -39,7 +39,7 @@ type Config struct {
 	// Jobs are the jobs to run; names must be unique (see Reload).
 	Jobs []Job
 	// Node names this node in leases and history (the holder of its runs); default
-	// once.DefaultHolder() (hostname:pid).
+	// once.DefaultHolder() (user@hostname:pid).
 	Node string
 	// Logger receives the scheduler's lines and the guard's; nil discards them.
 	Logger *slog.Logger

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/once-run/once/internal/who"
 	"github.com/once-run/once/store"
 )
 
@@ -20,13 +21,13 @@ type trigger struct {
 	ran    bool // an attempt was made under it: the job ran
 }
 
-// holderHost is the host part of a holder: "HOST:PID" (the default) without its pid; any other
-// holder (a pod name, a name given with --holder) stands for a host of its own.
+// holderHost is the host part of a holder: "USER@HOST:PID" (the default) or "HOST:PID" (an older
+// once's) without its user and pid, so that root's crontab and alice's, launching the same task on
+// one host, are one host's double trigger; any other holder (a pod name, a name given with
+// --holder) stands for a host of its own.
 func holderHost(holder string) string {
-	if i := strings.LastIndexByte(holder, ':'); i > 0 {
-		if _, err := strconv.ParseUint(holder[i+1:], 10, 32); err == nil {
-			return holder[:i]
-		}
+	if _, h, _, ok := who.Parse(holder); ok {
+		return h
 	}
 	return holder
 }

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/once-run/once"
 	"github.com/once-run/once/store"
 )
 
@@ -12,6 +14,9 @@ func TestHolderHost(t *testing.T) {
 	for in, want := range map[string]string{
 		"web1:4121": "web1", "web1": "web1", "sync-orders-2912-x7k": "sync-orders-2912-x7k", "a:b:12": "a:b",
 		"host:pid": "host:pid", ":12": ":12", "h:99999999999": "h:99999999999", "drill-1/web1:3": "drill-1/web1",
+		// The default since holders name the user; an older once's HOST:PID above reads as before.
+		"alice@web1:4121": "web1", "alice(root)@web1:4121": "web1", "54321@web1:7": "web1", "alice@corp@web1:1": "web1",
+		"drill-1/alice@web1:3": "web1", "alice@web1": "alice@web1", "alice@:12": "alice@:12",
 	} {
 		if got := holderHost(in); got != want {
 			t.Errorf("holderHost(%q) = %q, want %q", in, got, want)
@@ -49,6 +54,10 @@ func TestBursts(t *testing.T) {
 		{"two hosts, one skipped before the lease", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web2:20", store.Skipped, 0, 900)}, ""},
 		{"one host among others", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "web2:20", store.Busy, 0, 1), ev("t", "web1:11", store.Busy, 0, 2)},
 			"launched 3 times from host web1"},
+		{"one host, root's crontab and alice's", []store.Entry{ran("t", "root@web1:10", 1, 0), ev("t", "alice@web1:11", store.Busy, 0, 3)},
+			"(holders alice@web1:11, root@web1:10)"},
+		{"one host, an older once and this one", []store.Entry{ran("t", "web1:10", 1, 0), ev("t", "root@web1:11", store.Busy, 0, 3)}, "launched 2 times from host web1"},
+		{"two hosts, one user", []store.Entry{ran("t", "root@web1:10", 1, 0), ev("t", "root@web2:20", store.Busy, 0, 30)}, ""},
 		{"two hosts that both ran", []store.Entry{ran("t", "web1:10", 1, 0), ran("t", "web2:20", 2, 1500)}, "ran 2 times within 1.5s"},
 		{"drill", []store.Entry{ran("t", "drill-1/web1:10", 1, 0), ev("t", "drill-2/web1:11", store.Busy, 0, 1)}, ""},
 		{"outside the window", []store.Entry{ran("t", "web1:10", 1, 0), ran("t", "web1:11", 2, 10000)}, ""},
@@ -66,4 +75,43 @@ func TestBursts(t *testing.T) {
 			t.Errorf("%s: %s %q, want WARN with %q", c.name, f.Level, f.Message, c.want)
 		}
 	}
+}
+
+// once doctor's stale lease: a default holder of this host whose pid is gone, in this once's form
+// and in an older once's; another host's, or a name given with --holder, is never judged.
+func TestLocalPid(t *testing.T) {
+	for _, c := range []struct {
+		holder string
+		pid    int
+		ok     bool
+	}{
+		{"web1:4121", 4121, true},
+		{"alice@web1:4121", 4121, true},
+		{"alice(root)@web1:4121", 4121, true},
+		{"54321@web1:7", 7, true},
+		{"drill-2/web1:3", 3, true},
+		{"drill-2/alice@web1:3", 3, true},
+		{"alice@web2:4121", 0, false},
+		{"web2:4121", 0, false},
+		{"web1", 0, false},
+		{"alice@web1", 0, false},
+		{"web1:0", 0, false},
+		{"web1:x", 0, false},
+	} {
+		pid, ok := localPid(c.holder, "web1")
+		if ok != c.ok || (ok && pid != c.pid) {
+			t.Errorf("localPid(%q) = %d %v, want %d %v", c.holder, pid, ok, c.pid, c.ok)
+		}
+	}
+	if pid, ok := localPid(once.DefaultHolder(), hostname()); !ok || pid != os.Getpid() {
+		t.Errorf("localPid(%q) = %d %v: this process's own holder", once.DefaultHolder(), pid, ok)
+	}
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return h
 }

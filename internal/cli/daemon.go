@@ -84,7 +84,7 @@ at once. Under systemd (Type=notify) it reports READY, RELOADING and STOPPING.
 	fl.StringVar(&f.jobs, "jobs", "", "the jobs file, or a directory of *.toml and *.crontab drop-ins")
 	fl.StringVar(&f.check, "check", "", "validate this jobs file (or directory) and exit")
 	fl.StringVar(&f.importCrontab, "import-crontab", "", "print this crontab as a TOML jobs file and exit")
-	fl.StringVar(&f.node, "node", os.Getenv("ONCE_NODE"), "this node's name in leases and history (env ONCE_NODE; default hostname:pid)")
+	fl.StringVar(&f.node, "node", os.Getenv("ONCE_NODE"), "this node's name in leases and history (env ONCE_NODE; default user@hostname:pid)")
 	durationVar(fl, &f.drain, "drain", 5*time.Minute, maxDrain, "on SIGTERM: how long running jobs get to end before they are stopped")
 	durationVar(fl, &f.maxOffset, "max-clock-offset", 2*time.Second, time.Hour, "refuse to fire while this node's clock is off from the store's by more than this")
 	durationVar(fl, &f.poll, "poll", 2*time.Second, maxPoll, "how often pause, trigger and the slots of other nodes are read")

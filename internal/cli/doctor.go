@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/once-run/once/flock"
 	"github.com/once-run/once/internal/trust"
+	"github.com/once-run/once/internal/who"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/sqlite"
 )
@@ -302,17 +302,14 @@ func absDur(d time.Duration) time.Duration {
 	return d
 }
 
-// localPid reads a default holder "HOST:PID" of this host.
+// localPid reads the pid of a default holder of this host: USER@HOST:PID, or HOST:PID as an older
+// once wrote it (who.Parse).
 func localPid(holder, host string) (int, bool) {
-	h, p, ok := strings.Cut(holder, ":")
-	if i := strings.IndexByte(h, '/'); i >= 0 { // drill-N/HOST:PID
+	_, h, pid, ok := who.Parse(holder)
+	if i := strings.LastIndexByte(h, '/'); i >= 0 { // drill-N/HOST:PID, an older once drill's
 		h = h[i+1:]
 	}
-	if !ok || h != host {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(p)
-	return pid, err == nil && pid > 0
+	return pid, ok && h == host && pid > 0
 }
 
 func pidAlive(pid int) bool {

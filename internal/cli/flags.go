@@ -105,7 +105,7 @@ var emptyHints = map[string]string{
 	"schedule": `give a schedule such as "0 2 * * *", or leave --schedule out to run without a slot`,
 	"slot":     "give a slot value, or leave --slot out to run without a slot",
 	"tz":       "give a zone such as Europe/Berlin, or leave --tz out for local time",
-	"holder":   "give a name, or leave --holder out for hostname:pid",
+	"holder":   "give a name, or leave --holder out for user@hostname:pid",
 	"notify":   "give a URL, or leave --notify out",
 	"ping":     "give a URL, or leave --ping out",
 	"kind":     "give an attempt state or an event kind (missed, say), or leave --kind out for every entry",

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/once-run/once/internal/who"
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/slot"
 	"github.com/once-run/once/store"
@@ -234,16 +234,8 @@ func (a *app) resolveConflict(ctx context.Context, s store.Store, r store.Resolv
 	return store.Attempt{}, usage("task %s slot %q: attempt %d %s, so the slot is not waiting for review: nothing was recorded", r.Task, r.Slot, l.Number, l.State)
 }
 
-func whoami() string {
-	name := os.Getenv("SUDO_USER")
-	if name == "" {
-		if u, err := user.Current(); err == nil {
-			name = u.Username
-		}
-	}
-	h, _ := os.Hostname()
-	return orDefault(name, "unknown") + "@" + orDefault(h, "localhost")
-}
+// whoami is who decides when --by is not given: user@host, alice(root)@host under sudo (who.Decider).
+func whoami() string { return who.Decider() }
 
 func (a *app) reportCmd() *cobra.Command {
 	var records int64

@@ -113,7 +113,7 @@ func checkLimit(c *cobra.Command, f *runFlags) error {
 // addRunFlags registers the flags of once run that backfill and drill share. slotFlag adds --slot.
 func addRunFlags(fl *pflag.FlagSet, f *runFlags, slotFlag bool) {
 	fl.StringVar(&f.task, "task", "", "the task's identity: 1–200 of A-Z a-z 0-9 . _ : @ / - (required)")
-	fl.StringVar(&f.holder, "holder", os.Getenv("ONCE_HOLDER"), "this process's identity in leases and history (env ONCE_HOLDER; default hostname:pid)")
+	fl.StringVar(&f.holder, "holder", os.Getenv("ONCE_HOLDER"), "this process's identity in leases and history (env ONCE_HOLDER; default user@hostname:pid)")
 	fl.StringVar(&f.per, "per", "", "slot = start of the current day|hour|minute|week|month in --tz")
 	fl.StringVar(&f.schedule, "schedule", "", `slot = latest fire time of a 5-field cron (or 6 with leading seconds), @daily-style or "@every D" schedule`)
 	if slotFlag {

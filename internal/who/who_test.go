@@ -1,0 +1,181 @@
+package who
+
+import (
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/once-run/once/store"
+)
+
+func passwd(m map[string]string) func(string) (*user.User, error) {
+	return func(uid string) (*user.User, error) {
+		if n, ok := m[uid]; ok {
+			return &user.User{Uid: uid, Username: n}, nil
+		}
+		return nil, user.UnknownUserIdError(0)
+	}
+}
+
+var db = passwd(map[string]string{"0": "root", "1000": "alice", "1001": "bob", "70": "postgres", "66": "bad\nname"})
+
+func TestHolder(t *testing.T) {
+	for _, c := range []struct {
+		euid       int
+		sudo, want string
+	}{
+		{1000, "", "alice@web1:4121"},
+		{0, "", "root@web1:4121"},                       // root's crontab
+		{0, "alice", "alice(root)@web1:4121"},           // sudo once run …
+		{70, "alice", "alice(postgres)@web1:4121"},      // sudo -u postgres once run …
+		{1000, "alice", "alice@web1:4121"},              // sudo -u alice by alice
+		{54321, "", "54321@web1:4121"},                  // a uid without a name (a container's --user)
+		{54321, "alice", "alice(54321)@web1:4121"},      // sudo to it
+		{66, "", "66@web1:4121"},                        // a name that cannot be stored: its number
+		{0, "eve\x1b[2J", "root@web1:4121"},             // a SUDO_USER that cannot be stored is left out
+		{0, strings.Repeat("a", 300), "root@web1:4121"}, // one that does not fit too
+		{-1, "alice", "web1:4121"},                      // no uid (Windows): the older form
+	} {
+		e := env{euid: c.euid, lookup: db, sudo: c.sudo, host: "web1", pid: 4121}
+		if got := e.holder(); got != c.want {
+			t.Errorf("euid %d SUDO_USER %q: holder %q, want %q", c.euid, c.sudo, got, c.want)
+		}
+	}
+}
+
+// A default holder always passes the checks of an explicit one: a long host name loses the user
+// before the holder is refused (a host that worked with an older once must not stop working).
+func TestHolderFits(t *testing.T) {
+	long := strings.Repeat("h", 240)
+	for _, c := range []struct {
+		host, sudo, want string
+	}{
+		{long, "", "alice@" + long + ":4121"},
+		{long, "alice", "bob@" + long + ":4121"},            // "alice(bob)@" does not fit
+		{long + "hhhhh", "", "1000@" + long + "hhhhh:4121"}, // "alice@" does not: the uid's number
+		{long + "hhhhhhhhhh", "", long + "hhhhhhhhhh:4121"}, // nor does that: the older form
+	} {
+		e := env{euid: 1001, lookup: db, sudo: c.sudo, host: c.host, pid: 4121}
+		if c.sudo == "" {
+			e.euid = 1000
+		}
+		got := e.holder()
+		if got != c.want {
+			t.Errorf("host of %d bytes, SUDO_USER %q: holder %q, want %q", len(c.host), c.sudo, got, c.want)
+		}
+		if err := store.CheckName("holder", got, store.MaxHolderLen); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestDecider(t *testing.T) {
+	e := env{euid: 0, lookup: db, sudo: "alice", host: "web1", pid: 1}
+	if got := e.decider(); got != "alice(root)@web1" {
+		t.Errorf("decider %q", got)
+	}
+	e = env{euid: -1, lookup: db, host: "web1"}
+	if got := e.decider(); got != "unknown@web1" {
+		t.Errorf("decider without a uid %q", got)
+	}
+}
+
+// This process's own: the name of its effective uid (or the number), this host, this pid.
+func TestHolderOfThisProcess(t *testing.T) {
+	h := Holder()
+	usr, host, pid, ok := Parse(h)
+	name := strconv.Itoa(os.Geteuid())
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	if sudo := os.Getenv("SUDO_USER"); sudo != "" && sudo != name {
+		name = sudo + "(" + name + ")"
+	}
+	hn, _ := os.Hostname()
+	if !ok || usr != name || host != hn || pid != os.Getpid() {
+		t.Errorf("Holder() = %q: parsed %q %q %d %v, want user %q host %q pid %d", h, usr, host, pid, ok, name, hn, os.Getpid())
+	}
+	if d := Decider(); d != name+"@"+hn {
+		t.Errorf("Decider() = %q, want %q", d, name+"@"+hn)
+	}
+}
+
+func TestParse(t *testing.T) {
+	type parts struct {
+		usr, host string
+		pid       int
+		ok        bool
+	}
+	for in, want := range map[string]parts{
+		"web1:4121":              {"", "web1", 4121, true}, // an older once's
+		"alice@web1:4121":        {"alice", "web1", 4121, true},
+		"alice(root)@web1:4121":  {"alice(root)", "web1", 4121, true},
+		"54321@web1:7":           {"54321", "web1", 7, true},
+		"alice@corp.example@h:9": {"alice@corp.example", "h", 9, true}, // a directory's user name
+		"drill-2/alice@web1:3":   {"drill-2/alice", "web1", 3, true},
+		"drill-2/web1:3":         {"", "drill-2/web1", 3, true},
+		"a:b:12":                 {"", "a:b", 12, true},
+		"sync-orders-2912-x7k":   {},
+		"alice@web1":             {},
+		"web1:":                  {},
+		":12":                    {},
+		"alice@:12":              {},
+		"h:99999999999":          {},
+		"h:-1":                   {},
+		"h:+1":                   {},
+		"pod@ns:port":            {},
+	} {
+		u, h, p, ok := Parse(in)
+		if got := (parts{u, h, p, ok}); got != want {
+			t.Errorf("Parse(%q) = %+v, want %+v", in, got, want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"web1:4121", "alice(root)@web1:4121", "a@b@c:1", ":1", "@:", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, h, p, ok := Parse(s)
+		if !ok {
+			if u != "" || h != "" || p != 0 {
+				t.Fatalf("Parse(%q) not ok but gave %q %q %d", s, u, h, p)
+			}
+			return
+		}
+		i := strings.LastIndexByte(s, ':')
+		rest := s[:i]
+		if n, err := strconv.ParseUint(s[i+1:], 10, 64); err != nil || int(n) != p {
+			t.Fatalf("Parse(%q): pid %d is not its tail", s, p)
+		}
+		if h == "" || strings.ContainsAny(h, "@") || (rest != h && rest != u+"@"+h) {
+			t.Fatalf("Parse(%q) = %q %q %d", s, u, h, p)
+		}
+	})
+}
+
+// The holder a process builds reads back to its parts, whatever the user and host.
+func FuzzHolderRoundTrip(f *testing.F) {
+	f.Add("alice", "root", "web1", 4121)
+	f.Add("", "a@b", "h", 1)
+	f.Fuzz(func(t *testing.T, sudo, name, host string, pid int) {
+		if host == "" || strings.ContainsAny(host, "@:") || pid < 0 || pid > 1<<30 {
+			return // no host name has them
+		}
+		e := env{euid: 5, lookup: passwd(map[string]string{"5": name}), sudo: sudo, host: host, pid: pid}
+		h := e.holder()
+		if store.CheckName("holder", h, store.MaxHolderLen) != nil {
+			if store.CheckName("holder", host+":1", store.MaxHolderLen) == nil && len(host) < 200 {
+				t.Fatalf("holder %q is refused", h)
+			}
+			return
+		}
+		_, gh, gp, ok := Parse(h)
+		if !ok || gh != host || gp != pid {
+			t.Fatalf("holder %q parsed as host %q pid %d %v, want %q %d", h, gh, gp, ok, host, pid)
+		}
+	})
+}
