@@ -68,14 +68,17 @@ func TestDoctorFindsProblems(t *testing.T) {
 	if err := s.Release(ctx, lb); err != nil {
 		t.Fatal(err)
 	}
-	// A stale lease: held by a process of this host that is gone.
+	// A stale lease: held by a process of this host that is gone, named as this once names it
+	// (USER@HOST:PID) and as an older once did (HOST:PID), which may share the store.
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
-	if _, err := s.Acquire(ctx, store.AcquireRequest{Task: "sl", Holder: host + ":" + strconv.Itoa(dead.Process.Pid), RunID: "run-s", TTL: time.Hour}); err != nil {
-		t.Fatal(err)
+	for task, holder := range map[string]string{"sl": host + ":", "sl2": "alice(root)@" + host + ":"} {
+		if _, err := s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: holder + strconv.Itoa(dead.Process.Pid), RunID: "run-" + task, TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// A world-writable lock directory.
 	locks := filepath.Join(e.home, "locks")
@@ -88,7 +91,7 @@ func TestDoctorFindsProblems(t *testing.T) {
 	r := e.run("doctor")
 	t.Log(r.stdout)
 	for _, want := range []string{"OVERLAP: attempt 1 of slot \"s1\" (run run-a, holder hostA:1", "run run-b, holder hostB:2",
-		"stale lease: held by " + host + ":", "group/world-writable", "task twice: launched 2 times", "OK    clock"} {
+		"stale lease: held by " + host + ":", "stale lease: held by alice(root)@" + host + ":", "group/world-writable", "task twice: launched 2 times", "OK    clock"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("doctor output lacks %q", want)
 		}

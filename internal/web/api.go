@@ -400,7 +400,9 @@ func (s *Server) jobAction(r *http.Request, name, action, by, note string) (stri
 		return "", fmt.Errorf("%w: no job %q in the jobs file", store.ErrNotFound, clip(name))
 	}
 	if by == "" {
-		by = "once serve"
+		// Not this server's OS user, who did not click: the dashboard shares one token, so it
+		// cannot know who did (the log line has the address). It was "once serve via once serve".
+		by = "someone"
 	}
 	// Checked as once pause checks its own: the pause request's claimant names who and why.
 	if err := store.CheckName("by", by+" via once serve", store.MaxByLen); err != nil {
