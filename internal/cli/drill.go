@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/once-run/once"
+	"github.com/once-run/once/internal/who"
 	"github.com/once-run/once/job"
 	"github.com/once-run/once/store"
 )
@@ -123,7 +123,8 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 	defer s.Close()
 	base := f.holder
 	if base == "" {
-		base = once.DefaultHolder()
+		// The default, with room for the prefix: a long user name is cut before the drill fails.
+		base = who.HolderWithin(store.MaxHolderLen - len(drillHolderPrefix+"3/"))
 	}
 	// Launches run as drill-N/BASE: that must fit the limit too.
 	if err := store.CheckName("--holder", drillHolderPrefix+"3/"+base, store.MaxHolderLen); err != nil {

@@ -151,6 +151,18 @@ func TestJobActionChecksWhoAndWhy(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("a good pause: %d %s", resp.StatusCode, body)
 	}
+	// Without "by": the server cannot know who holds its token, so it says so, rather than
+	// naming itself ("once serve via once serve") or its own OS user.
+	if resp, body := post(t, ts, "/api/v1/jobs/nightly/resume", "application/json", "", "Authorization", "Bearer "+testToken); resp.StatusCode != 200 {
+		t.Fatalf("resume: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := post(t, ts, "/api/v1/jobs/nightly/pause?note=upgrade", "application/json", "", "Authorization", "Bearer "+testToken); resp.StatusCode != 200 {
+		t.Fatalf("a pause without by: %d %s", resp.StatusCode, body)
+	}
+	p, err := scheduler.Paused(context.Background(), sd.s, []string{"nightly"})
+	if want := "pause by someone via once serve: upgrade"; err != nil || p["nightly"].RunID != want {
+		t.Errorf("a pause without by: %+v %v, want %q", p, err, want)
+	}
 }
 
 // TestBusyServerRefusesMore: every read of a page fans out to the store (a page of scopes counts

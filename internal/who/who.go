@@ -10,6 +10,7 @@
 package who
 
 import (
+	"errors"
 	"os"
 	"os/user"
 	"strconv"
@@ -36,34 +37,45 @@ func current() env {
 	return env{euid: os.Geteuid(), lookup: lookupID, sudo: os.Getenv("SUDO_USER"), host: h, pid: os.Getpid()}
 }
 
-// names keeps the names found by uid: a library's caller may start a run many times a second, and
-// each would read /etc/passwd again.
-var names sync.Map // string → *user.User
+// names keeps the name found for each uid, "" for a uid without one: a library's caller may start
+// a run many times a second, and each would read the user database again (a container's uid has
+// no name more often than not, so a miss is kept too).
+var names sync.Map // string → string
 
 func lookupID(uid string) (*user.User, error) {
-	if u, ok := names.Load(uid); ok {
-		return u.(*user.User), nil
+	if n, ok := names.Load(uid); ok {
+		if n == "" {
+			return nil, user.UnknownUserIdError(0)
+		}
+		return &user.User{Uid: uid, Username: n.(string)}, nil
 	}
 	u, err := user.LookupId(uid)
-	if err == nil {
-		names.Store(uid, u)
+	switch {
+	case err == nil:
+		names.Store(uid, u.Username)
+	case errors.As(err, new(user.UnknownUserIdError)):
+		names.Store(uid, "")
 	}
 	return u, err
 }
 
-// Holder is the default holder: "USER@HOST:PID" (see the package comment). It always passes
-// store.CheckName within store.MaxHolderLen: a name that does not fit is shortened to the uid's
-// number, then left out ("HOST:PID", the older form).
-func Holder() string { return current().holder() }
+// Holder is the default holder: "USER@HOST:PID" (see the package comment). It passes
+// store.CheckName within store.MaxHolderLen whenever "HOST:PID" does: a name that does not fit is
+// shortened to the uid's number, then left out ("HOST:PID", the older form).
+func Holder() string { return current().holder(store.MaxHolderLen) }
+
+// HolderWithin is Holder held to max bytes, for a caller that adds to it (once drill's
+// "drill-N/"), so that what worked with "HOST:PID" still does.
+func HolderWithin(max int) string { return current().holder(max) }
 
 // Decider is the default name of a person's decision: "USER@HOST", held to store.MaxByLen as
 // Holder is to its limit.
 func Decider() string { return current().decider() }
 
-func (e env) holder() string {
+func (e env) holder(max int) string {
 	tail := "@" + e.host + ":" + strconv.Itoa(e.pid)
 	for _, u := range e.users() {
-		if h := u + tail; store.CheckName("holder", h, store.MaxHolderLen) == nil {
+		if h := u + tail; store.CheckName("holder", h, max) == nil {
 			return h
 		}
 	}

@@ -39,7 +39,7 @@ func TestHolder(t *testing.T) {
 		{-1, "alice", "web1:4121"},                      // no uid (Windows): the older form
 	} {
 		e := env{euid: c.euid, lookup: db, sudo: c.sudo, host: "web1", pid: 4121}
-		if got := e.holder(); got != c.want {
+		if got := e.holder(store.MaxHolderLen); got != c.want {
 			t.Errorf("euid %d SUDO_USER %q: holder %q, want %q", c.euid, c.sudo, got, c.want)
 		}
 	}
@@ -61,7 +61,7 @@ func TestHolderFits(t *testing.T) {
 		if c.sudo == "" {
 			e.euid = 1000
 		}
-		got := e.holder()
+		got := e.holder(store.MaxHolderLen)
 		if got != c.want {
 			t.Errorf("host of %d bytes, SUDO_USER %q: holder %q, want %q", len(c.host), c.sudo, got, c.want)
 		}
@@ -166,7 +166,7 @@ func FuzzHolderRoundTrip(f *testing.F) {
 			return // no host name has them
 		}
 		e := env{euid: 5, lookup: passwd(map[string]string{"5": name}), sudo: sudo, host: host, pid: pid}
-		h := e.holder()
+		h := e.holder(store.MaxHolderLen)
 		if store.CheckName("holder", h, store.MaxHolderLen) != nil {
 			if store.CheckName("holder", host+":1", store.MaxHolderLen) == nil && len(host) < 200 {
 				t.Fatalf("holder %q is refused", h)
@@ -178,4 +178,47 @@ func FuzzHolderRoundTrip(f *testing.F) {
 			t.Fatalf("holder %q parsed as host %q pid %d %v, want %q %d", h, gh, gp, ok, host, pid)
 		}
 	})
+}
+
+// A caller that adds to the holder (once drill's "drill-N/") gets one that leaves it room.
+func TestHolderWithin(t *testing.T) {
+	long := strings.Repeat("h", 240)
+	e := env{euid: 1000, lookup: db, host: long, pid: 4121}
+	if got, want := e.holder(store.MaxHolderLen), "alice@"+long+":4121"; got != want {
+		t.Errorf("holder %q, want %q", got, want)
+	}
+	if got, want := e.holder(store.MaxHolderLen-len("drill-3/")), long+":4121"; got != want {
+		t.Errorf("holder within %d: %q, want %q", store.MaxHolderLen-8, got, want)
+	}
+	if h := HolderWithin(store.MaxHolderLen - 8); store.CheckName("holder", "drill-3/"+h, store.MaxHolderLen) != nil || h != Holder() {
+		t.Errorf("HolderWithin: %q (Holder %q)", h, Holder())
+	}
+}
+
+// A uid without a name is looked up once per process, as a uid with one is: a library's caller
+// in a container (--user 54321) starts many runs, each of which read /etc/passwd again.
+func TestLookupKeepsAMiss(t *testing.T) {
+	const uid = "3999999937"
+	if _, err := user.LookupId(uid); err == nil {
+		t.Skipf("uid %s has a name here", uid)
+	}
+	if _, err := lookupID(uid); err == nil {
+		t.Fatal("a uid without a name was found")
+	}
+	if n, ok := names.Load(uid); !ok || n != "" {
+		t.Fatalf("the miss is not kept: %v %v", n, ok)
+	}
+	if _, err := lookupID(uid); err == nil {
+		t.Fatal("a kept miss was found")
+	}
+	me := strconv.Itoa(os.Geteuid())
+	u, err := user.LookupId(me)
+	if err != nil {
+		t.Skip("this uid has no name")
+	}
+	for range 2 {
+		if got, err := lookupID(me); err != nil || got.Username != u.Username {
+			t.Fatalf("lookupID(%s) = %v %v, want %q", me, got, err, u.Username)
+		}
+	}
 }
