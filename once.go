@@ -62,8 +62,8 @@ type Options struct {
 	// ledger to find the missed slots, calls it first. Its error is returned as is.
 	Open func(ctx context.Context) (store.Store, error)
 	// Holder names this process in leases and history; default DefaultHolder() (user@hostname:pid).
-	// Given, it is kept as given. At most
-	// store.MaxHolderLen bytes of printable UTF-8 (store.CheckName).
+	// Given, it is kept as given: at most store.MaxHolderLen bytes of printable UTF-8
+	// (store.CheckName).
 	Holder string
 	// Slot is the slot value (see package slot); "" runs without per-slot memory: only mutual
 	// exclusion and history. A value is 1–200 bytes of printable UTF-8 without '/' (slot.CheckValue);

@@ -3,8 +3,9 @@
 // once pause). It also reads a holder back (Parse), in this form and in the HOST:PID form an
 // older once wrote, which may share the store.
 //
-// USER is the name of the effective uid, read from the user database (with the release binary,
-// built without cgo, /etc/passwd only); a uid without a name is written as its number. Under sudo
+// USER is the name of the effective uid, read from the user database once per process (on
+// Linux with the release binary, built without cgo, /etc/passwd only; NSS or macOS's directory
+// otherwise); a uid without a name is written as its number. Under sudo
 // by another user it is "SUDOER(USER)", e.g. alice(root): SUDO_USER names the person, but any
 // process can set it, so it is shown only beside the effective user, which is always there.
 package who
