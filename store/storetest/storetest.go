@@ -12,7 +12,7 @@
 // The cases live by area: lease.go (one holder, expiry, renewals, tokens), replace.go (takeovers), ledger.go (attempts,
 // events, review), history.go (order, pages, prune), limits.go, combined.go (store.Starter,
 // store.Finisher, store.LazyRecorder), keys.go (store.Keys), inspect.go (store.Inspector), tasks.go
-// (store.TaskLister), running.go (store.RunningLister); helpers.go holds what they share, bench.go the benchmarks, server.go the test
+// (store.TaskLister), running.go (store.RunningLister), lastsuccess.go (store.ReadLastSuccess); helpers.go holds what they share, bench.go the benchmarks, server.go the test
 // servers.
 //
 // Timing assumptions: lease TTLs are at least 1s in the timing tests and a backend may round
@@ -119,6 +119,7 @@ var cases = []testCase{
 	{"LedgerPruneMissed", testPruneMissed, nil},
 	{"LedgerLongSlot", testLongSlot, nil},
 	{"LedgerFailuresCounted", testFailuresCounted, nil},
+	{"LedgerLastSuccess", testLastSuccess, nil},
 	{"Start", testStart, capStarter},
 	{"StartLazy", testStartLazy, capLazyStart},
 	{"FinishRelease", testFinishRelease, capFinisher},

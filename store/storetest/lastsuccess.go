@@ -1,0 +1,74 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// testLastSuccess: store.ReadLastSuccessWithin finds a task's newest success among its newest
+// attempts (through store.SuccessFinder, or History), says "never" for a task whose attempts it
+// read to the first without a success, and "unknown" when it stopped short of older attempts.
+func testLastSuccess(t *testing.T, h Harness) {
+	s := client(t, h.DSN(t))
+	ctx := ctxT(t)
+	read := func(task string, within int) store.LastSuccess {
+		t.Helper()
+		ls, err := store.ReadLastSuccessWithin(ctx, s, task, within)
+		if err != nil {
+			t.Fatalf("ReadLastSuccessWithin(%s, %d): %v", task, within, err)
+		}
+		return ls
+	}
+	if ls := read("none", 3); ls.Attempt != nil || ls.Unknown {
+		t.Fatalf("a task without attempts: %+v, want never", ls)
+	}
+	if _, err := store.ReadLastSuccessWithin(ctx, s, "none", 0); err == nil {
+		t.Fatal("within 0: no error")
+	}
+	l := acquire(t, s, "ls", "a", time.Minute)
+	run := func(slot, runID string, st store.State) {
+		t.Helper()
+		begin(t, s, l, slot, runID, 1)
+		pause()
+		finish(t, s, runID, l.Token, st, 0)
+		pause()
+	}
+	run("d1", "ok1", store.Succeeded)
+	run("d2", "ok2", store.Succeeded)
+	run("d3", "f1", store.Failed)
+	if err := s.Record(ctx, store.Event{Task: "ls", Slot: "d4", Kind: store.Busy, Holder: "b", RunID: "busy"}); err != nil {
+		t.Fatal(err)
+	}
+	pause()
+	run("d5", "f2", store.Failed)
+	run("d6", "f3", store.Failed)
+	for _, within := range []int{4, 5, 100} {
+		if ls := read("ls", within); ls.Attempt == nil || ls.Attempt.RunID != "ok2" || ls.Unknown ||
+			ls.Attempt.State != store.Succeeded || ls.Attempt.EndedAt == nil {
+			t.Fatalf("within %d: %+v, want the newest success ok2", within, ls)
+		}
+	}
+	if ls := read("ls", 3); ls.Attempt != nil || !ls.Unknown || ls.Looked != 3 {
+		t.Fatalf("within 3 (three failures, then successes): %+v, want unknown after 3", ls)
+	}
+	l2 := acquire(t, s, "ls-never", "a", time.Minute)
+	for _, r := range []string{"n1", "n2", "n3"} {
+		begin(t, s, l2, r, r, 1)
+		pause()
+		finish(t, s, r, l2.Token, store.Failed, 1)
+		pause()
+	}
+	if ls := read("ls-never", 3); ls.Attempt != nil || ls.Unknown {
+		t.Fatalf("three failures, within 3: %+v, want never", ls)
+	}
+	if ls := read("ls-never", 2); ls.Attempt != nil || !ls.Unknown || ls.Looked != 2 {
+		t.Fatalf("three failures, within 2: %+v, want unknown after 2", ls)
+	}
+	if f, ok := s.(store.SuccessFinder); ok {
+		if _, _, err := f.NewestSuccess(ctx, "ls", 0); err == nil {
+			t.Fatal("NewestSuccess within 0: no error")
+		}
+	}
+}
