@@ -42,6 +42,10 @@ type TaskRow struct {
 	Status      string         `json:"status"`
 	Last        *store.Attempt `json:"last,omitempty"`
 	LastSuccess *time.Time     `json:"last_success,omitempty"`
+	// NoSuccessIn, when not 0, says LastSuccess is not known: none of the task's newest NoSuccessIn
+	// attempts succeeded, and its older ones are not read (store.SuccessScan: a task's row costs
+	// the same whatever its history). 0 with no LastSuccess: the task never succeeded.
+	NoSuccessIn int `json:"no_success_in,omitempty"`
 	Lease       *store.Lease   `json:"lease,omitempty"`
 	Waiting     int            `json:"waiting"`
 	// Durations are the seconds of the newest ended attempts (up to 10), oldest first.
@@ -63,7 +67,8 @@ type TaskPage struct {
 }
 
 // tasks reads a page of the overview: the task names after `after`, then per task one short
-// history read and one read of its last success; for the page, the attempts running (s.running:
+// history read and, when no success is in it, one read of its last success among its newest
+// store.SuccessScan attempts (store.ReadLastSuccess); for the page, the attempts running (s.running:
 // one Leases, the list again when a holder is gone, at most store.MaxRunningList) and one
 // Waiting call.
 func (s *Server) tasks(ctx context.Context, after string, limit int) (TaskPage, error) {
@@ -153,12 +158,15 @@ func (s *Server) taskRow(ctx context.Context, name string) (TaskRow, error) {
 			return row, nil
 		}
 	}
-	ok, err := s.c.Store.History(ctx, store.HistoryQuery{Task: name, Kind: store.Succeeded, Limit: 1})
+	ls, err := store.ReadLastSuccess(ctx, s.c.Store, name)
 	if err != nil {
 		return row, err
 	}
-	if len(ok) == 1 {
-		row.LastSuccess = ok[0].EndedAt
+	if ls.Attempt != nil {
+		row.LastSuccess = ls.Attempt.EndedAt
+	}
+	if ls.Unknown {
+		row.NoSuccessIn = ls.Looked
 	}
 	return row, nil
 }

@@ -121,7 +121,12 @@ func renderOverview(w *page, v view) {
 		} else {
 			w.p("-")
 		}
-		w.p(`</td><td>%s</td><td>%s</td><td>%s</td></tr>`, when(t.LastSuccess), when(t.Next), sparkline(t.Durations))
+		if t.NoSuccessIn > 0 { // not known: the newest attempts read held none
+			w.p(`</td><td><span class="muted">%s</span>`, strings.ReplaceAll(v.T("no_success_in"), "{n}", fmt.Sprint(t.NoSuccessIn)))
+		} else {
+			w.p(`</td><td>%s`, when(t.LastSuccess))
+		}
+		w.p(`</td><td>%s</td><td>%s</td></tr>`, when(t.Next), sparkline(t.Durations))
 	}
 	w.p("</tbody></table>")
 	if p.Next != "" {

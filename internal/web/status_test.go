@@ -1,6 +1,10 @@
 package web
 
 import (
+	"database/sql"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/once-run/once/store"
@@ -57,5 +61,50 @@ func TestLastSuccess(t *testing.T) {
 		case c.want != nil && (row.LastSuccess == nil || !row.LastSuccess.Equal(*c.want.EndedAt)):
 			t.Errorf("%s: last success %v, want %v", c.task, row.LastSuccess, c.want.EndedAt)
 		}
+	}
+}
+
+// A task whose newest store.SuccessScan attempts all failed: its older ones are not read, so its
+// last success is not known, and the row says so (the page and the API) rather than "never".
+func TestLastSuccessNotKnown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "once.db")
+	s, err := store.Open(t.Context(), "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	sd := &seeded{t: t, s: s}
+	ok := sd.run("d", "s0", "h", store.Succeeded)
+	// The failures since, written straight into the ledger (a thousand runs take a minute).
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	from := ok.EndedAt.UnixMicro() + 1000
+	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+		INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at)
+		SELECT 'd', 'f' || i, 1, 'r' || i, 'failed', 'h', 1, ?2 + i * 1000, ?2 + i * 1000 + 500 FROM n`,
+		store.SuccessScan, from); err != nil {
+		t.Fatal(err)
+	}
+	srv, ts := sd.server("")
+	row, err := srv.taskRow(t.Context(), "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.LastSuccess != nil || row.NoSuccessIn != store.SuccessScan {
+		t.Fatalf("last success %v, no success in %d: want none and %d", row.LastSuccess, row.NoSuccessIn, store.SuccessScan)
+	}
+	if _, body := get(t, ts, "/"); !strings.Contains(body, "none in the newest "+strconv.Itoa(store.SuccessScan)+" attempts") {
+		t.Errorf("the overview does not say the last success is not known:\n%s", body)
+	}
+	if _, body := get(t, ts, "/api/v1/tasks"); !strings.Contains(body, `"no_success_in": `+strconv.Itoa(store.SuccessScan)) {
+		t.Errorf("the API does not say the last success is not known:\n%s", body)
+	}
+	// One success more among the newest: it is the last success again.
+	sd.run("d", "s1", "h", store.Succeeded)
+	if row, err = srv.taskRow(t.Context(), "d"); err != nil || row.LastSuccess == nil || row.NoSuccessIn != 0 {
+		t.Fatalf("after a success: %+v, %v", row, err)
 	}
 }
