@@ -71,9 +71,12 @@
 // Config.MaxTasks are exported, the first found, and none is dropped later, so series do not
 // churn; once_tasks_left_out counts the others. A task's first read (at most 0.5 s of them per
 // scrape, the others on the next scrapes) is its newest 100 entries, for its latest attempt and
-// the attempts running, and, when no success is among them, its latest succeeded attempt
-// (HistoryQuery{Task, Kind: succeeded, Limit: 1}, which on the SQL stores walks the task's
-// attempts newer than that success: once per task and process). Without a TaskLister, a task
+// the attempts running, and, when no success is among them, its latest succeeded attempt among
+// its newest 1,000 attempts (store.ReadLastSuccess: on the SQL stores one limited walk of the
+// task's time index, elsewhere at most 4,000 entries of history; once per task and process), so
+// that it costs the same whatever the task's history. When none of those succeeded, the task's
+// once_task_last_success_timestamp_seconds is absent (not known, as for a task that never
+// succeeded) until the tail sees a success. Without a TaskLister, a task
 // neither active in the newest 10,000 entries, holding its lease, nor waiting appears when it next
 // writes history.
 //

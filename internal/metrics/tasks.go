@@ -275,7 +275,9 @@ func (t *tracker) load(ctx context.Context) error {
 
 // loadTask is a task's first read: its newest taskScan entries give its latest attempt and the
 // attempts running (counted when they end, as in bootstrap); its latest success, when not among
-// them, is one more read of its succeeded attempts, newest first, limit 1.
+// them, is one more read, of its newest store.SuccessScan attempts (store.ReadLastSuccess). When
+// none of those succeeded, the latest success is not known: its series stays absent until the
+// tail sees one.
 func (t *tracker) loadTask(ctx context.Context, name string, tk *task) error {
 	err := store.EachHistory(ctx, t.st, store.HistoryQuery{Task: name, Limit: taskScan}, func(e store.Entry) error {
 		if !e.State.IsAttempt() {
@@ -291,9 +293,9 @@ func (t *tracker) loadTask(ctx context.Context, name string, tk *task) error {
 	if err != nil || !tk.success.IsZero() {
 		return err
 	}
-	es, err := t.st.History(ctx, store.HistoryQuery{Task: name, Kind: store.Succeeded, Limit: 1})
-	if err == nil && len(es) == 1 {
-		tk.succeeded(es[0].Attempt) // not the latest attempt: only the latest success
+	ls, err := store.ReadLastSuccess(ctx, t.st, name)
+	if err == nil && ls.Attempt != nil {
+		tk.succeeded(*ls.Attempt) // not the latest attempt: only the latest success
 	}
 	return err
 }
