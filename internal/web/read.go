@@ -45,9 +45,9 @@ type TaskRow struct {
 	// NoSuccessIn, when not 0, says LastSuccess is not known: none of the task's newest NoSuccessIn
 	// attempts succeeded, and its older ones are not read (store.SuccessScan: a task's row costs
 	// the same whatever its history). 0 with no LastSuccess: the task never succeeded.
-	NoSuccessIn int `json:"no_success_in,omitempty"`
-	Lease       *store.Lease   `json:"lease,omitempty"`
-	Waiting     int            `json:"waiting"`
+	NoSuccessIn int          `json:"no_success_in,omitempty"`
+	Lease       *store.Lease `json:"lease,omitempty"`
+	Waiting     int          `json:"waiting"`
 	// Durations are the seconds of the newest ended attempts (up to 10), oldest first.
 	Durations []float64  `json:"durations"`
 	Next      *time.Time `json:"next,omitempty"` // the next fire time, when a daemon job runs it
