@@ -23,6 +23,7 @@ const (
 	maxScan      = 5000 // entries a filtered history page reads at most before it answers
 	slotEntries  = 200  // entries of one slot a run detail shows
 	reviewEvents = 20   // history entries of a slot shown as review evidence
+	leaseScan    = 200  // a task's newest entries read for a lease's attempt the running list left out
 )
 
 // Status of a task on the overview: a colour and a text label per value.
@@ -351,27 +352,55 @@ type LeaseRow struct {
 	Checkpoint string  `json:"checkpoint,omitempty"`
 }
 
+// leases reads the leases held with their running attempts: the attempts from store.ReadRunning
+// (the store's index of running attempts: one read for every lease, never history), and an
+// attempt it does not list (a store without that index, more running than it lists) from the
+// newest leaseScan entries of its task. (A read of the task's running attempts, kind=running,
+// walked its whole history when fewer than it asked for were running: one a lease, usually.)
 func (s *Server) leases(ctx context.Context) ([]LeaseRow, error) {
-	ls, err := s.c.Store.Leases(ctx)
+	rr, ls, err := store.ReadRunning(ctx, s.c.Store, store.MaxRunningList)
 	if err != nil {
-		return nil, err
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		s.c.Log.Warn("the leases: cannot list the attempts running", "err", err)
+		if ls, err = s.c.Store.Leases(ctx); err != nil {
+			return nil, err
+		}
+	}
+	running := map[string]store.Attempt{}
+	for _, r := range rr.Attempts {
+		running[r.Task+"\x00"+r.RunID] = r.Attempt
 	}
 	sort.Slice(ls, func(i, j int) bool { return ls[i].Task < ls[j].Task })
 	out := make([]LeaseRow, 0, len(ls))
 	for _, l := range ls {
 		row := LeaseRow{Lease: l}
-		es, err := s.c.Store.History(ctx, store.HistoryQuery{Task: l.Task, Kind: store.Running, Limit: 5})
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range es {
-			if e.RunID == l.RunID {
-				row.Slot, row.Attempt, row.Records, row.Progress, row.Checkpoint = e.Slot, e.Number, e.Records, e.Progress, e.Checkpoint
-				row.Done, row.Total = progress(e.Progress)
-				break
+		a, ok := running[l.Task+"\x00"+l.RunID]
+		if !ok {
+			if a, ok, err = s.leaseAttempt(ctx, l); err != nil {
+				return nil, err
 			}
+		}
+		if ok {
+			row.Slot, row.Attempt, row.Records, row.Progress, row.Checkpoint = a.Slot, a.Number, a.Records, a.Progress, a.Checkpoint
+			row.Done, row.Total = progress(a.Progress)
 		}
 		out = append(out, row)
 	}
 	return out, nil
+}
+
+// leaseAttempt finds l's running attempt among its task's newest leaseScan entries.
+func (s *Server) leaseAttempt(ctx context.Context, l store.Lease) (store.Attempt, bool, error) {
+	es, err := s.c.Store.History(ctx, store.HistoryQuery{Task: l.Task, Limit: leaseScan})
+	if err != nil {
+		return store.Attempt{}, false, err
+	}
+	for _, e := range es {
+		if e.State == store.Running && e.RunID == l.RunID {
+			return e.Attempt, true, nil
+		}
+	}
+	return store.Attempt{}, false, nil
 }

@@ -455,6 +455,15 @@ func TestLeasesShowProgress(t *testing.T) {
 	if _, page := get(t, ts, "/"); !strings.Contains(page, "s-running") {
 		t.Fatal("the overview does not show the task running")
 	}
+	// Without the list of running attempts, the attempt is read from the task's newest entries.
+	srv, err := New(Config{Store: failingRunning{sd.s}, DSN: "sqlite:///x.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := srv.leases(t.Context())
+	if err != nil || len(rows) != 1 || rows[0].Slot != "s1" || rows[0].Records != 42 || rows[0].Done != 4 {
+		t.Fatalf("leases without the running list: %+v, %v", rows, err)
+	}
 }
 
 // TestHostileTextIsEscaped: holders, notes and slots are people's and programs' text; none of it

@@ -74,6 +74,9 @@ func TestQueryPlans(t *testing.T) {
 		plan{"prune attempts, forget slots", s.pruneAttemptsQuery(true, false), []any{now, now, now, 0, 0, 0}, true},
 		plan{"prune events", s.pruneEventsQuery(false), []any{now, 0, 0, 0}, true},
 		plan{"prune events of a task", s.pruneEventsQuery(true), []any{now, 0, 0, 0, "job"}, false},
+		// once serve's task list and the metrics: a task's last success among its newest attempts.
+		plan{"last success of a task, within its newest 1,000 attempts", newestSuccessQuery(s.t), []any{"job", store.SuccessScan}, false},
+		plan{"attempts of a task, up to 1,001", attemptsUpToQuery(s.t), []any{"job", store.SuccessScan + 1}, false},
 		plan{"waiting row of a slot (trigger)", s.waitingSelect("?1", "?2"), []any{"job", "s1"}, false},
 		plan{"tasks: first page", tasksQuery(s.t), []any{"", store.MaxTasksPage}, false},
 		plan{"tasks: page after a name", tasksQuery(s.t), []any{"jobk", 50}, false},

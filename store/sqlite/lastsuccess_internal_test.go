@@ -1,0 +1,63 @@
+package sqlite
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// seedFailing writes task's history straight into s's tables: one succeeded attempt, then
+// failures failed attempts (a slot each, a second apart, ending now), in one statement.
+func seedFailing(tb testing.TB, s *Store, task string, failures int) {
+	tb.Helper()
+	base := time.Now().Add(-time.Duration(failures+1) * time.Second).UnixMicro()
+	if _, err := s.db.Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+		INSERT INTO `+s.t.attempts+` (task, slot, number, run_id, state, holder, token, started_at, ended_at)
+		SELECT ?2, printf('s%07d', i), 1, ?2 || '-r' || i, CASE WHEN i = 0 THEN 'succeeded' ELSE 'failed' END, 'h', 1,
+			?3 + i * 1000000, ?3 + i * 1000000 + 1000 FROM n`, failures, task, base); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkLastSuccess: a task's last success with ONCE_BENCH_FAILURES (default 20,000) failures
+// after it, read as once serve and the metrics did before (History{Task, Kind: succeeded, Limit:
+// 1}: a walk back to the success) and as they do now (store.ReadLastSuccess), beside 20 tasks of
+// 2,000 attempts each (docs/benchmarks.md).
+func BenchmarkLastSuccess(b *testing.B) {
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("ONCE_BENCH_FAILURES")); err == nil && v >= 0 {
+		n = v
+	}
+	s, err := Open(b.Context(), filepath.Join(b.TempDir(), "once.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	seedFailing(b, s, "flaky", n)
+	for i := range 20 {
+		seedFailing(b, s, "other"+strconv.Itoa(i), 2000)
+	}
+	if _, err := s.db.Exec("ANALYZE"); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("kind=succeeded", func(b *testing.B) {
+		for b.Loop() {
+			es, err := s.History(b.Context(), store.HistoryQuery{Task: "flaky", Kind: store.Succeeded, Limit: 1})
+			if err != nil || len(es) != 1 {
+				b.Fatalf("%d entries, %v", len(es), err)
+			}
+		}
+	})
+	b.Run("ReadLastSuccess", func(b *testing.B) {
+		for b.Loop() {
+			ls, err := store.ReadLastSuccess(b.Context(), s, "flaky")
+			if err != nil || ls.Attempt != nil != (n < store.SuccessScan) {
+				b.Fatalf("%+v, %v", ls, err)
+			}
+		}
+	})
+}
