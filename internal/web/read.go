@@ -222,8 +222,9 @@ type HistoryFilter struct {
 }
 
 // HistoryPage is a page of history. Next is the before= of the next page ("" at the end); a
-// filter that the store cannot apply (holder, attempts or events only) reads at most maxScan
-// entries per page, so a page may hold fewer than asked and still have a Next.
+// filter that the store cannot apply (holder, attempts or events only) or cannot search by an
+// index (an attempt state; an event kind with a task) reads at most maxScan entries per page, so a
+// page may hold fewer than asked and still have a Next.
 type HistoryPage struct {
 	Entries []store.Entry `json:"entries"`
 	Next    string        `json:"next"`
@@ -235,6 +236,12 @@ func (s *Server) history(ctx context.Context, f HistoryFilter) (HistoryPage, err
 	q := f.HistoryQuery
 	limit := q.Limit
 	q.Limit = maxScan
+	if searchable := q.Kind.IsEvent() && q.Task == "" && q.Slot == ""; q.Kind != "" && !searchable {
+		// A kind the store reads by walking the task's (or the whole) history past the entries of
+		// other kinds (an attempt state; an event kind within a task): filtered here, within
+		// maxScan entries a page, so that a page of a task failing for months costs a page.
+		q.Kind = ""
+	}
 	if q.Before == "" && !f.To.IsZero() {
 		q.Before = timeCursor(f.To)
 	}
@@ -266,6 +273,8 @@ func (s *Server) history(ctx context.Context, f HistoryFilter) (HistoryPage, err
 
 func (f HistoryFilter) keeps(e store.Entry) bool {
 	switch {
+	case f.Kind != "" && e.State != f.Kind:
+		return false
 	case f.Holder != "" && e.Holder != f.Holder:
 		return false
 	case f.Kind == "" && f.Attempts && !e.State.IsAttempt():

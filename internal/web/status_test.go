@@ -108,3 +108,37 @@ func TestLastSuccessNotKnown(t *testing.T) {
 		t.Fatalf("after a success: %+v, %v", row, err)
 	}
 }
+
+// A history page filtered by an attempt state reads at most maxScan entries of the task: past more
+// failures than that, the page of kind=succeeded is empty with a Next, and the next page has it.
+func TestHistoryKindReadsAPage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "once.db")
+	s, err := store.Open(t.Context(), "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	sd := &seeded{t: t, s: s}
+	ok := sd.run("d", "s0", "h", store.Succeeded)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+		INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at)
+		SELECT 'd', 'f' || i, 1, 'r' || i, 'failed', 'h', 1, ?2 + i * 1000, ?2 + i * 1000 + 500 FROM n`,
+		maxScan, ok.EndedAt.UnixMicro()+1000); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := sd.server("")
+	f := HistoryFilter{HistoryQuery: store.HistoryQuery{Task: "d", Kind: store.Succeeded, Limit: 1}}
+	p, err := srv.history(t.Context(), f)
+	if err != nil || len(p.Entries) != 0 || p.Next == "" {
+		t.Fatalf("first page: %+v, %v: want none and a next page", p, err)
+	}
+	f.Before = p.Next
+	if p, err = srv.history(t.Context(), f); err != nil || len(p.Entries) != 1 || p.Entries[0].RunID != ok.RunID {
+		t.Fatalf("second page: %+v, %v: want the success", p, err)
+	}
+}
