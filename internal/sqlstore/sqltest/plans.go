@@ -94,8 +94,7 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 		Plan{"prune attempts, forget slots", s.PruneAttemptsQuery(true, false), []any{now, now, now, start, start, 0}, true, ""},
 		Plan{"prune events", s.PruneEventsQuery(false), []any{now, start, start, 0}, true, ""},
 		Plan{"prune events of a task", s.PruneEventsQuery(true), []any{now, start, start, 0, "joba0"}, false, ""},
-		// once serve's task list and the metrics: a task's last success among its newest attempts.
-		Plan{"last success of a task, within its newest 1,000 attempts", s.NewestSuccessQuery(store.SuccessScan), []any{"joba0"}, false, ""},
+		Plan{"last success of a task, within its newest 1,000 attempts (once serve, metrics)", s.NewestSuccessQuery(store.SuccessScan), []any{"joba0"}, false, ""},
 		Plan{"attempts of a task, up to 1,001", s.AttemptsUpToQuery(store.SuccessScan + 1), []any{"joba0"}, false, ""},
 		// once serve's overview: a page of the task index, the first and one from a name on.
 		Plan{"tasks: first page", tasks, []any{"", store.MaxTasksPage}, false, "leases"},
