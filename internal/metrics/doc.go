@@ -74,9 +74,10 @@
 // the attempts running, and, when no success is among them, its latest succeeded attempt among
 // its newest 1,000 attempts (store.ReadLastSuccess: on the SQL stores one limited walk of the
 // task's time index, elsewhere at most 4,000 entries of history; once per task and process), so
-// that it costs the same whatever the task's history. When none of those succeeded, the task's
-// once_task_last_success_timestamp_seconds is absent (not known, as for a task that never
-// succeeded) until the tail sees a success. Without a TaskLister, a task
+// that it costs the same whatever the task's history. When none of those succeeded and the task
+// has older attempts, its once_task_last_success_timestamp_seconds is absent and
+// once_task_last_success_unknown is 1 (not known; OnceNoRecentSuccess fires on it, so that the
+// bound never silences the alert) until the tail sees a success. Without a TaskLister, a task
 // neither active in the newest 10,000 entries, holding its lease, nor waiting appears when it next
 // writes history.
 //

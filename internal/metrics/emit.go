@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/once-run/once/store"
@@ -18,6 +19,9 @@ func counterDesc(name, help string, labels ...string) *desc {
 var (
 	descLastSuccess = gaugeDesc("once_task_last_success_timestamp_seconds",
 		"When the task's latest succeeded attempt ended (Unix seconds).", "task")
+	descSuccessUnknown = gaugeDesc("once_task_last_success_unknown",
+		"1 while the task's latest success is not known: none of its newest "+strconv.Itoa(store.SuccessScan)+
+			" attempts succeeded and its older ones were not read (no series otherwise).", "task")
 	descLastState = gaugeDesc("once_task_last_attempt_state",
 		"The state of the task's latest attempt: 1 for its state, 0 for the others (running, succeeded, failed, unknown).", "task", "state")
 	descLastAttempt = gaugeDesc("once_task_last_attempt_timestamp_seconds",
@@ -61,7 +65,7 @@ var (
 	descJobLag        = gaugeDesc("once_daemon_job_fire_lag_seconds", "The lag of the job's last fire on this node: launch time minus slot time.", "job")
 
 	// allDescs are once's own families (docs/metrics.md describes each).
-	allDescs = []*desc{descLastSuccess, descLastState, descLastAttempt, descWaiting, descGone, descLeaseHeld,
+	allDescs = []*desc{descLastSuccess, descSuccessUnknown, descLastState, descLastAttempt, descWaiting, descGone, descLeaseHeld,
 		descLeaseInfo, descLeaseExpires, descAttempts, descDuration, descEvents, descTasks, descLeftOut,
 		descStoreUp, descReadDuration, descScrapeDuration,
 		descDaemonJobs, descDaemonRunning, descDaemonFired, descDaemonRefused, descDaemonMissed, descDaemonReload,
@@ -88,6 +92,8 @@ func (c *Collector) collectTasks(w *sink) {
 func collectTask(w *sink, name string, tk *task) {
 	if !tk.success.IsZero() {
 		w.gauge(descLastSuccess, unixSec(tk.success), name)
+	} else if tk.successUnknown {
+		w.gauge(descSuccessUnknown, 1, name)
 	}
 	if l := tk.last; l != nil {
 		for _, st := range store.AttemptStates {

@@ -9,8 +9,9 @@ import (
 )
 
 // A task's last success older than its newest store.SuccessScan attempts is not read (its first
-// read costs the same whatever its history): its series is absent, as documented, not a lie;
-// one within them is found, past the first read's taskScan entries and the bootstrap's window.
+// read costs the same whatever its history): its series is absent, as documented, not a lie, and
+// once_task_last_success_unknown says so (OnceNoRecentSuccess fires on it); one within them is
+// found, past the first read's taskScan entries and the bootstrap's window.
 func TestLastSuccessBeyondTheScan(t *testing.T) {
 	st, path := openStore(t)
 	l := &ledger{tb: t, st: st}
@@ -34,7 +35,8 @@ func TestLastSuccessBeyondTheScan(t *testing.T) {
 	insert("y", "succeeded", 1, 1)
 	insert("y", "failed", 2, 150)
 	insert("x", "failed", 200, bootstrapScan+1)
-	l.run("y", "late", store.Failed) // y in the bootstrap's window too
+	insert("z", "failed", 20000, store.SuccessScan) // never succeeded, all its attempts read
+	l.run("y", "late", store.Failed)                // y in the bootstrap's window too
 	c := newCollector(t, Config{Store: st, Timeout: time.Minute})
 	got := scrape(t, c)
 	for len(c.t.toLoad) > 0 {
@@ -43,9 +45,16 @@ func TestLastSuccessBeyondTheScan(t *testing.T) {
 	ySuccess := float64(base+1*1000+500) / 1e6
 	want(t, got, map[string]float64{
 		`once_task_last_success_timestamp_seconds{task="x"}`: absent,
+		`once_task_last_success_unknown{task="x"}`:           1,
 		`once_task_last_success_timestamp_seconds{task="y"}`: ySuccess,
+		`once_task_last_success_unknown{task="y"}`:           absent,
+		`once_task_last_success_timestamp_seconds{task="z"}`: absent, // never succeeded: known
+		`once_task_last_success_unknown{task="z"}`:           absent,
 	})
 	// A success later is the last success.
 	ok := l.run("x", "now", store.Succeeded)
-	want(t, scrape(t, c), map[string]float64{`once_task_last_success_timestamp_seconds{task="x"}`: ts(*ok.EndedAt)})
+	want(t, scrape(t, c), map[string]float64{
+		`once_task_last_success_timestamp_seconds{task="x"}`: ts(*ok.EndedAt),
+		`once_task_last_success_unknown{task="x"}`:           absent,
+	})
 }

@@ -52,6 +52,9 @@ type task struct {
 	waiting  int          // slots waiting for review
 	gone     int          // attempts still running whose holder's grant is gone (store.ReadRunning)
 	lease    *store.Lease // nil when not held
+	// successUnknown: the first read found no success among the task's newest store.SuccessScan
+	// attempts and did not read the older ones (once_task_last_success_unknown, while success is zero).
+	successUnknown bool
 }
 
 // see takes what an attempt says about the task's latest attempt and latest success. An attempt
@@ -276,8 +279,9 @@ func (t *tracker) load(ctx context.Context) error {
 // loadTask is a task's first read: its newest taskScan entries give its latest attempt and the
 // attempts running (counted when they end, as in bootstrap); its latest success, when not among
 // them, is one more read, of its newest store.SuccessScan attempts (store.ReadLastSuccess). When
-// none of those succeeded, the latest success is not known: its series stays absent until the
-// tail sees one.
+// none of those succeeded and the task has older ones, the latest success is not known: its
+// series stays absent and once_task_last_success_unknown is 1 until the tail sees a success, so
+// that OnceNoRecentSuccess still fires for a task failing that long.
 func (t *tracker) loadTask(ctx context.Context, name string, tk *task) error {
 	err := store.EachHistory(ctx, t.st, store.HistoryQuery{Task: name, Limit: taskScan}, func(e store.Entry) error {
 		if !e.State.IsAttempt() {
@@ -294,10 +298,14 @@ func (t *tracker) loadTask(ctx context.Context, name string, tk *task) error {
 		return err
 	}
 	ls, err := store.ReadLastSuccess(ctx, t.st, name)
-	if err == nil && ls.Attempt != nil {
+	if err != nil {
+		return err
+	}
+	if ls.Attempt != nil {
 		tk.succeeded(*ls.Attempt) // not the latest attempt: only the latest success
 	}
-	return err
+	tk.successUnknown = ls.Unknown
+	return nil
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
