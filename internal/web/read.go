@@ -43,12 +43,14 @@ type TaskRow struct {
 	Status      string         `json:"status"`
 	Last        *store.Attempt `json:"last,omitempty"`
 	LastSuccess *time.Time     `json:"last_success,omitempty"`
-	// NoSuccessIn, when not 0, says LastSuccess is not known: none of the task's newest NoSuccessIn
+	// LastSuccessUnknown says LastSuccess is not known: none of the task's newest NoSuccessIn
 	// attempts succeeded, and its older ones are not read (store.SuccessScan: a task's row costs
-	// the same whatever its history). 0 with no LastSuccess: the task never succeeded.
-	NoSuccessIn int          `json:"no_success_in,omitempty"`
-	Lease       *store.Lease `json:"lease,omitempty"`
-	Waiting     int          `json:"waiting"`
+	// the same whatever its history). NoSuccessIn may be 0 on a key-value store whose newest
+	// 4,000 entries are all events. Neither and no LastSuccess: the task never succeeded.
+	LastSuccessUnknown bool         `json:"last_success_unknown,omitempty"`
+	NoSuccessIn        int          `json:"no_success_in,omitempty"`
+	Lease              *store.Lease `json:"lease,omitempty"`
+	Waiting            int          `json:"waiting"`
 	// Durations are the seconds of the newest ended attempts (up to 10), oldest first.
 	Durations []float64  `json:"durations"`
 	Next      *time.Time `json:"next,omitempty"` // the next fire time, when a daemon job runs it
@@ -167,7 +169,7 @@ func (s *Server) taskRow(ctx context.Context, name string) (TaskRow, error) {
 		row.LastSuccess = ls.Attempt.EndedAt
 	}
 	if ls.Unknown {
-		row.NoSuccessIn = ls.Looked
+		row.LastSuccessUnknown, row.NoSuccessIn = true, ls.Looked
 	}
 	return row, nil
 }

@@ -121,9 +121,12 @@ func renderOverview(w *page, v view) {
 		} else {
 			w.p("-")
 		}
-		if t.NoSuccessIn > 0 { // not known: the newest attempts read held none
+		switch { // not known: the newest attempts read held none
+		case t.LastSuccessUnknown && t.NoSuccessIn > 0:
 			w.p(`</td><td><span class="muted">%s</span>`, strings.ReplaceAll(v.T("no_success_in"), "{n}", fmt.Sprint(t.NoSuccessIn)))
-		} else {
+		case t.LastSuccessUnknown:
+			w.p(`</td><td><span class="muted">%s</span>`, v.T("success_unknown"))
+		default:
 			w.p(`</td><td>%s`, when(t.LastSuccess))
 		}
 		w.p(`</td><td>%s</td><td>%s</td></tr>`, when(t.Next), sparkline(t.Durations))

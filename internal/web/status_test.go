@@ -2,6 +2,7 @@ package web
 
 import (
 	"database/sql"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -140,5 +141,58 @@ func TestHistoryKindReadsAPage(t *testing.T) {
 	f.Before = p.Next
 	if p, err = srv.history(t.Context(), f); err != nil || len(p.Entries) != 1 || p.Entries[0].RunID != ok.RunID {
 		t.Fatalf("second page: %+v, %v: want the success", p, err)
+	}
+}
+
+// historyOnly hides the store's SuccessFinder: ReadLastSuccess reads History, as on the key-value
+// stores.
+type historyOnly struct{ store.Store }
+
+// On a store read through History, a task whose newest 4×store.SuccessScan entries are all events
+// (a slot skipped every minute for days) has no attempt among them: its last success is not
+// known, and its row says so, not "never" (no_success_in is 0 there).
+func TestLastSuccessNotKnownBehindEvents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "once.db")
+	s, err := store.Open(t.Context(), "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	sd := &seeded{t: t, s: s}
+	ok := sd.run("d", "s0", "h", store.Succeeded)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+		INSERT INTO events (task, slot, kind, run_id, holder, token, attempt, at, note)
+		SELECT 'd', 's0', 'skipped', 'k' || i, 'h', 0, 0, ?2 + i * 1000, '' FROM n`,
+		4*store.SuccessScan+1, ok.EndedAt.UnixMicro()+1000); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{Store: historyOnly{s}, DSN: "sqlite:///x.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := srv.taskRow(t.Context(), "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.LastSuccess != nil || !row.LastSuccessUnknown || row.NoSuccessIn != 0 {
+		t.Fatalf("last success %v, unknown %v, no success in %d: want not known", row.LastSuccess, row.LastSuccessUnknown, row.NoSuccessIn)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	if _, body := get(t, ts, "/"); !strings.Contains(body, ">not known<") {
+		t.Errorf("the overview does not say the last success is not known:\n%s", body)
+	}
+	if _, body := get(t, ts, "/api/v1/tasks"); !strings.Contains(body, `"last_success_unknown": true`) {
+		t.Errorf("the API does not say the last success is not known:\n%s", body)
+	}
+	// The SQL store's own read finds it: attempts only.
+	own, _ := sd.server("")
+	if row, err = own.taskRow(t.Context(), "d"); err != nil || row.LastSuccess == nil || row.LastSuccessUnknown {
+		t.Fatalf("through SuccessFinder: %+v, %v", row, err)
 	}
 }
