@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 
@@ -247,6 +248,9 @@ func (s *Server) history(ctx context.Context, f HistoryFilter) (HistoryPage, err
 	if q.Before == "" && !f.To.IsZero() {
 		q.Before = timeCursor(f.To)
 	}
+	if q.After != "" {
+		return s.historyAfter(ctx, f, q, limit)
+	}
 	p := HistoryPage{Entries: []store.Entry{}}
 	scanned, last := 0, ""
 	err := store.EachHistory(ctx, s.c.Store, q, func(e store.Entry) error {
@@ -269,6 +273,37 @@ func (s *Server) history(ctx context.Context, f HistoryFilter) (HistoryPage, err
 	}
 	if errors.Is(err, errStop) {
 		p.Next = last
+	}
+	return p, nil
+}
+
+// historyAfter is a page after q.After (towards newer entries): the store's maxScan entries
+// nearest the cursor (newest first), filtered from the nearest on, so that the page holds the
+// limit entries nearest the cursor, newest first, as the store's own page after it. Next is the
+// nearest entry's cursor when the page was cut (as for a page read before: its oldest entry).
+func (s *Server) historyAfter(ctx context.Context, f HistoryFilter, q store.HistoryQuery, limit int) (HistoryPage, error) {
+	es, err := s.c.Store.History(ctx, q)
+	if err != nil {
+		return HistoryPage{}, err
+	}
+	p := HistoryPage{Entries: []store.Entry{}}
+	cut := len(es) == q.Limit
+	for i := len(es) - 1; i >= 0; i-- {
+		e := es[i]
+		if !f.From.IsZero() && e.StartedAt.Before(f.From) {
+			continue
+		}
+		if f.keeps(e) {
+			p.Entries = append(p.Entries, e)
+		}
+		if len(p.Entries) == limit {
+			cut = true
+			break
+		}
+	}
+	slices.Reverse(p.Entries)
+	if cut && len(es) > 0 {
+		p.Next = es[len(es)-1].Cursor
 	}
 	return p, nil
 }
