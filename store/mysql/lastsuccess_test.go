@@ -27,3 +27,14 @@ func BenchmarkLastSuccess(b *testing.B) {
 	}
 	sqltest.BenchmarkLastSuccess(b, s.Store, "flaky", n)
 }
+
+// TestLastSuccessAgreesWithTheKindRead: ReadLastSuccess against the read it replaced on
+// randomised histories (sqltest.LastSuccessAgrees).
+func TestLastSuccessAgreesWithTheKindRead(t *testing.T) {
+	s, err := Open(t.Context(), withPrefix(t, serverDSN(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sqltest.LastSuccessAgrees(t, s.Store)
+}

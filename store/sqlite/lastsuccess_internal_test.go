@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
 )
 
 // seedFailing writes task's history straight into s's tables: one succeeded attempt, then
@@ -60,4 +62,36 @@ func BenchmarkLastSuccess(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestLastSuccessAgreesWithTheKindRead: on randomised histories (every state, running attempts
+// among them, many attempts starting at the same microsecond), ReadLastSuccess gives the attempt
+// the read it replaced gives whenever it is among the newest attempts read, "never" and "not
+// known" exactly at the bound (storetest.CompareLastSuccess).
+func TestLastSuccessAgreesWithTheKindRead(t *testing.T) {
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "once.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	states := []string{"succeeded", "failed", "failed", "unknown", "running"}
+	base := time.Now().Add(-time.Hour).UnixMicro()
+	for k := range 60 {
+		task := "rnd" + strconv.Itoa(k)
+		n := rng.IntN(25)
+		for i := range n {
+			at := base + int64(rng.IntN(n/2+1)) // ties, and starts out of insertion order
+			var ended any = at + 500
+			st := states[rng.IntN(len(states))]
+			if st == "running" {
+				ended = nil
+			}
+			if _, err := s.db.Exec(`INSERT INTO `+s.t.attempts+` (task, slot, number, run_id, state, holder, token, started_at, ended_at)
+				VALUES (?1, ?2, 1, ?3, ?4, 'h', 1, ?5, ?6)`, task, "s"+strconv.Itoa(i), task+"-r"+strconv.Itoa(i), st, at, ended); err != nil {
+				t.Fatal(err)
+			}
+		}
+		storetest.CompareLastSuccess(t, s, task)
+	}
 }

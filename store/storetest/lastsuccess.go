@@ -72,3 +72,66 @@ func testLastSuccess(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// historyOnly hides a store's SuccessFinder: store.ReadLastSuccessWithin reads its History.
+type historyOnly struct{ store.Ledger }
+
+// CompareLastSuccess checks store.ReadLastSuccessWithin on task against the task's whole history
+// (History{Task}) and the read it replaced (History{Task, Kind: succeeded, Limit: 1}), for several
+// within, through l's SuccessFinder when it has one and through History: the newest success when
+// it is among the newest within attempts (the same attempt the old read gives), "never" when the
+// task has at most within attempts and none succeeded, "not known" otherwise (Looked = within:
+// the task's history is seeded without events). For the SQL stores' seeded, randomised histories.
+func CompareLastSuccess(tb testing.TB, l store.Ledger, task string) {
+	tb.Helper()
+	ctx := tb.Context()
+	all, err := l.History(ctx, store.HistoryQuery{Task: task})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var attempts []store.Attempt
+	for _, e := range all {
+		if e.State.IsAttempt() {
+			attempts = append(attempts, e.Attempt)
+		}
+	}
+	old, err := l.History(ctx, store.HistoryQuery{Task: task, Kind: store.Succeeded, Limit: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := len(attempts)
+	for _, within := range []int{1, 2, 3, n/2 + 1, n - 1, n, n + 1, store.SuccessScan} {
+		if within < 1 {
+			continue
+		}
+		newest := -1 // the newest success among the newest within attempts
+		for i := 0; i < n && i < within; i++ {
+			if attempts[i].State == store.Succeeded {
+				newest = i
+				break
+			}
+		}
+		for _, r := range []store.Ledger{l, historyOnly{l}} {
+			_, finder := r.(store.SuccessFinder)
+			ls, err := store.ReadLastSuccessWithin(ctx, r, task, within)
+			if err != nil {
+				tb.Fatalf("%s within %d (finder %v): %v", task, within, finder, err)
+			}
+			switch {
+			case newest >= 0:
+				if ls.Attempt == nil || ls.Unknown || ls.Attempt.RunID != attempts[newest].RunID ||
+					len(old) != 1 || old[0].RunID != ls.Attempt.RunID || !ls.Attempt.StartedAt.Equal(old[0].StartedAt) {
+					tb.Fatalf("%s within %d (finder %v): %+v, want %s, as the kind read (%v)", task, within, finder, ls, attempts[newest].RunID, old)
+				}
+			case n > within:
+				if ls.Attempt != nil || !ls.Unknown || ls.Looked != within {
+					tb.Fatalf("%s within %d of %d attempts (finder %v): %+v, want not known after %d", task, within, n, finder, ls, within)
+				}
+			default:
+				if ls.Attempt != nil || ls.Unknown || len(old) != 0 {
+					tb.Fatalf("%s within %d of %d attempts (finder %v): %+v, want never (the kind read: %v)", task, within, n, finder, ls, old)
+				}
+			}
+		}
+	}
+}

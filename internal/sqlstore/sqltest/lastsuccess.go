@@ -3,12 +3,15 @@ package sqltest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/once-run/once/internal/sqlstore"
 	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
 )
 
 // SeedFailing writes task's history straight into s's tables: one succeeded attempt, then
@@ -59,4 +62,31 @@ func BenchmarkLastSuccess(b *testing.B, s *sqlstore.Store, task string, failures
 			}
 		}
 	})
+}
+
+// LastSuccessAgrees writes randomised histories straight into s's tables (every state, running
+// attempts among them, many attempts starting at the same microsecond) and checks ReadLastSuccess
+// against the read it replaced on each (storetest.CompareLastSuccess).
+func LastSuccessAgrees(t *testing.T, s *sqlstore.Store) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	states := []string{"succeeded", "failed", "failed", "unknown", "running"}
+	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Microsecond)
+	for k := range 40 {
+		task := "rnd" + strconv.Itoa(k)
+		n := rng.IntN(25)
+		for i := range n {
+			at := base.Add(time.Duration(rng.IntN(n/2+1)) * time.Microsecond) // ties, out of order
+			var ended any = at.Add(time.Millisecond)
+			st := states[rng.IntN(len(states))]
+			if st == "running" {
+				ended = nil
+			}
+			if _, err := s.DB.ExecContext(t.Context(), s.Q(`INSERT INTO {p}attempts (task, slot, attempt, run_id, state, holder, token,
+				started_at, ended_at, checkpoint, note) VALUES (?, ?, 1, ?, ?, 'h', 1, ?, ?, '', '')`),
+				task, "s"+strconv.Itoa(i), task+"-r"+strconv.Itoa(i), st, at, ended); err != nil {
+				t.Fatal(err)
+			}
+		}
+		storetest.CompareLastSuccess(t, s, task)
+	}
 }
