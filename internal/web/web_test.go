@@ -464,6 +464,23 @@ func TestLeasesShowProgress(t *testing.T) {
 	if err != nil || len(rows) != 1 || rows[0].Slot != "s1" || rows[0].Records != 42 || rows[0].Done != 4 {
 		t.Fatalf("leases without the running list: %+v, %v", rows, err)
 	}
+	// The leases never read history by kind (a kind=running read walked the task's history past
+	// its other entries); with the running list, they read no history at all.
+	for _, rs := range []*historyRecorder{{Store: sd.s, list: true}, {Store: failingRunning{sd.s}}} {
+		srv, err := New(Config{Store: rs, DSN: "sqlite:///x.db"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := srv.leases(t.Context())
+		if err != nil || len(rows) != 1 || rows[0].Slot != "s1" || rows[0].Done != 4 {
+			t.Fatalf("leases (running list %v): %+v, %v", rs.list, rows, err)
+		}
+		for _, q := range rs.reads {
+			if q.Kind != "" || rs.list {
+				t.Errorf("leases (running list %v) read history %+v", rs.list, q)
+			}
+		}
+	}
 }
 
 // TestHostileTextIsEscaped: holders, notes and slots are people's and programs' text; none of it
@@ -639,4 +656,24 @@ func TestKeysLookup(t *testing.T) {
 	if strings.Contains(page, "done-1") {
 		t.Errorf("the unknown keys of payments show a done key")
 	}
+}
+
+// historyRecorder is a real store that keeps the History queries made; list says whether it lists
+// the attempts running (store.RunningLister) as the store does.
+type historyRecorder struct {
+	store.Store
+	list  bool
+	reads []store.HistoryQuery
+}
+
+func (h *historyRecorder) History(ctx context.Context, q store.HistoryQuery) ([]store.Entry, error) {
+	h.reads = append(h.reads, q)
+	return h.Store.History(ctx, q)
+}
+
+func (h *historyRecorder) RunningAttempts(ctx context.Context, limit int) (store.RunningList, error) {
+	if l, ok := h.Store.(store.RunningLister); ok && h.list {
+		return l.RunningAttempts(ctx, limit)
+	}
+	return store.RunningList{}, store.ErrUnavailable
 }
