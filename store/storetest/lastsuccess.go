@@ -66,6 +66,17 @@ func testLastSuccess(t *testing.T, h Harness) {
 	if ls := read("ls-never", 2); ls.Attempt != nil || !ls.Unknown || ls.Looked != 2 {
 		t.Fatalf("three failures, within 2: %+v, want unknown after 2", ls)
 	}
+	// A failed attempt a person resolved as succeeded is not a succeeded attempt, as for the read
+	// ReadLastSuccess replaced (History with Kind succeeded reads the attempt's state).
+	if _, err := s.Resolve(ctx, store.ResolveRequest{Task: "ls-never", Slot: "n3", As: store.Succeeded, By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	if ls := read("ls-never", 3); ls.Attempt != nil || ls.Unknown {
+		t.Fatalf("three failures, the last resolved as succeeded: %+v, want never", ls)
+	}
+	if es, err := s.History(ctx, store.HistoryQuery{Task: "ls-never", Kind: store.Succeeded, Limit: 1}); err != nil || len(es) != 0 {
+		t.Fatalf("the kind read of a resolved failure: %v, %v: want none", es, err)
+	}
 	if f, ok := s.(store.SuccessFinder); ok {
 		if _, _, err := f.NewestSuccess(ctx, "ls", 0); err == nil {
 			t.Fatal("NewestSuccess within 0: no error")
