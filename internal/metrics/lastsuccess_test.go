@@ -15,22 +15,9 @@ import (
 func TestLastSuccessBeyondTheScan(t *testing.T) {
 	st, path := openStore(t)
 	l := &ledger{tb: t, st: st}
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	// x succeeded, then y, then y failed 150 times and x bootstrapScan+1 times, a millisecond apart.
 	base := time.Now().Add(-time.Hour).UnixMicro()
-	insert := func(task, state string, from, n int) {
-		t.Helper()
-		if _, err := db.Exec(`INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at, note)
-			WITH RECURSIVE seq(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < ?1 + ?2)
-			SELECT ?3, printf('s%07d', i), 1, printf('r%07d', i), ?4, 'seed', 1, ?5 + i * 1000, ?5 + i * 1000 + 500, '' FROM seq`,
-			from, n, task, state, base); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insert := func(task, state string, from, n int) { seedRun(t, path, task, state, from, n, base) }
 	insert("x", "succeeded", 0, 1)
 	insert("y", "succeeded", 1, 1)
 	insert("y", "failed", 2, 150)
@@ -57,4 +44,21 @@ func TestLastSuccessBeyondTheScan(t *testing.T) {
 		`once_task_last_success_timestamp_seconds{task="x"}`: ts(*ok.EndedAt),
 		`once_task_last_success_unknown{task="x"}`:           absent,
 	})
+}
+
+// seedRun writes n attempts of task in state straight into the ledger at path, the i-th
+// (from on) starting at base + i ms.
+func seedRun(t *testing.T, path, task, state string, from, n int, base int64) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at, note)
+		WITH RECURSIVE seq(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < ?1 + ?2)
+		SELECT ?3, printf('s%07d', i), 1, printf('r%07d', i), ?4, 'seed', 1, ?5 + i * 1000, ?5 + i * 1000 + 500, '' FROM seq`,
+		from, n, task, state, base); err != nil {
+		t.Fatal(err)
+	}
 }

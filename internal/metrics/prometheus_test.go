@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -30,7 +31,21 @@ import (
 // (the gauge OnceHolderGone alerts on).
 func TestRealPrometheus(t *testing.T) {
 	bin := need(t, "prometheus", "prometheus")
-	st, _ := openStore(t)
+	st, path := openStore(t)
+	// A task failing since before its newest store.SuccessScan attempts, and before the collector's
+	// first window: its last success is not known, and OnceNoRecentSuccess's expression (read from
+	// the rules file) fires on it.
+	base := time.Now().Add(-time.Hour).UnixMicro()
+	seedRun(t, path, "flaky", "succeeded", 0, 1, base)
+	seedRun(t, path, "flaky", "failed", 1, bootstrapScan+1, base)
+	rules, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noRecent := regexp.MustCompile(`alert: OnceNoRecentSuccess\s+expr: (.*)`).FindSubmatch(rules)
+	if noRecent == nil {
+		t.Fatalf("no OnceNoRecentSuccess expr in %s", rulesFile)
+	}
 	c := newCollector(t, Config{Store: st})
 	var scrapes atomic.Int64
 	h := c.Handler()
@@ -64,6 +79,10 @@ func TestRealPrometheus(t *testing.T) {
 	waitQuery(t, api, `once_store_up`, 1, deadline)
 	waitQuery(t, api, `max by (task) (once_task_holder_gone_attempts) > 0`, 1, deadline)
 	waitQuery(t, api, `once_task_holder_gone_attempts{task="t"}`, 0, deadline)
+	waitQuery(t, api, `once_task_last_success_unknown{task="flaky"}`, 1, deadline)
+	if got := waitQuery(t, api, `count(`+string(noRecent[1])+`)`, 1, deadline); got != 1 {
+		t.Errorf("OnceNoRecentSuccess's expression gives %v series, want flaky's", got)
+	}
 }
 
 // startPrometheus runs prometheus scraping target every second, on a free loopback port with its
