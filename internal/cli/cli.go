@@ -69,6 +69,7 @@ type app struct {
 	closers              []io.Closer        // the log file or syslog connection
 	tracing              *telemetry.Tracing // OpenTelemetry, when the environment asks (telemetry.go)
 	traceStarted         bool
+	refused              error // a flag's value strictFlags refused
 }
 
 // Run runs the once command line with args (without the program name) and returns the exit code.
@@ -78,6 +79,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer errOut.Flush()
 	a := &app{stdin: stdin, stdout: out, stderr: errOut, rawStdout: stdout, rawStderr: stderr}
 	root := a.rootCmd()
+	strictFlags(root, &a.refused)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(out)
@@ -163,6 +165,9 @@ Its password: in the DSN, or in --store-password-file FILE ($ONCE_STORE_PASSWORD
 		// the string flags (checkFlags), not strconv's words.
 		if m := emptyArg.FindStringSubmatch(err.Error()); m != nil {
 			return usage("--%s is given but empty (an unset variable?): give a value, or leave --%s out for its default (see '%s --help')", m[1], m[1], c.CommandPath())
+		}
+		if a.refused != nil && strings.HasSuffix(err.Error(), ": "+a.refused.Error()) {
+			return usage("%v", a.refused) // it names the flag: pflag's "invalid argument" words add nothing
 		}
 		return usage("%v (see '%s --help')", err, c.CommandPath())
 	})

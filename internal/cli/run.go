@@ -173,6 +173,13 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 	if err := envNotEmpty("ONCE_HOLDER"); err != nil && f.holder == "" {
 		return nil, err
 	}
+	// An unset $ALERT_URL in a crontab's ONCE_NOTIFY= line turned the alerts off without a word.
+	if err := envNotEmpty("ONCE_NOTIFY"); err != nil && f.notifyURL == "" {
+		return nil, err
+	}
+	if err := envNotEmpty("ONCE_PING"); err != nil && f.pingURL == "" {
+		return nil, err
+	}
 	if f.holder != "" {
 		if err := store.CheckName("--holder (or ONCE_HOLDER)", f.holder, store.MaxHolderLen); err != nil {
 			return nil, err

@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/once-run/once/slot"
+)
+
+// strictCmd is a command with a flag of each kind strictFlags meets.
+func strictCmd() (*cobra.Command, *string, *int, *bool, *int, *error) {
+	var s string
+	var n, v int
+	var b bool
+	var refused error
+	c := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }, SilenceErrors: true, SilenceUsage: true}
+	c.Flags().StringVar(&s, "name", "", "")
+	c.Flags().IntVar(&n, "n", 0, "")
+	c.Flags().BoolVar(&b, "json", false, "")
+	c.Flags().CountVarP(&v, "verbose", "v", "")
+	strictFlags(c, &refused)
+	return c, &s, &n, &b, &v, &refused
+}
+
+// A one-value flag given twice is that value when both agree, refused when they differ; flags
+// meant to be repeated (a bool, -v -v) are left alone.
+func TestStrictFlags(t *testing.T) {
+	c, s, n, b, v, _ := strictCmd()
+	c.SetArgs([]string{"--name", "a", "--name=a", "--n", "3", "--n", "3", "--json", "--json", "-v", "-v"})
+	if err := c.Execute(); err != nil || *s != "a" || *n != 3 || !*b || *v != 2 {
+		t.Fatalf("same values twice: %v; name %q n %d json %v v %d", err, *s, *n, *b, *v)
+	}
+	for _, args := range [][]string{{"--name", "a", "--name", "b"}, {"--n", "3", "--n=4"}, {"--n", "010"}, {"--n", "0x1"}, {"--n", "1_0"}, {"--n", "99999999999999999999"}} {
+		c, _, _, _, _, refused := strictCmd()
+		c.SetArgs(args)
+		if err := c.Execute(); err == nil || *refused == nil || !strings.Contains(err.Error(), (*refused).Error()) {
+			t.Errorf("%q: %v (refused %v), want a refusal", args, err, *refused)
+		}
+	}
+}
+
+// FuzzCheckDecimal: a number checkDecimal accepts means the same in base 10 and in the base 0
+// pflag parses with (no octal, hex or underscore surprise), and fits 64 bits.
+func FuzzCheckDecimal(f *testing.F) {
+	for _, s := range []string{"0", "10", "-1", "+3", "010", "0x10", "0b1", "0o7", "1_0", "", "-", "99999999999999999999", "18446744073709551615", " 1", "1e3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if err := checkDecimal(s); err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if d, err := strconv.ParseInt(s, 10, 64); err == nil {
+			if z, err := strconv.ParseInt(s, 0, 64); err != nil || z != d {
+				t.Fatalf("%q: base 10 %d, base 0 %d, %v", s, d, z, err)
+			}
+			return
+		}
+		d, err := strconv.ParseUint(s, 10, 64)
+		if z, zerr := strconv.ParseUint(s, 0, 64); err != nil || zerr != nil || z != d {
+			t.Fatalf("%q accepted: base 10 %d %v, base 0 %d %v", s, d, err, z, zerr)
+		}
+	})
+}
+
+// FuzzDurationFlag: a duration is kept only when Go reads it, it is within [0, max], and the error
+// otherwise is one line.
+func FuzzDurationFlag(f *testing.F) {
+	for _, s := range []string{"0", "5", "1.5s", "-1s", "24h", "24h0m1s", "9999999999999h", "1h30m", "x", "", "1µs"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var d time.Duration
+		err := durationFlag{&d, maxTTL}.Set(s)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if g, gerr := time.ParseDuration(s); gerr != nil || g != d || d < 0 || d > maxTTL {
+			t.Fatalf("%q accepted as %v (Go: %v, %v)", s, d, g, gerr)
+		}
+	})
+}
+
+// FuzzAgeFlag: an age of what to delete is positive, at most maxWindow, and written with days,
+// weeks or hours (never minutes alone: months to a person).
+func FuzzAgeFlag(f *testing.F) {
+	for _, s := range []string{"90d", "2w", "36h", "1d12h", "6m", "0h6m", "30s", "1h30m", "0", "-1d", "3660d", "1w2d3h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var d time.Duration
+		if err := (ageFlag{&d}).Set(s); err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if d <= 0 || d > maxWindow || !strings.ContainsAny(s, "dwh") {
+			t.Fatalf("%q accepted as %v", s, d)
+		}
+	})
+}
+
+// FuzzCheckProgress: an accepted --progress is DONE/TOTAL of decimal whole numbers, DONE ≤ TOTAL.
+func FuzzCheckProgress(f *testing.F) {
+	for _, s := range []string{"1/2", "2/1", "0/0", "-1/3", "1/0x10", "1/2/3", "/", "1200/3000"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if err := checkProgress(s); err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		d, tot, _ := strings.Cut(s, "/")
+		dn, err1 := strconv.ParseUint(d, 10, 64)
+		tn, err2 := strconv.ParseUint(tot, 10, 64)
+		if err1 != nil || err2 != nil || dn > tn {
+			t.Fatalf("%q accepted", s)
+		}
+	})
+}
+
+// A backfill never runs a slot that has not begun at its start: run ahead of time, it would be
+// skipped as done when it came. The current slot is in reach.
+func TestBackfillRefusesSlotsNotBegun(t *testing.T) {
+	day, _ := slot.New("day", "", "", "UTC")
+	sched, _ := slot.New("", "0 12 * * *", "", "UTC")
+	now := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		spec     slot.Spec
+		from, to string
+		ok       bool
+	}{
+		{day, "2026-12-01", "2026-12-06", true},  // today has begun
+		{day, "2026-12-01", "2026-12-07", false}, // tomorrow has not
+		{day, "2026-12-01", "2027-12-06", false}, // a typo'd year
+		{sched, "2026-12-01", "2026-12-05", true},
+		{sched, "2026-12-01", "2026-12-06", false}, // today's 12:00 has not come
+		{sched, "2026-12-01", "2026-12-06T10:00:00Z", true},
+	} {
+		f := &backfillFlags{from: c.from, to: c.to, max: 1000}
+		_, err := backfillSlots(f, c.spec, now)
+		if (err == nil) != c.ok {
+			t.Errorf("%s %s..%s: %v, want ok %v", c.spec, c.from, c.to, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "has not begun") {
+			t.Errorf("%s %s..%s: %v", c.spec, c.from, c.to, err)
+		}
+	}
+}
+
+// ONCE_NOTIFY or ONCE_PING set but empty (an unset $URL in a crontab) turned the alerts off
+// without a word: refused like ONCE_HOLDER, nothing created.
+func TestNotifyEnvEmpty(t *testing.T) {
+	for _, name := range []string{"ONCE_NOTIFY", "ONCE_PING"} {
+		t.Run(name, func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "home")
+			t.Setenv("ONCE_HOME", home)
+			t.Setenv(name, "")
+			var stdout, stderr bytes.Buffer
+			code := Run(context.Background(), []string{"run", "--task", "t", "--", "true"}, strings.NewReader(""), &stdout, &stderr)
+			if code != ExitUsage || !strings.Contains(stderr.String(), name+" is set but empty") {
+				t.Fatalf("exit %d, %q", code, stderr.String())
+			}
+			if _, err := os.Stat(filepath.Join(home, "once.db")); err == nil {
+				t.Errorf("a refused command created the ledger")
+			}
+		})
+	}
+}
