@@ -79,7 +79,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer errOut.Flush()
 	a := &app{stdin: stdin, stdout: out, stderr: errOut, rawStdout: stdout, rawStderr: stderr}
 	root := a.rootCmd()
+	root.InitDefaultCompletionCmd() // here, so that the walks below see it too
 	strictFlags(root, &a.refused)
+	refuseUnknownSubcommands(root)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(out)
@@ -229,3 +231,23 @@ func (a *app) openWith(ctx context.Context, open func(context.Context, string) (
 
 // emptyArg matches pflag's error for a flag given an empty value it cannot parse.
 var emptyArg = regexp.MustCompile(`^invalid argument "" for "(?:-\w, )?--([\w-]+)" flag`)
+
+// refuseUnknownSubcommands makes a command below the root that only groups others (once keys,
+// once completion) refuse (64) an argument that names none of them. cobra printed the help and
+// exited 0: a typo'd `once keys forgt` in a crontab did nothing without a word, `once keys clam K`
+// printed the help on stdout, where a script reads the keys claimed, and `once completion bsh >
+// file` wrote the help as the script. Without an argument it prints the help, as before.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usage("unknown command %q for %q: give one of its commands (see '%s --help')", args[0], c.CommandPath(), c.CommandPath())
+			}
+			return c.Help()
+		}
+	}
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+}

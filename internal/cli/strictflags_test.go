@@ -183,3 +183,13 @@ func TestNotifyEnvEmpty(t *testing.T) {
 		})
 	}
 }
+
+// A command that groups others, given no argument, prints its help and exits 0, as before.
+func TestGroupCommandWithoutArgs(t *testing.T) {
+	for _, args := range [][]string{{"keys"}, {"completion"}} {
+		var stdout, stderr bytes.Buffer
+		if code := Run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != ExitOK || !strings.Contains(stdout.String(), "Available Commands") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
+		}
+	}
+}

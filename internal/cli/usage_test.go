@@ -73,6 +73,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"prune", "--older-than", "30s"}, "for 30s itself write 0h30s"},
 		{[]string{"run", "--task", "t", "--retain", "3m", "--", "true"}, `--retain "3m" is in minutes`},
 		{[]string{"keys", "forget", "--scope", "s", "--older-than", "6m", "--include-done"}, "such as 2160h"},
+		// A typo'd command below the root: cobra printed the help and exited 0.
+		{[]string{"keys", "forgt"}, `unknown command "forgt" for "once keys"`},
+		{[]string{"keys", "clam", "k1"}, `unknown command "clam" for "once keys"`},
+		{[]string{"completion", "bsh"}, `unknown command "bsh" for "once completion"`},
 		// The daemon's durations that it would not honour.
 		{[]string{"daemon", "--jobs", "/nonexistent/jobs.toml", "--poll", "0"}, "--poll 0s is too short: give at least 100ms"},
 		{[]string{"daemon", "--jobs", "/nonexistent/jobs.toml", "--poll", "1ns"}, "--poll 1ns is too short"},
