@@ -69,7 +69,7 @@ type app struct {
 	closers              []io.Closer        // the log file or syslog connection
 	tracing              *telemetry.Tracing // OpenTelemetry, when the environment asks (telemetry.go)
 	traceStarted         bool
-	refused              error // a flag's value strictFlags refused
+	refused              error // a flag value strictFlags refused
 }
 
 // Run runs the once command line with args (without the program name) and returns the exit code.

@@ -10,19 +10,13 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// strictValue is a flag of one value, as once parses it (strictFlags):
-//
-//   - Given twice with different values (`--task a … --task b`, `--slot 1 --slot 2`, a wrapper's
-//     --store and the user's), it is refused rather than the last one taken without a word: which
-//     task, slot or store is meant decides whether a slot already done runs again. Given twice with
-//     the same value, it is that value.
-//   - A whole number is decimal: pflag reads 010 as octal 8, 0x10 as 16 and 1_000 as 1000
-//     (strconv's base 0), so a zero-padded --busy-exit 075 was 61.
+// strictValue is a flag of one value, as once parses it (strictFlags): a whole number is decimal
+// (pflag reads 010 as octal 8, 0x10 as 16 and 1_000 as 1000, strconv's base 0, so a zero-padded
+// --busy-exit 075 was 61), and a refusal is said in one line that names the flag. Given twice, the
+// last value wins, as in GNU tools: an alias or a wrapper's defaults come first and are overridden.
 type strictValue struct {
 	pflag.Value
-	name  string
-	set   bool
-	first string
+	name string
 	// refused keeps the last refusal, for the one line said without pflag's wrapping.
 	refused *error
 }
@@ -41,22 +35,15 @@ func (v *strictValue) check(s string) error {
 			return fmt.Errorf("--%s %v", v.name, err)
 		}
 	}
-	if v.set && s != v.first {
-		return fmt.Errorf("--%s is given twice, as %s and as %s: give it once", v.name, shellQuote(v.first), shellQuote(s))
-	}
 	if err := v.Value.Set(s); err != nil {
 		return fmt.Errorf("--%s %v", v.name, err)
 	}
-	v.set, v.first = true, s
 	return nil
 }
 
 // intTypes are pflag's whole-number flag types.
 var intTypes = map[string]bool{"int": true, "int8": true, "int16": true, "int32": true, "int64": true,
 	"uint": true, "uint8": true, "uint16": true, "uint32": true, "uint64": true}
-
-// multiTypes are flags that take several values, or none: repeating them is their use.
-var multiTypes = map[string]bool{"bool": true, "count": true, "stringToString": true, "stringToInt": true}
 
 // checkDecimal accepts a whole number written in decimal, with an optional sign and without
 // leading zeros, that fits 64 bits.
@@ -79,6 +66,9 @@ func checkDecimal(s string) error {
 	}
 	return nil
 }
+
+// multiTypes are flags that take several values, or none: they are left as pflag made them.
+var multiTypes = map[string]bool{"bool": true, "count": true, "stringToString": true, "stringToInt": true}
 
 // strictFlags makes every one-value flag of c and its subcommands a strictValue; *refused is set to
 // the error of a value it refuses.

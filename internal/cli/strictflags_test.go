@@ -30,15 +30,23 @@ func strictCmd() (*cobra.Command, *string, *int, *bool, *int, *error) {
 	return c, &s, &n, &b, &v, &refused
 }
 
-// A one-value flag given twice is that value when both agree, refused when they differ; flags
-// meant to be repeated (a bool, -v -v) are left alone.
+// A flag given twice is its last value, as in every GNU tool: wrappers and aliases (alias
+// once='once --store A', a cron line built from defaults plus the user's flags) depend on it. A
+// whole number is decimal; signs are kept.
 func TestStrictFlags(t *testing.T) {
 	c, s, n, b, v, _ := strictCmd()
-	c.SetArgs([]string{"--name", "a", "--name=a", "--n", "3", "--n", "3", "--json", "--json", "-v", "-v"})
-	if err := c.Execute(); err != nil || *s != "a" || *n != 3 || !*b || *v != 2 {
-		t.Fatalf("same values twice: %v; name %q n %d json %v v %d", err, *s, *n, *b, *v)
+	c.SetArgs([]string{"--name", "a", "--name=b", "--n", "3", "--n", "4", "--json", "--json", "-v", "-v"})
+	if err := c.Execute(); err != nil || *s != "b" || *n != 4 || !*b || *v != 2 {
+		t.Fatalf("flags given twice: %v; name %q n %d json %v v %d, want the last values", err, *s, *n, *b, *v)
 	}
-	for _, args := range [][]string{{"--name", "a", "--name", "b"}, {"--n", "3", "--n=4"}, {"--n", "010"}, {"--n", "0x1"}, {"--n", "1_0"}, {"--n", "99999999999999999999"}} {
+	for arg, want := range map[string]int{"-5": -5, "+5": 5, "0": 0, "-0": 0, "10": 10} {
+		c, _, n, _, _, _ := strictCmd()
+		c.SetArgs([]string{"--n", arg})
+		if err := c.Execute(); err != nil || *n != want {
+			t.Errorf("--n %s: %v, %d, want %d", arg, err, *n, want)
+		}
+	}
+	for _, args := range [][]string{{"--n", "010"}, {"--n", "0x1"}, {"--n", "1_0"}, {"--n", "+-1"}, {"--n", "99999999999999999999"}, {"--n", "1", "--n", "010"}} {
 		c, _, _, _, _, refused := strictCmd()
 		c.SetArgs(args)
 		if err := c.Execute(); err == nil || *refused == nil || !strings.Contains(err.Error(), (*refused).Error()) {

@@ -55,13 +55,6 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--task", "t", "--per", "--wait=5s", "--", "true"}, "--per took --wait=5s as its value"},
 		{[]string{"run", "--task", "t", "--max-attempts=", "--", "true"}, "--max-attempts is given but empty"},
 		{[]string{"history", "--limit="}, "--limit is given but empty"},
-		// A one-value flag given twice with different values: which task, slot or store is meant
-		// decides whether a done slot runs again (pflag took the last without a word).
-		{[]string{"run", "--task", "a", "--task", "b", "--", "true"}, "--task is given twice, as a and as b: give it once"},
-		{[]string{"run", "--task", "t", "--slot", "1", "--slot=2", "--", "true"}, "--slot is given twice"},
-		{[]string{"--store", "sqlite:///tmp/a.db", "run", "--task", "t", "--store", "sqlite:///tmp/b.db", "--", "true"}, "--store is given twice"},
-		{[]string{"run", "--task", "t", "--per", "day", "--per", "hour", "--", "true"}, "--per is given twice"},
-		{[]string{"run", "--task", "t", "--ttl", "10s", "--ttl", "20s", "--", "true"}, "--ttl is given twice"},
 		// Whole numbers are decimal: pflag read 010 as octal 8, 0x10 as 16, 1_0 as 10.
 		{[]string{"run", "--task", "t", "--busy-exit", "010", "--", "true"}, `--busy-exit "010" has a leading 0`},
 		{[]string{"run", "--task", "t", "--max-attempts", "0x10", "--", "true"}, `--max-attempts "0x10" is not a whole number`},
