@@ -52,7 +52,8 @@ func (f durationFlag) Set(s string) error {
 func (durationFlag) Type() string { return "duration" }
 
 // durationShape is what time.ParseDuration reads; a value of this shape that it refuses overflowed.
-var durationShape = regexp.MustCompile(`^[0-9]*(\.[0-9]*)?(ns|us|µs|ms|s|m|h)([0-9]*(\.[0-9]*)?(ns|us|µs|ms|s|m|h))*$`)
+// Each number has a digit before or after its point ("s", "h" and ".s" are not durations).
+var durationShape = regexp.MustCompile(`^(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$`)
 
 // durationVar defines a duration flag of at most max; its usage line states the maximum.
 func durationVar(fs *pflag.FlagSet, p *time.Duration, name string, def, max time.Duration, usage string) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,7 +85,7 @@ func FuzzCheckDecimal(f *testing.F) {
 // FuzzDurationFlag: a duration is kept only when Go reads it, it is within [0, max], and the error
 // otherwise is one line.
 func FuzzDurationFlag(f *testing.F) {
-	for _, s := range []string{"0", "5", "1.5s", "-1s", "24h", "24h0m1s", "9999999999999h", "1h30m", "x", "", "1µs"} {
+	for _, s := range []string{"0", "5", "1.5s", "-1s", "24h", "24h0m1s", "9999999999999h", "1h30m", "x", "", "1µs", "s", "h", ".s", "m5s", "1.s", "99999999999999μs"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -94,6 +95,12 @@ func FuzzDurationFlag(f *testing.F) {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("multi-line error %q", err)
 			}
+			// "too long" is said of a well-formed duration only: with every number made 1, Go reads it.
+			if _, gerr := time.ParseDuration(s); gerr != nil && strings.Contains(err.Error(), "longer than the maximum") {
+				if _, serr := time.ParseDuration(digitRuns.ReplaceAllString(s, "1")); serr != nil {
+					t.Fatalf("%q, not a duration, said to be too long: %v", s, err)
+				}
+			}
 			return
 		}
 		if g, gerr := time.ParseDuration(s); gerr != nil || g != d || d < 0 || d > maxTTL {
@@ -101,6 +108,8 @@ func FuzzDurationFlag(f *testing.F) {
 		}
 	})
 }
+
+var digitRuns = regexp.MustCompile(`[0-9]+`)
 
 // FuzzAgeFlag: an age of what to delete is positive, at most maxWindow, and written with days,
 // weeks or hours (never minutes alone: months to a person).

@@ -61,6 +61,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--task", "t", "--limit", "1_0", "--", "true"}, `--limit "1_0" is not a whole number`},
 		{[]string{"history", "--limit", "99999999999999999999"}, "--limit 99999999999999999999 is out of range"},
 		{[]string{"run", "--task", "t", "--ttl", "9999999999999h", "--", "true"}, "--ttl 9999999999999h is longer than the maximum, 24h"},
+		{[]string{"run", "--task", "t", "--ttl", "s", "--", "true"}, `--ttl "s" is not a duration`},
 		// An age of what to delete or forget in minutes: m is minutes, not months.
 		{[]string{"prune", "--older-than", "6m", "--forget-slots"}, `--older-than "6m" is in minutes or seconds (m is minutes, not months)`},
 		{[]string{"prune", "--older-than", "30s"}, "for 30s itself write 0h30s"},
