@@ -30,3 +30,17 @@ func TestFlagGivenTwiceLastWins(t *testing.T) {
 		t.Fatalf("history: %d %v %s %s; want one run of task last, slot s2", h.code, err, h.stdout, h.stderr)
 	}
 }
+
+// ONCE_NOTIFY= and ONCE_PING=, set but empty, are off and the job runs: `ONCE_NOTIFY= once run …`
+// is how one cron job turns off what its crontab sets for all (--notify ” is refused as an unset
+// variable). Refusing them (64) stopped such jobs after an upgrade.
+func TestNotifyEnvEmptyIsOff(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"ONCE_NOTIFY", "ONCE_PING"} {
+		e := newEnv(t)
+		e.vars = append(e.vars, name+"=")
+		if r := e.run("run", "--task", "quiet", "--", "true"); r.code != 0 || r.stderr != "" {
+			t.Errorf("%s=: exit %d, stderr %q; want 0 and nothing said", name, r.code, r.stderr)
+		}
+	}
+}

@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -178,26 +176,6 @@ func TestBackfillRefusesSlotsNotBegun(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "has not begun") {
 			t.Errorf("%s %s..%s: %v", c.spec, c.from, c.to, err)
 		}
-	}
-}
-
-// ONCE_NOTIFY or ONCE_PING set but empty (an unset $URL in a crontab) turned the alerts off
-// without a word: refused like ONCE_HOLDER, nothing created.
-func TestNotifyEnvEmpty(t *testing.T) {
-	for _, name := range []string{"ONCE_NOTIFY", "ONCE_PING"} {
-		t.Run(name, func(t *testing.T) {
-			home := filepath.Join(t.TempDir(), "home")
-			t.Setenv("ONCE_HOME", home)
-			t.Setenv(name, "")
-			var stdout, stderr bytes.Buffer
-			code := Run(context.Background(), []string{"run", "--task", "t", "--", "true"}, strings.NewReader(""), &stdout, &stderr)
-			if code != ExitUsage || !strings.Contains(stderr.String(), name+" is set but empty") {
-				t.Fatalf("exit %d, %q", code, stderr.String())
-			}
-			if _, err := os.Stat(filepath.Join(home, "once.db")); err == nil {
-				t.Errorf("a refused command created the ledger")
-			}
-		})
 	}
 }
 
