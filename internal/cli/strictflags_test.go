@@ -155,23 +155,37 @@ func FuzzCheckProgress(f *testing.F) {
 func TestBackfillRefusesSlotsNotBegun(t *testing.T) {
 	day, _ := slot.New("day", "", "", "UTC")
 	sched, _ := slot.New("", "0 12 * * *", "", "UTC")
-	now := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	week, _ := slot.New("week", "", "", "Europe/Berlin")
+	month, _ := slot.New("month", "", "", "America/New_York")
+	dst, _ := slot.New("", "30 2 * * *", "", "Europe/Berlin") // 02:30 is skipped on 2026-03-29
+	now := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)      // a Sunday
 	for _, c := range []struct {
 		spec     slot.Spec
 		from, to string
+		now      time.Time
 		ok       bool
 	}{
-		{day, "2026-12-01", "2026-12-06", true},  // today has begun
-		{day, "2026-12-01", "2026-12-07", false}, // tomorrow has not
-		{day, "2026-12-01", "2027-12-06", false}, // a typo'd year
-		{sched, "2026-12-01", "2026-12-05", true},
-		{sched, "2026-12-01", "2026-12-06", false}, // today's 12:00 has not come
-		{sched, "2026-12-01", "2026-12-06T10:00:00Z", true},
+		{day, "2026-12-01", "2026-12-06", now, true},                                                      // today has begun
+		{day, "2026-12-01", "2026-12-07", now, false},                                                     // tomorrow has not
+		{day, "2026-12-01", "2027-12-06", now, false},                                                     // a typo'd year
+		{day, "2026-12-01", "2026-12-07", time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC), true},             // begun this instant
+		{day, "2026-12-01", "2026-12-07", time.Date(2026, 12, 6, 23, 59, 59, 999999999, time.UTC), false}, // a nanosecond early
+		{sched, "2026-12-01", "2026-12-05", now, true},
+		{sched, "2026-12-01", "2026-12-06", now, false}, // today's 12:00 has not come
+		{sched, "2026-12-01", "2026-12-06T10:00:00Z", now, true},
+		{week, "2026-W45", "2026-W49", now, true},                                           // the week of Monday 2026-11-30 has begun
+		{week, "2026-W45", "2026-W50", now, false},                                          // Monday 7 December, Berlin, has not
+		{week, "2026-W45", "2026-W50", time.Date(2026, 12, 6, 23, 0, 0, 0, time.UTC), true}, // it is Monday 00:00 in Berlin
+		{month, "2026-01", "2026-12", now, true},
+		{month, "2026-01", "2027-01", time.Date(2027, 1, 1, 3, 0, 0, 0, time.UTC), false}, // still December in New York
+		{month, "2026-01", "2027-01", time.Date(2027, 1, 1, 5, 0, 0, 0, time.UTC), true},
+		{dst, "2026-03-27", "2026-03-29", time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), true}, // 03:00 CEST: the skipped 02:30 fired at 03:00
+		{dst, "2026-03-27", "2026-03-29", time.Date(2026, 3, 29, 0, 59, 0, 0, time.UTC), false},
 	} {
 		f := &backfillFlags{from: c.from, to: c.to, max: 1000}
-		_, err := backfillSlots(f, c.spec, now)
+		_, err := backfillSlots(f, c.spec, c.now)
 		if (err == nil) != c.ok {
-			t.Errorf("%s %s..%s: %v, want ok %v", c.spec, c.from, c.to, err, c.ok)
+			t.Errorf("%s %s..%s at %s: %v, want ok %v", c.spec, c.from, c.to, c.now, err, c.ok)
 		}
 		if err != nil && !strings.Contains(err.Error(), "has not begun") {
 			t.Errorf("%s %s..%s: %v", c.spec, c.from, c.to, err)
