@@ -242,6 +242,12 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = func(c *cobra.Command, args []string) error {
 			if len(args) > 0 {
+				if c.SuggestionsMinimumDistance <= 0 {
+					c.SuggestionsMinimumDistance = 2 // cobra's default, set only by its own root check
+				}
+				if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+					return usage("unknown command %q for %q: did you mean %s? (see '%s --help')", args[0], c.CommandPath(), strings.Join(s, " or "), c.CommandPath())
+				}
 				return usage("unknown command %q for %q: give one of its commands (see '%s --help')", args[0], c.CommandPath(), c.CommandPath())
 			}
 			return c.Help()

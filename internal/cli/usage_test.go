@@ -68,7 +68,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--task", "t", "--retain", "3m", "--", "true"}, `--retain "3m" is in minutes`},
 		{[]string{"keys", "forget", "--scope", "s", "--older-than", "6m", "--include-done"}, "such as 2160h"},
 		// A typo'd command below the root: cobra printed the help and exited 0.
-		{[]string{"keys", "forgt"}, `unknown command "forgt" for "once keys"`},
+		{[]string{"keys", "forgt"}, `unknown command "forgt" for "once keys": did you mean forget?`},
 		{[]string{"keys", "clam", "k1"}, `unknown command "clam" for "once keys"`},
 		{[]string{"completion", "bsh"}, `unknown command "bsh" for "once completion"`},
 		// The daemon's durations that it would not honour.
