@@ -105,7 +105,7 @@ at once. Under systemd (Type=notify) it reports READY, RELOADING and STOPPING.
 	fl.StringVar(&f.node, "node", os.Getenv("ONCE_NODE"), "this node's name in leases and history (env ONCE_NODE; default hostname:pid)")
 	durationVar(fl, &f.drain, "drain", 5*time.Minute, maxDrain, "on SIGTERM: how long running jobs get to end before they are stopped")
 	durationVar(fl, &f.maxOffset, "max-clock-offset", 2*time.Second, time.Hour, "refuse to fire while this node's clock is off from the store's by more than this")
-	durationVar(fl, &f.poll, "poll", 2*time.Second, maxPoll, "how often pause, trigger and the slots of other nodes are read")
+	durationVar(fl, &f.poll, "poll", 2*time.Second, maxPoll, "how often pause, trigger and the slots of other nodes are read, at least 100ms")
 	fl.StringVar(&f.logDir, "log-dir", "", "keep each job's full output in DIR/NAME.log, rotated (default $ONCE_HOME/logs)")
 	fl.IntVar(&f.tailSize, "tail-size", 64<<10, "bytes of each attempt's output kept in the store for once logs (0: none; at most 524288 kept)")
 	f.http.add(fl, "http", "", "also serve the dashboard, the API and /metrics on this address (HOST:PORT), as once serve does")
