@@ -156,6 +156,9 @@ func defaults(c *Config) {
 	if c.TailSize == 0 {
 		c.TailSize = 64 << 10
 	}
+	// What a store keeps; the ring is allocated per launch, so more would only cost memory (a
+	// --tail-size of 99999999999 ran the daemon out of memory at its first launch).
+	c.TailSize = min(c.TailSize, store.MaxKeyResult)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

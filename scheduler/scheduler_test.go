@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -667,12 +668,14 @@ func TestReload(t *testing.T) {
 
 // A --tail-size over what a store keeps with a key (store.MaxKeyResult) keeps the last
 // MaxKeyResult bytes: the store refused the whole tail, and once logs had nothing for the attempt.
+// The ring is no larger either: math.MaxInt (--tail-size 99999999999 ran the daemon out of memory
+// at its first launch) would panic in make.
 func TestCommandOutputTailOverStoreLimit(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 1)
 	j := scheduler.Job{Job: jobfile.Job{Name: "big-tail", Schedule: "@every 1s", TZ: "UTC",
 		Command: []string{"sh", "-c", "head -c 600000 /dev/zero | tr '\\0' x; echo END"}}}
-	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, LogDir: filepath.Join(t.TempDir(), "logs"), TailSize: 1 << 20})
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, LogDir: filepath.Join(t.TempDir(), "logs"), TailSize: math.MaxInt})
 	att := f.succeeded(t, "big-tail")
 	n.stop()
 	tail, ok, err := scheduler.Tail(context.Background(), f.stores[0], att.RunID)

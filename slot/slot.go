@@ -171,8 +171,8 @@ func parseSchedule(text string) (m matcher, err error) {
 	}()
 	// SecondOptional: 6 fields start with seconds; 5 fields get second 0.
 	s, perr := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor).Parse(spec)
-	if perr != nil {
-		return m, bad(oneLine(perr.Error()))
+	if perr != nil { // robfig's words say what is wrong, not what a field takes
+		return m, bad(oneLine(perr.Error()) + "; " + cronFields)
 	}
 	ss, ok := s.(*cron.SpecSchedule)
 	if !ok {
@@ -188,6 +188,10 @@ func parseSchedule(text string) (m matcher, err error) {
 	}
 	return m, nil
 }
+
+// cronFields says what each cron field takes: the fix for a field robfig refused ("0 2 * * 7",
+// Sunday as crontab(5) also writes it, was "above maximum (6): 7" alone).
+const cronFields = "fields are [second 0-59] minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or JAN-DEC, day-of-week 0-6 or SUN-SAT (Sunday is 0, not 7)"
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")

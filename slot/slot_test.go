@@ -240,6 +240,7 @@ func TestNewErrors(t *testing.T) {
 		{"", "0 0 0 * *", "", "UTC", "below minimum"},
 		{"", "0 0 * 13 *", "", "UTC", "above maximum"},
 		{"", "0 0 * * 8", "", "UTC", "above maximum"},
+		{"", "0 2 * * 7", "", "UTC", "above maximum (6): 7; fields are [second 0-59] minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or JAN-DEC, day-of-week 0-6 or SUN-SAT (Sunday is 0, not 7)"},
 		{"", "5-1 * * * *", "", "UTC", "beyond end of range"},
 		{"", "@every", "", "UTC", "want @every D with D a duration of whole seconds from 1s to 24h"},
 		{"", "@every 5m 2s", "", "UTC", "want @every D"},

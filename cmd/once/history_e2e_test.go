@@ -236,7 +236,7 @@ func TestPruneKeepsWhatDecisionsNeed(t *testing.T) {
 	statusBefore := e.run("status", "--json")
 	time.Sleep(1100 * time.Millisecond)
 
-	dry := e.run("prune", "--older-than", "1s", "--dry-run", "--json")
+	dry := e.run("prune", "--older-than", "0h1s", "--dry-run", "--json")
 	var counted map[string]any
 	if err := json.Unmarshal([]byte(dry.stdout), &counted); dry.code != 0 || err != nil {
 		t.Fatalf("prune --dry-run: %d %s %s", dry.code, dry.stdout, dry.stderr)
@@ -248,7 +248,7 @@ func TestPruneKeepsWhatDecisionsNeed(t *testing.T) {
 	if h := e.history("done"); len(h) != 4 {
 		t.Fatalf("a dry run removed history: %d entries", len(h))
 	}
-	r := e.run("prune", "--older-than", "1s")
+	r := e.run("prune", "--older-than", "0h1s")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "removed 4 attempts and 1 events older than ") {
 		t.Fatalf("prune: %d %q %s", r.code, r.stdout, r.stderr)
 	}
@@ -280,7 +280,7 @@ func TestPruneKeepsWhatDecisionsNeed(t *testing.T) {
 	// --forget-slots: done slots with nothing since the cutoff go whole (done and noslot); the
 	// slot waiting for review stays.
 	time.Sleep(1100 * time.Millisecond)
-	r = e.run("prune", "--older-than", "1s", "--forget-slots")
+	r = e.run("prune", "--older-than", "0h1s", "--forget-slots")
 	if r.code != 0 || !strings.Contains(r.stdout, "(2 slots forgotten whole)") {
 		t.Fatalf("prune --forget-slots: %d %q %s", r.code, r.stdout, r.stderr)
 	}
@@ -319,7 +319,7 @@ func TestRunRetain(t *testing.T) {
 				t.Fatalf("history before anything aged: %d entries", len(h))
 			}
 			time.Sleep(1200 * time.Millisecond)
-			e.vars = append(e.vars, "ONCE_RETAIN=1s")
+			e.vars = append(e.vars, "ONCE_RETAIN=0h1s")
 			if r := e.run("run", "--task", "kept", "--", "true"); r.code != 0 {
 				t.Fatalf("run: %d %s", r.code, r.stderr)
 			}
@@ -365,7 +365,7 @@ func TestRunRetainWithBusyLaunches(t *testing.T) {
 		e.run("run", "--task", "rb", "--slot", "a1", "--", cmd)
 	}
 	time.Sleep(2500 * time.Millisecond)
-	long := e.cmd(context.Background(), "run", "--task", "rb", "--slot", "a2", "--retain", "2s", "--", "sleep", "2")
+	long := e.cmd(context.Background(), "run", "--task", "rb", "--slot", "a2", "--retain", "0h2s", "--", "sleep", "2")
 	if err := long.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -170,10 +170,10 @@ func TestPendingLeftByDeadRunIsUnknown(t *testing.T) {
 	if r := e.runIn("", nil, "keys", "done", "--scope", "job", "b"); r.code != 64 {
 		t.Fatalf("keys done outside a run: %d, want 64", r.code)
 	}
-	if r := e.runIn("", nil, "keys", "forget", "--scope", "job", "--older-than", "1ms"); r.code != 0 || !strings.Contains(r.stdout, "forgot 1 keys") { // d, left pending by the run that exited 76
+	if r := e.runIn("", nil, "keys", "forget", "--scope", "job", "--older-than", "0h1ms"); r.code != 0 || !strings.Contains(r.stdout, "forgot 1 keys") { // d, left pending by the run that exited 76
 		t.Fatalf("forget without done keys: %d %q", r.code, r.stdout)
 	}
-	if r := e.runIn("", nil, "keys", "forget", "--scope", "job", "--older-than", "1ms", "--include-done"); r.code != 0 || !strings.Contains(r.stdout, "forgot 3 keys") {
+	if r := e.runIn("", nil, "keys", "forget", "--scope", "job", "--older-than", "0h1ms", "--include-done"); r.code != 0 || !strings.Contains(r.stdout, "forgot 3 keys") {
 		t.Fatalf("forget with done keys: %d %q", r.code, r.stdout)
 	}
 }

@@ -138,8 +138,10 @@ func (r *slotRange) values() iter.Seq[string] {
 	}
 }
 
-// backfillSlots checks the range and counts its slots.
-func backfillSlots(f *backfillFlags, spec slot.Spec) (*slotRange, error) {
+// backfillSlots checks the range and counts its slots. A slot that has not begun at now is refused:
+// run ahead of time, it would be done when it comes, and its own run would skip it (a typo'd year
+// in --to lost the real runs of every slot up to it).
+func backfillSlots(f *backfillFlags, spec slot.Spec, now time.Time) (*slotRange, error) {
 	if k := spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {
 		return nil, usage("backfill needs --per or --schedule: give the task's period or schedule")
 	}
@@ -156,6 +158,14 @@ func backfillSlots(f *backfillFlags, spec slot.Spec) (*slotRange, error) {
 	}
 	if to.Before(from) {
 		return nil, usage("--from %s is after --to %s: the range is reversed", f.from, f.to)
+	}
+	if next := spec.Next(now); next.Value != "" && !next.Start.After(to) {
+		cur := "the current slot"
+		if c := spec.Prev(now); c.Value != "" {
+			cur = c.Value + ", the current slot"
+		}
+		return nil, usage("--to %s reaches slot %s, which has not begun: run ahead of time it would be skipped as done when it comes; give a --to up to %s",
+			f.to, next.Value, cur)
 	}
 	r := &slotRange{spec: spec, from: from, to: to}
 	for s := range r.all() {
@@ -183,7 +193,7 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 	if err != nil {
 		return err
 	}
-	slots, err := backfillSlots(f, rn.spec)
+	slots, err := backfillSlots(f, rn.spec, time.Now())
 	if err != nil {
 		return err
 	}

@@ -69,6 +69,7 @@ type app struct {
 	closers              []io.Closer        // the log file or syslog connection
 	tracing              *telemetry.Tracing // OpenTelemetry, when the environment asks (telemetry.go)
 	traceStarted         bool
+	refused              error // a flag value strictFlags refused
 }
 
 // Run runs the once command line with args (without the program name) and returns the exit code.
@@ -78,6 +79,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer errOut.Flush()
 	a := &app{stdin: stdin, stdout: out, stderr: errOut, rawStdout: stdout, rawStderr: stderr}
 	root := a.rootCmd()
+	root.InitDefaultCompletionCmd() // here, so that the walks below see it too
+	strictFlags(root, &a.refused)
+	refuseUnknownSubcommands(root)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(out)
@@ -164,6 +168,9 @@ Its password: in the DSN, or in --store-password-file FILE ($ONCE_STORE_PASSWORD
 		if m := emptyArg.FindStringSubmatch(err.Error()); m != nil {
 			return usage("--%s is given but empty (an unset variable?): give a value, or leave --%s out for its default (see '%s --help')", m[1], m[1], c.CommandPath())
 		}
+		if a.refused != nil && strings.HasSuffix(err.Error(), ": "+a.refused.Error()) {
+			return usage("%v", a.refused) // it names the flag: pflag's "invalid argument" words add nothing
+		}
 		return usage("%v (see '%s --help')", err, c.CommandPath())
 	})
 	root.AddCommand(a.runCmd(), a.statusCmd(), a.historyCmd(), a.resolveCmd(), a.reportCmd(), a.versionCmd(),
@@ -224,3 +231,29 @@ func (a *app) openWith(ctx context.Context, open func(context.Context, string) (
 
 // emptyArg matches pflag's error for a flag given an empty value it cannot parse.
 var emptyArg = regexp.MustCompile(`^invalid argument "" for "(?:-\w, )?--([\w-]+)" flag`)
+
+// refuseUnknownSubcommands makes a command below the root that only groups others (once keys,
+// once completion) refuse (64) an argument that names none of them. cobra printed the help and
+// exited 0: a typo'd `once keys forgt` in a crontab did nothing without a word, `once keys clam K`
+// printed the help on stdout, where a script reads the keys claimed, and `once completion bsh >
+// file` wrote the help as the script. Without an argument it prints the help, as before.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				if c.SuggestionsMinimumDistance <= 0 {
+					c.SuggestionsMinimumDistance = 2 // cobra's default, set only by its own root check
+				}
+				if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+					return usage("unknown command %q for %q: did you mean %s? (see '%s --help')", args[0], c.CommandPath(), strings.Join(s, " or "), c.CommandPath())
+				}
+				return usage("unknown command %q for %q: give one of its commands (see '%s --help')", args[0], c.CommandPath(), c.CommandPath())
+			}
+			return c.Help()
+		}
+	}
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+}

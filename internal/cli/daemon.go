@@ -42,7 +42,25 @@ type daemonFlags struct {
 const (
 	maxDrain = 24 * time.Hour
 	maxPoll  = time.Minute
+	// minPoll: the node reads the store at every poll (a 0 was a panic once the daemon had
+	// started, a nanosecond a loop on the store).
+	minPoll = 100 * time.Millisecond
 )
+
+// checkDaemonDurations refuses what the scheduler would not do as asked: a --poll under minPoll,
+// and a --drain or --max-clock-offset of 0, which the scheduler takes as its default (5m, 2s)
+// without a word.
+func checkDaemonDurations(f *daemonFlags) error {
+	switch {
+	case f.poll < minPoll:
+		return usage("--poll %s is too short: give at least %s (the default is 2s); every poll reads the store", f.poll, minPoll)
+	case f.drain == 0:
+		return usage("--drain 0s would be the default, 5m: give how long running jobs get to end on SIGTERM, such as 30s (1ms stops them at once), or leave --drain out")
+	case f.maxOffset == 0:
+		return usage("--max-clock-offset 0s would be the default, 2s: give the largest clock offset at which this node fires, such as 500ms, or leave it out")
+	}
+	return nil
+}
 
 func (a *app) daemonCmd() *cobra.Command {
 	f := &daemonFlags{}
@@ -87,7 +105,7 @@ at once. Under systemd (Type=notify) it reports READY, RELOADING and STOPPING.
 	fl.StringVar(&f.node, "node", os.Getenv("ONCE_NODE"), "this node's name in leases and history (env ONCE_NODE; default user@hostname:pid)")
 	durationVar(fl, &f.drain, "drain", 5*time.Minute, maxDrain, "on SIGTERM: how long running jobs get to end before they are stopped")
 	durationVar(fl, &f.maxOffset, "max-clock-offset", 2*time.Second, time.Hour, "refuse to fire while this node's clock is off from the store's by more than this")
-	durationVar(fl, &f.poll, "poll", 2*time.Second, maxPoll, "how often pause, trigger and the slots of other nodes are read")
+	durationVar(fl, &f.poll, "poll", 2*time.Second, maxPoll, "how often pause, trigger and the slots of other nodes are read, at least 100ms")
 	fl.StringVar(&f.logDir, "log-dir", "", "keep each job's full output in DIR/NAME.log, rotated (default $ONCE_HOME/logs)")
 	fl.IntVar(&f.tailSize, "tail-size", 64<<10, "bytes of each attempt's output kept in the store for once logs (0: none; at most 524288 kept)")
 	f.http.add(fl, "http", "", "also serve the dashboard, the API and /metrics on this address (HOST:PORT), as once serve does")
@@ -173,6 +191,9 @@ func suffixCrontab(path string) string {
 func (a *app) daemon(ctx context.Context, f *daemonFlags) error {
 	if f.tailSize < 0 {
 		return usage("--tail-size %d is negative: give 0 (none) or a number of bytes", f.tailSize)
+	}
+	if err := checkDaemonDurations(f); err != nil {
+		return err
 	}
 	if err := envNotEmpty("ONCE_NODE"); err != nil && f.node == "" {
 		return err

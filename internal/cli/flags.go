@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,9 @@ func (f durationFlag) Set(s string) error {
 		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
 			return fmt.Errorf("%q has no unit: write %ss for seconds, or use m, h, ms", s, s)
 		}
+		if durationShape.MatchString(s) { // well formed, too long for Go's durations (about 290 years)
+			return fmt.Errorf("%s is longer than the maximum, %s", s, fmtMax(f.max))
+		}
 		return fmt.Errorf("%q is not a duration: write it like 30s, 5m, 1h30m or 500ms", s)
 	}
 	if d < 0 {
@@ -46,6 +50,10 @@ func (f durationFlag) Set(s string) error {
 }
 
 func (durationFlag) Type() string { return "duration" }
+
+// durationShape is what time.ParseDuration reads; a value of this shape that it refuses overflowed.
+// Each number has a digit before or after its point ("s", "h" and ".s" are not durations).
+var durationShape = regexp.MustCompile(`^(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$`)
 
 // durationVar defines a duration flag of at most max; its usage line states the maximum.
 func durationVar(fs *pflag.FlagSet, p *time.Duration, name string, def, max time.Duration, usage string) {

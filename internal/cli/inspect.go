@@ -264,11 +264,8 @@ A checkpoint is handed to the slot's next attempt as ONCE_CHECKPOINT. Outside a 
 				r.Records = &records
 			}
 			if progress != "" {
-				d, t, ok := strings.Cut(progress, "/")
-				dn, err1 := strconv.ParseUint(d, 10, 63)
-				tn, err2 := strconv.ParseUint(t, 10, 63)
-				if !ok || err1 != nil || err2 != nil || dn > tn {
-					return usage("--progress %q: give DONE/TOTAL with whole numbers, DONE ≤ TOTAL, e.g. 1200/3000", progress)
+				if err := checkProgress(progress); err != nil {
+					return err
 				}
 				r.Progress = progress
 			}
@@ -383,4 +380,15 @@ func (a *app) versionCmd() *cobra.Command {
 func recordedSlot(ctx context.Context, s store.Store, task, sl string) bool {
 	st, err := s.Slot(ctx, task, sl)
 	return err == nil && st.Last != nil
+}
+
+// checkProgress validates report --progress: DONE/TOTAL, whole decimal numbers, DONE ≤ TOTAL.
+func checkProgress(progress string) error {
+	d, t, ok := strings.Cut(progress, "/")
+	dn, err1 := strconv.ParseUint(d, 10, 63)
+	tn, err2 := strconv.ParseUint(t, 10, 63)
+	if !ok || err1 != nil || err2 != nil || dn > tn {
+		return usage("--progress %q: give DONE/TOTAL with whole numbers, DONE ≤ TOTAL, e.g. 1200/3000", progress)
+	}
+	return nil
 }

@@ -415,7 +415,8 @@ be happening now. -q prints nothing unless it fails (cron mails whatever a job p
 		},
 	}
 	c.Flags().StringVar(&scope, "scope", "", "the set of keys (required)")
-	durationVar(c.Flags(), &older, "older-than", 0, maxOlderThan, "forget keys claimed longer ago than this, e.g. 720h (required)")
+	c.Flags().Var(coarseDuration{durationFlag{&older, maxOlderThan}}, "older-than",
+		"forget keys claimed longer ago than this, e.g. 720h, in hours (required) (at most "+fmtMax(maxOlderThan)+")")
 	c.Flags().BoolVar(&includeDone, "include-done", false, "forget done keys too (they can then be claimed again)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing unless it fails (a crontab line: cron mails whatever it prints)")
 	_ = c.MarkFlagRequired("scope")
@@ -450,3 +451,14 @@ func (a *app) keysSchemaCmd() *cobra.Command {
 
 // writeJSONLine writes v as one line of JSON.
 func writeJSONLine(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+// coarseDuration is a duration flag in hours or longer units (checkCoarse): how old a key must be
+// to be forgotten.
+type coarseDuration struct{ durationFlag }
+
+func (f coarseDuration) Set(s string) error {
+	if err := f.durationFlag.Set(s); err != nil || *f.d == 0 {
+		return err // 0 is refused by the command, which asks for a positive age
+	}
+	return checkCoarse(s, "hours, such as 2160h for about three months")
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,8 +28,24 @@ func (f ageFlag) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("%q: give an age such as 90d, 2w, 36h or 1d12h, at most %s", s, fmtMax(maxWindow))
 	}
+	if err := checkCoarse(s, "days, weeks or hours, such as 90d for about three months"); err != nil {
+		return err
+	}
 	*f.d = d
 	return nil
+}
+
+// checkCoarse refuses an age of what to delete or forget written only in minutes or smaller
+// units. "6m" reads as six months to a person and is six minutes to Go: prune --older-than 6m
+// --forget-slots made every slot done more than six minutes ago run again in a catch-up or a
+// backfill, and keys forget --older-than 6m --include-done handed the keys out again. Such an age
+// needs days, weeks or hours (0h30m still says thirty minutes, on purpose).
+// hint names the units the flag takes.
+func checkCoarse(s, hint string) error {
+	if strings.ContainsAny(s, "dwh") {
+		return nil
+	}
+	return fmt.Errorf("%q is in minutes or seconds (m is minutes, not months): give %s; for %s itself write 0h%s", s, hint, s, s)
 }
 
 func (ageFlag) Type() string { return "age" }

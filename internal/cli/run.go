@@ -127,6 +127,8 @@ func addRunFlags(fl *pflag.FlagSet, f *runFlags, slotFlag bool) {
 	fl.StringVar(&f.onUnknown, "on-unknown", "review", "when the slot's last attempt ended unknown: review, rerun or skip")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "failed attempts allowed per slot, then review (0: no limit)")
 	fl.IntVar(&f.busyExit, "busy-exit", ExitBusy, "exit code when the task is running elsewhere")
+	// ONCE_NOTIFY= and ONCE_PING= (set but empty) are off: the one way to turn them off for a job
+	// under a crontab or a unit that sets them (--notify '' is refused as an unset variable).
 	fl.StringVar(&f.notifyURL, "notify", os.Getenv("ONCE_NOTIFY"), "POST a JSON event here on failed, unknown, review and lease lost (env ONCE_NOTIFY)")
 	fl.StringVar(&f.pingURL, "ping", os.Getenv("ONCE_PING"), "Healthchecks.io-style ping URL: URL/start, URL (success), URL/EXIT_CODE (env ONCE_PING)")
 	durationVar(fl, &f.notifyTimeout, "notify-timeout", 5*time.Second, maxNotifyTimeout, "longest once waits at exit for notifications and pings to be delivered")

@@ -55,6 +55,30 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--task", "t", "--per", "--wait=5s", "--", "true"}, "--per took --wait=5s as its value"},
 		{[]string{"run", "--task", "t", "--max-attempts=", "--", "true"}, "--max-attempts is given but empty"},
 		{[]string{"history", "--limit="}, "--limit is given but empty"},
+		// Whole numbers are decimal: pflag read 010 as octal 8, 0x10 as 16, 1_0 as 10.
+		{[]string{"run", "--task", "t", "--busy-exit", "010", "--", "true"}, `--busy-exit "010" has a leading 0`},
+		{[]string{"run", "--task", "t", "--max-attempts", "0x10", "--", "true"}, `--max-attempts "0x10" is not a whole number`},
+		{[]string{"run", "--task", "t", "--limit", "1_0", "--", "true"}, `--limit "1_0" is not a whole number`},
+		{[]string{"history", "--limit", "99999999999999999999"}, "--limit 99999999999999999999 is out of range"},
+		{[]string{"run", "--task", "t", "--ttl", "9999999999999h", "--", "true"}, "--ttl 9999999999999h is longer than the maximum, 24h"},
+		{[]string{"run", "--task", "t", "--ttl", "s", "--", "true"}, `--ttl "s" is not a duration`},
+		// An age of what to delete or forget in minutes: m is minutes, not months.
+		{[]string{"prune", "--older-than", "6m", "--forget-slots"}, `--older-than "6m" is in minutes or seconds (m is minutes, not months)`},
+		{[]string{"prune", "--older-than", "30s"}, "for 30s itself write 0h30s"},
+		{[]string{"run", "--task", "t", "--retain", "3m", "--", "true"}, `--retain "3m" is in minutes`},
+		{[]string{"keys", "forget", "--scope", "s", "--older-than", "6m", "--include-done"}, "such as 2160h"},
+		// A typo'd command below the root: cobra printed the help and exited 0.
+		{[]string{"keys", "forgt"}, `unknown command "forgt" for "once keys": did you mean forget?`},
+		{[]string{"keys", "clam", "k1"}, `unknown command "clam" for "once keys"`},
+		{[]string{"completion", "bsh"}, `unknown command "bsh" for "once completion"`},
+		// The daemon's durations that it would not honour.
+		{[]string{"daemon", "--jobs", "/nonexistent/jobs.toml", "--poll", "0"}, "--poll 0s is too short: give at least 100ms"},
+		{[]string{"daemon", "--jobs", "/nonexistent/jobs.toml", "--poll", "1ns"}, "--poll 1ns is too short"},
+		{[]string{"daemon", "--jobs", "/nonexistent/jobs.toml", "--drain", "0"}, "--drain 0s would be the default, 5m"},
+		{[]string{"daemon", "--jobs", "/nonexistent/jobs.toml", "--max-clock-offset", "0s"}, "--max-clock-offset 0s would be the default, 2s"},
+		// A backfill reaching a slot that has not begun: run now, it would be skipped when it comes.
+		{[]string{"backfill", "--task", "t", "--per", "day", "--tz", "UTC", "--from", "2020-01-01", "--to", "2999-01-01", "--", "true"}, "which has not begun"},
+		{[]string{"backfill", "--task", "t", "--per", "day", "--tz", "UTC", "--from", "2020-01-01", "--to", "2020-01-02", "--max", "010", "--", "true"}, `--max "010" has a leading 0`},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			home := filepath.Join(t.TempDir(), "home")
