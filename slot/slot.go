@@ -170,7 +170,7 @@ func parseSchedule(text string) (m matcher, err error) {
 		}
 	}()
 	// SecondOptional: 6 fields start with seconds; 5 fields get second 0.
-	s, perr := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor).Parse(spec)
+	s, perr := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor).Parse(sundaySeven(spec))
 	if perr != nil { // robfig's words say what is wrong, not what a field takes
 		return m, bad(oneLine(perr.Error()) + "; " + cronFields)
 	}
@@ -189,9 +189,70 @@ func parseSchedule(text string) (m matcher, err error) {
 	return m, nil
 }
 
-// cronFields says what each cron field takes: the fix for a field robfig refused ("0 2 * * 7",
-// Sunday as crontab(5) also writes it, was "above maximum (6): 7" alone).
-const cronFields = "fields are [second 0-59] minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or JAN-DEC, day-of-week 0-6 or SUN-SAT (Sunday is 0, not 7)"
+// cronFields says what each cron field takes: the fix for a field robfig refused (a bare
+// "above maximum (6): 8" says nothing of the field's range).
+const cronFields = "fields are [second 0-59] minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or JAN-DEC, day-of-week 0-7 or SUN-SAT (0 and 7 are Sunday)"
+
+// sundaySeven rewrites the day-of-week field (the last) so that 7 is Sunday, as crontab(5) has it
+// ("0 2 * * 7", "* * * * 5-7"), for robfig's parser, which takes 0-6 only: an item whose bound is 7
+// ("7", "5-7", "1-7/2", "7/2") becomes the list of the days it names, with 0 for 7. Anything else,
+// names included, is left for robfig to take or refuse.
+func sundaySeven(spec string) string {
+	fields := strings.Fields(spec)
+	if len(fields) != 5 && len(fields) != 6 {
+		return spec
+	}
+	dow := fields[len(fields)-1]
+	items := strings.Split(dow, ",")
+	changed := false
+	for i, item := range items {
+		if days, ok := daysWithSeven(item); ok {
+			items[i] = days
+			changed = true
+		}
+	}
+	if !changed {
+		return spec
+	}
+	fields[len(fields)-1] = strings.Join(items, ",")
+	return strings.Join(fields, " ")
+}
+
+// daysWithSeven expands one day-of-week item whose low or high bound is 7 ("7", "a-7", "a-7/n",
+// "7/n") to a comma list of days (7 written 0); ok is false for any other item.
+func daysWithSeven(item string) (string, bool) {
+	rng, stepText, hasStep := strings.Cut(item, "/")
+	step := 1
+	if hasStep {
+		n, err := strconv.Atoi(stepText)
+		if err != nil || n < 1 || n > 7 {
+			return "", false
+		}
+		step = n
+	}
+	loText, hiText, isRange := strings.Cut(rng, "-")
+	lo, err := strconv.Atoi(loText)
+	if err != nil || lo < 0 || lo > 7 || len(loText) > 1 {
+		return "", false
+	}
+	hi := lo
+	switch {
+	case isRange:
+		if hi, err = strconv.Atoi(hiText); err != nil || hi < lo || hi > 7 || len(hiText) > 1 {
+			return "", false
+		}
+	case hasStep: // "N/step" is N to the field's end, as robfig reads it
+		hi = 7
+	}
+	if lo != 7 && hi != 7 {
+		return "", false
+	}
+	var days []string
+	for d := lo; d <= hi; d += step {
+		days = append(days, strconv.Itoa(d%7))
+	}
+	return strings.Join(days, ","), true
+}
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")

@@ -122,6 +122,29 @@ func TestPeriodBoundaries(t *testing.T) {
 	}
 }
 
+func TestSundaySeven(t *testing.T) {
+	for in, want := range map[string]string{
+		"0 2 * * 7":           "0 2 * * 0",
+		"0 2 * * 5-7":         "0 2 * * 5,6,0",
+		"0 2 * * 0-7":         "0 2 * * 0,1,2,3,4,5,6,0",
+		"0 2 * * 1-7/3":       "0 2 * * 1,4,0",
+		"0 2 * * 7/2":         "0 2 * * 0",
+		"0 2 * * mon,7":       "0 2 * * mon,0",
+		"0 0 2 * * 7":         "0 0 2 * * 0",
+		"0 2 * * 1-5":         "0 2 * * 1-5", // no 7: left as written
+		"0 2 * * sun-sat":     "0 2 * * sun-sat",
+		"0 2 * * 6-8":         "0 2 * * 6-8", // robfig refuses the 8
+		"0 2 * * 07":          "0 2 * * 07",
+		"0 2 7 * *":           "0 2 7 * *", // the 7th of the month
+		"@weekly":             "@weekly",
+		"0 2 * * 7 extra x y": "0 2 * * 7 extra x y",
+	} {
+		if got := sundaySeven(in); got != want {
+			t.Errorf("sundaySeven(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestSchedule(t *testing.T) {
 	for _, c := range []struct {
 		sched, tz, at, value, start string
@@ -139,6 +162,12 @@ func TestSchedule(t *testing.T) {
 		{"@annually", "UTC", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00Z"},
 		{"@monthly", "UTC", "2026-11-29T00:00:00Z", "2026-11-01T00:00:00+00:00", "2026-11-01T00:00:00Z"},
 		{"@weekly", "UTC", "2026-11-29T00:00:00Z", "2026-11-29T00:00:00+00:00", "2026-11-29T00:00:00Z"}, // Sunday
+		// 7 is Sunday too, as crontab(5) has it (2026-11-29 is a Sunday, 2026-11-30 a Monday).
+		{"0 2 * * 7", "UTC", "2026-11-30T05:00:00Z", "2026-11-29T02:00:00+00:00", "2026-11-29T02:00:00Z"},
+		{"0 2 * * 5-7", "UTC", "2026-11-30T05:00:00Z", "2026-11-29T02:00:00+00:00", "2026-11-29T02:00:00Z"},
+		{"0 2 * * 1-7/3", "UTC", "2026-11-28T05:00:00Z", "2026-11-26T02:00:00+00:00", "2026-11-26T02:00:00Z"},
+		{"0 2 * * 1,7", "UTC", "2026-11-29T05:00:00Z", "2026-11-29T02:00:00+00:00", "2026-11-29T02:00:00Z"},
+		{"0 0 2 * * 7/7", "UTC", "2026-11-30T05:00:00Z", "2026-11-29T02:00:00+00:00", "2026-11-29T02:00:00Z"},
 		{"@weekly", "UTC", "2026-11-28T23:00:00Z", "2026-11-22T00:00:00+00:00", "2026-11-22T00:00:00Z"},
 		{"@daily", "UTC", "2026-11-29T12:00:00Z", "2026-11-29T00:00:00+00:00", "2026-11-29T00:00:00Z"},
 		{"@midnight", "UTC", "2026-11-29T12:00:00Z", "2026-11-29T00:00:00+00:00", "2026-11-29T00:00:00Z"},
@@ -240,7 +269,9 @@ func TestNewErrors(t *testing.T) {
 		{"", "0 0 0 * *", "", "UTC", "below minimum"},
 		{"", "0 0 * 13 *", "", "UTC", "above maximum"},
 		{"", "0 0 * * 8", "", "UTC", "above maximum"},
-		{"", "0 2 * * 7", "", "UTC", "above maximum (6): 7; fields are [second 0-59] minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or JAN-DEC, day-of-week 0-6 or SUN-SAT (Sunday is 0, not 7)"},
+		{"", "0 2 * * 8", "", "UTC", "above maximum (6): 8; fields are [second 0-59] minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or JAN-DEC, day-of-week 0-7 or SUN-SAT (0 and 7 are Sunday)"},
+		{"", "0 2 * * 6-8", "", "UTC", "above maximum"},
+		{"", "0 2 * * 07", "", "UTC", "above maximum"},
 		{"", "5-1 * * * *", "", "UTC", "beyond end of range"},
 		{"", "@every", "", "UTC", "want @every D with D a duration of whole seconds from 1s to 24h"},
 		{"", "@every 5m 2s", "", "UTC", "want @every D"},
