@@ -87,8 +87,8 @@ func TestPublishAloneRepairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := created{path: mine, data: data, kids: kids, dir: dst}
-	if complete, alone := c.listed(mine[strings.LastIndex(mine, "/")+1:]); !complete || !alone {
-		t.Fatalf("listing %v: complete %v, alone %v", kids, complete, alone)
+	if known, alone := c.listed(mine[strings.LastIndex(mine, "/")+1:]); known == nil || !alone {
+		t.Fatalf("listing %v: known %v, alone %v", kids, known, alone)
 	}
 	_, st, err := s.c.Get(mine)
 	if err != nil {

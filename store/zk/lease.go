@@ -53,44 +53,27 @@ func (s *Store) node(ctx context.Context, path string) (nodeData, *zk.Stat, bool
 // nodes ahead of ours, cost a read of our node's stat (and the children again). A seat
 // (req.Limit >= 2) also reads the fence to add its token to it (seats.go). See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
-	if err := store.CheckLimit(req); err != nil {
+	req, err := checkAcquire(req)
+	if err != nil {
 		return store.Lease{}, err
-	}
-	if req.Limit < 2 {
-		req.Limit = 0
-	}
-	if req.TTL < time.Millisecond {
-		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
 	dir := s.taskPath(req.Task)
 	c, err := s.createLockNode(ctx, req)
 	if err != nil {
 		return store.Lease{}, err
 	}
-	mine := c.path
-	name := mine[strings.LastIndex(mine, "/")+1:]
+	mine, name := c.path, c.path[strings.LastIndex(c.path, "/")+1:]
 	giveUp := func(err error) (store.Lease, error) {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_, _ = call(dctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(mine, -1) })
 		return store.Lease{}, err
 	}
-	complete, alone := c.listed(name)
+	known, alone := c.listed(name)
 	if alone && req.Limit < 2 {
 		return s.publishAlone(ctx, req, c, giveUp)
 	}
-	var (
-		d    nodeData
-		st   *zk.Stat
-		ok   bool
-		kids = c.kids
-		kerr error
-	)
-	if complete { // the listing has every node ahead of ours: only our node's stat is missing
-		d, st, ok, err = s.node(ctx, mine)
-	} else {
-		d, st, ok, kids, err, kerr = s.nodeAndSiblings(ctx, mine, dir)
-	}
+	d, st, ok, kids, err, kerr := s.nodeAndSiblings(ctx, mine, dir, known)
 	if err != nil || !ok {
 		return giveUp(errors.Join(err, fmt.Errorf("%w: zookeeper: my lock node vanished (session lost)", store.ErrUnavailable)))
 	}
@@ -149,8 +132,13 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 
 // nodeAndSiblings reads the lock node mine (its czxid is the token, its ctime ZooKeeper's clock, as
 // node) and the children of dir, the task's lock nodes, together: both requests in flight at once,
-// one round trip. kerr is the listing's error.
-func (s *Store) nodeAndSiblings(ctx context.Context, mine, dir string) (d nodeData, st *zk.Stat, ok bool, kids []string, err, kerr error) {
+// one round trip. kerr is the listing's error. A listing known (created.listed: it has every node
+// ahead of ours) is not read again.
+func (s *Store) nodeAndSiblings(ctx context.Context, mine, dir string, known []string) (d nodeData, st *zk.Stat, ok bool, kids []string, err, kerr error) {
+	if known != nil {
+		d, st, ok, err = s.node(ctx, mine)
+		return d, st, ok, known, err, nil
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -171,16 +159,32 @@ type created struct {
 }
 
 // listed reports what the listing in flight with the create (go-zookeeper sends them from two
-// goroutines, in either order) is good for. complete: it has our node (name), so it was read after
-// our create and has every node ahead of ours that is still there. alone: ours is the only node,
+// goroutines, in either order) is good for. known: the listing, when it has our node (name), so it
+// was read after our create and has every node ahead of ours that is still there; nil when it
+// must be read again. alone: ours is the only node,
 // so the task node's pzxid (the zxid of the last change to its children) is our node's czxid, the
 // token, or the zxid of a delete since (a node created and deleted after ours, or one ahead of
 // ours deleted), which is no grant's token (publishAlone finds out).
-func (c created) listed(name string) (complete, alone bool) {
+func (c created) listed(name string) (known []string, alone bool) {
 	if c.dir == nil || !slices.Contains(c.kids, name) {
-		return false, false
+		return nil, false
 	}
-	return true, len(c.kids) == 1
+	return c.kids, len(c.kids) == 1
+}
+
+// checkAcquire refuses a bad Limit (store.CheckLimit) and a TTL below 1ms, and makes a Limit
+// below 2 the exclusive grant's 0.
+func checkAcquire(req store.AcquireRequest) (store.AcquireRequest, error) {
+	if err := store.CheckLimit(req); err != nil {
+		return req, err
+	}
+	if req.Limit < 2 {
+		req.Limit = 0
+	}
+	if req.TTL < time.Millisecond {
+		return req, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
+	}
+	return req, nil
 }
 
 // createLockNode creates req's ephemeral sequential lock node under the task, with the listing of
