@@ -161,10 +161,10 @@ type created struct {
 // listed reports what the listing in flight with the create (go-zookeeper sends them from two
 // goroutines, in either order) is good for. known: the listing, when it has our node (name), so it
 // was read after our create and has every node ahead of ours that is still there; nil when it
-// must be read again. alone: ours is the only node,
-// so the task node's pzxid (the zxid of the last change to its children) is our node's czxid, the
-// token, or the zxid of a delete since (a node created and deleted after ours, or one ahead of
-// ours deleted), which is no grant's token (publishAlone finds out).
+// must be read again. alone: ours is the only node, so the task node's pzxid (the zxid of the last
+// change to its children) is our node's czxid, the token, or the zxid of a delete since (a node
+// created and deleted after ours, or one ahead of ours deleted), which is no grant's token: no
+// transaction that deletes a lock node creates one (publishAlone finds out which it is).
 func (c created) listed(name string) (known []string, alone bool) {
 	if c.dir == nil || !slices.Contains(c.kids, name) {
 		return nil, false
