@@ -111,3 +111,19 @@ func TestPublishAloneRepairs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestListedAloneAboveFence: a listing with our node alone is taken for the token only while the
+// task node's pzxid is above its mzxid (the fence's last write, above every token published): a
+// pzxid at or below it, which a correct server never gives with our node alone, sends Acquire
+// to read our node.
+func TestListedAloneAboveFence(t *testing.T) {
+	for _, c := range []struct {
+		pzxid, mzxid int64
+		alone        bool
+	}{{10, 9, true}, {10, 10, false}, {7, 10, false}} {
+		cr := created{kids: []string{"n-0000000003"}, dir: &zk.Stat{Pzxid: c.pzxid, Mzxid: c.mzxid}}
+		if known, alone := cr.listed("n-0000000003"); known == nil || alone != c.alone {
+			t.Errorf("pzxid %d mzxid %d: known %v alone %v, want %v", c.pzxid, c.mzxid, known, alone, c.alone)
+		}
+	}
+}

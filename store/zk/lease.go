@@ -164,12 +164,16 @@ type created struct {
 // must be read again. alone: ours is the only node, so the task node's pzxid (the zxid of the last
 // change to its children) is our node's czxid, the token, or the zxid of a delete since (a node
 // created and deleted after ours, or one ahead of ours deleted), which is no grant's token: no
-// transaction that deletes a lock node creates one (publishAlone finds out which it is).
+// transaction that deletes a lock node creates one (publishAlone finds out which it is). alone
+// also needs the pzxid above the task node's mzxid (its fence's last write): every token a grant
+// ever published is below that, so even a pzxid that the server got wrong (a replay bug) could
+// never make a stale holder's token current; it holds unless the fence was written after the
+// children last changed, and then Acquire reads our node instead.
 func (c created) listed(name string) (known []string, alone bool) {
 	if c.dir == nil || !slices.Contains(c.kids, name) {
 		return nil, false
 	}
-	return c.kids, len(c.kids) == 1
+	return c.kids, len(c.kids) == 1 && c.dir.Pzxid > c.dir.Mzxid
 }
 
 // checkAcquire refuses a bad Limit (store.CheckLimit) and a TTL below 1ms, and makes a Limit
