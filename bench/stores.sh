@@ -2,9 +2,9 @@
 # Lease latency of every networked store against the lock its users know, same servers, same run:
 #   PostgreSQL: store vs pg_try_advisory_lock vs two durable single-row writes
 #   MariaDB:    store vs GET_LOCK vs two durable single-row writes
-#   Redis:      store vs bsm/redislock vs go-redsync (bench/peers)
+#   Redis:      store vs bsm/redislock vs go-redsync (bench/peers; BenchmarkRedisInterleaved alternates store and redislock)
 #   etcd:       store vs concurrency.Mutex with a reused session (bench/peers)
-#   ZooKeeper:  store vs go-zookeeper's zk.NewLock
+#   ZooKeeper:  store vs go-zookeeper's zk.NewLock  (BenchmarkLeaseInterleaved alternates the two)
 # p50/p99 per acquire+release are reported as custom benchmark metrics; 1 and 16 contenders
 # (the store's own: BenchmarkSuite/Contended, the suite's code; the peers': BenchmarkLease).
 #

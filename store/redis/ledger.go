@@ -235,25 +235,18 @@ func (k kv) Docs(ctx context.Context, task string) ([]*kvstore.Doc, error) {
 		if err != nil {
 			return nil, s.mapErr(err)
 		}
-		p := s.c.Pipeline()
-		cmds := make([]*goredis.StringCmd, len(slots))
+		want := make([][2]string, len(slots))
 		for i, sl := range slots {
-			cmds[i] = p.HGet(ctx, s.tkey(t, "d:"+sl), "d")
+			want[i] = [2]string{t, sl}
 		}
-		_, _ = p.Exec(ctx)
-		for _, c := range cmds {
-			b, err := c.Bytes()
-			if errors.Is(err, goredis.Nil) {
-				continue
+		docs, err := k.LoadMany(ctx, want)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range docs {
+			if d != nil { // gone since the slot set was read
+				out = append(out, d)
 			}
-			if err != nil {
-				return nil, s.mapErr(err)
-			}
-			d, err := kvstore.Unmarshal(b)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, d)
 		}
 	}
 	return out, nil

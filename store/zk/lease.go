@@ -48,32 +48,32 @@ func (s *Store) node(ctx context.Context, path string) (nodeData, *zk.Stat, bool
 
 // Acquire runs the lock recipe without waiting; with req.Replace, live nodes ahead of ours are
 // deleted too (clear), which ends their grants: their Renew finds no node and their Lost watch
-// sees the deletion. Round trips when free: create, then stat and children together, and the multi
-// that publishes the token. A seat (req.Limit >= 2) also reads the fence to add its
-// token to it (seats.go). See store.Leaser.
+// sees the deletion. Round trips when free: create and children together (createLockNode), and the
+// multi that publishes the token (publishAlone); a listing that raced another contender's node, or
+// nodes ahead of ours, cost a read of our node's stat (and the children again). A seat
+// (req.Limit >= 2) also reads the fence to add its token to it (seats.go). See store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Lease, error) {
-	if err := store.CheckLimit(req); err != nil {
-		return store.Lease{}, err
-	}
-	if req.Limit < 2 {
-		req.Limit = 0
-	}
-	if req.TTL < time.Millisecond {
-		return store.Lease{}, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
-	}
-	dir := s.taskPath(req.Task)
-	mine, err := s.createLockNode(ctx, req)
+	req, err := checkAcquire(req)
 	if err != nil {
 		return store.Lease{}, err
 	}
-	name := mine[strings.LastIndex(mine, "/")+1:]
+	dir := s.taskPath(req.Task)
+	c, err := s.createLockNode(ctx, req)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	mine, name := c.path, c.path[strings.LastIndex(c.path, "/")+1:]
 	giveUp := func(err error) (store.Lease, error) {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_, _ = call(dctx, s, func() (struct{}, error) { return struct{}{}, s.c.Delete(mine, -1) })
 		return store.Lease{}, err
 	}
-	d, st, ok, kids, err, kerr := s.nodeAndSiblings(ctx, mine, dir)
+	known, alone := c.listed(name)
+	if alone && req.Limit < 2 {
+		return s.publishAlone(ctx, req, c, giveUp)
+	}
+	d, st, ok, kids, err, kerr := s.nodeAndSiblings(ctx, mine, dir, known)
 	if err != nil || !ok {
 		return giveUp(errors.Join(err, fmt.Errorf("%w: zookeeper: my lock node vanished (session lost)", store.ErrUnavailable)))
 	}
@@ -132,8 +132,13 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 
 // nodeAndSiblings reads the lock node mine (its czxid is the token, its ctime ZooKeeper's clock, as
 // node) and the children of dir, the task's lock nodes, together: both requests in flight at once,
-// one round trip. kerr is the listing's error.
-func (s *Store) nodeAndSiblings(ctx context.Context, mine, dir string) (d nodeData, st *zk.Stat, ok bool, kids []string, err, kerr error) {
+// one round trip. kerr is the listing's error. A listing known (created.listed: it has every node
+// ahead of ours) is not read again.
+func (s *Store) nodeAndSiblings(ctx context.Context, mine, dir string, known []string) (d nodeData, st *zk.Stat, ok bool, kids []string, err, kerr error) {
+	if known != nil {
+		d, st, ok, err = s.node(ctx, mine)
+		return d, st, ok, known, err, nil
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -144,24 +149,119 @@ func (s *Store) nodeAndSiblings(ctx context.Context, mine, dir string) (d nodeDa
 	return d, st, ok, kids, err, kerr
 }
 
-// createLockNode creates req's ephemeral sequential lock node under the task and returns its path.
-// On the task's first acquire it makes the task's lock directory, and its running index's, built
-// (empty: nothing can have run before).
-func (s *Store) createLockNode(ctx context.Context, req store.AcquireRequest) (string, error) {
+// created is a lock node just created (path, its data) and the listing of the task's lock nodes
+// (kids, and the task node's stat dir) that was in flight with the create: nil when it failed.
+type created struct {
+	path string
+	data []byte
+	kids []string
+	dir  *zk.Stat
+}
+
+// listed reports what the listing in flight with the create (go-zookeeper sends them from two
+// goroutines, in either order) is good for. known: the listing, when it has our node (name), so it
+// was read after our create and has every node ahead of ours that is still there; nil when it
+// must be read again. alone: ours is the only node, so the task node's pzxid (the zxid of the last
+// change to its children) is our node's czxid, the token, or the zxid of a delete since (a node
+// created and deleted after ours, or one ahead of ours deleted), which is no grant's token: no
+// transaction that deletes a lock node creates one (publishAlone finds out which it is). alone
+// also needs the pzxid above the task node's mzxid (its fence's last write): every token a grant
+// ever published is below that, so even a pzxid that the server got wrong (a replay bug) could
+// never make a stale holder's token current; it holds unless the fence was written after the
+// children last changed, and then Acquire reads our node instead.
+func (c created) listed(name string) (known []string, alone bool) {
+	if c.dir == nil || !slices.Contains(c.kids, name) {
+		return nil, false
+	}
+	return c.kids, len(c.kids) == 1 && c.dir.Pzxid > c.dir.Mzxid
+}
+
+// checkAcquire refuses a bad Limit (store.CheckLimit) and a TTL below 1ms, and makes a Limit
+// below 2 the exclusive grant's 0.
+func checkAcquire(req store.AcquireRequest) (store.AcquireRequest, error) {
+	if err := store.CheckLimit(req); err != nil {
+		return req, err
+	}
+	if req.Limit < 2 {
+		req.Limit = 0
+	}
+	if req.TTL < time.Millisecond {
+		return req, fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
+	}
+	return req, nil
+}
+
+// createLockNode creates req's ephemeral sequential lock node under the task, with the listing of
+// the task's lock nodes in flight beside it (one round trip for both: created.listed says what it
+// is good for). On the task's first acquire it makes the task's lock directory, and its running
+// index's, built (empty: nothing can have run before); that create goes alone.
+func (s *Store) createLockNode(ctx context.Context, req store.AcquireRequest) (created, error) {
 	dir := s.taskPath(req.Task)
 	data, _ := json.Marshal(nodeData{Holder: req.Holder, RunID: req.RunID, TTL: ttlMillis(req.TTL), Limit: req.Limit})
 	create := func() (string, error) { return s.c.Create(dir+"/n-", data, zk.FlagEphemeral|zk.FlagSequence, s.acl) }
+	type listing struct {
+		kids []string
+		st   *zk.Stat
+	}
+	var (
+		l    listing
+		lerr error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		l, lerr = call(ctx, s, func() (listing, error) { k, st, err := s.c.Children(dir); return listing{k, st}, err })
+	}()
 	mine, err := call(ctx, s, create)
+	<-done
+	c := created{path: mine, data: data}
+	if err == nil && lerr == nil {
+		c.kids, c.dir = l.kids, l.st
+	}
 	if errors.Is(err, zk.ErrNoNode) {
 		if err := s.ensure(ctx, dir); err != nil {
-			return "", err
+			return c, err
 		}
 		if err := s.markRunning(ctx, req.Task); err != nil {
-			return "", err
+			return c, err
 		}
-		mine, err = call(ctx, s, create)
+		c.path, err = call(ctx, s, create)
 	}
-	return mine, s.mapErr(err)
+	return c, s.mapErr(err)
+}
+
+// publishAlone is Acquire's end for an exclusive grant whose node c is alone (created.listed):
+// one multi publishes the task node's pzxid as the token in the fence and rewrites our node with
+// its own data, which fails when the node is gone (as the check of Acquire's other path) and
+// returns its stat, so that the node is not read on its own. Its mtime, now the publish's, is
+// where its expiry counts from (node mtime + ttl, as every contender judges it). When its czxid
+// is not the pzxid (a delete came between our create and the listing), the fence named no grant
+// in between, and a second multi publishes the czxid while the node exists.
+func (s *Store) publishAlone(ctx context.Context, req store.AcquireRequest, c created, giveUp func(error) (store.Lease, error)) (store.Lease, error) {
+	dir := s.taskPath(req.Task)
+	publish := func(first any, tok int64) ([]zk.MultiResponse, error) {
+		return call(ctx, s, func() ([]zk.MultiResponse, error) {
+			return s.c.Multi(first, &zk.SetDataRequest{Path: dir, Data: strconv.AppendInt(nil, tok, 10), Version: -1})
+		})
+	}
+	res, err := publish(&zk.SetDataRequest{Path: c.path, Data: c.data, Version: -1}, c.dir.Pzxid)
+	if err == nil && (len(res) < 1 || res[0].Stat == nil) {
+		err = fmt.Errorf("zookeeper at %s: the publish of %s returned no stat", s.where, c.path)
+	}
+	if err != nil {
+		return giveUp(s.mapErr(err))
+	}
+	st := res[0].Stat
+	if st.Czxid != c.dir.Pzxid {
+		if _, err := publish(&zk.CheckVersionRequest{Path: c.path, Version: -1}, st.Czxid); err != nil {
+			return giveUp(s.mapErr(err))
+		}
+	}
+	s.mu.Lock()
+	s.paths[st.Czxid] = c.path
+	s.holders[st.Czxid] = req.Holder
+	s.mu.Unlock()
+	return lease(req.Task, nodeData{Holder: req.Holder, RunID: req.RunID, TTL: ttlMillis(req.TTL)}, st), nil
 }
 
 // clear removes the lower lock node path ahead of ours when it has expired by ZooKeeper's clock

@@ -10,8 +10,8 @@
 // creates an ephemeral sequential node; the lowest live node holds. Acquire does not block: a
 // contender that is not lowest deletes its node and reports the lowest as the holder. The fencing
 // token is the holding node's czxid (ZooKeeper's transaction id: strictly increasing across the
-// ensemble). The holder writes its token into the task node in a multi that also checks its lock
-// node still exists; ledger writes (internal/kvstore, one persistent node per slot written with
+// ensemble). The holder writes its token into the task node in a multi that also checks (or rewrites:
+// lease.go's publishAlone) its lock node, so that it still exists; ledger writes (internal/kvstore, one persistent node per slot written with
 // versioned set) are fenced by a check on that task node's version. Seats (Limit >= 2) are lock
 // nodes too, and the task node then also lists the current seats' tokens (seats.go).
 //
