@@ -53,12 +53,19 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		a.workGrace = s.graceOf(jb) // this launch's definition, whatever a Reload makes of the job
 	}
 	js.mu.Unlock()
-	if a.l.waited && a.l.untried && len(a.l.slots) == 1 {
+	if a.l.waited && a.l.untried {
 		// While it waited here, the node running the job may have skipped the slot (its own
-		// buffer was full): the fleet's record says skipped, so it is not run now.
-		if skipped, err := s.wasSkipped(ctx, jb.Name, a.l.slots[0]); err == nil && skipped {
-			s.log.Info("not run: another node skipped the slot while it waited here", "task", jb.Name, "slot", a.l.slots[0])
-			return
+		// buffer was full), or a node that started recorded it missed (a hole, recordHoles):
+		// the fleet's record says so, so it is not run now.
+		if got, err := s.claimed(ctx, jb.Name, a.l.slots); err == nil && len(got) > 0 {
+			s.log.Info("not run: another node recorded the slot skipped or missed while it waited here", "task", jb.Name, "slots", len(got))
+			js.mu.Lock() // a.l is read under it (drain, triggers)
+			a.l.slots = slices.DeleteFunc(slices.Clone(a.l.slots), func(sl string) bool { return got[sl] })
+			left := len(a.l.slots)
+			js.mu.Unlock()
+			if left == 0 {
+				return
+			}
 		}
 	}
 	if _, paused := s.isPaused(jb.Name); paused && pausable(a.l) {
