@@ -161,13 +161,15 @@ func (s *Scheduler) accountPaused(ctx context.Context, jb Job, spec slot.Spec, l
 	all.CatchUp, all.CatchUpMax = 0, 0
 	g := findGap(all, spec, last, now, nil)
 	var before []slot.Slot
+	var since []string
 	for _, sl := range append(g.missed, g.late...) {
 		if sl.Start.Before(pause.ClaimedAt) {
 			before = append(before, sl)
 		} else {
-			s.pausedSlot(ctx, jb, sl.Value)
+			since = append(since, sl.Value)
 		}
 	}
+	s.pausedSlots(ctx, jb, since) // one claim for the gap, not one per slot
 	g.missed, g.late = before, nil
 	return len(g.missed) == 0 || s.recordMissed(ctx, jb, g, missedNote)
 }

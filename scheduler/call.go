@@ -73,6 +73,24 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		return
 	}
 	o := s.options(jb, a.l)
+	if len(a.l.slots) > 1 {
+		// A sequence (a catch-up) stopped between two slots (a drain, replace, its timeout) begins
+		// no further attempt: stopLocked signals only after the stopped attempt's note is written
+		// (up to stopNoteTimeout), and the next slot could begin meanwhile.
+		prepare, first := o.Prepare, a.l.slots[0]
+		o.Prepare = func(ctx context.Context, run *once.Run) error {
+			js.mu.Lock()
+			stopped := a.stopped
+			js.mu.Unlock()
+			if stopped != "" && run.Slot != first {
+				return fmt.Errorf("%w (%s)", errStopped, stopped)
+			}
+			if prepare != nil {
+				return prepare(ctx, run)
+			}
+			return nil
+		}
+	}
 	out := s.output(jb)
 	defer out.close()
 	var timeout *time.Timer
@@ -115,6 +133,18 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		s.pausedLaunch(ctx, jb, a.l.slots[0])
 		return
 	}
+	if errors.Is(err, errStopped) {
+		// The rest of the sequence has no record. Unless the node drains (its next start accounts
+		// them), the job is accounted before its next fire: they are holes behind the slot that
+		// stopped it (a catch-up job's account finds them: holes.go).
+		s.log.Info("stopped between two slots of its sequence: the rest is accounted later", "task", jb.Name, "why", a.l.why, "err", err)
+		if !s.isDraining() {
+			js.mu.Lock()
+			js.needAccount = true
+			js.mu.Unlock()
+		}
+		return
+	}
 	if err != nil && ctx.Err() == nil {
 		// The launch's slots have no record (the store is down, most often): the job is accounted
 		// before its next fire, which catches them up or records them missed. Without it the next
@@ -131,6 +161,10 @@ func (js *jobState) call(ctx context.Context, a *active) {
 
 // errPaused is the launch's Prepare error when its job was paused before the attempt began.
 var errPaused = errors.New("the job was paused before the slot's run began")
+
+// errStopped is a sequence's Prepare error when its launch was stopped before the slot's attempt
+// began.
+var errStopped = errors.New("the launch was stopped before the slot's run began")
 
 // pausable reports whether launch l is a slot's own launch, which a pause seen before its run
 // begins keeps from running: no node fires a paused job's slots. Catch-ups, reruns and

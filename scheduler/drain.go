@@ -12,7 +12,8 @@ import (
 func (s *Scheduler) isDraining() bool { return s.draining.Load() }
 
 // drain ends a Run: nothing new starts, queued launches are dropped (the nodes that watch their
-// slots run those that waited behind another), running ones get Config.Drain to end and are then
+// slots run those that waited behind another; with none, the next start's account finds them
+// behind the newest slot: holes.go), running ones get Config.Drain to end and are then
 // stopped through their stop path, and drain returns once every launch has ended — but for a Work
 // function still running its grace after its context was cancelled: Go cannot stop it, so drain
 // returns an error naming it instead of waiting for it for ever.

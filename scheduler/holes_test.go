@@ -240,3 +240,46 @@ func slotHistory(f *fleet, task, sl string) []store.Entry {
 	}
 	return out
 }
+
+// A catch-up (a sequence of slots under one lease) stopped by the drain between two slots begins
+// no further slot: the stop's signal follows the stopped attempt's note, a store write, and the
+// next slot's attempt began while that write was under way (then was stopped in turn, recorded
+// failed). A store whose Report answers late stands in for a loaded one.
+func TestStoppedCatchUpBeginsNoFurtherSlot(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	ctx := context.Background()
+	sp, _ := workJob("seq", "@every 1s", nil).Spec()
+	seed := sp.Prev(time.Now().Add(-6 * time.Second))
+	if _, err := once.Do(ctx, once.Options{Store: f.stores[0], Task: "seq", Slot: seed.Value, TTL: time.Second}, func(context.Context, *once.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	slow := &lateReport{keyedStore: f.stores[0].(keyedStore), delay: 3 * time.Second}
+	f.stores[0] = slow
+	w := &witness{}
+	j := workJob("seq", "@every 1h", w.work(time.Second)) // the catch-up's slots are the seed's schedule's
+	j.Schedule = "@every 1s"
+	j.CatchUp, j.CatchUpMax = time.Minute, 4
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 300 * time.Millisecond})
+	eventually(t, 10*time.Second, "the catch-up began", func() bool { r, _ := w.snapshot(); return len(r) > 0 })
+	n.stop()
+	runs, _ := w.snapshot()
+	if len(runs) != 1 {
+		var slots []string
+		for _, r := range runs {
+			slots = append(slots, r.Slot)
+		}
+		t.Fatalf("the catch-up ran slots %v after the drain stopped it in its first; want the first only:%s", slots, brief(f.history("seq")))
+	}
+}
+
+// lateReport is a store whose Report (an attempt's note) answers after delay.
+type lateReport struct {
+	keyedStore
+	delay time.Duration
+}
+
+func (l *lateReport) Report(ctx context.Context, runID string, token int64, r store.Report) error {
+	time.Sleep(l.delay)
+	return l.keyedStore.Report(ctx, runID, token, r)
+}
