@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/once-run/once/slot"
@@ -134,41 +135,64 @@ func (s *Scheduler) unclaimed(ctx context.Context, task string, holes []slot.Slo
 const holeNote = "missed: it waited on a node behind another slot of the job, and that node stopped before running it " +
 	"(no node of the fleet ran it); outside its catch-up window"
 
-// recordHoles records holes (oldest first) missed, once for the fleet, when no node holds the
-// job's lease: a live node that holds it may still run one that waits in its queue. It reads the
-// slot first (one Slot per hole): one with an attempt by now is not recorded. When the lease is
-// held, or cannot be read, each hole is followed up instead (watch.missed): recorded once the
-// lease is free and the slot still untried at two follow-ups in a row; the node that runs a
-// queued slot reads the missed claim first (call), so it is recorded missed or run, not both but
-// for the instants around the lease's release (docs/daemon.md#overlap).
+// recordHoles records holes (oldest first) missed, once for the fleet. The newest watchedHoles of
+// them are followed up first (watch.missed): recorded once the job's lease is free and the slot
+// still untried at two follow-ups, the last at least holeHoldOff after this: a live node may still
+// run one, the node that queued it (between the end of the slot before and its own launch) or one
+// that follows it (it runs it at its next poll once the lease is free: a node restarted at once
+// after its drain, which ended with that slot's lease, must not record it missed first). The older
+// ones are recorded at once when no node holds the job's lease and each is still untried (one
+// Slot read each); else they are followed up too. The node that runs a queued or followed-up slot
+// reads the missed claim first (call, followSlot), so a slot is recorded missed or run, not both
+// but for the instants around the lease's release (docs/daemon.md#overlap).
 func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes []slot.Slot) {
 	if len(holes) == 0 {
 		return
 	}
-	leases, err := s.c.Store.Leases(ctx)
-	if err == nil {
-		if _, held := liveGrants(leases)[jb.Name]; !held {
-			var g gap
-			for _, sl := range holes {
-				if st, err := s.c.Store.Slot(ctx, jb.Name, sl.Value); err != nil || st.Last == nil {
+	cut := max(0, len(holes)-watchedHoles)
+	older, watched := holes[:cut], slices.Clone(holes[cut:])
+	if len(older) > 0 {
+		leases, err := s.c.Store.Leases(ctx)
+		_, held := liveGrants(leases)[jb.Name]
+		var g gap
+		for _, sl := range older {
+			if err == nil && !held {
+				st, rerr := s.c.Store.Slot(ctx, jb.Name, sl.Value)
+				if rerr == nil && st.Last != nil {
+					continue // run by now
+				}
+				if rerr == nil {
 					g.missed = append(g.missed, sl)
+					continue
 				}
 			}
-			if len(g.missed) == 0 || s.recordMissed(ctx, jb, g, holeNote) {
-				return
-			}
+			watched = append(watched, sl)
 		}
+		if len(g.missed) > 0 && !s.recordMissed(ctx, jb, g, holeNote) {
+			watched = append(watched, g.missed...)
+		}
+	}
+	if len(watched) == 0 {
+		return
 	}
 	js.mu.Lock()
 	defer js.mu.Unlock()
-	for _, sl := range holes {
+	for _, sl := range watched {
 		if w := js.watchLocked(ctx, sl.Value, false); w != nil && w.skipNote == "" {
 			w.skipNote, w.missed = holeNote, true
 		}
 	}
-	s.log.Info("slots left without a record by a node that stopped: recorded missed once the job is free", "task", jb.Name,
-		"slots", len(holes), "first", holes[0].Value, "last", holes[len(holes)-1].Value)
+	s.log.Info("slots left without a record by a node that stopped: recorded missed unless a node runs them", "task", jb.Name,
+		"slots", len(watched), "first", watched[0].Value, "last", watched[len(watched)-1].Value)
 }
+
+// watchedHoles is how many of a job's holes, the newest, are followed up before they are
+// recorded missed (recordHoles); a job follows up at most maxWatches slots.
+const watchedHoles = maxWatches / 2
+
+// holeHoldOff is how long after its watch began a hole is recorded missed at the earliest: three
+// polls, so that a live node that follows the slot, and polls as often, has run it by then.
+func (s *Scheduler) holeHoldOff() time.Duration { return 3 * s.c.Poll }
 
 // holeMissed records one followed-up hole missed, once for the fleet (watch.missed).
 func (s *Scheduler) holeMissed(ctx context.Context, jb Job, sl, note string) {

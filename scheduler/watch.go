@@ -26,7 +26,7 @@ type watch struct {
 	skipNote string
 	skipSeen bool // the first of those two follow-ups was made
 	// missed records skipNote as a missed event instead (recordHoles: a slot a node that stopped
-	// left without a record, found behind the job's newest slot).
+	// left without a record, found behind the job's newest slot), and not before holeHoldOff.
 	missed bool
 }
 
@@ -192,9 +192,10 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 	if act == drop && st.Last == nil {
 		js.mu.Lock()
 		note, seen, missed := w.skipNote, w.skipSeen, w.missed
+		early := missed && now.Sub(w.since) < s.holeHoldOff() // a live follower runs it first
 		w.skipSeen = true
 		js.mu.Unlock()
-		if note != "" && !seen {
+		if note != "" && (!seen || early) {
 			return // look once more at the next follow-up
 		}
 		switch {
