@@ -53,44 +53,15 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		a.workGrace = s.graceOf(jb) // this launch's definition, whatever a Reload makes of the job
 	}
 	js.mu.Unlock()
-	if a.l.waited && a.l.untried {
-		// While it waited here, the node running the job may have skipped the slot (its own
-		// buffer was full), or a node that started recorded it missed (a hole, recordHoles):
-		// the fleet's record says so, so it is not run now.
-		if got, err := s.claimed(ctx, jb.Name, a.l.slots); err == nil && len(got) > 0 {
-			s.log.Info("not run: another node recorded the slot skipped or missed while it waited here", "task", jb.Name, "slots", len(got))
-			js.mu.Lock() // a.l is read under it (drain, triggers)
-			a.l.slots = slices.DeleteFunc(slices.Clone(a.l.slots), func(sl string) bool { return got[sl] })
-			left := len(a.l.slots)
-			js.mu.Unlock()
-			if left == 0 {
-				return
-			}
-		}
+	if !js.dropClaimed(ctx, a, jb) {
+		return
 	}
 	if _, paused := s.isPaused(jb.Name); paused && pausable(a.l) {
 		s.pausedLaunch(ctx, jb, a.l.slots[0])
 		return
 	}
 	o := s.options(jb, a.l)
-	if len(a.l.slots) > 1 {
-		// A sequence (a catch-up) stopped between two slots (a drain, replace, its timeout) begins
-		// no further attempt: stopLocked signals only after the stopped attempt's note is written
-		// (up to stopNoteTimeout), and the next slot could begin meanwhile.
-		prepare, first := o.Prepare, a.l.slots[0]
-		o.Prepare = func(ctx context.Context, run *once.Run) error {
-			js.mu.Lock()
-			stopped := a.stopped
-			js.mu.Unlock()
-			if stopped != "" && run.Slot != first {
-				return fmt.Errorf("%w (%s)", errStopped, stopped)
-			}
-			if prepare != nil {
-				return prepare(ctx, run)
-			}
-			return nil
-		}
-	}
+	js.stopBetweenSlots(&o, a)
 	out := s.output(jb)
 	defer out.close()
 	var timeout *time.Timer
@@ -134,15 +105,7 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		return
 	}
 	if errors.Is(err, errStopped) {
-		// The rest of the sequence has no record. Unless the node drains (its next start accounts
-		// them), the job is accounted before its next fire: they are holes behind the slot that
-		// stopped it (a catch-up job's account finds them: holes.go).
-		s.log.Info("stopped between two slots of its sequence: the rest is accounted later", "task", jb.Name, "why", a.l.why, "err", err)
-		if !s.isDraining() {
-			js.mu.Lock()
-			js.needAccount = true
-			js.mu.Unlock()
-		}
+		js.stoppedBetweenSlots(jb, a, err)
 		return
 	}
 	if err != nil && ctx.Err() == nil {
@@ -156,6 +119,58 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		}
 		js.mu.Unlock()
 		s.log.Error("could not run the job; its slots are caught up or recorded as missed at its next fire", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+	}
+}
+
+// dropClaimed drops from a launch that waited in the queue the slots the fleet claimed meanwhile
+// (claimed): the node running the job skipped one (its own buffer was full), or a node that
+// started recorded it missed (a hole, recordHoles). It reports whether any slot is left to run.
+func (js *jobState) dropClaimed(ctx context.Context, a *active, jb Job) bool {
+	if !a.l.waited || !a.l.untried {
+		return true
+	}
+	got, err := js.s.claimed(ctx, jb.Name, a.l.slots)
+	if err != nil || len(got) == 0 {
+		return true
+	}
+	js.s.log.Info("not run: another node recorded the slot skipped or missed while it waited here", "task", jb.Name, "slots", len(got))
+	js.mu.Lock() // a.l is read under it (drain, triggers)
+	defer js.mu.Unlock()
+	a.l.slots = slices.DeleteFunc(slices.Clone(a.l.slots), func(sl string) bool { return got[sl] })
+	return len(a.l.slots) > 0
+}
+
+// stopBetweenSlots has a sequence (a catch-up) stopped between two slots (a drain, replace, its
+// timeout) begin no further attempt: stopLocked signals only after the stopped attempt's note is
+// written (up to stopNoteTimeout), and the next slot could begin meanwhile.
+func (js *jobState) stopBetweenSlots(o *once.Options, a *active) {
+	if len(a.l.slots) < 2 {
+		return
+	}
+	prepare, first := o.Prepare, a.l.slots[0]
+	o.Prepare = func(ctx context.Context, run *once.Run) error {
+		js.mu.Lock()
+		stopped := a.stopped
+		js.mu.Unlock()
+		if stopped != "" && run.Slot != first {
+			return fmt.Errorf("%w (%s)", errStopped, stopped)
+		}
+		if prepare != nil {
+			return prepare(ctx, run)
+		}
+		return nil
+	}
+}
+
+// stoppedBetweenSlots: the rest of a stopped sequence has no record. Unless the node drains (its
+// next start accounts them), the job is accounted before its next fire: they are holes behind the
+// slot that stopped it (a catch-up job's account finds them: holes.go).
+func (js *jobState) stoppedBetweenSlots(jb Job, a *active, err error) {
+	js.s.log.Info("stopped between two slots of its sequence: the rest is accounted later", "task", jb.Name, "why", a.l.why, "err", err)
+	if !js.s.isDraining() {
+		js.mu.Lock()
+		js.needAccount = true
+		js.mu.Unlock()
 	}
 }
 

@@ -36,8 +36,9 @@ func daemonQueuedAtStop(t *testing.T, b backend, sig syscall.Signal) {
 	if err != nil {
 		t.Fatalf("slot %q: %v", v, err)
 	}
-	w := vt.Add(2 * time.Second).UTC().Format(time.RFC3339)
-	x := vt.Add(4 * time.Second).UTC().Format(time.RFC3339)
+	const layout = "2006-01-02T15:04:05-07:00" // a slot's spelling: +00:00 in UTC
+	w := vt.Add(2 * time.Second).Format(layout)
+	x := vt.Add(4 * time.Second).Format(layout)
 	slotEntries := func(sl string) []string {
 		var out []string
 		for _, e := range h.history("bq") {
