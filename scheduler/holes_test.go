@@ -283,3 +283,68 @@ func (l *lateReport) Report(ctx context.Context, runID string, token int64, r st
 	time.Sleep(l.delay)
 	return l.keyedStore.Report(ctx, runID, token, r)
 }
+
+// A rolling restart of a buffer-one job without a catch-up window: the node that runs slot V, with
+// W waiting behind it, drains (V ends, W is dropped) and starts again at once, while the other node
+// follows W up and runs it once V's lease is given back. The restarted node finds W without a
+// record behind the newest slot (the skip after it) and must not record it missed before the
+// follower ran it (it waits three polls), nor may W run twice: W ends with one record.
+func TestRollingRestartLeavesTheFollowerItsSlot(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2)
+	var long atomic.Bool
+	long.Store(true)
+	var mu sync.Mutex
+	ran := map[string]int{}
+	first := make(chan once.Run, 1)
+	work := func(ctx context.Context, run *once.Run) error {
+		mu.Lock()
+		ran[run.Slot]++
+		mu.Unlock()
+		if long.Swap(false) {
+			first <- *run
+			select {
+			case <-time.After(2500 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}
+	j := workJob("rolling", "@every 1s", work)
+	j.Overlap = "buffer-one"
+	j.TTL = 3 * time.Second
+	sp, _ := j.Spec()
+	c := scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 20 * time.Second}
+	ns := []*node{f.start(0, c), f.start(1, c)}
+	var v once.Run
+	select {
+	case v = <-first:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no first run")
+	}
+	vt, _ := sp.Parse(v.Slot)
+	w := sp.Next(vt)
+	f.awaitHistory("rolling", 10*time.Second, func(h []store.Entry) bool { return count(h, store.Skipped, "already waits") > 0 })
+	i := 0
+	if v.Holder == "nodeB" {
+		i = 1
+	}
+	ns[i].stop() // drains: V ends, W is dropped; the other node follows W
+	ns[i] = f.start(i, c)
+	f.awaitHistory("rolling", 20*time.Second, func([]store.Entry) bool { return len(slotHistory(f, "rolling", w.Value)) > 0 })
+	time.Sleep(time.Second) // a second record, if any, is written meanwhile
+	ns[0].stop()
+	ns[1].stop()
+	hw := slotHistory(f, "rolling", w.Value)
+	mu.Lock()
+	defer mu.Unlock()
+	for sl, n := range ran {
+		if n > 1 {
+			t.Errorf("slot %s ran %d times", sl, n)
+		}
+	}
+	if len(hw) != 1 {
+		t.Fatalf("slot %s: %d records, want one (run by the follower, or recorded missed):%s", w.Value, len(hw), brief(f.history("rolling")))
+	}
+	t.Logf("slot %s: %s by %s", w.Value, hw[0].State, hw[0].Holder)
+}
