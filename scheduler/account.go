@@ -101,6 +101,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 			slots[i] = sl.Value
 		}
 		s.log.Info("catching up", "task", jb.Name, "slots", len(slots), "first", slots[0], "last", slots[len(slots)-1])
+		s.markQueued(ctx, jb.Name, slots)
 		js.submit(ctx, launch{slots: slots, untried: true, why: whyCatchUp})
 	}
 }
@@ -110,7 +111,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 // first.
 type known struct {
 	last  time.Time
-	holes []slot.Slot
+	holes []hole
 }
 
 // newestSlot reads the newest slot of jb's history that spec can read (a changed schedule's old
@@ -145,7 +146,7 @@ func (s *Scheduler) newestSlot(ctx context.Context, jb Job, spec slot.Spec, now 
 		}
 	}
 	if queues(jb) {
-		k.holes = findHoles(jb, spec, h, len(h) < newestEntries, k.last, now, s.c.MaxClockOffset+late)
+		k.holes = findHoles(jb, spec, h, len(h) < newestEntries, k.last, now, s.c.MaxClockOffset+late, s.c.MaxClockOffset)
 	}
 	return k, nil
 }

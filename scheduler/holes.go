@@ -30,23 +30,35 @@ func queues(jb Job) bool { return jb.Overlap == "buffer-one" || jb.CatchUp > 0 }
 // attempt, not its skipped or missed events) than slots lost.
 const holeHorizon = recordedRetention
 
+// A hole is a candidate (findHoles) that a node is shown to have queued: a slot of a finer new
+// schedule between two entries of the old one, a slot of a job removed for a while or paused, or
+// one of an old task of the same name was never due, and has no record either.
+type hole struct {
+	slot.Slot
+	// waited: the entries show it waited behind a running attempt (waitedBehind). Else it counts
+	// only when the account that queued it as a catch-up marked it (markQueued, unclaimed).
+	waited bool
+}
+
 // findHoles returns the slots of spec before last (newest first, at most maxMissedEvents, each
-// due by now) that no entry of h names. h is the task's newest entries, newest first by the time
-// they were recorded (HistoryQuery); whole says it is the task's whole history. Only the slots
-// whose every entry must be in h are looked at: a slot's entries are recorded once it fires (by
-// the store's clock, which a node's differs from by up to margin), so a slot that starts after
-// the oldest entry of h plus margin has none older; with the whole history, every slot after the
-// oldest slot of h. And none more than holeHorizon (or the catch-up window) before the newest
-// entry of h.
-func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now time.Time, margin time.Duration) []slot.Slot {
+// due by now) that no entry of h names and that a node may have queued: for a buffer-one job, those
+// that waited behind a running attempt (waitedBehind, told by h alone); for a job with a catch-up
+// window, any other (the caller keeps those its account marked queued). h is the task's newest
+// entries, newest first by the time they were recorded (HistoryQuery); whole says it is the task's
+// whole history. Only the slots whose every entry must be in h are looked at: a slot's entries are
+// recorded once it fires (by the store's clock, which a node's differs from by up to margin), so a
+// slot that starts after the oldest entry of h plus margin has none older; with the whole history,
+// every slot after the oldest slot of h. And none more than holeHorizon (or the catch-up window)
+// before the newest entry of h. offset bounds the difference of a node's clock and the store's.
+func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now time.Time, margin, offset time.Duration) []hole {
 	if len(h) == 0 || last.IsZero() {
 		return nil
 	}
-	recorded := make(map[int64]bool, len(h))
+	bySlot := make(map[int64][]store.Entry, len(h))
 	var oldestSlot, oldestAt time.Time
 	for i, e := range h {
 		if t, err := spec.Parse(e.Slot); err == nil {
-			recorded[t.UnixNano()] = true
+			bySlot[t.UnixNano()] = append(bySlot[t.UnixNano()], e)
 			if oldestSlot.IsZero() || t.Before(oldestSlot) {
 				oldestSlot = t
 			}
@@ -65,13 +77,66 @@ func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now ti
 	if h0 := h[0].StartedAt.Add(-max(holeHorizon, jb.CatchUp)); from.Before(h0) {
 		from = h0
 	}
-	var out []slot.Slot
+	var out []hole
 	for sl := spec.Prev(last.Add(-time.Nanosecond)); sl.Value != "" && sl.Start.After(from) && len(out) < maxMissedEvents; sl = spec.Prev(sl.Start.Add(-time.Nanosecond)) {
-		if !recorded[sl.Start.UnixNano()] && !fireTime(jb.Name, sl, jb.Jitter).After(now) {
-			out = append(out, sl)
+		at := fireTime(jb.Name, sl, jb.Jitter)
+		if bySlot[sl.Start.UnixNano()] != nil || at.After(now) {
+			continue
+		}
+		switch {
+		case jb.Overlap == "buffer-one" && waitedBehind(h, bySlot[spec.Next(sl.Start).Start.UnixNano()], at, offset):
+			out = append(out, hole{Slot: sl, waited: true})
+		case jb.CatchUp > 0:
+			out = append(out, hole{Slot: sl})
 		}
 	}
 	return out
+}
+
+// waitedBehind is whether the entries show that a buffer-one slot firing at at (by a node's clock,
+// within offset of the store's) waited in a queue: an attempt of the task (any slot) had begun
+// before it fired and had not ended when it did (why it waited), and the slot after it has an
+// entry (its skip: the buffer was full) recorded before that attempt ended (while it still
+// waited; a drain drops it at once, and no slot fires during a drain). A slot of a finer new
+// schedule between two old entries has no such pair: the attempt before it had ended, or the
+// slot after it has no entry.
+func waitedBehind(h, next []store.Entry, at time.Time, offset time.Duration) bool {
+	for _, a := range h {
+		if isEvent(a.State) || a.StartedAt.After(at.Add(offset)) || a.EndedAt != nil && !a.EndedAt.After(at.Add(-offset)) {
+			continue
+		}
+		for _, x := range next {
+			if a.EndedAt == nil || !x.StartedAt.After(a.EndedAt.Add(offset)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isEvent is whether an entry in state st is an event (store.EventKinds), not an attempt.
+func isEvent(st store.State) bool { return slices.Contains(store.EventKinds, st) }
+
+// queuedKind is the kind of the claim an account makes for each slot it queues as a catch-up
+// (markQueued): what tells a catch-up a stopped node dropped from a slot that was never due.
+const queuedKind = "queued"
+
+// markQueued claims, for the fleet, that slots of task were queued as a catch-up: a slot the
+// launch never reaches (its node stopped) is then known for a hole (unclaimed). Best effort: a
+// catch-up not marked is, if dropped, left without a record, as before.
+func (s *Scheduler) markQueued(ctx context.Context, task string, slots []string) {
+	if s.keys == nil || len(slots) == 0 {
+		return
+	}
+	keys := make([]string, len(slots))
+	for i, sl := range slots {
+		keys[i] = queuedKind + " " + task + " " + sl
+	}
+	if _, err := s.keys.Claim(ctx, store.ClaimRequest{Scope: recordedScope, Keys: keys,
+		Claimant: store.Claimant{RunID: store.Clip("record "+s.c.Node, store.MaxRunIDLen)}}); err != nil && ctx.Err() == nil {
+		s.log.Warn("cannot mark a catch-up's slots queued: if this node stops before running them, they are left without a record",
+			"task", task, "slots", len(slots), "err", err)
+	}
 }
 
 // claimKinds are the kinds of the fleet's claims (recordOnce) that say a slot is not to run: an
@@ -81,17 +146,27 @@ var claimKinds = []string{overlapKind, "paused", "missed"}
 // claimed returns which of slots of task the fleet claimed as not to run (claimKinds): recorded
 // skipped by an overlap policy or a pause, or recorded missed. A store without keys claims none.
 func (s *Scheduler) claimed(ctx context.Context, task string, slots []string) (map[string]bool, error) {
+	got, err := s.lookupClaims(ctx, task, slots, claimKinds)
 	out := map[string]bool{}
+	for k := range got {
+		out[k[1]] = true
+	}
+	return out, err
+}
+
+// lookupClaims returns which claims of kinds the fleet holds for slots of task, as {kind, slot}.
+func (s *Scheduler) lookupClaims(ctx context.Context, task string, slots, kinds []string) (map[[2]string]bool, error) {
+	out := map[[2]string]bool{}
 	if s.keys == nil || len(slots) == 0 {
 		return out, nil
 	}
-	keys := make([]string, 0, len(slots)*len(claimKinds))
-	of := make(map[string]string, cap(keys))
+	keys := make([]string, 0, len(slots)*len(kinds))
+	of := make(map[string][2]string, cap(keys))
 	for _, sl := range slots {
-		for _, k := range claimKinds {
+		for _, k := range kinds {
 			key := k + " " + task + " " + sl
 			keys = append(keys, key)
-			of[key] = sl
+			of[key] = [2]string{k, sl}
 		}
 	}
 	for len(keys) > 0 {
@@ -108,9 +183,10 @@ func (s *Scheduler) claimed(ctx context.Context, task string, slots []string) (m
 	return out, nil
 }
 
-// unclaimed drops from holes those the fleet claimed (claimed): a skip or a missed record whose
-// event a prune removed since (the claims outlive it by recordedRetention).
-func (s *Scheduler) unclaimed(ctx context.Context, task string, holes []slot.Slot) ([]slot.Slot, error) {
+// unclaimed returns of holes those that count (a catch-up candidate only when its account marked
+// it queued: markQueued) and that the fleet has not claimed (claimed: a skip or a missed record
+// whose event a prune removed since; the claims outlive it by recordedRetention). One look-up.
+func (s *Scheduler) unclaimed(ctx context.Context, task string, holes []hole) ([]slot.Slot, error) {
 	if len(holes) == 0 {
 		return nil, nil
 	}
@@ -118,14 +194,17 @@ func (s *Scheduler) unclaimed(ctx context.Context, task string, holes []slot.Slo
 	for i, sl := range holes {
 		names[i] = sl.Value
 	}
-	got, err := s.claimed(ctx, task, names)
+	got, err := s.lookupClaims(ctx, task, names, append(slices.Clone(claimKinds), queuedKind))
 	if err != nil {
 		return nil, err
 	}
-	out := holes[:0:0]
-	for _, sl := range holes {
-		if !got[sl.Value] {
-			out = append(out, sl)
+	var out []slot.Slot
+	for _, h := range holes {
+		if !h.waited && !got[[2]string{queuedKind, h.Value}] {
+			continue
+		}
+		if !slices.ContainsFunc(claimKinds, func(k string) bool { return got[[2]string{k, h.Value}] }) {
+			out = append(out, h.Slot)
 		}
 	}
 	return out, nil
