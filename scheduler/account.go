@@ -117,8 +117,8 @@ type known struct {
 // newestSlot reads the newest slot of jb's history that spec can read (a changed schedule's old
 // slots and manual runs' slots are not its own). When the newest slot due at now has an entry,
 // that is the newest, read from that slot's history alone: a slot's history costs that slot on
-// every store, where the task's newest entries cost every slot the task ever had on the key-value
-// stores (docs/stores/redis.md). Otherwise it is the newest such slot among the task's newest
+// every store, the task's newest entries a page (on the key-value stores, from the task's history
+// index: docs/stores/redis.md; the first page on a ledger an older once wrote builds it, once). Otherwise it is the newest such slot among the task's newest
 // entries (an older slot is not probed by name: a slot can be recorded under another spelling of
 // its instant, e.g. a backfill's local offset, which Parse reads and a name does not match). A job
 // whose slots can wait in a queue (queues) has its newest entries read in any case, for its holes.

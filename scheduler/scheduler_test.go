@@ -251,7 +251,7 @@ func TestCatchUpHeldElsewhereRunsOldestFirst(t *testing.T) {
 }
 
 // A node that starts after its job's newest slot ran finds where the job stands from that slot's
-// history, not from the task's newest entries (every slot the task ever had, on the key-value
+// history, not from the task's newest entries (a page; without the history index, every slot the task ever had, on the key-value
 // stores). Daily slots: none turns while the test runs. A job whose slots can wait in a queue
 // (buffer-one, a catch-up window) reads the newest entries too, for the slots a stopped node left
 // without a record behind the newest one (holes_test.go): not this one.
