@@ -33,6 +33,7 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 			return nil
 		}
 	}
+	s.checkClaimedAtBegin(&o, jb, l)
 	if s.c.Resolve != nil {
 		o.ResolveHint = func(sl string) string {
 			if r := s.c.Resolve(jb.Name, sl); r != nil {
@@ -42,6 +43,29 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 		}
 	}
 	return o
+}
+
+// checkClaimedAtBegin has a launch of one slot that waited in the queue, or follows a slot up,
+// check the fleet's claims again just before its attempt is recorded (errClaimed).
+func (s *Scheduler) checkClaimedAtBegin(o *once.Options, jb Job, l launch) {
+	if !l.untried || len(l.slots) != 1 || !l.waited && l.why != whyFollow {
+		return
+	}
+	// Checked again under the lease, just before the attempt is recorded: a node that started
+	// meanwhile may have recorded the slot missed (a hole: recordHoles), or the node running
+	// the job skipped it, after call's check (dropClaimed) or the follow-up's. What is left is
+	// that node's read of the slot before its claim: one round trip. A single slot: a
+	// sequence's Prepare error would end its other slots too (dropClaimed checks them).
+	prepare := o.Prepare
+	o.Prepare = func(ctx context.Context, run *once.Run) error {
+		if got, err := s.claimed(ctx, jb.Name, []string{run.Slot}); err == nil && got[run.Slot] {
+			return errClaimed
+		}
+		if prepare != nil {
+			return prepare(ctx, run)
+		}
+		return nil
+	}
 }
 
 // call runs the active launch a through the guard and acts on its results.
@@ -102,6 +126,10 @@ func (js *jobState) call(ctx context.Context, a *active) {
 	}
 	if errors.Is(err, errPaused) { // paused after the check above, before the attempt began
 		s.pausedLaunch(ctx, jb, a.l.slots[0])
+		return
+	}
+	if errors.Is(err, errClaimed) {
+		s.log.Info("not run: another node recorded the slot skipped or missed as its run was about to begin", "task", jb.Name, "slots", a.l.slots)
 		return
 	}
 	if errors.Is(err, errStopped) {
@@ -176,6 +204,10 @@ func (js *jobState) stoppedBetweenSlots(jb Job, a *active, err error) {
 
 // errPaused is the launch's Prepare error when its job was paused before the attempt began.
 var errPaused = errors.New("the job was paused before the slot's run began")
+
+// errClaimed is a waited or followed-up launch's Prepare error when the fleet claimed its slot as
+// not to run (claimed) before the attempt began.
+var errClaimed = errors.New("the slot was recorded skipped or missed before its run began")
 
 // errStopped is a sequence's Prepare error when its launch was stopped before the slot's attempt
 // began.
