@@ -84,7 +84,7 @@ func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now ti
 			continue
 		}
 		switch {
-		case jb.Overlap == "buffer-one" && waitedBehind(h, bySlot[spec.Next(sl.Start).Start.UnixNano()], at, offset):
+		case jb.Overlap == "buffer-one" && waitedBehind(spec, h, bySlot[spec.Next(sl.Start).Start.UnixNano()], sl, at, offset):
 			out = append(out, hole{Slot: sl, waited: true})
 		case jb.CatchUp > 0:
 			out = append(out, hole{Slot: sl})
@@ -93,20 +93,25 @@ func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now ti
 	return out
 }
 
-// waitedBehind is whether the entries show that a buffer-one slot firing at at (by a node's clock,
-// within offset of the store's) waited in a queue: an attempt of the task (any slot) had begun
-// before it fired and had not ended when it did (why it waited), and the slot after it has an
-// entry (its skip: the buffer was full) recorded before that attempt ended (while it still
-// waited; a drain drops it at once, and no slot fires during a drain). A slot of a finer new
-// schedule between two old entries has no such pair: the attempt before it had ended, or the
-// slot after it has no entry.
-func waitedBehind(h, next []store.Entry, at time.Time, offset time.Duration) bool {
+// waitedBehind is whether the entries show that buffer-one slot w, firing at at (by a node's
+// clock, within offset of the store's), waited in a queue: an attempt of the task (of an earlier
+// slot, or a trigger's) had begun before w fired and had not ended when it did (why it waited),
+// and the slot after w was recorded skipped (its buffer was full) before that attempt ended
+// (while w still waited: a drain drops it at once, and no slot fires during a drain), or within
+// late of it. A slot of a finer new schedule between two old entries has no such pair: the
+// attempt before it had ended, or the slot after it was not skipped (it has no entry, or ran).
+func waitedBehind(spec slot.Spec, h, next []store.Entry, w slot.Slot, at time.Time, offset time.Duration) bool {
 	for _, a := range h {
 		if isEvent(a.State) || a.StartedAt.After(at.Add(offset)) || a.EndedAt != nil && !a.EndedAt.After(at.Add(-offset)) {
 			continue
 		}
+		if t, err := spec.Parse(a.Slot); err == nil && !t.Before(w.Start) {
+			continue // w's own attempt, or a later slot's: w did not wait behind it
+		}
 		for _, x := range next {
-			if a.EndedAt == nil || !x.StartedAt.After(a.EndedAt.Add(offset)) {
+			// Both by the store's clock; late covers the moments between the attempt's end and
+			// its launch's (a loaded node), while the slot still waited.
+			if x.State == store.Skipped && (a.EndedAt == nil || !x.StartedAt.After(a.EndedAt.Add(late))) {
 				return true
 			}
 		}
