@@ -77,6 +77,9 @@ func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now ti
 	if h0 := h[0].StartedAt.Add(-max(holeHorizon, jb.CatchUp)); from.Before(h0) {
 		from = h0
 	}
+	if jb.CatchUp <= 0 {
+		return skippedAfter(jb, spec, h, bySlot, from, last, now, offset)
+	}
 	var out []hole
 	for sl := spec.Prev(last.Add(-time.Nanosecond)); sl.Value != "" && sl.Start.After(from) && len(out) < maxMissedEvents; sl = spec.Prev(sl.Start.Add(-time.Nanosecond)) {
 		at := fireTime(jb.Name, sl, jb.Jitter)
@@ -90,6 +93,31 @@ func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now ti
 			out = append(out, hole{Slot: sl})
 		}
 	}
+	return out
+}
+
+// skippedAfter is findHoles for a buffer-one job without a catch-up window: its holes are the
+// slots before a skip that waitedBehind proves, found from h's skips (a few) rather than by walking
+// every slot since the oldest entry (an every-second schedule: up to holeHorizon of them).
+func skippedAfter(jb Job, spec slot.Spec, h []store.Entry, bySlot map[int64][]store.Entry, from, last, now time.Time, offset time.Duration) []hole {
+	var out []hole
+	seen := map[int64]bool{}
+	for _, x := range h {
+		t, err := spec.Parse(x.Slot)
+		if x.State != store.Skipped || err != nil {
+			continue
+		}
+		w := spec.Prev(t.Add(-time.Nanosecond))
+		k := w.Start.UnixNano()
+		if w.Value == "" || seen[k] || bySlot[k] != nil || !w.Start.After(from) || !w.Start.Before(last) {
+			continue
+		}
+		seen[k] = true
+		if at := fireTime(jb.Name, w, jb.Jitter); !at.After(now) && waitedBehind(spec, h, bySlot[t.UnixNano()], w, at, offset) {
+			out = append(out, hole{Slot: w, waited: true})
+		}
+	}
+	slices.SortFunc(out, func(a, b hole) int { return b.Start.Compare(a.Start) }) // newest first
 	return out
 }
 
