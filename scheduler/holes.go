@@ -15,7 +15,9 @@ import (
 // (the run before it, a skip) was recorded. The nodes that follow such a slot run it; with none
 // left (the whole fleet stopped, a one-node fleet), the next account, which walks only the slots
 // after the newest recorded one, never saw it. So account looks behind the newest slot too, for
-// the jobs whose slots can wait in a queue (queues), in the entries it reads anyway: a hole in
+// the jobs whose slots can wait in a queue (queues), in the task's newest entries, for slots
+// without a record that a node is shown to have queued (hole: not a finer new schedule's slots
+// between two old entries, which were never due): a hole in
 // the catch-up window is caught up (through the guard: a slot another node ran is already tried),
 // an older one is recorded missed (recordHoles).
 
