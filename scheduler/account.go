@@ -28,6 +28,7 @@ const (
 // missed ones are older; more is set when there were more than maxGapCount).
 type gap struct {
 	late, catchUp, missed []slot.Slot
+	holes                 []slot.Slot // holes behind the newest slot that are not run: recordHoles
 	earlier               int
 	more                  bool
 }
@@ -56,7 +57,8 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		js.mu.Unlock()
 	}
 	pause, paused := s.isPaused(jb.Name)
-	last, err := s.newestSlot(ctx, jb.Name, spec, now)
+	k, err := s.newestSlot(ctx, jb, spec, now)
+	last := k.last
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read the job's history to catch up; trying again at its next slot", "task", jb.Name, "err", err)
@@ -73,55 +75,80 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		// stands in for would be lost without a word.
 		last = failed.Add(-time.Nanosecond)
 	}
-	if paused {
-		if !s.accountPaused(ctx, jb, spec, last, now, pause) {
+	holes, err := s.unclaimed(ctx, jb.Name, k.holes)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("cannot read the fleet's claims to catch up; trying again at its next slot", "task", jb.Name, "err", err)
 			keep()
 		}
 		return
 	}
-	g := findGap(jb, spec, last, now)
-	if len(g.missed) > 0 && !s.recordMissed(ctx, jb, g) {
+	if paused {
+		if !s.accountPaused(ctx, jb, spec, last, now, pause) {
+			keep()
+		}
+		s.recordHoles(ctx, js, jb, holes) // nothing of a paused job runs
+		return
+	}
+	g := findGap(jb, spec, last, now, holes)
+	if len(g.missed) > 0 && !s.recordMissed(ctx, jb, g, missedNote) {
 		keep()
 	}
+	s.recordHoles(ctx, js, jb, g.holes)
 	if run := append(g.catchUp, g.late...); len(run) > 0 {
 		slots := make([]string, len(run))
 		for i, sl := range run {
 			slots[i] = sl.Value
 		}
 		s.log.Info("catching up", "task", jb.Name, "slots", len(slots), "first", slots[0], "last", slots[len(slots)-1])
+		s.markQueued(ctx, jb.Name, slots)
 		js.submit(ctx, launch{slots: slots, untried: true, why: whyCatchUp})
 	}
 }
 
-// newestSlot is the start of the newest slot of task's history that spec can read (a changed
-// schedule's old slots and manual runs' slots are not its own), zero when none. When the newest
-// slot due at now has an entry, that is the answer, read from that slot's history alone: a slot's
-// history costs that slot on every store, where the task's newest entries cost every slot the task
-// ever had on the key-value stores (docs/stores/redis.md). Otherwise it is the newest such slot among
-// the task's newest entries (an older slot is not probed by name: a slot can be recorded under
-// another spelling of its instant, e.g. a backfill's local offset, which Parse reads and a name
-// does not match).
-func (s *Scheduler) newestSlot(ctx context.Context, task string, spec slot.Spec, now time.Time) (time.Time, error) {
+// known is what account reads of a job's history: the start of its newest slot (zero when none)
+// and, for a job whose slots can wait in a node's queue, the holes behind it (findHoles), newest
+// first.
+type known struct {
+	last  time.Time
+	holes []hole
+}
+
+// newestSlot reads the newest slot of jb's history that spec can read (a changed schedule's old
+// slots and manual runs' slots are not its own). When the newest slot due at now has an entry,
+// that is the newest, read from that slot's history alone: a slot's history costs that slot on
+// every store, the task's newest entries a page (on the key-value stores, from the task's history
+// index: docs/stores/redis.md; the first page on a ledger an older once wrote builds it, once). Otherwise it is the newest such slot among the task's newest
+// entries (an older slot is not probed by name: a slot can be recorded under another spelling of
+// its instant, e.g. a backfill's local offset, which Parse reads and a name does not match). A job
+// whose slots can wait in a queue (queues) has its newest entries read in any case, for its holes.
+func (s *Scheduler) newestSlot(ctx context.Context, jb Job, spec slot.Spec, now time.Time) (known, error) {
+	var k known
 	if sl := spec.Prev(now); sl.Value != "" {
-		h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: task, Slot: sl.Value, Limit: 1})
+		h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: jb.Name, Slot: sl.Value, Limit: 1})
 		if err != nil {
-			return time.Time{}, err
+			return k, err
 		}
 		if len(h) > 0 { // no slot after it is due: the gap is empty, whatever else the history holds
-			return sl.Start, nil
+			k.last = sl.Start
+			if !queues(jb) {
+				return k, nil
+			}
 		}
 	}
-	h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: task, Limit: newestEntries})
+	h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: jb.Name, Limit: newestEntries})
 	if err != nil {
-		return time.Time{}, err
+		return k, err
 	}
-	var last time.Time
 	for _, e := range h {
-		if t, err := spec.Parse(e.Slot); err == nil && t.After(last) {
-			last = t
+		if t, err := spec.Parse(e.Slot); err == nil && t.After(k.last) {
+			k.last = t
 		}
 	}
-	return last, nil
+	if queues(jb) {
+		k.holes = findHoles(jb, spec, h, len(h) < newestEntries, k.last, now, s.c.MaxClockOffset+late, s.c.MaxClockOffset)
+	}
+	return k, nil
 }
 
 // accountPaused accounts the gap of a job paused now (a node starts, or comes back, while the
@@ -133,22 +160,29 @@ func (s *Scheduler) newestSlot(ctx context.Context, task string, spec slot.Spec,
 func (s *Scheduler) accountPaused(ctx context.Context, jb Job, spec slot.Spec, last, now time.Time, pause store.Key) bool {
 	all := jb
 	all.CatchUp, all.CatchUpMax = 0, 0
-	g := findGap(all, spec, last, now)
+	g := findGap(all, spec, last, now, nil)
 	var before []slot.Slot
+	var since []string
 	for _, sl := range append(g.missed, g.late...) {
 		if sl.Start.Before(pause.ClaimedAt) {
 			before = append(before, sl)
 		} else {
-			s.pausedSlot(ctx, jb, sl.Value)
+			since = append(since, sl.Value)
 		}
 	}
+	s.pausedSlots(ctx, jb, since) // one claim for the gap, not one per slot
 	g.missed, g.late = before, nil
-	return len(g.missed) == 0 || s.recordMissed(ctx, jb, g)
+	return len(g.missed) == 0 || s.recordMissed(ctx, jb, g, missedNote)
 }
 
 // findGap walks back from now to the slot after last: the slots fired less than late ago, then
 // the catch-up window's newest catch-up-max, then the missed ones.
-func findGap(jb Job, spec slot.Spec, last, now time.Time) gap {
+//
+// holes (findHoles, newest first, all older than last) follow the same rules after the gap's
+// slots, as older ones: those due moments ago or in the catch-up window (within catch-up-max,
+// counted with the gap's) run with them; the others go to g.holes, to be recorded missed
+// (recordHoles), not to g.missed.
+func findGap(jb Job, spec slot.Spec, last, now time.Time, holes []slot.Slot) gap {
 	var g gap
 	window, most := jb.CatchUp, jb.CatchUpMax
 	if window > 0 && most <= 0 {
@@ -174,6 +208,18 @@ func findGap(jb Job, spec slot.Spec, last, now time.Time) gap {
 			g.earlier++
 		}
 	}
+	for _, sl := range holes {
+		at := fireTime(jb.Name, sl, jb.Jitter)
+		switch {
+		case at.After(now):
+		case now.Sub(at) <= late && len(g.late) == 0:
+			g.late = append(g.late, sl)
+		case window > 0 && sl.Start.After(from) && len(g.catchUp) < most:
+			g.catchUp = append(g.catchUp, sl)
+		default:
+			g.holes = append(g.holes, sl)
+		}
+	}
 	return reverse(g)
 }
 
@@ -182,20 +228,24 @@ func reverse(g gap) gap {
 	slices.Reverse(g.late)
 	slices.Reverse(g.catchUp)
 	slices.Reverse(g.missed)
+	slices.Reverse(g.holes)
 	return g
 }
+
+// missedNote is the note of a slot of a gap recorded missed.
+const missedNote = "missed: its fire time passed while no node of the fleet ran the job, outside its catch-up window"
 
 // recordedScope is the business-key scope in which the fleet's nodes claim the right to record
 // a missed (or paused) slot, so that it is recorded once however many nodes find it.
 const recordedScope = "once.scheduler.recorded"
 
-// recordMissed records g's missed slots as missed events, each once per fleet, and sends one
-// notification for them. It reports false when it could not record them: the caller leaves them
+// recordMissed records g's missed slots as missed events with the note why, each once per fleet,
+// and sends one notification for them. It reports false when it could not record them: the caller leaves them
 // for the job's next accounting.
-func (s *Scheduler) recordMissed(ctx context.Context, jb Job, g gap) bool {
+func (s *Scheduler) recordMissed(ctx context.Context, jb Job, g gap, why string) bool {
 	events := make([]store.Event, len(g.missed))
 	for i, sl := range g.missed {
-		note := "missed: its fire time passed while no node of the fleet ran the job, outside its catch-up window"
+		note := why
 		if i == 0 && (g.earlier > 0 || g.more) {
 			note += fmt.Sprintf("; %s earlier slots were missed too (not recorded one by one)", earlier(g))
 		}

@@ -33,6 +33,7 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 			return nil
 		}
 	}
+	s.checkClaimedAtBegin(&o, jb, l)
 	if s.c.Resolve != nil {
 		o.ResolveHint = func(sl string) string {
 			if r := s.c.Resolve(jb.Name, sl); r != nil {
@@ -44,6 +45,29 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 	return o
 }
 
+// checkClaimedAtBegin has a launch of one slot that waited in the queue, or follows a slot up,
+// check the fleet's claims again just before its attempt is recorded (errClaimed).
+func (s *Scheduler) checkClaimedAtBegin(o *once.Options, jb Job, l launch) {
+	if !l.untried || len(l.slots) != 1 || !l.waited && l.why != whyFollow {
+		return
+	}
+	// Checked again under the lease, just before the attempt is recorded: a node that started
+	// meanwhile may have recorded the slot missed (a hole: recordHoles), or the node running
+	// the job skipped it, after call's check (dropClaimed) or the follow-up's. What is left is
+	// that node's read of the slot before its claim: one round trip. A single slot: a
+	// sequence's Prepare error would end its other slots too (dropClaimed checks them).
+	prepare := o.Prepare
+	o.Prepare = func(ctx context.Context, run *once.Run) error {
+		if got, err := s.claimed(ctx, jb.Name, []string{run.Slot}); err == nil && got[run.Slot] {
+			return errClaimed
+		}
+		if prepare != nil {
+			return prepare(ctx, run)
+		}
+		return nil
+	}
+}
+
 // call runs the active launch a through the guard and acts on its results.
 func (js *jobState) call(ctx context.Context, a *active) {
 	s := js.s
@@ -53,19 +77,15 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		a.workGrace = s.graceOf(jb) // this launch's definition, whatever a Reload makes of the job
 	}
 	js.mu.Unlock()
-	if a.l.waited && a.l.untried && len(a.l.slots) == 1 {
-		// While it waited here, the node running the job may have skipped the slot (its own
-		// buffer was full): the fleet's record says skipped, so it is not run now.
-		if skipped, err := s.wasSkipped(ctx, jb.Name, a.l.slots[0]); err == nil && skipped {
-			s.log.Info("not run: another node skipped the slot while it waited here", "task", jb.Name, "slot", a.l.slots[0])
-			return
-		}
+	if !js.dropClaimed(ctx, a, jb) {
+		return
 	}
 	if _, paused := s.isPaused(jb.Name); paused && pausable(a.l) {
 		s.pausedLaunch(ctx, jb, a.l.slots[0])
 		return
 	}
 	o := s.options(jb, a.l)
+	js.stopBetweenSlots(&o, a)
 	out := s.output(jb)
 	defer out.close()
 	var timeout *time.Timer
@@ -108,6 +128,14 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		s.pausedLaunch(ctx, jb, a.l.slots[0])
 		return
 	}
+	if errors.Is(err, errClaimed) {
+		s.log.Info("not run: another node recorded the slot skipped or missed as its run was about to begin", "task", jb.Name, "slots", a.l.slots)
+		return
+	}
+	if errors.Is(err, errStopped) {
+		js.stoppedBetweenSlots(jb, a, err)
+		return
+	}
 	if err != nil && ctx.Err() == nil {
 		// The launch's slots have no record (the store is down, most often): the job is accounted
 		// before its next fire, which catches them up or records them missed. Without it the next
@@ -122,8 +150,68 @@ func (js *jobState) call(ctx context.Context, a *active) {
 	}
 }
 
+// dropClaimed drops from a launch that waited in the queue the slots the fleet claimed meanwhile
+// (claimed): the node running the job skipped one (its own buffer was full), or a node that
+// started recorded it missed (a hole, recordHoles). It reports whether any slot is left to run.
+func (js *jobState) dropClaimed(ctx context.Context, a *active, jb Job) bool {
+	if !a.l.waited || !a.l.untried {
+		return true
+	}
+	got, err := js.s.claimed(ctx, jb.Name, a.l.slots)
+	if err != nil || len(got) == 0 {
+		return true
+	}
+	js.s.log.Info("not run: another node recorded the slot skipped or missed while it waited here", "task", jb.Name, "slots", len(got))
+	js.mu.Lock() // a.l is read under it (drain, triggers)
+	defer js.mu.Unlock()
+	a.l.slots = slices.DeleteFunc(slices.Clone(a.l.slots), func(sl string) bool { return got[sl] })
+	return len(a.l.slots) > 0
+}
+
+// stopBetweenSlots has a sequence (a catch-up) stopped between two slots (a drain, replace, its
+// timeout) begin no further attempt: stopLocked signals only after the stopped attempt's note is
+// written (up to stopNoteTimeout), and the next slot could begin meanwhile.
+func (js *jobState) stopBetweenSlots(o *once.Options, a *active) {
+	if len(a.l.slots) < 2 {
+		return
+	}
+	prepare, first := o.Prepare, a.l.slots[0]
+	o.Prepare = func(ctx context.Context, run *once.Run) error {
+		js.mu.Lock()
+		stopped := a.stopped
+		js.mu.Unlock()
+		if stopped != "" && run.Slot != first {
+			return fmt.Errorf("%w (%s)", errStopped, stopped)
+		}
+		if prepare != nil {
+			return prepare(ctx, run)
+		}
+		return nil
+	}
+}
+
+// stoppedBetweenSlots: the rest of a stopped sequence has no record. Unless the node drains (its
+// next start accounts them), the job is accounted before its next fire: they are holes behind the
+// slot that stopped it (a catch-up job's account finds them: holes.go).
+func (js *jobState) stoppedBetweenSlots(jb Job, a *active, err error) {
+	js.s.log.Info("stopped between two slots of its sequence: the rest is accounted later", "task", jb.Name, "why", a.l.why, "err", err)
+	if !js.s.isDraining() {
+		js.mu.Lock()
+		js.needAccount = true
+		js.mu.Unlock()
+	}
+}
+
 // errPaused is the launch's Prepare error when its job was paused before the attempt began.
 var errPaused = errors.New("the job was paused before the slot's run began")
+
+// errClaimed is a waited or followed-up launch's Prepare error when the fleet claimed its slot as
+// not to run (claimed) before the attempt began.
+var errClaimed = errors.New("the slot was recorded skipped or missed before its run began")
+
+// errStopped is a sequence's Prepare error when its launch was stopped before the slot's attempt
+// began.
+var errStopped = errors.New("the launch was stopped before the slot's run began")
 
 // pausable reports whether launch l is a slot's own launch, which a pause seen before its run
 // begins keeps from running: no node fires a paused job's slots. Catch-ups, reruns and

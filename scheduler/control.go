@@ -218,15 +218,30 @@ func (s *Scheduler) triggerDone(ctx context.Context, name, runID string) {
 
 // pausedSlot records, once per fleet, that a slot of a paused job was not run.
 func (s *Scheduler) pausedSlot(ctx context.Context, jb Job, sl string) {
+	s.pausedSlots(ctx, jb, []string{sl})
+}
+
+// pausedSlots records, once per fleet, that slots of a paused job were not run: one claim for all
+// of them (recordOnce), then a record each (a paused job's gap, up to maxMissedEvents + 1 slots).
+func (s *Scheduler) pausedSlots(ctx context.Context, jb Job, slots []string) {
+	if len(slots) == 0 {
+		return
+	}
 	note := "paused when its run was due (resumed since)"
 	if k, ok := s.isPaused(jb.Name); ok {
 		note = fmt.Sprintf("paused (%s since %s): once resume %s", k.RunID, k.ClaimedAt.UTC().Format(time.RFC3339), jb.Name)
 	}
-	n, err := s.recordOnce(ctx, "paused", []store.Event{{Task: jb.Name, Slot: sl, Kind: store.Skipped, Holder: s.c.Node, Note: note}})
+	events := make([]store.Event, len(slots))
+	for i, sl := range slots {
+		events[i] = store.Event{Task: jb.Name, Slot: sl, Kind: store.Skipped, Holder: s.c.Node, Note: note}
+	}
+	n, err := s.recordOnce(ctx, "paused", events)
 	switch {
 	case err != nil:
-		s.log.Warn("cannot record a paused job's slot", "task", jb.Name, "slot", sl, "err", err)
-	case n == 1:
-		s.log.Info("skipped", "task", jb.Name, "slot", sl, "reason", note)
+		s.log.Warn("cannot record a paused job's slots", "task", jb.Name, "slots", len(slots), "first", slots[0], "err", err)
+	case n == 1 && len(slots) == 1:
+		s.log.Info("skipped", "task", jb.Name, "slot", slots[0], "reason", note)
+	case n > 0:
+		s.log.Info("skipped", "task", jb.Name, "slots", n, "first", slots[0], "last", slots[len(slots)-1], "reason", note)
 	}
 }

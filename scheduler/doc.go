@@ -25,7 +25,9 @@
 //     since the newest slot the ledger knows run oldest first, once, when they lie in the job's
 //     catch-up window (at most catch-up-max of them, the newest); older ones are recorded as
 //     store.Missed events and announced (notify.Missed). A slot whose fire time passed only
-//     moments ago is fired late instead.
+//     moments ago is fired late instead. For a job whose slots can wait in a node's queue
+//     (buffer-one, catch-up), the slots behind the newest one that have no record (a queue a
+//     stopped node dropped) follow the same rules (holes.go).
 //   - Control. Pause, Resume and Trigger keep their requests in the store's business keys
 //     (store.Keys), so they hold for the whole fleet; each node reads them every Config.Poll.
 //   - Output. Each attempt's output goes to a local file per job (rotated), and its tail is kept

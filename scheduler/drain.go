@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/once-run/once/store"
 )
 
 func (s *Scheduler) isDraining() bool { return s.draining.Load() }
 
 // drain ends a Run: nothing new starts, queued launches are dropped (the nodes that watch their
-// slots run those that waited behind another), running ones get Config.Drain to end and are then
+// slots run those that waited behind another; with none, the next start's account finds them
+// behind the newest slot: holes.go), running ones get Config.Drain to end and are then
 // stopped through their stop path, and drain returns once every launch has ended — but for a Work
 // function still running its grace after its context was cancelled: Go cannot stop it, so drain
 // returns an error naming it instead of waiting for it for ever.
@@ -24,16 +27,25 @@ func (s *Scheduler) drain() error {
 	jobs = append(jobs, s.retired...)
 	s.mu.Unlock()
 	running := 0
+	var skips []queuedSkip
 	for _, js := range jobs {
 		js.mu.Lock()
 		if n := len(js.queue); n > 0 {
 			s.log.Info("draining: dropping queued launches", "task", js.job.Name, "launches", n)
 		}
-		js.skipQueuedLocked()
+		skips = append(skips, js.queuedSkipsLocked()...)
 		js.queue = nil
 		running += len(js.actives)
 		js.mu.Unlock()
 	}
+	err := s.awaitRuns(jobs, running)
+	s.recordQueuedSkips(skips)
+	return err
+}
+
+// awaitRuns waits for the running launches to end (drain), stopping them once the drain's time is
+// over or Hurry was called.
+func (s *Scheduler) awaitRuns(jobs []*jobState, running int) error {
 	done := make(chan struct{})
 	go func() { s.runs.Wait(); close(done) }()
 	if running > 0 {
@@ -106,26 +118,62 @@ func stuckWork(jobs []*jobState) []string {
 	return stuck
 }
 
-// skipQueuedLocked records as skipped, once for the fleet, each slot of an overlap = skip job that
-// waited in the queue when the drain dropped it: it fired while this node's launch of the job had
-// not begun its attempt (or was between attempts), so it was queued, not skipped. A node that
-// follows the slot up records the same skip under the same claim; with none (the whole fleet
-// stopped, a one-node fleet) the slot had no record at all, and the next start's account, which
-// walks the slots after the newest recorded one, never saw it. A buffer-one or replace slot is
-// left to the nodes that follow it (they run it): see docs/daemon.md.
-func (js *jobState) skipQueuedLocked() {
+// queuedSkip is a slot of an overlap = skip job that waited in the queue when the drain dropped it
+// (queuedSkipsLocked), with the slots of the launches it waited behind.
+type queuedSkip struct {
+	jb     Job
+	slot   string
+	behind []string
+	note   string
+}
+
+// queuedSkipsLocked lists each slot of an overlap = skip job that waited in the queue when the
+// drain dropped it: it fired while this node's launch of the job had not begun its attempt (or
+// was between attempts), so it was queued, not skipped. A node that follows the slot up records
+// the same skip under the same claim; with none (the whole fleet stopped, a one-node fleet) the
+// slot had no record at all, and the next start's account, which walks the slots after the
+// newest recorded one, never saw it: recordQueuedSkips records them. A buffer-one slot, or a
+// catch-up, is left to the nodes that follow it (they run it), else to the next start's account
+// (holes.go).
+func (js *jobState) queuedSkipsLocked() []queuedSkip {
 	jb := js.job
 	if jb.Overlap != "" && jb.Overlap != "skip" {
-		return
+		return nil
 	}
-	behind := "another"
-	if len(js.actives) > 0 && len(js.actives[0].l.slots) > 0 {
-		behind = js.actives[0].l.slots[0]
+	behind, first := []string(nil), "another"
+	for _, a := range js.actives {
+		behind = append(behind, a.l.slots...)
 	}
+	if len(behind) > 0 {
+		first = behind[0]
+	}
+	var out []queuedSkip
 	for _, q := range js.queue {
 		if q.why == whyFire && len(q.slots) == 1 {
-			js.s.overlapSkip(context.Background(), jb, q.slots[0], nil,
-				fmt.Sprintf("overlap = skip: slot %s waited for the launch of slot %s to begin when this node drained", q.slots[0], behind))
+			out = append(out, queuedSkip{jb: jb, slot: q.slots[0], behind: behind,
+				note: fmt.Sprintf("overlap = skip: slot %s waited for the launch of slot %s to begin when this node drained", q.slots[0], first)})
 		}
+	}
+	return out
+}
+
+// recordQueuedSkips records the queued skips of a drain once its launches have ended, each only
+// when every slot it waited behind has a record by then: a launch that never began its attempt
+// in the whole drain left its slot without one, and a skip recorded after it would make the skip
+// the job's newest slot, so that the next start's account never saw the slot before it. Left
+// unrecorded, both are in that account's gap (caught up, or recorded missed).
+func (s *Scheduler) recordQueuedSkips(skips []queuedSkip) {
+	for _, q := range skips {
+		s.offDispatch(context.Background(), func(ctx context.Context) {
+			for _, b := range q.behind {
+				h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: q.jb.Name, Slot: b, Limit: 1})
+				if err != nil || len(h) == 0 {
+					s.log.Info("not recorded as skipped: the slot it waited behind has no record; the next start accounts both",
+						"task", q.jb.Name, "slot", q.slot, "behind", b, "err", err)
+					return
+				}
+			}
+			s.overlapSkip(ctx, q.jb, q.slot, nil, q.note)
+		})
 	}
 }

@@ -51,8 +51,8 @@ func outageAccounted(t *testing.T, seeded bool) {
 	}
 	// holes are the slots from the seed to the newest recorded one that have no record. Polled
 	// until two slots after the outage ran and none is left: under load the account's catch-up of
-	// the outage's slots is queued behind the next fire, and a node stopped then drops it (a
-	// catch-up queued at a drain is dropped without a record, a known loss).
+	// the outage's slots is queued behind the next fire, and a node stopped then drops it (the
+	// next start's account finds such a catch-up behind the newest slot: holes_test.go).
 	holes := func() []string {
 		recorded := map[string]bool{}
 		newest := seed

@@ -252,8 +252,10 @@ func TestCatchUpHeldElsewhereRunsOldestFirst(t *testing.T) {
 }
 
 // A node that starts after its job's newest slot ran finds where the job stands from that slot's
-// history, not from the task's newest entries (every slot the task ever had, on the key-value
-// stores). Daily slots: none turns while the test runs.
+// history, not from the task's newest entries (a page; without the history index, every slot the task ever had, on the key-value
+// stores). Daily slots: none turns while the test runs. A job whose slots can wait in a queue
+// (buffer-one, a catch-up window) reads the newest entries too, for the slots a stopped node left
+// without a record behind the newest one (holes_test.go): not this one.
 func TestAccountReadsTheNewestSlot(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 1)
@@ -267,7 +269,6 @@ func TestAccountReadsTheNewestSlot(t *testing.T) {
 	f.stores[0] = reads
 	w := &witness{}
 	j := workJob("quick", "@every 24h", w.work(10*time.Millisecond))
-	j.CatchUp = 72 * time.Hour
 	f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
 	eventually(t, 20*time.Second, "the node read the newest slot's history", func() bool { slot, _ := reads.counts(); return slot > 0 })
 	time.Sleep(200 * time.Millisecond)

@@ -25,6 +25,9 @@ type watch struct {
 	// or while another node held the job (which may have died or be draining, and fires nothing).
 	skipNote string
 	skipSeen bool // the first of those two follow-ups was made
+	// missed records skipNote as a missed event instead (recordHoles: a slot a node that stopped
+	// left without a record, found behind the job's newest slot), and not before holeHoldOff.
+	missed bool
 }
 
 // maxWatch bounds how long a slot is followed up (a holder that keeps renewing for days).
@@ -69,7 +72,10 @@ func (js *jobState) dropOldestLocked(ctx context.Context) {
 	}
 	if old != nil {
 		delete(js.watches, old.slot)
-		if old.skipNote != "" {
+		switch {
+		case old.skipNote != "" && old.missed:
+			js.s.holeMissed(context.WithoutCancel(ctx), js.job, old.slot, old.skipNote)
+		case old.skipNote != "":
 			// Not the launch's ctx: it ends as the launch that found the job busy returns, before
 			// this write (off the dispatcher) is made.
 			js.s.overlapSkip(context.WithoutCancel(ctx), js.job, old.slot, nil, old.skipNote)
@@ -185,13 +191,17 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 	}
 	if act == drop && st.Last == nil {
 		js.mu.Lock()
-		note, seen := w.skipNote, w.skipSeen
+		note, seen, missed := w.skipNote, w.skipSeen, w.missed
+		early := missed && now.Sub(w.since) < s.holeHoldOff() // a live follower runs it first
 		w.skipSeen = true
 		js.mu.Unlock()
-		if note != "" && !seen {
+		if note != "" && (!seen || early) {
 			return // look once more at the next follow-up
 		}
-		if note != "" {
+		switch {
+		case note != "" && missed:
+			s.holeMissed(ctx, jb, w.slot, note)
+		case note != "":
 			s.overlapSkip(ctx, jb, w.slot, nil, note)
 		}
 	}
@@ -211,20 +221,18 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 	}
 }
 
-// wasSkipped is whether slot sl was recorded skipped by an overlap policy (overlapSkip's claim).
+// wasSkipped is whether slot sl was claimed as not to run (claimed): skipped by an overlap policy
+// (overlapSkip's claim) or for a pause (a slot that waited there and met the pause, call), or
+// recorded missed (a hole: recordHoles).
 func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (bool, error) {
-	if s.keys == nil {
-		return false, nil
-	}
-	// By its overlap policy, or for a pause (a slot that waited there and met the pause, call).
-	got, err := s.keys.Lookup(ctx, recordedScope, []string{overlapKind + " " + task + " " + sl, "paused " + task + " " + sl})
+	got, err := s.claimed(ctx, task, []string{sl})
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read whether a watched slot was skipped", "task", task, "slot", sl, "err", err)
 		}
 		return false, err
 	}
-	return len(got) > 0, nil
+	return got[sl], nil
 }
 
 type action int
