@@ -19,13 +19,15 @@ import (
 type histKV struct {
 	*memKV
 	hmu   sync.Mutex
-	idx   map[string]map[string]bool // task → mark keys
+	idx   map[string]map[string]bool // task → mark keys, its indexes of a kind's too
 	built bool
+	kinds bool // the indexes of a kind are built
 	loads int
+	read  int // mark keys ReadMarks returned
 }
 
 func newHist() *histKV {
-	return &histKV{memKV: newMem(), idx: map[string]map[string]bool{}, built: true}
+	return &histKV{memKV: newMem(), idx: map[string]map[string]bool{}, built: true, kinds: true}
 }
 
 func (h *histKV) Load(ctx context.Context, task, slot string) (*Doc, Version, time.Time, error) {
@@ -74,6 +76,14 @@ func (h *histKV) IndexHistory(ctx context.Context, docs []*Doc) error {
 	h.built = true
 	return nil
 }
+func (h *histKV) KindsIndexed(context.Context) (bool, error) { return h.kinds, nil }
+func (h *histKV) IndexKinds(ctx context.Context, docs []*Doc) error {
+	for _, d := range docs {
+		h.mark(d.Task, d.KindMarks(), nil)
+	}
+	h.kinds = true
+	return nil
+}
 func (h *histKV) HistoryTasks(context.Context) ([]string, error) {
 	h.hmu.Lock()
 	defer h.hmu.Unlock()
@@ -90,6 +100,9 @@ func (h *histKV) ReadMarks(ctx context.Context, rs []MarkRange) ([][]string, err
 	for i, r := range rs {
 		var keys []string
 		for k := range h.idx[r.Task] {
+			if kind, _ := SplitKind(k); kind != r.Kind {
+				continue
+			}
 			if r.From == "" || r.Up && k > r.From || !r.Up && k < r.From {
 				keys = append(keys, k)
 			}
@@ -99,6 +112,7 @@ func (h *histKV) ReadMarks(ctx context.Context, rs []MarkRange) ([][]string, err
 			slices.Reverse(keys)
 		}
 		out[i] = keys[:min(len(keys), r.Limit)]
+		h.read += len(out[i])
 	}
 	return out, nil
 }

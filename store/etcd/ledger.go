@@ -226,7 +226,7 @@ func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) err
 	ops := []op{opDel(key, false), opDel(s.waitKey(d.Task, d.Slot), false), opDel(s.runningKey(d.Task, d.Slot), false)}
 	marks := d.ReadMarks()
 	for _, m := range marks[:min(len(marks), markOpsMax)] { // past it: taken out by the pages that meet them
-		ops = append(ops, opDel(s.historyDir(d.Task)+flip(m), false))
+		ops = append(ops, opDel(s.markKey(d.Task, m), false))
 	}
 	r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver)}, Success: ops})
 	if err != nil {
