@@ -345,7 +345,7 @@ func (s *Store) listAll(ctx context.Context, dir string, names []string) ([][]st
 	return out, errors.Join(errs...)
 }
 
-// Unmark deletes the marks, then the buckets they leave empty (a forget's, a prune's: the pages
+// Unmark deletes the marks, then the buckets (and directories) they leave empty (a forget's, a prune's: the pages
 // that would find them empty start from the newest and seldom reach them, so without this a
 // task's index kept an empty bucket per second it ran in).
 // The deletes go 32 at a time in parallel (go-zookeeper pipelines them on its session).
@@ -369,7 +369,16 @@ func (k kv) Unmark(ctx context.Context, task string, keys []string) error {
 	for dir := range dirs {
 		list = append(list, dir)
 	}
-	parallel(len(list), func(i int) { s.dropEmpty(ctx, list[i], len(markLevels)) })
+	parallel(len(list), func(i int) {
+		// The buckets, then the index's directory (a kind's, and the task's under /z): a task whose
+		// last document went (once prune --forget-slots) leaves no directory behind, and no name in
+		// HistoryTasks. A write into a directory deleted meanwhile makes it again (fixMark).
+		levels := len(markLevels) + 1
+		if strings.HasPrefix(list[i], s.kindRoot()+"/") {
+			levels++
+		}
+		s.dropEmpty(ctx, list[i], levels)
+	})
 	return nil
 }
 

@@ -75,7 +75,8 @@ func TestArchiveMarksRoundTrips(t *testing.T) {
 
 // TestForgetDropsBuckets: a document's delete (a forget, a prune of an archive) takes its marks
 // out and the buckets they leave empty, so that the index does not keep a node per second the
-// task ran in after its history is pruned.
+// task ran in after its history is pruned, nor, once the task's last document went, the task's
+// directories.
 func TestForgetDropsBuckets(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	s, err := Open(ctx, withPrefix(t))
@@ -116,6 +117,28 @@ func TestForgetDropsBuckets(t *testing.T) {
 	}
 	if ok, _, err := s.c.Exists(s.markPath("t", other)); err != nil || !ok {
 		t.Fatalf("the other slot's mark: %v %v", ok, err)
+	}
+	// The task's last document, with a missed event (a mark in the index of its kind too): its
+	// delete leaves no directory of the task's in either index, nor in HistoryTasks.
+	if err := s.Record(ctx, store.Event{Task: "t", Slot: "other", Kind: store.Missed, Holder: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := s.c.Exists(s.indexDir("t", store.Missed)); err != nil || !ok {
+		t.Fatalf("the index of missed events: %v %v", ok, err)
+	}
+	if d, ver, _, err = k.Load(ctx, "t", "other"); err != nil || d == nil {
+		t.Fatal(d, err)
+	}
+	if err := k.Delete(ctx, d, ver); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{s.historyDir("t"), s.kindRoot() + "/" + esc("t")} {
+		if ok, _, err := s.c.Exists(dir); err != nil || ok {
+			t.Errorf("%s after the task's last document went: exists %v, %v", dir, ok, err)
+		}
+	}
+	if tasks, err := k.HistoryTasks(ctx); err != nil || len(tasks) != 0 {
+		t.Errorf("HistoryTasks after the task's last document went: %v, %v", tasks, err)
 	}
 }
 
