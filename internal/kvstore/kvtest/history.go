@@ -73,32 +73,7 @@ func HistoryIndex(t *testing.T, dsnOf func(testing.TB) string, unindex func(t *t
 			t.Fatalf("history after the index was built from the documents: %d entries, want %d", len(got), len(want))
 		}
 		for _, q := range []store.HistoryQuery{{}, {Task: "a"}, {Task: "b", Kind: store.Busy}, {Kind: store.Missed}, {Task: "a", Kind: store.Missed}} {
-			all := cursors(t, s2, q)
-			var walked []string
-			page := q
-			page.Limit = 7
-			for {
-				es, err := s2.History(ctx, page)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range es {
-					walked = append(walked, e.Cursor)
-				}
-				if len(es) < page.Limit {
-					break
-				}
-				page.Before = es[len(es)-1].Cursor
-			}
-			if !slices.Equal(walked, all) {
-				t.Fatalf("history %+v walked in pages of 7: %d entries, want %d", q, len(walked), len(all))
-			}
-			back := q
-			back.Limit, back.After = 5, all[len(all)-1]
-			es, err := s2.History(ctx, back)
-			if err != nil || len(es) != min(5, len(all)-1) || es[len(es)-1].Cursor != all[len(all)-2] {
-				t.Fatalf("history %+v after the oldest: %d entries, %v", q, len(es), err)
-			}
+			walkPages(t, s2, q)
 		}
 	})
 }
@@ -166,6 +141,39 @@ func historyCheck(t *testing.T, dsnOf func(testing.TB) string) {
 			t.Fatalf("the missed event is in its index already (%d, %v): the test is wrong", len(es), err)
 		}
 	})
+}
+
+// walkPages: q's history walked in pages of 7 is q's history read at once, and a page after the
+// oldest entry holds the ones before it.
+func walkPages(t *testing.T, s store.Ledger, q store.HistoryQuery) {
+	t.Helper()
+	ctx := ctxT(t)
+	all := cursors(t, s, q)
+	var walked []string
+	page := q
+	page.Limit = 7
+	for {
+		es, err := s.History(ctx, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			walked = append(walked, e.Cursor)
+		}
+		if len(es) < page.Limit {
+			break
+		}
+		page.Before = es[len(es)-1].Cursor
+	}
+	if !slices.Equal(walked, all) {
+		t.Fatalf("history %+v walked in pages of 7: %d entries, want %d", q, len(walked), len(all))
+	}
+	back := q
+	back.Limit, back.After = 5, all[len(all)-1]
+	es, err := s.History(ctx, back)
+	if err != nil || len(es) != min(5, len(all)-1) || es[len(es)-1].Cursor != all[len(all)-2] {
+		t.Fatalf("history %+v after the oldest: %d entries, %v", q, len(es), err)
+	}
 }
 
 func cursors(t *testing.T, s store.Ledger, q store.HistoryQuery) []string {
