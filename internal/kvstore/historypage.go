@@ -87,50 +87,78 @@ func (l Ledger) indexKinds(ctx context.Context, hk HistoryKV) error {
 	if err != nil {
 		return err
 	}
+	seen := map[string]bool{}
+	var want [][2]string
+	err = scanMarks(ctx, hk, tasks, false, func(m Mark) bool {
+		if m.Event && !seen[docKey(m.Task, m.Slot)] {
+			seen[docKey(m.Task, m.Slot)] = true
+			want = append(want, [2]string{m.Task, m.Slot})
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	docs, err := l.loadAll(ctx, want)
+	if err != nil {
+		return err
+	}
+	return hk.IndexKinds(ctx, docs)
+}
+
+// scanMarks passes each the marks of tasks' indexes (not their indexes of a kind), newest first
+// (oldest first with up), a task's until each returns false, reading them 4,096 keys of a task at a
+// time, every task's at once.
+func scanMarks(ctx context.Context, hk HistoryKV, tasks []string, up bool, each func(Mark) bool) error {
 	from := map[string]string{}
 	for _, t := range tasks {
 		from[t] = ""
 	}
-	seen := map[string]bool{}
-	var want [][2]string
 	for len(from) > 0 {
 		rs := make([]MarkRange, 0, len(from))
 		for t, f := range from {
-			rs = append(rs, MarkRange{Task: t, From: f, Limit: 16 * historyPage})
+			rs = append(rs, MarkRange{Task: t, From: f, Up: up, Limit: 16 * historyPage})
 		}
 		got, err := hk.ReadMarks(ctx, rs)
 		if err != nil {
 			return err
 		}
 		for i, r := range rs {
-			if keys := got[i]; len(keys) < r.Limit {
+			keys := got[i]
+			if len(keys) < r.Limit {
 				delete(from, r.Task)
 			} else {
 				from[r.Task] = keys[len(keys)-1]
 			}
-			for _, k := range got[i] {
-				if m, ok := ParseMark(r.Task, k); ok && m.Event && m.Kind == "" && !seen[docKey(m.Task, m.Slot)] {
-					seen[docKey(m.Task, m.Slot)] = true
-					want = append(want, [2]string{m.Task, m.Slot})
+			for _, k := range keys {
+				if m, ok := ParseMark(r.Task, k); ok && m.Kind == "" && !each(m) {
+					delete(from, r.Task)
+					break
 				}
 			}
 		}
 	}
+	return nil
+}
+
+// loadAll reads the documents of (task, slot) pairs, 1,024 at a time (loadMany), and returns
+// those that exist.
+func (l Ledger) loadAll(ctx context.Context, want [][2]string) ([]*Doc, error) {
 	var docs []*Doc
 	for len(want) > 0 {
 		n := min(len(want), 1024)
 		got, err := l.loadMany(ctx, want[:n])
 		if err != nil {
-			return err
+			return nil, err
 		}
-		for _, d := range got {
-			if d != nil {
+		for i, d := range got {
+			if d != nil && d.Task == want[i][0] && d.Slot == want[i][1] {
 				docs = append(docs, d)
 			}
 		}
 		want = want[n:]
 	}
-	return hk.IndexKinds(ctx, docs)
+	return docs, nil
 }
 
 // item is an entry of a page with its position.
