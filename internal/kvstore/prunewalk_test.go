@@ -2,6 +2,11 @@ package kvstore
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,4 +71,104 @@ func TestPruneReadsWhatItRemoves(t *testing.T) {
 	if all, _ := scan.History(ctx, store.HistoryQuery{Task: "t"}); len(all) != 2*500 {
 		t.Fatalf("after forgetting 100 of 600 slots: %d entries, want 1000", len(all))
 	}
+}
+
+// TestPruneByMarksMatchesScan: on random ledgers (failed, unknown, succeeded and resolved
+// attempts, missed/skipped/busy/review events, entries of several slots at one microsecond),
+// a sequence of prunes (every task or one, with and without ForgetSlots, Since, dry runs) by the
+// marks removes exactly what the read of every document removes: the same counts, the same
+// documents left, entry for entry.
+func TestPruneByMarksMatchesScan(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	build := func(seed uint64) *histKV {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		h := newHist()
+		l := NewLedger(h)
+		for _, task := range []string{"t1", "t2"} {
+			for s := range 40 {
+				slot := fmt.Sprintf("s%02d", s)
+				at := base.Add(time.Duration(rng.IntN(100)) * time.Hour)
+				if rng.IntN(4) == 0 { // a tie: another slot's instant, to the microsecond
+					at = base.Add(time.Duration(rng.IntN(3)) * time.Hour)
+				}
+				n := 0
+				for range rng.IntN(6) {
+					err := l.update(ctx, task, slot, 0, "", func(d *Doc, _ time.Time) (bool, error) {
+						if rng.IntN(3) == 0 {
+							kinds := []store.State{store.Missed, store.Skipped, store.Busy, store.Review}
+							d.Events = append(d.Events, Event{Kind: kinds[rng.IntN(len(kinds))], Attempt: n, At: at, Holder: "h"})
+							return true, nil
+						}
+						n++
+						states := []store.State{store.Failed, store.Unknown, store.Succeeded, store.Failed}
+						a := att(n, at, states[rng.IntN(len(states))])
+						a.Task, a.Slot, a.RunID = task, slot, fmt.Sprintf("%s-%s-%d", task, slot, n)
+						if a.State != store.Succeeded && rng.IntN(4) == 0 {
+							a.Resolution = &store.Resolution{As: store.Succeeded, By: "p", At: at.Add(time.Minute)}
+						}
+						d.Attempts = append(d.Attempts, a)
+						return true, nil
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					at = at.Add(time.Duration(rng.IntN(20)) * time.Hour)
+				}
+			}
+		}
+		return h
+	}
+	dump := func(m *memKV) string {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		var out []string
+		for k, e := range m.m {
+			d, err := Unmarshal(e.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.Marked, d.KindsMarked = false, false
+			b, _ := json.Marshal(d)
+			out = append(out, k+" "+string(b))
+		}
+		slices.Sort(out)
+		return strings.Join(out, "\n")
+	}
+	var total store.PruneResult
+	for seed := range uint64(12) {
+		byMarks, byScan := build(seed), build(seed)
+		if dump(byMarks.memKV) != dump(byScan.memKV) {
+			t.Fatal("the builds differ")
+		}
+		rng := rand.New(rand.NewPCG(seed, 9))
+		for step := range 6 {
+			r := store.PruneRequest{Before: base.Add(time.Duration(rng.IntN(140)) * time.Hour), ForgetSlots: rng.IntN(2) == 0, DryRun: rng.IntN(4) == 0}
+			if rng.IntN(3) == 0 {
+				r.Task = "t2"
+			}
+			if !r.ForgetSlots && rng.IntN(3) == 0 { // once run --retain's window
+				r.Since = r.Before.Add(-time.Duration(rng.IntN(50)) * time.Hour)
+			}
+			got, err := NewLedger(byMarks).Prune(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := Ledger{KV: byScan.memKV}.Prune(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("seed %d step %d %+v: by the marks %+v, by every document %+v", seed, step, r, got, want)
+			}
+			total.Add(got)
+			if a, b := dump(byMarks.memKV), dump(byScan.memKV); a != b {
+				t.Fatalf("seed %d step %d %+v: the documents left differ:\nby the marks:\n%s\nby every document:\n%s", seed, step, r, a, b)
+			}
+		}
+	}
+	if total.Attempts < 50 || total.Events < 50 || total.Slots < 10 {
+		t.Fatalf("the prunes removed too little to compare: %+v", total)
+	}
+	t.Logf("removed in all: %+v", total)
 }
