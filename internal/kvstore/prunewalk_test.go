@@ -74,9 +74,9 @@ func TestPruneReadsWhatItRemoves(t *testing.T) {
 }
 
 // TestPruneByMarksMatchesScan: on random ledgers (failed, unknown, succeeded and resolved
-// attempts, missed/skipped/busy/review events, entries of several slots at one microsecond),
-// a sequence of prunes (every task or one, with and without ForgetSlots, Since, dry runs) by the
-// marks removes exactly what the read of every document removes: the same counts, the same
+// attempts, missed/skipped/busy/review events, entries of several slots at one microsecond,
+// slots with archives), a sequence of prunes (every task or one, with and without ForgetSlots,
+// Since, dry runs) by the marks removes exactly what the read of every document removes: the same counts, the same
 // documents left, entry for entry.
 func TestPruneByMarksMatchesScan(t *testing.T) {
 	ctx := context.Background()
@@ -86,15 +86,19 @@ func TestPruneByMarksMatchesScan(t *testing.T) {
 		h := newHist()
 		l := NewLedger(h)
 		for _, task := range []string{"t1", "t2"} {
-			for s := range 40 {
+			for s := range 43 {
 				slot := fmt.Sprintf("s%02d", s)
 				at := base.Add(time.Duration(rng.IntN(100)) * time.Hour)
 				if rng.IntN(4) == 0 { // a tie: another slot's instant, to the microsecond
 					at = base.Add(time.Duration(rng.IntN(3)) * time.Hour)
 				}
-				n := 0
-				for range rng.IntN(6) {
+				n, writes, step := 0, rng.IntN(6), 20*time.Hour
+				if s >= 40 { // slots with archives (archiveAt)
+					at, writes, step = base, 45+rng.IntN(40), 4*time.Hour
+				}
+				for range writes {
 					err := l.update(ctx, task, slot, 0, "", func(d *Doc, _ time.Time) (bool, error) {
+						l.archive(ctx, d)
 						if rng.IntN(3) == 0 {
 							kinds := []store.State{store.Missed, store.Skipped, store.Busy, store.Review}
 							d.Events = append(d.Events, Event{Kind: kinds[rng.IntN(len(kinds))], Attempt: n, At: at, Holder: "h"})
@@ -113,9 +117,12 @@ func TestPruneByMarksMatchesScan(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					at = at.Add(time.Duration(rng.IntN(20)) * time.Hour)
+					at = at.Add(time.Duration(rng.Int64N(int64(step))))
 				}
 			}
+		}
+		if docs, _ := h.memKV.Docs(ctx, ""); !slices.ContainsFunc(docs, (*Doc).IsArchive) {
+			t.Fatal("no archive built: the test is wrong")
 		}
 		return h
 	}
@@ -136,14 +143,14 @@ func TestPruneByMarksMatchesScan(t *testing.T) {
 		return strings.Join(out, "\n")
 	}
 	var total store.PruneResult
-	for seed := range uint64(12) {
+	for seed := range uint64(6) {
 		byMarks, byScan := build(seed), build(seed)
 		if dump(byMarks.memKV) != dump(byScan.memKV) {
 			t.Fatal("the builds differ")
 		}
 		rng := rand.New(rand.NewPCG(seed, 9))
 		for step := range 6 {
-			r := store.PruneRequest{Before: base.Add(time.Duration(rng.IntN(140)) * time.Hour), ForgetSlots: rng.IntN(2) == 0, DryRun: rng.IntN(4) == 0}
+			r := store.PruneRequest{Before: base.Add(time.Duration(rng.IntN(240)) * time.Hour), ForgetSlots: rng.IntN(2) == 0, DryRun: rng.IntN(4) == 0}
 			if rng.IntN(3) == 0 {
 				r.Task = "t2"
 			}
@@ -167,7 +174,7 @@ func TestPruneByMarksMatchesScan(t *testing.T) {
 			}
 		}
 	}
-	if total.Attempts < 50 || total.Events < 50 || total.Slots < 10 {
+	if total.Attempts < 100 || total.Events < 100 || total.Slots < 10 {
 		t.Fatalf("the prunes removed too little to compare: %+v", total)
 	}
 	t.Logf("removed in all: %+v", total)
