@@ -81,7 +81,9 @@ func TestPruneReadsWhatItRemoves(t *testing.T) {
 func TestPruneByMarksMatchesScan(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var times []time.Time // the entries' instants, of the last build
 	build := func(seed uint64) *histKV {
+		times = times[:0]
 		rng := rand.New(rand.NewPCG(seed, 7))
 		h := newHist()
 		l := NewLedger(h)
@@ -117,6 +119,7 @@ func TestPruneByMarksMatchesScan(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					times = append(times, at)
 					at = at.Add(time.Duration(rng.Int64N(int64(step))))
 				}
 			}
@@ -151,6 +154,9 @@ func TestPruneByMarksMatchesScan(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 9))
 		for step := range 6 {
 			r := store.PruneRequest{Before: base.Add(time.Duration(rng.IntN(240)) * time.Hour), ForgetSlots: rng.IntN(2) == 0, DryRun: rng.IntN(4) == 0}
+			if rng.IntN(3) == 0 { // just after an entry, in its microsecond
+				r.Before = times[rng.IntN(len(times))].Add(time.Nanosecond)
+			}
 			if rng.IntN(3) == 0 {
 				r.Task = "t2"
 			}
