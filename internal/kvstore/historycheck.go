@@ -42,7 +42,7 @@ func (l Ledger) CheckHistory(ctx context.Context) []store.Finding {
 			tasks = append(tasks, t)
 		}
 		slices.Sort(tasks)
-		f.Level, f.Message = store.LevelWarn, fmt.Sprintf("%d documents an older once wrote after the index was built (tasks %s) hold entries it does not list: this version's history, dashboard and doctor scans do not show them; once no older once is left, delete the index's built mark so that the next page rebuilds it (docs/operations.md, \"Hosts on two versions at once\")",
+		f.Level, f.Message = store.LevelWarn, fmt.Sprintf("%d documents an older once wrote after the index was built (tasks %s) hold entries it does not list: this version's history, dashboard and doctor scans (or, for missed events, status and doctor's missed check) do not show them; once no older once is left, delete the index's built mark so that the next page rebuilds it (docs/operations.md, \"Hosts on two versions at once\")",
 			countAll(missing), strings.Join(tasks, ", "))
 	}
 	return []store.Finding{f}
