@@ -77,7 +77,10 @@ func (s *Store) kindsIndexed() string { return s.p + "/z-indexed" }
 // historyIndexed marks the index as built (kvstore.HistoryKV.IndexHistory).
 func (s *Store) historyIndexed() string { return s.p + "/x-indexed" }
 
-// ensureMarkDirs creates the buckets of key in task's index, the L3 bucket with l3.
+// ensureMarkDirs creates the buckets of key in task's index, the L3 bucket with l3, outermost
+// first. A delete that empties a task's index drops its buckets and directories innermost first
+// (Unmark): a create whose parent it deleted meanwhile fails with ErrNoNode, and the chain is
+// made again from the top.
 func (s *Store) ensureMarkDirs(ctx context.Context, task, key string, l3 bool) error {
 	kind, key := kvstore.SplitKind(key)
 	dirs := []string{s.historyRoot(), s.historyDir(task)}
@@ -92,12 +95,20 @@ func (s *Store) ensureMarkDirs(ctx context.Context, task, key string, l3 bool) e
 		p += "/" + key[:n]
 		dirs = append(dirs, p)
 	}
-	for _, dir := range dirs {
-		if err := s.ensure(ctx, dir); err != nil {
-			return err
+	for try := 0; ; try++ {
+		var err error
+		for _, dir := range dirs {
+			if _, err = call(ctx, s, func() (string, error) { return s.c.Create(dir, nil, 0, s.acl) }); errors.Is(err, zk.ErrNodeExists) {
+				err = nil
+			}
+			if err != nil {
+				break
+			}
+		}
+		if err == nil || !errors.Is(err, zk.ErrNoNode) || try == 8 {
+			return s.mapErr(err)
 		}
 	}
-	return nil
 }
 
 // makeMarkDirs makes the buckets above key's L3 bucket in task's index, in one multi when it can:
