@@ -36,11 +36,13 @@ type Doc struct {
 	// of a once that keeps the index sets it, and an older once's write drops it (a field it does
 	// not know), so the next write of this once puts all the document's marks again.
 	Marked bool `json:"hx,omitempty"`
+	// KindsMarked says the same of its marks in its task's indexes of a kind (Doc.KindMarks),
+	// which a once before them (or an older once's write) did not put.
+	KindsMarked bool `json:"hk,omitempty"`
 
 	waited   bool     // as read (Unmarshal): the slot waited for a person
 	ran      bool     // as read (Unmarshal): an attempt was running
-	marked   bool     // as read (Unmarshal): Marked
-	read     []string // as read (Unmarshal): its marks' keys (Marks)
+	read     []string // as read (Unmarshal): its marks' keys known to be in the indexes (readMarks)
 	unmarked bool     // Unmarked: the next write says Marked false
 }
 
@@ -65,7 +67,7 @@ func (d *Doc) Runs() bool {
 
 // Marshal encodes d for storage.
 func (d *Doc) Marshal() []byte {
-	d.Marked = !d.unmarked
+	d.Marked, d.KindsMarked = !d.unmarked, !d.unmarked
 	b, err := json.Marshal(d)
 	if err != nil { // only plain data: cannot fail
 		panic(err)
@@ -81,9 +83,7 @@ func Unmarshal(b []byte) (*Doc, error) {
 	}
 	_, d.waited = d.Waits()
 	d.ran = d.Runs()
-	if d.marked = d.Marked; d.marked {
-		d.read = d.Marks()
-	}
+	d.read = d.readMarks()
 	return &d, nil
 }
 

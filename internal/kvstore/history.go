@@ -107,15 +107,15 @@ func page(items []item, limit int, up bool) []store.Entry {
 	return out
 }
 
-// Prune: see store.Ledger. It reads the documents of the task (or of every task), applies
-// store.PruneRequest.Decide to each entry and rewrites a document only when something in it goes,
-// with the same compare-and-set as every write (unfenced: it never touches what a run decides by).
+// Prune: see store.Ledger. It reads the documents that may hold something to remove (pruneDocs),
+// applies store.PruneRequest.Decide to each entry and rewrites a document only when something in it
+// goes, with the same compare-and-set as every write (unfenced: it never touches what a run decides by).
 func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneResult, error) {
 	var res store.PruneResult
 	if err := store.CheckPrune(r); err != nil {
 		return res, err
 	}
-	docs, err := l.KV.Docs(ctx, r.Task)
+	docs, err := l.pruneDocs(ctx, r)
 	if err != nil {
 		return res, err
 	}
@@ -186,6 +186,56 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 		}
 	}
 	return res, nil
+}
+
+// pruneDocs returns the documents Prune reads. With a history index (HistoryKV, built) those with an
+// entry before r.Before — Decide keeps every other entry —, found by walking the task's marks (every
+// task's) oldest first up to it, and the slot documents of their archives (an archive is pruned by
+// its slot's facts): a prune costs what it may remove, not the task's history. Without one, every
+// document of the task (or of every task). An entry an older once wrote after the index was built
+// and that the index lacks (doctor's history-index check) is left, as history does not show it.
+func (l Ledger) pruneDocs(ctx context.Context, r store.PruneRequest) ([]*Doc, error) {
+	hk, ok := l.KV.(HistoryKV)
+	if ok {
+		built, err := hk.HistoryIndexed(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ok = built
+	}
+	if !ok {
+		return l.KV.Docs(ctx, r.Task)
+	}
+	tasks := []string{r.Task}
+	if r.Task == "" {
+		var err error
+		if tasks, err = hk.HistoryTasks(ctx); err != nil {
+			return nil, err
+		}
+	}
+	cut := r.Before.Truncate(time.Microsecond).UnixMicro() // an entry before Before is at or before its microsecond
+	seen := map[string]bool{}
+	var want [][2]string
+	add := func(task, slot string) {
+		if k := docKey(task, slot); !seen[k] {
+			seen[k] = true
+			want = append(want, [2]string{task, slot})
+		}
+	}
+	err := scanMarks(ctx, hk, tasks, true, func(m Mark) bool {
+		if m.At > cut {
+			return false
+		}
+		add(m.Task, m.Slot)
+		if base, _, arc := splitArchive(m.Slot); arc {
+			add(m.Task, base)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l.loadAll(ctx, want)
 }
 
 // uncount takes n archived failures a prune removed off the count of the slot read as d0.

@@ -42,17 +42,22 @@ func (l Ledger) CheckHistory(ctx context.Context) []store.Finding {
 			tasks = append(tasks, t)
 		}
 		slices.Sort(tasks)
-		f.Level, f.Message = store.LevelWarn, fmt.Sprintf("%d documents an older once wrote after the index was built (tasks %s) hold entries it does not list: this version's history, dashboard and doctor scans do not show them; once no older once is left, delete the index's built mark so that the next page rebuilds it (docs/operations.md, \"Hosts on two versions at once\")",
+		f.Level, f.Message = store.LevelWarn, fmt.Sprintf("%d documents an older once wrote after the index was built (tasks %s) hold entries it does not list: this version's history, dashboard and doctor scans (or, for missed events, status and doctor's missed check) do not show them; once no older once is left, delete the index's built mark so that the next page rebuilds it (docs/operations.md, \"Hosts on two versions at once\")",
 			countAll(missing), strings.Join(tasks, ", "))
 	}
 	return []store.Finding{f}
 }
 
 // unindexed returns, by task, how many of the newest documents not known to be indexed have their
-// newest entry missing from the index; nil when the index is not built.
+// newest entry missing from the index, or their newest entry of a kind missing from the index of
+// that kind (when those are built); nil when the index is not built.
 func (l Ledger) unindexed(ctx context.Context, hk HistoryKV) (map[string]int, error) {
 	built, err := hk.HistoryIndexed(ctx)
 	if err != nil || !built {
+		return nil, err
+	}
+	kinds, err := hk.KindsIndexed(ctx)
+	if err != nil {
 		return nil, err
 	}
 	docs, err := l.KV.Docs(ctx, "")
@@ -61,14 +66,31 @@ func (l Ledger) unindexed(ctx context.Context, hk HistoryKV) (map[string]int, er
 	}
 	type newest struct {
 		task, key string
+		kind      store.State
 	}
 	var cand []newest
 	for _, d := range docs {
-		if ms := d.Marks(); !d.Marked && len(ms) > 0 {
-			cand = append(cand, newest{d.Task, ms[len(ms)-1]}) // Marks are sorted: oldest first
+		if d.Marked && (d.KindsMarked || !kinds) {
+			continue
+		}
+		var ms []string
+		for _, k := range d.Marks() {
+			if kind, _ := SplitKind(k); kind == "" && !d.Marked || kind != "" && !d.KindsMarked && kinds {
+				ms = append(ms, k)
+			}
+		}
+		// Marks are sorted, oldest first: the newest of each index is its last.
+		last := map[store.State]string{}
+		for _, k := range ms {
+			kind, _ := SplitKind(k)
+			last[kind] = k
+		}
+		for kind, k := range last {
+			cand = append(cand, newest{d.Task, k, kind})
 		}
 	}
-	slices.SortFunc(cand, func(a, b newest) int { return -cmp.Compare(a.key[:markHead], b.key[:markHead]) })
+	head := func(k string) string { _, m := SplitKind(k); return m[:markHead] }
+	slices.SortFunc(cand, func(a, b newest) int { return -cmp.Compare(head(a.key), head(b.key)) })
 	cand = cand[:min(len(cand), checkDocs)]
 	out := map[string]int{}
 	if len(cand) == 0 {
@@ -78,7 +100,7 @@ func (l Ledger) unindexed(ctx context.Context, hk HistoryKV) (map[string]int, er
 	for i, c := range cand {
 		// From the key on, itself included (etcd's inverted keys put the keys it is a prefix
 		// of, other slots' at the same instant, before it: a few more are read).
-		rs[i] = MarkRange{Task: c.task, From: c.key + "\x00", Limit: 8}
+		rs[i] = MarkRange{Task: c.task, Kind: c.kind, From: c.key + "\x00", Limit: 8}
 	}
 	got, err := hk.ReadMarks(ctx, rs)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/once-run/once/store"
 )
 
 // The history index (HistoryKV) holds a mark for each (document, instant, kind) its entries have:
@@ -22,12 +24,49 @@ import (
 // whatever they hold). A store reads a page of them newest first with a range, a limit and a
 // descending order.
 
-// Mark is one entry of a task's history index.
+// A task's index of a kind (a kind mark, Kind set) holds the same marks for the entries of that
+// kind only, so that a read of one kind (HistoryQuery.Kind: once status's and doctor's newest
+// missed events) costs its page, not every mark of the task. Its keys are the mark's key after
+// "!KIND!": a backend keeps them apart from the task's marks (another range or directory; on
+// Redis the same sorted set, where '!' sorts them below every mark, so that an older once's
+// reads of the marks meet them only past the oldest, and pass over them). Only the kinds of
+// IndexedKinds have one: an event's kind never changes, and a missed event is written by the
+// daemon, never by a run, so a run's writes stay as they were (its round trips: ZooKeeper makes
+// the buckets of a new index in their own round trips).
+
+// IndexedKinds are the kinds that have an index of their own (KindMarked).
+var IndexedKinds = []store.State{store.Missed}
+
+// Indexed reports whether kind has an index of its own.
+func Indexed(kind store.State) bool { return slices.Contains(IndexedKinds, kind) }
+
+// Mark is one entry of a task's history index, or of its index of a kind.
 type Mark struct {
 	At    int64 // microseconds since 1970
 	Event bool
 	Task  string
-	Slot  string // the document's: a slot, or an archive of one
+	Slot  string      // the document's: a slot, or an archive of one
+	Kind  store.State // set for a mark of the index of that kind
+}
+
+// KindPrefix is the head of the keys of the index of kind ("": the task's marks).
+func KindPrefix(kind store.State) string {
+	if kind == "" {
+		return ""
+	}
+	return "!" + string(kind) + "!"
+}
+
+// SplitKind splits a key into its kind ("" for a mark of the task's index) and the mark's key.
+func SplitKind(key string) (store.State, string) {
+	if !strings.HasPrefix(key, "!") {
+		return "", key
+	}
+	i := strings.IndexByte(key[1:], '!')
+	if i < 0 {
+		return "", key
+	}
+	return store.State(key[1 : 1+i]), key[2+i:]
 }
 
 // markHead is the length of a mark key's instant and kind.
@@ -39,11 +78,25 @@ func (m Mark) Key() string {
 	if m.Event {
 		kind = "e"
 	}
-	return fmt.Sprintf("%016x", uint64(m.At)^1<<63) + kind + hex.EncodeToString([]byte(m.Slot))
+	return KindPrefix(m.Kind) + fmt.Sprintf("%016x", uint64(m.At)^1<<63) + kind + hex.EncodeToString([]byte(m.Slot))
 }
 
-// ParseMark reads a key of task's index; ok is false for a key this once does not write.
+// head is m's instant and kind as a mark key begins with them, without its index's prefix.
+func (m Mark) head() string {
+	kind := "a"
+	if m.Event {
+		kind = "e"
+	}
+	return fmt.Sprintf("%016x", uint64(m.At)^1<<63) + kind
+}
+
+// ParseMark reads a key of task's index, or of its index of a kind; ok is false for a key this
+// once does not write.
 func ParseMark(task, key string) (Mark, bool) {
+	kind, key := SplitKind(key)
+	if kind != "" && !Indexed(kind) {
+		return Mark{}, false
+	}
 	if len(key) < markHead || key[16] != 'a' && key[16] != 'e' {
 		return Mark{}, false
 	}
@@ -55,7 +108,7 @@ func ParseMark(task, key string) (Mark, bool) {
 	if err != nil {
 		return Mark{}, false
 	}
-	return Mark{At: int64(u ^ 1<<63), Event: key[16] == 'e', Task: task, Slot: string(slot)}, true
+	return Mark{At: int64(u ^ 1<<63), Event: key[16] == 'e', Task: task, Slot: string(slot), Kind: kind}, true
 }
 
 // cmp orders marks in history order: -1 when m comes first (newer, or as new and first).
@@ -86,7 +139,8 @@ func markOf(d *Doc, at time.Time, event bool) Mark {
 	return Mark{At: at.Truncate(time.Microsecond).UnixMicro(), Event: event, Task: d.Task, Slot: d.Slot}
 }
 
-// Marks returns the keys of d's marks, sorted, without repeats.
+// Marks returns the keys of d's marks, sorted, without repeats: those of its task's index and
+// those of its indexes of a kind (KindMarks).
 func (d *Doc) Marks() []string {
 	var out []string
 	for _, a := range d.Attempts {
@@ -95,19 +149,44 @@ func (d *Doc) Marks() []string {
 	for _, e := range d.Events {
 		out = append(out, markOf(d, e.At, true).Key())
 	}
+	out = append(out, d.KindMarks()...)
 	slices.Sort(out)
 	return slices.Compact(out)
 }
 
-// MarkChanges returns the marks a write of d adds to its task's index and those it removes: the
+// KindMarks returns the keys of d's marks in its task's indexes of a kind (IndexedKinds).
+func (d *Doc) KindMarks() []string {
+	var out []string
+	for _, e := range d.Events {
+		if Indexed(e.Kind) {
+			m := markOf(d, e.At, true)
+			m.Kind = e.Kind
+			out = append(out, m.Key())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// readMarks are the keys of d's marks known to be in the indexes as it was read: its task's index
+// when Marked, its indexes of a kind when KindsMarked.
+func (d *Doc) readMarks() []string {
+	var out []string
+	for _, k := range d.Marks() {
+		if kind, _ := SplitKind(k); kind == "" && d.Marked || kind != "" && d.KindsMarked {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// MarkChanges returns the marks a write of d adds to its task's indexes and those it removes: the
 // difference between d's marks and those of d as it was read. A document read without the field
 // that says its marks are in the index (written by an older once, or new) adds all of its own and
-// removes none (a mark left behind is passed over, and taken out, by the page that meets it).
+// removes none (a mark left behind is passed over, and taken out, by the page that meets it); so
+// does one read without the field that says its marks of a kind are in (KindsMarked), for those.
 func (d *Doc) MarkChanges() (add, del []string) {
 	now := d.Marks()
-	if !d.marked {
-		return now, nil
-	}
 	for _, k := range now {
 		if _, ok := slices.BinarySearch(d.read, k); !ok {
 			add = append(add, k)
@@ -122,13 +201,8 @@ func (d *Doc) MarkChanges() (add, del []string) {
 }
 
 // ReadMarks returns the marks of d as it was read, for a delete of d: none when it was read
-// without the field that says they are in the index.
-func (d *Doc) ReadMarks() []string {
-	if !d.marked {
-		return nil
-	}
-	return d.read
-}
+// without the field that says they are in the index (those of a kind: KindsMarked).
+func (d *Doc) ReadMarks() []string { return d.read }
 
 // Unmarked makes the next write of d say its marks are not all in the index: a backend that
 // cannot put them all in the write of the document puts the rest after it, and a crash in between

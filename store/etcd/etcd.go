@@ -59,6 +59,7 @@ type Store struct {
 	known map[int64]idleLease   // etcd leases a grant of this process is on, as it last restarted them (restarted)
 
 	histBuilt atomic.Bool // the history index was seen built (history.go)
+	kindBuilt atomic.Bool // the indexes of a kind were seen built (history.go)
 }
 
 // Open connects to etcd's gRPC API, authenticates when the DSN has a user, and checks that the

@@ -16,12 +16,36 @@ import (
 // sorts), so a mark's key is stored inverted (flip): ascending order is history order, newest
 // first, and a page newest first is a range with a limit, O(log n + page). A page After a cursor
 // reads the other way, a descending range: it costs the entries newer than its cursor (a tail
-// following the newest entries reads few).
+// following the newest entries reads few). A task's index of a kind (kvstore.KindPrefix) is a
+// key per mark under z/<task>/<kind>/, stored as the task's marks are: an older once never reads it.
 
 var _ kvstore.HistoryKV = kv{}
 
 func (s *Store) historyDir(task string) string  { return s.p + "x/" + esc(task) + "/" }
 func (s *Store) historyTask(task string) string { return s.p + "y/" + esc(task) }
+
+// kindDir is the directory of task's index of kind.
+func (s *Store) kindDir(task string, kind store.State) string {
+	return s.p + "z/" + esc(task) + "/" + esc(string(kind)) + "/"
+}
+
+// markDir is the directory of the index a key (kvstore.Mark.Key) belongs in, and the key there.
+func (s *Store) markDir(task, key string) (string, string) {
+	kind, m := kvstore.SplitKind(key)
+	if kind == "" {
+		return s.historyDir(task), m
+	}
+	return s.kindDir(task, kind), m
+}
+
+// markKey is the etcd key of a key (kvstore.Mark.Key) of task's indexes.
+func (s *Store) markKey(task, key string) string {
+	dir, m := s.markDir(task, key)
+	return dir + flip(m)
+}
+
+// kindsIndexed marks the indexes of a kind as built (kvstore.HistoryKV.IndexKinds).
+func (s *Store) kindsIndexed() string { return s.p + "meta/history-kinds-indexed" }
 
 // historyIndexed marks the index as built (kvstore.HistoryKV.IndexHistory).
 func (s *Store) historyIndexed() string { return s.p + "meta/history-indexed" }
@@ -80,10 +104,10 @@ func (s *Store) markOps(d *kvstore.Doc) (ops []op, later []string) {
 		ops = append(ops, opPut(s.historyTask(d.Task), "", 0))
 	}
 	for _, k := range add {
-		ops = append(ops, opPut(s.historyDir(d.Task)+flip(k), "", 0))
+		ops = append(ops, opPut(s.markKey(d.Task, k), "", 0))
 	}
 	for _, k := range del[:min(len(del), markOpsMax-len(add))] {
-		ops = append(ops, opDel(s.historyDir(d.Task)+flip(k), false))
+		ops = append(ops, opDel(s.markKey(d.Task, k), false))
 	}
 	return ops, later
 }
@@ -97,7 +121,7 @@ func (s *Store) putMarks(ctx context.Context, task string, keys []string) error 
 		n := min(len(keys), 127)
 		ops := []op{opPut(s.historyTask(task), "", 0)}
 		for _, k := range keys[:n] {
-			ops = append(ops, opPut(s.historyDir(task)+flip(k), "", 0))
+			ops = append(ops, opPut(s.markKey(task, k), "", 0))
 		}
 		if _, err := s.c.txn(ctx, txnReq{Success: ops}); err != nil {
 			return s.mapErr(err)
@@ -134,6 +158,33 @@ func (k kv) IndexHistory(ctx context.Context, docs []*kvstore.Doc) error {
 	return nil
 }
 
+func (k kv) KindsIndexed(ctx context.Context) (bool, error) {
+	s := k.s
+	if s.kindBuilt.Load() {
+		return true, nil
+	}
+	gr, err := s.c.get(ctx, s.kindsIndexed())
+	if err != nil {
+		return false, s.mapErr(err)
+	}
+	s.kindBuilt.Store(len(gr.Kvs) > 0)
+	return len(gr.Kvs) > 0, nil
+}
+
+func (k kv) IndexKinds(ctx context.Context, docs []*kvstore.Doc) error {
+	s := k.s
+	for _, d := range docs {
+		if err := s.putMarks(ctx, d.Task, d.KindMarks()); err != nil {
+			return err
+		}
+	}
+	if _, err := s.c.txn(ctx, txnReq{Success: []op{opPut(s.kindsIndexed(), "1", 0)}}); err != nil {
+		return s.mapErr(err)
+	}
+	s.kindBuilt.Store(true)
+	return nil
+}
+
 // HistoryTasks lists y/: one key per task, keys only.
 func (k kv) HistoryTasks(ctx context.Context) ([]string, error) {
 	s := k.s
@@ -158,16 +209,20 @@ func (k kv) ReadMarks(ctx context.Context, rs []kvstore.MarkRange) ([][]string, 
 		n := min(len(rs), 127)
 		var ops []op
 		for _, r := range rs[:n] {
-			dir := s.historyDir(r.Task)
+			dir, pre := s.historyDir(r.Task), kvstore.KindPrefix(r.Kind)
+			if r.Kind != "" {
+				dir = s.kindDir(r.Task, r.Kind)
+			}
+			from := strings.TrimPrefix(r.From, pre)
 			q := rangeReq{Key: []byte(dir), RangeEnd: prefixEnd(dir), Limit: i64(r.Limit), KeysOnly: true}
 			switch {
 			case r.Up: // newer than From: before it in flipped order, nearest first
 				q.Descend = true
-				if r.From != "" {
-					q.RangeEnd = []byte(dir + flip(r.From))
+				if from != "" {
+					q.RangeEnd = []byte(dir + flip(from))
 				}
-			case r.From != "":
-				q.Key = append([]byte(dir+flip(r.From)), 0)
+			case from != "":
+				q.Key = append([]byte(dir+flip(from)), 0)
 			}
 			ops = append(ops, op{Range: &q})
 		}
@@ -180,10 +235,14 @@ func (k kv) ReadMarks(ctx context.Context, rs []kvstore.MarkRange) ([][]string, 
 		}
 		for i, r := range rs[:n] {
 			var keys []string
+			dir, pre := s.historyDir(r.Task), kvstore.KindPrefix(r.Kind)
+			if r.Kind != "" {
+				dir = s.kindDir(r.Task, r.Kind)
+			}
 			if rr := tr.Responses[i].Range; rr != nil {
 				for _, kv := range rr.Kvs {
-					if m, ok := unflip(strings.TrimPrefix(string(kv.Key), s.historyDir(r.Task))); ok {
-						keys = append(keys, m)
+					if m, ok := unflip(strings.TrimPrefix(string(kv.Key), dir)); ok {
+						keys = append(keys, pre+m)
 					}
 				}
 			}
@@ -200,7 +259,7 @@ func (k kv) Unmark(ctx context.Context, task string, keys []string) error {
 		n := min(len(keys), 128)
 		ops := make([]op, n)
 		for i, m := range keys[:n] {
-			ops[i] = opDel(s.historyDir(task)+flip(m), false)
+			ops[i] = opDel(s.markKey(task, m), false)
 		}
 		if _, err := s.c.txn(ctx, txnReq{Success: ops}); err != nil {
 			return s.mapErr(err)

@@ -226,7 +226,7 @@ func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) err
 	ops := []op{opDel(key, false), opDel(s.waitKey(d.Task, d.Slot), false), opDel(s.runningKey(d.Task, d.Slot), false)}
 	marks := d.ReadMarks()
 	for _, m := range marks[:min(len(marks), markOpsMax)] { // past it: taken out by the pages that meet them
-		ops = append(ops, opDel(s.historyDir(d.Task)+flip(m), false))
+		ops = append(ops, opDel(s.markKey(d.Task, m), false))
 	}
 	r, err := s.c.txn(ctx, txnReq{Compare: []compare{cmpMod(key, ver)}, Success: ops})
 	if err != nil {
@@ -235,7 +235,21 @@ func (k kv) Delete(ctx context.Context, d *kvstore.Doc, ver kvstore.Version) err
 	if !r.Succeeded {
 		return kvstore.ErrStale
 	}
+	if len(marks) > 0 && !d.IsArchive() {
+		s.dropHistoryTask(ctx, d.Task)
+	}
 	return nil
+}
+
+// dropHistoryTask deletes task's name in the list of tasks with a history index (y/) when its
+// indexes hold no key (its last document went: once prune --forget-slots), in one transaction that
+// compares them empty: a write of a new document of the task puts the name again in its own. Best
+// effort: a name left costs a page across tasks one empty range.
+func (s *Store) dropHistoryTask(ctx context.Context, task string) {
+	_, _ = s.c.txn(context.WithoutCancel(ctx), txnReq{
+		Compare: []compare{cmpNone(s.historyDir(task)), cmpNone(s.p + "z/" + esc(task) + "/")},
+		Success: []op{opDel(s.historyTask(task), false)},
+	})
 }
 
 // Unrun removes run ids from the run index, up to 100 per transaction.

@@ -28,7 +28,7 @@ func TestRunningIndex(t *testing.T) {
 	kvtest.Archives(t, harness().DSN)
 	kvtest.HistoryIndex(t, harness().DSN, func(t *testing.T, dsn string) {
 		s := raw(t, dsn)
-		txn(t, s, opDelPrefix(s.p+"x/"), opDelPrefix(s.p+"y/"), opDel(s.historyIndexed(), false))
+		txn(t, s, opDelPrefix(s.p+"x/"), opDelPrefix(s.p+"y/"), opDelPrefix(s.p+"z/"), opDel(s.historyIndexed(), false), opDel(s.kindsIndexed(), false))
 	})
 	kvtest.RunningIndex(t, kvtest.Hooks{
 		DSN: harness().DSN,

@@ -13,7 +13,10 @@ import (
 // newest first with ZREVRANGEBYLEX and a LIMIT, O(log n + page). It is the task's key, in the
 // task's hash tag, so that the scripts that write a document write its marks (write): in a
 // Redis Cluster a script touches one slot. History across tasks reads each task's set (one
-// pipelined round trip) and merges them (kvstore).
+// pipelined round trip) and merges them (kvstore). The task's indexes of a kind are in the same set:
+// their keys begin with "!KIND!" (kvstore.KindPrefix), below every mark's ('!' before the hex
+// digits), so a read of the marks bounds its range at "0" and a read of a kind at its prefix; an
+// older once's read of the marks meets them only past the oldest mark, and passes over them.
 
 var _ kvstore.HistoryKV = kv{}
 
@@ -58,6 +61,45 @@ func (k kv) IndexHistory(ctx context.Context, docs []*kvstore.Doc) error {
 	return nil
 }
 
+// kindsIndexed marks the prefix's indexes of a kind as built (kvstore.HistoryKV.IndexKinds).
+func (s *Store) kindsIndexed() string { return s.key("history-kinds-indexed") }
+
+func (k kv) KindsIndexed(ctx context.Context) (bool, error) {
+	s := k.s
+	if s.kindBuilt.Load() {
+		return true, nil
+	}
+	n, err := s.c.Exists(ctx, s.kindsIndexed()).Result()
+	if err != nil {
+		return false, s.mapErr(err)
+	}
+	s.kindBuilt.Store(n > 0)
+	return n > 0, nil
+}
+
+// IndexKinds puts the kind marks of docs in their tasks' sets, a pipeline of up to 512 commands at
+// a time, then marks the indexes of a kind built.
+func (k kv) IndexKinds(ctx context.Context, docs []*kvstore.Doc) error {
+	s := k.s
+	p := s.c.Pipeline()
+	for _, d := range docs {
+		for _, m := range d.KindMarks() {
+			p.ZAdd(ctx, s.historyKey(d.Task), goredis.Z{Member: m})
+			if p.Len() == 512 {
+				if _, err := p.Exec(ctx); err != nil {
+					return s.mapErr(err)
+				}
+			}
+		}
+	}
+	p.Set(ctx, s.kindsIndexed(), "1", 0)
+	if _, err := p.Exec(ctx); err != nil {
+		return s.mapErr(err)
+	}
+	s.kindBuilt.Store(true)
+	return nil
+}
+
 // HistoryTasks reads the task index (every task with a document is in it: Save).
 func (k kv) HistoryTasks(ctx context.Context) ([]string, error) {
 	s := k.s
@@ -78,7 +120,12 @@ func (k kv) ReadMarks(ctx context.Context, rs []kvstore.MarkRange) ([][]string, 
 	p := s.c.Pipeline()
 	cmds := make([]*goredis.StringSliceCmd, len(rs))
 	for i, r := range rs {
-		by := &goredis.ZRangeBy{Min: "-", Max: "+", Count: int64(r.Limit)}
+		// The range's own keys: a kind's, after its prefix; the marks, from "0" (marks.go).
+		by := &goredis.ZRangeBy{Min: "[0", Max: "+", Count: int64(r.Limit)}
+		if r.Kind != "" {
+			pre := kvstore.KindPrefix(r.Kind)
+			by.Min, by.Max = "("+pre, "("+pre+"~"
+		}
 		if r.Up {
 			if r.From != "" {
 				by.Min = "(" + r.From

@@ -74,6 +74,7 @@ type Store struct {
 	scopes map[string]bool  // scopes this client added to the scope index (keys.go)
 
 	histBuilt atomic.Bool // the history index was seen built (history.go)
+	kindBuilt atomic.Bool // the indexes of a kind were seen built (history.go)
 }
 
 // quiet drops go-redis's own log lines (pool dial retries); the store reports errors itself.

@@ -23,7 +23,7 @@ func TestRunningIndex(t *testing.T) {
 		s, ctx := raw(t, dsn), context.Background()
 		err := s.scan(ctx, "{"+s.prefix+":*}:history", func(key string) error { return s.c.Del(ctx, key).Err() })
 		if err == nil {
-			err = s.c.Del(ctx, s.historyIndexed()).Err()
+			err = s.c.Del(ctx, s.historyIndexed(), s.kindsIndexed()).Err()
 		}
 		if err != nil {
 			t.Fatal(err)

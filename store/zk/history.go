@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/once-run/once/internal/kvstore"
+	"github.com/once-run/once/store"
 )
 
 // The history index (kvstore.HistoryKV). ZooKeeper reads no range of children: getChildren returns
@@ -26,7 +27,9 @@ import (
 // without it: two writes of one task in one second); a write into a new L2 bucket (once per 72
 // minutes of a task) makes the buckets above first. A document's delete deletes the buckets its marks
 // leave empty (Unmark); buckets a rewrite emptied are deleted by the page that finds them empty (a
-// delete of a bucket that is not empty fails, and is left).
+// delete of a bucket that is not empty fails, and is left). A task's index of a kind
+// (kvstore.KindPrefix) is a tree of the same buckets under /once/P/z/TASK/KIND, its marks named by
+// their key after the prefix: an older once never reads it.
 
 var _ kvstore.HistoryKV = kv{}
 
@@ -35,20 +38,56 @@ var markLevels = [3]int{6, 8, 11}
 
 func (s *Store) historyRoot() string           { return s.p + "/x" }
 func (s *Store) historyDir(task string) string { return s.historyRoot() + "/" + esc(task) }
+func (s *Store) kindRoot() string              { return s.p + "/z" }
 
-// markDir is the L3 bucket of key in task's index.
-func (s *Store) markDir(task, key string) string {
-	return s.historyDir(task) + "/" + key[:markLevels[0]] + "/" + key[:markLevels[1]] + "/" + key[:markLevels[2]]
+// indexDir is the directory of task's index of kind ("": its marks).
+func (s *Store) indexDir(task string, kind store.State) string {
+	if kind == "" {
+		return s.historyDir(task)
+	}
+	return s.kindRoot() + "/" + esc(task) + "/" + esc(string(kind))
 }
-func (s *Store) markPath(task, key string) string { return s.markDir(task, key) + "/" + key }
+
+// markDir is the L3 bucket of key (kvstore.Mark.Key) in task's indexes.
+func (s *Store) markDir(task, key string) string {
+	kind, m := kvstore.SplitKind(key)
+	return s.indexDir(task, kind) + "/" + m[:markLevels[0]] + "/" + m[:markLevels[1]] + "/" + m[:markLevels[2]]
+}
+
+// markPath is key's node: named by the key after its kind's prefix.
+func (s *Store) markPath(task, key string) string {
+	_, m := kvstore.SplitKind(key)
+	return s.markDir(task, key) + "/" + m
+}
+
+// pathKey is the key (kvstore.Mark.Key) of the node name of task's index at path, or of a bucket
+// there: its kind's prefix when path is in an index of a kind.
+func (s *Store) pathKey(task, path, name string) string {
+	rest, ok := strings.CutPrefix(path, s.kindRoot()+"/"+esc(task)+"/")
+	if !ok {
+		return name
+	}
+	kind, _, _ := strings.Cut(rest, "/")
+	return kvstore.KindPrefix(store.State(unesc(kind))) + name
+}
+
+// kindsIndexed marks the indexes of a kind as built (kvstore.HistoryKV.IndexKinds).
+func (s *Store) kindsIndexed() string { return s.p + "/z-indexed" }
 
 // historyIndexed marks the index as built (kvstore.HistoryKV.IndexHistory).
 func (s *Store) historyIndexed() string { return s.p + "/x-indexed" }
 
-// ensureMarkDirs creates the buckets of key in task's index, the L3 bucket with l3.
+// ensureMarkDirs creates the buckets of key in task's index, the L3 bucket with l3, outermost
+// first. A delete that empties a task's index drops its buckets and directories innermost first
+// (Unmark): a create whose parent it deleted meanwhile fails with ErrNoNode, and the chain is
+// made again from the top.
 func (s *Store) ensureMarkDirs(ctx context.Context, task, key string, l3 bool) error {
+	kind, key := kvstore.SplitKind(key)
 	dirs := []string{s.historyRoot(), s.historyDir(task)}
-	p := s.historyDir(task)
+	if kind != "" {
+		dirs = []string{s.kindRoot(), s.kindRoot() + "/" + esc(task), s.indexDir(task, kind)}
+	}
+	p := s.indexDir(task, kind)
 	for i, n := range markLevels {
 		if i == len(markLevels)-1 && !l3 {
 			break
@@ -56,12 +95,20 @@ func (s *Store) ensureMarkDirs(ctx context.Context, task, key string, l3 bool) e
 		p += "/" + key[:n]
 		dirs = append(dirs, p)
 	}
-	for _, dir := range dirs {
-		if err := s.ensure(ctx, dir); err != nil {
-			return err
+	for try := 0; ; try++ {
+		var err error
+		for _, dir := range dirs {
+			if _, err = call(ctx, s, func() (string, error) { return s.c.Create(dir, nil, 0, s.acl) }); errors.Is(err, zk.ErrNodeExists) {
+				err = nil
+			}
+			if err != nil {
+				break
+			}
+		}
+		if err == nil || !errors.Is(err, zk.ErrNoNode) || try == 8 {
+			return s.mapErr(err)
 		}
 	}
-	return nil
 }
 
 // makeMarkDirs makes the buckets above key's L3 bucket in task's index, in one multi when it can:
@@ -69,10 +116,11 @@ func (s *Store) ensureMarkDirs(ctx context.Context, task, key string, l3 bool) e
 // bucket, else with the task's directory (and docDir, when not "": a task's first document, whose
 // directory its write makes with them), else one at a time.
 func (s *Store) makeMarkDirs(ctx context.Context, task, key, docDir string) error {
-	l1 := s.historyDir(task) + "/" + key[:markLevels[0]]
-	l2 := l1 + "/" + key[:markLevels[1]]
-	chains := [][]string{{l2}, {l1, l2}, {s.historyDir(task), l1, l2}}
-	if docDir != "" {
+	kind, m := kvstore.SplitKind(key)
+	l1 := s.indexDir(task, kind) + "/" + m[:markLevels[0]]
+	l2 := l1 + "/" + m[:markLevels[1]]
+	chains := [][]string{{l2}, {l1, l2}, {s.indexDir(task, kind), l1, l2}}
+	if docDir != "" && kind == "" {
 		chains = [][]string{{docDir, s.historyDir(task), l1, l2}}
 	}
 	for _, dirs := range chains {
@@ -122,10 +170,46 @@ func (s *Store) putMarks(ctx context.Context, task string, keys []string) error 
 	return errors.Join(errs...)
 }
 
+// HistoryIndexed is cached once seen true, as on the other stores: a page does not pay a round
+// trip for it.
 func (k kv) HistoryIndexed(ctx context.Context) (bool, error) {
 	s := k.s
+	if s.histBuilt.Load() {
+		return true, nil
+	}
 	ok, err := call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(s.historyIndexed()); return ok, err })
-	return ok, s.mapErr(err)
+	if err != nil {
+		return false, s.mapErr(err)
+	}
+	s.histBuilt.Store(ok)
+	return ok, nil
+}
+
+func (k kv) KindsIndexed(ctx context.Context) (bool, error) {
+	s := k.s
+	if s.kindBuilt.Load() {
+		return true, nil
+	}
+	ok, err := call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(s.kindsIndexed()); return ok, err })
+	if err != nil {
+		return false, s.mapErr(err)
+	}
+	s.kindBuilt.Store(ok)
+	return ok, nil
+}
+
+func (k kv) IndexKinds(ctx context.Context, docs []*kvstore.Doc) error {
+	s := k.s
+	for _, d := range docs {
+		if err := s.putMarks(ctx, d.Task, d.KindMarks()); err != nil {
+			return err
+		}
+	}
+	if err := s.ensure(ctx, s.kindsIndexed()); err != nil {
+		return err
+	}
+	s.kindBuilt.Store(true)
+	return nil
 }
 
 func (k kv) IndexHistory(ctx context.Context, docs []*kvstore.Doc) error {
@@ -135,7 +219,11 @@ func (k kv) IndexHistory(ctx context.Context, docs []*kvstore.Doc) error {
 			return err
 		}
 	}
-	return s.ensure(ctx, s.historyIndexed())
+	if err := s.ensure(ctx, s.historyIndexed()); err != nil {
+		return err
+	}
+	s.histBuilt.Store(true)
+	return nil
 }
 
 // HistoryTasks lists the tasks with an index: the children of /once/P/x.
@@ -179,6 +267,8 @@ func (k kv) ReadMarks(ctx context.Context, rs []kvstore.MarkRange) ([][]string, 
 // marks of the L3 buckets, up to its limit.
 func (s *Store) readMarks(ctx context.Context, r kvstore.MarkRange) ([]string, error) {
 	var out []string
+	pre := kvstore.KindPrefix(r.Kind)
+	r.From = strings.TrimPrefix(r.From, pre) // the names are the keys after it
 	// within reports whether a name (a bucket's, or a mark's) may hold keys of the range: a
 	// bucket is a prefix of its keys, so it is compared on From's same prefix, inclusive.
 	within := func(name string, bucket bool) bool {
@@ -236,7 +326,7 @@ func (s *Store) readMarks(ctx context.Context, r kvstore.MarkRange) ([]string, e
 				for _, key := range order(keys) {
 					if within(key, false) {
 						found++
-						if out = append(out, key); len(out) == r.Limit {
+						if out = append(out, pre+key); len(out) == r.Limit {
 							return true, nil
 						}
 					}
@@ -246,7 +336,7 @@ func (s *Store) readMarks(ctx context.Context, r kvstore.MarkRange) ([]string, e
 		}
 		return false, nil
 	}
-	_, err := walk(s.historyDir(r.Task), 0)
+	_, err := walk(s.indexDir(r.Task, r.Kind), 0)
 	return out, err
 }
 
@@ -266,7 +356,7 @@ func (s *Store) listAll(ctx context.Context, dir string, names []string) ([][]st
 	return out, errors.Join(errs...)
 }
 
-// Unmark deletes the marks, then the buckets they leave empty (a forget's, a prune's: the pages
+// Unmark deletes the marks, then the buckets (and directories) they leave empty (a forget's, a prune's: the pages
 // that would find them empty start from the newest and seldom reach them, so without this a
 // task's index kept an empty bucket per second it ran in).
 // The deletes go 32 at a time in parallel (go-zookeeper pipelines them on its session).
@@ -290,7 +380,16 @@ func (k kv) Unmark(ctx context.Context, task string, keys []string) error {
 	for dir := range dirs {
 		list = append(list, dir)
 	}
-	parallel(len(list), func(i int) { s.dropEmpty(ctx, list[i], len(markLevels)) })
+	parallel(len(list), func(i int) {
+		// The buckets, then the index's directory (a kind's, and the task's under /z): a task whose
+		// last document went (once prune --forget-slots) leaves no directory behind, and no name in
+		// HistoryTasks. A write into a directory deleted meanwhile makes it again (fixMark).
+		levels := len(markLevels) + 1
+		if strings.HasPrefix(list[i], s.kindRoot()+"/") {
+			levels++
+		}
+		s.dropEmpty(ctx, list[i], levels)
+	})
 	return nil
 }
 
@@ -359,6 +458,7 @@ func (s *Store) fixMark(ctx context.Context, task string, op any, err error) (dr
 	case *zk.CreateRequest:
 		name := o.Path[strings.LastIndex(o.Path, "/")+1:]
 		bucket := len(name) == markLevels[len(markLevels)-1]
+		name = s.pathKey(task, o.Path, name)
 		if errors.Is(err, zk.ErrNodeExists) { // a mark left by a delete that stopped half way is one too
 			return true, true, nil
 		}

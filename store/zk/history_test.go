@@ -2,8 +2,12 @@ package zk
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,7 +79,8 @@ func TestArchiveMarksRoundTrips(t *testing.T) {
 
 // TestForgetDropsBuckets: a document's delete (a forget, a prune of an archive) takes its marks
 // out and the buckets they leave empty, so that the index does not keep a node per second the
-// task ran in after its history is pruned.
+// task ran in after its history is pruned, nor, once the task's last document went, the task's
+// directories.
 func TestForgetDropsBuckets(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	s, err := Open(ctx, withPrefix(t))
@@ -116,6 +121,28 @@ func TestForgetDropsBuckets(t *testing.T) {
 	}
 	if ok, _, err := s.c.Exists(s.markPath("t", other)); err != nil || !ok {
 		t.Fatalf("the other slot's mark: %v %v", ok, err)
+	}
+	// The task's last document, with a missed event (a mark in the index of its kind too): its
+	// delete leaves no directory of the task's in either index, nor in HistoryTasks.
+	if err := s.Record(ctx, store.Event{Task: "t", Slot: "other", Kind: store.Missed, Holder: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := s.c.Exists(s.indexDir("t", store.Missed)); err != nil || !ok {
+		t.Fatalf("the index of missed events: %v %v", ok, err)
+	}
+	if d, ver, _, err = k.Load(ctx, "t", "other"); err != nil || d == nil {
+		t.Fatal(d, err)
+	}
+	if err := k.Delete(ctx, d, ver); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{s.historyDir("t"), s.kindRoot() + "/" + esc("t")} {
+		if ok, _, err := s.c.Exists(dir); err != nil || ok {
+			t.Errorf("%s after the task's last document went: exists %v, %v", dir, ok, err)
+		}
+	}
+	if tasks, err := k.HistoryTasks(ctx); err != nil || len(tasks) != 0 {
+		t.Errorf("HistoryTasks after the task's last document went: %v, %v", tasks, err)
 	}
 }
 
@@ -223,6 +250,56 @@ func TestPageAcrossTasks(t *testing.T) {
 	for i := range want {
 		if es[i].Cursor != want[i].Cursor || es[i].Task != want[i].Task {
 			t.Fatalf("entry %d: %s %s, want %s %s", i, es[i].Task, es[i].Cursor, want[i].Task, want[i].Cursor)
+		}
+	}
+}
+
+// TestForgetRacesNewDocument: the delete of a task's last document (which drops the task's index
+// directories once empty) and the write of a new document of the same task at the same time: the
+// new document's marks, in both indexes, and the task in HistoryTasks are there after either
+// order (a write into a directory deleted meanwhile makes it again: fixMark).
+func TestForgetRacesNewDocument(t *testing.T) {
+	ctx := ctxT(t, 3*time.Minute)
+	s, err := Open(ctx, withPrefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	k := kv{s}
+	const n = 20
+	for i := range n {
+		task := fmt.Sprintf("t%02d", i)
+		if err := s.Record(ctx, store.Event{Task: task, Slot: "old", Kind: store.Missed, Holder: "n"}); err != nil {
+			t.Fatal(err)
+		}
+		d, ver, _, err := k.Load(ctx, task, "old")
+		if err != nil || d == nil {
+			t.Fatal(d, err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		wg.Go(func() { errs[0] = k.Delete(ctx, d, ver) })
+		wg.Go(func() {
+			errs[1] = s.Record(ctx, store.Event{Task: task, Slot: "new", Kind: store.Missed, Holder: "n"})
+		})
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("round %d: delete: %v; write: %v", i, errs[0], errs[1])
+		}
+		ts, err := k.HistoryTasks(ctx)
+		if err != nil || !slices.Contains(ts, task) {
+			t.Fatalf("round %d: HistoryTasks %v (%v) lacks %s, whose new document has an entry", i, ts, err, task)
+		}
+	}
+	for _, kind := range []store.State{"", store.Missed} {
+		got, err := s.History(ctx, store.HistoryQuery{Kind: kind})
+		if err != nil || len(got) != n {
+			t.Fatalf("history across tasks (kind %q): %d entries, %v; want %d (each task's new slot)", kind, len(got), err, n)
+		}
+		for _, e := range got {
+			if e.Slot != "new" {
+				t.Fatalf("history across tasks (kind %q) shows %s/%s, which was deleted", kind, e.Task, e.Slot)
+			}
 		}
 	}
 }

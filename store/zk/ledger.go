@@ -174,8 +174,11 @@ func (s *Store) saveOps(d *kvstore.Doc, ver kvstore.Version, run, release string
 // makeDocDir makes the directory of a task's first document, with its history index's buckets
 // for the document's first mark in the same multi.
 func (s *Store) makeDocDir(ctx context.Context, d *kvstore.Doc) error {
-	if add, _ := d.MarkChanges(); len(add) > 0 {
-		return s.makeMarkDirs(ctx, d.Task, add[0], s.docDir(d.Task))
+	add, _ := d.MarkChanges()
+	for _, k := range add { // a mark of the task's index: its directory is made with the document's
+		if kind, _ := kvstore.SplitKind(k); kind == "" {
+			return s.makeMarkDirs(ctx, d.Task, k, s.docDir(d.Task))
+		}
 	}
 	return s.ensure(ctx, s.docDir(d.Task))
 }

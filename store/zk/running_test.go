@@ -41,7 +41,9 @@ func TestRunningIndex(t *testing.T) {
 			del(t, s, p)
 		}
 		drop(s.historyRoot())
+		drop(s.kindRoot())
 		del(t, s, s.historyIndexed())
+		del(t, s, s.kindsIndexed())
 	})
 	kvtest.RunningIndex(t, kvtest.Hooks{
 		DSN: harness().DSN,

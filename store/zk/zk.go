@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -65,6 +66,9 @@ type Store struct {
 	paths   map[int64]string // lock nodes this store created, by token
 	holders map[int64]string // and their holders
 	done    chan struct{}
+
+	histBuilt atomic.Bool // the history index was seen built (history.go)
+	kindBuilt atomic.Bool // the indexes of a kind were seen built (history.go)
 }
 
 type quiet struct{}

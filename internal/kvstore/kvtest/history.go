@@ -15,7 +15,8 @@ import (
 // HistoryIndex: a ledger an older once wrote has no history index (kvstore.HistoryKV); the first
 // page of history builds it from the documents, archives included, and every page after it reads
 // the index: the whole history, and a walk by cursors in both directions, are what they were.
-// unindex removes the prefix's history index and the mark that says it was built.
+// unindex removes the prefix's history index, its indexes of a kind and the marks that say they
+// were built.
 func HistoryIndex(t *testing.T, dsnOf func(testing.TB) string, unindex func(t *testing.T, dsn string)) {
 	historyCheck(t, dsnOf)
 	t.Run("HistoryUpgrade", func(t *testing.T) {
@@ -46,6 +47,11 @@ func HistoryIndex(t *testing.T, dsnOf func(testing.TB) string, unindex func(t *t
 						t.Fatal(err)
 					}
 				}
+				if i%9 == 0 && task == "a" { // a kind with an index of its own (kvstore.IndexedKinds)
+					if err := s.Record(ctx, store.Event{Task: task, Slot: slot, Kind: store.Missed, RunID: "m" + run}); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 		}
 		want := cursors(t, s, store.HistoryQuery{})
@@ -54,45 +60,28 @@ func HistoryIndex(t *testing.T, dsnOf func(testing.TB) string, unindex func(t *t
 		if all := cursors(t, scan, store.HistoryQuery{}); !slices.Equal(all, want) {
 			t.Fatalf("history read from the index: %d entries, the documents hold %d", len(want), len(all))
 		}
+		wantMissed := cursors(t, s, store.HistoryQuery{Kind: store.Missed})
+		if all := cursors(t, scan, store.HistoryQuery{Kind: store.Missed}); len(all) == 0 || !slices.Equal(all, wantMissed) {
+			t.Fatalf("missed events read from their index: %d, the documents hold %d", len(wantMissed), len(all))
+		}
 		unindex(t, dsn)
 		s2 := open(t, dsn)
+		if got := cursors(t, s2, store.HistoryQuery{Kind: store.Missed}); !slices.Equal(got, wantMissed) {
+			t.Fatalf("missed events after their index was built from the documents: %d, want %d", len(got), len(wantMissed))
+		}
 		if got := cursors(t, s2, store.HistoryQuery{}); !slices.Equal(got, want) {
 			t.Fatalf("history after the index was built from the documents: %d entries, want %d", len(got), len(want))
 		}
-		for _, q := range []store.HistoryQuery{{}, {Task: "a"}, {Task: "b", Kind: store.Busy}} {
-			all := cursors(t, s2, q)
-			var walked []string
-			page := q
-			page.Limit = 7
-			for {
-				es, err := s2.History(ctx, page)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range es {
-					walked = append(walked, e.Cursor)
-				}
-				if len(es) < page.Limit {
-					break
-				}
-				page.Before = es[len(es)-1].Cursor
-			}
-			if !slices.Equal(walked, all) {
-				t.Fatalf("history %+v walked in pages of 7: %d entries, want %d", q, len(walked), len(all))
-			}
-			back := q
-			back.Limit, back.After = 5, all[len(all)-1]
-			es, err := s2.History(ctx, back)
-			if err != nil || len(es) != min(5, len(all)-1) || es[len(es)-1].Cursor != all[len(all)-2] {
-				t.Fatalf("history %+v after the oldest: %d entries, %v", q, len(es), err)
-			}
+		for _, q := range []store.HistoryQuery{{}, {Task: "a"}, {Task: "b", Kind: store.Busy}, {Kind: store.Missed}, {Task: "a", Kind: store.Missed}} {
+			walkPages(t, s2, q)
 		}
 	})
 }
 
 // historyCheck: doctor's history-index check (kvstore.CheckHistory) looks a document's newest
 // entry up in the index on this store: a document written without "hx" whose marks are in is OK,
-// one whose newest mark is not (an older once's write after the build) a warning naming its task.
+// one whose newest mark is not (an older once's write after the build) a warning naming its task;
+// the same for a document's newest missed event in the index of its kind.
 func historyCheck(t *testing.T, dsnOf func(testing.TB) string) {
 	t.Run("HistoryCheck", func(t *testing.T) {
 		t.Parallel()
@@ -102,7 +91,7 @@ func historyCheck(t *testing.T, dsnOf func(testing.TB) string) {
 		check := s.(interface {
 			CheckHistory(context.Context) []store.Finding
 		})
-		if _, err := s.History(ctx, store.HistoryQuery{Limit: 1}); err != nil { // builds the index
+		if _, err := s.History(ctx, store.HistoryQuery{Kind: store.Missed, Limit: 1}); err != nil { // builds the indexes
 			t.Fatal(err)
 		}
 		at := time.Now().Add(-time.Minute)
@@ -132,7 +121,59 @@ func historyCheck(t *testing.T, dsnOf func(testing.TB) string) {
 		if msg := level(store.LevelWarn); !strings.Contains(msg, "1 documents") || !strings.Contains(msg, "(tasks chk)") {
 			t.Fatalf("CheckHistory: %s", msg)
 		}
+		if err := hk.Unmark(ctx, "chk", ms[len(ms)-1:]); err != nil {
+			t.Fatal(err)
+		}
+		// A missed event whose mark is in the task's index and not in the index of its kind (an
+		// older once's write of it, beside a once that keeps that index).
+		d := &kvstore.Doc{Task: "chk2", Slot: "m", Events: []kvstore.Event{{Kind: store.Missed, At: at.Add(time.Second)}}}
+		d.Unmarked()
+		if _, err := kv.Save(ctx, d, 0, 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := hk.Unmark(ctx, "chk2", d.KindMarks()); err != nil {
+			t.Fatal(err)
+		}
+		if msg := level(store.LevelWarn); !strings.Contains(msg, "(tasks chk, chk2)") {
+			t.Fatalf("CheckHistory: %s", msg)
+		}
+		if es, err := s.History(ctx, store.HistoryQuery{Kind: store.Missed, Limit: 1}); err != nil || len(es) != 0 {
+			t.Fatalf("the missed event is in its index already (%d, %v): the test is wrong", len(es), err)
+		}
 	})
+}
+
+// walkPages: q's history walked in pages of 7 is q's history read at once, and a page after the
+// oldest entry holds the ones before it.
+func walkPages(t *testing.T, s store.Ledger, q store.HistoryQuery) {
+	t.Helper()
+	ctx := ctxT(t)
+	all := cursors(t, s, q)
+	var walked []string
+	page := q
+	page.Limit = 7
+	for {
+		es, err := s.History(ctx, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			walked = append(walked, e.Cursor)
+		}
+		if len(es) < page.Limit {
+			break
+		}
+		page.Before = es[len(es)-1].Cursor
+	}
+	if !slices.Equal(walked, all) {
+		t.Fatalf("history %+v walked in pages of 7: %d entries, want %d", q, len(walked), len(all))
+	}
+	back := q
+	back.Limit, back.After = 5, all[len(all)-1]
+	es, err := s.History(ctx, back)
+	if err != nil || len(es) != min(5, len(all)-1) || es[len(es)-1].Cursor != all[len(all)-2] {
+		t.Fatalf("history %+v after the oldest: %d entries, %v", q, len(es), err)
+	}
 }
 
 func cursors(t *testing.T, s store.Ledger, q store.HistoryQuery) []string {
