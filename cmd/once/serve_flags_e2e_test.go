@@ -36,6 +36,10 @@ func TestServeRefusesUnsafeSetups(t *testing.T) {
 	}{
 		{[]string{"serve", "--listen", "0.0.0.0:0"}, "reachable from other hosts"},
 		{[]string{"serve", "--listen", "localhost"}, "HOST:PORT"},
+		{[]string{"serve", "--listen", "127.0.0.1:-1"}, "the port must be 0 to 65535"},
+		{[]string{"serve", "--listen", "127.0.0.1:65536"}, "the port must be 0 to 65535"},
+		{[]string{"serve", "--listen", "127.0.0.1:"}, "the port must be 0 to 65535"},
+		{[]string{"daemon", "--jobs", jobs, "--http", "127.0.0.1:99999"}, "--http \"127.0.0.1:99999\": the port must be 0 to 65535"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", short}, "at least 16"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", open}, "chmod 600"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", filepath.Join(e.home, "missing")}, "does not exist"},

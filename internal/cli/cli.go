@@ -82,6 +82,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.InitDefaultCompletionCmd() // here, so that the walks below see it too
 	strictFlags(root, &a.refused)
 	refuseUnknownSubcommands(root)
+	refuseUnknownHelpTopics(root)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(out)
@@ -231,6 +232,26 @@ func (a *app) openWith(ctx context.Context, open func(context.Context, string) (
 
 // emptyArg matches pflag's error for a flag given an empty value it cannot parse.
 var emptyArg = regexp.MustCompile(`^invalid argument "" for "(?:-\w, )?--([\w-]+)" flag`)
+
+// refuseUnknownHelpTopics makes `once help WORD` refuse (64) a WORD that names no command: cobra
+// printed "Unknown help topic" and the usage, and exited 0.
+func refuseUnknownHelpTopics(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	for _, h := range root.Commands() {
+		if h.Name() != "help" || h.Run == nil {
+			continue
+		}
+		show := h.Run
+		h.Run = nil
+		h.RunE = func(c *cobra.Command, args []string) error {
+			if cmd, rest, err := c.Root().Find(args); len(args) > 0 && (err != nil || cmd == nil || len(rest) > 0) {
+				return usage("unknown help topic %q: give a command, e.g. 'once help run' (see 'once help')", strings.Join(args, " "))
+			}
+			show(c, args)
+			return nil
+		}
+	}
+}
 
 // refuseUnknownSubcommands makes a command below the root that only groups others (once keys,
 // once completion) refuse (64) an argument that names none of them. cobra printed the help and

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -74,9 +75,14 @@ func (h *httpFlags) listener(flag, token string) (net.Listener, error) {
 	if h.readsNeedToken && token == "" {
 		return nil, usage("--reads-need-token: give the token with --token-file (or ONCE_SERVE_TOKEN_FILE)")
 	}
-	host, _, err := net.SplitHostPort(h.listen)
+	host, port, err := net.SplitHostPort(h.listen)
 	if err != nil {
 		return nil, usage("%s %q: give HOST:PORT, e.g. 127.0.0.1:8080", flag, h.listen)
+	}
+	// A port that is not a number from 0 to 65535 is the flag's fault (64), not the network's (69);
+	// a service name such as "http" is left to net.Listen.
+	if n, err := strconv.Atoi(port); err == nil && (n < 0 || n > 65535) || port == "" {
+		return nil, usage("%s %q: the port must be 0 to 65535, e.g. 127.0.0.1:8080", flag, h.listen)
 	}
 	ln, err := net.Listen("tcp", h.listen)
 	if err != nil {

@@ -37,6 +37,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--task", "t", "--store", "postgres://h/db?bogus=1", "--", "true"}, `"bogus"`},
 		{[]string{"run", "--task", "t", "--store", "nosuch://x", "--", "true"}, "nosuch"},
 		{[]string{"history", "--task", "t", "--limit", "-1"}, "--limit -1 is negative"},
+		{[]string{"help", "nosuch"}, `unknown help topic "nosuch"`},
+		{[]string{"help", "keys", "clam"}, `unknown help topic "keys clam"`},
 		{[]string{"history", "--task", "t", "--before", "zzz"}, "history cursor"},
 		{[]string{"history", "--kind", "done"}, `--kind: history kind "done": give an attempt state (running, succeeded, failed, unknown) or an event kind (skipped, busy, review, missed)`},
 		{[]string{"history", "--kind", "Missed"}, `history kind "Missed"`},
