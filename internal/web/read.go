@@ -72,7 +72,8 @@ type TaskPage struct {
 
 // tasks reads a page of the overview: the task names after `after`, then per task one short
 // history read and, when no success is in it, one read of its last success among its newest
-// store.SuccessScan attempts (store.ReadLastSuccess); for the page, the attempts running (s.running:
+// store.SuccessScan attempts (store.ReadLastSuccess, kept while the task's newest entries stay as
+// they were: lastsuccess.go); for the page, the attempts running (s.running:
 // one Leases, the list again when a holder is gone, at most store.MaxRunningList) and one
 // Waiting call.
 func (s *Server) tasks(ctx context.Context, after string, limit int) (TaskPage, error) {
@@ -115,9 +116,16 @@ func (s *Server) tasks(ctx context.Context, after string, limit int) (TaskPage, 
 		waits[w.Task]++
 	}
 	next := s.nextFires(ctx)
+	// A kept last success needs every attempt running listed (lastsuccess.go).
+	listed := p.Running.Error == "" && p.Running.Listed && !p.Running.More
+	unlisted := map[string]bool{}
+	for _, t := range p.Running.Unlisted {
+		unlisted[t] = true
+	}
 	p.Tasks = make([]TaskRow, 0, len(names))
 	for _, name := range names {
-		row, err := s.taskRow(ctx, name)
+		_, leased := held[name]
+		row, err := s.taskRow(ctx, name, listed && !leased && len(gone[name]) == 0 && !unlisted[name])
 		if err != nil {
 			return TaskPage{}, err
 		}
@@ -135,7 +143,9 @@ func (s *Server) tasks(ctx context.Context, after string, limit int) (TaskPage, 
 	return p, nil
 }
 
-func (s *Server) taskRow(ctx context.Context, name string) (TaskRow, error) {
+// taskRow reads a task's row but its lease, waiting slots, attempts gone and next fire. With cache
+// it may show a last success kept from an earlier read (s.success).
+func (s *Server) taskRow(ctx context.Context, name string, cache bool) (TaskRow, error) {
 	row := TaskRow{Task: name, Durations: []float64{}}
 	es, err := s.c.Store.History(ctx, store.HistoryQuery{Task: name, Limit: 2 * trendLen})
 	if err != nil {
@@ -162,7 +172,7 @@ func (s *Server) taskRow(ctx context.Context, name string) (TaskRow, error) {
 			return row, nil
 		}
 	}
-	ls, err := store.ReadLastSuccess(ctx, s.c.Store, name)
+	ls, err := s.success.lastSuccess(ctx, s.c.Store, name, es, cache)
 	if err != nil {
 		return row, err
 	}

@@ -52,6 +52,8 @@ type Server struct {
 	// before it is refused.
 	inFlight, scrapes chan struct{}
 	busyWait          time.Duration
+	// success keeps the overview's last successes of failing tasks (lastsuccess.go).
+	success successCache
 }
 
 // maxInFlight bounds the requests that read the store at once. A page fans out to many reads
@@ -80,7 +82,8 @@ func New(c Config) (*Server, error) {
 	}
 	red := store.Redact(c.DSN)
 	s := &Server{c: c, mux: http.NewServeMux(), loopback: true, pwHidden: red != c.DSN,
-		inFlight: make(chan struct{}, maxInFlight), scrapes: make(chan struct{}, maxScrapes), busyWait: 10 * time.Second}
+		inFlight: make(chan struct{}, maxInFlight), scrapes: make(chan struct{}, maxScrapes), busyWait: 10 * time.Second,
+		success: successCache{m: map[string]cachedSuccess{}, read: store.ReadLastSuccess}}
 	s.c.DSN = red
 	s.routes()
 	return s, nil

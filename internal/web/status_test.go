@@ -52,7 +52,7 @@ func TestLastSuccess(t *testing.T) {
 		task string
 		want *store.Attempt
 	}{{"a", &okA}, {"b", nil}, {"c", &okC}} {
-		row, err := srv.taskRow(t.Context(), c.task)
+		row, err := srv.taskRow(t.Context(), c.task, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestLastSuccessNotKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, ts := sd.server("")
-	row, err := srv.taskRow(t.Context(), "d")
+	row, err := srv.taskRow(t.Context(), "d", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestLastSuccessNotKnown(t *testing.T) {
 	}
 	// One success more among the newest: it is the last success again.
 	sd.run("d", "s1", "h", store.Succeeded)
-	if row, err = srv.taskRow(t.Context(), "d"); err != nil || row.LastSuccess == nil || row.NoSuccessIn != 0 {
+	if row, err = srv.taskRow(t.Context(), "d", false); err != nil || row.LastSuccess == nil || row.NoSuccessIn != 0 {
 		t.Fatalf("after a success: %+v, %v", row, err)
 	}
 }
@@ -175,7 +175,7 @@ func TestLastSuccessNotKnownBehindEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row, err := srv.taskRow(t.Context(), "d")
+	row, err := srv.taskRow(t.Context(), "d", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestLastSuccessNotKnownBehindEvents(t *testing.T) {
 	}
 	// The SQL store's own read finds it: attempts only.
 	own, _ := sd.server("")
-	if row, err = own.taskRow(t.Context(), "d"); err != nil || row.LastSuccess == nil || row.LastSuccessUnknown {
+	if row, err = own.taskRow(t.Context(), "d", false); err != nil || row.LastSuccess == nil || row.LastSuccessUnknown {
 		t.Fatalf("through SuccessFinder: %+v, %v", row, err)
 	}
 }

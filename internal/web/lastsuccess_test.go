@@ -1,0 +1,158 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+)
+
+// readCounter counts the store.ReadLastSuccess reads the overview makes, per task (the real read
+// of the real store, counted).
+type readCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func countReads(srv *Server) *readCounter {
+	c := &readCounter{n: map[string]int{}}
+	srv.success.read = func(ctx context.Context, l store.Ledger, task string) (store.LastSuccess, error) {
+		c.mu.Lock()
+		c.n[task]++
+		c.mu.Unlock()
+		return store.ReadLastSuccess(ctx, l, task)
+	}
+	return c
+}
+
+func (c *readCounter) get(task string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[task]
+}
+
+// The overview keeps a failing task's last success while the task's newest entries stay as they
+// were: a reload reads it again only for the tasks whose history moved, and every row it shows is
+// the row an uncached read makes (a new success or failure, an event, a person's resolve; an
+// attempt that was running when the last success was read and ends in success later, its lease
+// live or its holder gone, is never hidden behind a kept "never").
+func TestOverviewKeepsLastSuccess(t *testing.T) {
+	sd := newSeeded(t)
+	ctx := t.Context()
+	okA := sd.run("a", "s0", "h", store.Succeeded)
+	for i := range 2*trendLen + 1 { // the success is older than the row's newest entries
+		sd.run("a", fmt.Sprintf("f%d", i), "h", store.Failed)
+		sd.run("b", fmt.Sprintf("f%d", i), "h", store.Failed)
+	}
+	live := sd.begin("c", "c1", "h", time.Hour)
+	dead := sd.begin("g", "g1", "h", 50*time.Millisecond)
+	for i := range 2*trendLen + 1 { // a busy contender's events: newer than the running attempts
+		for _, task := range []string{"c", "g"} {
+			if err := sd.s.Record(ctx, store.Event{Task: task, Slot: fmt.Sprintf("e%d", i), Kind: store.Busy, Holder: "h2"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	srv, ts := sd.server("")
+	reads := countReads(srv)
+	uncached, _ := sd.server("")
+	rows := func() map[string]TaskRow {
+		t.Helper()
+		_, body := get(t, ts, "/api/v1/tasks")
+		var p TaskPage
+		if err := json.Unmarshal([]byte(body), &p); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		out := map[string]TaskRow{}
+		for _, r := range p.Tasks {
+			fresh, err := uncached.taskRow(ctx, r.Task, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameSuccess(r, fresh) {
+				t.Fatalf("%s: the overview shows last success %v (not known %v, in %d), a fresh read %v (%v, %d)", r.Task,
+					r.LastSuccess, r.LastSuccessUnknown, r.NoSuccessIn, fresh.LastSuccess, fresh.LastSuccessUnknown, fresh.NoSuccessIn)
+			}
+			out[r.Task] = r
+		}
+		return out
+	}
+	want := func(task string, n int) {
+		t.Helper()
+		if got := reads.get(task); got != n {
+			t.Fatalf("%s: %d reads of its last success, want %d", task, got, n)
+		}
+	}
+
+	r := rows()
+	if r["a"].LastSuccess == nil || !r["a"].LastSuccess.Equal(*okA.EndedAt) || r["b"].LastSuccess != nil {
+		t.Fatalf("first load: a %v, b %v", r["a"].LastSuccess, r["b"].LastSuccess)
+	}
+	want("a", 1)
+	want("b", 1)
+	// Polled until g's holder is gone (its lease expired).
+	for deadline := time.Now().Add(30 * time.Second); r["g"].Status != statusGone; r = rows() {
+		if time.Now().After(deadline) {
+			t.Fatalf("g: status %q, want %q", r["g"].Status, statusGone)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Unchanged: no read again for a and b; c (lease live) and g (holder gone) are read each time.
+	nc, ng := reads.get("c"), reads.get("g")
+	rows()
+	want("a", 1)
+	want("b", 1)
+	want("c", nc+1)
+	want("g", ng+1)
+
+	// A new failure of a: read again, once.
+	sd.run("a", "f-new", "h", store.Failed)
+	rows()
+	rows()
+	want("a", 2)
+	want("b", 1)
+	// An event of b, then a person's resolve of b's last attempt (no success: the kept "never" holds).
+	if err := sd.s.Record(ctx, store.Event{Task: "b", Slot: "x", Kind: store.Skipped, Holder: "h2"}); err != nil {
+		t.Fatal(err)
+	}
+	rows()
+	want("b", 2)
+	if _, err := sd.s.Resolve(ctx, store.ResolveRequest{Task: "b", Slot: fmt.Sprintf("f%d", 2*trendLen), As: store.Succeeded, By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	if r = rows(); r["b"].Status != statusOK || r["b"].LastSuccess != nil {
+		t.Fatalf("b resolved: status %q, last success %v", r["b"].Status, r["b"].LastSuccess)
+	}
+	// A new success of b: shown at once.
+	okB := sd.run("b", "s-new", "h", store.Succeeded)
+	if r = rows(); r["b"].LastSuccess == nil || !r["b"].LastSuccess.Equal(*okB.EndedAt) {
+		t.Fatalf("b succeeded: last success %v, want %v", r["b"].LastSuccess, okB.EndedAt)
+	}
+	// The attempts running behind the events end in success: shown at once, though the newest
+	// entries of c and g are as they were.
+	for _, a := range []store.Attempt{live, dead} {
+		if _, err := sd.s.Finish(ctx, a.RunID, a.Token, store.Outcome{State: store.Succeeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sd.s.Release(ctx, store.Lease{Task: "c", Holder: "h", Token: live.Token}); err != nil {
+		t.Fatal(err)
+	}
+	r = rows()
+	for _, task := range []string{"c", "g"} {
+		if r[task].LastSuccess == nil {
+			t.Fatalf("%s: its running attempt succeeded, the overview shows no last success", task)
+		}
+	}
+}
+
+func sameSuccess(a, b TaskRow) bool {
+	if (a.LastSuccess == nil) != (b.LastSuccess == nil) || a.LastSuccess != nil && !a.LastSuccess.Equal(*b.LastSuccess) {
+		return false
+	}
+	return a.LastSuccessUnknown == b.LastSuccessUnknown && a.NoSuccessIn == b.NoSuccessIn
+}
