@@ -2,8 +2,11 @@ package web
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -148,6 +151,22 @@ func TestOverviewKeepsLastSuccess(t *testing.T) {
 			t.Fatalf("%s: its running attempt succeeded, the overview shows no last success", task)
 		}
 	}
+	// Requests at once (the server answers 8), while a moves: the race detector watches the cache.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 5 {
+				if res, err := http.Get(ts.URL + "/api/v1/tasks"); err == nil {
+					res.Body.Close()
+				}
+			}
+		})
+	}
+	for i := range 5 {
+		sd.run("a", fmt.Sprintf("g%d", i), "h", store.Failed)
+	}
+	wg.Wait()
+	rows()
 }
 
 func sameSuccess(a, b TaskRow) bool {
@@ -155,4 +174,55 @@ func sameSuccess(a, b TaskRow) bool {
 		return false
 	}
 	return a.LastSuccessUnknown == b.LastSuccessUnknown && a.NoSuccessIn == b.NoSuccessIn
+}
+
+// BenchmarkOverviewFailing: a page of the overview (s.tasks, what / and /api/v1/tasks read) of 50
+// tasks failing for their newest 2,000 attempts each, on SQLite: "first" is a server's first load
+// (a store.ReadLastSuccess per row), "reload" the next ones (the rows' last successes kept).
+func BenchmarkOverviewFailing(b *testing.B) {
+	const tasks, failures = 50, 2000
+	path := filepath.Join(b.TempDir(), "once.db")
+	s, err := store.Open(b.Context(), "sqlite://"+path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	sd := &seeded{t: b, s: s}
+	var from int64
+	for i := range tasks {
+		ok := sd.run(fmt.Sprintf("job-%02d", i), "s0", "h", store.Succeeded)
+		from = max(from, ok.EndedAt.UnixMicro()+1000)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1 * ?2)
+		INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at)
+		SELECT printf('job-%02d', i % ?1), 'f' || i, 1, 'r' || i, 'failed', 'h', 1, ?3 + i * 1000, ?3 + i * 1000 + 500 FROM n`,
+		tasks, failures, from); err != nil {
+		b.Fatal(err)
+	}
+	page := func(b *testing.B, srv *Server) {
+		p, err := srv.tasks(b.Context(), "", maxTasks)
+		if err != nil || len(p.Tasks) != tasks || !p.Tasks[0].LastSuccessUnknown {
+			b.Fatalf("%d tasks, %v", len(p.Tasks), err)
+		}
+	}
+	b.Run("first", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			srv, _ := sd.server("")
+			b.StartTimer()
+			page(b, srv)
+		}
+	})
+	b.Run("reload", func(b *testing.B) {
+		srv, _ := sd.server("")
+		page(b, srv)
+		for b.Loop() {
+			page(b, srv)
+		}
+	})
 }

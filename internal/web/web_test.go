@@ -22,7 +22,7 @@ const testToken = "0123456789abcdef0123"
 
 // seeded is a real SQLite store with history written through the Ledger API.
 type seeded struct {
-	t *testing.T
+	t testing.TB
 	s store.Store
 }
 
