@@ -23,11 +23,16 @@ import (
 // running could not all be listed, neither uses nor keeps a result. Events, a person's resolve
 // (which makes no success) and Abandon change the newest entries or leave the last success as it
 // is. Prune may remove old entries unseen: a kept "not known" may then stay where a new read would
-// say "never", or a success pruned since stay shown, until the task's history moves.
+// say "never", or a success pruned since stay shown, until the task's history moves or the result
+// is successKeep old (then it is read again).
 
 // maxCachedSuccess bounds the tasks kept: past it the whole cache is cleared (a page shows at most
 // maxTasks rows; a fleet paged through costs one read per row again, as without the cache).
 const maxCachedSuccess = 4 * maxTasks
+
+// successKeep bounds how long a result is kept while the key stays: what the key cannot see (a
+// prune, a store restored from a backup) shows after at most this.
+const successKeep = 5 * time.Minute
 
 // successCache is a task's last success by the key of its newest entries; safe for concurrent
 // requests. Two requests missing at once both read: the last to finish is kept.
@@ -40,6 +45,7 @@ type successCache struct {
 
 type cachedSuccess struct {
 	key     [sha256.Size]byte
+	read    time.Time // when it was read (successKeep)
 	ended   time.Time // zero: no success found
 	unknown bool
 	looked  int
@@ -72,15 +78,16 @@ func (c *successCache) lastSuccess(ctx context.Context, l store.Ledger, task str
 		c.mu.Lock()
 		got, hit := c.m[task]
 		c.mu.Unlock()
-		if hit && got.key == key {
+		if hit && got.key == key && time.Since(got.read) < successKeep {
 			return got.lastSuccess(), nil
 		}
 	}
+	start := time.Now()
 	ls, err := c.read(ctx, l, task)
 	if err != nil || !cache {
 		return ls, err
 	}
-	v := cachedSuccess{key: key, unknown: ls.Unknown, looked: ls.Looked}
+	v := cachedSuccess{key: key, read: start, unknown: ls.Unknown, looked: ls.Looked}
 	if ls.Attempt != nil && ls.Attempt.EndedAt != nil {
 		v.ended = *ls.Attempt.EndedAt
 	}
