@@ -226,3 +226,31 @@ func BenchmarkOverviewFailing(b *testing.B) {
 		}
 	})
 }
+
+// TestKeptLastSuccessAges: a result kept under an unchanged key is read again once it is
+// successKeep old (a prune or a restored backup does not change the key).
+func TestKeptLastSuccessAges(t *testing.T) {
+	reads := 0
+	c := successCache{m: map[string]cachedSuccess{}, read: func(context.Context, store.Ledger, string) (store.LastSuccess, error) {
+		reads++
+		return store.LastSuccess{Unknown: true, Looked: store.SuccessScan}, nil
+	}}
+	es := []store.Entry{{Attempt: store.Attempt{State: store.Failed}, Cursor: "c1"}}
+	for i := 0; i < 3; i++ {
+		if _, err := c.lastSuccess(context.Background(), nil, "t", es, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("%d reads for three lookups under one key, want 1", reads)
+	}
+	v := c.m["t"]
+	v.read = v.read.Add(-successKeep)
+	c.m["t"] = v
+	if _, err := c.lastSuccess(context.Background(), nil, "t", es, true); err != nil {
+		t.Fatal(err)
+	}
+	if reads != 2 {
+		t.Fatalf("%d reads after the kept result aged, want 2", reads)
+	}
+}
