@@ -44,8 +44,7 @@ func testStarting(t *testing.T, h Harness, starter func(store.Store) startFunc) 
 	checkTTL(t, first.Lease, time.Minute)
 	wantLease(t, a, first.Lease)
 
-	// Long enough for the checks below while the lease is held (1.2 s expired before the third of
-	// them under a fresh-clone run's load), short enough to wait for its expiry.
+	// Held through the checks below under load (1.2 s was not), short enough to wait out.
 	const ttl = 4 * time.Second
 	la := acquire(t, a, "job", "a", ttl)
 	begin(t, a, la, "d1", "ra1", 1)
