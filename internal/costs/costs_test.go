@@ -48,12 +48,17 @@ var stores = []struct {
 	// 7–9 under load and 10 once, in a review, where the two runs of one second share their
 	// history bucket (a create that finds it there is answered, then sent again).
 	slack int64
+	// fewer is how many round trips a step may take below its budget: on ZooKeeper two requests
+	// put in flight together from two goroutines count as two turns on a quiet machine when the
+	// first is answered before the second leaves, as one when a loaded server answers late (CI: a
+	// skip of 5 for 6).
+	fewer int64
 }{
-	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 7, skip: 7, next: 7, busy: 5}, 0},
-	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 12, skip: 7, next: 12, busy: 4}, 0},
-	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, next: 3, busy: 3}, 1},
-	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 4, skip: 3, next: 3, busy: 3}, 2},
-	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 6, next: 7, busy: 6}, 3},
+	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 7, skip: 7, next: 7, busy: 5}, 0, 0},
+	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 12, skip: 7, next: 12, busy: 4}, 0, 0},
+	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, next: 3, busy: 3}, 1, 0},
+	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 4, skip: 3, next: 3, busy: 3}, 2, 0},
+	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 6, next: 7, busy: 6}, 3, 1},
 }
 
 // TestRoundTripsPerRun counts the round trips of a guarded run (once.Do) on every networked
@@ -77,7 +82,7 @@ func TestRoundTripsPerRun(t *testing.T) {
 				switch n := got[step].trips; {
 				case n > want+st.slack:
 					t.Errorf("%s: %s took %d round trips, budget %d: a change added some (say why here and in docs/benchmarks.md)", st.name, step, n, want)
-				case n < want:
+				case n < want-st.fewer:
 					t.Errorf("%s: %s took %d round trips, fewer than its budget of %d: lower the budget here and in docs/benchmarks.md", st.name, step, n, want)
 				}
 			}
