@@ -102,6 +102,7 @@ type Scheduler struct {
 	hurry    chan struct{}  // closed by Hurry: the drain stops running jobs now
 	runs     sync.WaitGroup // launches
 	writes   sync.WaitGroup // store writes off the dispatcher (background)
+	leases   leaseView      // the fleet's leases, as the newest read showed them (recentLeases)
 
 	stats statsCounters
 }
