@@ -86,10 +86,17 @@ func Triggered(ctx context.Context, s store.Store, names []string) (map[string]s
 	return lookup(ctx, s, TriggerScope, names)
 }
 
+// lookup returns the keys of scope among names, by name: from a walk of the scope when it holds
+// fewer keys than names (walkScope: a fleet's pauses or triggers, usually none, whatever the
+// number of jobs), else by name, 500 names a call. Each node polls it for all its jobs every
+// --poll: with 1,000 jobs the look-up by name probed 1,000 keys of each scope, per poll.
 func lookup(ctx context.Context, s store.Store, scope string, names []string) (map[string]store.Key, error) {
 	k, err := keysOf(s)
 	if err != nil {
 		return nil, err
+	}
+	if out, ok := walkScope(ctx, s, scope, names); ok {
+		return out, nil
 	}
 	out := map[string]store.Key{}
 	for len(names) > 0 {
@@ -105,6 +112,52 @@ func lookup(ctx context.Context, s store.Store, scope string, names []string) (m
 	}
 	return out, nil
 }
+
+// walkFrom is how many names a look-up needs before walkScope tries a walk of the scope: below
+// it, the names' one Lookup call costs as little as a page of the scope.
+const walkFrom = 50
+
+// walkScope returns the keys of scope among names from a walk of the scope (store.ScopeLister),
+// when the store walks scopes, names are at least walkFrom and the walk ends within len(names)
+// keys read and maxWalkPages pages (else ok is false, as when the walk fails: a look-up by name
+// reads less, or tells the error). A walk's key is as Lookup reports
+// it (its state, its claimant), without its Result, which no control request has.
+func walkScope(ctx context.Context, s store.Store, scope string, names []string) (map[string]store.Key, bool) {
+	sl, ok := s.(store.ScopeLister)
+	if !ok || len(names) < walkFrom {
+		return nil, false
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]store.Key{}
+	read := 0
+	for cursor, pages := "", 0; pages < maxWalkPages; pages++ {
+		keys, next, err := sl.ScopeKeys(ctx, scope, cursor, min(len(names)-read, store.MaxScopesPage))
+		if err != nil {
+			return nil, false // the look-up by name says what is wrong, if anything still is
+		}
+		read += len(keys)
+		for _, x := range keys {
+			if want[x.Key] {
+				out[x.Key] = x
+			}
+		}
+		if next == "" {
+			return out, true
+		}
+		if read >= len(names) {
+			return nil, false
+		}
+		cursor = next
+	}
+	return nil, false
+}
+
+// maxWalkPages bounds the pages of a walkScope (a page may hold fewer keys than asked when more
+// follow: a Redis hash scan).
+const maxWalkPages = 4
 
 // ManualSlotPrefix starts the slot of a manual run (Trigger).
 const ManualSlotPrefix = "manual:"
