@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,6 +218,29 @@ func BenchmarkOverviewFailing(b *testing.B) {
 			b.StartTimer()
 			page(b, srv)
 		}
+	})
+	b.Run("first-8-at-once", func(b *testing.B) { // 8 first loads at once: reads per load
+		var reads atomic.Int64
+		for b.Loop() {
+			b.StopTimer()
+			srv, _ := sd.server("")
+			read := srv.success.read
+			srv.success.read = func(ctx context.Context, l store.Ledger, task string) (store.LastSuccess, error) {
+				reads.Add(1)
+				return read(ctx, l, task)
+			}
+			b.StartTimer()
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					if p, err := srv.tasks(b.Context(), "", maxTasks); err != nil || len(p.Tasks) != tasks {
+						b.Errorf("%d tasks, %v", len(p.Tasks), err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+		b.ReportMetric(float64(reads.Load())/float64(b.N), "reads/op")
 	})
 	b.Run("reload", func(b *testing.B) {
 		srv, _ := sd.server("")
