@@ -312,9 +312,14 @@ func TestOverviewReloadsAtOnceReadOnce(t *testing.T) {
 	pages := make([]TaskPage, n)
 	for i := range n {
 		wg.Go(func() {
-			_, body := get(t, ts, "/api/v1/tasks")
-			if err := json.Unmarshal([]byte(body), &pages[i]); err != nil {
-				t.Errorf("%v: %s", err, body)
+			res, err := http.Get(ts.URL + "/api/v1/tasks")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer res.Body.Close()
+			if err := json.NewDecoder(res.Body).Decode(&pages[i]); err != nil {
+				t.Errorf("reload %d: %v", i, err)
 			}
 		})
 	}
