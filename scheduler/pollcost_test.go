@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,11 @@ import (
 
 	"github.com/once-run/once/scheduler"
 	"github.com/once-run/once/store"
+	_ "github.com/once-run/once/store/etcd"
+	_ "github.com/once-run/once/store/mysql"
+	_ "github.com/once-run/once/store/redis"
+	"github.com/once-run/once/store/storetest"
+	_ "github.com/once-run/once/store/zk"
 )
 
 // controlReads counts what a node reads of the fleet's control requests (pauses, triggers): the
@@ -102,5 +108,77 @@ func TestControlRequestsOfManyJobs(t *testing.T) {
 	tr, err := scheduler.Triggered(ctx, f.stores[0], names)
 	if err != nil || len(tr) != 1 || !strings.Contains(tr["job-77"].RunID, scheduler.ManualSlotPrefix) {
 		t.Fatalf("triggered: %+v, %v", tr, err)
+	}
+}
+
+// Paused reads the same pauses on every store whether it walks the scope or looks the names up: a
+// scope that holds fewer keys than names (walked; on Redis a hash of 200 fields, past its compact
+// encoding, scanned) and one that holds more (the look-up by name, after a page of the walk), among
+// pauses of jobs that are not the node's, whose names extend the node's.
+func TestPausedWalkOnEveryStore(t *testing.T) {
+	t.Parallel()
+	envs := map[string]string{"sqlite": "", "postgres": "ONCE_TEST_POSTGRES", "mysql": "ONCE_TEST_MYSQL",
+		"redis": "ONCE_TEST_REDIS", "etcd": "ONCE_TEST_ETCD", "zk": "ONCE_TEST_ZK"}
+	for kind, env := range envs {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			dsn := "sqlite://" + filepath.Join(t.TempDir(), "once.db")
+			if env != "" {
+				dsn = storetest.WithPrefix(t, storetest.ServerDSN(t, env, kind))
+			}
+			s, err := store.Open(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			pausedWalk(t, &controlReads{keyedStore: s.(keyedStore)})
+		})
+	}
+}
+
+func pausedWalk(t *testing.T, s *controlReads) {
+	ctx := context.Background()
+	pause := func(names ...string) {
+		for _, n := range names {
+			if ok, _, err := scheduler.Pause(ctx, s, n, "ops", "why "+n); err != nil || !ok {
+				t.Fatalf("pause %s: %v %v", n, ok, err)
+			}
+		}
+	}
+	var mine, others []string
+	for i := range 300 {
+		mine = append(mine, fmt.Sprintf("job-%03d", i))
+		others = append(others, fmt.Sprintf("job-%03d-elsewhere", i)) // a name that extends one of mine
+	}
+	want := []string{"job-000", "job-007", "job-150", "job-299"}
+	pause(want...)
+	pause(others[:196]...) // 200 pauses in force: a Redis hash past its compact encoding
+	for _, c := range []struct {
+		names  int
+		walked bool
+	}{{300, true}, {60, false}} {
+		l0, p0 := s.counts()
+		got, err := scheduler.Paused(ctx, s, mine[:c.names])
+		if err != nil {
+			t.Fatal(err)
+		}
+		l1, p1 := s.counts()
+		var w []string
+		for _, n := range want {
+			if n <= mine[c.names-1] {
+				w = append(w, n)
+			}
+		}
+		if len(got) != len(w) {
+			t.Fatalf("%d names: paused %v, want %v", c.names, got, w)
+		}
+		for _, n := range w {
+			if !strings.Contains(got[n].RunID, "why "+n) {
+				t.Fatalf("%d names: %s paused as %+v", c.names, n, got[n])
+			}
+		}
+		if walked := l1 == l0 && p1 > p0; walked != c.walked {
+			t.Errorf("%d names: %d keys looked up, %d pages walked; want walked %v", c.names, l1-l0, p1-p0, c.walked)
+		}
 	}
 }
