@@ -24,6 +24,7 @@ type controlReads struct {
 	keyedStore
 	mu            sync.Mutex
 	looked, pages int
+	pausePages    int // of pages, those of the pause scope
 }
 
 func (c *controlReads) Lookup(ctx context.Context, scope string, keys []string) ([]store.Key, error) {
@@ -38,6 +39,9 @@ func (c *controlReads) Lookup(ctx context.Context, scope string, keys []string) 
 func (c *controlReads) ScopeKeys(ctx context.Context, scope, cursor string, limit int) ([]store.Key, string, error) {
 	c.mu.Lock()
 	c.pages++
+	if scope == scheduler.PauseScope {
+		c.pausePages++
+	}
 	c.mu.Unlock()
 	return c.keyedStore.(store.ScopeLister).ScopeKeys(ctx, scope, cursor, limit)
 }
@@ -180,5 +184,35 @@ func pausedWalk(t *testing.T, s *controlReads) {
 		if walked := l1 == l0 && p1 > p0; walked != c.walked {
 			t.Errorf("%d names: %d keys looked up, %d pages walked; want walked %v", c.names, l1-l0, p1-p0, c.walked)
 		}
+	}
+}
+
+// A node whose jobs are fewer than the pauses in force in the fleet (here 60 jobs, 120 other jobs
+// paused) looks its jobs' names up, and does not read a page of the pause scope first every poll
+// (a page as long as its jobs, then the look-up): after a walk found the scope crowded, it looks
+// the names up alone for crowdedPolls polls.
+func TestCrowdedPauseScopeIsNotWalkedEveryPoll(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	ctx := context.Background()
+	const jobs = 60
+	var js []scheduler.Job
+	for i := range jobs {
+		js = append(js, workJob(fmt.Sprintf("daily-%03d", i), "17 3 * * *", (&witness{}).work(time.Millisecond)))
+	}
+	for i := range 2 * jobs {
+		if ok, _, err := scheduler.Pause(ctx, f.stores[0], fmt.Sprintf("elsewhere-%03d", i), "ops", "maintenance"); err != nil || !ok {
+			t.Fatalf("pause: %v %v", ok, err)
+		}
+	}
+	reads := &controlReads{keyedStore: f.stores[0].(keyedStore)}
+	f.stores[0] = reads
+	f.start(0, scheduler.Config{Jobs: js, Poll: 50 * time.Millisecond})
+	eventually(t, 30*time.Second, "twenty polls", func() bool { looked, _ := reads.counts(); return looked >= 20*jobs })
+	reads.mu.Lock()
+	looked, pages := reads.looked, reads.pausePages
+	reads.mu.Unlock()
+	if polls := looked / jobs; pages > 1+polls/30 { // the trigger scope, empty, is walked
+		t.Fatalf("%d pages of the crowded pause scope read in about %d polls, want at most %d", pages, polls, 1+polls/30)
 	}
 }

@@ -96,6 +96,7 @@ type Scheduler struct {
 	retired  []*jobState // removed by a reload while a launch of theirs ran: drain waits for them too
 	ctlMu    sync.Mutex
 	paused   map[string]store.Key // under ctlMu
+	crowded  map[string]int       // under ctlMu: by control scope, polls left that look names up without a walk
 	draining atomic.Bool
 	ran      atomic.Bool    // Run was called
 	wake     chan struct{}  // the dispatcher looks again (a reload)
