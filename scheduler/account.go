@@ -87,14 +87,14 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		if !s.accountPaused(ctx, jb, spec, last, now, pause) {
 			keep()
 		}
-		s.recordHoles(ctx, js, jb, holes) // nothing of a paused job runs
+		s.recordHoles(ctx, js, jb, holes, k.newest) // nothing of a paused job runs
 		return
 	}
 	g := findGap(jb, spec, last, now, holes)
 	if len(g.missed) > 0 && !s.recordMissed(ctx, jb, g, missedNote) {
 		keep()
 	}
-	s.recordHoles(ctx, js, jb, g.holes)
+	s.recordHoles(ctx, js, jb, g.holes, k.newest)
 	if run := append(g.catchUp, g.late...); len(run) > 0 {
 		slots := make([]string, len(run))
 		for i, sl := range run {
@@ -112,6 +112,9 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 type known struct {
 	last  time.Time
 	holes []hole
+	// newest is when the newest of the task's entries read for its holes began (the store's clock):
+	// a node that took the job's lease since a shared read of the leases shows in it (recordHoles).
+	newest time.Time
 }
 
 // newestSlot reads the newest slot of jb's history that spec can read (a changed schedule's old
@@ -143,6 +146,9 @@ func (s *Scheduler) newestSlot(ctx context.Context, jb Job, spec slot.Spec, now 
 	for _, e := range h {
 		if t, err := spec.Parse(e.Slot); err == nil && t.After(k.last) {
 			k.last = t
+		}
+		if e.StartedAt.After(k.newest) {
+			k.newest = e.StartedAt
 		}
 	}
 	if queues(jb) {

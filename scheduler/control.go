@@ -86,25 +86,114 @@ func Triggered(ctx context.Context, s store.Store, names []string) (map[string]s
 	return lookup(ctx, s, TriggerScope, names)
 }
 
+// lookup returns the keys of scope among names, by name: from a walk of the scope when it holds
+// fewer keys than names (walkScope: a fleet's pauses or triggers, usually none, whatever the
+// number of jobs), else by name, 500 names a call. Each node polls it for all its jobs every
+// --poll: with 1,000 jobs the look-up by name probed 1,000 keys of each scope, per poll.
 func lookup(ctx context.Context, s store.Store, scope string, names []string) (map[string]store.Key, error) {
+	out, _, err := lookupWalk(ctx, s, scope, names, true)
+	return out, err
+}
+
+// lookupWalk is lookup, without the walk when walk is false; crowded reports that the walk found
+// the scope holding as many keys as names or more (the look-up by name followed it).
+func lookupWalk(ctx context.Context, s store.Store, scope string, names []string, walk bool) (out map[string]store.Key, crowded bool, err error) {
 	k, err := keysOf(s)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	out := map[string]store.Key{}
+	if walk {
+		var ok bool
+		if out, ok, crowded = walkScope(ctx, s, scope, names); ok {
+			return out, false, nil
+		}
+	}
+	out = map[string]store.Key{}
 	for len(names) > 0 {
 		n := min(len(names), 500)
 		got, err := k.Lookup(ctx, scope, names[:n])
 		if err != nil {
-			return nil, err
+			return nil, crowded, err
 		}
 		for _, x := range got {
 			out[x.Key] = x
 		}
 		names = names[n:]
 	}
-	return out, nil
+	return out, crowded, nil
 }
+
+// crowdedPolls is how many polls a node looks its jobs' names up in a control scope without
+// walking it first after a walk found it holding more requests than the node has jobs (a fleet
+// with many pauses in force, a node with few of its jobs): not a page and the look-up every poll.
+const crowdedPolls = 30
+
+// controlRequests is lookup of names in scope for pollControl: without the walk for crowdedPolls
+// polls after a walk found the scope crowded.
+func (s *Scheduler) controlRequests(ctx context.Context, scope string, names []string) (map[string]store.Key, error) {
+	s.ctlMu.Lock()
+	skip := s.crowded[scope]
+	if skip > 0 {
+		s.crowded[scope]--
+	}
+	s.ctlMu.Unlock()
+	out, crowded, err := lookupWalk(ctx, s.c.Store, scope, names, skip == 0)
+	if crowded {
+		s.ctlMu.Lock()
+		if s.crowded == nil {
+			s.crowded = map[string]int{}
+		}
+		s.crowded[scope] = crowdedPolls
+		s.ctlMu.Unlock()
+	}
+	return out, err
+}
+
+// walkFrom is how many names a look-up needs before walkScope tries a walk of the scope: below
+// it, the names' one Lookup call costs as little as a page of the scope.
+const walkFrom = 50
+
+// walkScope returns the keys of scope among names from a walk of the scope (store.ScopeLister),
+// when the store walks scopes, names are at least walkFrom and the walk ends within len(names)
+// keys read and maxWalkPages pages (else ok is false, as when the walk fails: a look-up by name
+// reads less, or tells the error). A walk's key is as Lookup reports
+// it (its state, its claimant), without its Result, which no control request has.
+func walkScope(ctx context.Context, s store.Store, scope string, names []string) (out map[string]store.Key, ok, crowded bool) {
+	sl, ok := s.(store.ScopeLister)
+	if !ok || len(names) < walkFrom {
+		return nil, false, false
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	out = map[string]store.Key{}
+	read := 0
+	for cursor, pages := "", 0; pages < maxWalkPages; pages++ {
+		keys, next, err := sl.ScopeKeys(ctx, scope, cursor, min(len(names)-read, store.MaxScopesPage))
+		if err != nil {
+			return nil, false, false // the look-up by name says what is wrong, if anything still is
+		}
+		read += len(keys)
+		for _, x := range keys {
+			if want[x.Key] {
+				out[x.Key] = x
+			}
+		}
+		if next == "" {
+			return out, true, false
+		}
+		if read >= len(names) {
+			return nil, false, true
+		}
+		cursor = next
+	}
+	return nil, false, true
+}
+
+// maxWalkPages bounds the pages of a walkScope (a page may hold fewer keys than asked when more
+// follow: a Redis hash scan).
+const maxWalkPages = 4
 
 // ManualSlotPrefix starts the slot of a manual run (Trigger).
 const ManualSlotPrefix = "manual:"
@@ -131,7 +220,7 @@ func (s *Scheduler) pollControl(ctx context.Context) {
 		return
 	}
 	names := s.names()
-	paused, err := Paused(ctx, s.c.Store, names)
+	paused, err := s.controlRequests(ctx, PauseScope, names)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read the fleet's pauses; keeping the last known", "err", err)
@@ -151,7 +240,7 @@ func (s *Scheduler) pollControl(ctx context.Context) {
 		s.paused = paused
 		s.ctlMu.Unlock()
 	}
-	trig, err := Triggered(ctx, s.c.Store, names)
+	trig, err := s.controlRequests(ctx, TriggerScope, names)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read trigger requests", "err", err)

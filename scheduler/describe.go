@@ -38,7 +38,8 @@ func NextFires(j Job, now time.Time, n int) []time.Time {
 
 // Describe reads what the store knows of jobs: next fire times after now (n of them), pauses,
 // triggers waiting, the lease held, and each job's newest attempt. It costs a Leases call, two
-// lookups of the names and one short history read per job.
+// reads of the control requests (Paused, Triggered: a page of each scope, or look-ups of the
+// names) and one short history read per job.
 func Describe(ctx context.Context, s store.Store, jobs []Job, now time.Time, n int) ([]JobInfo, error) {
 	names := make([]string, len(jobs))
 	for i, j := range jobs {

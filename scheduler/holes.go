@@ -255,18 +255,20 @@ const holeNote = "missed: it waited on a node behind another slot of the job, an
 // run one, the node that queued it (between the end of the slot before and its own launch) or one
 // that follows it (it runs it at its next poll once the lease is free: a node restarted at once
 // after its drain, which ended with that slot's lease, must not record it missed first). The older
-// ones are recorded at once when no node holds the job's lease and each is still untried (one
-// Slot read each); else they are followed up too. The node that runs a queued or followed-up slot
+// ones are recorded at once when no node holds the job's lease (by a read of the leases begun at
+// most a poll ago and after newest, the newest entry of the task the account read, shared by the
+// accounts of a start: recentLeases) and each is still untried (one
+// Slot read each, after it); else they are followed up too. The node that runs a queued or followed-up slot
 // reads the missed claim first (call, followSlot), so a slot is recorded missed or run, not both
 // but for the instants around the lease's release (docs/daemon.md#overlap).
-func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes []slot.Slot) {
+func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes []slot.Slot, newest time.Time) {
 	if len(holes) == 0 {
 		return
 	}
 	cut := max(0, len(holes)-watchedHoles)
 	older, watched := holes[:cut], slices.Clone(holes[cut:])
 	if len(older) > 0 {
-		leases, err := s.c.Store.Leases(ctx)
+		leases, err := s.recentLeases(ctx, newest)
 		_, held := liveGrants(leases)[jb.Name]
 		var g gap
 		for _, sl := range older {

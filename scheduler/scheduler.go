@@ -96,12 +96,14 @@ type Scheduler struct {
 	retired  []*jobState // removed by a reload while a launch of theirs ran: drain waits for them too
 	ctlMu    sync.Mutex
 	paused   map[string]store.Key // under ctlMu
+	crowded  map[string]int       // under ctlMu: by control scope, polls left that look names up without a walk
 	draining atomic.Bool
 	ran      atomic.Bool    // Run was called
 	wake     chan struct{}  // the dispatcher looks again (a reload)
 	hurry    chan struct{}  // closed by Hurry: the drain stops running jobs now
 	runs     sync.WaitGroup // launches
 	writes   sync.WaitGroup // store writes off the dispatcher (background)
+	leases   leaseView      // the fleet's leases, as the newest read showed them (recentLeases)
 
 	stats statsCounters
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/once-run/once"
@@ -98,7 +99,7 @@ func (s *Scheduler) followUp(ctx context.Context) {
 	if len(jobs) == 0 {
 		return
 	}
-	leases, err := s.c.Store.Leases(ctx)
+	leases, err := s.readLeases(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read the leases to follow up slots", "err", err)
@@ -139,6 +140,49 @@ func olderFirst(ws []*watch, spec slot.Spec) {
 	slices.SortFunc(ws, func(a, b *watch) int {
 		return cmp.Or(start(a).Compare(start(b)), strings.Compare(a.slot, b.slot))
 	})
+}
+
+// leaseView is the fleet's leases as the newest read showed them, and when (this node's
+// monotonic clock): the accounts of a start share one read (recentLeases) rather than one each.
+type leaseView struct {
+	mu     sync.Mutex // held across a read: accounts that ask at once wait for it and share it
+	at     time.Time
+	fleet  time.Time // at by the fleet's clock (clock.now): what recentLeases compares entries with
+	leases []store.Lease
+}
+
+// readLeases reads the fleet's leases (one Leases call) and keeps them for recentLeases.
+func (s *Scheduler) readLeases(ctx context.Context) ([]store.Lease, error) {
+	v := &s.leases
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.readLocked(ctx, s)
+}
+
+func (v *leaseView) readLocked(ctx context.Context, s *Scheduler) ([]store.Lease, error) {
+	start, fleet := time.Now(), s.clock.now()
+	ls, err := s.c.Store.Leases(ctx)
+	if err == nil {
+		v.at, v.fleet, v.leases = start, fleet, ls
+	}
+	return ls, err
+}
+
+// recentLeases is the fleet's leases as a read begun at most a poll ago, and more than
+// MaxClockOffset after newest (the store's time of the newest entry of the task the caller read),
+// showed them (followUp acts on a poll's read too), else read now: a start that accounts 1,000
+// jobs with holes reads them once per poll, not once per job (each read lists every lease of the
+// fleet). A node that took the task's lease after an older read recorded an entry as it did (an
+// attempt begun, a skip): that read would not show the lease, and a hole the node queued behind
+// it would be recorded missed rather than run.
+func (s *Scheduler) recentLeases(ctx context.Context, newest time.Time) ([]store.Lease, error) {
+	v := &s.leases
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.at.IsZero() && time.Since(v.at) < s.c.Poll && v.fleet.After(newest.Add(s.c.MaxClockOffset)) {
+		return v.leases, nil
+	}
+	return v.readLocked(ctx, s)
 }
 
 // grants are a task's live grants: its exclusive lease, or its seats by token.

@@ -234,7 +234,7 @@ func drop(ctx context.Context, dsn string) error {
 			return err
 		}
 		defer conn.Close(ctx)
-		for _, t := range []string{"attempts", "events", "leases", "keys", "waiting", "schema_version"} {
+		for _, t := range []string{"attempts", "events", "leases", "lease_seats", "keys", "waiting", "schema_version"} {
 			if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+cfg.Prefix+t+" CASCADE"); err != nil {
 				return err
 			}
@@ -251,7 +251,7 @@ func drop(ctx context.Context, dsn string) error {
 	}
 	db := sql.OpenDB(c)
 	defer db.Close()
-	for _, t := range []string{"attempts", "events", "leases", "keys", "waiting", "schema_version"} {
+	for _, t := range []string{"attempts", "events", "leases", "lease_seats", "keys", "waiting", "schema_version"} {
 		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+cfg.Prefix+t); err != nil {
 			return err
 		}

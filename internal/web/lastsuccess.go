@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"sync"
 	"time"
 
@@ -35,10 +36,13 @@ const maxCachedSuccess = 4 * maxTasks
 const successKeep = 5 * time.Minute
 
 // successCache is a task's last success by the key of its newest entries; safe for concurrent
-// requests. Two requests missing at once both read: the last to finish is kept.
+// requests. Requests that miss at once under the same key share one read (the first's: reading);
+// under another key (the task's history moved) a request reads on its own, and the last read to
+// finish is kept.
 type successCache struct {
-	mu sync.Mutex
-	m  map[string]cachedSuccess
+	mu      sync.Mutex
+	m       map[string]cachedSuccess
+	reading map[string]*successRead // by task: the read under way that a miss under its key waits for
 	// read is store.ReadLastSuccess; a test counts the reads through it.
 	read func(ctx context.Context, l store.Ledger, task string) (store.LastSuccess, error)
 }
@@ -69,28 +73,76 @@ func successKey(es []store.Entry) ([sha256.Size]byte, bool) {
 	return k, len(es) > 0
 }
 
+// successRead is a read of a task's last success under way, that requests missing under the same
+// key wait for (done closed) rather than read again.
+type successRead struct {
+	key  [sha256.Size]byte
+	done chan struct{}
+	v    cachedSuccess
+	err  error
+}
+
 // lastSuccess is task's store.LastSuccess: kept when key (successKey of the entries the row just
-// read) is the key it was read under, else read and kept. With cache false it is read and not kept.
+// read) is the key it was read under, else read and kept; a miss while a read under the same key
+// is under way waits for it (and reads on its own when that read failed: its request may have
+// been cancelled). With cache false it is read and not kept.
 func (c *successCache) lastSuccess(ctx context.Context, l store.Ledger, task string, es []store.Entry, cache bool) (store.LastSuccess, error) {
 	key, ok := successKey(es)
-	cache = cache && ok
-	if cache {
-		c.mu.Lock()
-		got, hit := c.m[task]
-		c.mu.Unlock()
-		if hit && got.key == key && time.Since(got.read) < successKeep {
-			return got.lastSuccess(), nil
-		}
+	if !cache || !ok {
+		return c.read(ctx, l, task)
 	}
+	c.mu.Lock()
+	got, hit := c.m[task]
+	if hit && got.key == key && time.Since(got.read) < successKeep {
+		c.mu.Unlock()
+		return got.lastSuccess(), nil
+	}
+	if r := c.reading[task]; r != nil && r.key == key {
+		c.mu.Unlock()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return store.LastSuccess{}, ctx.Err()
+		}
+		if r.err == nil {
+			return r.v.lastSuccess(), nil
+		}
+		return c.read(ctx, l, task)
+	}
+	r := &successRead{key: key, done: make(chan struct{}), err: errUnfinished}
+	if c.reading == nil {
+		c.reading = map[string]*successRead{}
+	}
+	c.reading[task] = r
+	c.mu.Unlock()
+	defer func() { // also when the read panics (a waiter then reads on its own: r.err)
+		c.mu.Lock()
+		if c.reading[task] == r {
+			delete(c.reading, task)
+		}
+		c.mu.Unlock()
+		close(r.done)
+	}()
+	return c.readAndKeep(ctx, l, task, r)
+}
+
+// errUnfinished is a successRead's error until its read returned.
+var errUnfinished = errors.New("the read of the last success did not finish")
+
+// readAndKeep reads task's last success for r (under its key) and keeps it.
+func (c *successCache) readAndKeep(ctx context.Context, l store.Ledger, task string, r *successRead) (store.LastSuccess, error) {
 	start := time.Now()
 	ls, err := c.read(ctx, l, task)
-	if err != nil || !cache {
+	if err != nil {
+		r.err = err
 		return ls, err
 	}
-	v := cachedSuccess{key: key, read: start, unknown: ls.Unknown, looked: ls.Looked}
+	r.err = nil
+	v := cachedSuccess{key: r.key, read: start, unknown: ls.Unknown, looked: ls.Looked}
 	if ls.Attempt != nil && ls.Attempt.EndedAt != nil {
 		v.ended = *ls.Attempt.EndedAt
 	}
+	r.v = v
 	c.mu.Lock()
 	if _, there := c.m[task]; !there && len(c.m) >= maxCachedSuccess {
 		clear(c.m)

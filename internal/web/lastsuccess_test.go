@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,6 +219,29 @@ func BenchmarkOverviewFailing(b *testing.B) {
 			page(b, srv)
 		}
 	})
+	b.Run("first-8-at-once", func(b *testing.B) { // 8 first loads at once: reads per load
+		var reads atomic.Int64
+		for b.Loop() {
+			b.StopTimer()
+			srv, _ := sd.server("")
+			read := srv.success.read
+			srv.success.read = func(ctx context.Context, l store.Ledger, task string) (store.LastSuccess, error) {
+				reads.Add(1)
+				return read(ctx, l, task)
+			}
+			b.StartTimer()
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					if p, err := srv.tasks(b.Context(), "", maxTasks); err != nil || len(p.Tasks) != tasks {
+						b.Errorf("%d tasks, %v", len(p.Tasks), err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+		b.ReportMetric(float64(reads.Load())/float64(b.N), "reads/op")
+	})
 	b.Run("reload", func(b *testing.B) {
 		srv, _ := sd.server("")
 		page(b, srv)
@@ -252,5 +276,110 @@ func TestKeptLastSuccessAges(t *testing.T) {
 	}
 	if reads != 2 {
 		t.Fatalf("%d reads after the kept result aged, want 2", reads)
+	}
+}
+
+// Reloads at once that all miss the kept last successes (a server's first load: 8 requests, as
+// many as the server answers at once) read each task's last success once: the others wait for that
+// read, under the same key, and show what it found. The first read of each task waits until all
+// 8 requests asked for it or 2 s passed, so that requests that each read would all be counted.
+func TestOverviewReloadsAtOnceReadOnce(t *testing.T) {
+	sd := newSeeded(t)
+	okA := sd.run("a", "s0", "h", store.Succeeded)
+	for i := range 2*trendLen + 1 { // the success is older than the row's newest entries
+		sd.run("a", fmt.Sprintf("f%d", i), "h", store.Failed)
+		sd.run("b", fmt.Sprintf("f%d", i), "h", store.Failed)
+	}
+	srv, ts := sd.server("")
+	const n = 8
+	var mu sync.Mutex
+	reads := map[string]int{}
+	arrived := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
+	srv.success.read = func(ctx context.Context, l store.Ledger, task string) (store.LastSuccess, error) {
+		mu.Lock()
+		reads[task]++
+		if reads[task] == n {
+			close(arrived[task])
+		}
+		mu.Unlock()
+		select {
+		case <-arrived[task]:
+		case <-time.After(2 * time.Second):
+		}
+		return store.ReadLastSuccess(ctx, l, task)
+	}
+	var wg sync.WaitGroup
+	pages := make([]TaskPage, n)
+	for i := range n {
+		wg.Go(func() {
+			res, err := http.Get(ts.URL + "/api/v1/tasks")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer res.Body.Close()
+			if err := json.NewDecoder(res.Body).Decode(&pages[i]); err != nil {
+				t.Errorf("reload %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, task := range []string{"a", "b"} {
+		if reads[task] != 1 {
+			t.Errorf("%s: %d reads of its last success by %d reloads at once, want 1", task, reads[task], n)
+		}
+	}
+	for _, p := range pages {
+		for _, r := range p.Tasks {
+			switch {
+			case r.Task == "a" && (r.LastSuccess == nil || !r.LastSuccess.Equal(*okA.EndedAt)):
+				t.Errorf("a: last success %v, want %v", r.LastSuccess, okA.EndedAt)
+			case r.Task == "b" && (r.LastSuccess != nil || r.LastSuccessUnknown):
+				t.Errorf("b: last success %v (not known %v), want never", r.LastSuccess, r.LastSuccessUnknown)
+			}
+		}
+	}
+}
+
+// A request that waits for another's read of a last success (the same key) reads on its own when
+// that read failed (its request cancelled, say): it is not given the other's error.
+func TestWaitedForReadFails(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	reads := 0
+	c := successCache{m: map[string]cachedSuccess{}, read: func(ctx context.Context, _ store.Ledger, _ string) (store.LastSuccess, error) {
+		mu.Lock()
+		reads++
+		first := reads == 1
+		mu.Unlock()
+		if first {
+			close(started)
+			<-release
+			return store.LastSuccess{}, context.Canceled
+		}
+		return store.LastSuccess{Unknown: true, Looked: store.SuccessScan}, nil
+	}}
+	es := []store.Entry{{Attempt: store.Attempt{State: store.Failed}, Cursor: "c1"}}
+	first := make(chan error, 1)
+	go func() { _, err := c.lastSuccess(context.Background(), nil, "t", es, true); first <- err }()
+	<-started
+	second := make(chan store.LastSuccess, 1)
+	go func() {
+		ls, err := c.lastSuccess(context.Background(), nil, "t", es, true)
+		if err != nil {
+			t.Errorf("the waiting request: %v", err)
+		}
+		second <- ls
+	}()
+	time.Sleep(50 * time.Millisecond) // give the second request time to join (it may also come late: then it reads itself)
+	close(release)
+	if err := <-first; err == nil {
+		t.Fatal("the first read's error was lost")
+	}
+	if ls := <-second; !ls.Unknown {
+		t.Fatalf("the waiting request got %+v, want its own read's result", ls)
+	}
+	if reads != 2 {
+		t.Fatalf("%d reads, want 2 (the failed one, then the waiter's own)", reads)
 	}
 }

@@ -25,6 +25,7 @@ const (
 	slotEntries  = 200  // entries of one slot a run detail shows
 	reviewEvents = 20   // history entries of a slot shown as review evidence
 	leaseScan    = 200  // a task's newest entries read for a lease's attempt the running list left out
+	leaseReads   = 20   // leases per request whose attempt is read so (the others' figures are not shown)
 )
 
 // Status of a task on the overview: a colour and a text label per value.
@@ -406,13 +407,19 @@ type LeaseRow struct {
 	Done       float64 `json:"done"`
 	Total      float64 `json:"total"` // 0 when Progress is not DONE/TOTAL
 	Checkpoint string  `json:"checkpoint,omitempty"`
+	// Unread is true when the running list left the attempt out and more than leaseReads such
+	// leases were held: its figures were not read this time (slot, attempt and progress empty).
+	Unread bool `json:"unread,omitempty"`
 }
 
 // leases reads the leases held with their running attempts: the attempts from store.ReadRunning
 // (the store's index of running attempts: one read for every lease, never history), and an
 // attempt it does not list (a store without that index, more running than it lists) from the
-// newest leaseScan entries of its task. (A read of the task's running attempts, kind=running,
-// walked its whole history when fewer than it asked for were running: one a lease, usually.)
+// newest leaseScan entries of its task, for at most leaseReads leases a request (in task order;
+// the others are shown without their figures: Unread), so that the leases page, which polls every
+// second, costs a bounded read when the list cannot be read and a thousand leases are held. (A
+// read of the task's running attempts, kind=running, walked its whole history when fewer than it
+// asked for were running: one a lease, usually.)
 func (s *Server) leases(ctx context.Context) ([]LeaseRow, error) {
 	rr, ls, err := store.ReadRunning(ctx, s.c.Store, store.MaxRunningList)
 	if err != nil {
@@ -430,13 +437,19 @@ func (s *Server) leases(ctx context.Context) ([]LeaseRow, error) {
 	}
 	sort.Slice(ls, func(i, j int) bool { return ls[i].Task < ls[j].Task })
 	out := make([]LeaseRow, 0, len(ls))
+	reads := 0
 	for _, l := range ls {
 		row := LeaseRow{Lease: l}
 		a, ok := running[l.Task+"\x00"+l.RunID]
-		if !ok {
+		switch {
+		case ok:
+		case reads < leaseReads:
+			reads++
 			if a, ok, err = s.leaseAttempt(ctx, l); err != nil {
 				return nil, err
 			}
+		default:
+			row.Unread = true
 		}
 		if ok {
 			row.Slot, row.Attempt, row.Records, row.Progress, row.Checkpoint = a.Slot, a.Number, a.Records, a.Progress, a.Checkpoint

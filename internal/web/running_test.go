@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"net/http/httptest"
 	"strings"
@@ -327,5 +328,41 @@ func TestReadRunningAroundTheLeases(t *testing.T) {
 	}
 	if len(got) != 3 {
 		t.Errorf("listed %v; want the three above (attempts begun after the first list are not judged)", rr.Attempts)
+	}
+}
+
+// When the running list cannot be read, the leases (what the leases page polls every second) read
+// each lease's attempt from its task's newest entries, for at most leaseReads leases a request: a
+// fleet holding many leases costs a bounded read; the others are shown without their figures.
+func TestLeasesWithoutTheListReadABoundedNumber(t *testing.T) {
+	sd := newSeeded(t)
+	const held = leaseReads + 10
+	for i := range held {
+		sd.run(fmt.Sprintf("job-%02d", i), "s1", "h", store.Running)
+	}
+	rs := &historyRecorder{Store: failingRunning{sd.s}}
+	srv, err := New(Config{Store: rs, DSN: "sqlite:///x.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := srv.leases(t.Context())
+	if err != nil || len(rows) != held {
+		t.Fatalf("%d leases of %d, %v", len(rows), held, err)
+	}
+	if len(rs.reads) > leaseReads {
+		t.Fatalf("%d history reads for %d leases, want at most %d", len(rs.reads), held, leaseReads)
+	}
+	read := 0
+	for _, r := range rows {
+		switch {
+		case !r.Unread && r.Slot == "s1":
+			read++
+		case r.Unread && r.Slot == "":
+		default:
+			t.Fatalf("lease row %+v", r)
+		}
+	}
+	if read != leaseReads {
+		t.Fatalf("%d leases shown with their attempt, want %d", read, leaseReads)
 	}
 }
