@@ -89,7 +89,7 @@ func (l Ledger) indexKinds(ctx context.Context, hk HistoryKV) error {
 	}
 	seen := map[string]bool{}
 	var want [][2]string
-	err = scanMarks(ctx, hk, tasks, false, func(m Mark) bool {
+	err = scanMarks(ctx, hk, tasks, "", false, func(m Mark) bool {
 		if m.Event && !seen[docKey(m.Task, m.Slot)] {
 			seen[docKey(m.Task, m.Slot)] = true
 			want = append(want, [2]string{m.Task, m.Slot})
@@ -106,13 +106,13 @@ func (l Ledger) indexKinds(ctx context.Context, hk HistoryKV) error {
 	return hk.IndexKinds(ctx, docs)
 }
 
-// scanMarks passes each the marks of tasks' indexes (not their indexes of a kind), newest first
-// (oldest first with up), a task's until each returns false, reading them 4,096 keys of a task at a
-// time, every task's at once.
-func scanMarks(ctx context.Context, hk HistoryKV, tasks []string, up bool, each func(Mark) bool) error {
+// scanMarks passes each the marks of tasks' indexes (not their indexes of a kind) from start on
+// ("": the newest, or the oldest), newest first (oldest first with up), a task's until each
+// returns false, reading them 4,096 keys of a task at a time, every task's at once.
+func scanMarks(ctx context.Context, hk HistoryKV, tasks []string, start string, up bool, each func(Mark) bool) error {
 	from := map[string]string{}
 	for _, t := range tasks {
-		from[t] = ""
+		from[t] = start
 	}
 	for len(from) > 0 {
 		rs := make([]MarkRange, 0, len(from))
