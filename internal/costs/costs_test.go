@@ -27,7 +27,10 @@ type cost struct{ trips, conns int64 }
 // first), the skip of a slot already done, a run of the task's next slot, and a launch that finds
 // the lease held elsewhere. The counts are exact
 // (a fresh client, a warm server): a change that needs more says why here and in the docs, and
-// one that needs fewer lowers them.
+// one that needs fewer lowers them. ZooKeeper's skip and busy write an event into the task's index of
+// its kind (internal/kvstore's IndexedKinds): the first of a kind in a task's 72 minutes makes that
+// index's buckets (the failed multi, the L2 bucket's, a pipelined look-up of those above, their
+// multi: 4 more than the 6 before those indexes); a later one in the same 72 minutes does not.
 type budget struct{ open, run, skip, next, busy int64 }
 
 var stores = []struct {
@@ -58,7 +61,7 @@ var stores = []struct {
 	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 12, skip: 7, next: 12, busy: 4}, 0, 0},
 	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, next: 3, busy: 3}, 1, 0},
 	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 4, skip: 3, next: 3, busy: 3}, 2, 0},
-	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 6, next: 7, busy: 6}, 3, 1},
+	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 10, next: 7, busy: 10}, 3, 1},
 }
 
 // TestRoundTripsPerRun counts the round trips of a guarded run (once.Do) on every networked

@@ -39,6 +39,9 @@ type Doc struct {
 	// KindsMarked says the same of its marks in its task's indexes of a kind (Doc.KindMarks),
 	// which a once before them (or an older once's write) did not put.
 	KindsMarked bool `json:"hk,omitempty"`
+	// KindsMarked2 says the same of its marks in the indexes of the kinds indexed after missed
+	// (marks.go), which an earlier once that set KindsMarked did not put.
+	KindsMarked2 bool `json:"hk2,omitempty"`
 
 	waited   bool     // as read (Unmarshal): the slot waited for a person
 	ran      bool     // as read (Unmarshal): an attempt was running
@@ -67,7 +70,7 @@ func (d *Doc) Runs() bool {
 
 // Marshal encodes d for storage.
 func (d *Doc) Marshal() []byte {
-	d.Marked, d.KindsMarked = !d.unmarked, !d.unmarked
+	d.Marked, d.KindsMarked, d.KindsMarked2 = !d.unmarked, !d.unmarked, !d.unmarked
 	b, err := json.Marshal(d)
 	if err != nil { // only plain data: cannot fail
 		panic(err)

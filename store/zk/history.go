@@ -71,8 +71,10 @@ func (s *Store) pathKey(task, path, name string) string {
 	return kvstore.KindPrefix(store.State(unesc(kind))) + name
 }
 
-// kindsIndexed marks the indexes of a kind as built (kvstore.HistoryKV.IndexKinds).
-func (s *Store) kindsIndexed() string { return s.p + "/z-indexed" }
+// kindsIndexed marks the indexes of a kind as built (kvstore.HistoryKV.IndexKinds): kindsIndexed1
+// those of missed only, which an earlier once built and reads.
+func (s *Store) kindsIndexed() string  { return s.p + "/z2-indexed" }
+func (s *Store) kindsIndexed1() string { return s.p + "/z-indexed" }
 
 // historyIndexed marks the index as built (kvstore.HistoryKV.IndexHistory).
 func (s *Store) historyIndexed() string { return s.p + "/x-indexed" }
@@ -123,7 +125,20 @@ func (s *Store) makeMarkDirs(ctx context.Context, task, key, docDir string) erro
 	if docDir != "" && kind == "" {
 		chains = [][]string{{docDir, s.historyDir(task), l1, l2}}
 	}
+	if kind != "" && docDir == "" {
+		// An index of a kind is sparse (a task's first busy event in 72 minutes, or its first
+		// ever): past the L2 bucket alone, the directories above it are looked up at once
+		// (pipelined: one round trip) and those missing made in one multi.
+		chains = [][]string{{l2}, nil}
+	}
 	for _, dirs := range chains {
+		if dirs == nil {
+			var err error
+			if dirs, err = s.missingDirs(ctx, []string{s.kindRoot(), s.kindRoot() + "/" + esc(task), s.indexDir(task, kind), l1}); err != nil {
+				return err
+			}
+			dirs = append(dirs, l2)
+		}
 		ops := make([]any, len(dirs))
 		for i, d := range dirs {
 			ops[i] = &zk.CreateRequest{Path: d, Acl: s.acl}
@@ -142,6 +157,25 @@ func (s *Store) makeMarkDirs(ctx context.Context, task, key, docDir string) erro
 		}
 	}
 	return s.ensureMarkDirs(ctx, task, key, false)
+}
+
+// missingDirs returns those of dirs (a chain, outermost first) that do not exist, looked up in
+// parallel: from the outermost missing one on.
+func (s *Store) missingDirs(ctx context.Context, dirs []string) ([]string, error) {
+	there := make([]bool, len(dirs))
+	errs := make([]error, len(dirs))
+	parallel(len(dirs), func(i int) {
+		there[i], errs[i] = call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(dirs[i]); return ok, err })
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, s.mapErr(err)
+	}
+	for i, ok := range there {
+		if !ok {
+			return dirs[i:], nil
+		}
+	}
+	return nil, nil
 }
 
 // putMark creates key's node, its buckets first when missing; one that exists is left.
@@ -205,8 +239,10 @@ func (k kv) IndexKinds(ctx context.Context, docs []*kvstore.Doc) error {
 			return err
 		}
 	}
-	if err := s.ensure(ctx, s.kindsIndexed()); err != nil {
-		return err
+	for _, flag := range []string{s.kindsIndexed1(), s.kindsIndexed()} {
+		if err := s.ensure(ctx, flag); err != nil {
+			return err
+		}
 	}
 	s.kindBuilt.Store(true)
 	return nil
