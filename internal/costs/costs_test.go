@@ -29,8 +29,10 @@ type cost struct{ trips, conns int64 }
 // (a fresh client, a warm server): a change that needs more says why here and in the docs, and
 // one that needs fewer lowers them. ZooKeeper's skip and busy write an event into the task's index of
 // its kind (internal/kvstore's IndexedKinds): the first of a kind in a task's 72 minutes makes that
-// index's buckets (the failed multi, the L2 bucket's, a pipelined look-up of those above, their
-// multi: 4 more than the 6 before those indexes); a later one in the same 72 minutes does not.
+// index's buckets (the failed multi, the L2 bucket's, a multi of checks that finds those above missing, their
+// multi: 4 more than the 6 before those indexes; 9–13 counted, as a failed multi tells one missing
+// or existing bucket at a time and the steps' writes share seconds); a later one in the same 72
+// minutes does not.
 type budget struct{ open, run, skip, next, busy int64 }
 
 var stores = []struct {

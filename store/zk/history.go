@@ -128,7 +128,7 @@ func (s *Store) makeMarkDirs(ctx context.Context, task, key, docDir string) erro
 	if kind != "" && docDir == "" {
 		// An index of a kind is sparse (a task's first busy event in 72 minutes, or its first
 		// ever): past the L2 bucket alone, the directories above it are looked up at once
-		// (pipelined: one round trip) and those missing made in one multi.
+		// (missingDirs: one round trip) and those missing made in one multi.
 		chains = [][]string{{l2}, nil}
 	}
 	for _, dirs := range chains {
@@ -159,23 +159,21 @@ func (s *Store) makeMarkDirs(ctx context.Context, task, key, docDir string) erro
 	return s.ensureMarkDirs(ctx, task, key, false)
 }
 
-// missingDirs returns those of dirs (a chain, outermost first) that do not exist, looked up in
-// parallel: from the outermost missing one on.
+// missingDirs returns those of dirs (a chain, outermost first) that do not exist: from the
+// outermost missing one on, found by one multi of checks (one round trip), which fails at it.
 func (s *Store) missingDirs(ctx context.Context, dirs []string) ([]string, error) {
-	there := make([]bool, len(dirs))
-	errs := make([]error, len(dirs))
-	parallel(len(dirs), func(i int) {
-		there[i], errs[i] = call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(dirs[i]); return ok, err })
-	})
-	if err := errors.Join(errs...); err != nil {
-		return nil, s.mapErr(err)
+	ops := make([]any, len(dirs))
+	for i, d := range dirs {
+		ops[i] = &zk.CheckVersionRequest{Path: d, Version: -1}
 	}
-	for i, ok := range there {
-		if !ok {
-			return dirs[i:], nil
-		}
+	res, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
+	if err == nil {
+		return nil, nil
 	}
-	return nil, nil
+	if i := firstFailed(res); errors.Is(err, zk.ErrNoNode) && i >= 0 && len(res) == len(dirs) {
+		return dirs[i:], nil
+	}
+	return nil, s.mapErr(err)
 }
 
 // putMark creates key's node, its buckets first when missing; one that exists is left.
