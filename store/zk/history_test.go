@@ -370,3 +370,60 @@ func TestEarlierKindMarksExist(t *testing.T) {
 		}
 	}
 }
+
+// TestKindNewBucketMultis: a write whose event is its kind's first in a new L2 bucket (72 minutes)
+// of an L1 bucket there sends 3 multis (its own, failing at the kind's bucket; one that checks the
+// directories above and makes the L2 bucket; its own again); a kind's first in the task, 4 (the
+// second fails at the first directory missing, a third makes them); the next in its L2 bucket, 1.
+func TestKindNewBucketMultis(t *testing.T) {
+	ctx := ctxT(t, 2*time.Minute)
+	u, err := url.Parse(withPrefix(t) + "&session_timeout=1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := costs.NewRelay(ctx, u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var multis atomic.Int64
+	relay.Trace = func(b []byte) { // a request: length, xid, opcode (14: multi)
+		if len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == 14 {
+			multis.Add(1)
+		}
+	}
+	t.Cleanup(func() { relay.Close() })
+	u.Host = relay.Addr()
+	s, err := Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	k := kv{s}
+	l1 := time.UnixMicro(1 << 40 * (time.Now().UnixMicro() >> 40)) // an L1 bucket's start: 12.7 days
+	for i, c := range []struct {
+		at   time.Time
+		want int64
+	}{{l1.Add(time.Minute), 4}, {l1.Add(2 * time.Hour), 3}, {l1.Add(2*time.Hour + 3*time.Second), 1}} {
+		d := &kvstore.Doc{Task: "t", Slot: fmt.Sprintf("s%d", i), Events: []kvstore.Event{{Kind: store.Busy, At: c.at}}}
+		if _, err := k.Save(ctx, d, 0, 0, ""); err != nil { // its document and the task's buckets, first
+			t.Fatal(err)
+		}
+		d, ver, _, err := k.Load(ctx, "t", d.Slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Events = append(d.Events, kvstore.Event{Kind: store.Skipped, At: c.at.Add(2 * time.Second)}) // not in the task's L3 bucket just made
+		m0 := multis.Load()
+		if _, err := k.Save(ctx, d, ver, 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		if n := multis.Load() - m0; n != c.want {
+			t.Errorf("a skipped event at %v: %d multis, want %d", c.at, n, c.want)
+		}
+		for _, m := range d.Marks() {
+			if ok, _, err := s.c.Exists(s.markPath("t", m)); err != nil || !ok {
+				t.Fatalf("mark %s: %v %v", m, ok, err)
+			}
+		}
+	}
+}
