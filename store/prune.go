@@ -117,14 +117,15 @@ func (r PruneRequest) Decide(f PruneFacts) PruneAction {
 
 // Retainer is a Ledger that prunes for once run --retain in its own way. A SQL store reads a
 // window of a task's history through an index, so once prunes after a run only what aged out since
-// the task's previous launch (PruneRequest.Since). A key-value store has no index by time: finding
-// the previous launch and the window each read every document of the task, so a run would cost
-// the task's history. It prunes the whole task instead, at most once per a given interval.
+// the task's previous launch (PruneRequest.Since). A key-value store finds the previous launch less
+// cheaply: it prunes at most once per a given interval, what crossed the cutoff since its previous
+// prune.
 type Retainer interface {
 	// Retain prunes the task's entries that started or happened before before, by the rule of
 	// Prune (PruneRequest{Task: task, Before: before}), unless a Retain of the task pruned up to
 	// a time within every before before (not after it: a clock that ran ahead must not stop the
-	// prunes); pruned reports whether this one did. Concurrent calls may both prune, which removes
-	// nothing twice.
+	// prunes); pruned reports whether this one did. After a first Retain of the task, it may leave
+	// what is older than the previous one's before (less a margin for clocks): PruneRequest.Since.
+	// Concurrent calls may both prune, which removes nothing twice.
 	Retain(ctx context.Context, task string, before time.Time, every time.Duration) (res PruneResult, pruned bool, err error)
 }

@@ -234,8 +234,8 @@ type storeRead struct {
 	args []string
 }
 
-// storeReads are the store calls behind once status (with its list of running attempts), doctor, history --task, history and history
-// --kind busy on s (task: a task of the ledger).
+// storeReads are the store calls behind once status (with its list of running attempts), doctor, history --task, history,
+// history --kind busy and history --kind failed on s (task: a task of the ledger).
 func storeReads(ctx context.Context, s store.Store, task string) []storeRead {
 	return []storeRead{
 		{"status", func() error {
@@ -278,6 +278,10 @@ func storeReads(ctx context.Context, s store.Store, task string) []storeRead {
 			_, err := s.History(ctx, store.HistoryQuery{Kind: store.Busy, Limit: 50})
 			return err
 		}, []string{"history", "--kind", "busy"}},
+		{"history --kind failed", func() error {
+			_, err := s.History(ctx, store.HistoryQuery{Kind: store.Failed, Limit: 50})
+			return err
+		}, []string{"history", "--kind", "failed"}},
 	}
 }
 

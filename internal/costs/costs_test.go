@@ -27,7 +27,13 @@ type cost struct{ trips, conns int64 }
 // first), the skip of a slot already done, a run of the task's next slot, and a launch that finds
 // the lease held elsewhere. The counts are exact
 // (a fresh client, a warm server): a change that needs more says why here and in the docs, and
-// one that needs fewer lowers them.
+// one that needs fewer lowers them. ZooKeeper's skip and busy write an event into the task's index of
+// its kind (internal/kvstore's IndexedKinds), counted here as the first of its kind ever in the
+// task: the write's multi fails at the kind's bucket, one multi checks the directories above its
+// L2 bucket and fails at the first missing, one makes them, and the write goes again: 3 more than
+// the 6 before those indexes (each one request: no count that depends on the server's pace; 8–10
+// counted under load). The first of a kind in a task's 72 minutes, its L1 bucket there, costs 2
+// more; a later one in the same 72 minutes none.
 type budget struct{ open, run, skip, next, busy int64 }
 
 var stores = []struct {
@@ -46,7 +52,8 @@ var stores = []struct {
 	// together, as two when one is late: a skip counted 3 or 4 on a quiet machine, 5 under CI's
 	// -race load (a fresh-clone run); ZooKeeper's next slot (the three-round-trip acquire) counted
 	// 7–9 under load and 10 once, in a review, where the two runs of one second share their
-	// history bucket (a create that finds it there is answered, then sent again).
+	// history bucket (a create that finds it there is answered, then sent again), and 7–10 in 20
+	// runs of a review at load 6–10 (ZooKeeper's slack is 4 for that).
 	slack int64
 	// fewer is how many round trips a step may take below its budget: on ZooKeeper two requests
 	// put in flight together from two goroutines count as two turns on a quiet machine when the
@@ -58,7 +65,7 @@ var stores = []struct {
 	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 12, skip: 7, next: 12, busy: 4}, 0, 0},
 	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, next: 3, busy: 3}, 1, 0},
 	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 4, skip: 3, next: 3, busy: 3}, 2, 0},
-	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 6, next: 7, busy: 6}, 3, 1},
+	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 8, next: 7, busy: 9}, 4, 1},
 }
 
 // TestRoundTripsPerRun counts the round trips of a guarded run (once.Do) on every networked

@@ -3,6 +3,7 @@ package kvstore
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"time"
 
@@ -39,10 +40,14 @@ type Doc struct {
 	// KindsMarked says the same of its marks in its task's indexes of a kind (Doc.KindMarks),
 	// which a once before them (or an older once's write) did not put.
 	KindsMarked bool `json:"hk,omitempty"`
+	// KindsMarked2 says the same of its marks in the indexes of the kinds indexed after missed
+	// (marks.go), which an earlier once that set KindsMarked did not put.
+	KindsMarked2 bool `json:"hk2,omitempty"`
 
 	waited   bool     // as read (Unmarshal): the slot waited for a person
 	ran      bool     // as read (Unmarshal): an attempt was running
 	read     []string // as read (Unmarshal): its marks' keys known to be in the indexes (readMarks)
+	unknown  []string // as read (Unmarshal): its other marks' keys (Unknown)
 	unmarked bool     // Unmarked: the next write says Marked false
 }
 
@@ -67,7 +72,7 @@ func (d *Doc) Runs() bool {
 
 // Marshal encodes d for storage.
 func (d *Doc) Marshal() []byte {
-	d.Marked, d.KindsMarked = !d.unmarked, !d.unmarked
+	d.Marked, d.KindsMarked, d.KindsMarked2 = !d.unmarked, !d.unmarked, !d.unmarked
 	b, err := json.Marshal(d)
 	if err != nil { // only plain data: cannot fail
 		panic(err)
@@ -84,8 +89,18 @@ func Unmarshal(b []byte) (*Doc, error) {
 	_, d.waited = d.Waits()
 	d.ran = d.Runs()
 	d.read = d.readMarks()
+	for _, k := range d.Marks() {
+		if _, ok := slices.BinarySearch(d.read, k); !ok {
+			d.unknown = append(d.unknown, k)
+		}
+	}
 	return &d, nil
 }
+
+// Unknown returns the keys of d's marks as it was read that were not known to be in the indexes
+// (an older or earlier once wrote it), sorted: marks of entries the stored document holds, which a
+// backend may put before the write that adds them (MarkChanges), one there left as it is.
+func (d *Doc) Unknown() []string { return d.unknown }
 
 // State computes the slot state of d.
 func (d *Doc) State() store.SlotState {

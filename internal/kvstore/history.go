@@ -190,7 +190,7 @@ func (l Ledger) Prune(ctx context.Context, r store.PruneRequest) (store.PruneRes
 
 // pruneDocs returns the documents Prune reads. With a history index (HistoryKV, built) those with an
 // entry before r.Before — Decide keeps every other entry —, found by walking the task's marks (every
-// task's) oldest first up to it, and the slot documents of their archives (an archive is pruned by
+// task's) oldest first (from r.Since when set) up to it, and the slot documents of their archives (an archive is pruned by
 // its slot's facts): a prune costs what it may remove, not the task's history. Without one, every
 // document of the task (or of every task). An entry an older once wrote after the index was built
 // and that the index lacks (doctor's history-index check) is left, as history does not show it.
@@ -222,7 +222,11 @@ func (l Ledger) pruneDocs(ctx context.Context, r store.PruneRequest) ([]*Doc, er
 			want = append(want, [2]string{task, slot})
 		}
 	}
-	err := scanMarks(ctx, hk, tasks, true, func(m Mark) bool {
+	start := ""            // the oldest
+	if !r.Since.IsZero() { // Decide keeps what is older than Since: the walk starts there
+		start = Mark{At: r.Since.Truncate(time.Microsecond).UnixMicro() - 1}.head() + "~" // past every key of the microsecond before
+	}
+	err := scanMarks(ctx, hk, tasks, start, true, func(m Mark) bool {
 		if m.At > cut {
 			return false
 		}

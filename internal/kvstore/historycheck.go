@@ -70,12 +70,12 @@ func (l Ledger) unindexed(ctx context.Context, hk HistoryKV) (map[string]int, er
 	}
 	var cand []newest
 	for _, d := range docs {
-		if d.Marked && (d.KindsMarked || !kinds) {
+		if d.Marked && (d.KindsMarked && d.KindsMarked2 || !kinds) {
 			continue
 		}
 		var ms []string
 		for _, k := range d.Marks() {
-			if kind, _ := SplitKind(k); kind == "" && !d.Marked || kind != "" && !d.KindsMarked && kinds {
+			if kind, _ := SplitKind(k); !d.InIndex(kind) && (kind == "" || kinds) {
 				ms = append(ms, k)
 			}
 		}

@@ -74,9 +74,9 @@ func (l Ledger) indexHistory(ctx context.Context, hk HistoryKV) error {
 }
 
 // indexKinds builds the indexes of a kind once, on a ledger a once before them wrote: from the
-// history index (built first), it reads the documents with an event mark only (an attempt's kind
-// has no index), not every document — on ZooKeeper, which reads a document at a time, 20,603
-// entries took 18 s read whole. What the history index lacks (an older once's writes after it was
+// history index (built first), it reads the documents it names (an attempt's state has an index
+// too: failed, unknown) — on ZooKeeper, which reads a document at a time, 16 in flight, 20,603
+// entries take seconds, once. What the history index lacks (an older once's writes after it was
 // built: doctor's history-index check) the index of a kind lacks too, until rebuilt.
 func (l Ledger) indexKinds(ctx context.Context, hk HistoryKV) error {
 	ok, err := hk.KindsIndexed(ctx)
@@ -89,8 +89,8 @@ func (l Ledger) indexKinds(ctx context.Context, hk HistoryKV) error {
 	}
 	seen := map[string]bool{}
 	var want [][2]string
-	err = scanMarks(ctx, hk, tasks, false, func(m Mark) bool {
-		if m.Event && !seen[docKey(m.Task, m.Slot)] {
+	err = scanMarks(ctx, hk, tasks, "", false, func(m Mark) bool {
+		if !seen[docKey(m.Task, m.Slot)] {
 			seen[docKey(m.Task, m.Slot)] = true
 			want = append(want, [2]string{m.Task, m.Slot})
 		}
@@ -106,13 +106,13 @@ func (l Ledger) indexKinds(ctx context.Context, hk HistoryKV) error {
 	return hk.IndexKinds(ctx, docs)
 }
 
-// scanMarks passes each the marks of tasks' indexes (not their indexes of a kind), newest first
-// (oldest first with up), a task's until each returns false, reading them 4,096 keys of a task at a
-// time, every task's at once.
-func scanMarks(ctx context.Context, hk HistoryKV, tasks []string, up bool, each func(Mark) bool) error {
+// scanMarks passes each the marks of tasks' indexes (not their indexes of a kind) from start on
+// ("": the newest, or the oldest), newest first (oldest first with up), a task's until each
+// returns false, reading them 4,096 keys of a task at a time, every task's at once.
+func scanMarks(ctx context.Context, hk HistoryKV, tasks []string, start string, up bool, each func(Mark) bool) error {
 	from := map[string]string{}
 	for _, t := range tasks {
-		from[t] = ""
+		from[t] = start
 	}
 	for len(from) > 0 {
 		rs := make([]MarkRange, 0, len(from))
@@ -421,7 +421,7 @@ func entries(d *Doc, q store.HistoryQuery, before, after *store.Cursor, m *Mark,
 	}
 	found := false
 	for _, a := range d.Attempts {
-		if !at(a.StartedAt, false) || m != nil && m.Kind != "" {
+		if !at(a.StartedAt, false) || m != nil && m.Kind != "" && a.State != m.Kind {
 			continue
 		}
 		found = true

@@ -227,7 +227,7 @@ func TestHistoryPageMatchesScan(t *testing.T) {
 	}
 	for _, d := range gone {
 		for _, k := range d.KindMarks() {
-			if h.idx[d.Task][k] {
+			if kind, _ := SplitKind(k); kind == store.Missed && h.idx[d.Task][k] { // the other kinds' are taken out by their reads
 				t.Fatalf("stale mark %q of a missed event of %s/%s left in its index", k, d.Task, d.Slot)
 			}
 		}

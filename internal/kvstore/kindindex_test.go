@@ -137,3 +137,36 @@ func TestKindIndexOlder(t *testing.T) {
 		t.Fatalf("CheckHistory after this once's write: %+v", fs)
 	}
 }
+
+// TestKindsMarkedEarlier: a document an earlier once wrote, which put its missed marks (hk) but not
+// the other kinds' (no hk2), adds those at its next write, and only those; one this once wrote adds
+// none.
+func TestKindsMarkedEarlier(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d := &Doc{Task: "t", Slot: "s", Attempts: []store.Attempt{att(1, at, store.Failed)},
+		Events: []Event{{Kind: store.Missed, At: at.Add(time.Second)}, {Kind: store.Busy, At: at.Add(2 * time.Second)}}}
+	ours := d.Marshal()
+	earlier := strings.Replace(string(ours), `,"hk2":true`, "", 1)
+	if earlier == string(ours) {
+		t.Fatalf("no hk2 in %s", ours)
+	}
+	for _, c := range []struct {
+		doc  string
+		want []string
+	}{{string(ours), nil}, {earlier, []string{"!busy!", "!failed!"}}} {
+		r, err := Unmarshal([]byte(c.doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		add, del := r.MarkChanges()
+		var kinds []string
+		for _, k := range add {
+			kind, _ := SplitKind(k)
+			kinds = append(kinds, KindPrefix(kind))
+		}
+		slices.Sort(kinds)
+		if !slices.Equal(kinds, c.want) || len(del) != 0 {
+			t.Fatalf("%s: adds %v (kinds %v), deletes %v; want the kinds %v", c.doc, add, kinds, del, c.want)
+		}
+	}
+}

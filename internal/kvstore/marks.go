@@ -26,16 +26,24 @@ import (
 
 // A task's index of a kind (a kind mark, Kind set) holds the same marks for the entries of that
 // kind only, so that a read of one kind (HistoryQuery.Kind: once status's and doctor's newest
-// missed events) costs its page, not every mark of the task. Its keys are the mark's key after
-// "!KIND!": a backend keeps them apart from the task's marks (another range or directory; on
-// Redis the same sorted set, where '!' sorts them below every mark, so that an older once's
-// reads of the marks meet them only past the oldest, and pass over them). Only the kinds of
-// IndexedKinds have one: an event's kind never changes, and a missed event is written by the
-// daemon, never by a run, so a run's writes stay as they were (its round trips: ZooKeeper makes
-// the buckets of a new index in their own round trips).
+// missed events, once history --kind, the dashboard's filter of an event kind) costs its page, not
+// every mark of the task. Its keys are the mark's key after "!KIND!": a backend keeps them apart
+// from the task's marks (another range or directory; on Redis the same sorted set, where '!' sorts
+// them below every mark, so that an older once's reads of the marks meet them only past the
+// oldest, and pass over them: a key whose first 16 bytes are not hex is none of its marks). Every
+// event kind has one (an event's kind never changes) and the attempt states a person looks for
+// (failed, unknown: a write that moves an attempt into or out of one moves its mark, as any other
+// change of the document's marks); running and succeeded are most of a history, which a walk of
+// the task's marks finds at once. Missed came first (KindsMarked, the built mark of an earlier
+// once); the others after (KindsMarked2): a ledger an earlier once wrote gets them on its first
+// read of one of them. On ZooKeeper the first mark of an index of a kind in a task's 72 minutes
+// makes its buckets in a write's own round trips (store/zk): a busy or a skipped run's, a failed one's.
 
 // IndexedKinds are the kinds that have an index of their own (KindMarked).
-var IndexedKinds = []store.State{store.Missed}
+var IndexedKinds = []store.State{store.Missed, store.Busy, store.Skipped, store.Review, store.Failed, store.Unknown}
+
+// firstKinds are the kinds of IndexedKinds an earlier once indexed (Doc.KindsMarked).
+var firstKinds = []store.State{store.Missed}
 
 // Indexed reports whether kind has an index of its own.
 func Indexed(kind store.State) bool { return slices.Contains(IndexedKinds, kind) }
@@ -157,6 +165,13 @@ func (d *Doc) Marks() []string {
 // KindMarks returns the keys of d's marks in its task's indexes of a kind (IndexedKinds).
 func (d *Doc) KindMarks() []string {
 	var out []string
+	for _, a := range d.Attempts {
+		if Indexed(a.State) {
+			m := markOf(d, a.StartedAt, false)
+			m.Kind = a.State
+			out = append(out, m.Key())
+		}
+	}
 	for _, e := range d.Events {
 		if Indexed(e.Kind) {
 			m := markOf(d, e.At, true)
@@ -169,15 +184,27 @@ func (d *Doc) KindMarks() []string {
 }
 
 // readMarks are the keys of d's marks known to be in the indexes as it was read: its task's index
-// when Marked, its indexes of a kind when KindsMarked.
+// when Marked, its indexes of a kind when KindsMarked (missed) or KindsMarked2 (the others).
 func (d *Doc) readMarks() []string {
 	var out []string
 	for _, k := range d.Marks() {
-		if kind, _ := SplitKind(k); kind == "" && d.Marked || kind != "" && d.KindsMarked {
+		if kind, _ := SplitKind(k); d.InIndex(kind) {
 			out = append(out, k)
 		}
 	}
 	return out
+}
+
+// InIndex reports whether d's marks of kind ("": its task's index) were known to be in the index
+// as it was read.
+func (d *Doc) InIndex(kind store.State) bool {
+	switch {
+	case kind == "":
+		return d.Marked
+	case slices.Contains(firstKinds, kind):
+		return d.KindsMarked
+	}
+	return d.KindsMarked2
 }
 
 // MarkChanges returns the marks a write of d adds to its task's indexes and those it removes: the

@@ -16,9 +16,15 @@ const retainSlot = "\x1fretain"
 
 var _ store.Retainer = Ledger{}
 
-// Retain: see store.Retainer. Finding what aged out since the task's previous launch would read
-// every document of the task here, twice (history, then the window), so a run with --retain
-// prunes the whole task once per every, and otherwise reads one small document.
+// retainMargin widens the window a Retain prunes, for clocks that disagree a little (as once run
+// --retain's on the SQL stores).
+const retainMargin = time.Minute
+
+// Retain: see store.Retainer. A run with --retain prunes once per every, and otherwise reads one
+// small document. The first Retain of a task prunes the whole task; the next ones prune what crossed
+// the cutoff since the previous one (its time less retainMargin), walking the history index from
+// there: an entry older than that which a later write made prunable (a slot settled long after) is
+// left to once prune, as on the SQL stores.
 func (l Ledger) Retain(ctx context.Context, task string, before time.Time, every time.Duration) (store.PruneResult, bool, error) {
 	if err := store.CheckPrune(store.PruneRequest{Task: task, Before: before}); err != nil {
 		return store.PruneResult{}, false, err
@@ -35,7 +41,14 @@ func (l Ledger) Retain(ctx context.Context, task string, before time.Time, every
 	if m != nil && m.Retained != nil && !before.Before(*m.Retained) && before.Sub(*m.Retained) < every {
 		return store.PruneResult{}, false, nil
 	}
-	res, err := l.Prune(ctx, store.PruneRequest{Task: task, Before: before})
+	r := store.PruneRequest{Task: task, Before: before}
+	if m != nil && m.Retained != nil && m.Retained.Before(before) {
+		// What crossed the cutoff since the last prune, as on the SQL stores (PruneRequest.Since):
+		// a walk of the history index from there, so a prune costs what aged out since, not every
+		// slot's last attempt kept before it (one a minute: 525,600 a year).
+		r.Since = m.Retained.Add(-retainMargin)
+	}
+	res, err := l.Prune(ctx, r)
 	if err != nil {
 		return res, true, err
 	}

@@ -44,8 +44,10 @@ func (s *Store) markKey(task, key string) string {
 	return dir + flip(m)
 }
 
-// kindsIndexed marks the indexes of a kind as built (kvstore.HistoryKV.IndexKinds).
-func (s *Store) kindsIndexed() string { return s.p + "meta/history-kinds-indexed" }
+// kindsIndexed marks the indexes of a kind as built (kvstore.HistoryKV.IndexKinds): kindsIndexed1
+// those of missed only, which an earlier once built and reads.
+func (s *Store) kindsIndexed() string  { return s.p + "meta/history-kinds2-indexed" }
+func (s *Store) kindsIndexed1() string { return s.p + "meta/history-kinds-indexed" }
 
 // historyIndexed marks the index as built (kvstore.HistoryKV.IndexHistory).
 func (s *Store) historyIndexed() string { return s.p + "meta/history-indexed" }
@@ -178,7 +180,7 @@ func (k kv) IndexKinds(ctx context.Context, docs []*kvstore.Doc) error {
 			return err
 		}
 	}
-	if _, err := s.c.txn(ctx, txnReq{Success: []op{opPut(s.kindsIndexed(), "1", 0)}}); err != nil {
+	if _, err := s.c.txn(ctx, txnReq{Success: []op{opPut(s.kindsIndexed1(), "1", 0), opPut(s.kindsIndexed(), "1", 0)}}); err != nil {
 		return s.mapErr(err)
 	}
 	s.kindBuilt.Store(true)

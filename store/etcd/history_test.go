@@ -12,7 +12,7 @@ import (
 )
 
 // TestForgetDropsHistoryTask: a task's last document's delete (once prune --forget-slots) takes
-// the task out of the list of tasks with a history index (y/), its index of missed events with it,
+// the task out of the list of tasks with a history index (y/), its indexes of a kind with it,
 // so that a page across tasks no longer reads its empty ranges; another task's stays.
 func TestForgetDropsHistoryTask(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
@@ -54,9 +54,12 @@ func TestForgetDropsHistoryTask(t *testing.T) {
 			t.Fatalf("HistoryTasks after the delete of slot %s: %v, want %v", slot, got, want)
 		}
 	}
-	gr, err := s.c.getPrefix(ctx, s.p+"z/")
+	gr, err := s.c.getPrefix(ctx, s.p+"z/"+esc("gone")+"/")
 	if err != nil || len(gr.Kvs) != 0 {
-		t.Fatalf("index of missed events after the task's last document went: %d keys, %v", len(gr.Kvs), err)
+		t.Fatalf("indexes of a kind after the task's last document went: %d keys, %v", len(gr.Kvs), err)
+	}
+	if gr, err := s.c.getPrefix(ctx, s.kindDir("kept", store.Busy)); err != nil || len(gr.Kvs) != 1 {
+		t.Fatalf("the other task's index of busy events: %d keys, %v", len(gr.Kvs), err)
 	}
 }
 

@@ -61,8 +61,10 @@ func (k kv) IndexHistory(ctx context.Context, docs []*kvstore.Doc) error {
 	return nil
 }
 
-// kindsIndexed marks the prefix's indexes of a kind as built (kvstore.HistoryKV.IndexKinds).
-func (s *Store) kindsIndexed() string { return s.key("history-kinds-indexed") }
+// kindsIndexed marks the prefix's indexes of a kind as built (kvstore.HistoryKV.IndexKinds):
+// kindsIndexed1 those of missed only, which an earlier once built and reads.
+func (s *Store) kindsIndexed() string  { return s.key("history-kinds2-indexed") }
+func (s *Store) kindsIndexed1() string { return s.key("history-kinds-indexed") }
 
 func (k kv) KindsIndexed(ctx context.Context) (bool, error) {
 	s := k.s
@@ -92,6 +94,7 @@ func (k kv) IndexKinds(ctx context.Context, docs []*kvstore.Doc) error {
 			}
 		}
 	}
+	p.Set(ctx, s.kindsIndexed1(), "1", 0)
 	p.Set(ctx, s.kindsIndexed(), "1", 0)
 	if _, err := p.Exec(ctx); err != nil {
 		return s.mapErr(err)

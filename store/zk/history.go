@@ -71,8 +71,10 @@ func (s *Store) pathKey(task, path, name string) string {
 	return kvstore.KindPrefix(store.State(unesc(kind))) + name
 }
 
-// kindsIndexed marks the indexes of a kind as built (kvstore.HistoryKV.IndexKinds).
-func (s *Store) kindsIndexed() string { return s.p + "/z-indexed" }
+// kindsIndexed marks the indexes of a kind as built (kvstore.HistoryKV.IndexKinds): kindsIndexed1
+// those of missed only, which an earlier once built and reads.
+func (s *Store) kindsIndexed() string  { return s.p + "/z2-indexed" }
+func (s *Store) kindsIndexed1() string { return s.p + "/z-indexed" }
 
 // historyIndexed marks the index as built (kvstore.HistoryKV.IndexHistory).
 func (s *Store) historyIndexed() string { return s.p + "/x-indexed" }
@@ -123,6 +125,18 @@ func (s *Store) makeMarkDirs(ctx context.Context, task, key, docDir string) erro
 	if docDir != "" && kind == "" {
 		chains = [][]string{{docDir, s.historyDir(task), l1, l2}}
 	}
+	if kind != "" && docDir == "" {
+		// An index of a kind is sparse (a task's first busy event in 72 minutes, or its first
+		// ever, the L1 bucket and the directories above it missing too): one multi checks the
+		// directories above the L2 bucket and makes it; when one is missing, it fails there and
+		// those from it on are made in a second multi. One round trip, or two, each one request
+		// (no parallel calls: a count that does not depend on the server's pace).
+		dirs, err := s.madeBelow(ctx, s.bucketChain(l2))
+		if err != nil || len(dirs) == 0 {
+			return err
+		}
+		chains = [][]string{dirs}
+	}
 	for _, dirs := range chains {
 		ops := make([]any, len(dirs))
 		for i, d := range dirs {
@@ -142,6 +156,61 @@ func (s *Store) makeMarkDirs(ctx context.Context, task, key, docDir string) erro
 		}
 	}
 	return s.ensureMarkDirs(ctx, task, key, false)
+}
+
+// bucketChain is the directories down to the bucket dir of an index of a kind, outermost first,
+// from /once/P/z on; dir alone for a bucket of a task's index, whose directories a document's
+// write makes (makeDocDir).
+func (s *Store) bucketChain(dir string) []string {
+	rest, ok := strings.CutPrefix(dir, s.kindRoot()+"/")
+	if !ok {
+		return []string{dir}
+	}
+	out := []string{s.kindRoot()}
+	for p := s.kindRoot(); rest != ""; {
+		name, more, _ := strings.Cut(rest, "/")
+		p += "/" + name
+		out = append(out, p)
+		rest = more
+	}
+	return out
+}
+
+// madeBelow makes the last of dirs (a chain, outermost first) in one multi that checks the others
+// are there; when one is missing it returns those from it on, to make (none: the last is made, or
+// was there).
+func (s *Store) madeBelow(ctx context.Context, dirs []string) ([]string, error) {
+	ops := make([]any, len(dirs))
+	for i, d := range dirs[:len(dirs)-1] {
+		ops[i] = &zk.CheckVersionRequest{Path: d, Version: -1}
+	}
+	ops[len(dirs)-1] = &zk.CreateRequest{Path: dirs[len(dirs)-1], Acl: s.acl}
+	res, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
+	i := firstFailed(res)
+	switch {
+	case err == nil, errors.Is(err, zk.ErrNodeExists) && i == len(dirs)-1:
+		return nil, nil
+	case errors.Is(err, zk.ErrNoNode) && i >= 0 && i < len(dirs)-1 && len(res) == len(dirs):
+		return dirs[i:], nil
+	}
+	return nil, s.mapErr(err)
+}
+
+// missingDirs returns those of dirs (a chain, outermost first) that do not exist: from the
+// outermost missing one on, found by one multi of checks (one round trip), which fails at it.
+func (s *Store) missingDirs(ctx context.Context, dirs []string) ([]string, error) {
+	ops := make([]any, len(dirs))
+	for i, d := range dirs {
+		ops[i] = &zk.CheckVersionRequest{Path: d, Version: -1}
+	}
+	res, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
+	if err == nil {
+		return nil, nil
+	}
+	if i := firstFailed(res); errors.Is(err, zk.ErrNoNode) && i >= 0 && len(res) == len(dirs) {
+		return dirs[i:], nil
+	}
+	return nil, s.mapErr(err)
 }
 
 // putMark creates key's node, its buckets first when missing; one that exists is left.
@@ -205,8 +274,10 @@ func (k kv) IndexKinds(ctx context.Context, docs []*kvstore.Doc) error {
 			return err
 		}
 	}
-	if err := s.ensure(ctx, s.kindsIndexed()); err != nil {
-		return err
+	for _, flag := range []string{s.kindsIndexed1(), s.kindsIndexed()} {
+		if err := s.ensure(ctx, flag); err != nil {
+			return err
+		}
 	}
 	s.kindBuilt.Store(true)
 	return nil
@@ -434,11 +505,35 @@ func (s *Store) markOps(ctx context.Context, d *kvstore.Doc, ver kvstore.Version
 		}
 		add = nil
 	}
-	dirs := map[string]bool{}
+	// Those of a kind an earlier once did not index (no "hk2"), which the indexes' build put already
+	// (IndexKinds): up to 40 in a slot's document (archiveAt), each of which, there, would fail the
+	// multi once (TestEarlierKindMarksExist).
+	var held []string
 	for _, m := range add {
-		if dir := s.markDir(d.Task, m); !dirs[dir] {
-			dirs[dir] = true
-			ops = append(ops, &zk.CreateRequest{Path: dir, Acl: s.acl})
+		if _, ok := slices.BinarySearch(d.Unknown(), m); ok {
+			held = append(held, m)
+		}
+	}
+	if len(held) > 0 {
+		if err := s.putMarks(ctx, d.Task, held); err != nil {
+			return nil, err
+		}
+		add = slices.DeleteFunc(add, func(m string) bool { _, ok := slices.BinarySearch(held, m); return ok })
+	}
+	// The buckets of the task's index first, then those of its indexes of a kind: a multi that
+	// fails at a kind's (its L2 bucket missing) tells that the others are not there yet, and one
+	// that fails at one of the task's (there: a write in the same second) has the kinds' looked up
+	// with their directories (dropBuckets).
+	dirs := map[string]bool{}
+	for _, kinds := range []bool{false, true} {
+		for _, m := range add {
+			if kind, _ := kvstore.SplitKind(m); (kind != "") != kinds {
+				continue
+			}
+			if dir := s.markDir(d.Task, m); !dirs[dir] {
+				dirs[dir] = true
+				ops = append(ops, &zk.CreateRequest{Path: dir, Acl: s.acl})
+			}
 		}
 	}
 	for _, m := range add {

@@ -303,3 +303,127 @@ func TestForgetRacesNewDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlierKindMarksExist: the first write of a document an earlier once wrote (its marks of the
+// kinds after missed not known to be in: no "hk2") whose kind marks the indexes' build put already
+// puts them again without a failed multi per mark: a slot's document holds up to 40 skipped events
+// or failed attempts (archiveAt), and one failed multi each took the write past its retries.
+func TestEarlierKindMarksExist(t *testing.T) {
+	ctx := ctxT(t, 2*time.Minute)
+	u, err := url.Parse(withPrefix(t) + "&session_timeout=1h") // no pings in the count
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := costs.NewRelay(ctx, u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var multis atomic.Int64
+	relay.Trace = func(b []byte) { // a request: length, xid, opcode (14: multi)
+		if len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == 14 {
+			multis.Add(1)
+		}
+	}
+	t.Cleanup(func() { relay.Close() })
+	u.Host = relay.Addr()
+	s, err := Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	k := kv{s}
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	d := &kvstore.Doc{Task: "t", Slot: "s"}
+	code := 1
+	for i := range 30 {
+		at := base.Add(time.Duration(i) * time.Minute)
+		d.Attempts = append(d.Attempts, store.Attempt{Task: "t", Slot: "s", RunID: "r", Number: i + 1, State: store.Failed, ExitCode: &code, StartedAt: at, EndedAt: &at})
+		d.Events = append(d.Events, kvstore.Event{Kind: store.Skipped, At: at.Add(time.Second)})
+	}
+	if _, err := k.Save(ctx, d, 0, 0, ""); err != nil { // every mark, those of a kind too: as the build puts them
+		t.Fatal(err)
+	}
+	d, _, _, err = k.Load(ctx, "t", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := strings.Replace(string(d.Marshal()), `,"hk2":true`, "", 1) // an earlier once's write: no "hk2"
+	if _, err := s.c.Set(s.docPath("t", "s"), []byte(earlier), -1); err != nil {
+		t.Fatal(err)
+	}
+	d, ver, _, err := k.Load(ctx, "t", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Events = append(d.Events, kvstore.Event{Kind: store.Skipped, At: time.Now()})
+	m0 := multis.Load()
+	if _, err := k.Save(ctx, d, ver, 0, ""); err != nil {
+		t.Fatalf("this once's first write of an earlier once's document: %v", err)
+	}
+	t.Logf("this once's first write of an earlier once's document with 60 kind marks in the index: %d multis", multis.Load()-m0)
+	if n := multis.Load() - m0; n > 3 {
+		t.Errorf("the write sent %d multis: one per mark there", n)
+	}
+	for _, m := range d.Marks() {
+		if ok, _, err := s.c.Exists(s.markPath("t", m)); err != nil || !ok {
+			t.Fatalf("mark %s: %v %v", m, ok, err)
+		}
+	}
+}
+
+// TestKindNewBucketMultis: a write whose event is its kind's first in a new L2 bucket (72 minutes)
+// of an L1 bucket there sends 3 multis (its own, failing at the kind's bucket; one that checks the
+// directories above and makes the L2 bucket; its own again); a kind's first in the task, 4 (the
+// second fails at the first directory missing, a third makes them); the next in its L2 bucket, 1.
+func TestKindNewBucketMultis(t *testing.T) {
+	ctx := ctxT(t, 2*time.Minute)
+	u, err := url.Parse(withPrefix(t) + "&session_timeout=1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := costs.NewRelay(ctx, u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var multis atomic.Int64
+	relay.Trace = func(b []byte) { // a request: length, xid, opcode (14: multi)
+		if len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == 14 {
+			multis.Add(1)
+		}
+	}
+	t.Cleanup(func() { relay.Close() })
+	u.Host = relay.Addr()
+	s, err := Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	k := kv{s}
+	l1 := time.UnixMicro(1 << 40 * (time.Now().UnixMicro() >> 40)) // an L1 bucket's start: 12.7 days
+	for i, c := range []struct {
+		at   time.Time
+		want int64
+	}{{l1.Add(time.Minute), 4}, {l1.Add(2 * time.Hour), 3}, {l1.Add(2*time.Hour + 3*time.Second), 1}} {
+		d := &kvstore.Doc{Task: "t", Slot: fmt.Sprintf("s%d", i), Events: []kvstore.Event{{Kind: store.Busy, At: c.at}}}
+		if _, err := k.Save(ctx, d, 0, 0, ""); err != nil { // its document and the task's buckets, first
+			t.Fatal(err)
+		}
+		d, ver, _, err := k.Load(ctx, "t", d.Slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Events = append(d.Events, kvstore.Event{Kind: store.Skipped, At: c.at.Add(2 * time.Second)}) // not in the task's L3 bucket just made
+		m0 := multis.Load()
+		if _, err := k.Save(ctx, d, ver, 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		if n := multis.Load() - m0; n != c.want {
+			t.Errorf("a skipped event at %v: %d multis, want %d", c.at, n, c.want)
+		}
+		for _, m := range d.Marks() {
+			if ok, _, err := s.c.Exists(s.markPath("t", m)); err != nil || !ok {
+				t.Fatalf("mark %s: %v %v", m, ok, err)
+			}
+		}
+	}
+}

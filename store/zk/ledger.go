@@ -221,9 +221,12 @@ func isBucketCreate(op any) bool {
 }
 
 // dropBuckets takes out of marks the creates of buckets that exist, checked in parallel
-// (go-zookeeper pipelines them on its session: one round trip).
+// (go-zookeeper pipelines them on its session: one round trip), and makes the directories missing
+// above those of an index of a kind (bucketChain: one multi of checks each tells them) in one
+// multi: a busy or skipped run's first event of its kind in 72 minutes, in the second of its
+// task's write before it, costs no failed multi more than its bucket's.
 func (s *Store) dropBuckets(ctx context.Context, marks []any) ([]any, error) {
-	exists := make([]bool, len(marks))
+	missing := make([][]string, len(marks)) // a bucket's chain from its first missing directory on; none: it exists
 	errs := make([]error, len(marks))
 	var wg sync.WaitGroup
 	for i, op := range marks {
@@ -233,23 +236,54 @@ func (s *Store) dropBuckets(ctx context.Context, marks []any) ([]any, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			exists[i], errs[i] = call(ctx, s, func() (bool, error) {
-				ok, _, err := s.c.Exists(op.(*zk.CreateRequest).Path)
-				return ok, err
-			})
+			path := op.(*zk.CreateRequest).Path
+			if chain := s.bucketChain(path); len(chain) > 1 {
+				missing[i], errs[i] = s.missingDirs(ctx, chain)
+				return
+			}
+			ok, err := call(ctx, s, func() (bool, error) { ok, _, err := s.c.Exists(path); return ok, err })
+			if errs[i] = s.mapErr(err); !ok {
+				missing[i] = []string{path}
+			}
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return marks, s.mapErr(err)
+		return marks, err
 	}
 	out := make([]any, 0, len(marks))
+	var above []string
+	seen := map[string]bool{}
 	for i, op := range marks {
-		if !exists[i] {
-			out = append(out, op)
+		if isBucketCreate(op) && len(missing[i]) == 0 {
+			continue
 		}
+		for _, dir := range missing[i][:max(len(missing[i])-1, 0)] {
+			if !seen[dir] {
+				seen[dir] = true
+				above = append(above, dir)
+			}
+		}
+		out = append(out, op)
 	}
-	return out, nil
+	return out, s.makeDirs(ctx, above)
+}
+
+// makeDirs makes dirs (outermost first) in one multi. One made (or a parent deleted) meanwhile
+// fails it: the write's multi then fails at its bucket, which fixMark makes again.
+func (s *Store) makeDirs(ctx context.Context, dirs []string) error {
+	if len(dirs) == 0 {
+		return nil
+	}
+	ops := make([]any, len(dirs))
+	for i, d := range dirs {
+		ops[i] = &zk.CreateRequest{Path: d, Acl: s.acl}
+	}
+	_, err := call(ctx, s, func() ([]zk.MultiResponse, error) { return s.c.Multi(ops...) })
+	if errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return s.mapErr(err)
 }
 
 // firstFailed is the place of the op whose error failed a multi (the ops before it answer no

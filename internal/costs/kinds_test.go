@@ -1,0 +1,96 @@
+package costs
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
+)
+
+// TestKindFlat holds a page of one kind of entry (once history --kind, the dashboard's filter of
+// an event kind) to what it finds on the key-value stores: a task's busy events, every task's, and
+// a task's failed attempts cost the same round trips and about the same bytes with 80 or 400 slots
+// of other history (each task's index of a kind, internal/kvstore's IndexedKinds). Before, a kind
+// other than missed walked the task's marks (every task's) past the entries of other kinds, and read
+// the document of each attempt it passed for an attempt state.
+func TestKindFlat(t *testing.T) {
+	small, large := 80, 400
+	if testing.Short() {
+		small, large = 40, 160
+	}
+	for _, st := range stores {
+		if st.name == "postgres" || st.name == "mysql" { // a task's kind, an attempt state: the time index, past other kinds
+			continue
+		}
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
+			if st.name == "zk" {
+				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			seed, err := store.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer seed.Close()
+			for i := range 2 {
+				if err := seed.Record(ctx, store.Event{Task: "long", Slot: fmt.Sprintf("b%d", i), Kind: store.Busy, Holder: "other"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := seed.Record(ctx, store.Event{Task: "cron", Slot: "b", Kind: store.Busy, Holder: "other"}); err != nil {
+				t.Fatal(err)
+			}
+			seedFailed(t, ctx, seed, "long", "f")
+			seedSlots(t, ctx, seed, "long", 0, small)
+			qs := []store.HistoryQuery{
+				{Task: "long", Kind: store.Busy, Limit: 20},
+				{Kind: store.Busy, Limit: 20},
+				{Task: "long", Kind: store.Failed, Limit: 20},
+			}
+			want := []int{2, 3, 1}
+			missedCost(t, dsn, qs[1], want[1]) // builds the indexes of a kind (none yet on this prefix)
+			var before, after []wire
+			for i, q := range qs {
+				before = append(before, missedCost(t, dsn, q, want[i]))
+			}
+			seedSlots(t, ctx, seed, "long", small, large)
+			for i, q := range qs {
+				after = append(after, missedCost(t, dsn, q, want[i]))
+			}
+			for i, q := range qs {
+				t.Logf("%s: --task %q --kind %s, %d slots of other history: %d round trips, %d bytes; %d slots: %d, %d",
+					st.name, q.Task, q.Kind, small, before[i].trips, before[i].bytes, large, after[i].trips, after[i].bytes)
+				if after[i].trips > before[i].trips+st.slack || after[i].bytes > before[i].bytes+512 {
+					t.Errorf("%s: --task %q --kind %s cost %d round trips and %d bytes with %d slots, %d and %d with %d: the read walks the history",
+						st.name, q.Task, q.Kind, before[i].trips, before[i].bytes, small, after[i].trips, after[i].bytes, large)
+				}
+			}
+		})
+	}
+}
+
+// seedFailed writes a failed attempt in task's slot.
+func seedFailed(t *testing.T, ctx context.Context, s store.Store, task, slot string) {
+	t.Helper()
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "seed:1", RunID: "seed", TTL: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := 1
+	run := task + "-" + slot
+	if _, err := s.Begin(ctx, store.Attempt{Task: task, Slot: slot, RunID: run, Holder: l.Holder, Token: l.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Finish(ctx, run, l.Token, store.Outcome{State: store.Failed, ExitCode: &code}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+}

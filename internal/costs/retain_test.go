@@ -1,0 +1,85 @@
+package costs
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
+)
+
+// TestRetainFlat holds once run --retain on the key-value stores (store.Retainer) to what crossed the
+// cutoff since its previous prune: a prune that finds nothing new costs the same round trips and
+// bytes with 80 or 400 slots whose last attempt is kept (a slot's last attempt is never pruned).
+// Before, each prune walked the task's history index from its oldest mark and read every document
+// older than the cutoff: every slot's kept last attempt, again at each prune.
+func TestRetainFlat(t *testing.T) {
+	small, large := 80, 400
+	if testing.Short() {
+		small, large = 40, 160
+	}
+	for _, st := range stores {
+		if st.name == "postgres" || st.name == "mysql" { // no Retainer: once run --retain's window (PruneRequest.Since)
+			continue
+		}
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
+			if st.name == "zk" {
+				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			seed, err := store.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer seed.Close()
+			seedSlots(t, ctx, seed, "long", 0, small)
+			if _, err := seed.History(ctx, store.HistoryQuery{Limit: 1}); err != nil { // builds nothing: warms the indexes
+				t.Fatal(err)
+			}
+			// The cutoffs are an hour ahead of the seeding: every slot is older, and kept.
+			cut := time.Now().Add(time.Hour)
+			retainCost(t, dsn, cut) // the task's first Retain: the whole task
+			cut = cut.Add(time.Hour + time.Second)
+			before := retainCost(t, dsn, cut)
+			seedSlots(t, ctx, seed, "long", small, large)
+			cut = cut.Add(time.Hour + time.Second)
+			after := retainCost(t, dsn, cut)
+			t.Logf("%s: a Retain with nothing new past the cutoff, %d slots kept: %d round trips, %d bytes; %d slots: %d, %d",
+				st.name, small, before.trips, before.bytes, large, after.trips, after.bytes)
+			if after.trips > before.trips+st.slack || after.bytes > before.bytes+512 {
+				t.Errorf("%s: a Retain cost %d round trips and %d bytes with %d slots kept, %d and %d with %d: it walks the history",
+					st.name, before.trips, before.bytes, small, after.trips, after.bytes, large)
+			}
+		})
+	}
+}
+
+// retainCost runs a Retain of task long up to cut on a fresh client through a relay, wants it to
+// prune nothing, and counts it.
+func retainCost(t *testing.T, dsn string, cut time.Time) wire {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	relay, via := relayed(t, ctx, dsn)
+	s, err := store.Open(ctx, via)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Slot(ctx, "warm", "x"); err != nil { // the client's own first round trips
+		t.Fatal(err)
+	}
+	rt, ok := s.(store.Retainer)
+	if !ok {
+		t.Fatal("not a store.Retainer")
+	}
+	t0, b0 := relay.Trips(), relay.Received()
+	res, pruned, err := rt.Retain(ctx, "long", cut, time.Hour)
+	if err != nil || !pruned || res != (store.PruneResult{}) {
+		t.Fatalf("Retain up to %v: %+v, pruned %v, %v; want a prune that removes nothing", cut, res, pruned, err)
+	}
+	return wire{relay.Trips() - t0, relay.Received() - b0}
+}
