@@ -169,7 +169,41 @@ func (s *Server) mayRead(r *http.Request) bool {
 	if s.loopback && !s.c.ReadsNeedToken && !proxied(r) && loopbackHost(r) {
 		return true
 	}
-	return s.bearer(r) || s.hasSession(r)
+	return s.hasSession(r) || s.checkBearer(r)
+}
+
+// checkBearer is bearer where the token is needed: a wrong one counts against the client's
+// address (limit.go). Only a "Bearer " header counts: a request without one guessed nothing.
+func (s *Server) checkBearer(r *http.Request) bool {
+	ok := s.bearer(r)
+	if s.c.Token != "" && strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		if ok {
+			s.limit.pass(clientAddr(r))
+		} else {
+			s.limit.fail(clientAddr(r))
+		}
+	}
+	return ok
+}
+
+// tokenAttempt reports whether r presents a token to check (a login, a bearer header): the limit
+// on failed checks holds it while its address waits.
+func tokenAttempt(r *http.Request) bool {
+	return (r.Method == http.MethodPost && r.URL.Path == "/login") || strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ")
+}
+
+// tooMany answers a token check held by the limit: 429 with Retry-After. It is not logged: the
+// line was written when the wait began.
+func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	secs := strconv.Itoa(int((wait + time.Second - 1) / time.Second))
+	w.Header().Set("Retry-After", secs)
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if r.URL.Path == "/login" && r.Header.Get("Authorization") == "" {
+		msg := strings.ReplaceAll(s.tr(r)("too_many"), "{n}", secs)
+		s.render(w, r, http.StatusTooManyRequests, "login", map[string]string{"Next": localPath(r.PostFormValue("next")), "Error": msg})
+		return
+	}
+	apiError(w, http.StatusTooManyRequests, "too many wrong tokens from "+clientAddr(r)+": try again in "+secs+" s with the token of once serve --token-file")
 }
 
 // sameOrigin reports whether a browser form came from this server's own pages.
@@ -197,6 +231,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		if s.tls {
 			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		if s.c.Token != "" && tokenAttempt(r) {
+			if wait := s.limit.held(clientAddr(r)); wait > 0 {
+				s.tooMany(w, r, wait)
+				return
+			}
 		}
 		open := r.URL.Path == "/healthz" || r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/")
 		if !open && !s.mayRead(r) {
@@ -263,7 +303,7 @@ func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
 		switch {
 		case s.c.Token == "":
 			apiError(w, http.StatusForbidden, "this server is read-only: start once serve with --token-file to allow changes")
-		case !s.bearer(r):
+		case !s.checkBearer(r):
 			w.Header().Set("WWW-Authenticate", `Bearer realm="once"`)
 			apiError(w, http.StatusUnauthorized, "a change needs the token: send Authorization: Bearer TOKEN")
 		default:

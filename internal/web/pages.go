@@ -230,7 +230,10 @@ func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) {
 func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) {
 	next := localPath(r.PostFormValue("next"))
 	if s.c.Token == "" || !equal(strings.TrimSpace(r.PostFormValue("token")), s.c.Token) {
-		s.c.Log.Warn("login refused", "from", r.RemoteAddr)
+		s.c.Log.Warn("login refused", "from", r.RemoteAddr, "client", clientAddr(r))
+		if s.c.Token != "" {
+			s.limit.fail(clientAddr(r))
+		}
 		msg := s.tr(r)("bad_token")
 		if s.c.Token == "" {
 			msg = s.tr(r)("readonly")
@@ -238,6 +241,7 @@ func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusUnauthorized, "login", map[string]string{"Next": next, "Error": msg})
 		return
 	}
+	s.limit.pass(clientAddr(r))
 	http.SetCookie(w, s.sessionCookie(r, s.sessionValue(s.c.Now().Add(sessionTTL)), int(sessionTTL/time.Second)))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }

@@ -1,0 +1,219 @@
+package web
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The limit on failed token checks: a wrong token at POST /login, or a wrong bearer header where
+// the token was needed (a read beyond the open loopback rule, a change). Each client address
+// (clientAddr) may send freeFailures wrong tokens, then waits before its next check: 1 s, 2 s, 4 s, …
+// up to maxBlock, answered 429 with Retry-After; its count is forgotten forgetAfter after its
+// last failure, or at once when it presents the token. Over all addresses, globalFree failures
+// start the same backoff for every address that has not presented the token in the last
+// sessionTTL: a flood from many addresses (or from one loopback client writing X-Forwarded-For
+// as it likes) is held too, while a script that uses the token from its usual address goes on.
+// One line is logged when a wait starts, not one per refused request; the tables are bounded.
+const (
+	freeFailures = 5
+	globalFree   = 100
+	firstBlock   = time.Second
+	maxBlock     = 5 * time.Minute
+	forgetAfter  = 15 * time.Minute
+	maxAddrs     = 4096
+	maxGood      = 256
+)
+
+// strikes is the failures of one address, or of all of them.
+type strikes struct {
+	n     int       // failures since the count was last forgotten
+	last  time.Time // the last failure
+	until time.Time // no check before this
+	// refused counts the requests refused since the last line logged: the next line says it.
+	refused int
+}
+
+// strike records a failure at now; it returns the wait it starts (0: none yet).
+func (e *strikes) strike(now time.Time, free int) time.Duration {
+	if now.Sub(e.last) > forgetAfter {
+		e.n = 0
+	}
+	e.n++
+	e.last = now
+	if e.n < free {
+		return 0
+	}
+	d := maxBlock
+	if k := e.n - free; k < 20 && firstBlock<<k < maxBlock {
+		d = firstBlock << k
+	}
+	e.until = now.Add(d)
+	return d
+}
+
+// stale reports whether e holds nothing any more at now.
+func (e *strikes) stale(now time.Time) bool {
+	return !now.Before(e.until) && now.Sub(e.last) > forgetAfter
+}
+
+type limiter struct {
+	mu    sync.Mutex
+	now   func() time.Time
+	log   *slog.Logger
+	addrs map[string]*strikes
+	all   strikes
+	// good holds when each address last presented the token (at most maxGood addresses).
+	good map[string]time.Time
+	// free, global, max and maxGood are the constants above; tests lower them.
+	free, global, max, maxGood int
+}
+
+func newLimiter(now func() time.Time, log *slog.Logger) *limiter {
+	return &limiter{now: now, log: log, addrs: map[string]*strikes{}, good: map[string]time.Time{},
+		free: freeFailures, global: globalFree, max: maxAddrs, maxGood: maxGood}
+}
+
+// held is how long addr must wait before its next token check (0: it may go on). A refused
+// request is counted, not logged.
+func (l *limiter) held(addr string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if e := l.addrs[addr]; e != nil && now.Before(e.until) {
+		e.refused++
+		return e.until.Sub(now)
+	}
+	if now.Before(l.all.until) && !l.isGood(addr, now) {
+		l.all.refused++
+		return l.all.until.Sub(now)
+	}
+	return 0
+}
+
+func (l *limiter) isGood(addr string, now time.Time) bool {
+	t, ok := l.good[addr]
+	return ok && now.Sub(t) < sessionTTL
+}
+
+// fail records a wrong token from addr.
+func (l *limiter) fail(addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	e := l.addrs[addr]
+	if e == nil {
+		l.makeRoom(now)
+		e = &strikes{}
+		l.addrs[addr] = e
+	}
+	if d := e.strike(now, l.free); d > 0 {
+		l.log.Warn("token checks held: too many wrong tokens from one address", "from", addr, "failures", e.n, "wait", d, "refused_before", e.refused)
+		e.refused = 0
+	}
+	if d := l.all.strike(now, l.global); d > 0 {
+		l.log.Warn("token checks held for every address without a recent login: too many wrong tokens", "failures", l.all.n, "wait", d, "refused_before", l.all.refused)
+		l.all.refused = 0
+	}
+}
+
+// pass records the right token from addr: its failures are forgotten.
+func (l *limiter) pass(addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	delete(l.addrs, addr)
+	if _, ok := l.good[addr]; !ok && len(l.good) >= l.maxGood {
+		oldest, first := "", true
+		for k, t := range l.good {
+			if first || t.Before(l.good[oldest]) {
+				oldest, first = k, false
+			}
+		}
+		delete(l.good, oldest)
+	}
+	l.good[addr] = now
+}
+
+// makeRoom keeps l.addrs under l.max: it looks at up to 64 entries (in the map's random order),
+// drops the stale ones, and when none was, the one among them whose wait ends first (a held
+// address is kept over one that waits for nothing).
+func (l *limiter) makeRoom(now time.Time) {
+	if len(l.addrs) < l.max {
+		return
+	}
+	victim, seen, dropped := "", 0, false
+	for k, e := range l.addrs {
+		if e.stale(now) {
+			delete(l.addrs, k)
+			dropped = true
+		} else if victim == "" || e.until.Before(l.addrs[victim].until) {
+			victim = k
+		}
+		if seen++; seen == 64 {
+			break
+		}
+	}
+	if !dropped && victim != "" {
+		delete(l.addrs, victim)
+	}
+}
+
+// clientAddr is the address r's token checks are counted under: the peer's IP, or, when the peer
+// is on loopback and r came through a proxy (proxied), the address that proxy got it from: the
+// last X-Forwarded-For entry (a proxy appends its peer; the entries before it are what the client
+// sent, which anyone can write), else the last Forwarded for=, else X-Real-Ip. A header from a
+// peer beyond loopback is not taken. An IPv6 address counts as its /64: one host often has all of it.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	if ip.IsLoopback() && proxied(r) {
+		if f, ok := forwardedFor(r); ok {
+			ip = f
+		}
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
+// forwardedFor is the client address a proxy on this host says it got r from.
+func forwardedFor(r *http.Request) (netip.Addr, bool) {
+	if v := r.Header.Values("X-Forwarded-For"); len(v) > 0 {
+		all := strings.Split(strings.Join(v, ","), ",")
+		return parseHostAddr(all[len(all)-1])
+	}
+	if v := r.Header.Values("Forwarded"); len(v) > 0 {
+		var last string
+		for _, part := range strings.FieldsFunc(strings.Join(v, ","), func(c rune) bool { return c == ';' || c == ',' }) {
+			if k, val, _ := strings.Cut(strings.TrimSpace(part), "="); strings.EqualFold(k, "for") {
+				last = val
+			}
+		}
+		return parseHostAddr(last)
+	}
+	return parseHostAddr(r.Header.Get("X-Real-Ip"))
+}
+
+// parseHostAddr reads "1.2.3.4", "1.2.3.4:80", "2001:db8::1", "[2001:db8::1]:80", quoted or not.
+func parseHostAddr(s string) (netip.Addr, bool) {
+	s = strings.Trim(strings.TrimSpace(s), `"`)
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr(), true
+	}
+	ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+	return ip, err == nil
+}
