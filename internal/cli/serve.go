@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -60,6 +61,11 @@ func (h *httpFlags) token() (string, error) {
 		tok, src = os.Getenv("ONCE_SERVE_TOKEN"), "ONCE_SERVE_TOKEN"
 	default:
 		return "", nil
+	}
+	if strings.TrimSpace(tok) != tok || strings.ContainsFunc(tok, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		// Clients drop spaces at a header's ends and the login form trims them: the server would
+		// start, and refuse every token given to it.
+		return "", usage("%s: the token has whitespace at an end or a control character, which no client can send back (an HTTP header drops them): remove it (openssl rand -hex 32 gives one without)", src)
 	}
 	if len(tok) < minToken {
 		return "", usage("%s: the token is %d characters; give at least %d (e.g. openssl rand -hex 32 > token; chmod 600 token)", src, len(tok), minToken)
