@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestServeRefusesUnsafeSetups: once serve starts nothing it cannot guard, and says how to fix it
@@ -103,5 +105,34 @@ func TestServeClosesReadsWhenAsked(t *testing.T) {
 	}
 	if got := read(open, "X-Forwarded-For", "203.0.113.9"); got != 401 {
 		t.Errorf("a read through a proxy without the token: %d, want 401", got)
+	}
+}
+
+// TestDaemonJobsDoNotInheritTheServeToken: once daemon --http given its token in ONCE_SERVE_TOKEN
+// (a unit's Environment=) passed it to every job, and a job that prints its environment put it in
+// the output tail the dashboard shows to readers, who need no token on loopback. It is taken out
+// of the environment once read.
+func TestDaemonJobsDoNotInheritTheServeToken(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	const tok = "0123456789abcdef0123-not-for-jobs"
+	jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf("[[job]]\nname = \"envdump\"\nschedule = \"@every 1s\"\ntz = \"UTC\"\ncommand = %q\n",
+		"env > "+dir+"/env.tmp && mv "+dir+"/env.tmp "+dir+"/env"))
+	e.vars = append(e.vars, "ONCE_SERVE_TOKEN="+tok, "ONCE_SERVE_TOKEN_KEEP=other")
+	startDaemon(t, e, "n1", "--jobs", jobs, "--http", "127.0.0.1:0")
+	deadline := time.Now().Add(60 * time.Second)
+	var env []byte
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(filepath.Join(dir, "env")); err == nil {
+			env = b
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if env == nil {
+		t.Fatal("the job did not run within 60 s")
+	}
+	if strings.Contains(string(env), tok) || !strings.Contains(string(env), "ONCE_SERVE_TOKEN_KEEP=other") {
+		t.Fatalf("the job's environment:\n%s", env)
 	}
 }

@@ -45,6 +45,11 @@ func (h *httpFlags) token() (string, error) {
 	if err := envNotEmpty("ONCE_SERVE_TOKEN_FILE", "ONCE_SERVE_TOKEN"); err != nil && h.tokenFile == "" {
 		return "", err // an unset variable would have made a read-only server, silently
 	}
+	// ONCE_SERVE_TOKEN is taken out of the environment, used or not: every command once daemon
+	// --http starts would inherit it, and one that prints its environment (env on failure, a
+	// debug dump) puts it in the output tail the dashboard shows to readers, who need no token
+	// on loopback. A job that needs it is given it in its jobs file's env.
+	defer os.Unsetenv("ONCE_SERVE_TOKEN")
 	path, src := h.tokenFile, "--token-file"
 	if path == "" {
 		path, src = os.Getenv("ONCE_SERVE_TOKEN_FILE"), "ONCE_SERVE_TOKEN_FILE"
