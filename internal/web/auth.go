@@ -29,6 +29,9 @@ import (
 //   - The session cookie is HttpOnly, SameSite=Strict, and Secure under TLS or behind a proxy
 //     that says the browser used https (X-Forwarded-Proto, Forwarded: proto=https).
 //   - Without a token configured nothing can be changed: the server is read-only.
+//   - A wrong token (at /login, or a bearer header where the token is needed) counts against the
+//     client's address (clientAddr); too many, from it or from everywhere, and its token checks
+//     wait, answered 429 with Retry-After (limit.go).
 
 const sessionCookie = "once_session"
 
