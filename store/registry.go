@@ -136,7 +136,7 @@ func edgeSpace(dsn string) error {
 	case strings.TrimLeftFunc(dsn, unicode.IsSpace) != dsn:
 		return fmt.Errorf("%w: %q starts with whitespace: remove it (a stray space in the crontab line or unit?)", ErrBadDSN, Redact(dsn))
 	case strings.TrimRightFunc(dsn, unicode.IsSpace) != dsn:
-		return fmt.Errorf("%w: %q ends with whitespace, which would be part of it (a SQLite file \"once.db \" is another ledger): remove it (a stray space in the crontab line or unit?; if a ledger was kept under the name with the space, rename it first)", ErrBadDSN, Redact(dsn))
+		return fmt.Errorf("%w: %q ends with whitespace, which would be part of it (a SQLite file \"once.db \" is another ledger): remove it (a stray space in the crontab line or unit?; if a ledger was kept under the name with the space, rename it first; a space that belongs to a value is written %%20)", ErrBadDSN, Redact(dsn))
 	case hasQuery && strings.TrimRightFunc(base, unicode.IsSpace) != base:
 		return fmt.Errorf("%w: %q has whitespace before '?', which would be part of the path or database name: remove it", ErrBadDSN, Redact(dsn))
 	}
