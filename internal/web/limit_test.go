@@ -153,7 +153,9 @@ func TestStaleTokenOnOpenReadsIsNotCounted(t *testing.T) {
 func TestFloodFromManyAddressesIsHeld(t *testing.T) {
 	sd := newSeeded(t)
 	srv, ts, _, log := limitedServer(t, sd)
+	srv.limit.mu.Lock()
 	srv.limit.global, srv.limit.max = 20, 50
+	srv.limit.mu.Unlock()
 	const script = "192.0.2.1"
 	if resp := read(t, ts, script, testToken); resp.StatusCode != 200 {
 		t.Fatalf("script: %d", resp.StatusCode)
@@ -196,8 +198,10 @@ func TestFloodFromManyAddressesIsHeld(t *testing.T) {
 		t.Fatalf("a new address during the flood: %d", resp.StatusCode)
 	}
 	// Without the ceiling, the table still keeps at most max addresses.
+	srv.limit.mu.Lock()
 	srv.limit.global = 1 << 30
 	srv.limit.all = strikes{}
+	srv.limit.mu.Unlock()
 	for i := 0; i < 200; i++ {
 		read(t, ts, fmt.Sprintf("172.16.%d.%d", i/256, i%256), "wrong")
 	}
