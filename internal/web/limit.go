@@ -111,11 +111,14 @@ func (l *limiter) fail(addr string) {
 		e = &strikes{}
 		l.addrs[addr] = e
 	}
-	if d := e.strike(now, l.free); d > 0 {
+	// A failure that raced past held while a wait began (parallel requests) lengthens the wait
+	// without a line of its own: one line per wait.
+	wasHeld, allHeld := now.Before(e.until), now.Before(l.all.until)
+	if d := e.strike(now, l.free); d > 0 && !wasHeld {
 		l.log.Warn("token checks held: too many wrong tokens from one address", "from", addr, "failures", e.n, "wait", d, "refused_before", e.refused)
 		e.refused = 0
 	}
-	if d := l.all.strike(now, l.global); d > 0 {
+	if d := l.all.strike(now, l.global); d > 0 && !allHeld {
 		l.log.Warn("token checks held for every address without a recent login: too many wrong tokens", "failures", l.all.n, "wait", d, "refused_before", l.all.refused)
 		l.all.refused = 0
 	}

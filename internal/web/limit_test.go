@@ -242,3 +242,24 @@ func TestClientAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestFailuresDuringAWaitLogNoMore: parallel requests that passed the check before a wait began
+// still fail after it; they lengthen the wait, but a flood logs one line per wait.
+func TestFailuresDuringAWaitLogNoMore(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
+	log := &syncBuf{}
+	l := newLimiter(c.now, slog.New(slog.NewTextHandler(log, nil)))
+	l.global = 8
+	for i := 0; i < 20; i++ {
+		l.fail("203.0.113.7")
+	}
+	if n := log.count("from one address"); n != 1 {
+		t.Fatalf("%d lines for one address's wait, want 1:\n%s", n, log.b.String())
+	}
+	if n := log.count("for every address"); n != 1 {
+		t.Fatalf("%d lines for the global wait, want 1:\n%s", n, log.b.String())
+	}
+	if d := l.held("203.0.113.7"); d < time.Second {
+		t.Fatalf("held %s, want at least 1 s", d)
+	}
+}
