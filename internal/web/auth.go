@@ -167,32 +167,35 @@ func viaHTTPS(r *http.Request) bool {
 	return false
 }
 
-// mayRead reports whether r may read.
+// mayRead reports whether r may read. It counts nothing: a page's rendering asks it too.
 func (s *Server) mayRead(r *http.Request) bool {
-	if s.loopback && !s.c.ReadsNeedToken && !proxied(r) && loopbackHost(r) {
-		return true
-	}
-	return s.hasSession(r) || s.checkBearer(r)
+	return s.openRead(r) || s.hasSession(r) || s.bearer(r)
 }
 
-// checkBearer is bearer where the token is needed: a wrong one counts against the client's
-// address (limit.go). Only a "Bearer " header counts: a request without one guessed nothing.
-func (s *Server) checkBearer(r *http.Request) bool {
-	ok := s.bearer(r)
-	if s.c.Token != "" && strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
-		if ok {
-			s.limit.pass(clientAddr(r))
-		} else {
-			s.limit.fail(clientAddr(r))
-		}
-	}
-	return ok
+// openRead reports whether r may read without credentials: on loopback, not through a proxy.
+func (s *Server) openRead(r *http.Request) bool {
+	return s.loopback && !s.c.ReadsNeedToken && !proxied(r) && loopbackHost(r)
 }
 
-// tokenAttempt reports whether r presents a token to check (a login, a bearer header): the limit
-// on failed checks holds it while its address waits.
-func tokenAttempt(r *http.Request) bool {
-	return (r.Method == http.MethodPost && r.URL.Path == "/login") || strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ")
+// checkBearer checks r's bearer header where the token decides (a read beyond the open rule, a
+// change), under the limit on wrong tokens (limit.go): while the client's address waits, nothing
+// is checked and 429 is answered (answered true); a wrong token counts against the address, the
+// right one clears it. A request without a "Bearer " header guessed nothing: it is not held.
+func (s *Server) checkBearer(w http.ResponseWriter, r *http.Request) (ok, answered bool) {
+	if s.c.Token == "" || !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		return false, false
+	}
+	addr := clientAddr(r)
+	if wait := s.limit.held(addr); wait > 0 {
+		s.tooMany(w, r, wait)
+		return false, true
+	}
+	if s.bearer(r) {
+		s.limit.pass(addr)
+		return true, false
+	}
+	s.limit.fail(addr)
+	return false, false
 }
 
 // tooMany answers a token check held by the limit: 429 with Retry-After. It is not logged: the
@@ -207,6 +210,17 @@ func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, wait time.Durat
 		return
 	}
 	apiError(w, http.StatusTooManyRequests, "too many wrong tokens from "+clientAddr(r)+": try again in "+secs+" s with the token of once serve --token-file")
+}
+
+// needToken answers a read that needs the token and has none that holds: 401 to an API or
+// metrics client, the login page to a browser.
+func needToken(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="once"`)
+		apiError(w, http.StatusUnauthorized, "this server needs its token: send Authorization: Bearer TOKEN (the token file given to once serve --token-file)")
+		return
+	}
+	http.Redirect(w, r, "/login?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
 }
 
 // sameOrigin reports whether a browser form came from this server's own pages.
@@ -235,21 +249,16 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if s.tls {
 			h.Set("Strict-Transport-Security", "max-age=31536000")
 		}
-		if s.c.Token != "" && tokenAttempt(r) {
-			if wait := s.limit.held(clientAddr(r)); wait > 0 {
-				s.tooMany(w, r, wait)
-				return
-			}
-		}
 		open := r.URL.Path == "/healthz" || r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/")
-		if !open && !s.mayRead(r) {
-			if strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics" {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="once"`)
-				apiError(w, http.StatusUnauthorized, "this server needs its token: send Authorization: Bearer TOKEN (the token file given to once serve --token-file)")
+		if !open && !s.openRead(r) && !s.hasSession(r) {
+			ok, answered := s.checkBearer(w, r)
+			if answered {
 				return
 			}
-			http.Redirect(w, r, "/login?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
-			return
+			if !ok {
+				needToken(w, r)
+				return
+			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 		if !open {
@@ -306,11 +315,16 @@ func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
 		switch {
 		case s.c.Token == "":
 			apiError(w, http.StatusForbidden, "this server is read-only: start once serve with --token-file to allow changes")
-		case !s.checkBearer(r):
-			w.Header().Set("WWW-Authenticate", `Bearer realm="once"`)
-			apiError(w, http.StatusUnauthorized, "a change needs the token: send Authorization: Bearer TOKEN")
 		default:
-			h(w, r)
+			ok, answered := s.checkBearer(w, r)
+			switch {
+			case answered:
+			case !ok:
+				w.Header().Set("WWW-Authenticate", `Bearer realm="once"`)
+				apiError(w, http.StatusUnauthorized, "a change needs the token: send Authorization: Bearer TOKEN")
+			default:
+				h(w, r)
+			}
 		}
 	}
 }

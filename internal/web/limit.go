@@ -11,14 +11,19 @@ import (
 )
 
 // The limit on failed token checks: a wrong token at POST /login, or a wrong bearer header where
-// the token was needed (a read beyond the open loopback rule, a change). Each client address
+// the token decides (a read beyond the open loopback rule, a change). Each client address
 // (clientAddr) may send freeFailures wrong tokens, then waits before its next check: 1 s, 2 s, 4 s, …
-// up to maxBlock, answered 429 with Retry-After; its count is forgotten forgetAfter after its
-// last failure, or at once when it presents the token. Over all addresses, globalFree failures
-// start the same backoff for every address that has not presented the token in the last
-// sessionTTL: a flood from many addresses (or from one loopback client writing X-Forwarded-For
-// as it likes) is held too, while a script that uses the token from its usual address goes on.
-// One line is logged when a wait starts, not one per refused request; the tables are bounded.
+// up to maxBlock, answered 429 with Retry-After — the right token too, or the wait would not slow
+// the guessing; its count is forgotten forgetAfter after its last failure, or at once when it
+// presents the token. Over all addresses, globalFree failures start a flood: while it lasts (the
+// same backoff, over all failures), an address's first wrong token holds it at once, as long as
+// the flood's wait, instead of after freeFailures. An address that has sent no wrong token is
+// never held: holding every address would let anyone keep the operator out (a new address, a
+// script that runs daily, everyone after a restart) for one request every 5 minutes. So a flood
+// from N addresses gets about N guesses per 5 minutes, and one from more addresses than the table
+// keeps is not bounded: the token's length is what stands against it.
+// One line is logged when a wait starts (during a flood, only the flood's), not one per refused
+// request; the tables are bounded.
 const (
 	freeFailures = 5
 	globalFree   = 100
@@ -26,7 +31,6 @@ const (
 	maxBlock     = 5 * time.Minute
 	forgetAfter  = 15 * time.Minute
 	maxAddrs     = 4096
-	maxGood      = 256
 )
 
 // strikes is the failures of one address, or of all of them.
@@ -67,15 +71,13 @@ type limiter struct {
 	log   *slog.Logger
 	addrs map[string]*strikes
 	all   strikes
-	// good holds when each address last presented the token (at most maxGood addresses).
-	good map[string]time.Time
-	// free, global, max and maxGood are the constants above; tests lower them.
-	free, global, max, maxGood int
+	// free, global and max are the constants above; tests lower them.
+	free, global, max int
 }
 
 func newLimiter(now func() time.Time, log *slog.Logger) *limiter {
-	return &limiter{now: now, log: log, addrs: map[string]*strikes{}, good: map[string]time.Time{},
-		free: freeFailures, global: globalFree, max: maxAddrs, maxGood: maxGood}
+	return &limiter{now: now, log: log, addrs: map[string]*strikes{},
+		free: freeFailures, global: globalFree, max: maxAddrs}
 }
 
 // held is how long addr must wait before its next token check (0: it may go on). A refused
@@ -86,18 +88,12 @@ func (l *limiter) held(addr string) time.Duration {
 	now := l.now()
 	if e := l.addrs[addr]; e != nil && now.Before(e.until) {
 		e.refused++
+		if now.Before(l.all.until) {
+			l.all.refused++
+		}
 		return e.until.Sub(now)
 	}
-	if now.Before(l.all.until) && !l.isGood(addr, now) {
-		l.all.refused++
-		return l.all.until.Sub(now)
-	}
 	return 0
-}
-
-func (l *limiter) isGood(addr string, now time.Time) bool {
-	t, ok := l.good[addr]
-	return ok && now.Sub(t) < sessionTTL
 }
 
 // fail records a wrong token from addr.
@@ -113,14 +109,19 @@ func (l *limiter) fail(addr string) {
 	}
 	// A failure that raced past held while a wait began (parallel requests) lengthens the wait
 	// without a line of its own: one line per wait.
-	wasHeld, allHeld := now.Before(e.until), now.Before(l.all.until)
-	if d := e.strike(now, l.free); d > 0 && !wasHeld {
+	wasHeld, wasFlood := now.Before(e.until), now.Before(l.all.until)
+	if d := l.all.strike(now, l.global); d > 0 && !wasFlood {
+		l.log.Warn("too many wrong tokens over all addresses: until it ends, an address's first wrong token holds it", "failures", l.all.n, "wait", d, "refused_before", l.all.refused)
+		l.all.refused = 0
+	}
+	flood := now.Before(l.all.until)
+	d := e.strike(now, l.free)
+	if flood && l.all.until.After(e.until) {
+		e.until, d = l.all.until, l.all.until.Sub(now)
+	}
+	if d > 0 && !wasHeld && !flood {
 		l.log.Warn("token checks held: too many wrong tokens from one address", "from", addr, "failures", e.n, "wait", d, "refused_before", e.refused)
 		e.refused = 0
-	}
-	if d := l.all.strike(now, l.global); d > 0 && !allHeld {
-		l.log.Warn("token checks held for every address without a recent login: too many wrong tokens", "failures", l.all.n, "wait", d, "refused_before", l.all.refused)
-		l.all.refused = 0
 	}
 }
 
@@ -128,18 +129,7 @@ func (l *limiter) fail(addr string) {
 func (l *limiter) pass(addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
 	delete(l.addrs, addr)
-	if _, ok := l.good[addr]; !ok && len(l.good) >= l.maxGood {
-		oldest, first := "", true
-		for k, t := range l.good {
-			if first || t.Before(l.good[oldest]) {
-				oldest, first = k, false
-			}
-		}
-		delete(l.good, oldest)
-	}
-	l.good[addr] = now
 }
 
 // makeRoom keeps l.addrs under l.max: it looks at up to 64 entries (in the map's random order),

@@ -147,24 +147,21 @@ func TestStaleTokenOnOpenReadsIsNotCounted(t *testing.T) {
 }
 
 // TestFloodFromManyAddressesIsHeld: wrong tokens from many addresses at once (or one loopback
-// client writing X-Forwarded-For as it likes) reach the global ceiling; every address that has
-// not shown the token lately is then held, one line is logged, and a script that used the token
-// from its address before goes on. The table of addresses stays bounded.
+// client writing X-Forwarded-For as it likes) reach the global ceiling; from then on, each
+// address's first wrong token holds it, one line is logged for the flood, and an address that has
+// sent no wrong token is never held: the flood cannot keep the operator out, from a new address
+// or with a script that has not used the token lately. The table of addresses stays bounded.
 func TestFloodFromManyAddressesIsHeld(t *testing.T) {
 	sd := newSeeded(t)
-	srv, ts, _, log := limitedServer(t, sd)
+	srv, ts, c, log := limitedServer(t, sd)
 	srv.limit.mu.Lock()
-	srv.limit.global, srv.limit.max = 20, 50
+	srv.limit.global = 20
 	srv.limit.mu.Unlock()
-	const script = "192.0.2.1"
-	if resp := read(t, ts, script, testToken); resp.StatusCode != 200 {
-		t.Fatalf("script: %d", resp.StatusCode)
-	}
-	// Two waves of parallel requests, each from addresses of its own: the first passes the
-	// ceiling (the clock stands still, so the wait it starts lasts), the second is held whole.
-	flood := func(wave, n int) (held int) {
+	// Parallel requests, each from an address of its own (the clock stands still, so the flood's
+	// wait lasts), each address twice: once checked, then held.
+	flood := func(wave, n int) (codes []int) {
 		var wg sync.WaitGroup
-		codes := make([]int, n)
+		codes = make([]int, n)
 		for i := range codes {
 			wg.Add(1)
 			go func() {
@@ -182,29 +179,36 @@ func TestFloodFromManyAddressesIsHeld(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		for _, c := range codes {
-			if c == 429 {
-				held++
-			}
-		}
-		return held
+		return codes
 	}
 	flood(1, 40)
-	if held := flood(2, 200); held != 200 {
-		t.Fatalf("%d of 200 flooding requests held after the ceiling, want all", held)
+	flood(2, 40)
+	for i, code := range flood(2, 40) {
+		if code != 429 {
+			t.Fatalf("address %d of the flood, second wrong token: %d, want 429 (held at its first during a flood)", i, code)
+		}
 	}
-	if n := log.count("for every address"); n != 1 {
-		t.Fatalf("%d global lines, want 1:\n%s", n, log.b.String())
+	if n := log.count("over all addresses"); n != 1 {
+		t.Fatalf("%d flood lines, want 1:\n%s", n, log.b.String())
 	}
-	if resp := read(t, ts, script, testToken); resp.StatusCode != 200 {
-		t.Fatalf("script that used the token before: %d", resp.StatusCode)
+	if n := log.count("from one address"); n != 0 {
+		t.Fatalf("%d lines per address during the flood, want none (the flood's line says it):\n%s", n, log.b.String())
 	}
-	if resp := read(t, ts, "192.0.2.2", testToken); resp.StatusCode != 429 {
-		t.Fatalf("a new address during the flood: %d", resp.StatusCode)
+	// Addresses that sent no wrong token go on: a new one, a script back after a day.
+	c.add(24 * time.Hour)
+	flood(3, 40)
+	for _, addr := range []string{"192.0.2.1", "192.0.2.2"} {
+		if resp := read(t, ts, addr, testToken); resp.StatusCode != 200 {
+			t.Fatalf("%s with the token during the flood: %d", addr, resp.StatusCode)
+		}
+	}
+	form := url.Values{"token": {testToken}, "next": {"/"}}.Encode()
+	if resp, _ := post(t, ts, "/login", "application/x-www-form-urlencoded", form, "X-Forwarded-For", "192.0.2.3"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a login from a new address during the flood: %d", resp.StatusCode)
 	}
 	// Without the ceiling, the table still keeps at most max addresses.
 	srv.limit.mu.Lock()
-	srv.limit.global = 1 << 30
+	srv.limit.global, srv.limit.max = 1<<30, 50
 	srv.limit.all = strikes{}
 	srv.limit.mu.Unlock()
 	for i := 0; i < 200; i++ {
@@ -215,6 +219,38 @@ func TestFloodFromManyAddressesIsHeld(t *testing.T) {
 	srv.limit.mu.Unlock()
 	if n > 50 {
 		t.Fatalf("%d addresses kept, want at most 50", n)
+	}
+}
+
+// TestHeldAddressOnlyWhereTheTokenDecides: an address held for wrong tokens still reads where no
+// token is checked (an open loopback read, /healthz, a session) with whatever Authorization header
+// its scripts send, and a wrong bearer header on a page that only renders (GET /login) is not
+// counted.
+func TestHeldAddressOnlyWhereTheTokenDecides(t *testing.T) {
+	sd := newSeeded(t)
+	srv, ts, _, _ := limitedServer(t, sd)
+	for i := 0; i < 3*freeFailures; i++ {
+		if resp, _ := get(t, ts, "/login", "Authorization", "Bearer wrong-"+testToken); resp.StatusCode != 200 {
+			t.Fatalf("GET /login with a wrong bearer header: %d", resp.StatusCode)
+		}
+	}
+	if d := srv.limit.held("127.0.0.1"); d != 0 {
+		t.Fatalf("rendering /login counted the bearer header: held %s", d)
+	}
+	wrong := url.Values{"token": {"wrong-" + testToken}, "next": {"/"}}.Encode()
+	for i := 0; i < freeFailures; i++ {
+		post(t, ts, "/login", "application/x-www-form-urlencoded", wrong)
+	}
+	if d := srv.limit.held("127.0.0.1"); d == 0 {
+		t.Fatal("127.0.0.1 is not held after its wrong logins")
+	}
+	for _, path := range []string{"/api/v1/tasks", "/healthz"} {
+		if resp, _ := get(t, ts, path, "Authorization", "Bearer "+testToken); resp.StatusCode != 200 {
+			t.Fatalf("held loopback address, open read %s with a bearer header: %d, want 200", path, resp.StatusCode)
+		}
+	}
+	if resp, _ := get(t, ts, "/api/v1/tasks", "X-Forwarded-For", "127.0.0.1", "Authorization", "Bearer "+testToken); resp.StatusCode != 429 {
+		t.Fatalf("held address where the token decides: %d, want 429", resp.StatusCode)
 	}
 }
 
@@ -256,7 +292,7 @@ func TestFailuresDuringAWaitLogNoMore(t *testing.T) {
 	if n := log.count("from one address"); n != 1 {
 		t.Fatalf("%d lines for one address's wait, want 1:\n%s", n, log.b.String())
 	}
-	if n := log.count("for every address"); n != 1 {
+	if n := log.count("over all addresses"); n != 1 {
 		t.Fatalf("%d lines for the global wait, want 1:\n%s", n, log.b.String())
 	}
 	if d := l.held("203.0.113.7"); d < time.Second {

@@ -228,6 +228,12 @@ func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) {
 
 // formLogin takes the token once and gives the browser a session cookie derived from it.
 func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) {
+	if s.c.Token != "" {
+		if wait := s.limit.held(clientAddr(r)); wait > 0 {
+			s.tooMany(w, r, wait)
+			return
+		}
+	}
 	next := localPath(r.PostFormValue("next"))
 	if s.c.Token == "" || !equal(strings.TrimSpace(r.PostFormValue("token")), s.c.Token) {
 		s.c.Log.Warn("login refused", "from", r.RemoteAddr, "client", clientAddr(r))
