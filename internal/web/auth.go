@@ -185,17 +185,12 @@ func (s *Server) checkBearer(w http.ResponseWriter, r *http.Request) (ok, answer
 	if s.c.Token == "" || !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
 		return false, false
 	}
-	addr := clientAddr(r)
-	if wait := s.limit.held(addr); wait > 0 {
+	wait, ok := s.limit.check(clientAddr(r), func() bool { return s.bearer(r) })
+	if wait > 0 {
 		s.tooMany(w, r, wait)
 		return false, true
 	}
-	if s.bearer(r) {
-		s.limit.pass(addr)
-		return true, false
-	}
-	s.limit.fail(addr)
-	return false, false
+	return ok, false
 }
 
 // tooMany answers a token check held by the limit: 429 with Retry-After. It is not logged: the

@@ -85,7 +85,10 @@ func newLimiter(now func() time.Time, log *slog.Logger) *limiter {
 func (l *limiter) held(addr string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
+	return l.heldLocked(addr, l.now())
+}
+
+func (l *limiter) heldLocked(addr string, now time.Time) time.Duration {
 	if e := l.addrs[addr]; e != nil && now.Before(e.until) {
 		e.refused++
 		if now.Before(l.all.until) {
@@ -96,11 +99,32 @@ func (l *limiter) held(addr string) time.Duration {
 	return 0
 }
 
+// check is held, the token check (right) and its record under one lock: parallel requests from
+// one address cannot all pass held before the first of their failures is recorded. right must
+// be quick (it compares a string read before): the lock is every address's.
+func (l *limiter) check(addr string, right func() bool) (wait time.Duration, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if wait = l.heldLocked(addr, now); wait > 0 {
+		return wait, false
+	}
+	if right() {
+		delete(l.addrs, addr)
+		return 0, true
+	}
+	l.failLocked(addr, now)
+	return 0, false
+}
+
 // fail records a wrong token from addr.
 func (l *limiter) fail(addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
+	l.failLocked(addr, l.now())
+}
+
+func (l *limiter) failLocked(addr string, now time.Time) {
 	e := l.addrs[addr]
 	if e == nil {
 		l.makeRoom(now)
@@ -123,13 +147,6 @@ func (l *limiter) fail(addr string) {
 		l.log.Warn("token checks held: too many wrong tokens from one address", "from", addr, "failures", e.n, "wait", d, "refused_before", e.refused)
 		e.refused = 0
 	}
-}
-
-// pass records the right token from addr: its failures are forgotten.
-func (l *limiter) pass(addr string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.addrs, addr)
 }
 
 // makeRoom keeps l.addrs under l.max: it looks at up to 64 entries (in the map's random order),

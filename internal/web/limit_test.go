@@ -299,3 +299,78 @@ func TestFailuresDuringAWaitLogNoMore(t *testing.T) {
 		t.Fatalf("held %s, want at least 1 s", d)
 	}
 }
+
+// TestParallelWrongTokensGetNoMoreTries: wrong tokens sent at once from one address (many
+// connections) get freeFailures checks between them, not one each: the check and its record are
+// one step, so none passes the limit before the others' failures are counted.
+func TestParallelWrongTokensGetNoMoreTries(t *testing.T) {
+	sd := newSeeded(t)
+	_, ts, _, _ := limitedServer(t, sd)
+	for _, login := range []bool{false, true} {
+		addr := "203.0.113.50"
+		if login {
+			addr = "203.0.113.51"
+		}
+		var wg sync.WaitGroup
+		codes := make([]int, 60)
+		for i := range codes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequest("GET", ts.URL+"/api/v1/tasks", nil)
+				req.Header.Set("Authorization", "Bearer wrong-"+testToken)
+				if login {
+					req, _ = http.NewRequest("POST", ts.URL+"/login", strings.NewReader(url.Values{"token": {"wrong-" + testToken}}.Encode()))
+					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				}
+				req.Header.Set("X-Forwarded-For", addr)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				codes[i] = resp.StatusCode
+			}()
+		}
+		wg.Wait()
+		checked := 0
+		for _, c := range codes {
+			if c == 401 {
+				checked++
+			} else if c != 429 {
+				t.Fatalf("login %v: status %d, want 401 or 429", login, c)
+			}
+		}
+		if checked != freeFailures {
+			t.Errorf("login %v: %d of 60 parallel wrong tokens were checked, want %d", login, checked, freeFailures)
+		}
+	}
+}
+
+// TestCheckIsOneStep: however slow the comparison, parallel checks from one address get
+// freeFailures wrong answers between them; the rest are held. Checked apart (held, compare,
+// record), every one that passed held before the first failure was recorded would be checked.
+func TestCheckIsOneStep(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
+	l := newLimiter(c.now, slog.New(slog.DiscardHandler))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	checked := 0
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait, ok := l.check("203.0.113.7", func() bool { time.Sleep(2 * time.Millisecond); return false })
+			if wait == 0 && !ok {
+				mu.Lock()
+				checked++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if checked != freeFailures {
+		t.Fatalf("%d of 40 parallel wrong tokens checked, want %d", checked, freeFailures)
+	}
+}
