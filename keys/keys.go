@@ -48,6 +48,13 @@ var ErrInvalidKey = store.ErrInvalidKey
 // It is store.ValidateKey, the rule every store applies.
 func Validate(key string) error { return store.ValidateKey(key) }
 
+// CheckEdges reports a key that starts or ends with whitespace or an invisible formatting
+// character (a space, a no-break space, a BOM, a zero-width space). Validate accepts such keys,
+// but "order-1 " is another key than "order-1": a caller reading ids from a CSV or a file edited by
+// hand may call it to refuse them (the once keys CLI does). The error wraps ErrInvalidKey. It is
+// store.CheckKeyEdges.
+func CheckEdges(key string) error { return store.CheckKeyEdges(key) }
+
 // quote prints at most 40 bytes of key, Go-quoted so control bytes are visible.
 func quote(key string) string { return store.QuoteKey(key) }
 

@@ -134,6 +134,24 @@ func FuzzValidate(f *testing.F) {
 	})
 }
 
+// FuzzCheckEdges: CheckEdges refuses exactly the keys that TrimFunc of whitespace and formatting
+// characters would change, with a one-line ErrInvalidKey.
+func FuzzCheckEdges(f *testing.F) {
+	for _, s := range []string{"a", "", " a", "a ", "\ufeffa", "a\u00a0", "a b", "\u3000", "\xff ", " \xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		err := CheckEdges(s)
+		trim := strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) })
+		if (err == nil) != (trim == s) {
+			t.Fatalf("CheckEdges(%q) = %v, trimmed %q", s, err, trim)
+		}
+		if err != nil && (!errors.Is(err, ErrInvalidKey) || strings.ContainsAny(err.Error(), "\n\r")) {
+			t.Fatalf("CheckEdges(%q) error %q: not a one-line ErrInvalidKey", s, err)
+		}
+	})
+}
+
 // FuzzLines: every key Lines passes to fn is valid and is a line of the input; on success the keys
 // are exactly the non-empty lines (CR stripped).
 func FuzzLines(f *testing.F) {

@@ -88,7 +88,40 @@ func TestDSNStrictOnEveryStore(t *testing.T) {
 			env.vars = append(env.vars, "ONCE_STORE="+withQuery(base, "prefix=teamB;x"))
 			checkRefused(t, env.run("run", "--task", "dsn", "--", "sh", "-c", "echo x >> "+marker), `"prefix"`, secret, marker)
 			checkRefused(t, env.run("status"), `"prefix"`, secret, marker)
+			// A space at the end (a crontab line, a unit's Environment=) or before the query would
+			// be part of the database's or file's name: another ledger.
+			sp := newEnv(t)
+			sp.vars = append(sp.vars, "ONCE_STORE="+base+" ")
+			checkRefused(t, sp.run("run", "--task", "dsn", "--", "sh", "-c", "echo x >> "+marker), "ends with whitespace", secret, marker)
+			checkRefused(t, sp.run("status"), "ends with whitespace", secret, marker)
+			checkRefused(t, e.run("run", "--task", "dsn", "--store", "\u00a0"+base, "--", "sh", "-c", "echo x >> "+marker), "starts with whitespace", secret, marker)
 		})
+	}
+}
+
+// TestSQLiteDSNWithSpaceIsAnotherLedgerNoMore: ONCE_STORE="sqlite:///srv/once/once.db " made a new
+// ledger, "once.db " next to the real one, where every slot already done ran again. It is 64 now,
+// and no file is made.
+func TestSQLiteDSNWithSpaceIsAnotherLedgerNoMore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o700)
+	dsn := "sqlite://" + filepath.Join(dir, "once.db")
+	marker := filepath.Join(t.TempDir(), "ran")
+	e := newEnv(t)
+	if r := e.run("run", "--task", "pay", "--slot", "s1", "--store", dsn, "--", "true"); r.code != 0 {
+		t.Fatalf("first run: %d %s", r.code, r.stderr)
+	}
+	for _, bad := range []string{dsn + " ", dsn + " ?busy_timeout=5s", dsn + "\u3000"} {
+		env := newEnv(t)
+		env.vars = append(env.vars, "ONCE_STORE="+bad)
+		checkRefused(t, env.run("run", "--task", "pay", "--slot", "s1", "--", "sh", "-c", "echo x >> "+marker), "whitespace", "", marker)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, f := range ents {
+		if strings.Contains(f.Name(), " ") || strings.Contains(f.Name(), "\u3000") {
+			t.Errorf("a file was made with the space in its name: %q", f.Name())
+		}
 	}
 }
 

@@ -143,6 +143,52 @@ func TestBadKeysExit64WithLineNothingClaimed(t *testing.T) {
 	}
 }
 
+// TestKeysWithEdgeSpaceExit64: "order-1, order-2" split on commas gives " order-2", another key
+// than "order-2" byte for byte: claimed again, the order is paid twice. A key or scope that starts
+// or ends with whitespace (a space, a no-break space, a BOM) is refused with 64 naming its line and
+// the fix; --allow-edge-space takes it as it is, so keys already in a ledger stay readable.
+func TestKeysWithEdgeSpaceExit64(t *testing.T) {
+	t.Parallel()
+	e := keysEnv(t)
+	if r := e.runIn("order-1\norder-2\n", nil, "keys", "claim", "--scope", "pay"); r.code != 0 || r.stdout != "order-1\norder-2\n" {
+		t.Fatalf("first claim: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	for name, in := range map[string]string{
+		"leading space":  "order-3\n order-2\n",
+		"trailing space": "order-3\norder-2 \n",
+		"no-break space": "order-3\norder-2\u00a0\n",
+		"BOM":            "order-3\n\ufefforder-2\n",
+		"CRLF and space": "order-3\r\norder-2 \r\n",
+	} {
+		r := e.runIn(in, nil, "keys", "claim", "--scope", "pay")
+		if r.code != 64 || r.stdout != "" || !strings.Contains(r.stderr, "line 2") || !strings.Contains(r.stderr, "--allow-edge-space") ||
+			!strings.Contains(r.stderr, `another key than "order-2"`) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %q; want 64 naming line 2 and the fix in one line, nothing printed", name, r.code, r.stdout, r.stderr)
+		}
+	}
+	for _, args := range [][]string{
+		{"keys", "claim", "--scope", "pay", "order-2 "},
+		{"keys", "status", "--scope", "pay", " order-2"},
+		{"keys", "claim", "--scope", "pay ", "order-2"},
+		{"effect", "--key", "order-2 ", "--", "true"},
+	} {
+		if r := e.runIn("", nil, args...); r.code != 64 || !strings.Contains(r.stderr, "--allow-edge-space") {
+			t.Fatalf("%q: exit %d %q, want 64 and the fix", args, r.code, r.stderr)
+		}
+	}
+	// Asked for, such a key is taken as it is: claimed, then read back.
+	if r := e.runIn("order-9 \n", nil, "keys", "claim", "--allow-edge-space", "--scope", "pay"); r.code != 0 || r.stdout != "order-9 \n" {
+		t.Fatalf("--allow-edge-space claim: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := e.runIn("", nil, "keys", "--allow-edge-space", "status", "--scope", "pay", "order-9 "); r.code != 0 || !strings.Contains(r.stdout, "order-9 ") {
+		t.Fatalf("--allow-edge-space status: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	// Nothing of the refused inputs was claimed: order-3 is still new.
+	if r := e.runIn("order-3\n", nil, "keys", "claim", "--scope", "pay"); r.stdout != "order-3\n" {
+		t.Fatalf("order-3 was claimed by a refused input: %q", r.stdout)
+	}
+}
+
 // TestPendingLeftByDeadRunIsUnknown: keys claimed --pending by a run that died are not handed out
 // (76, listed on stderr) until --reclaim-unknown.
 func TestPendingLeftByDeadRunIsUnknown(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,4 +153,38 @@ func TestLogLinesOnATerminal(t *testing.T) {
 	if s := out.String(); !strings.Contains(s, "level=INFO msg=start") || !strings.Contains(s, "level=INFO msg=end") {
 		t.Fatalf("no start and end lines on a terminal: %q", s)
 	}
+}
+
+// TestBusyExitClashIsWarned: --busy-exit 69 (or 64, 70, 76, 126, 127, over 128) makes a busy task
+// look like a store that is down (or bad input, …) to the script reading the status. It is taken,
+// since refusing it would stop a crontab line that runs today, with one WARN line on every run
+// naming the clash and the codes to use instead; cron mails it, so it is seen. A free code is quiet.
+func TestBusyExitClashIsWarned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	startOnce(t, e, t.TempDir(), "--task", "held")
+	for code, meaning := range map[string]string{"69": "store unavailable", "64": "bad usage", "76": "needs review", "143": "signal 15"} {
+		r := e.run("run", "--task", "held", "--busy-exit", code, "--", "true")
+		if r.code != atoi(t, code) || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "level=WARN") ||
+			!strings.Contains(r.stderr, "--busy-exit "+code+" is also once's exit for") || !strings.Contains(r.stderr, meaning) {
+			t.Errorf("busy, --busy-exit %s: exit %d, stderr %q; want %s and one WARN line", code, r.code, r.stderr, code)
+		}
+	}
+	if r := e.run("run", "--task", "free", "--busy-exit", "69", "--", "true"); r.code != 0 || !strings.Contains(r.stderr, "--busy-exit 69 is also") {
+		t.Errorf("free task, --busy-exit 69: exit %d, stderr %q; want 0 and the warning", r.code, r.stderr)
+	}
+	for _, code := range []string{"3", "0", "75", "128"} {
+		if r := e.run("run", "--task", "held", "--busy-exit", code, "--", "true"); r.code != atoi(t, code) || r.stderr != "" {
+			t.Errorf("busy, --busy-exit %s: exit %d, stderr %q; want %s and nothing", code, r.code, r.stderr, code)
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

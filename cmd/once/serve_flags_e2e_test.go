@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestServeRefusesUnsafeSetups: once serve starts nothing it cannot guard, and says how to fix it
@@ -15,10 +17,11 @@ func TestServeRefusesUnsafeSetups(t *testing.T) {
 	short := filepath.Join(e.home, "short")
 	open := filepath.Join(e.home, "open")
 	good := filepath.Join(e.home, "good")
+	spaced := filepath.Join(e.home, "spaced") // an editor's trailing spaces: no client could send them back
 	for path, c := range map[string]struct {
 		text string
 		mode os.FileMode
-	}{short: {"tooshort\n", 0o600}, open: {"0123456789abcdef0123\n", 0o644}, good: {"0123456789abcdef0123\n", 0o600}} {
+	}{short: {"tooshort\n", 0o600}, open: {"0123456789abcdef0123\n", 0o644}, good: {"0123456789abcdef0123\n", 0o600}, spaced: {"0123456789abcdef0123  \n", 0o600}} {
 		if err := os.WriteFile(path, []byte(c.text), c.mode); err != nil {
 			t.Fatal(err)
 		}
@@ -42,6 +45,7 @@ func TestServeRefusesUnsafeSetups(t *testing.T) {
 		{[]string{"daemon", "--jobs", jobs, "--http", "127.0.0.1:99999"}, "--http \"127.0.0.1:99999\": the port must be 0 to 65535"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", short}, "at least 16"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", open}, "chmod 600"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", spaced}, "--token-file: the token has whitespace at an end"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", filepath.Join(e.home, "missing")}, "does not exist"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", good, "--tls-cert", good}, "together"},
 		{[]string{"daemon", "--jobs", jobs, "--http", "0.0.0.0:0"}, "--http 0.0.0.0:0: reachable from other hosts"},
@@ -54,6 +58,13 @@ func TestServeRefusesUnsafeSetups(t *testing.T) {
 		}
 		if strings.Contains(r.stderr, "0123456789abcdef") {
 			t.Errorf("once %s printed the token", strings.Join(c.args, " "))
+		}
+	}
+	// The server started with such a token and refused every client that sent it.
+	for _, tok := range []string{"0123456789abcdef0123 ", " 0123456789abcdef0123", "0123456789abcdef0123\n", "0123456789\tabcdef0123"} {
+		r := e.runIn("", []string{"ONCE_SERVE_TOKEN=" + tok}, "serve", "--listen", "127.0.0.1:0")
+		if r.code != 64 || !strings.Contains(r.stderr, "ONCE_SERVE_TOKEN: the token has whitespace at an end or a control character") || strings.Contains(r.stderr, "0123456789") {
+			t.Errorf("ONCE_SERVE_TOKEN=%q: exit %d, want 64 and one line without the token\n%s", tok, r.code, r.stderr)
 		}
 	}
 }
@@ -94,5 +105,34 @@ func TestServeClosesReadsWhenAsked(t *testing.T) {
 	}
 	if got := read(open, "X-Forwarded-For", "203.0.113.9"); got != 401 {
 		t.Errorf("a read through a proxy without the token: %d, want 401", got)
+	}
+}
+
+// TestDaemonJobsDoNotInheritTheServeToken: once daemon --http given its token in ONCE_SERVE_TOKEN
+// (a unit's Environment=) passed it to every job, and a job that prints its environment put it in
+// the output tail the dashboard shows to readers, who need no token on loopback. It is taken out
+// of the environment once read.
+func TestDaemonJobsDoNotInheritTheServeToken(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	const tok = "0123456789abcdef0123-not-for-jobs"
+	jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf("[[job]]\nname = \"envdump\"\nschedule = \"@every 1s\"\ntz = \"UTC\"\ncommand = %q\n",
+		"env > "+dir+"/env.tmp && mv "+dir+"/env.tmp "+dir+"/env"))
+	e.vars = append(e.vars, "ONCE_SERVE_TOKEN="+tok, "ONCE_SERVE_TOKEN_KEEP=other")
+	startDaemon(t, e, "n1", "--jobs", jobs, "--http", "127.0.0.1:0")
+	deadline := time.Now().Add(60 * time.Second)
+	var env []byte
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(filepath.Join(dir, "env")); err == nil {
+			env = b
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if env == nil {
+		t.Fatal("the job did not run within 60 s")
+	}
+	if strings.Contains(string(env), tok) || !strings.Contains(string(env), "ONCE_SERVE_TOKEN_KEEP=other") {
+		t.Fatalf("the job's environment:\n%s", env)
 	}
 }

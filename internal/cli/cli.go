@@ -70,6 +70,7 @@ type app struct {
 	tracing              *telemetry.Tracing // OpenTelemetry, when the environment asks (telemetry.go)
 	traceStarted         bool
 	refused              error // a flag value strictFlags refused
+	allowEdgeSpace       bool  // once keys and once effect --allow-edge-space (keys.go)
 }
 
 // Run runs the once command line with args (without the program name) and returns the exit code.

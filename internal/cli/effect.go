@@ -16,7 +16,6 @@ import (
 
 	"github.com/once-run/once/effect"
 	"github.com/once-run/once/job"
-	"github.com/once-run/once/keys"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/supervise"
 )
@@ -49,7 +48,7 @@ Inside once run the claim belongs to the run (gone when its lease ends). Outside
 			if c.ArgsLenAtDash() != 0 {
 				return usage("put COMMAND after --: once effect --key K -- COMMAND")
 			}
-			if err := keys.Validate(key); err != nil {
+			if err := a.checkKey(key); err != nil {
 				return usage("--key: %v", err)
 			}
 			if scope == "" {
@@ -58,7 +57,7 @@ Inside once run the claim belongs to the run (gone when its lease ends). Outside
 			if scope == "" {
 				scope = "effect"
 			}
-			if err := checkScope(scope); err != nil {
+			if err := a.checkScope(scope); err != nil {
 				return err
 			}
 			if claimTTL < time.Second {
@@ -69,6 +68,7 @@ Inside once run the claim belongs to the run (gone when its lease ends). Outside
 	}
 	c.Flags().StringVar(&key, "key", "", "the effect's key, e.g. invoice-42 (required)")
 	c.Flags().StringVar(&scope, "scope", "", `the set of keys (default $ONCE_TASK, else "effect")`)
+	c.Flags().BoolVar(&a.allowEdgeSpace, "allow-edge-space", false, allowEdgeSpaceUsage)
 	c.Flags().StringVar(&reconcile, "reconcile", "", "shell command that tells whether an interrupted call happened: exit 0 yes, 1 no")
 	durationVar(c.Flags(), &claimTTL, "claim-ttl", 10*time.Minute, maxClaimTTL, "outside once run: how long the claim lasts; must outlast the call")
 	_ = c.MarkFlagRequired("key")

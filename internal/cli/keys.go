@@ -33,6 +33,7 @@ func (a *app) keysCmd() *cobra.Command {
 (until forgotten). Use them to make a job's writes idempotent when it is re-run after a crash.`,
 	}
 	c.AddCommand(a.keysClaimCmd(), a.keysDoneCmd(), a.keysStatusCmd(), a.keysForgetCmd(), a.keysSchemaCmd())
+	c.PersistentFlags().BoolVar(&a.allowEdgeSpace, "allow-edge-space", false, allowEdgeSpaceUsage)
 	return c
 }
 
@@ -55,11 +56,30 @@ func (a *app) keysStoreWith(ctx context.Context, open func(context.Context) (sto
 	return k, func() { s.Close() }, nil
 }
 
-func checkScope(scope string) error {
+const allowEdgeSpaceUsage = "take keys and scopes that start or end with whitespace (a space, a no-break space, a BOM) as they are: they are other keys than the ones without it"
+
+// edgeSpaceFix is what the message about a key with whitespace at an end tells to do.
+const edgeSpaceFix = "(sed 's/^[[:space:]]*//; s/[[:space:]]*$//' strips spaces and tabs), or give --allow-edge-space if it is part of your keys"
+
+// checkKey is keys.Validate plus, unless --allow-edge-space, keys.CheckEdges: " order-2" from a
+// careless CSV would be another key than "order-2", claimed a second time.
+func (a *app) checkKey(k string) error {
+	if err := keys.Validate(k); err != nil {
+		return err
+	}
+	if !a.allowEdgeSpace {
+		if err := keys.CheckEdges(k); err != nil {
+			return fmt.Errorf("%w %s", err, edgeSpaceFix)
+		}
+	}
+	return nil
+}
+
+func (a *app) checkScope(scope string) error {
 	if scope == "" || len(scope) > 200 {
 		return usage("--scope %q: give 1 to 200 bytes, e.g. the task name", scope)
 	}
-	if err := keys.Validate(scope); err != nil {
+	if err := a.checkKey(scope); err != nil {
 		return usage("--scope: %v", err)
 	}
 	return nil
@@ -84,7 +104,7 @@ func runClaimant(what string) (store.Claimant, error) {
 func (a *app) eachBatch(args []string, fn func(batch []string) error) error {
 	if len(args) > 0 {
 		for i, k := range args {
-			if err := keys.Validate(k); err != nil {
+			if err := a.checkKey(k); err != nil {
 				return usage("argument %d: %v; nothing was claimed", i+1, err)
 			}
 		}
@@ -99,6 +119,11 @@ func (a *app) eachBatch(args []string, fn func(batch []string) error) error {
 	used := 0
 	var fnErr error
 	err := keys.Lines(a.stdin, func(_ int, k string) error {
+		if !a.allowEdgeSpace {
+			if err := keys.CheckEdges(k); err != nil {
+				return fmt.Errorf("%w %s", err, edgeSpaceFix)
+			}
+		}
 		batch = append(batch, k)
 		if len(batch) == keysBatch {
 			if fnErr = fn(batch); fnErr != nil {
@@ -142,7 +167,8 @@ is read, claimed and printed in batches of 1000, so any number of keys runs in b
 done. Keys left pending by a run that ended without finishing them are unknown: they are not
 printed; they are listed on stderr and the exit status is 76, unless --reclaim-unknown hands them
 out (printed) again. A bad key (empty is skipped; newline inside, NUL, control characters, invalid
-UTF-8, over 1024 bytes) exits 64 naming its line.`,
+UTF-8, over 1024 bytes; a space, no-break space or BOM at either end, unless --allow-edge-space)
+exits 64 naming its line.`,
 		Example: `  # one order per flow, whatever re-runs happen
   list-flows | once keys claim --scope orders | while read -r flow; do insert-order "$flow"; done
 
@@ -150,7 +176,7 @@ UTF-8, over 1024 bytes) exits 64 naming its line.`,
   once keys claim --scope orders --pending < flows.txt > todo.txt
   write-orders < todo.txt && once keys done --scope orders < todo.txt`,
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := checkScope(scope); err != nil {
+			if err := a.checkScope(scope); err != nil {
 				return err
 			}
 			req := store.ClaimRequest{Scope: scope}
@@ -267,7 +293,7 @@ done (stdin, one a line, when no KEY is given). Keys not pending under this run 
 nothing in their batch of 1000.`,
 		Example: `  once keys done --scope orders < written.txt`,
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := checkScope(scope); err != nil {
+			if err := a.checkScope(scope); err != nil {
 				return err
 			}
 			cl, err := runClaimant("once keys done")
@@ -319,7 +345,7 @@ func (a *app) keysStatusCmd() *cobra.Command {
 		Example: `  once keys status --scope orders flow-17 flow-18
   once keys status --scope orders --json < flows.txt | jq 'select(.state == "unknown")'`,
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := checkScope(scope); err != nil {
+			if err := a.checkScope(scope); err != nil {
 				return err
 			}
 			ks, closeStore, err := a.keysStoreWith(c.Context(), a.openToRead)
@@ -386,7 +412,7 @@ be happening now. -q prints nothing unless it fails (cron mails whatever a job p
 		Example: `  once keys forget --scope http --older-than 24h --include-done`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := checkScope(scope); err != nil {
+			if err := a.checkScope(scope); err != nil {
 				return err
 			}
 			if older <= 0 {

@@ -207,6 +207,10 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 	if err != nil {
 		return nil, err
 	}
+	if meaning := busyExitClash(f.busyExit); meaning != "" {
+		// Warned, not refused: refusing would stop a crontab line that runs today.
+		log.Warn(fmt.Sprintf("--busy-exit %d is also once's exit for %s: a script cannot tell a busy task from that; give a code once does not use (0, 75, 1-63, 65-68, 71-74, 77-125, 128)", f.busyExit, meaning))
+	}
 	rn := &runner{a: a, f: f, args: args, spec: spec, policy: policy, log: log}
 	if rn.job, err = job.New(rn.jobOf(args)); err != nil {
 		return nil, notRunnable(args[0], err)
@@ -417,4 +421,24 @@ func closeQuickly(s store.Store) {
 		return
 	}
 	s.Close()
+}
+
+// busyExitClash is what the exit contract (docs/cli.md) already means by code, "" when nothing:
+// --busy-exit set to it makes busy look like that.
+func busyExitClash(code int) string {
+	switch {
+	case code == ExitUsage:
+		return "bad usage or bad input (nothing was run)"
+	case code == ExitUnavailable:
+		return "a store unavailable or not to be trusted (nothing was run)"
+	case code == ExitInternal:
+		return "an internal error"
+	case code == ExitReview:
+		return "a slot that needs review"
+	case code == ExitNotExecutable || code == ExitNotFound:
+		return "a command that cannot be run or was not found"
+	case code > 128:
+		return fmt.Sprintf("a command killed by signal %d", code-128)
+	}
+	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -44,6 +45,11 @@ func (h *httpFlags) token() (string, error) {
 	if err := envNotEmpty("ONCE_SERVE_TOKEN_FILE", "ONCE_SERVE_TOKEN"); err != nil && h.tokenFile == "" {
 		return "", err // an unset variable would have made a read-only server, silently
 	}
+	// ONCE_SERVE_TOKEN is taken out of the environment, used or not: every command once daemon
+	// --http starts would inherit it, and one that prints its environment (env on failure, a
+	// debug dump) puts it in the output tail the dashboard shows to readers, who need no token
+	// on loopback. A job that needs it is given it in its jobs file's env.
+	defer os.Unsetenv("ONCE_SERVE_TOKEN")
 	path, src := h.tokenFile, "--token-file"
 	if path == "" {
 		path, src = os.Getenv("ONCE_SERVE_TOKEN_FILE"), "ONCE_SERVE_TOKEN_FILE"
@@ -60,6 +66,11 @@ func (h *httpFlags) token() (string, error) {
 		tok, src = os.Getenv("ONCE_SERVE_TOKEN"), "ONCE_SERVE_TOKEN"
 	default:
 		return "", nil
+	}
+	if strings.TrimSpace(tok) != tok || strings.ContainsFunc(tok, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		// Clients drop spaces at a header's ends and the login form trims them: the server would
+		// start, and refuse every token given to it.
+		return "", usage("%s: the token has whitespace at an end or a control character, which no client can send back (an HTTP header drops them): remove it (openssl rand -hex 32 gives one without)", src)
 	}
 	if len(tok) < minToken {
 		return "", usage("%s: the token is %d characters; give at least %d (e.g. openssl rand -hex 32 > token; chmod 600 token)", src, len(tok), minToken)

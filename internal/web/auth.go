@@ -29,6 +29,9 @@ import (
 //   - The session cookie is HttpOnly, SameSite=Strict, and Secure under TLS or behind a proxy
 //     that says the browser used https (X-Forwarded-Proto, Forwarded: proto=https).
 //   - Without a token configured nothing can be changed: the server is read-only.
+//   - A wrong token (at /login, or a bearer header where the token is needed) counts against the
+//     client's address (clientAddr); too many, from it or from everywhere, and its token checks
+//     wait, answered 429 with Retry-After (limit.go).
 
 const sessionCookie = "once_session"
 
@@ -164,12 +167,55 @@ func viaHTTPS(r *http.Request) bool {
 	return false
 }
 
-// mayRead reports whether r may read.
+// mayRead reports whether r may read. It counts nothing: a page's rendering asks it too.
 func (s *Server) mayRead(r *http.Request) bool {
-	if s.loopback && !s.c.ReadsNeedToken && !proxied(r) && loopbackHost(r) {
-		return true
+	return s.openRead(r) || s.hasSession(r) || s.bearer(r)
+}
+
+// openRead reports whether r may read without credentials: on loopback, not through a proxy.
+func (s *Server) openRead(r *http.Request) bool {
+	return s.loopback && !s.c.ReadsNeedToken && !proxied(r) && loopbackHost(r)
+}
+
+// checkBearer checks r's bearer header where the token decides (a read beyond the open rule, a
+// change), under the limit on wrong tokens (limit.go): while the client's address waits, nothing
+// is checked and 429 is answered (answered true); a wrong token counts against the address, the
+// right one clears it. A request without a "Bearer " header guessed nothing: it is not held.
+func (s *Server) checkBearer(w http.ResponseWriter, r *http.Request) (ok, answered bool) {
+	if s.c.Token == "" || !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		return false, false
 	}
-	return s.bearer(r) || s.hasSession(r)
+	wait, ok := s.limit.check(clientAddr(r), func() bool { return s.bearer(r) })
+	if wait > 0 {
+		s.tooMany(w, r, wait)
+		return false, true
+	}
+	return ok, false
+}
+
+// tooMany answers a token check held by the limit: 429 with Retry-After. It is not logged: the
+// line was written when the wait began.
+func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	secs := strconv.Itoa(int((wait + time.Second - 1) / time.Second))
+	w.Header().Set("Retry-After", secs)
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if r.URL.Path == "/login" && r.Header.Get("Authorization") == "" {
+		msg := strings.ReplaceAll(s.tr(r)("too_many"), "{n}", secs)
+		s.render(w, r, http.StatusTooManyRequests, "login", map[string]string{"Next": localPath(r.PostFormValue("next")), "Error": msg})
+		return
+	}
+	apiError(w, http.StatusTooManyRequests, "too many wrong tokens from "+clientAddr(r)+": try again in "+secs+" s with the token of once serve --token-file")
+}
+
+// needToken answers a read that needs the token and has none that holds: 401 to an API or
+// metrics client, the login page to a browser.
+func needToken(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="once"`)
+		apiError(w, http.StatusUnauthorized, "this server needs its token: send Authorization: Bearer TOKEN (the token file given to once serve --token-file)")
+		return
+	}
+	http.Redirect(w, r, "/login?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
 }
 
 // sameOrigin reports whether a browser form came from this server's own pages.
@@ -199,14 +245,15 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			h.Set("Strict-Transport-Security", "max-age=31536000")
 		}
 		open := r.URL.Path == "/healthz" || r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/")
-		if !open && !s.mayRead(r) {
-			if strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics" {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="once"`)
-				apiError(w, http.StatusUnauthorized, "this server needs its token: send Authorization: Bearer TOKEN (the token file given to once serve --token-file)")
+		if !open && !s.openRead(r) && !s.hasSession(r) {
+			ok, answered := s.checkBearer(w, r)
+			if answered {
 				return
 			}
-			http.Redirect(w, r, "/login?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
-			return
+			if !ok {
+				needToken(w, r)
+				return
+			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 		if !open {
@@ -263,11 +310,16 @@ func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
 		switch {
 		case s.c.Token == "":
 			apiError(w, http.StatusForbidden, "this server is read-only: start once serve with --token-file to allow changes")
-		case !s.bearer(r):
-			w.Header().Set("WWW-Authenticate", `Bearer realm="once"`)
-			apiError(w, http.StatusUnauthorized, "a change needs the token: send Authorization: Bearer TOKEN")
 		default:
-			h(w, r)
+			ok, answered := s.checkBearer(w, r)
+			switch {
+			case answered:
+			case !ok:
+				w.Header().Set("WWW-Authenticate", `Bearer realm="once"`)
+				apiError(w, http.StatusUnauthorized, "a change needs the token: send Authorization: Bearer TOKEN")
+			default:
+				h(w, r)
+			}
 		}
 	}
 }

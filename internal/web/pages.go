@@ -228,14 +228,25 @@ func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) {
 
 // formLogin takes the token once and gives the browser a session cookie derived from it.
 func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) {
-	next := localPath(r.PostFormValue("next"))
-	if s.c.Token == "" || !equal(strings.TrimSpace(r.PostFormValue("token")), s.c.Token) {
-		s.c.Log.Warn("login refused", "from", r.RemoteAddr)
-		msg := s.tr(r)("bad_token")
-		if s.c.Token == "" {
-			msg = s.tr(r)("readonly")
-		}
-		s.render(w, r, http.StatusUnauthorized, "login", map[string]string{"Next": next, "Error": msg})
+	if s.c.Token == "" {
+		s.c.Log.Warn("login refused", "from", r.RemoteAddr, "client", clientAddr(r))
+		s.render(w, r, http.StatusUnauthorized, "login", map[string]string{"Next": localPath(r.PostFormValue("next")), "Error": s.tr(r)("readonly")})
+		return
+	}
+	addr := clientAddr(r)
+	if wait := s.limit.held(addr); wait > 0 { // before the form is read
+		s.tooMany(w, r, wait)
+		return
+	}
+	next, tok := localPath(r.PostFormValue("next")), strings.TrimSpace(r.PostFormValue("token"))
+	wait, ok := s.limit.check(addr, func() bool { return equal(tok, s.c.Token) })
+	if wait > 0 {
+		s.tooMany(w, r, wait)
+		return
+	}
+	if !ok {
+		s.c.Log.Warn("login refused", "from", r.RemoteAddr, "client", addr)
+		s.render(w, r, http.StatusUnauthorized, "login", map[string]string{"Next": next, "Error": s.tr(r)("bad_token")})
 		return
 	}
 	http.SetCookie(w, s.sessionCookie(r, s.sessionValue(s.c.Now().Add(sessionTTL)), int(sessionTTL/time.Second)))

@@ -52,6 +52,8 @@ type Server struct {
 	// before it is refused.
 	inFlight, scrapes chan struct{}
 	busyWait          time.Duration
+	// limit holds token checks from addresses that sent too many wrong tokens (limit.go).
+	limit *limiter
 	// success keeps the overview's last successes of failing tasks (lastsuccess.go).
 	success successCache
 }
@@ -85,6 +87,7 @@ func New(c Config) (*Server, error) {
 		inFlight: make(chan struct{}, maxInFlight), scrapes: make(chan struct{}, maxScrapes), busyWait: 10 * time.Second,
 		success: successCache{m: map[string]cachedSuccess{}, read: store.ReadLastSuccess}}
 	s.c.DSN = red
+	s.limit = newLimiter(c.Now, c.Log)
 	s.routes()
 	return s, nil
 }
