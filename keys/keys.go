@@ -241,6 +241,8 @@ type Keys struct {
 	// returning is, on the MySQL dialect, whether the server is MariaDB (INSERT … RETURNING, 10.5+):
 	// 0 not known yet, 1 yes, 2 no. Learned from SELECT VERSION() on the first claim.
 	returning atomic.Int32
+	// liteOld is, on SQLite, whether the last batch claimed was all old (see liteProbe).
+	liteOld atomic.Bool
 }
 
 type stmtKey struct {
