@@ -312,13 +312,14 @@ func (liteDialect) claim(ctx context.Context, k *Keys, tx Execer, scope string, 
 // RETURNING copies every row of its SELECT into a temporary table before inserting any (SQLite runs
 // RETURNING as a trigger, and a trigger makes INSERT … SELECT materialize its rows), then tests each
 // key; a plain SELECT of the keys missing from the table tests them without the copy, and when none
-// is missing, no INSERT runs: 20-30 % less CPU per all-old batch at 1M keys. The missing keys, if
+// is missing, no INSERT runs: 17 % less CPU per all-old batch at 1M keys (docs/benchmarks.md). The missing keys, if
 // any, go through the INSERT … RETURNING q as usual, so which keys are new is decided as before.
 //
 // A no-op write comes first, so the batch takes SQLite's write lock before its first read, as the
 // INSERT did: in a deferred transaction the SELECT would otherwise fix a read snapshot that the
-// INSERT could not write on after another writer's commit (SQLITE_BUSY_SNAPSHOT, where the INSERT
-// alone waits for the lock and then sees the other writer's keys). In a transaction that holds the
+// INSERT could not write on while or after another writer held the lock (SQLITE_BUSY at once, or
+// SQLITE_BUSY_SNAPSHOT, where the INSERT alone waits for the lock and then sees the other writer's
+// keys). In a transaction that holds the
 // lock, keys the SELECT finds stay there until it ends (this transaction is the only writer); out of
 // one (autocommit), a key found was committed when the SELECT ran, and a key committed between the
 // SELECT and the INSERT is skipped by the INSERT and reported old.

@@ -300,8 +300,9 @@ type Item struct {
 // another transaction holds an uncommitted claim of the same key, Claim waits for it to finish, so
 // concurrent claimers of overlapping sets claim their union exactly once.
 //
-// Keys are sent sorted, Options.Batch per statement (one statement per batch; MySQL needs a second
-// query when a batch is partly new). Every key is validated first (ErrInvalidKey, nothing sent).
+// Keys are sent sorted, Options.Batch per statement (one statement per batch; MySQL 8 needs a second
+// query when a batch is partly new; on SQLite a batch after an all-old one first selects its missing
+// keys, and inserts only those). Every key is validated first (ErrInvalidKey, nothing sent).
 // Errors from the database are returned as they are; a deadlock or serialization failure means the
 // caller's transaction must be retried.
 func (k *Keys) Claim(ctx context.Context, tx Execer, scope string, keys ...string) ([]bool, error) {
