@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -343,6 +344,8 @@ func liteProbe(ctx context.Context, k *Keys, tx Execer, q, scope string, chunk, 
 	if len(missing) == 0 {
 		return out, nil
 	}
+	// The SELECT has no ORDER BY: sort the positions so that sub is sorted, as readNew needs.
+	slices.Sort(missing)
 	sub := make([]string, len(missing))
 	var subFPs []string
 	for j, i := range missing {

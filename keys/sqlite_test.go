@@ -87,15 +87,28 @@ func TestSQLiteAfterAllOld(t *testing.T) {
 // claim does, and then finds that key old: the probe takes the write lock before it reads. Had it
 // read first, its snapshot would predate the other commit and the INSERT of the key it found missing
 // would fail (SQLITE_BUSY) instead of waiting.
+//
+// In both journal modes: WAL, and the rollback journal (DELETE), where the lock is RESERVED.
 func TestSQLiteProbeWaitsForWriter(t *testing.T) {
+	for _, mode := range []string{"WAL", "DELETE"} {
+		t.Run(mode, func(t *testing.T) { probeWaitsForWriter(t, mode) })
+	}
+}
+
+func probeWaitsForWriter(t *testing.T, mode string) {
 	path := filepath.Join(t.TempDir(), "app.db")
 	dsn := strings.Replace(keystest.SQLiteDSN(path), "&_txlock=immediate", "", 1)
+	dsn = strings.Replace(dsn, "journal_mode(WAL)", "journal_mode("+mode+")", 1)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	ctx := ctxT(t, time.Minute)
+	var jm string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&jm); err != nil || !strings.EqualFold(jm, mode) {
+		t.Fatalf("journal_mode = %q, %v; want %s", jm, err, mode)
+	}
 	k, err := keys.New(keys.Options{Dialect: keys.SQLite})
 	if err != nil {
 		t.Fatal(err)
