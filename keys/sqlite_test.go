@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,5 +170,81 @@ func probeWaitsForWriter(t *testing.T, mode string) {
 	r := <-done
 	if r.err != nil || !slices.Equal(r.ok, []bool{false, false, true}) {
 		t.Fatalf("claim of a, x, y after the other commit of x = %v, %v; want [false false true]", r.ok, r.err)
+	}
+}
+
+// TestSQLiteProbeConcurrent: claimers of overlapping sets on the probe's path, in deferred
+// transactions (no _txlock=immediate) and out of any transaction (each statement on its own, maybe
+// on another connection of the pool), claim their union exactly once; a rolled-back claim is none.
+func TestSQLiteProbeConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	db, err := sql.Open("sqlite", strings.Replace(keystest.SQLiteDSN(path), "&_txlock=immediate", "", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := ctxT(t, 5*time.Minute)
+	k, err := keys.New(keys.Options{Dialect: keys.SQLite, Batch: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Ensure(ctx, keys.SQL(db)); err != nil {
+		t.Fatal(err)
+	}
+	all := seq("k", 0, 400)
+	var mu sync.Mutex
+	count := map[string]int{}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i+40 <= len(all); i += 13 {
+				set := all[i : i+40]
+				keys.SetSQLiteProbing(k, true)
+				var ok []bool
+				var err error
+				rollback := i%5 == 0
+				if g%2 == 0 && !rollback {
+					ok, err = k.Claim(ctx, keys.SQL(db), "c", set...)
+				} else {
+					var tx *sql.Tx
+					if tx, err = db.BeginTx(ctx, nil); err == nil {
+						if ok, err = k.Claim(ctx, keys.SQL(tx), "c", set...); err == nil && !rollback {
+							err = tx.Commit()
+						} else {
+							_ = tx.Rollback()
+						}
+					}
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if rollback {
+					continue
+				}
+				mu.Lock()
+				for j, b := range ok {
+					if b {
+						count[set[j]]++
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM once_keys WHERE scope = 'c'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(count) {
+		t.Fatalf("table holds %d keys, claims reported %d new", n, len(count))
+	}
+	for key, c := range count {
+		if c != 1 {
+			t.Fatalf("key %s claimed %d times", key, c)
+		}
 	}
 }
