@@ -9,10 +9,10 @@ import (
 
 // oddKeys are valid keys whose JSON needs care: quotes, backslashes, escape look-alikes, the line
 // separators JavaScript minds (U+2028, U+2029), HTML characters encoding/json escapes, non-BMP
-// characters, U+FFFD and a key of MaxKeyLen bytes of quotes.
+// characters, U+FFFD, JSON numbers and literals, and a key of MaxKeyLen bytes of quotes.
 var oddKeys = []string{
 	`"`, `\`, `\"`, `"\`, `\\`, `\u0041`, `\n`, `a"b\c`, "\u2028", "x\u2029y", `<a href="&amp;">`,
-	"😀", "𝄞 clef", "\uFFFD", "é", "e\u0301", " ", "a ", "A", "a", strings.Repeat(`"`, MaxKeyLen),
+	"😀", "𝄞 clef", "\uFFFD", "007", "7", "1e3", "-0", "null", "true", "[]", "é", "e\u0301", " ", "a ", "A", "a", strings.Repeat(`"`, MaxKeyLen),
 	strings.Repeat(`\`, MaxKeyLen-4) + "😀",
 }
 
