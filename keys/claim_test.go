@@ -331,3 +331,52 @@ func TestValidateTableAccepts(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimOddKeys: keys and fingerprints whose JSON needs escaping (or that encoding/json would
+// escape: U+2028, <, &) reach every database byte-exact: new once, then old, also on SQLite's path
+// after an all-old batch (two calls of all-old keys, then a mixed one), and a stored fingerprint
+// reads back as written.
+func TestClaimOddKeys(t *testing.T) {
+	odd := keys.OddKeys()
+	each(t, func(t *testing.T, f *keystest.Fixture) {
+		ctx := ctxT(t, time.Minute)
+		half := odd[:len(odd)/2]
+		if got, err := f.Claim(ctx, "s", half); err != nil || !slices.Equal(got, half) {
+			t.Fatalf("first = %q, %v", got, err)
+		}
+		for range 2 {
+			if got, err := f.Claim(ctx, "s", half); err != nil || len(got) != 0 {
+				t.Fatalf("again = %q, %v", got, err)
+			}
+		}
+		if got, err := f.Claim(ctx, "s", odd); err != nil || !slices.Equal(got, odd[len(odd)/2:]) {
+			t.Fatalf("all = %q, %v; want %q", got, err, odd[len(odd)/2:])
+		}
+		fp := `"\` + "\u2028<&>😀"
+		var items []keys.Item
+		for _, k := range odd[:5] {
+			items = append(items, keys.Item{Key: k, Fingerprint: fp})
+		}
+		for i, want := range []bool{true, false, false} {
+			err := f.InTx(ctx, func(tx keys.Execer) error {
+				ok, err := f.K.ClaimItems(ctx, tx, "fp", items)
+				if err == nil && (len(ok) != len(items) || ok[0] != want || ok[4] != want) {
+					t.Errorf("claim %d = %v, want all %v", i, ok, want)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		items[3].Fingerprint = "other"
+		err := f.InTx(ctx, func(tx keys.Execer) error {
+			_, err := f.K.ClaimItems(ctx, tx, "fp", items)
+			return err
+		})
+		var fe *keys.FingerprintError
+		if !errors.As(err, &fe) || fe.Key != odd[3] || fe.Stored != fp {
+			t.Fatalf("other fingerprint: %v", err)
+		}
+	})
+}

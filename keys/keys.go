@@ -248,6 +248,8 @@ type Keys struct {
 	// returning is, on the MySQL dialect, whether the server is MariaDB (INSERT … RETURNING, 10.5+):
 	// 0 not known yet, 1 yes, 2 no. Learned from SELECT VERSION() on the first claim.
 	returning atomic.Int32
+	// liteOld is, on SQLite, whether the last batch claimed was all old (see liteProbe).
+	liteOld atomic.Bool
 }
 
 type stmtKey struct {
@@ -305,8 +307,9 @@ type Item struct {
 // another transaction holds an uncommitted claim of the same key, Claim waits for it to finish, so
 // concurrent claimers of overlapping sets claim their union exactly once.
 //
-// Keys are sent sorted, Options.Batch per statement (one statement per batch; MySQL needs a second
-// query when a batch is partly new). Every key is validated first (ErrInvalidKey, nothing sent).
+// Keys are sent sorted, Options.Batch per statement (one statement per batch; MySQL 8 needs a second
+// query when a batch is partly new; on SQLite a batch after an all-old one first selects its missing
+// keys, and inserts only those). Every key is validated first (ErrInvalidKey, nothing sent).
 // Errors from the database are returned as they are; a deadlock or serialization failure means the
 // caller's transaction must be retried.
 func (k *Keys) Claim(ctx context.Context, tx Execer, scope string, keys ...string) ([]bool, error) {
