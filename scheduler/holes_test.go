@@ -343,7 +343,10 @@ func TestRollingRestartLeavesTheFollowerItsSlot(t *testing.T) {
 	j.Overlap = "buffer-one"
 	j.TTL = 3 * time.Second
 	sp, _ := j.Spec()
-	c := scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 20 * time.Second}
+	// Polls of 400 ms: the restarted node holds a hole for three polls before it records it
+	// missed, and the follower must have run it by then; at the fleet's usual 100 ms a fresh-clone
+	// run's load delayed the follower past those 300 ms (the slot recorded missed and run).
+	c := scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 20 * time.Second, Poll: 400 * time.Millisecond}
 	ns := []*node{f.start(0, c), f.start(1, c)}
 	var v once.Run
 	select {

@@ -26,7 +26,7 @@ import (
 	"github.com/once-run/once/store"
 )
 
-// TestRealPrometheus: a real Prometheus server scrapes the handler every second; a run made in the
+// TestRealPrometheus: a real Prometheus server scrapes the handler every 3 s; a run made in the
 // store is in its PromQL answers, and so is an attempt left running by a holder that is gone
 // (the gauge OnceHolderGone alerts on).
 func TestRealPrometheus(t *testing.T) {
@@ -57,10 +57,12 @@ func TestRealPrometheus(t *testing.T) {
 	api := startPrometheus(t, bin, strings.TrimPrefix(srv.URL, "http://"))
 
 	// The collector's first scrape counts nothing that was in history before it: run after it.
-	deadline := time.Now().Add(60 * time.Second)
+	// Generous: under a whole suite's -race load on two cores a scrape took longer than its
+	// 1 s timeout for a minute (a fresh-clone run), and Prometheus kept no sample.
+	deadline := time.Now().Add(180 * time.Second)
 	for scrapes.Load() == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("prometheus did not scrape the handler within 60 s")
+			t.Fatal("prometheus did not scrape the handler within 180 s")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -85,14 +87,15 @@ func TestRealPrometheus(t *testing.T) {
 	}
 }
 
-// startPrometheus runs prometheus scraping target every second, on a free loopback port with its
-// data in a temporary directory, and stops it at the end of the test. It returns the API's URL.
+// startPrometheus runs prometheus scraping target every 3 s (a scrape may take seconds under
+// load), on a free loopback port with its data in a temporary directory, and stops it at the end
+// of the test. It returns the API's URL.
 func startPrometheus(t *testing.T, bin, target string) string {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	conf := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"+
-		"  - job_name: once\n    scrape_interval: 1s\n    scrape_timeout: 1s\n    static_configs:\n      - targets: [%q]\n", target)
+	conf := fmt.Sprintf("global:\n  scrape_interval: 3s\n  evaluation_interval: 1s\nscrape_configs:\n"+
+		"  - job_name: once\n    scrape_interval: 3s\n    scrape_timeout: 3s\n    static_configs:\n      - targets: [%q]\n", target)
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
