@@ -1,6 +1,7 @@
 package zk
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -310,27 +311,7 @@ func TestForgetRacesNewDocument(t *testing.T) {
 // or failed attempts (archiveAt), and one failed multi each took the write past its retries.
 func TestEarlierKindMarksExist(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
-	u, err := url.Parse(withPrefix(t) + "&session_timeout=1h") // no pings in the count
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay, err := costs.NewRelay(ctx, u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var multis atomic.Int64
-	relay.Trace = func(b []byte) { // a request: length, xid, opcode (14: multi)
-		if len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == 14 {
-			multis.Add(1)
-		}
-	}
-	t.Cleanup(func() { relay.Close() })
-	u.Host = relay.Addr()
-	s, err := Open(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, multis := multisCounted(ctx, t)
 	k := kv{s}
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	d := &kvstore.Doc{Task: "t", Slot: "s"}
@@ -343,7 +324,7 @@ func TestEarlierKindMarksExist(t *testing.T) {
 	if _, err := k.Save(ctx, d, 0, 0, ""); err != nil { // every mark, those of a kind too: as the build puts them
 		t.Fatal(err)
 	}
-	d, _, _, err = k.Load(ctx, "t", "s")
+	d, _, _, err := k.Load(ctx, "t", "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,27 +360,7 @@ func TestEarlierKindMarksExist(t *testing.T) {
 // second fails at the first directory missing, a third makes them); the next in its L2 bucket, 1.
 func TestKindNewBucketMultis(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
-	u, err := url.Parse(withPrefix(t) + "&session_timeout=1h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay, err := costs.NewRelay(ctx, u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var multis atomic.Int64
-	relay.Trace = func(b []byte) { // a request: length, xid, opcode (14: multi)
-		if len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == 14 {
-			multis.Add(1)
-		}
-	}
-	t.Cleanup(func() { relay.Close() })
-	u.Host = relay.Addr()
-	s, err := Open(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, multis := multisCounted(ctx, t)
 	k := kv{s}
 	l1 := time.UnixMicro(1 << 40 * (time.Now().UnixMicro() >> 40)) // an L1 bucket's start: 12.7 days
 	for i, c := range []struct {
@@ -428,4 +389,32 @@ func TestKindNewBucketMultis(t *testing.T) {
 			}
 		}
 	}
+}
+
+// multisCounted opens the store through a relay that counts the multis sent (a request's opcode
+// 14), with a session long enough that no ping is sent meanwhile.
+func multisCounted(ctx context.Context, t *testing.T) (*Store, *atomic.Int64) {
+	t.Helper()
+	u, err := url.Parse(withPrefix(t) + "&session_timeout=1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := costs.NewRelay(ctx, u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	multis := new(atomic.Int64)
+	relay.Trace = func(b []byte) { // a request: length, xid, opcode (14: multi)
+		if len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == 14 {
+			multis.Add(1)
+		}
+	}
+	t.Cleanup(func() { relay.Close() })
+	u.Host = relay.Addr()
+	s, err := Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, multis
 }
