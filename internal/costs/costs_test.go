@@ -36,7 +36,8 @@ type cost struct{ trips, conns int64 }
 // more; a later one in the same 72 minutes none.
 type budget struct{ open, run, skip, next, busy int64 }
 
-var stores = []struct {
+// storeCase is a store the costs are counted on, with its budget.
+type storeCase struct {
 	name, env string
 	budget    budget
 	// slack is how many round trips a step may take beyond its budget for traffic of the
@@ -60,7 +61,9 @@ var stores = []struct {
 	// first is answered before the second leaves, as one when a loaded server answers late (CI: a
 	// skip of 5 for 6).
 	fewer int64
-}{
+}
+
+var stores = []storeCase{
 	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 7, skip: 7, next: 7, busy: 5}, 0, 0},
 	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 12, skip: 7, next: 12, busy: 4}, 0, 0},
 	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, next: 3, busy: 3}, 1, 0},
@@ -75,12 +78,7 @@ func TestRoundTripsPerRun(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
-			if st.name == "zk" {
-				// The client pings a session idle for a third of its timeout: a long one keeps a
-				// stalled machine's pings out of the count.
-				dsn += "&session_timeout=1h"
-			}
+			dsn := countedDSN(t, st)
 			got := measure(t, dsn)
 			t.Logf("%s: open %d round trips (%d connections), run %d (%d), skip %d (%d), next %d (%d), busy %d (%d)",
 				st.name, got["open"].trips, got["open"].conns, got["run"].trips, got["run"].conns, got["skip"].trips, got["skip"].conns,
@@ -240,4 +238,32 @@ func relayed(tb testing.TB, ctx context.Context, dsn string) (*Relay, string) {
 	tb.Cleanup(func() { relay.Close() })
 	u.Host = relay.Addr()
 	return relay, u.String()
+}
+
+// countedDSN is the DSN of a fresh prefix of st's test server for a count: on ZooKeeper with a
+// session of an hour, since the client pings a session idle for a third of its timeout and a
+// stalled machine's pings would count.
+func countedDSN(t *testing.T, st storeCase) string {
+	t.Helper()
+	dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
+	if st.name == "zk" {
+		dsn += "&session_timeout=1h"
+	}
+	return dsn
+}
+
+// openSeed opens a fresh prefix of st's test server for a count against history: a context of 5
+// minutes, the prefix's DSN (countedDSN) for the counted clients, and a store straight to the
+// server to seed the history with, closed when t ends.
+func openSeed(t *testing.T, st storeCase) (context.Context, string, store.Store) {
+	t.Helper()
+	dsn := countedDSN(t, st)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	seed, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { seed.Close() })
+	return ctx, dsn, seed
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/once-run/once"
 	"github.com/once-run/once/store"
-	"github.com/once-run/once/store/storetest"
 )
 
 // TestRunFlatInHistory holds what a run reads to what it decides: a run of a task with a long
@@ -26,17 +25,7 @@ func TestRunFlatInHistory(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
-			if st.name == "zk" {
-				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			seed, err := store.Open(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer seed.Close()
+			ctx, dsn, seed := openSeed(t, st)
 			l, err := seed.Acquire(ctx, store.AcquireRequest{Task: "long", Holder: "seed:1", RunID: "seed", TTL: 5 * time.Minute})
 			if err != nil {
 				t.Fatal(err)

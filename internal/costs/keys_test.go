@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/once-run/once/store"
-	"github.com/once-run/once/store/storetest"
 )
 
 // lookupBudget is the round trips of a Lookup of one key pending under a run claimant on each
@@ -28,10 +27,7 @@ func TestRoundTripsPerLookup(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
-			if st.name == "zk" {
-				dsn += "&session_timeout=1h"
-			}
+			dsn := countedDSN(t, st)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			relay, via := relayed(t, ctx, dsn)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/once-run/once/store"
-	"github.com/once-run/once/store/storetest"
 )
 
 // TestKindFlat holds a page of one kind of entry (once history --kind, the dashboard's filter of
@@ -27,17 +26,7 @@ func TestKindFlat(t *testing.T) {
 		}
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
-			if st.name == "zk" {
-				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			seed, err := store.Open(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer seed.Close()
+			ctx, dsn, seed := openSeed(t, st)
 			for i := range 2 {
 				if err := seed.Record(ctx, store.Event{Task: "long", Slot: fmt.Sprintf("b%d", i), Kind: store.Busy, Holder: "other"}); err != nil {
 					t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/once-run/once/store"
-	"github.com/once-run/once/store/storetest"
 )
 
 // TestMissedFlat holds once status's read of the newest missed events (a kind filter across every
@@ -23,17 +22,7 @@ func TestMissedFlat(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
-			if st.name == "zk" {
-				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			seed, err := store.Open(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer seed.Close()
+			ctx, dsn, seed := openSeed(t, st)
 			seedSlots(t, ctx, seed, "long", 0, small)
 			status := store.HistoryQuery{Kind: store.Missed, Limit: 20}
 			long := store.HistoryQuery{Task: "long", Kind: store.Missed, Limit: 20}

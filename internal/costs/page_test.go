@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/once-run/once/store"
-	"github.com/once-run/once/store/storetest"
 )
 
 // TestHistoryPageFlat holds a page of history to the page: on the key-value stores a page of 20
@@ -22,17 +21,7 @@ func TestHistoryPageFlat(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
-			if st.name == "zk" {
-				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			seed, err := store.Open(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer seed.Close()
+			ctx, dsn, seed := openSeed(t, st)
 			seedSlots(t, ctx, seed, "other", 0, 30)
 			seedSlots(t, ctx, seed, "long", 0, small)
 			q := store.HistoryQuery{Task: "long", Limit: 20}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/once-run/once/store"
-	"github.com/once-run/once/store/storetest"
 )
 
 // TestRetainFlat holds once run --retain on the key-value stores (store.Retainer) to what crossed the
@@ -25,17 +24,7 @@ func TestRetainFlat(t *testing.T) {
 		}
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
-			if st.name == "zk" {
-				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			seed, err := store.Open(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer seed.Close()
+			ctx, dsn, seed := openSeed(t, st)
 			seedSlots(t, ctx, seed, "long", 0, small)
 			if _, err := seed.History(ctx, store.HistoryQuery{Limit: 1}); err != nil { // builds nothing: warms the indexes
 				t.Fatal(err)

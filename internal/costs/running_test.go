@@ -82,10 +82,7 @@ func TestReadRunningFlatInGone(t *testing.T) {
 			defer cancel()
 			var trips [2]int64
 			for i, n := range []int{1, 50} {
-				dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
-				if st.name == "zk" {
-					dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
-				}
+				dsn := countedDSN(t, st)
 				seedGone(t, ctx, dsn, 50, n)
 				trips[i] = readRunningCost(t, ctx, dsn, n)
 			}
