@@ -26,27 +26,7 @@ import (
 // each in a second of their own (a job due every minute).
 func TestArchiveMarksRoundTrips(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
-	u, err := url.Parse(withPrefix(t) + "&session_timeout=1h") // no pings in the count
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay, err := costs.NewRelay(ctx, u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var multis atomic.Int64
-	relay.Trace = func(b []byte) { // a request: length, xid, opcode (14: multi); a multi waits for its answer
-		if len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == 14 {
-			multis.Add(1)
-		}
-	}
-	t.Cleanup(func() { relay.Close() })
-	u.Host = relay.Addr()
-	s, err := Open(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, relay, multis := multisCounted(ctx, t)
 	k := kv{s}
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	var attempts []store.Attempt
@@ -153,21 +133,7 @@ func TestForgetDropsBuckets(t *testing.T) {
 // requests count unevenly): 9 measured, 40 one after the other.
 func TestOlderDocMarksRoundTrips(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
-	u, err := url.Parse(withPrefix(t) + "&session_timeout=1h") // no pings in the count
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay, err := costs.NewRelay(ctx, u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { relay.Close() })
-	u.Host = relay.Addr()
-	s, err := Open(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, relay := relayed(ctx, t, nil)
 	k := kv{s}
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	var attempts []store.Attempt
@@ -210,21 +176,7 @@ func TestOlderDocMarksRoundTrips(t *testing.T) {
 // microsecond, are those and in the order of the read of every document.
 func TestPageAcrossTasks(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
-	u, err := url.Parse(withPrefix(t) + "&session_timeout=1h") // no pings in the count
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay, err := costs.NewRelay(ctx, u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { relay.Close() })
-	u.Host = relay.Addr()
-	s, err := Open(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, relay := relayed(ctx, t, nil)
 	k := kv{s}
 	at := time.Now().Add(-time.Hour)
 	for i := range 24 {
@@ -311,7 +263,7 @@ func TestForgetRacesNewDocument(t *testing.T) {
 // or failed attempts (archiveAt), and one failed multi each took the write past its retries.
 func TestEarlierKindMarksExist(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
-	s, multis := multisCounted(ctx, t)
+	s, _, multis := multisCounted(ctx, t)
 	k := kv{s}
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	d := &kvstore.Doc{Task: "t", Slot: "s"}
@@ -360,7 +312,7 @@ func TestEarlierKindMarksExist(t *testing.T) {
 // second fails at the first directory missing, a third makes them); the next in its L2 bucket, 1.
 func TestKindNewBucketMultis(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
-	s, multis := multisCounted(ctx, t)
+	s, _, multis := multisCounted(ctx, t)
 	k := kv{s}
 	l1 := time.UnixMicro(1 << 40 * (time.Now().UnixMicro() >> 40)) // an L1 bucket's start: 12.7 days
 	for i, c := range []struct {
@@ -391,9 +343,9 @@ func TestKindNewBucketMultis(t *testing.T) {
 	}
 }
 
-// multisCounted opens the store through a relay that counts the multis sent (a request's opcode
-// 14), with a session long enough that no ping is sent meanwhile.
-func multisCounted(ctx context.Context, t *testing.T) (*Store, *atomic.Int64) {
+// relayed opens a store on a fresh prefix through a relay that counts its round trips (a session
+// of an hour: no pings in the count), trace (if not nil) seeing each request; both close when t ends.
+func relayed(ctx context.Context, t *testing.T, trace func([]byte)) (*Store, *costs.Relay) {
 	t.Helper()
 	u, err := url.Parse(withPrefix(t) + "&session_timeout=1h")
 	if err != nil {
@@ -403,12 +355,7 @@ func multisCounted(ctx context.Context, t *testing.T) (*Store, *atomic.Int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	multis := new(atomic.Int64)
-	relay.Trace = func(b []byte) { // a request: length, xid, opcode (14: multi)
-		if len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == 14 {
-			multis.Add(1)
-		}
-	}
+	relay.Trace = trace
 	t.Cleanup(func() { relay.Close() })
 	u.Host = relay.Addr()
 	s, err := Open(ctx, u.String())
@@ -416,5 +363,17 @@ func multisCounted(ctx context.Context, t *testing.T) (*Store, *atomic.Int64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, multis
+	return s, relay
+}
+
+// multisCounted is relayed with a count of the multis sent (a multi waits for its answer).
+func multisCounted(ctx context.Context, t *testing.T) (*Store, *costs.Relay, *atomic.Int64) {
+	t.Helper()
+	multis := new(atomic.Int64)
+	s, relay := relayed(ctx, t, func(b []byte) { // a request: length, xid, opcode (14: multi)
+		if len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == 14 {
+			multis.Add(1)
+		}
+	})
+	return s, relay, multis
 }
