@@ -68,27 +68,9 @@ func TestLastSuccess(t *testing.T) {
 // A task whose newest store.SuccessScan attempts all failed: its older ones are not read, so its
 // last success is not known, and the row says so (the page and the API) rather than "never".
 func TestLastSuccessNotKnown(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "once.db")
-	s, err := store.Open(t.Context(), "sqlite://"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	sd := &seeded{t: t, s: s}
-	ok := sd.run("d", "s0", "h", store.Succeeded)
+	_, sd, ok, db := succeededRaw(t)
 	// The failures since, written straight into the ledger (a thousand runs take a minute).
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	from := ok.EndedAt.UnixMicro() + 1000
-	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
-		INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at)
-		SELECT 'd', 'f' || i, 1, 'r' || i, 'failed', 'h', 1, ?2 + i * 1000, ?2 + i * 1000 + 500 FROM n`,
-		store.SuccessScan, from); err != nil {
-		t.Fatal(err)
-	}
+	insertFailures(t, db, store.SuccessScan, ok.EndedAt.UnixMicro()+1000)
 	srv, ts := sd.server("")
 	row, err := srv.taskRow(t.Context(), "d", false)
 	if err != nil {
@@ -113,25 +95,8 @@ func TestLastSuccessNotKnown(t *testing.T) {
 // A history page filtered by an attempt state reads at most maxScan entries of the task: past more
 // failures than that, the page of kind=succeeded is empty with a Next, and the next page has it.
 func TestHistoryKindReadsAPage(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "once.db")
-	s, err := store.Open(t.Context(), "sqlite://"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	sd := &seeded{t: t, s: s}
-	ok := sd.run("d", "s0", "h", store.Succeeded)
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
-		INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at)
-		SELECT 'd', 'f' || i, 1, 'r' || i, 'failed', 'h', 1, ?2 + i * 1000, ?2 + i * 1000 + 500 FROM n`,
-		maxScan, ok.EndedAt.UnixMicro()+1000); err != nil {
-		t.Fatal(err)
-	}
+	_, sd, ok, db := succeededRaw(t)
+	insertFailures(t, db, maxScan, ok.EndedAt.UnixMicro()+1000)
 	srv, _ := sd.server("")
 	f := HistoryFilter{HistoryQuery: store.HistoryQuery{Task: "d", Kind: store.Succeeded, Limit: 1}}
 	p, err := srv.history(t.Context(), f)
@@ -152,19 +117,7 @@ type historyOnly struct{ store.Store }
 // (a slot skipped every minute for days) has no attempt among them: its last success is not
 // known, and its row says so, not "never" (no_success_in is 0 there).
 func TestLastSuccessNotKnownBehindEvents(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "once.db")
-	s, err := store.Open(t.Context(), "sqlite://"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	sd := &seeded{t: t, s: s}
-	ok := sd.run("d", "s0", "h", store.Succeeded)
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, sd, ok, db := succeededRaw(t)
 	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
 		INSERT INTO events (task, slot, kind, run_id, holder, token, attempt, at, note)
 		SELECT 'd', 's0', 'skipped', 'k' || i, 'h', 0, 0, ?2 + i * 1000, '' FROM n`,
@@ -194,5 +147,38 @@ func TestLastSuccessNotKnownBehindEvents(t *testing.T) {
 	own, _ := sd.server("")
 	if row, err = own.taskRow(t.Context(), "d", false); err != nil || row.LastSuccess == nil || row.LastSuccessUnknown {
 		t.Fatalf("through SuccessFinder: %+v, %v", row, err)
+	}
+}
+
+// succeededRaw opens a SQLite ledger in which task d's slot s0 succeeded, and returns the store,
+// its seeder, that attempt, and the ledger's file opened as a plain database, to write history
+// straight into (a thousand runs take a minute), closed when t ends.
+func succeededRaw(t *testing.T) (store.Store, *seeded, store.Attempt, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "once.db")
+	s, err := store.Open(t.Context(), "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	sd := &seeded{t: t, s: s}
+	ok := sd.run("d", "s0", "h", store.Succeeded)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return s, sd, ok, db
+}
+
+// insertFailures writes n failed attempts of task d (slots f1…fn) into db, a millisecond apart
+// from the microsecond from.
+func insertFailures(t *testing.T, db *sql.DB, n int, from int64) {
+	t.Helper()
+	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+		INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at)
+		SELECT 'd', 'f' || i, 1, 'r' || i, 'failed', 'h', 1, ?2 + i * 1000, ?2 + i * 1000 + 500 FROM n`,
+		n, from); err != nil {
+		t.Fatal(err)
 	}
 }
