@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,6 +63,22 @@ func BenchmarkLastSuccess(b *testing.B, s *sqlstore.Store, task string, failures
 			}
 		}
 	})
+}
+
+// BenchmarkSeededLastSuccess seeds task "flaky" of s with ONCE_BENCH_FAILURES failures after its
+// success (20,000 by default), has the server update the attempts table's statistics (analyze:
+// the statement before the table's name, "ANALYZE" or "ANALYZE TABLE") and runs
+// BenchmarkLastSuccess on it.
+func BenchmarkSeededLastSuccess(b *testing.B, s *sqlstore.Store, analyze string) {
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("ONCE_BENCH_FAILURES")); err == nil && v >= 0 {
+		n = v
+	}
+	SeedFailing(b, s, "flaky", n)
+	if _, err := s.DB.ExecContext(b.Context(), analyze+" "+s.Prefix+"attempts"); err != nil {
+		b.Fatal(err)
+	}
+	BenchmarkLastSuccess(b, s, "flaky", n)
 }
 
 // LastSuccessAgrees writes randomised histories straight into s's tables (every state, running
