@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"unicode"
 )
 
 // Opener opens a store for a DSN whose scheme it was registered for. It returns errors wrapping
@@ -76,7 +75,8 @@ func Schemes() []string {
 
 // Scheme returns the scheme of a DSN ("sqlite" for "sqlite:./x.db"), lower-cased.
 //
-// A DSN that starts or ends with whitespace, or has some just before its '?', is refused: the space
+// A DSN that starts or ends with whitespace or an invisible character (a BOM, a zero-width space),
+// or has one just before its '?', is refused: the space
 // would be part of the last value (a SQLite file "once.db " is another ledger, where every slot
 // already done runs again; "postgres://h/db " another database). It comes from a crontab line or
 // a unit's Environment= with a trailing space, or a template, and is never meant.
@@ -129,16 +129,17 @@ func openWith(ctx context.Context, dsn string, reader bool) (Store, error) {
 	return open(ctx, dsn)
 }
 
-// edgeSpace refuses whitespace at either end of dsn or just before its query (Scheme).
+// edgeSpace refuses whitespace or an invisible character (a BOM, a zero-width space: Unicode Cf,
+// invisibleEdge) at either end of dsn or just before its query (Scheme).
 func edgeSpace(dsn string) error {
 	base, _, hasQuery := strings.Cut(dsn, "?")
 	switch {
-	case strings.TrimLeftFunc(dsn, unicode.IsSpace) != dsn:
-		return fmt.Errorf("%w: %q starts with whitespace: remove it (a stray space in the crontab line or unit?)", ErrBadDSN, Redact(dsn))
-	case strings.TrimRightFunc(dsn, unicode.IsSpace) != dsn:
-		return fmt.Errorf("%w: %q ends with whitespace, which would be part of it (a SQLite file \"once.db \" is another ledger): remove it (a stray space in the crontab line or unit?; if a ledger was kept under the name with the space, rename it first; a space that belongs to a value is written %%20)", ErrBadDSN, Redact(dsn))
-	case hasQuery && strings.TrimRightFunc(base, unicode.IsSpace) != base:
-		return fmt.Errorf("%w: %q has whitespace before '?', which would be part of the path or database name: remove it", ErrBadDSN, Redact(dsn))
+	case strings.TrimLeftFunc(dsn, invisibleEdge) != dsn:
+		return fmt.Errorf("%w: %q starts with whitespace or an invisible character: remove it (a stray space in the crontab line or unit, a byte-order mark from an editor?)", ErrBadDSN, Redact(dsn))
+	case strings.TrimRightFunc(dsn, invisibleEdge) != dsn:
+		return fmt.Errorf("%w: %q ends with whitespace or an invisible character, which would be part of it (a SQLite file \"once.db \" is another ledger): remove it (a stray space in the crontab line or unit?; if a ledger was kept under the name with the space, rename it first; a space that belongs to a value is written %%20)", ErrBadDSN, Redact(dsn))
+	case hasQuery && strings.TrimRightFunc(base, invisibleEdge) != base:
+		return fmt.Errorf("%w: %q has whitespace or an invisible character before '?', which would be part of the path or database name: remove it", ErrBadDSN, Redact(dsn))
 	}
 	return nil
 }

@@ -139,9 +139,10 @@ func FuzzRedactAny(f *testing.F) {
 	})
 }
 
-// TestSchemeEdgeSpace: whitespace at a DSN's ends or just before its query is refused (it would be
-// part of a file's or database's name: another ledger), without the password; a space inside a
-// path or a value is not.
+// TestSchemeEdgeSpace: whitespace or an invisible character (a BOM an editor saved, a zero-width
+// space pasted from a page) at a DSN's ends or just before its query is refused (it would be part
+// of a file's or database's name: another ledger), without the password; a space inside a path or
+// a value is not.
 func TestSchemeEdgeSpace(t *testing.T) {
 	for _, dsn := range []string{"sqlite:///my dir/once.db", "sqlite:///my dir/once.db?busy_timeout=5s",
 		"postgres://u:pa%20ss@h/db?application_name=night job", "redis://:pa%20ss@h:6379/0?prefix=a b",
@@ -151,7 +152,9 @@ func TestSchemeEdgeSpace(t *testing.T) {
 		}
 	}
 	for _, dsn := range []string{"sqlite:///srv/once.db ", " sqlite:///srv/once.db", "sqlite:///srv/once.db\n",
-		"sqlite:///srv/once.db ?busy_timeout=5s", "postgres://u:s3cr3t@h/db\u00a0", "postgres://u:s3cr3t@h/db\t?sslmode=require"} {
+		"sqlite:///srv/once.db ?busy_timeout=5s", "postgres://u:s3cr3t@h/db\u00a0", "postgres://u:s3cr3t@h/db\t?sslmode=require",
+		"\ufeffsqlite:///srv/once.db", "sqlite:///srv/once.db\ufeff", "postgres://u:s3cr3t@h/db\u200b",
+		"sqlite:///srv/once.db\u200d?busy_timeout=5s"} {
 		_, err := store.Scheme(dsn)
 		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), "whitespace") || strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("Scheme(%q) = %v, want ErrBadDSN naming the whitespace, without the password", dsn, err)
