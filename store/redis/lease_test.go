@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
 )
@@ -120,5 +122,105 @@ func TestReleaseOtherForms(t *testing.T) {
 	}
 	if err := s.Release(ctx, l); !errors.Is(err, ErrLedgerLost) {
 		t.Fatalf("release under another epoch: %v, want ErrLedgerLost", err)
+	}
+}
+
+// The exclusive acquire and the renewal of the once before the lease value carried the epoch
+// (928171c), as its scripts were: an older once beside this one on the same keys.
+const (
+	olderGrant = `
+local function grant(n, cur)
+  if n == 0 then redis.call('HSET', KEYS[1], 'e', ARGV[1], 'r', '1') end
+  n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+  local t = now()
+  local ttl = tonumber(ARGV[5])
+  local v = cjson.encode({t = string.format('%d', n), h = ARGV[3], r = ARGV[4],
+    a = string.format('%d', t), x = string.format('%d', t + ttl * 1000)})
+  if cur then
+    redis.call('SET', KEYS[2], v, 'PX', ttl)
+  else
+    redis.call('SET', KEYS[2], v, 'NX', 'PX', ttl)
+  end
+  redis.call('DEL', KEYS[4])
+  return n, t
+end
+`
+	olderAcquire = `
+local n = check()
+if type(n) == 'table' then return n end
+local cur = redis.call('GET', KEYS[2])
+if cur then
+  local c = cjson.decode(cur)
+  if tonumber(c.t) > n then return redis.error_reply('LOST') end
+  return {'BUSY', cur}
+end
+local t
+n, t = grant(n, cur)
+return {'OK', n, t}
+`
+	olderRenew = `
+local n = check()
+if type(n) == 'table' then return n end
+local cur = redis.call('GET', KEYS[2])
+if not cur then return {'NOTHELD'} end
+local c = cjson.decode(cur)
+if c.h ~= ARGV[3] or c.t ~= ARGV[4] or c.l then return {'NOTHELD'} end
+local ttl = tonumber(ARGV[5])
+c.x = string.format('%d', now() + ttl * 1000)
+local v = cjson.encode(c)
+redis.call('SET', KEYS[2], v, 'XX', 'PX', ttl)
+return {'OK', v}
+`
+)
+
+// TestOlderOnceBeside: grants of an older once (its value without the epoch, in cjson's order) are
+// busy to this one, and renewed and released by it; this once's grants are busy to the older
+// one, and still released by this one after the older renewed them (its form then: cjson's).
+func TestOlderOnceBeside(t *testing.T) {
+	s := openT(t, storetest.WithPrefix(t, serverDSN(t)))
+	ctx := ctxT(t, time.Minute)
+	acquire, renew := goredis.NewScript(check+olderGrant+olderAcquire), goredis.NewScript(check+olderRenew)
+	older := func(holder string) ([]any, error) {
+		return acquire.Run(ctx, s.c, s.taskKeys("job"), s.epoch, 0, holder, "run-"+holder, 60000, "0").Slice()
+	}
+	r, err := older("old")
+	if err != nil || len(r) != 3 || r[0] != "OK" {
+		t.Fatalf("older acquire: %v, %v", r, err)
+	}
+	l := store.Lease{Task: "job", Holder: "old", RunID: "run-old", Token: r[1].(int64),
+		Acquired: time.UnixMicro(r[2].(int64)), Expires: time.UnixMicro(r[2].(int64) + 60000*1000)}
+	if _, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "new", RunID: "run-new", TTL: time.Minute}); !errors.Is(err, store.ErrBusy) {
+		t.Fatalf("acquire over an older once's grant: %v", err)
+	}
+	if l, err = s.Renew(ctx, l, time.Minute); err != nil {
+		t.Fatalf("renew of an older once's grant: %v", err)
+	}
+	if err := s.Release(ctx, l); err != nil {
+		t.Fatalf("release of an older once's grant: %v", err)
+	}
+	n, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "new", RunID: "run-new", TTL: time.Minute})
+	if err != nil || n.Token != l.Token+1 {
+		t.Fatalf("acquire after the older grant: %+v, %v", n, err)
+	}
+	if r, err := older("old2"); err != nil || len(r) != 2 || r[0] != "BUSY" {
+		t.Fatalf("older acquire over this once's grant: %v, %v", r, err)
+	} else if b, err := decodeLease("job", r[1]); err != nil || b.Token != n.Token || b.Holder != "new" {
+		t.Fatalf("the busy value as an older once decodes it: %+v, %v", b, err)
+	}
+	// Only a grant's holder renews it, so an older once never renews this one's grant: this checks
+	// that a value in cjson's form, as an older renewal writes it, releases too.
+	rr, err := renew.Run(ctx, s.c, s.taskKeys("job"), s.epoch, n.Token, "new", strconv.FormatInt(n.Token, 10), 60000).Slice()
+	if err != nil || rr[0] != "OK" {
+		t.Fatalf("older renew of this once's grant: %v, %v", rr, err)
+	}
+	renewed, err := decodeLease("job", rr[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, renewed); err != nil {
+		t.Fatalf("release of this once's grant in cjson's form: %v", err)
+	}
+	if ex := s.c.Exists(ctx, s.tkey("job", "lease")).Val(); ex != 0 {
+		t.Fatal("the lease key outlived the release")
 	}
 }
