@@ -29,7 +29,9 @@ var (
 // document, KEYS[6] the task's running index. Returns {'BUSY', value}, or {'OK', token, acquired
 // µs, whether the running index is built, how many slots it lists, the document's version, the
 // document}.
-var startScript = lazyScript(check + grant + `
+var startScript = lazyScript(check + grant + startLua)
+
+const startLua = `
 local n = check()
 if type(n) == 'table' then return n end
 local cur, _, t = take(n)
@@ -40,7 +42,7 @@ end
 n = bump(n)
 local d = redis.call('HMGET', KEYS[5], 'v', 'd')
 return {'OK', n, t, redis.call('HGET', KEYS[1], 'r') or false, redis.call('SCARD', KEYS[6]), d[1] or false, d[2] or false}
-`)
+`
 
 // saveRelease: write's KEYS and ARGV, ARGV[4] the token, ARGV[9] the holder. The document is
 // written and the exclusive grant released together, or neither: the token must be the counter

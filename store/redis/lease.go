@@ -58,7 +58,9 @@ end
 // the caller knows the rest of the grant (holder, run id, expiry = acquired + ttl), so the value
 // it would decode is not sent back. A replaced value that summarises seats comes with the tokens
 // of the live seats the grant ends (store.Replacement).
-var acquireScript = lazyScript(check + grant + `
+var acquireScript = lazyScript(check + grant + acquireLua)
+
+const acquireLua = `
 local n = check()
 if type(n) == 'table' then return n end
 local cur, v, t, ttl = take(n)
@@ -81,7 +83,7 @@ n = bump(n)
 if seats then return {'OK', n, t, cur, seats} end
 if cur then return {'OK', n, t, cur} end
 return {'OK', n, t}
-`)
+`
 
 // renew: ARGV[3] holder, ARGV[4] token, ARGV[5] ttl in ms, ARGV[6] the value the client holds
 // (grantValue), ARGV[7] and ARGV[8] what comes before and after its expiry. That value is renewed

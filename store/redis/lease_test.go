@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,5 +223,132 @@ func TestOlderOnceBeside(t *testing.T) {
 	}
 	if ex := s.c.Exists(ctx, s.tkey("job", "lease")).Val(); ex != 0 {
 		t.Fatal("the lease key outlived the release")
+	}
+}
+
+// TestGrantBeforeRedis7: before Redis 7.0, SET with NX and GET is a syntax error, and grant's take
+// falls back to a GET and a SET. Simulated by an option no Redis accepts beside NX (XX): a free
+// acquire grants as the one SET does, a busy one (acquire and start) writes nothing and answers the
+// live value, a replace takes over. An error the fallback cannot mend (WRONGTYPE: the pcall catches
+// it too) fails the acquire, the fallback's or the real one, and the counter does not move.
+func TestGrantBeforeRedis7(t *testing.T) {
+	s := openT(t, storetest.WithPrefix(t, serverDSN(t)))
+	ctx := ctxT(t, time.Minute)
+	older := strings.Replace(grant, "'NX', 'GET'", "'NX', 'XX', 'GET'", 1)
+	if older == grant {
+		t.Fatal("grant has no SET NX GET")
+	}
+	acquire, start := goredis.NewScript(check+older+acquireLua), goredis.NewScript(check+older+startLua)
+	run := func(sc *goredis.Script, req store.AcquireRequest, replace string) store.Lease {
+		t.Helper()
+		keys := s.taskKeys(req.Task)
+		if sc == start {
+			keys = append(keys, s.tkey(req.Task, "d:slot"), s.tkey(req.Task, "running"))
+		}
+		r, err := sc.Run(ctx, s.c, keys, s.grantArgs(req, replace)...).Slice()
+		if err != nil {
+			t.Fatalf("%s: %v", req.Holder, err)
+		}
+		l, err := s.granted(req, r, 0)
+		if err != nil && !errors.Is(err, store.ErrBusy) {
+			t.Fatalf("%s: %v", req.Holder, err)
+		}
+		return l
+	}
+	value := func() string { return s.c.Get(ctx, s.tkey("job", "lease")).Val() }
+	counter := func() string { return s.c.HGet(ctx, s.tkey("job", "fence"), "n").Val() }
+	want := func(l store.Lease) string {
+		before, after := s.grantValue(l)
+		return before + strconv.FormatInt(l.Expires.UnixMicro(), 10) + after
+	}
+	a := run(acquire, store.AcquireRequest{Task: "job", Holder: `a"/\`, RunID: "ra", TTL: time.Minute}, "0")
+	if a.Token != 1 || value() != want(a) || counter() != "1" {
+		t.Fatalf("free acquire: %+v, value %s, counter %s", a, value(), counter())
+	}
+	for _, sc := range []*goredis.Script{acquire, start} {
+		if b := run(sc, store.AcquireRequest{Task: "job", Holder: "b", RunID: "rb", TTL: time.Minute}, "0"); b.Token != 0 || value() != want(a) || counter() != "1" {
+			t.Fatalf("busy acquire: %+v, value %s, counter %s", b, value(), counter())
+		}
+	}
+	c := run(acquire, store.AcquireRequest{Task: "job", Holder: "c", RunID: "rc", TTL: time.Minute}, "1")
+	if c.Token != 2 || value() != want(c) || counter() != "2" {
+		t.Fatalf("replace: %+v, value %s, counter %s", c, value(), counter())
+	}
+	if err := s.Release(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if d := run(start, store.AcquireRequest{Task: "job", Holder: "d", RunID: "rd", TTL: time.Minute}, "0"); d.Token != 3 || value() != want(d) {
+		t.Fatalf("start: %+v, value %s", d, value())
+	}
+	s.c.Del(ctx, s.tkey("job", "lease"))
+	s.c.HSet(ctx, s.tkey("job", "lease"), "not", "a string")
+	req := store.AcquireRequest{Task: "job", Holder: "e", RunID: "re", TTL: time.Minute}
+	if _, err := acquire.Run(ctx, s.c, s.taskKeys("job"), s.grantArgs(req, "0")...).Slice(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("the fallback's acquire over a hash: %v, want WRONGTYPE", err)
+	}
+	if _, err := s.Acquire(ctx, req); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("acquire over a hash: %v, want WRONGTYPE", err)
+	}
+	if counter() != "3" || s.c.Type(ctx, s.tkey("job", "lease")).Val() != "hash" {
+		t.Fatalf("after the failed acquires: counter %s, lease key a %s", counter(), s.c.Type(ctx, s.tkey("job", "lease")).Val())
+	}
+}
+
+// TestOddHoldersAcrossForms: holders and run ids of every byte (control characters, '"', '\', '/',
+// DEL, bytes above 0x7f, invalid UTF-8, NUL) are written by jsonString so that cjson reads them back
+// byte for byte: an older once's renewal, which compares cjson's decoding with the raw holder,
+// renews this once's grant; and this once's release then finds the grant, in cjson's form, by
+// decoding it (releaseScript).
+func TestOddHoldersAcrossForms(t *testing.T) {
+	s := openT(t, storetest.WithPrefix(t, serverDSN(t)))
+	ctx := ctxT(t, time.Minute)
+	every := make([]byte, 256)
+	for i := range every {
+		every[i] = byte(i)
+	}
+	renew := goredis.NewScript(check + olderRenew)
+	for i, h := range []string{string(every), "\xff\xfe", "\xc3", "\u2028\u2029", "a\x00b", `\u0041`, "😀", ""} {
+		task := "odd" + strconv.Itoa(i)
+		l, err := s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: h + "h", RunID: h, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rr, err := renew.Run(ctx, s.c, s.taskKeys(task), s.epoch, l.Token, l.Holder, strconv.FormatInt(l.Token, 10), 60000).Slice()
+		if err != nil || rr[0] != "OK" {
+			t.Fatalf("holder %q: an older once's renewal of this once's grant: %v, %v", h, rr, err)
+		}
+		if err := s.Release(ctx, l); err != nil {
+			t.Fatalf("holder %q: release of the grant in cjson's form: %v", h, err)
+		}
+		if n := s.c.Exists(ctx, s.tkey(task, "lease")).Val(); n != 0 {
+			t.Fatalf("holder %q: the lease key outlived the release", h)
+		}
+	}
+}
+
+// TestStaleGrantSameHolder: a grant that expired, then taken again by the same holder and run id,
+// is not released by the first grant's release (its value names the token and the acquire time):
+// ErrNotHeld, and the second grant stays.
+func TestStaleGrantSameHolder(t *testing.T) {
+	s := openT(t, storetest.WithPrefix(t, serverDSN(t)))
+	ctx := ctxT(t, time.Minute)
+	req := store.AcquireRequest{Task: "job", Holder: "h", RunID: "r", TTL: time.Millisecond}
+	first, err := s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s.c.Exists(ctx, s.tkey("job", "lease")).Val() != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	req.TTL = time.Minute
+	second, err := s.Acquire(ctx, req)
+	if err != nil || second.Token != first.Token+1 {
+		t.Fatalf("second grant: %+v, %v", second, err)
+	}
+	if err := s.Release(ctx, first); !errors.Is(err, store.ErrNotHeld) {
+		t.Fatalf("release of the expired first grant: %v, want ErrNotHeld", err)
+	}
+	if err := s.Release(ctx, second); err != nil {
+		t.Fatalf("release of the second grant: %v", err)
 	}
 }
