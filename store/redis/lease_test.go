@@ -352,3 +352,23 @@ func TestStaleGrantSameHolder(t *testing.T) {
 		t.Fatalf("release of the second grant: %v", err)
 	}
 }
+
+// TestReleaseAfterScriptFlush: the release's value compare is sent whole when the server lost its
+// script cache (NOSCRIPT), and still releases in one go.
+func TestReleaseAfterScriptFlush(t *testing.T) {
+	s := openT(t, storetest.WithPrefix(t, serverDSN(t)))
+	ctx := ctxT(t, time.Minute)
+	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "h", RunID: "r", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, l); err != nil {
+		t.Fatalf("release after SCRIPT FLUSH: %v", err)
+	}
+	if n := s.c.Exists(ctx, s.tkey("job", "lease")).Val(); n != 0 {
+		t.Fatal("the lease key outlived the release")
+	}
+}
