@@ -29,19 +29,20 @@ var (
 // document, KEYS[6] the task's running index. Returns {'BUSY', value}, or {'OK', token, acquired
 // µs, whether the running index is built, how many slots it lists, the document's version, the
 // document}.
-var startScript = lazyScript(check + grant + `
+var startScript = lazyScript(check + grant + startLua)
+
+const startLua = `
 local n = check()
 if type(n) == 'table' then return n end
-local cur = redis.call('GET', KEYS[2])
+local cur, _, t = take(n)
 if cur then
   if tonumber(cjson.decode(cur).t) > n then return redis.error_reply('LOST') end
   return {'BUSY', cur}
 end
-local t
-n, t = grant(n, nil)
+n = bump(n)
 local d = redis.call('HMGET', KEYS[5], 'v', 'd')
 return {'OK', n, t, redis.call('HGET', KEYS[1], 'r') or false, redis.call('SCARD', KEYS[6]), d[1] or false, d[2] or false}
-`)
+`
 
 // saveRelease: write's KEYS and ARGV, ARGV[4] the token, ARGV[9] the holder. The document is
 // written and the exclusive grant released together, or neither: the token must be the counter
@@ -75,7 +76,7 @@ func (k kv) AcquireRead(ctx context.Context, req store.AcquireRequest, slot stri
 		return store.Lease{}, kvstore.Snapshot{}, err
 	}
 	keys := append(s.taskKeys(req.Task), s.tkey(req.Task, "d:"+slot), s.tkey(req.Task, "running"))
-	args := []any{s.epoch, s.seen(req.Task), req.Holder, req.RunID, ttlMillis(req.TTL)}
+	args := s.grantArgs(req, "0")
 	res, unacked, err := s.sendAcquire(ctx, startScript(), req.Task, keys, args)
 	if res == nil {
 		return store.Lease{}, kvstore.Snapshot{}, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,28 +16,40 @@ import (
 	"github.com/once-run/once/store"
 )
 
-// grant is the body shared by the exclusive acquire scripts: it takes the lease over counter n
-// (replacing cur, a live grant, when it is not nil) and returns the new token and Redis's time in
-// µs. ARGV[3] holder, ARGV[4] run id, ARGV[5] ttl in ms. The epoch is written with a new counter
-// only (check() has just seen an existing one carry it), and with it the mark that the task's
-// running index is built ('r': a new counter has no attempt to index). Live seats keep the lease
-// key set (their summary, seats.go), so the exclusive grant is busy while any is live; a grant
-// deletes the seats, which ends their fence.
+// grant is the body shared by the exclusive acquire scripts. ARGV[3] holder and ARGV[4] run id
+// as JSON strings (jsonString), ARGV[5] ttl in ms, ARGV[7] the prefix epoch as a JSON string.
+// take(n) sets the lease key, if it is free, to the grant of token n + 1 over counter n (check()'s)
+// by Redis's clock: one SET NX GET answers whether it was free and, when not, with what (before
+// Redis 7.0, NX with GET is a syntax error, and a GET and a SET do it). It returns the live value
+// (nothing was written) or false, and the value, its time in µs and the ttl. bump(n) then moves
+// the counter to the new token: the epoch is written with a new counter only (check() has just
+// seen an existing one carry it), and with it the mark that the task's running index is built
+// ('r': a new counter has no attempt to index).
+//
+// The value is written in one form (grantValue): JSON {t, h, r, a, x, e: the epoch}, which an
+// older once and decodeLease read as before (e is new to them, and ignored). A release that
+// sends the value it was granted finds it current from the value alone (releaseValueScript).
+//
+// Live seats keep the lease key set (their summary, seats.go), so the exclusive grant is busy
+// while any is live. The counter's move ends the seats' fence (they are current only while it is a
+// seat's token); the hash of the ended seats stays until the next seat acquire, which deletes it,
+// as after an older once's grant (a replace deletes it at once).
 const grant = `
-local function grant(n, cur)
-  if n == 0 then redis.call('HSET', KEYS[1], 'e', ARGV[1], 'r', '1') end
-  n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+local function take(n)
   local t = now()
   local ttl = tonumber(ARGV[5])
-  local v = cjson.encode({t = string.format('%d', n), h = ARGV[3], r = ARGV[4],
-    a = string.format('%d', t), x = string.format('%d', t + ttl * 1000)})
-  if cur then
-    redis.call('SET', KEYS[2], v, 'PX', ttl)
-  else
-    redis.call('SET', KEYS[2], v, 'NX', 'PX', ttl)
+  local v = '{"t":"' .. string.format('%d', n + 1) .. '","h":' .. ARGV[3] .. ',"r":' .. ARGV[4] ..
+    ',"a":"' .. string.format('%d', t) .. '","x":"' .. string.format('%d', t + ttl * 1000) .. '","e":' .. ARGV[7] .. '}'
+  local cur = redis.pcall('SET', KEYS[2], v, 'NX', 'GET', 'PX', ttl)
+  if type(cur) == 'table' then
+    cur = redis.call('GET', KEYS[2])
+    if not cur then redis.call('SET', KEYS[2], v, 'PX', ttl) end
   end
-  redis.call('DEL', KEYS[4])
-  return n, t
+  return cur, v, t, ttl
+end
+local function bump(n)
+  if n == 0 then redis.call('HSET', KEYS[1], 'e', ARGV[1], 'r', '1') end
+  return redis.call('HINCRBY', KEYS[1], 'n', 1)
 end
 `
 
@@ -45,10 +58,12 @@ end
 // the caller knows the rest of the grant (holder, run id, expiry = acquired + ttl), so the value
 // it would decode is not sent back. A replaced value that summarises seats comes with the tokens
 // of the live seats the grant ends (store.Replacement).
-var acquireScript = lazyScript(check + grant + `
+var acquireScript = lazyScript(check + grant + acquireLua)
+
+const acquireLua = `
 local n = check()
 if type(n) == 'table' then return n end
-local cur = redis.call('GET', KEYS[2])
+local cur, v, t, ttl = take(n)
 local seats
 if cur then
   local c = cjson.decode(cur)
@@ -56,33 +71,49 @@ if cur then
   if ARGV[6] ~= '1' then return {'BUSY', cur} end
   if c.l then
     seats = {}
-    local at = now()
     local all = redis.call('HGETALL', KEYS[4])
     for i = 2, #all, 2 do
-      if tonumber(cjson.decode(all[i]).x) > at then seats[#seats + 1] = all[i - 1] end
+      if tonumber(cjson.decode(all[i]).x) > t then seats[#seats + 1] = all[i - 1] end
     end
   end
+  redis.call('SET', KEYS[2], v, 'PX', ttl)
+  redis.call('DEL', KEYS[4])
 end
-local t
-n, t = grant(n, cur)
+n = bump(n)
 if seats then return {'OK', n, t, cur, seats} end
 if cur then return {'OK', n, t, cur} end
 return {'OK', n, t}
-`)
+`
 
-// renew: ARGV[3] holder, ARGV[4] token, ARGV[5] ttl in ms.
+// renew: ARGV[3] holder, ARGV[4] token, ARGV[5] ttl in ms, ARGV[6] the value the client holds
+// (grantValue), ARGV[7] and ARGV[8] what comes before and after its expiry. That value is renewed
+// in the same form (so that its release stays two calls); another (an older once's form) is
+// decoded and written back by cjson, as before.
 var renewScript = lazyScript(check + `
 local n = check()
 if type(n) == 'table' then return n end
 local cur = redis.call('GET', KEYS[2])
 if not cur then return {'NOTHELD'} end
-local c = cjson.decode(cur)
-if c.h ~= ARGV[3] or c.t ~= ARGV[4] or c.l then return {'NOTHELD'} end
 local ttl = tonumber(ARGV[5])
-c.x = string.format('%d', now() + ttl * 1000)
-local v = cjson.encode(c)
+local v
+if cur == ARGV[6] then
+  v = ARGV[7] .. string.format('%d', now() + ttl * 1000) .. ARGV[8]
+else
+  local c = cjson.decode(cur)
+  if c.h ~= ARGV[3] or c.t ~= ARGV[4] or c.l then return {'NOTHELD'} end
+  c.x = string.format('%d', now() + ttl * 1000)
+  v = cjson.encode(c)
+end
 redis.call('SET', KEYS[2], v, 'XX', 'PX', ttl)
 return {'OK', v}
+`)
+
+// releaseValue: KEYS[1] a task's lease key, ARGV[1] the value a grant was given (grantValue). It
+// deletes the key, and returns 1, when it holds that value, as a peer lock's release does: the
+// value names the token, the holder and this prefix's epoch, and the counter moved to that token
+// in the script that set it. Else 0, and releaseScript decides.
+var releaseValueScript = lazyScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 `)
 
 // release: ARGV[3] holder, ARGV[4] token. An expired grant nobody replaced (the counter is still
@@ -157,6 +188,45 @@ func decodeLease(task string, v any) (store.Lease, error) {
 	return store.Lease{Task: task, Holder: lv.H, RunID: lv.R, Token: tok, Acquired: time.UnixMicro(a), Expires: time.UnixMicro(x), Limit: limit}, nil
 }
 
+// grantArgs are the ARGV of grant's scripts for req; replace is ARGV[6].
+func (s *Store) grantArgs(req store.AcquireRequest, replace string) []any {
+	return []any{s.epoch, s.seen(req.Task), jsonString(req.Holder), jsonString(req.RunID), ttlMillis(req.TTL), replace, s.epochJSON}
+}
+
+// grantValue is the lease value grant writes for l, byte for byte, as what comes before its expiry
+// (in µs) and what comes after.
+func (s *Store) grantValue(l store.Lease) (before, after string) {
+	before = `{"t":"` + strconv.FormatInt(l.Token, 10) + `","h":` + jsonString(l.Holder) + `,"r":` + jsonString(l.RunID) +
+		`,"a":"` + strconv.FormatInt(l.Acquired.UnixMicro(), 10) + `","x":"`
+	return before, `","e":` + s.epochJSON + `}`
+}
+
+// jsonString is str as a JSON string in the form grant's Lua concatenates: '"', '\' and the control
+// characters below 0x20 escaped, every other byte as it is (as cjson writes them, invalid UTF-8
+// included: decodeLease and cjson read it as before).
+func jsonString(str string) string {
+	var b strings.Builder
+	b.Grow(len(str) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(str); i++ {
+		switch c := str[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20:
+			b.WriteString(`\u00`)
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&0xf])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+const hexDigits = "0123456789abcdef"
+
 func ttlMillis(ttl time.Duration) int64 {
 	return max(1, int64((ttl+time.Millisecond-1)/time.Millisecond))
 }
@@ -169,14 +239,17 @@ func (s *Store) Acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	if err := checkAcquire(req); err != nil {
 		return store.Lease{}, err
 	}
-	sc, last, limit := acquireScript(), "0", 0
+	sc, limit := acquireScript(), 0
+	var args []any
 	switch {
 	case req.Limit >= 2:
-		sc, last, limit = seatAcquireScript(), strconv.Itoa(req.Limit), req.Limit
+		sc, limit = seatAcquireScript(), req.Limit
+		args = []any{s.epoch, s.seen(req.Task), req.Holder, req.RunID, ttlMillis(req.TTL), strconv.Itoa(req.Limit)}
 	case req.Replace:
-		last = "1"
+		args = s.grantArgs(req, "1")
+	default:
+		args = s.grantArgs(req, "0")
 	}
-	args := []any{s.epoch, s.seen(req.Task), req.Holder, req.RunID, ttlMillis(req.TTL), last}
 	res, unacked, err := s.sendAcquire(ctx, sc, req.Task, s.taskKeys(req.Task), args)
 	if res == nil {
 		return store.Lease{}, err
@@ -299,7 +372,9 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	if l.Limit >= 2 {
 		return s.renewSeat(ctx, l, ttl)
 	}
-	r, err := s.run(ctx, renewScript(), l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10), ttlMillis(ttl))
+	before, after := s.grantValue(l)
+	r, err := s.run(ctx, renewScript(), l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10), ttlMillis(ttl),
+		before+strconv.FormatInt(l.Expires.UnixMicro(), 10)+after, before, after)
 	if err != nil {
 		return store.Lease{}, err
 	}
@@ -309,10 +384,24 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	return decodeLease(l.Task, r[1])
 }
 
-// Release gives l up. See store.Leaser.
+// Release gives l up: the grant this once wrote, unrenewed or renewed by this once, in one
+// round trip of releaseValueScript (unless this client saw a later token of the task: the value
+// alone cannot say then that the counter did not move back); any other, or when the value is not
+// that (expired, or renewed in an older form), by releaseScript. See store.Leaser.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	if l.Limit >= 2 {
 		return s.releaseSeat(ctx, l)
+	}
+	if l.Token >= s.seen(l.Task) {
+		before, after := s.grantValue(l)
+		v := before + strconv.FormatInt(l.Expires.UnixMicro(), 10) + after
+		n, err := releaseValueScript().Run(ctx, s.c, []string{s.tkey(l.Task, "lease")}, v).Int64()
+		if err != nil {
+			return s.mapErr(err)
+		}
+		if n == 1 {
+			return nil
+		}
 	}
 	r, err := s.run(ctx, releaseScript(), l.Task, s.taskKeys(l.Task), l.Holder, strconv.FormatInt(l.Token, 10))
 	if err != nil {

@@ -63,7 +63,8 @@ type Store struct {
 	prefix         string
 	addr           string // what errors name: the server, the cluster's seeds or the sentinels' master
 	epoch          string
-	wait           int // replicas a grant and a ledger write wait for (WAIT), 0: none
+	epochJSON      string // the epoch as a JSON string (jsonString), in the lease values
+	wait           int    // replicas a grant and a ledger write wait for (WAIT), 0: none
 	waitTimeout    time.Duration
 	kvstore.Ledger // the run ledger (store.Ledger), written once for the KV stores
 	*kvstore.Keys  // business keys (store.Keys), written once for the KV stores (keys.go)
@@ -146,7 +147,7 @@ func (s *Store) init(ctx context.Context) error {
 	if err != nil {
 		return s.mapErr(err)
 	}
-	s.epoch = epoch
+	s.epoch, s.epochJSON = epoch, jsonString(epoch)
 	if conf != nil {
 		s.warnPersistence(conf)
 	}

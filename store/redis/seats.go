@@ -17,7 +17,7 @@ import (
 // (internal/sqlstore/seats.go). A seat is a field of the task's hash {P:task}:seats (KEYS[4]):
 // token → JSON {t, h, r, a, x, l: limit}. Its token comes from the task's one counter, so the
 // seats are current exactly while the counter is a seat's token: an exclusive grant bumps the
-// counter past them (and deletes the hash). While a seat is live the lease key is their summary
+// counter past them (a replacing one deletes the hash; after a free one, the next seat acquire does). While a seat is live the lease key is their summary
 // (the latest seat's value with `l` set, its expiry the latest seat's plus 1 ms), so the exclusive
 // acquire — its script and an older once's — is busy, unchanged, while any seat is live. A seat
 // stays in the hash, and its token passes the ledger fence, until a later seat acquire finds it

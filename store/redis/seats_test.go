@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,46 @@ func TestSeatWaitUnacknowledged(t *testing.T) {
 	}
 	if l, err := s.Acquire(ctx, store.AcquireRequest{Task: "w", Holder: "x", RunID: "rx", TTL: time.Minute}); err != nil || l.Token != 2 {
 		t.Fatalf("exclusive acquire after the unacknowledged seat: %+v, %v; want token 2", l, err)
+	}
+}
+
+// TestSeatsAfterExclusive: this once's free exclusive grant leaves the hash of expired or released
+// seats (the next seat acquire deletes it), but it ends their fence: the counter is the grant's
+// token, no seat's, so a seat's renewal, release and ledger writes are refused, during the grant
+// and after its release; and the next seat acquire starts afresh.
+func TestSeatsAfterExclusive(t *testing.T) {
+	s := openT(t, storetest.WithPrefix(t, serverDSN(t)))
+	ctx := ctxT(t, time.Minute)
+	a := seatOf(t, s, "job", "a", 2, time.Minute)
+	if err := s.Release(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	x, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "x", RunID: "run-x", TTL: time.Minute})
+	if err != nil || x.Token != a.Token+1 {
+		t.Fatalf("exclusive grant after the seat: %+v, %v", x, err)
+	}
+	for _, phase := range []string{"during", "after"} {
+		if _, err := s.Renew(ctx, a, time.Minute); !errors.Is(err, store.ErrNotHeld) {
+			t.Errorf("renew of the seat %s the exclusive grant: %v", phase, err)
+		}
+		if err := s.Release(ctx, a); !errors.Is(err, store.ErrNotHeld) {
+			t.Errorf("release of the seat %s the exclusive grant: %v", phase, err)
+		}
+		_, err := s.Begin(ctx, store.Attempt{Task: "job", Slot: "s-" + phase, RunID: "run-a-" + phase, Number: 1, Holder: "a", Token: a.Token})
+		if !errors.Is(err, store.ErrNotHeld) {
+			t.Errorf("begin with the seat %s the exclusive grant: %v", phase, err)
+		}
+		if phase == "during" {
+			if _, err := s.Acquire(ctx, store.AcquireRequest{Task: "job", Holder: "c", RunID: "run-c", TTL: time.Minute, Limit: 2}); !errors.Is(err, store.ErrBusy) {
+				t.Fatalf("seat during the exclusive grant: %v", err)
+			}
+			if err := s.Release(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c := seatOf(t, s, "job", "c", 2, time.Minute)
+	if keys := s.c.HKeys(ctx, s.tkey("job", "seats")).Val(); len(keys) != 1 || c.Token != x.Token+1 || keys[0] != strconv.FormatInt(c.Token, 10) {
+		t.Fatalf("seats after the exclusive grant: %v (seat %d), want only %d", keys, c.Token, x.Token+1)
 	}
 }
