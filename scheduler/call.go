@@ -45,27 +45,41 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 	return o
 }
 
-// checkClaimedAtBegin has a launch of one slot that waited in the queue, or follows a slot up,
-// check the fleet's claims again just before its attempt is recorded (errClaimed).
+// checkClaimedAtBegin has a launch of one untried slot that may begin late claim its slot just
+// before its attempt is recorded (claimLaunch, claim.go): one that waited in the queue, follows a
+// slot up, or (a fire) begins more than lateClaim after the slot's fire time (lateLaunch). A
+// node that started meanwhile may have recorded the slot missed (a hole: recordHoles; a gap:
+// account), or the node running the job skipped it, after call's check (dropClaimed) or the
+// follow-up's; whichever claim the store took first decides: the run begins, or it does not
+// (errClaimed) and the record stands. One round trip, in place of the read of the claims made
+// here before; a fire on time claims nothing. A single slot: a sequence's Prepare error would end
+// its other slots too (dropClaimed checks them; docs/daemon.md#overlap says what is left).
 func (s *Scheduler) checkClaimedAtBegin(o *once.Options, jb Job, l launch) {
-	if !l.untried || len(l.slots) != 1 || !l.waited && l.why != whyFollow {
+	if !l.untried || len(l.slots) != 1 {
 		return
 	}
-	// Checked again under the lease, just before the attempt is recorded: a node that started
-	// meanwhile may have recorded the slot missed (a hole: recordHoles), or the node running
-	// the job skipped it, after call's check (dropClaimed) or the follow-up's. What is left is
-	// that node's read of the slot before its claim: one round trip. A single slot: a
-	// sequence's Prepare error would end its other slots too (dropClaimed checks them).
+	mayBeLate := l.waited || l.why == whyFollow
+	if !mayBeLate && l.why != whyFire {
+		return
+	}
 	prepare := o.Prepare
 	o.Prepare = func(ctx context.Context, run *once.Run) error {
-		if got, err := s.claimed(ctx, jb.Name, []string{run.Slot}); err == nil && got[run.Slot] {
-			return errClaimed
+		if prepare != nil { // a pause, seen here: nothing claimed for a run that does not begin
+			if err := prepare(ctx, run); err != nil {
+				return err
+			}
 		}
-		if prepare != nil {
-			return prepare(ctx, run)
+		if !mayBeLate && !s.lateLaunch(l.fireAt) {
+			return nil
 		}
-		return nil
+		return s.claimLaunch(ctx, run)
 	}
+}
+
+// lateLaunch is whether a fire's run begins more than lateClaim after its slot's fire time at (by
+// the fleet's clock): a node that starts now may find the slot in a gap and record it missed.
+func (s *Scheduler) lateLaunch(at time.Time) bool {
+	return at.IsZero() || s.clock.now().Sub(at) > lateClaim
 }
 
 // call runs the active launch a through the guard and acts on its results.
@@ -128,8 +142,13 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		s.pausedLaunch(ctx, jb, a.l.slots[0])
 		return
 	}
+	if errors.Is(err, errRunsElsewhere) {
+		s.log.Info("not run: a run of another node claimed the slot first", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+		return
+	}
 	if errors.Is(err, errClaimed) {
-		s.log.Info("not run: another node recorded the slot skipped or missed as its run was about to begin", "task", jb.Name, "slots", a.l.slots)
+		s.log.Warn("not run: the slot was claimed first by another node, which recorded it skipped or missed, or runs it",
+			"task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
 		return
 	}
 	if errors.Is(err, errStopped) {
@@ -161,10 +180,13 @@ func (js *jobState) dropClaimed(ctx context.Context, a *active, jb Job) bool {
 	if err != nil || len(got) == 0 {
 		return true
 	}
-	js.s.log.Info("not run: another node recorded the slot skipped or missed while it waited here", "task", jb.Name, "slots", len(got))
+	for sl, k := range got {
+		js.s.log.Info("not run: the slot was claimed by another node while it waited here", "task", jb.Name, "slot", sl,
+			"claim", standingClaim(k))
+	}
 	js.mu.Lock() // a.l is read under it (drain, triggers)
 	defer js.mu.Unlock()
-	a.l.slots = slices.DeleteFunc(slices.Clone(a.l.slots), func(sl string) bool { return got[sl] })
+	a.l.slots = slices.DeleteFunc(slices.Clone(a.l.slots), func(sl string) bool { _, ok := got[sl]; return ok })
 	return len(a.l.slots) > 0
 }
 
@@ -205,9 +227,9 @@ func (js *jobState) stoppedBetweenSlots(jb Job, a *active, err error) {
 // errPaused is the launch's Prepare error when its job was paused before the attempt began.
 var errPaused = errors.New("the job was paused before the slot's run began")
 
-// errClaimed is a waited or followed-up launch's Prepare error when the fleet claimed its slot as
-// not to run (claimed) before the attempt began.
-var errClaimed = errors.New("the slot was recorded skipped or missed before its run began")
+// errClaimed is the Prepare error of a launch that claimed its slot (claimLaunch) and found it
+// claimed first: recorded skipped or missed by another node, or run by one.
+var errClaimed = errors.New("the slot was claimed first by another node before its run began")
 
 // errStopped is a sequence's Prepare error when its launch was stopped before the slot's attempt
 // began.

@@ -226,9 +226,11 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		act = keep // another seat runs it
 	}
 	if act == run && untried { // it waited behind another slot, unless that node skipped it
-		switch skipped, err := s.wasSkipped(ctx, jb.Name, w.slot); {
+		switch k, skipped, err := s.wasSkipped(ctx, jb.Name, w.slot); {
 		case err != nil:
 			act = keep
+		case skipped && isLaunchClaim(k):
+			act = keep // a live run of another node claimed it: its attempt is about to be recorded
 		case skipped:
 			act = drop
 		}
@@ -265,18 +267,20 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 	}
 }
 
-// wasSkipped is whether slot sl was claimed as not to run (claimed): skipped by an overlap policy
-// (overlapSkip's claim) or for a pause (a slot that waited there and met the pause, call), or
-// recorded missed (a hole: recordHoles).
-func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (bool, error) {
+// wasSkipped is whether slot sl was claimed as not to run here (claimed): skipped by an overlap
+// policy (overlapSkip's claim) or for a pause (a slot that waited there and met the pause, call),
+// recorded missed (a hole: recordHoles), or claimed by a live run of another node (claimLaunch);
+// k is the claim.
+func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (k store.Key, skipped bool, err error) {
 	got, err := s.claimed(ctx, task, []string{sl})
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read whether a watched slot was skipped", "task", task, "slot", sl, "err", err)
 		}
-		return false, err
+		return k, false, err
 	}
-	return got[sl], nil
+	k, skipped = got[sl]
+	return k, skipped, nil
 }
 
 type action int
