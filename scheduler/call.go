@@ -45,21 +45,21 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 	return o
 }
 
-// checkClaimedAtBegin has a launch of one untried slot that may begin late claim its slot just
+// checkClaimedAtBegin has a launch of untried slots that may begin late claim each slot just
 // before its attempt is recorded (claimLaunch, claim.go): one that waited in the queue, follows a
-// slot up, or (a fire) begins more than lateClaim after the slot's fire time (lateLaunch). A
-// node that started meanwhile may have recorded the slot missed (a hole: recordHoles; a gap:
-// account), or the node running the job skipped it, after call's check (dropClaimed) or the
-// follow-up's; whichever claim the store took first decides: the run begins, or it does not
-// (errClaimed) and the record stands. One round trip, in place of the read of the claims made
-// here before; a fire on time claims nothing. A single slot: a sequence's Prepare error would end
-// its other slots too (dropClaimed checks them; docs/daemon.md#overlap says what is left).
+// slot up, catches slots up, or (a fire) begins more than lateClaim after the slot's fire time
+// (lateLaunch). A node that started meanwhile may have recorded the slot missed (a hole:
+// recordHoles; a gap: account), or the node running the job skipped it, after call's check
+// (dropClaimed) or the follow-up's; whichever claim the store took first decides: the run begins,
+// or it does not (errClaimed) and the record stands. One round trip a slot, in place of the read
+// of the claims made here before; a fire on time claims nothing. A claim lost by a sequence's
+// slot ends the sequence (a Prepare error does): the slots after it are accounted (call).
 func (s *Scheduler) checkClaimedAtBegin(o *once.Options, jb Job, l launch) {
-	if !l.untried || len(l.slots) != 1 {
+	if !l.untried {
 		return
 	}
-	mayBeLate := l.waited || l.why == whyFollow
-	if !mayBeLate && l.why != whyFire {
+	mayBeLate := l.waited || l.why == whyFollow || l.why == whyCatchUp
+	if !mayBeLate && (l.why != whyFire || len(l.slots) != 1) {
 		return
 	}
 	prepare := o.Prepare
@@ -142,13 +142,8 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		s.pausedLaunch(ctx, jb, a.l.slots[0])
 		return
 	}
-	if errors.Is(err, errRunsElsewhere) {
-		s.log.Info("not run: a run of another node claimed the slot first", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
-		return
-	}
 	if errors.Is(err, errClaimed) {
-		s.log.Warn("not run: the slot was claimed first by another node, which recorded it skipped or missed, or runs it",
-			"task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+		js.claimedFirst(jb, a, err)
 		return
 	}
 	if errors.Is(err, errStopped) {
@@ -166,6 +161,24 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		}
 		js.mu.Unlock()
 		s.log.Error("could not run the job; its slots are caught up or recorded as missed at its next fire", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+	}
+}
+
+// claimedFirst: a slot of launch a was claimed first by another node (claimLaunch), as its run was
+// about to begin; it is not run, and that node's record (or run) stands. The slots of a sequence
+// after it have no record: the job is accounted before its next fire, unless the node drains.
+func (js *jobState) claimedFirst(jb Job, a *active, err error) {
+	s := js.s
+	if errors.Is(err, errRunsElsewhere) {
+		s.log.Info("not run: a run of another node claimed the slot first", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+	} else {
+		s.log.Warn("not run: the slot was claimed first by another node, which recorded it skipped or missed",
+			"task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+	}
+	if len(a.l.slots) > 1 && !s.isDraining() {
+		js.mu.Lock()
+		js.needAccount = true
+		js.mu.Unlock()
 	}
 }
 

@@ -49,6 +49,7 @@ func TestLateRunOrMissedRecordOnEveryStore(t *testing.T) {
 				"recorder while the run runs":        recorderWhileRunning,
 				"run died before its attempt":        runDiedBeforeAttempt,
 				"only late fires claim":              onlyLateFiresClaim,
+				"catch-up meets a missed record":     catchUpMeetsAMissedRecord,
 			} {
 				t.Run(name, func(t *testing.T) { fn(t, newClaimRig(t, g)) })
 			}
@@ -161,6 +162,10 @@ func (r *claimRig) slot(h int) string {
 // the guard's error.
 func (r *claimRig) launch(l launch) error {
 	o := r.s.options(r.jb, l)
+	if len(l.slots) > 1 {
+		_, err := once.Sequence(context.Background(), o, l.slots, once.SeqOptions{KeepGoing: true, Quiet: true}, r.jb.Work)
+		return err
+	}
 	o.Slot = l.slots[0]
 	_, err := once.Do(context.Background(), o, r.jb.Work)
 	return err
@@ -324,4 +329,21 @@ func onlyLateFiresClaim(t *testing.T, r *claimRig) {
 			t.Errorf("%s launch %d: %d claims, %d look-ups of the fleet's claims; want %d and %d", c.l.why, i, c1, l1, c.claims, c.lookups)
 		}
 	}
+}
+
+// A catch-up (a sequence) claims each slot as it comes: the slot another node recorded missed
+// first is not run, and the sequence ends there (its later slots are left to the next account).
+func catchUpMeetsAMissedRecord(t *testing.T, r *claimRig) {
+	a, b, c := r.slot(22), r.slot(21), r.slot(20)
+	r.record(b)
+	err := r.launch(launch{slots: []string{a, b, c}, untried: true, why: whyCatchUp})
+	if !errors.Is(err, errClaimed) {
+		t.Fatalf("a catch-up over a slot recorded missed: %v; want errClaimed", err)
+	}
+	if r.ran.Load() != 1 {
+		t.Fatalf("ran %d slots, want the first alone", r.ran.Load())
+	}
+	r.want(a, 1, 0)
+	r.want(b, 0, 1)
+	r.want(c, 0, 0)
 }
