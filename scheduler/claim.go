@@ -184,8 +184,10 @@ func (s *Scheduler) takeOverForRecord(ctx context.Context, keys []string, won []
 		case goneLaunch(k):
 			gone = append(gone, k.Key)
 		case isLaunchClaim(k):
-			s.log.Info("not recorded: a run of the slot claimed it first", "task", events[at[k.Key]].Task,
-				"slot", events[at[k.Key]].Slot, "claim", standingClaim(k))
+			e := events[at[k.Key]]
+			s.log.Info("not recorded: a run of the slot claimed it first; followed up until it began", "task", e.Task,
+				"slot", e.Slot, "claim", standingClaim(k))
+			s.rewatch(ctx, e, k.Key)
 		}
 	}
 	if len(gone) == 0 {
@@ -211,4 +213,28 @@ func (s *Scheduler) takeOverForRecord(ctx context.Context, keys []string, won []
 		_ = s.keys.ReleaseKeys(ctx, recordedScope, []string{key}, claimant)
 	}
 	return out
+}
+
+// rewatch follows up slot e.Slot, whose record (e, claimed as key) lost to a live run's claim: that
+// run may still fail before its attempt is recorded (its lease lost, the store failing at Begin),
+// and the slot, which this node would have recorded, would then have no record. Once the job's
+// lease is free the follow-up reads the slot: an attempt, nothing more to do; none, the record is
+// made again (the run's claim, gone by then, taken over). A job not on this node is left to the
+// next account.
+func (s *Scheduler) rewatch(ctx context.Context, e store.Event, key string) {
+	kind, _, _ := strings.Cut(key, " ")
+	if kind != "missed" && kind != overlapKind {
+		return // a pause's skip: the run saw no pause as it began
+	}
+	s.mu.Lock()
+	js := s.jobs[e.Task]
+	s.mu.Unlock()
+	if js == nil {
+		return
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if w := js.watchLocked(context.WithoutCancel(ctx), e.Slot, false); w != nil && w.skipNote == "" {
+		w.skipNote, w.missed = e.Note, kind == "missed"
+	}
 }

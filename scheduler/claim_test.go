@@ -50,6 +50,7 @@ func TestLateRunOrMissedRecordOnEveryStore(t *testing.T) {
 				"run died before its attempt":        runDiedBeforeAttempt,
 				"only late fires claim":              onlyLateFiresClaim,
 				"catch-up meets a missed record":     catchUpMeetsAMissedRecord,
+				"recorder lost to a run that failed": recorderLostToARunThatFailed,
 			} {
 				t.Run(name, func(t *testing.T) { fn(t, newClaimRig(t, g)) })
 			}
@@ -70,6 +71,8 @@ type gate struct {
 	holdRecord chan struct{} // a recorder's Claim waits for it to close; entered is closed first
 	entered    chan struct{}
 	failBegin  bool
+	holdBegin  chan struct{} // the next Begin waits for it to close; beginning is closed first
+	beginning  chan struct{}
 	claims     atomic.Int64 // Claims by a launch
 	lookups    atomic.Int64
 }
@@ -102,9 +105,13 @@ func (g *gate) Lookup(ctx context.Context, scope string, keys []string) ([]store
 
 func (g *gate) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
 	g.mu.Lock()
-	fail := g.failBegin
-	g.failBegin = false
+	fail, hold, beginning := g.failBegin, g.holdBegin, g.beginning
+	g.failBegin, g.holdBegin, g.beginning = false, nil, nil
 	g.mu.Unlock()
+	if hold != nil {
+		close(beginning)
+		<-hold
+	}
 	if fail {
 		return store.Attempt{}, errors.New("gate: the store failed at Begin")
 	}
@@ -141,7 +148,7 @@ func newClaimRig(t *testing.T, g *gate) *claimRig {
 			}
 			return nil
 		}}
-	s, err := New(Config{Store: g, Jobs: []Job{r.jb}, Node: "nodeA"})
+	s, err := New(Config{Store: g, Jobs: []Job{r.jb}, Node: "nodeA", Poll: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,4 +353,34 @@ func catchUpMeetsAMissedRecord(t *testing.T, r *claimRig) {
 	r.want(a, 1, 0)
 	r.want(b, 0, 1)
 	r.want(c, 0, 0)
+}
+
+// A record that lost to a run's claim, the run then failing before its attempt (the store failed
+// at its Begin): the slot is followed up, and recorded missed once the run's lease is gone, not
+// left without a record.
+func recorderLostToARunThatFailed(t *testing.T, r *claimRig) {
+	ctx := context.Background()
+	sl := r.slot(8)
+	hold, beginning := make(chan struct{}), make(chan struct{})
+	r.g.mu.Lock()
+	r.g.failBegin, r.g.holdBegin, r.g.beginning = true, hold, beginning
+	r.g.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- r.follow(sl) }()
+	<-beginning // claimed, its attempt not recorded yet
+	r.record(sl)
+	r.want(sl, 0, 0)
+	close(hold)
+	if err := <-done; err == nil {
+		t.Fatal("Begin failed, the launch did not")
+	}
+	waitLeaseGone(t, r)
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r.s.followUp(ctx)
+		r.s.writes.Wait()
+		if _, m := r.entries(sl); m > 0 || time.Now().After(end) {
+			break
+		}
+	}
+	r.want(sl, 0, 1)
 }

@@ -269,9 +269,11 @@ const holeNote = "missed: it waited on a node behind another slot of the job, an
 // ones are recorded at once when no node holds the job's lease (by a read of the leases begun at
 // most a poll ago and after newest, the newest entry of the task the account read, shared by the
 // accounts of a start: recentLeases) and each is still untried (one
-// Slot read each, after it); else they are followed up too. The node that runs a queued or followed-up slot
-// reads the missed claim first (call, followSlot), so a slot is recorded missed or run, not both
-// but for the instants around the lease's release (docs/daemon.md#overlap).
+// Slot read each, after it); else they are followed up too. The node that runs a queued or
+// followed-up slot claims it just before its attempt (claimLaunch), as the record does
+// (recordOnce): whichever claim the store took first decides, so a slot is recorded missed or run,
+// not both; the hold-off only makes a live follower's run the likelier outcome
+// (docs/daemon.md#a-late-run-or-a-missed-record-not-both).
 func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes []slot.Slot, newest time.Time) {
 	if len(holes) == 0 {
 		return
@@ -318,7 +320,9 @@ func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes
 const watchedHoles = maxWatches / 2
 
 // holeHoldOff is how long after its watch began a hole is recorded missed at the earliest: three
-// polls, so that a live node that follows the slot, and polls as often, has run it by then.
+// polls, so that a live node that follows the slot, and polls as often, has most likely run it by
+// then. A preference, not the safety: a follower later than that finds the slot claimed missed
+// and does not run it (claimLaunch).
 func (s *Scheduler) holeHoldOff() time.Duration { return 3 * s.c.Poll }
 
 // holeMissed records one followed-up hole missed, once for the fleet (watch.missed).

@@ -244,6 +244,7 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		if note != "" && (!seen || early) {
 			return // look once more at the next follow-up
 		}
+		js.unwatch(w) // first: a record that loses to a run's claim follows the slot up anew (rewatch)
 		switch {
 		case note != "" && missed:
 			s.holeMissed(ctx, jb, w.slot, note)
@@ -257,13 +258,18 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		}
 		act = drop
 	}
-	js.mu.Lock()
-	if js.watches[w.slot] == w {
-		delete(js.watches, w.slot)
-	}
-	js.mu.Unlock()
+	js.unwatch(w)
 	if act == run {
 		js.submit(ctx, launch{slots: []string{w.slot}, untried: untried, why: whyFollow})
+	}
+}
+
+// unwatch stops following w up, unless another watch of its slot took its place.
+func (js *jobState) unwatch(w *watch) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if js.watches[w.slot] == w {
+		delete(js.watches, w.slot)
 	}
 }
 
