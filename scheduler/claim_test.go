@@ -226,6 +226,12 @@ func recorderFirst(t *testing.T, r *claimRig) {
 		t.Fatal("the work ran")
 	}
 	r.want(sl, 0, 1)
+	l0 := r.g.lookups.Load()
+	r.record(sl) // another node's record, lost: one look-up of who won, more than before
+	if n := r.g.lookups.Load() - l0; n != 1 {
+		t.Errorf("a record that lost its claim looked the claims up %d times, want 1", n)
+	}
+	r.want(sl, 0, 1)
 }
 
 // The case the claims close: a node read the hole (no attempt) and is about to record it missed
@@ -367,7 +373,11 @@ func recorderLostToARunThatFailed(t *testing.T, r *claimRig) {
 	r.g.mu.Unlock()
 	done := make(chan error, 1)
 	go func() { done <- r.follow(sl) }()
-	<-beginning // claimed, its attempt not recorded yet
+	select {
+	case <-beginning: // claimed, its attempt not recorded yet
+	case err := <-done:
+		t.Fatalf("the launch ended before its Begin: %v", err)
+	}
 	r.record(sl)
 	r.want(sl, 0, 0)
 	close(hold)
