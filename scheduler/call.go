@@ -143,7 +143,7 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		return
 	}
 	if errors.Is(err, errClaimed) {
-		js.claimedFirst(jb, a, err)
+		js.claimedFirst(ctx, jb, a, err)
 		return
 	}
 	if errors.Is(err, errStopped) {
@@ -166,11 +166,19 @@ func (js *jobState) call(ctx context.Context, a *active) {
 
 // claimedFirst: a slot of launch a was claimed first by another node (claimLaunch), as its run was
 // about to begin; it is not run, and that node's record (or run) stands. The slots of a sequence
-// after it have no record: the job is accounted before its next fire, unless the node drains.
-func (js *jobState) claimedFirst(jb Job, a *active, err error) {
+// after it have no record: the job is accounted before its next fire, unless the node drains. A
+// slot another node's live run claimed (a seat's, errRunsElsewhere) is followed up as a busy
+// launch's is (after): that run may still die before its attempt is recorded.
+func (js *jobState) claimedFirst(ctx context.Context, jb Job, a *active, err error) {
 	s := js.s
 	if errors.Is(err, errRunsElsewhere) {
-		s.log.Info("not run: a run of another node claimed the slot first", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+		s.log.Info("not run: a run of another node claimed the slot first; it is followed up", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+		skip := (jb.Overlap == "skip" || jb.Overlap == "") && a.l.why == whyFire
+		js.mu.Lock()
+		for _, sl := range a.l.slots {
+			js.watchLocked(ctx, sl, a.l.untried && !skip)
+		}
+		js.mu.Unlock()
 	} else {
 		s.log.Warn("not run: the slot was claimed first by another node, which recorded it skipped or missed",
 			"task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)

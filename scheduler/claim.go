@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/once-run/once"
@@ -112,7 +113,7 @@ var errRunsElsewhere = errors.New("another node runs the slot")
 // takeOverGone looks up keys, which another claimant holds, and hands to c those that a launch
 // that is gone holds (goneLaunch). It returns, when any key stands (a recorder's, a live
 // launch's, one taken by another node meanwhile), what the first of them is, else "";
-// launched says it is a live launch's.
+// launched says it is a live launch's, or one another node took over first (it is followed up).
 func (s *Scheduler) takeOverGone(ctx context.Context, keys []string, c *store.Claimant) (standing string, launched bool, err error) {
 	got, err := s.keys.Lookup(ctx, recordedScope, keys)
 	if err != nil {
@@ -138,7 +139,9 @@ func (s *Scheduler) takeOverGone(ctx context.Context, keys []string, c *store.Cl
 		return "", false, err
 	}
 	if len(changed) < len(gone) {
-		return fmt.Sprintf("another node took over the claims of a run that died (%d of %d keys) first", len(gone)-len(changed), len(gone)), false, nil
+		// Taken by another node's run (a seat's) or record: followed up (claimedFirst), as the
+		// run that took it may die before its attempt too.
+		return fmt.Sprintf("another node took over the claims of a run that died (%d of %d keys) first", len(gone)-len(changed), len(gone)), true, nil
 	}
 	return "", false, nil
 }
@@ -160,7 +163,10 @@ func standingClaim(k store.Key) string {
 // takeOverForRecord is recordOnce's half of launch claims: of the keys it lost, those a launch
 // that is gone holds are taken over for claimant and kept when their slot (of events, by key)
 // still has no attempt (read again now that no launch can win it: the launch died before its
-// attempt), else given back. It returns the indexes of events this node now records.
+// attempt), else given back. It returns the indexes of events this node now records. A key whose
+// holder it cannot tell (the store failing), or that another node took over first (a run that
+// may die before its attempt too), is followed up as one a live run holds (rewatch): the slot is
+// not left without a record because a read failed.
 func (s *Scheduler) takeOverForRecord(ctx context.Context, keys []string, won []bool, events []store.Event, claimant string) []int {
 	var lost []string
 	at := map[string]int{}
@@ -173,13 +179,21 @@ func (s *Scheduler) takeOverForRecord(ctx context.Context, keys []string, won []
 	if len(lost) == 0 {
 		return nil
 	}
+	rewatch := func(keys []string) {
+		for _, key := range keys {
+			s.rewatch(ctx, events[at[key]], key)
+		}
+	}
 	got, err := s.keys.Lookup(ctx, recordedScope, lost)
 	if err != nil {
-		s.log.Warn("cannot read who claimed slots first", "task", events[0].Task, "err", err)
+		s.log.Warn("cannot read who claimed slots first; they are followed up", "task", events[0].Task, "keys", lost, "err", err)
+		rewatch(lost)
 		return nil
 	}
 	var gone []string
+	given := slices.Clone(lost) // given back between the Claim and the Lookup: followed up
 	for _, k := range got {
+		given = slices.DeleteFunc(given, func(key string) bool { return key == k.Key })
 		switch {
 		case goneLaunch(k):
 			gone = append(gone, k.Key)
@@ -187,18 +201,29 @@ func (s *Scheduler) takeOverForRecord(ctx context.Context, keys []string, won []
 			e := events[at[k.Key]]
 			s.log.Info("not recorded: a run of the slot claimed it first; followed up until it began", "task", e.Task,
 				"slot", e.Slot, "claim", standingClaim(k))
-			s.rewatch(ctx, e, k.Key)
+			rewatch([]string{k.Key})
 		}
 	}
+	rewatch(given)
 	if len(gone) == 0 {
 		return nil
 	}
-	c := &store.Claimant{RunID: claimant}
-	changed, err := s.keys.Reclaim(ctx, recordedScope, gone, c, false)
+	changed, err := s.keys.Reclaim(ctx, recordedScope, gone, &store.Claimant{RunID: claimant}, false)
 	if err != nil {
-		s.log.Warn("cannot take over the claims of runs that died before they began", "task", events[0].Task, "err", err)
+		s.log.Warn("cannot take over the claims of runs that died before they began; they are followed up", "task", events[0].Task,
+			"keys", gone, "err", err)
+		rewatch(gone)
 		return nil
 	}
+	rewatch(slices.DeleteFunc(gone, func(k string) bool { return slices.Contains(changed, k) })) // taken by another node first
+	return s.keptForRecord(ctx, changed, at, events, claimant, rewatch)
+}
+
+// keptForRecord reads the slot of each key taken over (changed) and returns the indexes (at) of
+// the events still to record: those whose slot has no attempt. The others' keys are given back;
+// one whose slot could not be read is followed up too (rewatch).
+func (s *Scheduler) keptForRecord(ctx context.Context, changed []string, at map[string]int, events []store.Event,
+	claimant string, rewatch func([]string)) []int {
 	var out []int
 	for _, key := range changed {
 		e := events[at[key]]
@@ -207,10 +232,11 @@ func (s *Scheduler) takeOverForRecord(ctx context.Context, keys []string, won []
 			out = append(out, at[key])
 			continue
 		}
-		if err != nil && !errors.Is(err, context.Canceled) {
-			s.log.Warn("cannot read a slot whose run died before it began", "task", e.Task, "slot", e.Slot, "err", err)
-		}
 		_ = s.keys.ReleaseKeys(ctx, recordedScope, []string{key}, claimant)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Warn("cannot read a slot whose run died before it began; it is followed up", "task", e.Task, "slot", e.Slot, "err", err)
+			rewatch([]string{key})
+		}
 	}
 	return out
 }

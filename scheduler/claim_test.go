@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -51,6 +52,7 @@ func TestLateRunOrMissedRecordOnEveryStore(t *testing.T) {
 				"only late fires claim":              onlyLateFiresClaim,
 				"catch-up meets a missed record":     catchUpMeetsAMissedRecord,
 				"recorder lost to a run that failed": recorderLostToARunThatFailed,
+				"recorder cannot tell who won":       recorderCannotTellWhoWon,
 			} {
 				t.Run(name, func(t *testing.T) { fn(t, newClaimRig(t, g)) })
 			}
@@ -71,6 +73,7 @@ type gate struct {
 	holdRecord chan struct{} // a recorder's Claim waits for it to close; entered is closed first
 	entered    chan struct{}
 	failBegin  bool
+	failLookup bool          // the next Lookup of recordedScope fails
 	holdBegin  chan struct{} // the next Begin waits for it to close; beginning is closed first
 	beginning  chan struct{}
 	claims     atomic.Int64 // Claims by a launch
@@ -99,6 +102,13 @@ func (g *gate) Claim(ctx context.Context, r store.ClaimRequest) ([]bool, error) 
 func (g *gate) Lookup(ctx context.Context, scope string, keys []string) ([]store.Key, error) {
 	if scope == recordedScope {
 		g.lookups.Add(1)
+		g.mu.Lock()
+		fail := g.failLookup
+		g.failLookup = false
+		g.mu.Unlock()
+		if fail {
+			return nil, errors.New("gate: the store failed at Lookup")
+		}
 	}
 	return g.keyed.Lookup(ctx, scope, keys)
 }
@@ -393,4 +403,71 @@ func recorderLostToARunThatFailed(t *testing.T, r *claimRig) {
 		}
 	}
 	r.want(sl, 0, 1)
+}
+
+// A record that lost its claim to a run that died before its attempt, and that cannot read who
+// holds the claim (the store failed at the Lookup): the slot is followed up and recorded missed
+// at a later poll, not left without a record.
+func recorderCannotTellWhoWon(t *testing.T, r *claimRig) {
+	sl := r.slot(9)
+	r.g.mu.Lock()
+	r.g.failBegin = true
+	r.g.mu.Unlock()
+	if err := r.follow(sl); err == nil {
+		t.Fatal("Begin failed, the launch did not")
+	}
+	waitLeaseGone(t, r)
+	r.g.mu.Lock()
+	r.g.failLookup = true
+	r.g.mu.Unlock()
+	r.record(sl)
+	r.want(sl, 0, 0)
+	followUntilMissed(t, r, sl)
+	r.want(sl, 0, 1)
+}
+
+// followUntilMissed has the node follow its slots up until sl is recorded missed (10 s at most).
+func followUntilMissed(t *testing.T, r *claimRig, sl string) {
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r.s.followUp(context.Background())
+		r.s.writes.Wait()
+		if _, m := r.entries(sl); m > 0 || time.Now().After(end) {
+			return
+		}
+	}
+}
+
+// A launch that lost its slot's claim to another node's live run (a seat's) follows the slot up,
+// as a launch that found the job busy does: that run may still die before its attempt. One that
+// lost to a record does not (the record stands).
+func TestClaimedFirstFollowsARunElsewhere(t *testing.T) {
+	t.Parallel()
+	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	jb := Job{Job: jobfile.Job{Name: "seats", Schedule: "@every 1h", TZ: "UTC", Limit: 2, Overlap: "buffer-one"},
+		Work: func(context.Context, *once.Run) error { return nil }}
+	s, err := New(Config{Store: st, Jobs: []Job{jb}, Node: "nodeA"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := s.jobs[jb.Name]
+	for _, c := range []struct {
+		slot   string
+		err    error
+		follow bool
+	}{
+		{"2026-01-01T00:00:00Z", fmt.Errorf("%w: %w: run r1 …", errClaimed, errRunsElsewhere), true},
+		{"2026-01-01T01:00:00Z", fmt.Errorf("%w: nodeB recorded missed first", errClaimed), false},
+	} {
+		js.claimedFirst(context.Background(), js.job, &active{l: launch{slots: []string{c.slot}, untried: true, why: whyFollow}}, c.err)
+		js.mu.Lock()
+		w := js.watches[c.slot]
+		js.mu.Unlock()
+		if (w != nil) != c.follow || w != nil && !w.runIfUntried {
+			t.Errorf("%v: watch %+v; want followed up (to run if untried): %v", c.err, w, c.follow)
+		}
+	}
 }
