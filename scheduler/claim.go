@@ -113,7 +113,8 @@ var errRunsElsewhere = errors.New("another node runs the slot")
 // takeOverGone looks up keys, which another claimant holds, and hands to c those that a launch
 // that is gone holds (goneLaunch). It returns, when any key stands (a recorder's, a live
 // launch's, one taken by another node meanwhile), what the first of them is, else "";
-// launched says it is a live launch's, or one another node took over first (it is followed up).
+// launched says it is a live launch's, or one given back or taken over by another node since (the
+// launch follows the slot up: claimedFirst).
 func (s *Scheduler) takeOverGone(ctx context.Context, keys []string, c *store.Claimant) (standing string, launched bool, err error) {
 	got, err := s.keys.Lookup(ctx, recordedScope, keys)
 	if err != nil {
@@ -128,7 +129,9 @@ func (s *Scheduler) takeOverGone(ctx context.Context, keys []string, c *store.Cl
 		k, ok := found[key]
 		switch {
 		case !ok:
-			return fmt.Sprintf("%q was claimed by another node, and given back since", key), false, nil
+			// Its record failed, or its run did not begin: followed up (claimedFirst), so that
+			// the slot is run or recorded, not left without either.
+			return fmt.Sprintf("%q was claimed by another node, and given back since", key), true, nil
 		case !goneLaunch(k):
 			return standingClaim(k), isLaunchClaim(k), nil
 		}

@@ -453,6 +453,12 @@ func TestClaimedFirstFollowsARunElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A key lost and given back before the look-up of who holds it: followed up too.
+	c := store.Claimant{Task: jb.Name, RunID: launchPrefix + "r2", Token: 1}
+	if standing, launched, err := s.takeOverGone(context.Background(), slotKeys(jb.Name, "2026-01-01T02:00:00Z", claimKinds), &c); err != nil ||
+		!launched || !strings.Contains(standing, "given back") {
+		t.Errorf("a claim given back: %q %v %v; want it followed up", standing, launched, err)
+	}
 	js := s.jobs[jb.Name]
 	for _, c := range []struct {
 		slot   string
