@@ -80,8 +80,9 @@ func HistoryIndex(t *testing.T, dsnOf func(testing.TB) string, unindex func(t *t
 
 // historyCheck: doctor's history-index check (kvstore.CheckHistory) looks a document's newest
 // entry up in the index on this store: a document written without "hx" whose marks are in is OK,
-// one whose newest mark is not (an older once's write after the build) a warning naming its task;
-// the same for a document's newest missed event in the index of its kind.
+// one whose newest mark is not (an older once's write after the build, to a slot the index names
+// by an older mark: the window doctor reads) a warning naming its task; the same for a
+// document's newest missed event in the index of its kind.
 func historyCheck(t *testing.T, dsnOf func(testing.TB) string) {
 	t.Run("HistoryCheck", func(t *testing.T) {
 		t.Parallel()
@@ -97,7 +98,12 @@ func historyCheck(t *testing.T, dsnOf func(testing.TB) string) {
 		at := time.Now().Add(-time.Minute)
 		var docs []*kvstore.Doc
 		for _, slot := range []string{"a", "ab", "b"} { // "a"'s marks a prefix of "ab"'s, at one instant
-			d := &kvstore.Doc{Task: "chk", Slot: slot, Attempts: []store.Attempt{{Task: "chk", Slot: slot, RunID: slot, Number: 1, State: store.Succeeded, StartedAt: at, EndedAt: &at}}}
+			// Two attempts: the first's mark names the document in the window doctor reads
+			// (the task's newest marks) when the second's is missing.
+			was := at.Add(-time.Second)
+			d := &kvstore.Doc{Task: "chk", Slot: slot, Attempts: []store.Attempt{
+				{Task: "chk", Slot: slot, RunID: slot + "1", Number: 1, State: store.Succeeded, StartedAt: was, EndedAt: &was},
+				{Task: "chk", Slot: slot, RunID: slot, Number: 2, State: store.Succeeded, StartedAt: at, EndedAt: &at}}}
 			d.Unmarked() // written without "hx", as an older once writes (its marks are put here)
 			if _, err := kv.Save(ctx, d, 0, 0, ""); err != nil {
 				t.Fatal(err)
