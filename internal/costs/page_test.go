@@ -131,7 +131,7 @@ func TestHistorySlotFlat(t *testing.T) {
 			defer seed.Close()
 			seedSlots(t, ctx, seed, "other", 0, 3)
 			seedSlots(t, ctx, seed, "long", 0, small)
-			q := store.HistoryQuery{Slot: "h00001", Limit: 20} // the oldest slots but one: both tasks have it
+			q := store.HistoryQuery{Slot: "h00001", Limit: 20}                         // the oldest slots but one: both tasks have it
 			if _, err := seed.History(ctx, store.HistoryQuery{Limit: 1}); err != nil { // builds the index
 				t.Fatal(err)
 			}
