@@ -24,45 +24,51 @@ const (
 // CheckHistory is once doctor's check of the history index (HistoryKV) against the documents: an
 // older once writing beside this one after the index was built writes entries the index does not
 // list, which this version's history, dashboard and doctor scans then do not show (docs/
-// operations.md, "Hosts on two versions at once"). It reads a window of the ledger, not all of it:
-// the documents of each task's newest checkMarks marks (at most checkRead documents) and of the
-// slots waiting for review, and looks up in the index the newest entry of each of the checkDocs
-// newest of them written without the field that says their marks are in (Doc.Marked): what an
-// older once added to a slot this version wrote. A slot only an older once writes has no mark, so
-// this window does not read it (its message says so). It costs the tasks and the window, not the
-// history (internal/costs, TestDoctorHistoryFlat). None without an index; an info finding while
-// it is not built (the first page of history builds it).
+// operations.md, "Hosts on two versions at once"). By default it reads a window of the ledger, not
+// all of it: the documents of each task's newest checkMarks marks (at most checkRead documents)
+// and of the slots waiting for review, and looks up in the index the newest entry of each of the
+// checkDocs newest of them written without the field that says their marks are in (Doc.Marked):
+// what an older once added to a slot this version wrote. It costs the tasks and the window, not
+// the history (internal/costs, TestDoctorHistoryFlat). A slot only an older once writes has no
+// mark, so the window does not read it: its message says so, and that once doctor --scan
+// (store.FullCheck) reads every document, which finds it. None without an index; an info finding
+// while it is not built (the first page of history builds it).
 func (l Ledger) CheckHistory(ctx context.Context) []store.Finding {
 	hk, ok := l.KV.(HistoryKV)
 	if !ok {
 		return nil
 	}
+	full := store.FullCheck(ctx)
+	what := fmt.Sprintf("the window of the newest %d entries of each task (%%d documents, and those of the slots waiting for review): a slot only an older once writes is not in the index and not read here, once doctor --scan reads every document and finds it", checkMarks)
+	if full {
+		what = "every document (%d, once doctor --scan)"
+	}
 	f := store.Finding{Check: "history-index"}
-	missing, read, err := l.unindexed(ctx, hk)
+	missing, read, err := l.unindexed(ctx, hk, full)
 	switch {
 	case err != nil:
 		f.Level, f.Message = store.LevelWarn, fmt.Sprintf("could not compare the history index with the documents: %v", err)
 	case missing == nil:
 		f.Level, f.Message = store.LevelInfo, "not built yet: the first page of history (once history, the dashboard) builds it from every document"
 	case len(missing) == 0:
-		f.Level, f.Message = store.LevelOK, fmt.Sprintf("in step with the %d documents of each task's newest %d entries and of the slots waiting for review (an older once's entries added to them are listed); a slot only an older once writes is not in the index and not read here: while any host runs an older once, rebuild the index once the last is upgraded (docs/operations.md, \"Hosts on two versions at once\")", read, checkMarks)
+		f.Level, f.Message = store.LevelOK, "in step with "+fmt.Sprintf(what, read)+"; while any host runs an older once, rebuild the index once the last is upgraded (docs/operations.md, \"Hosts on two versions at once\")"
 	default:
 		tasks := make([]string, 0, len(missing))
 		for t := range missing {
 			tasks = append(tasks, t)
 		}
 		slices.Sort(tasks)
-		f.Level, f.Message = store.LevelWarn, fmt.Sprintf("%d documents an older once wrote after the index was built (tasks %s) hold entries it does not list (found among the documents of each task's newest %d entries: there may be more): this version's history, dashboard and doctor scans (or, for missed events, status and doctor's missed check) do not show them; once no older once is left, delete the index's built mark so that the next page rebuilds it (docs/operations.md, \"Hosts on two versions at once\")",
-			countAll(missing), strings.Join(tasks, ", "), checkMarks)
+		f.Level, f.Message = store.LevelWarn, fmt.Sprintf("%d documents an older once wrote after the index was built (tasks %s) hold entries it does not list (checked: %s): this version's history, dashboard and doctor scans (or, for missed events, status and doctor's missed check) do not show them; once no older once is left, delete the index's built mark so that the next page rebuilds it (docs/operations.md, \"Hosts on two versions at once\")",
+			countAll(missing), strings.Join(tasks, ", "), fmt.Sprintf(what, read))
 	}
 	return []store.Finding{f}
 }
 
-// unindexed returns, by task, how many of the newest documents of the window (checkWindow) not
-// known to be indexed have their newest entry missing from the index, or their newest entry of a
-// kind missing from the index of that kind (when those are built), and how many documents it
-// read; nil when the index is not built.
-func (l Ledger) unindexed(ctx context.Context, hk HistoryKV) (map[string]int, int, error) {
+// unindexed returns, by task, how many of the newest documents of the window (checkWindow), or of
+// every document when full, not known to be indexed have their newest entry missing from the
+// index, or their newest entry of a kind missing from the index of that kind (when those are
+// built), and how many documents it read; nil when the index is not built.
+func (l Ledger) unindexed(ctx context.Context, hk HistoryKV, full bool) (map[string]int, int, error) {
 	built, err := hk.HistoryIndexed(ctx)
 	if err != nil || !built {
 		return nil, 0, err
@@ -71,7 +77,12 @@ func (l Ledger) unindexed(ctx context.Context, hk HistoryKV) (map[string]int, in
 	if err != nil {
 		return nil, 0, err
 	}
-	docs, err := l.checkWindow(ctx, hk)
+	var docs []*Doc
+	if full {
+		docs, err = l.KV.Docs(ctx, "")
+	} else {
+		docs, err = l.checkWindow(ctx, hk)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
