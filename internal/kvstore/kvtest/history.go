@@ -121,23 +121,7 @@ func historyCheck(t *testing.T, dsnOf func(testing.TB) string) {
 		level := func(want store.Level) string { t.Helper(); return levelIn(ctx, want) }
 		hk := kv.(kvstore.HistoryKV)
 		level(store.LevelOK)
-		// A slot only an older once writes: none of its entries in the index. The window does not
-		// read it, and its OK says so; once doctor --scan (store.WithFullCheck) reads every
-		// document and names it.
-		o := &kvstore.Doc{Task: "chk3", Slot: "o", Attempts: []store.Attempt{{Task: "chk3", Slot: "o", RunID: "o", Number: 1, State: store.Succeeded, StartedAt: at, EndedAt: &at}}}
-		o.Unmarked()
-		if _, err := kv.Save(ctx, o, 0, 0, ""); err != nil {
-			t.Fatal(err)
-		}
-		if err := hk.Unmark(ctx, "chk3", append(o.Marks(), o.KindMarks()...)); err != nil {
-			t.Fatal(err)
-		}
-		if msg := level(store.LevelOK); !strings.Contains(msg, "window of the newest 16") || !strings.Contains(msg, "not read here") || !strings.Contains(msg, "once doctor --scan") {
-			t.Fatalf("CheckHistory: %s, want it to say what it did not read and that --scan does", msg)
-		}
-		if msg := levelIn(store.WithFullCheck(ctx), store.LevelWarn); !strings.Contains(msg, "1 documents") || !strings.Contains(msg, "(tasks chk3)") || !strings.Contains(msg, "every document (4,") {
-			t.Fatalf("CheckHistory --scan: %s", msg)
-		}
+		orphanCheck(t, kv, at, levelIn)
 		ms := docs[0].Marks()
 		if err := hk.Unmark(ctx, "chk", ms[len(ms)-1:]); err != nil { // "a"'s newest entry, not in the index
 			t.Fatal(err)
@@ -211,4 +195,26 @@ func cursors(t *testing.T, s store.Ledger, q store.HistoryQuery) []string {
 		out[i] = e.Cursor
 	}
 	return out
+}
+
+// orphanCheck: a slot only an older once writes, none of its entries in the index. The window
+// doctor reads by default does not read it, and its OK says so; once doctor --scan
+// (store.WithFullCheck) reads every document and names its task.
+func orphanCheck(t *testing.T, kv kvstore.KV, at time.Time, levelIn func(context.Context, store.Level) string) {
+	t.Helper()
+	ctx, hk := ctxT(t), kv.(kvstore.HistoryKV)
+	o := &kvstore.Doc{Task: "chk3", Slot: "o", Attempts: []store.Attempt{{Task: "chk3", Slot: "o", RunID: "o", Number: 1, State: store.Succeeded, StartedAt: at, EndedAt: &at}}}
+	o.Unmarked()
+	if _, err := kv.Save(ctx, o, 0, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := hk.Unmark(ctx, "chk3", append(o.Marks(), o.KindMarks()...)); err != nil {
+		t.Fatal(err)
+	}
+	if msg := levelIn(ctx, store.LevelOK); !strings.Contains(msg, "window of the newest 16") || !strings.Contains(msg, "not read here") || !strings.Contains(msg, "once doctor --scan") {
+		t.Fatalf("CheckHistory: %s, want it to say what it did not read and that --scan does", msg)
+	}
+	if msg := levelIn(store.WithFullCheck(ctx), store.LevelWarn); !strings.Contains(msg, "1 documents") || !strings.Contains(msg, "(tasks chk3)") || !strings.Contains(msg, "every document (4,") {
+		t.Fatalf("CheckHistory --scan: %s", msg)
+	}
 }
