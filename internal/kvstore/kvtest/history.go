@@ -19,6 +19,7 @@ import (
 // were built.
 func HistoryIndex(t *testing.T, dsnOf func(testing.TB) string, unindex func(t *testing.T, dsn string)) {
 	historyCheck(t, dsnOf)
+	historySlot(t, dsnOf)
 	t.Run("HistoryUpgrade", func(t *testing.T) {
 		t.Parallel()
 		dsn := dsnOf(t)
@@ -217,4 +218,52 @@ func orphanCheck(t *testing.T, kv kvstore.KV, at time.Time, levelIn func(context
 	if msg := levelIn(store.WithFullCheck(ctx), store.LevelWarn); !strings.Contains(msg, "1 documents") || !strings.Contains(msg, "(tasks chk3)") || !strings.Contains(msg, "every document (4,") {
 		t.Fatalf("CheckHistory --scan: %s", msg)
 	}
+}
+
+// historySlot: history --slot S without --task, read through the index (each task's document of
+// S and its archives), is the read of every document's: every task's attempts and events of S,
+// archived ones included, in the same order and pages.
+func historySlot(t *testing.T, dsnOf func(testing.TB) string) {
+	t.Run("HistorySlot", func(t *testing.T) {
+		t.Parallel()
+		s := open(t, dsnOf(t))
+		ctx := ctxT(t)
+		code := 0
+		for task, n := range map[string]int{"a": 3, "b": 45, "c": 1} { // "b"'s "s" archived past 40
+			l, err := s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "h", RunID: "seed", TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range n + 2 {
+				slot, run := "s", fmt.Sprintf("%s-%02d", task, i)
+				if i >= n {
+					slot = fmt.Sprintf("t%d", i) // other slots
+				}
+				if _, err := s.Begin(ctx, store.Attempt{Task: task, Slot: slot, RunID: run, Holder: "h", Token: l.Token}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Finish(ctx, run, l.Token, store.Outcome{State: store.Failed, ExitCode: &code}); err != nil {
+					t.Fatal(err)
+				}
+				if i%7 == 0 {
+					if err := s.Record(ctx, store.Event{Task: task, Slot: slot, Kind: store.Busy, RunID: "b" + run}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		if _, err := s.History(ctx, store.HistoryQuery{Limit: 1}); err != nil { // builds the index
+			t.Fatal(err)
+		}
+		scan := kvstore.Ledger{KV: struct{ kvstore.KV }{s.(interface{ Backend() kvstore.KV }).Backend()}}
+		for _, q := range []store.HistoryQuery{{Slot: "s"}, {Slot: "s", Kind: store.Busy}, {Slot: "t3"}, {Slot: "none"}} {
+			got, want := cursors(t, s, q), cursors(t, scan, q)
+			if !slices.Equal(got, want) || q.Slot == "s" && q.Kind == "" && len(got) != 49+9 {
+				t.Fatalf("history %+v: %d entries, the documents hold %d", q, len(got), len(want))
+			}
+			if len(want) > 1 {
+				walkPages(t, s, q)
+			}
+		}
+	})
 }
