@@ -45,7 +45,14 @@ func TestDoctorHistoryFlat(t *testing.T) {
 			after := doctorCost(t, dsn)
 			t.Logf("%s: doctor's history-index check with %d slots: %d round trips, %d bytes; %d slots: %d, %d",
 				st.name, small, before.trips, before.bytes, large, after.trips, after.bytes)
-			if after.trips > before.trips+st.slack || after.bytes > before.bytes+512 {
+			// ZooKeeper lists the newest 4-second bucket of a task's marks (its millisecond
+			// buckets): their number is the seeding's write rate, not the history's length (two
+			// runs: 9.5 and 11.9 kB at 80 slots, 11.3 and 13.0 kB at 400); the round trips stay.
+			slackBytes := int64(512)
+			if st.name == "zk" {
+				slackBytes = before.bytes
+			}
+			if after.trips > before.trips+st.slack || after.bytes > before.bytes+slackBytes {
 				t.Errorf("%s: doctor's history-index check cost %d round trips and %d bytes with %d slots, %d and %d with %d: it reads the history",
 					st.name, before.trips, before.bytes, small, after.trips, after.bytes, large)
 			}
