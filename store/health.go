@@ -30,3 +30,19 @@ type Finding struct {
 type Inspector interface {
 	Inspect(ctx context.Context) ([]Finding, error)
 }
+
+type fullCheck struct{}
+
+// WithFullCheck asks Inspect for its heavy checks (once doctor --scan): those that read the whole
+// ledger where the default reads a window of it (the key-value stores' history-index check reads
+// every document, not the documents of each task's newest entries). Inspect without it stays
+// flat in the ledger's size.
+func WithFullCheck(ctx context.Context) context.Context {
+	return context.WithValue(ctx, fullCheck{}, true)
+}
+
+// FullCheck says whether ctx asks for the heavy checks (WithFullCheck).
+func FullCheck(ctx context.Context) bool {
+	v, _ := ctx.Value(fullCheck{}).(bool)
+	return v
+}

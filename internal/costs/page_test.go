@@ -91,3 +91,70 @@ func pageCost(t *testing.T, dsn string, q store.HistoryQuery) wire {
 	}
 	return wire{relay.Trips() - t0, relay.Received() - b0}
 }
+
+// TestHistorySlotFlat holds once history --slot S without --task on the key-value stores to the
+// slot: the same round trips and about the same bytes with 80 or 400 slots of other history (each
+// task's document of the slot, and its archives). Before, it walked every task's history index back
+// to the slot's time, reading the documents on the way.
+func TestHistorySlotFlat(t *testing.T) {
+	small, large := 80, 400
+	if testing.Short() {
+		small, large = 40, 160
+	}
+	for _, st := range stores {
+		if st.name == "postgres" || st.name == "mysql" {
+			continue
+		}
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
+			if st.name == "zk" {
+				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			seed, err := store.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer seed.Close()
+			seedSlots(t, ctx, seed, "other", 0, 3)
+			seedSlots(t, ctx, seed, "long", 0, small)
+			q := store.HistoryQuery{Slot: "h00001", Limit: 20}                         // the oldest slots but one: both tasks have it
+			if _, err := seed.History(ctx, store.HistoryQuery{Limit: 1}); err != nil { // builds the index
+				t.Fatal(err)
+			}
+			before := slotCost(t, dsn, q)
+			seedSlots(t, ctx, seed, "long", small, large)
+			after := slotCost(t, dsn, q)
+			t.Logf("%s: history --slot with %d slots: %d round trips, %d bytes; %d slots: %d, %d",
+				st.name, small, before.trips, before.bytes, large, after.trips, after.bytes)
+			if after.trips > before.trips+st.slack || after.bytes > before.bytes+512 {
+				t.Errorf("%s: history --slot cost %d round trips and %d bytes with %d slots, %d and %d with %d: it walks the history",
+					st.name, before.trips, before.bytes, small, after.trips, after.bytes, large)
+			}
+		})
+	}
+}
+
+// slotCost reads q on a fresh client through a relay, wants the slot's attempt in both tasks, and
+// counts the read.
+func slotCost(t *testing.T, dsn string, q store.HistoryQuery) wire {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	relay, via := relayed(t, ctx, dsn)
+	s, err := store.Open(ctx, via)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Slot(ctx, "warm", "x"); err != nil { // the client's own first round trips
+		t.Fatal(err)
+	}
+	t0, b0 := relay.Trips(), relay.Received()
+	es, err := s.History(ctx, q)
+	if err != nil || len(es) != 2 || es[0].Slot != q.Slot || es[1].Slot != q.Slot {
+		t.Fatalf("History %+v: %d entries, %v; want the slot's attempt in both tasks", q, len(es), err)
+	}
+	return wire{relay.Trips() - t0, relay.Received() - b0}
+}

@@ -54,7 +54,8 @@ func (l Ledger) Waiting(ctx context.Context) ([]store.SlotState, error) {
 }
 
 // History: see store.Ledger. With a history index (HistoryKV) a page reads the marks from its
-// cursor on and the documents they name: it costs the page (historyPage). Without one, every page
+// cursor on and the documents they name: it costs the page (historyPage); a query for a slot
+// without a task reads each task's document of that slot (slotDocsAll). Without one, every page
 // reads the documents of the task (or of every task) and sorts their entries of q's Kind. A query
 // for one task's slot reads that slot's documents only (slotDocs). A cursor's Seq is an attempt's
 // number or an event's place among its document's events.
@@ -68,6 +69,8 @@ func (l Ledger) History(ctx context.Context, q store.HistoryQuery) ([]store.Entr
 	switch {
 	case q.Task != "" && q.Slot != "":
 		docs, err = l.slotDocs(ctx, q.Task, q.Slot)
+	case q.Slot != "" && indexed:
+		docs, err = l.slotDocsAll(ctx, hk, q.Slot)
 	case indexed:
 		return l.historyPage(ctx, hk, q, before, after)
 	default:
@@ -492,6 +495,48 @@ func (l Ledger) slotDocs(ctx context.Context, task, slot string) ([]*Doc, error)
 	out := []*Doc{d}
 	for i, a := range arcs {
 		if a != nil && a.Task == task && a.Slot == want[i][1] { // else a prune deleted it since
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// slotDocsAll reads slot's documents in every task (history --slot without --task): each task's
+// document of the slot (one read of many documents), then the archives they show (another): it
+// costs the tasks and the slot's history, not the ledger's (internal/costs, TestHistorySlotFlat).
+// A walk of the tasks' marks would go back to the slot's time, reading every document on the way.
+func (l Ledger) slotDocsAll(ctx context.Context, hk HistoryKV, slot string) ([]*Doc, error) {
+	tasks, err := hk.HistoryTasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	want := make([][2]string, len(tasks))
+	for i, t := range tasks {
+		want[i] = [2]string{t, slot}
+	}
+	docs, err := l.loadMany(ctx, want)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Doc
+	var arcs [][2]string
+	for _, d := range docs {
+		if d == nil {
+			continue
+		}
+		out = append(out, d)
+		for seq := 1; d.Archived != nil && seq <= d.Archived.Docs; seq++ {
+			if d.Archived.shows(seq) {
+				arcs = append(arcs, [2]string{d.Task, ArchiveSlot(slot, seq)})
+			}
+		}
+	}
+	got, err := l.loadMany(ctx, arcs)
+	if err != nil {
+		return nil, err
+	}
+	for i, a := range got {
+		if a != nil && a.Task == arcs[i][0] && a.Slot == arcs[i][1] { // else a prune deleted it since
 			out = append(out, a)
 		}
 	}
