@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/once-run/once/store"
-	"github.com/once-run/once/store/storetest"
 )
 
 // TestDoctorHistoryFlat holds once doctor's history-index check on the key-value stores
@@ -24,17 +23,7 @@ func TestDoctorHistoryFlat(t *testing.T) {
 		}
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
-			if st.name == "zk" {
-				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			seed, err := store.Open(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer seed.Close()
+			ctx, dsn, seed := openSeed(t, st)
 			seedSlots(t, ctx, seed, "long", 0, small)
 			seedSlots(t, ctx, seed, "other", 0, 3)
 			if _, err := seed.History(ctx, store.HistoryQuery{Kind: store.Missed, Limit: 1}); err != nil { // builds the indexes

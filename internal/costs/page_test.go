@@ -107,17 +107,7 @@ func TestHistorySlotFlat(t *testing.T) {
 		}
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := storetest.WithPrefix(t, storetest.ServerDSN(t, st.env, st.name))
-			if st.name == "zk" {
-				dsn += "&session_timeout=1h" // no pings in the counts (TestRoundTripsPerRun)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			seed, err := store.Open(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer seed.Close()
+			ctx, dsn, seed := openSeed(t, st)
 			seedSlots(t, ctx, seed, "other", 0, 3)
 			seedSlots(t, ctx, seed, "long", 0, small)
 			q := store.HistoryQuery{Slot: "h00001", Limit: 20}                         // the oldest slots but one: both tasks have it
