@@ -45,7 +45,29 @@ func DecodeKeyRec(b []byte) (KeyRec, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return r, fmt.Errorf("%w: corrupt key record: %v", store.ErrUnavailable, err)
 	}
+	if err := r.check(); err != nil {
+		return r, fmt.Errorf("%w: corrupt key record: %v", store.ErrUnavailable, err)
+	}
 	return r, nil
+}
+
+// maxMicros bounds a record's times and TTL: the end of year 9999. Claimed+TTL, when a pending
+// claim expires, then never overflows (a TTL of 9223372036854775807 from another writer wrapped
+// it into the past, and the claim of a key whose work may be running was reported unknown).
+const maxMicros = 253402300799999999
+
+// check refuses what no once writes: a state other than pending or done (a key in any other was
+// neither claimable nor done), a time or TTL out of range.
+func (r *KeyRec) check() error {
+	if r.State != store.KeyPending && r.State != store.KeyDone {
+		return fmt.Errorf("state %q is neither pending nor done", store.Clip(string(r.State), 64))
+	}
+	for _, n := range []int64{r.TTL, r.Claimed, r.Done} {
+		if n < 0 || n > maxMicros {
+			return fmt.Errorf("time %d out of range", n)
+		}
+	}
+	return nil
 }
 
 // StoredKey is a record with the backend's opaque version of it.
