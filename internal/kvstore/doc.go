@@ -87,7 +87,8 @@ func Unmarshal(b []byte) (*Doc, error) {
 		return nil, fmt.Errorf("%w: corrupt ledger document: %v", store.ErrUnavailable, err)
 	}
 	if err := d.check(); err != nil {
-		return nil, fmt.Errorf("%w: corrupt ledger document of task %q slot %q: %v", store.ErrUnavailable, store.Clip(d.Task, 64), store.Clip(d.Slot, 64), err)
+		return nil, fmt.Errorf("%w: corrupt ledger document of task %q slot %q: %v (not one once writes: restore it from a backup; deleting it in the store lets the slot run again)",
+			store.ErrUnavailable, store.Clip(d.Task, 64), store.Clip(d.Slot, 64), err)
 	}
 	_, d.waited = d.Waits()
 	d.ran = d.Runs()

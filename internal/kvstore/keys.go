@@ -39,14 +39,17 @@ func (r *KeyRec) Encode() []byte {
 	return b
 }
 
-// DecodeKeyRec decodes a stored record; a corrupt one is ErrUnavailable.
-func DecodeKeyRec(b []byte) (KeyRec, error) {
+// DecodeKeyRec decodes the stored record of key; a corrupt one is ErrUnavailable, named with its
+// key and what to do (once decides nothing on it, and cannot forget it).
+func DecodeKeyRec(key string, b []byte) (KeyRec, error) {
 	var r KeyRec
-	if err := json.Unmarshal(b, &r); err != nil {
-		return r, fmt.Errorf("%w: corrupt key record: %v", store.ErrUnavailable, err)
+	err := json.Unmarshal(b, &r)
+	if err == nil {
+		err = r.check()
 	}
-	if err := r.check(); err != nil {
-		return r, fmt.Errorf("%w: corrupt key record: %v", store.ErrUnavailable, err)
+	if err != nil {
+		return r, fmt.Errorf("%w: corrupt record of business key %q: %v (not one once writes: restore it from a backup, or delete it in the store, which lets the key be claimed again)",
+			store.ErrUnavailable, store.Clip(key, 64), err)
 	}
 	return r, nil
 }
