@@ -135,3 +135,20 @@ func TestHostileDocuments(t *testing.T) {
 		t.Errorf("the slot's history allocated %d MiB", n>>20)
 	}
 }
+
+// TestRecordRefusesWhatReadsRefuse: an event whose attempt number a read would refuse as corrupt is
+// refused before it is written (ErrInvalid); written, it made its slot unreadable for good.
+func TestRecordRefusesWhatReadsRefuse(t *testing.T) {
+	ctx, l := context.Background(), Ledger{KV: newMem()}
+	for _, n := range []int{-1, maxNumber + 1} {
+		if err := l.Record(ctx, store.Event{Task: "t", Slot: "s", Kind: store.Review, Attempt: n}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("attempt %d: %v; want ErrInvalid", n, err)
+		}
+	}
+	if err := l.Record(ctx, store.Event{Task: "t", Slot: "s", Kind: store.Review, Attempt: maxNumber}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := l.Slot(ctx, "t", "s"); err != nil {
+		t.Fatalf("the slot does not read: %+v, %v", st, err)
+	}
+}
