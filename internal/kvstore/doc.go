@@ -86,6 +86,10 @@ func Unmarshal(b []byte) (*Doc, error) {
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("%w: corrupt ledger document: %v", store.ErrUnavailable, err)
 	}
+	if err := d.check(); err != nil {
+		return nil, fmt.Errorf("%w: corrupt ledger document of task %q slot %q: %v (not one once writes: restore it from a backup; deleting it in the store lets the slot run again)",
+			store.ErrUnavailable, store.Clip(d.Task, 64), store.Clip(d.Slot, 64), err)
+	}
 	_, d.waited = d.Waits()
 	d.ran = d.Runs()
 	d.read = d.readMarks()
@@ -95,6 +99,42 @@ func Unmarshal(b []byte) (*Doc, error) {
 		}
 	}
 	return &d, nil
+}
+
+// maxNumber bounds the numbers a document holds (attempt numbers, archive counts): far above any
+// slot's, and below where once's arithmetic on them (the next attempt, a sum) would overflow.
+const maxNumber = 1<<53 - 1
+
+// maxArchives bounds a slot's archive names (Archived.Docs): reads walk the names one by one, so
+// another writer's huge count (9223372036854775807) hung every read of the slot (one archive
+// holds 32 entries: this is half a billion).
+const maxArchives = 1 << 24
+
+// check refuses numbers no once writes (another writer's: older, buggy or hostile), which once
+// would act on: a negative count of failures lets a task run past --max-attempts, the largest
+// attempt number makes the next one negative.
+func (d *Doc) check() error {
+	for _, a := range d.Attempts {
+		if a.Number < 0 || a.Number > maxNumber {
+			return fmt.Errorf("attempt number %d is out of range", a.Number)
+		}
+	}
+	for _, e := range d.Events {
+		if e.Attempt < 0 || e.Attempt > maxNumber {
+			return fmt.Errorf("an event of attempt number %d, out of range", e.Attempt)
+		}
+	}
+	if arc := d.Archived; arc != nil {
+		for _, n := range []int{arc.Through, arc.Attempts, arc.Events, arc.CheckAt, arc.Resolved, arc.Failures} {
+			if n < 0 || n > maxNumber {
+				return fmt.Errorf("an archived count of %d, out of range", n)
+			}
+		}
+		if arc.Docs < 0 || arc.Docs > maxArchives {
+			return fmt.Errorf("%d archives (at most %d)", arc.Docs, maxArchives)
+		}
+	}
+	return nil
 }
 
 // Unknown returns the keys of d's marks as it was read that were not known to be in the indexes

@@ -476,7 +476,7 @@ func (l Ledger) slotDocs(ctx context.Context, task, slot string) ([]*Doc, error)
 		return []*Doc{d}, nil
 	}
 	var seqs []int
-	for seq := 1; seq <= d.Archived.Docs; seq++ {
+	for seq := 1; seq <= d.Archived.Docs && len(seqs) <= slotReads; seq++ {
 		if d.Archived.shows(seq) {
 			seqs = append(seqs, seq)
 		}

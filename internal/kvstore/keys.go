@@ -39,13 +39,38 @@ func (r *KeyRec) Encode() []byte {
 	return b
 }
 
-// DecodeKeyRec decodes a stored record; a corrupt one is ErrUnavailable.
-func DecodeKeyRec(b []byte) (KeyRec, error) {
+// DecodeKeyRec decodes the stored record of key; a corrupt one is ErrUnavailable, named with its
+// key and what to do (once decides nothing on it, and cannot forget it).
+func DecodeKeyRec(key string, b []byte) (KeyRec, error) {
 	var r KeyRec
-	if err := json.Unmarshal(b, &r); err != nil {
-		return r, fmt.Errorf("%w: corrupt key record: %v", store.ErrUnavailable, err)
+	err := json.Unmarshal(b, &r)
+	if err == nil {
+		err = r.check()
+	}
+	if err != nil {
+		return r, fmt.Errorf("%w: corrupt record of business key %q: %v (not one once writes: restore it from a backup, or delete it in the store, which lets the key be claimed again)",
+			store.ErrUnavailable, store.Clip(key, 64), err)
 	}
 	return r, nil
+}
+
+// maxMicros bounds a record's times and TTL: the end of year 9999. Claimed+TTL, when a pending
+// claim expires, then never overflows (a TTL of 9223372036854775807 from another writer wrapped
+// it into the past, and the claim of a key whose work may be running was reported unknown).
+const maxMicros = 253402300799999999
+
+// check refuses what no once writes: a state other than pending or done (a key in any other was
+// neither claimable nor done), a time or TTL out of range.
+func (r *KeyRec) check() error {
+	if r.State != store.KeyPending && r.State != store.KeyDone {
+		return fmt.Errorf("state %q is neither pending nor done", store.Clip(string(r.State), 64))
+	}
+	for _, n := range []int64{r.TTL, r.Claimed, r.Done} {
+		if n < 0 || n > maxMicros {
+			return fmt.Errorf("time %d out of range", n)
+		}
+	}
+	return nil
 }
 
 // StoredKey is a record with the backend's opaque version of it.

@@ -368,6 +368,9 @@ func (l Ledger) Record(ctx context.Context, e store.Event) error {
 	if err := checkSlot(e.Slot); err != nil {
 		return err
 	}
+	if e.Attempt < 0 || e.Attempt > maxNumber { // a document holding it would be refused as corrupt
+		return fmt.Errorf("%w: event of task %q slot %q: attempt %d is out of range (0 when none)", store.ErrInvalid, e.Task, e.Slot, e.Attempt)
+	}
 	return l.update(ctx, e.Task, e.Slot, 0, "", func(d *Doc, now time.Time) (bool, error) {
 		l.archive(ctx, d)
 		d.Events = append(d.Events, Event{Kind: e.Kind, RunID: e.RunID, Holder: e.Holder, Token: e.Token, Attempt: e.Attempt, Note: e.Note, At: now})

@@ -100,12 +100,17 @@ func (m Mark) head() string {
 
 // ParseMark reads a key of task's index, or of its index of a kind; ok is false for a key this
 // once does not write.
+//
+// A key read as a mark is the key that mark is written under (another writer's "!!" + a mark, or its
+// hex in upper case, is none): a stale mark is removed by its key, and such a one stayed, to be
+// met and its document read again by every page that came to it.
 func ParseMark(task, key string) (Mark, bool) {
-	kind, key := SplitKind(key)
-	if kind != "" && !Indexed(kind) {
+	kind, rest := SplitKind(key)
+	if kind != "" && !Indexed(kind) || kind == "" && rest != key {
 		return Mark{}, false
 	}
-	if len(key) < markHead || key[16] != 'a' && key[16] != 'e' {
+	key = rest
+	if len(key) < markHead || key[16] != 'a' && key[16] != 'e' || strings.ContainsAny(key, "ABCDEF") {
 		return Mark{}, false
 	}
 	u, err := strconv.ParseUint(key[:16], 16, 64)

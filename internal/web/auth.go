@@ -244,6 +244,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if s.tls {
 			h.Set("Strict-Transport-Security", "max-age=31536000")
 		}
+		if r.RequestURI == "*" { // "POST * HTTP/1.1" (OPTIONS * is net/http's): ServeMux answered 400, empty
+			apiError(w, http.StatusBadRequest, "a request for * names no page or API call: give a path, such as /api/v1/tasks")
+			return
+		}
 		open := r.URL.Path == "/healthz" || r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/")
 		if !open && !s.openRead(r) && !s.hasSession(r) {
 			ok, answered := s.checkBearer(w, r)

@@ -26,7 +26,7 @@ type seeded struct {
 	s store.Store
 }
 
-func newSeeded(t *testing.T) *seeded {
+func newSeeded(t testing.TB) *seeded {
 	t.Helper()
 	s, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
 	if err != nil {

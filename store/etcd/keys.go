@@ -86,7 +86,7 @@ func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []k
 }
 
 func (k keyKV) decode(m map[string]kvstore.StoredKey, key string, kv keyValue) error {
-	r, err := kvstore.DecodeKeyRec(kv.Value)
+	r, err := kvstore.DecodeKeyRec(key, kv.Value)
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func (k keyKV) Page(ctx context.Context, scope, cursor string, limit int) ([]str
 		if err != nil {
 			continue
 		}
-		rec, err := kvstore.DecodeKeyRec(kv.Value)
+		rec, err := kvstore.DecodeKeyRec(key, kv.Value)
 		if err != nil {
 			return nil, nil, "", err
 		}

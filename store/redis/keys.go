@@ -72,7 +72,7 @@ func (k keyKV) Create(ctx context.Context, scope string, keys []string, recs []k
 }
 
 func (k keyKV) decode(m map[string]kvstore.StoredKey, key, v string) error {
-	r, err := kvstore.DecodeKeyRec([]byte(v))
+	r, err := kvstore.DecodeKeyRec(key, []byte(v))
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ func (k keyKV) Page(ctx context.Context, scope, cursor string, limit int) ([]str
 	}
 	keys, recs := make([]string, 0, len(kv)/2), make([]kvstore.KeyRec, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
-		r, err := kvstore.DecodeKeyRec([]byte(kv[i+1]))
+		r, err := kvstore.DecodeKeyRec(kv[i], []byte(kv[i+1]))
 		if err != nil {
 			return nil, nil, "", err
 		}

@@ -160,7 +160,7 @@ func (k keyKV) get(ctx context.Context, dir string, keys []string) (map[string]k
 		if err != nil {
 			return err
 		}
-		r, err := kvstore.DecodeKeyRec(b)
+		r, err := kvstore.DecodeKeyRec(keys[i], b)
 		if err != nil {
 			return err
 		}
