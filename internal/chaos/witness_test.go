@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -30,7 +31,9 @@ func startWitness(t *testing.T, dir, proc string, tok int64, sleep time.Duration
 // token, as a lock that granted twice would) and a reused token.
 func TestWitnessCatchesOverlapAndStaleWrites(t *testing.T) {
 	dir := t.TempDir()
-	first := startWitness(t, dir, "A", 5, 600*time.Millisecond)
+	// A holds the kernel lock until B has run (B's start can take longer than any short sleep
+	// of A's under load: CI saw A exit first, and no overlap); then A is stopped.
+	first := startWitness(t, dir, "A", 5, time.Minute)
 	if _, err := waitRecord(t.Context(), dir, 5*time.Second, func(r Record) bool { return r.Proc == "A" && r.Kind == KindEntry }); err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +41,11 @@ func TestWitnessCatchesOverlapAndStaleWrites(t *testing.T) {
 	if err := second.Wait(); err == nil {
 		t.Fatal("the witness with a rejected token exited 0, want 3")
 	}
-	if err := first.Wait(); err != nil {
+	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	if err := first.Wait(); first.ProcessState.ExitCode() != 143 {
+		t.Fatalf("the first witness on SIGTERM: %v, want exit 143", err)
 	}
 	third := startWitness(t, dir, "C", 5, 50*time.Millisecond) // a reused token
 	if err := third.Wait(); err != nil {
