@@ -174,23 +174,7 @@ func measure(t *testing.T, dsn string) map[string]cost {
 func BenchmarkRun(b *testing.B) {
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {
-			dsn := storetest.WithPrefix(b, storetest.ServerDSN(b, st.env, st.name))
-			ctx := context.Background()
-			lock := b.TempDir()
-			work := func(context.Context, *once.Run) error { return nil }
-			i := 0
-			for b.Loop() {
-				s, err := store.Open(ctx, dsn)
-				if err != nil {
-					b.Fatal(err)
-				}
-				i++
-				res, err := once.Do(ctx, once.Options{Store: s, Task: "bench", Slot: fmt.Sprintf("s%d", i), Holder: "b:1", TTL: time.Minute, LockDir: lock}, work)
-				if err != nil || res.Decision != once.Ran {
-					b.Fatalf("%+v %v", res, err)
-				}
-				s.Close()
-			}
+			benchRuns(b, storetest.WithPrefix(b, storetest.ServerDSN(b, st.env, st.name)))
 		})
 	}
 }
@@ -201,25 +185,30 @@ func BenchmarkRunRTT(b *testing.B) {
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {
 			dsn := storetest.WithPrefix(b, storetest.ServerDSN(b, st.env, st.name))
-			ctx := context.Background()
-			relay, via := relayed(b, ctx, dsn)
+			relay, via := relayed(b, context.Background(), dsn)
 			relay.Delay = 500 * time.Microsecond
-			lock := b.TempDir()
-			work := func(context.Context, *once.Run) error { return nil }
-			i := 0
-			for b.Loop() {
-				s, err := store.Open(ctx, via)
-				if err != nil {
-					b.Fatal(err)
-				}
-				i++
-				res, err := once.Do(ctx, once.Options{Store: s, Task: "bench", Slot: fmt.Sprintf("s%d", i), Holder: "b:1", TTL: time.Minute, LockDir: lock}, work)
-				if err != nil || res.Decision != once.Ran {
-					b.Fatalf("%+v %v", res, err)
-				}
-				s.Close()
-			}
+			benchRuns(b, via)
 		})
+	}
+}
+
+// benchRuns is BenchmarkRun's loop on dsn: each op opens a client, runs a new slot, and closes.
+func benchRuns(b *testing.B, dsn string) {
+	ctx := context.Background()
+	lock := b.TempDir()
+	work := func(context.Context, *once.Run) error { return nil }
+	i := 0
+	for b.Loop() {
+		s, err := store.Open(ctx, dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		i++
+		res, err := once.Do(ctx, once.Options{Store: s, Task: "bench", Slot: fmt.Sprintf("s%d", i), Holder: "b:1", TTL: time.Minute, LockDir: lock}, work)
+		if err != nil || res.Decision != once.Ran {
+			b.Fatalf("%+v %v", res, err)
+		}
+		s.Close()
 	}
 }
 
