@@ -3,18 +3,16 @@ package zk
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/once-run/once/internal/costs"
 	"github.com/once-run/once/internal/kvstore"
+	"github.com/once-run/once/internal/kvstore/kvtest"
 	"github.com/once-run/once/store"
 )
 
@@ -218,43 +216,7 @@ func TestForgetRacesNewDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	k := kv{s}
-	const n = 20
-	for i := range n {
-		task := fmt.Sprintf("t%02d", i)
-		if err := s.Record(ctx, store.Event{Task: task, Slot: "old", Kind: store.Missed, Holder: "n"}); err != nil {
-			t.Fatal(err)
-		}
-		d, ver, _, err := k.Load(ctx, task, "old")
-		if err != nil || d == nil {
-			t.Fatal(d, err)
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		wg.Go(func() { errs[0] = k.Delete(ctx, d, ver) })
-		wg.Go(func() {
-			errs[1] = s.Record(ctx, store.Event{Task: task, Slot: "new", Kind: store.Missed, Holder: "n"})
-		})
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatalf("round %d: delete: %v; write: %v", i, errs[0], errs[1])
-		}
-		ts, err := k.HistoryTasks(ctx)
-		if err != nil || !slices.Contains(ts, task) {
-			t.Fatalf("round %d: HistoryTasks %v (%v) lacks %s, whose new document has an entry", i, ts, err, task)
-		}
-	}
-	for _, kind := range []store.State{"", store.Missed} {
-		got, err := s.History(ctx, store.HistoryQuery{Kind: kind})
-		if err != nil || len(got) != n {
-			t.Fatalf("history across tasks (kind %q): %d entries, %v; want %d (each task's new slot)", kind, len(got), err, n)
-		}
-		for _, e := range got {
-			if e.Slot != "new" {
-				t.Fatalf("history across tasks (kind %q) shows %s/%s, which was deleted", kind, e.Task, e.Slot)
-			}
-		}
-	}
+	kvtest.ForgetRacesNewDocument(t, ctx, s, kv{s}, 20, nil)
 }
 
 // TestEarlierKindMarksExist: the first write of a document an earlier once wrote (its marks of the
