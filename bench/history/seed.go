@@ -37,9 +37,7 @@ func seedSQLite(ctx context.Context, dsn, shape string, n int) (int, error) {
 	}
 	defer tx.Rollback()
 	p := opts.Prefix
-	var as, es []row
-	count := 0
-	flush := func() error {
+	flush := func(as, es []row) error {
 		if len(as) > 0 {
 			q := "INSERT INTO " + p + "attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at, exit_code) VALUES " +
 				strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, 'bench:1', 1, ?, ?, ?),", len(as)), ",")
@@ -62,24 +60,9 @@ func seedSQLite(ctx context.Context, dsn, shape string, n int) (int, error) {
 				return err
 			}
 		}
-		count += len(as) + len(es)
-		as, es = as[:0], es[:0]
 		return nil
 	}
-	err = rows(shape, n, func(r row) error {
-		if r.event {
-			es = append(es, r)
-		} else {
-			as = append(as, r)
-		}
-		if len(as)+len(es) >= batch {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
+	count, err := batches(shape, n, batch, flush)
 	if err != nil {
 		return 0, err
 	}
@@ -105,42 +88,33 @@ func seedPostgres(ctx context.Context, dsn, shape string, n int) (int, error) {
 		return 0, err
 	}
 	defer conn.Close(ctx)
-	var as, es [][]any
-	count := 0
-	flush := func() error {
+	// COPY takes large batches well.
+	count, err := batches(shape, n, 50*batch, func(as, es []row) error {
 		if len(as) > 0 {
+			vs := make([][]any, 0, len(as))
+			for _, r := range as {
+				vs = append(vs, []any{r.task, r.slot, int32(r.number), r.run, r.state, "bench:1", int64(1),
+					time.UnixMicro(r.started), time.UnixMicro(r.ended), int32(r.exit)})
+			}
 			if _, err := conn.CopyFrom(ctx, pgx.Identifier{cfg.Prefix + "attempts"},
 				[]string{"task", "slot", "attempt", "run_id", "state", "holder", "token", "started_at", "ended_at", "exit_code"},
-				pgx.CopyFromRows(as)); err != nil {
+				pgx.CopyFromRows(vs)); err != nil {
 				return err
 			}
 		}
 		if len(es) > 0 {
+			vs := make([][]any, 0, len(es))
+			for _, r := range es {
+				vs = append(vs, []any{r.task, r.slot, r.state, r.run, "bench:2", int64(0), int32(r.number), "", time.UnixMicro(r.started)})
+			}
 			if _, err := conn.CopyFrom(ctx, pgx.Identifier{cfg.Prefix + "events"},
 				[]string{"task", "slot", "kind", "run_id", "holder", "token", "attempt", "note", "happened_at"},
-				pgx.CopyFromRows(es)); err != nil {
+				pgx.CopyFromRows(vs)); err != nil {
 				return err
 			}
 		}
-		count += len(as) + len(es)
-		as, es = as[:0], es[:0]
-		return nil
-	}
-	err = rows(shape, n, func(r row) error {
-		if r.event {
-			es = append(es, []any{r.task, r.slot, r.state, r.run, "bench:2", int64(0), int32(r.number), "", time.UnixMicro(r.started)})
-		} else {
-			as = append(as, []any{r.task, r.slot, int32(r.number), r.run, r.state, "bench:1", int64(1),
-				time.UnixMicro(r.started), time.UnixMicro(r.ended), int32(r.exit)})
-		}
-		if len(as)+len(es) >= 50*batch {
-			return flush()
-		}
 		return nil
 	})
-	if err == nil {
-		err = flush()
-	}
 	if err != nil {
 		return 0, err
 	}
@@ -168,10 +142,8 @@ func seedMySQL(ctx context.Context, dsn, shape string, n int) (int, error) {
 	db := sql.OpenDB(c)
 	defer db.Close()
 	p := cfg.Prefix
-	var as, es []row
-	count := 0
 	ts := func(us int64) string { return time.UnixMicro(us).UTC().Format("2006-01-02 15:04:05.000000") }
-	flush := func() error {
+	flush := func(as, es []row) error {
 		if len(as) > 0 {
 			q := "INSERT INTO " + p + "attempts (task, slot, attempt, run_id, state, holder, token, started_at, ended_at, exit_code, checkpoint, note) VALUES " +
 				strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, 'bench:1', 1, ?, ?, ?, '', ''),", len(as)), ",")
@@ -194,24 +166,9 @@ func seedMySQL(ctx context.Context, dsn, shape string, n int) (int, error) {
 				return err
 			}
 		}
-		count += len(as) + len(es)
-		as, es = as[:0], es[:0]
 		return nil
 	}
-	err = rows(shape, n, func(r row) error {
-		if r.event {
-			es = append(es, r)
-		} else {
-			as = append(as, r)
-		}
-		if len(as)+len(es) >= batch {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
+	count, err := batches(shape, n, batch, flush)
 	if err != nil {
 		return 0, err
 	}
@@ -224,6 +181,36 @@ func seedMySQL(ctx context.Context, dsn, shape string, n int) (int, error) {
 		}
 	}
 	return count, nil
+}
+
+// batches hands the rows of shape (rows) to flush, attempts and events apart, size rows at a
+// time, the last batch possibly empty; it returns how many rows flush took.
+func batches(shape string, n, size int, flush func(as, es []row) error) (int, error) {
+	var as, es []row
+	count := 0
+	send := func() error {
+		if err := flush(as, es); err != nil {
+			return err
+		}
+		count += len(as) + len(es)
+		as, es = as[:0], es[:0]
+		return nil
+	}
+	err := rows(shape, n, func(r row) error {
+		if r.event {
+			es = append(es, r)
+		} else {
+			as = append(as, r)
+		}
+		if len(as)+len(es) >= size {
+			return send()
+		}
+		return nil
+	})
+	if err == nil {
+		err = send()
+	}
+	return count, err
 }
 
 // drop removes the tables of a SQL server store's prefix.

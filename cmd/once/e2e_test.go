@@ -157,7 +157,13 @@ func (e *env) run(args ...string) result {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := e.cmd(ctx, args...)
+	return collect(e.t, e.cmd(ctx, args...))
+}
+
+// collect runs c and returns what it wrote, its exit code and how long it took; an error other
+// than an exit status (the program did not start, or its output could not be read) fails t.
+func collect(t testing.TB, c *exec.Cmd) result {
+	t.Helper()
 	var so, se bytes.Buffer
 	c.Stdout, c.Stderr = &so, &se
 	start := time.Now()
@@ -166,7 +172,7 @@ func (e *env) run(args ...string) result {
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {
-		e.t.Fatalf("once %v: %v", args, err)
+		t.Fatalf("%s %v: %v", filepath.Base(c.Args[0]), c.Args[1:], err)
 	}
 	return r
 }

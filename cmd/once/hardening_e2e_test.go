@@ -103,16 +103,30 @@ func (e *env) run0(name string, args ...string) result {
 	defer cancel()
 	c := exec.CommandContext(ctx, name, args...)
 	c.Env = e.vars
-	var so, se strings.Builder
-	c.Stdout, c.Stderr = &so, &se
-	err := c.Run()
-	r := result{stdout: so.String(), stderr: se.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		e.t.Fatalf("%s %v: %v", name, args, err)
+	return collect(e.t, c)
+}
+
+// pasteResolve pastes into a shell the "once resolve … --as failed" line once status prints for the
+// slot waiting for review, wants the line to hold want (the slot as status quotes it), and wants
+// no slot waiting after it.
+func (e *env) pasteResolve(dsn, want string) {
+	e.t.Helper()
+	st := e.run("status", "--store", dsn)
+	var line string
+	for _, x := range strings.Split(st.stdout, "\n") {
+		if strings.HasPrefix(x, "  once resolve ") && strings.Contains(x, "--as failed") {
+			line = strings.TrimSpace(x)
+		}
 	}
-	return r
+	if !strings.Contains(line, want) {
+		e.t.Fatalf("status:\n%s", st.stdout)
+	}
+	if r := e.paste(line); r.code != 0 {
+		e.t.Fatalf("pasted %q: %d %s", line, r.code, r.stderr)
+	}
+	if r := e.run("status", "--store", dsn); !strings.Contains(r.stdout, "WAITING FOR REVIEW (0)") {
+		e.t.Fatalf("still waiting:\n%s", r.stdout)
+	}
 }
 
 // decisions are the two commands printed for one slot.
@@ -338,22 +352,7 @@ func TestPastedResolveOfTaskWithoutSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := e.run("status", "--store", dsn)
-	var line string
-	for _, x := range strings.Split(st.stdout, "\n") {
-		if strings.HasPrefix(x, "  once resolve ") && strings.Contains(x, "--as failed") {
-			line = strings.TrimSpace(x)
-		}
-	}
-	if !strings.Contains(line, "--slot '' ") {
-		t.Fatalf("status:\n%s", st.stdout)
-	}
-	if r := e.paste(line); r.code != 0 {
-		t.Fatalf("pasted %q: %d %s", line, r.code, r.stderr)
-	}
-	if r := e.run("status", "--store", dsn); !strings.Contains(r.stdout, "WAITING FOR REVIEW (0)") {
-		t.Fatalf("still waiting:\n%s", r.stdout)
-	}
+	e.pasteResolve(dsn, "--slot '' ")
 }
 
 // rawControl reports the first control character (other than tab and newline), DEL, C1 control

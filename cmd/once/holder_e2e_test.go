@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
@@ -162,16 +161,7 @@ func TestHolderOfAUidWithoutAName(t *testing.T) {
 		c := e.cmd(ctx, args...)
 		c.Env = append(c.Env, "HOME="+e.home)
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
-		var so, se strings.Builder
-		c.Stdout, c.Stderr = &so, &se
-		err := c.Run()
-		r := result{stdout: so.String(), stderr: se.String()}
-		if ee, ok := err.(*exec.ExitError); ok {
-			r.code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("once %v: %v", args, err)
-		}
-		return r
+		return collect(t, c)
 	}
 	if r := run("run", "--task", "who-uid", "--", "true"); r.code != 0 {
 		t.Fatalf("run as uid %d: %d %s", uid, r.code, r.stderr)

@@ -3,11 +3,9 @@ package main
 // End-to-end tests of once keys and once effect with the real binary and the embedded store.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,17 +33,7 @@ func (e *env) runIn(stdin string, extra []string, args ...string) result {
 	c := e.cmd(ctx, args...)
 	c.Env = append(slices.Clone(e.vars), extra...)
 	c.Stdin = strings.NewReader(stdin)
-	var so, se bytes.Buffer
-	c.Stdout, c.Stderr = &so, &se
-	start := time.Now()
-	err := c.Run()
-	r := result{stdout: so.String(), stderr: se.String(), dur: time.Since(start)}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		e.t.Fatalf("once %v: %v", args, err)
-	}
-	return r
+	return collect(e.t, c)
 }
 
 func lines(s string) []string {

@@ -45,20 +45,5 @@ func TestOlderOnceSlotNameResolves(t *testing.T) {
 			t.Fatalf("%v, a slot never recorded: %d %s", args, r.code, r.stderr)
 		}
 	}
-	st := e.run("status", "--store", dsn)
-	var line string
-	for _, x := range strings.Split(st.stdout, "\n") {
-		if strings.HasPrefix(x, "  once resolve ") && strings.Contains(x, "--as failed") {
-			line = strings.TrimSpace(x)
-		}
-	}
-	if !strings.Contains(line, "--slot 2026/12/06 ") {
-		t.Fatalf("status:\n%s", st.stdout)
-	}
-	if r := e.paste(line); r.code != 0 {
-		t.Fatalf("pasted %q: %d %s", line, r.code, r.stderr)
-	}
-	if r := e.run("status", "--store", dsn); !strings.Contains(r.stdout, "WAITING FOR REVIEW (0)") {
-		t.Fatalf("still waiting:\n%s", r.stdout)
-	}
+	e.pasteResolve(dsn, "--slot 2026/12/06 ")
 }

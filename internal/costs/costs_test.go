@@ -174,23 +174,7 @@ func measure(t *testing.T, dsn string) map[string]cost {
 func BenchmarkRun(b *testing.B) {
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {
-			dsn := storetest.WithPrefix(b, storetest.ServerDSN(b, st.env, st.name))
-			ctx := context.Background()
-			lock := b.TempDir()
-			work := func(context.Context, *once.Run) error { return nil }
-			i := 0
-			for b.Loop() {
-				s, err := store.Open(ctx, dsn)
-				if err != nil {
-					b.Fatal(err)
-				}
-				i++
-				res, err := once.Do(ctx, once.Options{Store: s, Task: "bench", Slot: fmt.Sprintf("s%d", i), Holder: "b:1", TTL: time.Minute, LockDir: lock}, work)
-				if err != nil || res.Decision != once.Ran {
-					b.Fatalf("%+v %v", res, err)
-				}
-				s.Close()
-			}
+			benchRuns(b, storetest.WithPrefix(b, storetest.ServerDSN(b, st.env, st.name)))
 		})
 	}
 }
@@ -201,25 +185,30 @@ func BenchmarkRunRTT(b *testing.B) {
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {
 			dsn := storetest.WithPrefix(b, storetest.ServerDSN(b, st.env, st.name))
-			ctx := context.Background()
-			relay, via := relayed(b, ctx, dsn)
+			relay, via := relayed(b, context.Background(), dsn)
 			relay.Delay = 500 * time.Microsecond
-			lock := b.TempDir()
-			work := func(context.Context, *once.Run) error { return nil }
-			i := 0
-			for b.Loop() {
-				s, err := store.Open(ctx, via)
-				if err != nil {
-					b.Fatal(err)
-				}
-				i++
-				res, err := once.Do(ctx, once.Options{Store: s, Task: "bench", Slot: fmt.Sprintf("s%d", i), Holder: "b:1", TTL: time.Minute, LockDir: lock}, work)
-				if err != nil || res.Decision != once.Ran {
-					b.Fatalf("%+v %v", res, err)
-				}
-				s.Close()
-			}
+			benchRuns(b, via)
 		})
+	}
+}
+
+// benchRuns is BenchmarkRun's loop on dsn: each op opens a client, runs a new slot, and closes.
+func benchRuns(b *testing.B, dsn string) {
+	ctx := context.Background()
+	lock := b.TempDir()
+	work := func(context.Context, *once.Run) error { return nil }
+	i := 0
+	for b.Loop() {
+		s, err := store.Open(ctx, dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		i++
+		res, err := once.Do(ctx, once.Options{Store: s, Task: "bench", Slot: fmt.Sprintf("s%d", i), Holder: "b:1", TTL: time.Minute, LockDir: lock}, work)
+		if err != nil || res.Decision != once.Ran {
+			b.Fatalf("%+v %v", res, err)
+		}
+		s.Close()
 	}
 }
 
@@ -266,4 +255,52 @@ func openSeed(t *testing.T, st storeCase) (context.Context, string, store.Store)
 	}
 	t.Cleanup(func() { seed.Close() })
 	return ctx, dsn, seed
+}
+
+// history is how many slots a test of reads against history seeds, before and after: a read that
+// is flat costs the same with either.
+type history struct{ small, large int }
+
+func historySizes() history {
+	if testing.Short() {
+		return history{40, 160}
+	}
+	return history{80, 400}
+}
+
+// wire is what a read took on the wire: round trips, and bytes the server sent.
+type wire struct{ trips, bytes int64 }
+
+// counted opens a client of dsn through a relay of its own, warms it with a Slot read (the
+// client's own first round trips: the connection, a Cluster's slots, a script load), and returns
+// what read then cost on the wire; the client is closed on return.
+func counted(t *testing.T, dsn string, read func(context.Context, store.Store)) wire {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	relay, via := relayed(t, ctx, dsn)
+	s, err := store.Open(ctx, via)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Slot(ctx, "warm", "x"); err != nil {
+		t.Fatal(err)
+	}
+	t0, b0 := relay.Trips(), relay.Received()
+	read(ctx, s)
+	return wire{relay.Trips() - t0, relay.Received() - b0}
+}
+
+// wantFlat logs what the read named what cost with h's small and large history (small, large),
+// and fails t when the large one took more than st.slack round trips or more than bytes bytes
+// beyond the small one: the read's cost grows with the history it should not read.
+func wantFlat(t *testing.T, st storeCase, what string, h history, small, large wire, bytes int64) {
+	t.Helper()
+	t.Logf("%s: %s with %d slots: %d round trips, %d bytes; with %d slots: %d, %d",
+		st.name, what, h.small, small.trips, small.bytes, h.large, large.trips, large.bytes)
+	if large.trips > small.trips+st.slack || large.bytes > small.bytes+bytes {
+		t.Errorf("%s: %s cost %d round trips and %d bytes with %d slots, %d and %d with %d (at most %d round trips and %d bytes more): it reads the history",
+			st.name, what, small.trips, small.bytes, h.small, large.trips, large.bytes, h.large, st.slack, bytes)
+	}
 }

@@ -83,8 +83,6 @@ func TestRunFlatInHistory(t *testing.T) {
 	}
 }
 
-type wire struct{ trips, bytes int64 }
-
 // runCost runs task's slot warm (so that both tasks are past their first run), then counts a run
 // of its slot counted on a fresh client through a relay.
 func runCost(t *testing.T, dsn, task, warm, counted string) wire {

@@ -16,10 +16,7 @@ import (
 // other than missed walked the task's marks (every task's) past the entries of other kinds, and read
 // the document of each attempt it passed for an attempt state.
 func TestKindFlat(t *testing.T) {
-	small, large := 80, 400
-	if testing.Short() {
-		small, large = 40, 160
-	}
+	h := historySizes()
 	for _, st := range stores {
 		if st.name == "postgres" || st.name == "mysql" { // a task's kind, an attempt state: the time index, past other kinds
 			continue
@@ -36,7 +33,7 @@ func TestKindFlat(t *testing.T) {
 				t.Fatal(err)
 			}
 			seedFailed(t, ctx, seed, "long", "f")
-			seedSlots(t, ctx, seed, "long", 0, small)
+			seedSlots(t, ctx, seed, "long", 0, h.small)
 			qs := []store.HistoryQuery{
 				{Task: "long", Kind: store.Busy, Limit: 20},
 				{Kind: store.Busy, Limit: 20},
@@ -48,17 +45,12 @@ func TestKindFlat(t *testing.T) {
 			for i, q := range qs {
 				before = append(before, missedCost(t, dsn, q, want[i]))
 			}
-			seedSlots(t, ctx, seed, "long", small, large)
+			seedSlots(t, ctx, seed, "long", h.small, h.large)
 			for i, q := range qs {
 				after = append(after, missedCost(t, dsn, q, want[i]))
 			}
 			for i, q := range qs {
-				t.Logf("%s: --task %q --kind %s, %d slots of other history: %d round trips, %d bytes; %d slots: %d, %d",
-					st.name, q.Task, q.Kind, small, before[i].trips, before[i].bytes, large, after[i].trips, after[i].bytes)
-				if after[i].trips > before[i].trips+st.slack || after[i].bytes > before[i].bytes+512 {
-					t.Errorf("%s: --task %q --kind %s cost %d round trips and %d bytes with %d slots, %d and %d with %d: the read walks the history",
-						st.name, q.Task, q.Kind, before[i].trips, before[i].bytes, small, after[i].trips, after[i].bytes, large)
-				}
+				wantFlat(t, st, fmt.Sprintf("--task %q --kind %s", q.Task, q.Kind), h, before[i], after[i], 512)
 			}
 		})
 	}

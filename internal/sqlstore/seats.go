@@ -145,6 +145,31 @@ func (s *Store) RenewSeat(ctx context.Context, l store.Lease, ttl time.Duration,
 	return out, err
 }
 
+// ReleaseLease is a backend's Release (store.Leaser): a seat (l.Limit >= 2) through ReleaseSeat,
+// an exclusive grant through release, the backend's statement (arguments: task, holder, token),
+// which must change one row when l is still the task's latest grant. The row and its token stay.
+func (s *Store) ReleaseLease(ctx context.Context, l store.Lease, release string) error {
+	if l.Limit >= 2 {
+		return s.ReleaseSeat(ctx, l)
+	}
+	var n int64
+	err := s.Do(ctx, func(ctx context.Context) error {
+		res, err := s.DB.ExecContext(ctx, s.Q(release), l.Task, l.Holder, l.Token)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: task %q: token %d of %s was released or replaced", store.ErrNotHeld, l.Task, l.Token, l.Holder)
+	}
+	return nil
+}
+
 // ReleaseSeat is a backend's Release of a seat (l.Limit >= 2).
 func (s *Store) ReleaseSeat(ctx context.Context, l store.Lease) error {
 	return s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.releaseSeatTx(ctx, tx, l) })

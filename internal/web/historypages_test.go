@@ -1,8 +1,6 @@
 package web
 
 import (
-	"database/sql"
-	"path/filepath"
 	"testing"
 
 	"github.com/once-run/once/store"
@@ -12,17 +10,7 @@ import (
 // cursor's sequence orders), every third succeeded, and an event beside every fifth.
 func seedTies(t *testing.T, n int) (store.Store, *Server) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "once.db")
-	s, err := store.Open(t.Context(), "sqlite://"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db := rawLedger(t)
 	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
 		INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at)
 		SELECT 'd', 's' || i, 1, 'r' || i, CASE WHEN i % 3 = 0 THEN 'succeeded' ELSE 'failed' END, 'h', 1,

@@ -2,11 +2,9 @@ package web
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -182,23 +180,13 @@ func sameSuccess(a, b TaskRow) bool {
 // (a store.ReadLastSuccess per row), "reload" the next ones (the rows' last successes kept).
 func BenchmarkOverviewFailing(b *testing.B) {
 	const tasks, failures = 50, 2000
-	path := filepath.Join(b.TempDir(), "once.db")
-	s, err := store.Open(b.Context(), "sqlite://"+path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
+	s, db := rawLedger(b)
 	sd := &seeded{t: b, s: s}
 	var from int64
 	for i := range tasks {
 		ok := sd.run(fmt.Sprintf("job-%02d", i), "s0", "h", store.Succeeded)
 		from = max(from, ok.EndedAt.UnixMicro()+1000)
 	}
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
 	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1 * ?2)
 		INSERT INTO attempts (task, slot, number, run_id, state, holder, token, started_at, ended_at)
 		SELECT printf('job-%02d', i % ?1), 'f' || i, 1, 'r' || i, 'failed', 'h', 1, ?3 + i * 1000, ?3 + i * 1000 + 500 FROM n`,

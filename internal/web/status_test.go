@@ -150,25 +150,32 @@ func TestLastSuccessNotKnownBehindEvents(t *testing.T) {
 	}
 }
 
-// succeededRaw opens a SQLite ledger in which task d's slot s0 succeeded, and returns the store,
-// its seeder, that attempt, and the ledger's file opened as a plain database, to write history
-// straight into (a thousand runs take a minute), closed when t ends.
-func succeededRaw(t *testing.T) (store.Store, *seeded, store.Attempt, *sql.DB) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "once.db")
-	s, err := store.Open(t.Context(), "sqlite://"+path)
+// rawLedger opens a SQLite ledger in a fresh file, and the same file as a plain database, to write
+// history straight into (a thousand runs through the store take a minute); both closed when tb
+// ends.
+func rawLedger(tb testing.TB) (store.Store, *sql.DB) {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "once.db")
+	s, err := store.Open(tb.Context(), "sqlite://"+path)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
-	sd := &seeded{t: t, s: s}
-	ok := sd.run("d", "s0", "h", store.Succeeded)
+	tb.Cleanup(func() { s.Close() })
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	return s, sd, ok, db
+	tb.Cleanup(func() { db.Close() })
+	return s, db
+}
+
+// succeededRaw opens a raw ledger (rawLedger) in which task d's slot s0 succeeded, and returns the
+// store, its seeder, that attempt, and the plain database.
+func succeededRaw(t *testing.T) (store.Store, *seeded, store.Attempt, *sql.DB) {
+	t.Helper()
+	s, db := rawLedger(t)
+	sd := &seeded{t: t, s: s}
+	return s, sd, sd.run("d", "s0", "h", store.Succeeded), db
 }
 
 // insertFailures writes n failed attempts of task d (slots f1…fn) into db, a millisecond apart

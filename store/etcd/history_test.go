@@ -1,13 +1,11 @@
 package etcd
 
 import (
-	"errors"
-	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/once-run/once/internal/kvstore/kvtest"
 	"github.com/once-run/once/store"
 )
 
@@ -75,45 +73,12 @@ func TestForgetRacesNewDocument(t *testing.T) {
 	}
 	defer s.Close()
 	k := kv{s}
-	for i := range 40 {
-		task := fmt.Sprintf("t%02d", i)
-		if err := s.Record(ctx, store.Event{Task: task, Slot: "old", Kind: store.Missed, Holder: "n"}); err != nil {
-			t.Fatal(err)
+	kvtest.ForgetRacesNewDocument(t, ctx, s, k, 40, func() {
+		// The order that the compare guards: the new document written between the delete and the
+		// drop of y/TASK.
+		s.dropHistoryTask(ctx, "t00")
+		if ts, err := k.HistoryTasks(ctx); err != nil || !slices.Contains(ts, "t00") {
+			t.Fatalf("a drop of y/t00 while its new document has marks took it out: %v %v", ts, err)
 		}
-		d, ver, _, err := k.Load(ctx, task, "old")
-		if err != nil || d == nil {
-			t.Fatal(d, err)
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		wg.Go(func() { errs[0] = k.Delete(ctx, d, ver) })
-		wg.Go(func() {
-			errs[1] = s.Record(ctx, store.Event{Task: task, Slot: "new", Kind: store.Missed, Holder: "n"})
-		})
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
-		ts, err := k.HistoryTasks(ctx)
-		if err != nil || !slices.Contains(ts, task) {
-			t.Fatalf("round %d: HistoryTasks %v (%v) lacks %s, whose new document has an entry", i, ts, err, task)
-		}
-	}
-	// The order that the compare guards: the new document written between the delete and the
-	// drop of y/TASK.
-	s.dropHistoryTask(ctx, "t00")
-	if ts, err := k.HistoryTasks(ctx); err != nil || !slices.Contains(ts, "t00") {
-		t.Fatalf("a drop of y/t00 while its new document has marks took it out: %v %v", ts, err)
-	}
-	for _, kind := range []store.State{"", store.Missed} {
-		got, err := s.History(ctx, store.HistoryQuery{Kind: kind})
-		if err != nil || len(got) != 40 {
-			t.Fatalf("history across tasks (kind %q): %d entries, %v; want 40 (each task's new slot)", kind, len(got), err)
-		}
-		for _, e := range got {
-			if e.Slot != "new" {
-				t.Fatalf("history across tasks (kind %q) shows %s/%s, which was deleted", kind, e.Task, e.Slot)
-			}
-		}
-	}
+	})
 }

@@ -320,25 +320,7 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 
 // Release frees the grant l if it is still the task's latest (store.Leaser). The row and its token stay.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
-	if l.Limit >= 2 {
-		return s.ReleaseSeat(ctx, l)
-	}
-	var n int64
-	err := s.Do(ctx, func(ctx context.Context) error {
-		res, err := s.DB.ExecContext(ctx, s.Q(releaseSQL), l.Task, l.Holder, l.Token)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if n != 1 {
-		return fmt.Errorf("%w: task %q: token %d of %s was released or replaced", store.ErrNotHeld, l.Task, l.Token, l.Holder)
-	}
-	return nil
+	return s.ReleaseLease(ctx, l, releaseSQL)
 }
 
 // releaseSQL gives a grant up (arguments: task, holder, token); it changes one row when the grant

@@ -3,18 +3,16 @@ package zk
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/once-run/once/internal/costs"
 	"github.com/once-run/once/internal/kvstore"
+	"github.com/once-run/once/internal/kvstore/kvtest"
 	"github.com/once-run/once/store"
 )
 
@@ -127,6 +125,30 @@ func TestForgetDropsBuckets(t *testing.T) {
 	}
 }
 
+// olderDoc rewrites the document of task t's slot s behind the store's back as a once before the
+// document's flag leaves it (no "flag": true), and loads it again.
+func olderDoc(ctx context.Context, t *testing.T, s *Store, flag string) (*kvstore.Doc, kvstore.Version) {
+	t.Helper()
+	k := kv{s}
+	d, _, _, err := k.Load(ctx, "t", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := string(d.Marshal())
+	older := strings.Replace(b, `,"`+flag+`":true`, "", 1)
+	if older == b {
+		t.Fatalf("the document has no %q to take out: %s", flag, b)
+	}
+	if _, err := s.c.Set(s.docPath("t", "s"), []byte(older), -1); err != nil {
+		t.Fatal(err)
+	}
+	d, ver, _, err := k.Load(ctx, "t", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, ver
+}
+
 // TestOlderDocMarksRoundTrips: this once's first write of a document an older once wrote (no
 // "hx", its marks not known to be in the index) puts them all, in parallel: up to 80 (archiveAt
 // attempts and events) on a run's path. Its round trips are logged, not asserted (parallel
@@ -144,18 +166,7 @@ func TestOlderDocMarksRoundTrips(t *testing.T) {
 	if _, err := k.Save(ctx, &kvstore.Doc{Task: "t", Slot: "s", Attempts: attempts}, 0, 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	d, _, _, err := k.Load(ctx, "t", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	older := strings.Replace(string(d.Marshal()), `,"hx":true`, "", 1) // an older once's write: no "hx"
-	if _, err := s.c.Set(s.docPath("t", "s"), []byte(older), -1); err != nil {
-		t.Fatal(err)
-	}
-	d, ver, _, err := k.Load(ctx, "t", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, ver := olderDoc(ctx, t, s, "hx") // an older once's write: no "hx"
 	at := time.Now()
 	d.Attempts = append(d.Attempts, store.Attempt{Task: "t", Slot: "s", RunID: "r", Number: 33, State: store.Succeeded, StartedAt: at, EndedAt: &at})
 	before := relay.Trips()
@@ -218,43 +229,7 @@ func TestForgetRacesNewDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	k := kv{s}
-	const n = 20
-	for i := range n {
-		task := fmt.Sprintf("t%02d", i)
-		if err := s.Record(ctx, store.Event{Task: task, Slot: "old", Kind: store.Missed, Holder: "n"}); err != nil {
-			t.Fatal(err)
-		}
-		d, ver, _, err := k.Load(ctx, task, "old")
-		if err != nil || d == nil {
-			t.Fatal(d, err)
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		wg.Go(func() { errs[0] = k.Delete(ctx, d, ver) })
-		wg.Go(func() {
-			errs[1] = s.Record(ctx, store.Event{Task: task, Slot: "new", Kind: store.Missed, Holder: "n"})
-		})
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatalf("round %d: delete: %v; write: %v", i, errs[0], errs[1])
-		}
-		ts, err := k.HistoryTasks(ctx)
-		if err != nil || !slices.Contains(ts, task) {
-			t.Fatalf("round %d: HistoryTasks %v (%v) lacks %s, whose new document has an entry", i, ts, err, task)
-		}
-	}
-	for _, kind := range []store.State{"", store.Missed} {
-		got, err := s.History(ctx, store.HistoryQuery{Kind: kind})
-		if err != nil || len(got) != n {
-			t.Fatalf("history across tasks (kind %q): %d entries, %v; want %d (each task's new slot)", kind, len(got), err, n)
-		}
-		for _, e := range got {
-			if e.Slot != "new" {
-				t.Fatalf("history across tasks (kind %q) shows %s/%s, which was deleted", kind, e.Task, e.Slot)
-			}
-		}
-	}
+	kvtest.ForgetRacesNewDocument(t, ctx, s, kv{s}, 20, nil)
 }
 
 // TestEarlierKindMarksExist: the first write of a document an earlier once wrote (its marks of the
@@ -276,18 +251,7 @@ func TestEarlierKindMarksExist(t *testing.T) {
 	if _, err := k.Save(ctx, d, 0, 0, ""); err != nil { // every mark, those of a kind too: as the build puts them
 		t.Fatal(err)
 	}
-	d, _, _, err := k.Load(ctx, "t", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	earlier := strings.Replace(string(d.Marshal()), `,"hk2":true`, "", 1) // an earlier once's write: no "hk2"
-	if _, err := s.c.Set(s.docPath("t", "s"), []byte(earlier), -1); err != nil {
-		t.Fatal(err)
-	}
-	d, ver, _, err := k.Load(ctx, "t", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, ver := olderDoc(ctx, t, s, "hk2") // an earlier once's write: no "hk2"
 	// A millisecond after the newest skip, in the buckets it made: at time.Now() the event could
 	// fall in a kind's 72-minute bucket not made yet (2–3 multis more: a fresh-clone run's 5).
 	d.Events = append(d.Events, kvstore.Event{Kind: store.Skipped, At: base.Add(29*time.Minute + time.Second + time.Millisecond)})

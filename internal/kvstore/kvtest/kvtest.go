@@ -2,6 +2,8 @@
 // keep beyond the conformance suite's reach: the running index (kvstore.RunningKV) as a ledger an
 // older once wrote leaves it — not built, an attempt missing from it, an entry left in it. Each
 // backend's test calls RunningIndex with hooks that change the index behind the store's back.
+// The history index's cases (HistoryIndex, Archives) and the race of a task's last document's
+// delete with a new document's write (ForgetRacesNewDocument) are shared the same way.
 package kvtest
 
 import (
