@@ -19,8 +19,8 @@ import (
 // with the number of processes on the host. Kernels built without CONFIG_PROC_CHILDREN fall back to
 // one scan of /proc per walk.
 
-// proc is one member of a tree: its pid and the parent it was found under.
-type proc struct{ pid, ppid int }
+// proc is one member of a tree: its pid, the parent it was found under, and its process group then.
+type proc struct{ pid, ppid, pgrp int }
 
 // childrenFile tells whether /proc/PID/task/TID/children exists on this kernel (checked on first use).
 var childrenFile = sync.OnceValue(func() bool {
@@ -40,8 +40,8 @@ func descendants(root int) []proc {
 		queue = queue[1:]
 		for _, pid := range children(parent) {
 			queue = append(queue, pid) // a zombie has no children, but the walk is cheap either way
-			if _, _, state, ok := procStat(pid); ok && state != 'Z' && state != 'X' {
-				out = append(out, proc{pid, parent})
+			if _, pgrp, state, ok := procStat(pid); ok && state != 'Z' && state != 'X' {
+				out = append(out, proc{pid, parent, pgrp})
 			}
 		}
 	}
@@ -90,9 +90,11 @@ func childPids(pid int) []int {
 func scanDescendants(root int) []proc {
 	kids := map[int][]int{}
 	live := map[int]bool{}
-	scanProcs(func(pid, ppid, _ int, state byte) {
+	group := map[int]int{}
+	scanProcs(func(pid, ppid, pgrp int, state byte) {
 		kids[ppid] = append(kids[ppid], pid)
 		live[pid] = state != 'Z' && state != 'X'
+		group[pid] = pgrp
 	})
 	var out []proc
 	queue := []int{root}
@@ -102,7 +104,7 @@ func scanDescendants(root int) []proc {
 		for _, pid := range kids[parent] {
 			queue = append(queue, pid)
 			if live[pid] {
-				out = append(out, proc{pid, parent})
+				out = append(out, proc{pid, parent, group[pid]})
 			}
 		}
 	}
@@ -131,12 +133,30 @@ func (p proc) signal(sig syscall.Signal, root int) {
 	}
 }
 
-// signalTree sends sig to every live descendant of root.
-func signalTree(root int, sig syscall.Signal) {
-	for _, p := range descendants(root) {
-		p.signal(sig, root)
+// signalRun sends sig to every process of the run of root, the shim, which leads the run's process
+// group: to the group first, then to every live descendant of root outside it (a setsid daemon, a
+// child of its own group). A walk alone misses a process forked while it runs, after its parent's
+// children were read: a shell that gets SIGINT while it starts its foreground command defers it
+// until that command exits, and the command never got it (CI saw `sh -c '…; sleep 300'` outlive
+// SIGINT until the grace's kill). The kernel delivers a group's signal to a child forked meanwhile,
+// as a terminal's ^C does. The walk skips the group's members: a second signal would read as a
+// second ^C to a program that force-quits on it.
+func signalRun(root int, sig syscall.Signal) {
+	_ = syscall.Kill(-root, sig)
+	ds := descendants(root)
+	if afterWalk != nil {
+		afterWalk()
+	}
+	for _, p := range ds {
+		if p.pgrp != root {
+			p.signal(sig, root)
+		}
 	}
 }
+
+// afterWalk, when set (by a test, before the signal), runs in signalRun between its walk and the
+// signals it sends: a test forks there what a walk would have missed.
+var afterWalk func()
 
 // killTree SIGKILLs every descendant of root, walking again until a walk finds none alive, and returns
 // how many were still alive when it gave up at deadline (a fork bomb can outrun it). Each round kills
