@@ -113,11 +113,12 @@ func TestStopPathsLeaveNothing(t *testing.T) {
 // The shim freezes nothing and kills nothing of its own while a stop is merely pending: a TERM that the
 // command honours leaves the command's exit status intact.
 func TestStopKeepsCommandStatus(t *testing.T) {
-	p, err := Start(Config{Args: []string{"sh", "-c", `trap "exit 7" TERM; sleep 300 & wait`}, Shim: shim})
+	ready := filepath.Join(t.TempDir(), "ready")
+	p, err := Start(Config{Args: []string{"sh", "-c", `trap "exit 7" TERM; echo > ` + ready + `; sleep 300 & wait`}, Shim: shim})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitFile(t, ready) // the trap is set (a fixed 100 ms could come before the shell's start under load)
 	p.Stop(syscall.SIGTERM, 5*time.Second)
 	if e, _ := p.Wait(); e != (Exit{Code: 7}) {
 		t.Errorf("got %+v, want exit 7", e)
