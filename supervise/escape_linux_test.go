@@ -338,8 +338,8 @@ func escaperPidsIn(f string) []int {
 // A stop signal reaches a process the command forks while the signal is being sent. A shell that
 // gets SIGINT while it waits for its foreground command waits for that command to end before it
 // dies; when the signal went through a walk alone, a `sleep 300` forked after the walk had read
-// the shell's children never got it, and the run lived until the grace's kill (CI saw once exit
-// 137 instead of 130). Here the shell forks the sleep between the walk and the sends, every time.
+// the shell's children never got it, and the run lived until the grace's kill (137, not 130).
+// Here the shell forks the sleep between the walk and the sends, every time.
 func TestStopReachesAChildForkedDuringTheSignal(t *testing.T) {
 	dir := t.TempDir()
 	ready, goOn := filepath.Join(dir, "ready"), filepath.Join(dir, "go")

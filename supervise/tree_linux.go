@@ -136,11 +136,11 @@ func (p proc) signal(sig syscall.Signal, root int) {
 // signalRun sends sig to every process of the run of root, the shim, which leads the run's process
 // group: to the group first, then to every live descendant of root outside it (a setsid daemon, a
 // child of its own group). A walk alone misses a process forked while it runs, after its parent's
-// children were read: a shell that gets SIGINT while it starts its foreground command defers it
-// until that command exits, and the command never got it (CI saw `sh -c '…; sleep 300'` outlive
-// SIGINT until the grace's kill). The kernel delivers a group's signal to a child forked meanwhile,
-// as a terminal's ^C does. The walk skips the group's members: a second signal would read as a
-// second ^C to a program that force-quits on it.
+// children were read: a shell that gets SIGINT while it waits for its foreground command waits
+// for that command to end, and the command never got it (`sh -c '…; sleep 300'` then lives until
+// the grace's kill). The kernel delivers a group's signal to a child forked meanwhile, as a
+// terminal's ^C does. The walk skips the group's members: a second signal would read as a second
+// ^C to a program that force-quits on it.
 func signalRun(root int, sig syscall.Signal) {
 	_ = syscall.Kill(-root, sig)
 	ds := descendants(root)
