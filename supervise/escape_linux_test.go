@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -339,7 +340,9 @@ func escaperPidsIn(f string) []int {
 // gets SIGINT while it waits for its foreground command waits for that command to end before it
 // dies; when the signal went through a walk alone, a `sleep 300` forked after the walk had read
 // the shell's children never got it, and the run lived until the grace's kill (137, not 130).
-// Here the shell forks the sleep between the walk and the sends, every time.
+// The hook lets the shell fork the sleep between the walk and the walk's sends, every time: a
+// walk alone then misses it (checked against the walk-only code: the run outlives the 20 s). With
+// the group's signal, sent before the walk, the shell has it already and dies of it.
 func TestStopReachesAChildForkedDuringTheSignal(t *testing.T) {
 	dir := t.TempDir()
 	ready, goOn := filepath.Join(dir, "ready"), filepath.Join(dir, "go")
@@ -355,7 +358,7 @@ func TestStopReachesAChildForkedDuringTheSignal(t *testing.T) {
 		t.Fatalf("the shim's children: %v, want the command", cmd)
 	}
 	sh := cmd[0]
-	afterWalk = func() {
+	afterWalk = func([]proc) {
 		afterWalk = nil
 		if err := os.WriteFile(goOn, nil, 0o600); err != nil {
 			t.Error(err)
@@ -382,11 +385,13 @@ func TestStopReachesAChildForkedDuringTheSignal(t *testing.T) {
 }
 
 // A forwarded signal reaches a process of the run outside the shim's group too (a setsid daemon):
-// the group's signal does not reach it, the walk does.
+// the group's signal does not reach it, the walk does. The walk signals none of the group's
+// members, which the group's signal reached already: a second SIGINT reads as "force quit" to
+// many programs.
 func TestSignalReachesTheRunOutsideTheGroup(t *testing.T) {
 	dir := t.TempDir()
 	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
-	daemon := `trap "echo > ` + got + `; exit 0" USR1; echo > ` + ready + `; while :; do sleep 0.01; done`
+	daemon := `trap "echo > ` + got + `; exit 0" USR1; echo $$ > ` + ready + `; while :; do sleep 0.01; done`
 	// The command lives on after the signal: the shim's cleanup would SIGTERM the daemon.
 	command := `trap : USR1; setsid sh -c '` + daemon + `' & while :; do sleep 0.01; done`
 	p, err := Start(Config{Args: []string{"sh", "-c", command}, Shim: shim})
@@ -394,9 +399,24 @@ func TestSignalReachesTheRunOutsideTheGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { p.Stop(syscall.SIGKILL, 0); p.Wait() }()
-	waitFile(t, ready)
+	setsid := pids(t, waitFile(t, ready))
+	cmd := children(p.Pid())
+	if len(setsid) != 1 || len(cmd) != 1 {
+		t.Fatalf("the daemon %v, the shim's children %v: want one of each", setsid, cmd)
+	}
+	var sent []int
+	afterWalk = func(outside []proc) {
+		for _, o := range outside {
+			sent = append(sent, o.pid)
+		}
+	}
+	defer func() { afterWalk = nil }()
 	if err := p.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
+	afterWalk = nil
 	waitFile(t, got)
+	if !slices.Contains(sent, setsid[0]) || slices.Contains(sent, cmd[0]) {
+		t.Errorf("the walk signalled %v: want the daemon %d, not the command %d (in the group)", sent, setsid[0], cmd[0])
+	}
 }

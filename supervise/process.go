@@ -66,7 +66,8 @@ func (p *Process) leaderExited() {
 
 // Signal sends sig to every process of the run: with a shim, to the shim's process group and to
 // every descendant of the shim outside it (the daemons the command left behind that were
-// re-parented to the shim); without one, to the command's process group. It returns os.ErrProcessDone once the group leader has exited.
+// re-parented to the shim); without one, to the command's process group. It returns
+// os.ErrProcessDone once the group leader has exited.
 func (p *Process) Signal(sig syscall.Signal) error {
 	if !p.enter() {
 		return os.ErrProcessDone

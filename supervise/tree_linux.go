@@ -140,23 +140,29 @@ func (p proc) signal(sig syscall.Signal, root int) {
 // for that command to end, and the command never got it (`sh -c '…; sleep 300'` then lives until
 // the grace's kill). The kernel delivers a group's signal to a child forked meanwhile, as a
 // terminal's ^C does. The walk skips the group's members: a second signal would read as a second
-// ^C to a program that force-quits on it.
+// ^C to a program that force-quits on it (only a process that leaves the group between the two
+// sends gets both). The group is named by number, with no pidfd: that is safe because the caller
+// (Process.Signal) holds the shim unreaped, and a zombie's pid, so its group's id, is not reused.
 func signalRun(root int, sig syscall.Signal) {
 	_ = syscall.Kill(-root, sig)
-	ds := descendants(root)
-	if afterWalk != nil {
-		afterWalk()
-	}
-	for _, p := range ds {
+	var outside []proc
+	for _, p := range descendants(root) {
 		if p.pgrp != root {
-			p.signal(sig, root)
+			outside = append(outside, p)
 		}
+	}
+	if afterWalk != nil {
+		afterWalk(outside)
+	}
+	for _, p := range outside {
+		p.signal(sig, root)
 	}
 }
 
 // afterWalk, when set (by a test, before the signal), runs in signalRun between its walk and the
-// signals it sends: a test forks there what a walk would have missed.
-var afterWalk func()
+// signals it sends, with the processes the walk will signal: a test forks there what a walk would
+// have missed, or checks that no member of the group is signalled twice.
+var afterWalk func(outside []proc)
 
 // killTree SIGKILLs every descendant of root, walking again until a walk finds none alive, and returns
 // how many were still alive when it gave up at deadline (a fork bomb can outrun it). Each round kills
