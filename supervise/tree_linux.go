@@ -144,6 +144,9 @@ func (p proc) signal(sig syscall.Signal, root int) {
 // sends gets both). The group is named by number, with no pidfd: that is safe because the caller
 // (Process.Signal) holds the shim unreaped, and a zombie's pid, so its group's id, is not reused.
 func signalRun(root int, sig syscall.Signal) {
+	if root <= 1 {
+		return // never set: kill(0) would signal once's own group (a daemon's), kill(-1) everyone
+	}
 	_ = syscall.Kill(-root, sig)
 	var outside []proc
 	for _, p := range descendants(root) {
