@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,11 +114,12 @@ func TestStopPathsLeaveNothing(t *testing.T) {
 // The shim freezes nothing and kills nothing of its own while a stop is merely pending: a TERM that the
 // command honours leaves the command's exit status intact.
 func TestStopKeepsCommandStatus(t *testing.T) {
-	p, err := Start(Config{Args: []string{"sh", "-c", `trap "exit 7" TERM; sleep 300 & wait`}, Shim: shim})
+	ready := filepath.Join(t.TempDir(), "ready")
+	p, err := Start(Config{Args: []string{"sh", "-c", `trap "exit 7" TERM; echo > ` + ready + `; sleep 300 & wait`}, Shim: shim})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitFile(t, ready) // the trap is set (a fixed 100 ms could come before the shell's start under load)
 	p.Stop(syscall.SIGTERM, 5*time.Second)
 	if e, _ := p.Wait(); e != (Exit{Code: 7}) {
 		t.Errorf("got %+v, want exit 7", e)
@@ -332,4 +334,89 @@ func escaperPidsIn(f string) []int {
 		}
 	}
 	return out
+}
+
+// A stop signal reaches a process the command forks while the signal is being sent. A shell that
+// gets SIGINT while it waits for its foreground command waits for that command to end before it
+// dies; when the signal went through a walk alone, a `sleep 300` forked after the walk had read
+// the shell's children never got it, and the run lived until the grace's kill (137, not 130).
+// The hook lets the shell fork the sleep between the walk and the walk's sends, every time: a
+// walk alone then misses it (checked against the walk-only code: the run outlives the 20 s). With
+// the group's signal, sent before the walk, the shell has it already and dies of it.
+func TestStopReachesAChildForkedDuringTheSignal(t *testing.T) {
+	dir := t.TempDir()
+	ready, goOn := filepath.Join(dir, "ready"), filepath.Join(dir, "go")
+	script := `echo > ` + ready + `; while [ ! -e ` + goOn + ` ]; do sleep 0.01; done; sleep 300; exit 3`
+	p, err := Start(Config{Args: []string{"sh", "-c", script}, Shim: shim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Stop(syscall.SIGKILL, 0); p.Wait() }()
+	waitFile(t, ready)
+	cmd := children(p.Pid())
+	if len(cmd) != 1 {
+		t.Fatalf("the shim's children: %v, want the command", cmd)
+	}
+	sh := cmd[0]
+	afterWalk = func([]proc) {
+		afterWalk = nil
+		if err := os.WriteFile(goOn, nil, 0o600); err != nil {
+			t.Error(err)
+		}
+		// The shell now forks sleep 300, unless the signal has ended it already.
+		for deadline := time.Now().Add(20 * time.Second); alive(sh) && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			for _, c := range children(sh) {
+				if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c)); string(b) == "sleep\x00300\x00" {
+					return
+				}
+			}
+		}
+	}
+	defer func() { afterWalk = nil }()
+	p.Stop(syscall.SIGINT, time.Minute)
+	select {
+	case <-p.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run outlived SIGINT by 20 s: a process forked while the signal was sent did not get it")
+	}
+	if e, _ := p.Wait(); e != (Exit{Code: 130, Signal: syscall.SIGINT}) {
+		t.Errorf("exit %+v, want SIGINT's", e)
+	}
+}
+
+// A forwarded signal reaches a process of the run outside the shim's group too (a setsid daemon):
+// the group's signal does not reach it, the walk does. The walk signals none of the group's
+// members, which the group's signal reached already: a second SIGINT reads as "force quit" to
+// many programs.
+func TestSignalReachesTheRunOutsideTheGroup(t *testing.T) {
+	dir := t.TempDir()
+	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
+	daemon := `trap "echo > ` + got + `; exit 0" USR1; echo $$ > ` + ready + `; while :; do sleep 0.01; done`
+	// The command lives on after the signal: the shim's cleanup would SIGTERM the daemon.
+	command := `trap : USR1; setsid sh -c '` + daemon + `' & while :; do sleep 0.01; done`
+	p, err := Start(Config{Args: []string{"sh", "-c", command}, Shim: shim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Stop(syscall.SIGKILL, 0); p.Wait() }()
+	setsid := pids(t, waitFile(t, ready))
+	cmd := children(p.Pid())
+	if len(setsid) != 1 || len(cmd) != 1 {
+		t.Fatalf("the daemon %v, the shim's children %v: want one of each", setsid, cmd)
+	}
+	var sent []int
+	afterWalk = func(outside []proc) {
+		for _, o := range outside {
+			sent = append(sent, o.pid)
+		}
+	}
+	defer func() { afterWalk = nil }()
+	if err := p.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	afterWalk = nil
+	waitFile(t, got)
+	if !slices.Contains(sent, setsid[0]) || slices.Contains(sent, cmd[0]) {
+		t.Errorf("the walk signalled %v: want the daemon %d, not the command %d (in the group)", sent, setsid[0], cmd[0])
+	}
 }

@@ -64,9 +64,10 @@ func (p *Process) leaderExited() {
 	p.inFlight.Wait()
 }
 
-// Signal sends sig to every process of the run: with a shim, to every descendant of the shim (the
-// command, its children, and the daemons it left behind that were re-parented to the shim); without
-// one, to the command's process group. It returns os.ErrProcessDone once the group leader has exited.
+// Signal sends sig to every process of the run: with a shim, to the shim's process group and to
+// every descendant of the shim outside it (the daemons the command left behind that were
+// re-parented to the shim); without one, to the command's process group. It returns
+// os.ErrProcessDone once the group leader has exited.
 func (p *Process) Signal(sig syscall.Signal) error {
 	if !p.enter() {
 		return os.ErrProcessDone

@@ -281,7 +281,7 @@ func (pr *Prepared) startDirect() (*Process, error) {
 
 func (p *Process) signal(sig syscall.Signal) error {
 	if p.shim {
-		signalTree(p.pid, sig)
+		signalRun(p.pid, sig)
 		return nil
 	}
 	if err := syscall.Kill(-p.pid, sig); err != nil {

@@ -299,7 +299,8 @@ func TestStop(t *testing.T) {
 		}
 		e, _ := p.Wait()
 		d := time.Since(start)
-		if e != (Exit{Code: 137, Signal: syscall.SIGKILL}) || d < 300*time.Millisecond || d > 2*time.Second {
+		// The upper bound only tells the kill at the grace from none (10 s: a loaded machine).
+		if e != (Exit{Code: 137, Signal: syscall.SIGKILL}) || d < 300*time.Millisecond || d > 10*time.Second {
 			t.Errorf("got %+v after %v", e, d)
 		}
 		if err := p.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
@@ -319,7 +320,7 @@ func TestStop(t *testing.T) {
 		p.Stop(syscall.SIGTERM, 200*time.Millisecond)
 		p.Stop(syscall.SIGTERM, time.Hour) // does not postpone
 		e, _ = p.Wait()
-		if d := time.Since(start); e.Signal != syscall.SIGKILL || d > 2*time.Second {
+		if d := time.Since(start); e.Signal != syscall.SIGKILL || d > 10*time.Second { // not the minute's
 			t.Errorf("shortened grace: %+v after %v", e, d)
 		}
 
@@ -354,7 +355,7 @@ func TestSignalGroup(t *testing.T) {
 		if e != (Exit{Code: 5}) {
 			t.Errorf("got %+v", e)
 		}
-		for deadline := time.Now().Add(time.Second); alive(grandchild) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(10 * time.Second); alive(grandchild) && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if alive(grandchild) {
@@ -496,7 +497,7 @@ func TestPdeathsigTrapIsReal(t *testing.T) {
 	select {
 	case <-done:
 		t.Logf("naive Pdeathsig child died: %v", c.ProcessState)
-	case <-time.After(3 * time.Second):
+	case <-time.After(15 * time.Second): // a loaded machine; the death comes at once when it comes
 		c.Process.Kill()
 		t.Fatal("expected the child to be killed when its forking thread exited")
 	}

@@ -19,8 +19,8 @@ import (
 // with the number of processes on the host. Kernels built without CONFIG_PROC_CHILDREN fall back to
 // one scan of /proc per walk.
 
-// proc is one member of a tree: its pid and the parent it was found under.
-type proc struct{ pid, ppid int }
+// proc is one member of a tree: its pid, the parent it was found under, and its process group then.
+type proc struct{ pid, ppid, pgrp int }
 
 // childrenFile tells whether /proc/PID/task/TID/children exists on this kernel (checked on first use).
 var childrenFile = sync.OnceValue(func() bool {
@@ -40,8 +40,8 @@ func descendants(root int) []proc {
 		queue = queue[1:]
 		for _, pid := range children(parent) {
 			queue = append(queue, pid) // a zombie has no children, but the walk is cheap either way
-			if _, _, state, ok := procStat(pid); ok && state != 'Z' && state != 'X' {
-				out = append(out, proc{pid, parent})
+			if _, pgrp, state, ok := procStat(pid); ok && state != 'Z' && state != 'X' {
+				out = append(out, proc{pid, parent, pgrp})
 			}
 		}
 	}
@@ -90,9 +90,11 @@ func childPids(pid int) []int {
 func scanDescendants(root int) []proc {
 	kids := map[int][]int{}
 	live := map[int]bool{}
-	scanProcs(func(pid, ppid, _ int, state byte) {
+	group := map[int]int{}
+	scanProcs(func(pid, ppid, pgrp int, state byte) {
 		kids[ppid] = append(kids[ppid], pid)
 		live[pid] = state != 'Z' && state != 'X'
+		group[pid] = pgrp
 	})
 	var out []proc
 	queue := []int{root}
@@ -102,7 +104,7 @@ func scanDescendants(root int) []proc {
 		for _, pid := range kids[parent] {
 			queue = append(queue, pid)
 			if live[pid] {
-				out = append(out, proc{pid, parent})
+				out = append(out, proc{pid, parent, group[pid]})
 			}
 		}
 	}
@@ -131,12 +133,39 @@ func (p proc) signal(sig syscall.Signal, root int) {
 	}
 }
 
-// signalTree sends sig to every live descendant of root.
-func signalTree(root int, sig syscall.Signal) {
+// signalRun sends sig to every process of the run of root, the shim, which leads the run's process
+// group: to the group first, then to every live descendant of root outside it (a setsid daemon, a
+// child of its own group). A walk alone misses a process forked while it runs, after its parent's
+// children were read: a shell that gets SIGINT while it waits for its foreground command waits
+// for that command to end, and the command never got it (`sh -c '…; sleep 300'` then lives until
+// the grace's kill). The kernel delivers a group's signal to a child forked meanwhile, as a
+// terminal's ^C does. The walk skips the group's members: a second signal would read as a second
+// ^C to a program that force-quits on it (only a process that leaves the group between the two
+// sends gets both). The group is named by number, with no pidfd: that is safe because the caller
+// (Process.Signal) holds the shim unreaped, and a zombie's pid, so its group's id, is not reused.
+func signalRun(root int, sig syscall.Signal) {
+	if root <= 1 {
+		return // never set: kill(0) would signal once's own group (a daemon's), kill(-1) everyone
+	}
+	_ = syscall.Kill(-root, sig)
+	var outside []proc
 	for _, p := range descendants(root) {
+		if p.pgrp != root {
+			outside = append(outside, p)
+		}
+	}
+	if afterWalk != nil {
+		afterWalk(outside)
+	}
+	for _, p := range outside {
 		p.signal(sig, root)
 	}
 }
+
+// afterWalk, when set (by a test, before the signal), runs in signalRun between its walk and the
+// signals it sends, with the processes the walk will signal: a test forks there what a walk would
+// have missed, or checks that no member of the group is signalled twice.
+var afterWalk func(outside []proc)
 
 // killTree SIGKILLs every descendant of root, walking again until a walk finds none alive, and returns
 // how many were still alive when it gave up at deadline (a fork bomb can outrun it). Each round kills

@@ -71,19 +71,22 @@ func TestDaemonReload(t *testing.T) {
 	d := startDaemon(t, e, "node-a", "--jobs", path)
 	d.waitLog(`msg=end task=a`, 10*time.Second)
 	writeJobs(t, dir, "jobs.toml", job("a")+"bogus = 1\n")
-	d.waitLog("reload refused", 5*time.Second)
+	d.waitLog("reload refused", 20*time.Second)
 	if !strings.Contains(d.logText(), "jobs.toml:5: ") {
 		t.Errorf("the refusal does not say file:line: %s", d.logText())
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGHUP)
-	time.Sleep(time.Second)
-	if n := strings.Count(d.logText(), "reload refused"); n < 2 {
-		t.Errorf("SIGHUP did not reload (refusals %d)", n)
+	// The second refusal comes when the daemon has reloaded: waited for, not a fixed second.
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(d.logText(), "reload refused") < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("SIGHUP did not reload (refusals %d)", strings.Count(d.logText(), "reload refused"))
+			break
+		}
 	}
 	// Job a goes on firing every second under the bad file (the second run may still be under
-	// way on a loaded machine: wait for it, a few seconds at most).
+	// way on a loaded machine: wait for it, 20 s at most).
 	before := 0
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if before = strings.Count(string(must(os.ReadFile(filepath.Join(dir, "ran")))), "a\n"); before >= 2 || time.Now().After(deadline) {
 			break
 		}
@@ -92,8 +95,8 @@ func TestDaemonReload(t *testing.T) {
 		t.Errorf("job a stopped firing on a bad file: %d runs", before)
 	}
 	writeJobs(t, dir, "jobs.toml", job("b"))
-	d.waitLog("reloaded", 5*time.Second)
-	d.waitLog(`msg=end task=b`, 5*time.Second)
+	d.waitLog("reloaded", 20*time.Second)
+	d.waitLog(`msg=end task=b`, 20*time.Second)
 	time.Sleep(1500 * time.Millisecond)
 	ran := string(must(os.ReadFile(filepath.Join(dir, "ran"))))
 	time.Sleep(1500 * time.Millisecond)
@@ -160,12 +163,12 @@ func TestDaemonPauseResumeTriggerLogs(t *testing.T) {
 	if r := e.run("pause", "ctl", "--note", "maintenance"); r.code != 0 || !strings.Contains(r.stdout, "paused ctl") {
 		t.Fatalf("pause: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	d.waitLog("job paused", 5*time.Second)
+	d.waitLog("job paused", 20*time.Second)
 	// A run that began before the node saw the pause goes on (on a loaded machine its start may
 	// be logged after the pause); a slot that fired after it never runs, and once a slot has been
 	// recorded as paused, nothing runs at all.
 	seen := logTime(t, d.logText(), `msg="job paused"`)
-	d.waitLog(`msg=skipped task=ctl`, 5*time.Second)
+	d.waitLog(`msg=skipped task=ctl`, 20*time.Second)
 	time.Sleep(time.Second)
 	n := countLines(t, ran)
 	time.Sleep(2 * time.Second)
@@ -185,18 +188,22 @@ func TestDaemonPauseResumeTriggerLogs(t *testing.T) {
 		t.Fatalf("trigger: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	manual := strings.TrimSpace(r.stdout[strings.Index(r.stdout, "manual:"):])
-	waitLines(t, ran, n+1, 5*time.Second)
+	waitLines(t, ran, n+1, 20*time.Second)
 	if got := string(must(os.ReadFile(ran))); !strings.HasSuffix(got, manual+"\n") {
 		t.Errorf("the trigger did not run its slot %s: %q", manual, got)
 	}
-	time.Sleep(time.Second)
-	if l := e.run("logs", "ctl"); l.code != 0 || l.stdout != "out-"+manual+"\n" {
+	// The run's output is in once logs when its end is recorded: waited for, not a fixed second.
+	l := e.run("logs", "ctl")
+	for deadline := time.Now().Add(20 * time.Second); l.stdout != "out-"+manual+"\n" && time.Now().Before(deadline); l = e.run("logs", "ctl") {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if l.code != 0 || l.stdout != "out-"+manual+"\n" {
 		t.Errorf("logs: %d %q %s", l.code, l.stdout, l.stderr)
 	}
 	if r := e.run("resume", "ctl"); r.code != 0 || !strings.Contains(r.stdout, "resumed ctl") {
 		t.Fatalf("resume: %d %s", r.code, r.stdout)
 	}
-	waitLines(t, ran, n+3, 5*time.Second)
+	waitLines(t, ran, n+3, 20*time.Second)
 	if h := e.history("ctl"); countState(h, "skipped", "paused") < 1 {
 		t.Errorf("the paused slots are not in history: %v", h)
 	}
@@ -265,7 +272,7 @@ func TestDaemonSystemdNotify(t *testing.T) {
 	_ = d.cmd.Process.Signal(syscall.SIGHUP)
 	next("RELOADING=1")
 	next("READY=1")
-	waitLines(t, filepath.Join(dir, "env"), 1, 5*time.Second)
+	waitLines(t, filepath.Join(dir, "env"), 1, 20*time.Second)
 	d.stop(syscall.SIGTERM, 20*time.Second)
 	next("STOPPING=1")
 	if env := string(must(os.ReadFile(filepath.Join(dir, "env")))); strings.Contains(env, "NOTIFY_SOCKET") || !strings.Contains(env, "ONCE_SLOT=") {

@@ -75,6 +75,19 @@ func startEscaping(t *testing.T, e *env, pidFile, pre, post string, args ...stri
 	return c, se, escaperPids(t, pidFile)
 }
 
+// waitRunsUnder waits until a descendant of pid runs the command line args (as ps shows it).
+func waitRunsUnder(t *testing.T, pid int, args string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, a := range treeArgs(pid) {
+			if strings.TrimSpace(a) == args {
+				return
+			}
+		}
+	}
+	t.Fatalf("no process under %d ran %q within %s: %q", pid, args, within, treeArgs(pid))
+}
+
 // fileText is a file whose content String returns.
 type fileText string
 
@@ -133,7 +146,10 @@ func TestEscapersDeadWhenOnceExits(t *testing.T) {
 			task := "esc-" + tc.name
 			c, se, pids := startEscaping(t, e, pidFile, tc.pre, tc.post, "--task", task, "--slot", "s", "--grace", tc.grace)
 			if tc.sig != 0 {
-				time.Sleep(100 * time.Millisecond)
+				// Signalled once the command's sleep runs, not after a fixed 100 ms: under load that
+				// was as the shell forked it, and a shell (dash) that gets SIGINT then waits for the
+				// child, which never got it, as after a terminal's ^C at that instant: 137, not 130.
+				waitRunsUnder(t, c.Process.Pid, "sleep 300", 20*time.Second)
 				c.Process.Signal(tc.sig)
 			}
 			code := exitOf(c.Wait())

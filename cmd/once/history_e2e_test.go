@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -365,12 +366,29 @@ func TestRunRetainWithBusyLaunches(t *testing.T) {
 		e.run("run", "--task", "rb", "--slot", "a1", "--", cmd)
 	}
 	time.Sleep(2500 * time.Millisecond)
-	long := e.cmd(context.Background(), "run", "--task", "rb", "--slot", "a2", "--retain", "0h2s", "--", "sleep", "2")
+	// The long run's command runs until the busy launch is done (not a fixed 2 s after a fixed
+	// 700 ms: under load the second launch could come before the first held the lease, or after it ended).
+	dir := t.TempDir()
+	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
+	long := e.cmd(context.Background(), "run", "--task", "rb", "--slot", "a2", "--retain", "0h2s", "--", "sh", "-c",
+		"echo > "+started+"; while [ ! -e "+release+" ]; do sleep 0.02; done")
 	if err := long.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
-	if r := e.run("run", "--task", "rb", "--slot", "a2", "--", "true"); r.code != 75 {
+	defer func() { long.Process.Kill(); long.Wait() }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long run's command did not start within 20 s")
+		}
+	}
+	r := e.run("run", "--task", "rb", "--slot", "a2", "--", "true")
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r.code != 75 {
 		t.Fatalf("second launch: %d %s, want 75 (busy)", r.code, r.stderr)
 	}
 	if err := long.Wait(); err != nil {

@@ -27,7 +27,7 @@ func TestWaitStartsAtTheDeadHoldersExpiry(t *testing.T) {
 	if err := waiter.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the waiter is waiting on the local lock
+	waitForOpen(t, waiter.Process.Pid, "/locks/", 20*time.Second) // the waiter is waiting on the local lock
 	holder.Process.Kill()
 	holder.Wait()
 	r := e.run("status", "--json")
