@@ -589,8 +589,12 @@ func (s *Store) indexTasks(ctx context.Context) error {
 	return nil
 }
 
-// checkAcquire refuses a TTL below 1ms and a bad Limit (store.CheckLimit).
+// checkAcquire refuses what store.AcquireRequest.Check does, a TTL below 1ms and a bad Limit
+// (store.CheckLimit).
 func checkAcquire(req store.AcquireRequest) error {
+	if err := req.Check(); err != nil {
+		return err
+	}
 	if req.TTL < time.Millisecond {
 		return fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
