@@ -15,12 +15,13 @@ import (
 )
 
 // TestGrantValue: the lease value a grant writes is grantValue's, byte for byte, for holders and
-// run ids that JSON escapes (quotes, backslashes, control characters, '/', non-ASCII), and reads
-// back as the grant; a renewal keeps that form, so that the release finds it with one GET.
+// run ids that JSON escapes (quotes, backslashes, '/', '<', '&', non-ASCII), and reads back as the
+// grant; a renewal keeps that form, so that the release finds it with one GET. (Control characters
+// are refused by Acquire: an older once's grants holding them are TestOddHoldersAcrossForms'.)
 func TestGrantValue(t *testing.T) {
 	s := openT(t, storetest.WithPrefix(t, serverDSN(t)))
 	ctx := ctxT(t, time.Minute)
-	for i, h := range []string{"host:1", `a"b\c/d`, "tab\there\x01\x1f\x7f", "€ ünï", `\"`} {
+	for i, h := range []string{"host:1", `a"b\c/d`, "<tag>&amp;\u00a0", "€ ünï", `\"`} {
 		task := "job" + strconv.Itoa(i)
 		l, err := s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: h, RunID: h + "-run", TTL: time.Minute})
 		if err != nil {
