@@ -54,7 +54,7 @@ func testRefusedValues(t *testing.T, h Harness) {
 		t.Fatalf("history after refused writes: %s, want r1 alone, running", entryRuns(es))
 	}
 	a := finish(t, s, "r1", l.Token, store.Failed, 1)
-	if a.Note != "" || a.Holder != "a" {
+	if a.Note != "" || a.Progress != "" || a.Checkpoint != "" || a.Holder != "a" {
 		t.Fatalf("r1 after refused writes: %+v", a)
 	}
 	for what, bad := range badNames {
@@ -65,6 +65,49 @@ func testRefusedValues(t *testing.T, h Harness) {
 	wantInvalid(t, "Resolve with a note with a NUL", err, "note")
 	if st := slotState(t, s, "job", "d1"); st.Last == nil || st.Last.Resolution != nil {
 		t.Fatalf("slot after refused resolutions: %+v", st.Last)
+	}
+	takenValues(t, s)
+}
+
+// takenValues: what once itself writes at the edges of the rule is taken, so that the rule
+// refuses no run of once: default holders (user@host:pid, alice(root)@host:pid, a user name with
+// a space or an '@' from a directory, an older once's host:pid), a slot of printable text, an
+// event with no run, no lease (token 0) and no attempt (0), exit codes -1 and 128+signal, and
+// notes at their limits.
+func takenValues(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	for i, h := range []string{"alice(root)@build-01.example:4242", "Jane Doe@host:1", "a@corp@höst:2", "host:3",
+		strings.Repeat("h", store.MaxHolderLen)} {
+		l, err := s.Acquire(ctx, store.AcquireRequest{Task: "taken", Holder: h, RunID: "t" + string(rune('a'+i)), TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("Acquire by holder %q: %v", h, err)
+		}
+		sl := "2026-12-0" + string(rune('1'+i)) + " batch #7 (€, 日本)"
+		code := []int{-1, 137, 255, 0, 1}[i]
+		begin(t, s, l, sl, l.RunID, 1)
+		for _, e := range []store.Event{
+			{Task: "taken", Slot: sl, Kind: store.Busy, Holder: h, Note: strings.Repeat("n", store.MaxNoteLen)},
+			{Task: "taken", Slot: "", Kind: store.Missed, Holder: h},
+			{Task: "taken", Slot: sl, Kind: store.Skipped},
+		} {
+			if err := s.Record(ctx, e); err != nil {
+				t.Fatalf("Record of %s by %q: %v", e.Kind, h, err)
+			}
+		}
+		if err := s.Report(ctx, l.RunID, l.Token, store.Report{Progress: strings.Repeat("9", store.MaxProgressLen),
+			Checkpoint: strings.Repeat("c", store.MaxCheckpointLen), Note: strings.Repeat("r", store.MaxNoteLen)}); err != nil {
+			t.Fatalf("Report at the limits: %v", err)
+		}
+		st := store.Failed
+		if code == 0 {
+			st = store.Succeeded
+		}
+		if _, err := s.Finish(ctx, l.RunID, l.Token, store.Outcome{State: st, ExitCode: &code, Note: strings.Repeat("o", store.MaxNoteLen)}); err != nil {
+			t.Fatalf("Finish with exit code %d and a note at the limit: %v", code, err)
+		}
+		if err := s.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
