@@ -50,6 +50,8 @@ func FuzzAPIHeaders(f *testing.F) {
 	sd := newSeeded(f)
 	sd.run("nightly", "2026-12-02", "hostA", store.Failed)
 	sd.waiting("sync", "2026-12-01")
+	sd.run("ctl", "api", "hostA", store.Unknown) // waiting, for the controls below
+	sd.run("ctl", "form", "hostA", store.Unknown)
 	jobs := func() []scheduler.Job {
 		return []scheduler.Job{{Job: jobfile.Job{Name: "nightly", Schedule: "@daily", Command: []string{"true"}}}}
 	}
@@ -90,6 +92,28 @@ func FuzzAPIHeaders(f *testing.F) {
 	f.Add(true, uint8(2), local, "", "", bearer, "", "-1", "Transfer-Encoding: chunked", "0\r\n\r\n")
 
 	ctx := context.Background()
+	// The check below is not vacuous: requests with the token, sent through the same steps, change
+	// what storeState shows (an API resolve, a dashboard form's resolve, a pause, its resume).
+	control := func(target, cookies, auth, ctype, body string) {
+		before := storeState(f, ctx, sd.s)
+		raw := headerRequest("POST", target, local, "", cookies, auth, ctype, "", "", body)
+		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+		if err != nil {
+			f.Fatal(err)
+		}
+		req.RemoteAddr = "127.0.0.1:40000"
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, req.WithContext(ctx))
+		if after := storeState(f, ctx, sd.s); after == before {
+			f.Fatalf("POST %s with the token changed nothing (%d %s): the fuzzer's check would see no change", target, w.Code, w.Body)
+		}
+	}
+	control("/api/v1/review/resolve", "", bearer, "application/json", `{"task":"ctl","slot":"api","as":"failed","note":"n","by":"b"}`)
+	control("/review", cookie, "", "application/x-www-form-urlencoded", "task=ctl&slot=form&as=failed&note=n&by=x&csrf="+csrf)
+	control("/api/v1/jobs/nightly/pause?by=fuzz&note=n", "", bearer, "", "")
+	control("/api/v1/jobs/nightly/resume?by=fuzz", "", bearer, "", "")
+	srv.limit = newLimiter(srv.c.Now, srv.c.Log)
+
 	remote, err := New(Config{Store: sd.s, Token: testToken, Jobs: jobs})
 	if err != nil {
 		f.Fatal(err)
@@ -156,12 +180,12 @@ func headerRequest(method, target, host, origin, cookies, auth, ctype, clen, ext
 	return b.String()
 }
 
-// storeState is what a state-changing request could change: the two slots' last attempts and
+// storeState is what a state-changing request could change: the slots' last attempts and
 // resolutions, and the job's pause and trigger.
-func storeState(t *testing.T, ctx context.Context, s store.Store) string {
+func storeState(t testing.TB, ctx context.Context, s store.Store) string {
 	t.Helper()
 	var b strings.Builder
-	for _, ts := range [][2]string{{"sync", "2026-12-01"}, {"nightly", "2026-12-02"}} {
+	for _, ts := range [][2]string{{"sync", "2026-12-01"}, {"nightly", "2026-12-02"}, {"ctl", "api"}, {"ctl", "form"}} {
 		st, err := s.Slot(ctx, ts[0], ts[1])
 		if err != nil {
 			t.Fatal(err)
