@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"time"
 
@@ -241,7 +242,9 @@ const GoexitNote = "the work called runtime.Goexit (as t.FailNow does) instead o
 // lost while it ran (lost, nil if it was not). It is a pure function of the two:
 //
 //   - nil → succeeded, exit code 0;
-//   - an ExitCoder → its code: 0 is succeeded, anything else failed;
+//   - an ExitCoder → its code: 0 is succeeded, anything else failed; a code beyond 32 bits, which
+//     no store keeps (store.Outcome.Check would refuse the outcome and lose it), is recorded as 1
+//     with the code in the note;
 //   - any other error → failed, exit code 1, the error's text as note;
 //   - with the lease lost, the note says so, and an outcome that is not succeeded is unknown: the
 //     work was stopped, so it may have done all, some or none of its effects, and running the
@@ -258,6 +261,9 @@ func outcome(werr, lost error) store.Outcome {
 		code = ec.ExitCode()
 		if code != 0 {
 			out.State = store.Failed
+		}
+		if code < math.MinInt32 || code > math.MaxInt32 {
+			code, out.Note = 1, fmt.Sprintf("exit code %d is beyond 32 bits: recorded as 1", code)
 		}
 	default:
 		code, out.State, out.Note = 1, store.Failed, werr.Error()

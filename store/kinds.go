@@ -38,14 +38,16 @@ func names(set []State) string {
 	return strings.Join(s, ", ")
 }
 
-// CheckEvent is the one rule for the kind of event a Ledger.Record keeps, applied by every
-// backend before it writes: one of EventKinds. Its error wraps ErrConflict (an event of another
-// kind is not a transition the ledger has).
+// CheckEvent is the one rule for the event a Ledger.Record keeps, applied by every backend
+// before it writes: one of EventKinds, whose error wraps ErrConflict (an event of another kind is
+// not a transition the ledger has); then its values (values.go: the task and slot, printable run
+// id and holder, a token of 0 or more, an attempt of 0 to MaxNumber, the note), whose errors wrap
+// ErrInvalid.
 func CheckEvent(e Event) error {
-	if e.Kind.IsEvent() {
-		return nil
+	if !e.Kind.IsEvent() {
+		return fmt.Errorf("%w: event kind %q: an event is one of %s", ErrConflict, e.Kind, names(EventKinds))
 	}
-	return fmt.Errorf("%w: event kind %q: an event is one of %s", ErrConflict, e.Kind, names(EventKinds))
+	return checkEventValues(e)
 }
 
 // CheckKind is the one rule for HistoryQuery.Kind: empty (every entry), an attempt state or an

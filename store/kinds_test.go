@@ -12,7 +12,7 @@ import (
 // filter by, in the one rule every backend applies.
 func TestKinds(t *testing.T) {
 	for _, k := range []store.State{store.Skipped, store.Busy, store.Review, store.Missed} {
-		if !k.IsEvent() || k.IsAttempt() || store.CheckEvent(store.Event{Kind: k}) != nil || store.CheckKind(k) != nil {
+		if !k.IsEvent() || k.IsAttempt() || store.CheckEvent(store.Event{Task: "job", Kind: k}) != nil || store.CheckKind(k) != nil {
 			t.Errorf("event kind %s refused", k)
 		}
 	}

@@ -35,9 +35,10 @@ const (
 )
 
 // ErrInvalid is wrapped by every error about a value the contract refuses (CheckText, CheckName,
-// CheckScope, ValidateKey, ClaimRequest.Check, Claimant.Check, a bad history cursor or kind, a prune
-// request, a page of tasks (CheckTasksPage)): too long, not UTF-8, a NUL byte, control characters, a
-// limit below 1. Nothing was written.
+// the checks of what a write takes in values.go, CheckScope, ValidateKey, ClaimRequest.Check,
+// Claimant.Check, a bad history cursor or kind, a prune request, a page of tasks (CheckTasksPage)):
+// too long, not UTF-8, a NUL byte, control characters, a number out of range, a limit below 1.
+// Nothing was written.
 var ErrInvalid = errors.New("store: invalid value")
 
 type invalidValue struct{ msg string }

@@ -390,5 +390,6 @@ func checkProgress(progress string) error {
 	if !ok || err1 != nil || err2 != nil || dn > tn {
 		return usage("--progress %q: give DONE/TOTAL with whole numbers, DONE ≤ TOTAL, e.g. 1200/3000", progress)
 	}
-	return nil
+	// Leading zeros parse: held to the stores' limit here, or the store refuses the report (exit 1).
+	return store.CheckText("--progress", progress, store.MaxProgressLen)
 }

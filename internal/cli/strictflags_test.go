@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/once-run/once/slot"
+	"github.com/once-run/once/store"
 )
 
 // strictCmd is a command with a flag of each kind strictFlags meets.
@@ -129,9 +130,10 @@ func FuzzAgeFlag(f *testing.F) {
 	})
 }
 
-// FuzzCheckProgress: an accepted --progress is DONE/TOTAL of decimal whole numbers, DONE ≤ TOTAL.
+// FuzzCheckProgress: an accepted --progress is DONE/TOTAL of decimal whole numbers, DONE ≤ TOTAL,
+// within store.MaxProgressLen (leading zeros parse; the store would refuse the report).
 func FuzzCheckProgress(f *testing.F) {
-	for _, s := range []string{"1/2", "2/1", "0/0", "-1/3", "1/0x10", "1/2/3", "/", "1200/3000"} {
+	for _, s := range []string{"1/2", "2/1", "0/0", "-1/3", "1/0x10", "1/2/3", "/", "1200/3000", strings.Repeat("0", 70) + "1/2"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -144,7 +146,7 @@ func FuzzCheckProgress(f *testing.F) {
 		d, tot, _ := strings.Cut(s, "/")
 		dn, err1 := strconv.ParseUint(d, 10, 64)
 		tn, err2 := strconv.ParseUint(tot, 10, 64)
-		if err1 != nil || err2 != nil || dn > tn {
+		if err1 != nil || err2 != nil || dn > tn || len(s) > store.MaxProgressLen {
 			t.Fatalf("%q accepted", s)
 		}
 	})

@@ -103,7 +103,8 @@ func Unmarshal(b []byte) (*Doc, error) {
 
 // maxNumber bounds the numbers a document holds (attempt numbers, archive counts): far above any
 // slot's, and below where once's arithmetic on them (the next attempt, a sum) would overflow.
-const maxNumber = 1<<53 - 1
+// The same bound store.CheckEvent and Attempt.Check hold new writes to.
+const maxNumber = store.MaxNumber
 
 // maxArchives bounds a slot's archive names (Archived.Docs): reads walk the names one by one, so
 // another writer's huge count (9223372036854775807) hung every read of the slot (one archive

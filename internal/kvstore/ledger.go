@@ -78,8 +78,8 @@ func (l Ledger) fence(ctx context.Context, task string, token int64) (Grants, er
 
 // Begin: see store.Ledger.
 func (l Ledger) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
-	if a.Task == "" || a.RunID == "" {
-		return store.Attempt{}, fmt.Errorf("%w: begin needs a task and a run id", store.ErrConflict)
+	if err := a.Check(); err != nil {
+		return store.Attempt{}, err
 	}
 	if a.Token <= 0 {
 		return store.Attempt{}, notLatest(a.Task, a.Token, -1)
@@ -192,6 +192,9 @@ func (l Ledger) finish(ctx context.Context, runID string, token int64, o store.O
 	if !o.State.Finishable() {
 		return store.Attempt{}, fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
 	}
+	if err := o.Check(); err != nil {
+		return store.Attempt{}, err
+	}
 	a, err := l.onRunWith(ctx, runID, token, save, func(a *store.Attempt, now time.Time) {
 		end := now
 		if end.Before(a.StartedAt) {
@@ -211,6 +214,9 @@ func (l Ledger) finish(ctx context.Context, runID string, token int64, o store.O
 
 // Report: see store.Ledger.
 func (l Ledger) Report(ctx context.Context, runID string, token int64, r store.Report) error {
+	if err := r.Check(); err != nil {
+		return err
+	}
 	_, err := l.onRun(ctx, runID, token, func(a *store.Attempt, _ time.Time) {
 		r.Apply(a)
 	})
@@ -338,6 +344,9 @@ func (l Ledger) Resolve(ctx context.Context, r store.ResolveRequest) (store.Atte
 	if r.As != store.Succeeded && r.As != store.Failed {
 		return store.Attempt{}, fmt.Errorf("%w: a slot can only be resolved as succeeded or failed, not %q", store.ErrConflict, r.As)
 	}
+	if err := r.Check(); err != nil {
+		return store.Attempt{}, err
+	}
 	if err := checkSlot(r.Slot); err != nil {
 		return store.Attempt{}, err
 	}
@@ -367,9 +376,6 @@ func (l Ledger) Record(ctx context.Context, e store.Event) error {
 	}
 	if err := checkSlot(e.Slot); err != nil {
 		return err
-	}
-	if e.Attempt < 0 || e.Attempt > maxNumber { // a document holding it would be refused as corrupt
-		return fmt.Errorf("%w: event of task %q slot %q: attempt %d is out of range (0 when none)", store.ErrInvalid, e.Task, e.Slot, e.Attempt)
 	}
 	return l.update(ctx, e.Task, e.Slot, 0, "", func(d *Doc, now time.Time) (bool, error) {
 		l.archive(ctx, d)

@@ -95,8 +95,8 @@ func qualified(t, cols string) string {
 
 // Begin records a new running attempt (store.Ledger). When a.Number is 0 the next number is used.
 func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
-	if a.Number < 0 {
-		return store.Attempt{}, fmt.Errorf("%w: attempt number %d for task %q slot %q must be at least 1", store.ErrConflict, a.Number, a.Task, a.Slot)
+	if err := a.Check(); err != nil {
+		return store.Attempt{}, err
 	}
 	var out store.Attempt
 	n := a.Number
@@ -189,6 +189,9 @@ func (s *Store) attemptByRun(ctx context.Context, tx *sql.Tx, runID string) (sto
 
 // Finish moves the running attempt runID to o.State (store.Ledger).
 func (s *Store) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
+	if err := o.Check(); err != nil {
+		return store.Attempt{}, err
+	}
 	var out store.Attempt
 	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
@@ -292,6 +295,9 @@ func (s *Store) attemptTx(ctx context.Context, tx *sql.Tx, task, slot string, n 
 
 // Report attaches figures to the running attempt runID (store.Ledger).
 func (s *Store) Report(ctx context.Context, runID string, token int64, r store.Report) error {
+	if err := r.Check(); err != nil {
+		return err
+	}
 	return s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		a, err := s.attemptByRun(ctx, tx, runID)
 		if err != nil {
@@ -319,6 +325,9 @@ func (s *Store) Report(ctx context.Context, runID string, token int64, r store.R
 // release is the backend's release statement (arguments: task, holder, token), which must change
 // one row when l is still the current grant.
 func (s *Store) FinishAndRelease(ctx context.Context, runID string, l store.Lease, o store.Outcome, release string) (store.Attempt, error) {
+	if err := o.Check(); err != nil {
+		return store.Attempt{}, err
+	}
 	var out store.Attempt
 	if s.Flavor == MySQL && l.Limit < 2 && o.State.Finishable() && o.State != store.Unknown {
 		// One round trip where the transaction takes seven (finish.go); nothing done goes the

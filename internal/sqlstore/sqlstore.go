@@ -308,6 +308,9 @@ func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Atte
 	if r.As != store.Succeeded && r.As != store.Failed {
 		return store.Attempt{}, fmt.Errorf("%w: resolve as %q: only succeeded or failed", store.ErrConflict, r.As)
 	}
+	if err := r.Check(); err != nil {
+		return store.Attempt{}, err
+	}
 	var out store.Attempt
 	err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		a, err := scanAttempt(tx.QueryRowContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
@@ -403,13 +406,13 @@ type extra struct {
 
 func (e extra) Scan(dest ...any) error { return e.r.Scan(append(dest, e.dest...)...) }
 
-// CheckAcquire refuses an AcquireRequest no backend could honour, before it reaches the database.
+// CheckAcquire refuses an AcquireRequest no backend could honour (store.AcquireRequest.Check, a
+// TTL below 1ms), before it reaches the database.
 func CheckAcquire(req store.AcquireRequest) error {
+	if err := req.Check(); err != nil {
+		return err
+	}
 	switch {
-	case req.Task == "":
-		return errors.New("store: acquire: empty task")
-	case req.Holder == "":
-		return fmt.Errorf("store: acquire task %q: empty holder", req.Task)
 	case req.TTL < time.Millisecond:
 		return fmt.Errorf("store: acquire task %q: ttl %v is below 1ms", req.Task, req.TTL)
 	}

@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -589,10 +590,10 @@ func (s *Store) indexTasks(ctx context.Context) error {
 	return nil
 }
 
-// checkAcquire refuses a TTL below 1ms and a bad Limit (store.CheckLimit).
+// checkAcquire refuses what store.AcquireRequest.Check does, a TTL below 1ms and a bad Limit.
 func checkAcquire(req store.AcquireRequest) error {
 	if req.TTL < time.Millisecond {
 		return fmt.Errorf("%w: lease ttl %s is below 1ms", store.ErrConflict, req.TTL)
 	}
-	return store.CheckLimit(req)
+	return cmp.Or(req.Check(), store.CheckLimit(req))
 }

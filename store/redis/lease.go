@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -517,9 +518,10 @@ func lazyScript(src string) func() *goredis.Script {
 	return sync.OnceValue(func() *goredis.Script { return goredis.NewScript(src) })
 }
 
-// checkAcquire refuses a bad Limit (store.CheckLimit) and a TTL below 1ms.
+// checkAcquire refuses what store.AcquireRequest.Check does, a bad Limit (store.CheckLimit) and a
+// TTL below 1ms.
 func checkAcquire(req store.AcquireRequest) error {
-	if err := store.CheckLimit(req); err != nil {
+	if err := cmp.Or(req.Check(), store.CheckLimit(req)); err != nil {
 		return err
 	}
 	if req.TTL < time.Millisecond {

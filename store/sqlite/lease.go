@@ -84,9 +84,10 @@ func (s *Store) acquire(ctx context.Context, tx *sql.Tx, now int64, req store.Ac
 	return l, nil
 }
 
+// checkAcquire refuses what store.AcquireRequest.Check does and a bad TTL.
 func checkAcquire(req store.AcquireRequest) error {
-	if req.Task == "" {
-		return errors.New("sqlite: acquire needs a task name")
+	if err := req.Check(); err != nil {
+		return err
 	}
 	return checkTTL(req.TTL)
 }

@@ -76,11 +76,8 @@ func nullInt(p *int) any {
 // Begin records a running attempt for (a.Task, a.Slot), fenced by a.Token. a.Number must be
 // the slot's last attempt number + 1 (0 picks it). See store.Ledger.
 func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
-	if a.Task == "" || a.RunID == "" {
-		return store.Attempt{}, errors.New("sqlite: begin needs a task and a run id")
-	}
-	if a.Number < 0 {
-		return store.Attempt{}, fmt.Errorf("%w: attempt number %d is negative", store.ErrConflict, a.Number)
+	if err := a.Check(); err != nil {
+		return store.Attempt{}, err
 	}
 	var out store.Attempt
 	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {
@@ -156,7 +153,7 @@ func checkOutcome(o store.Outcome) error {
 	if !o.State.Finishable() {
 		return fmt.Errorf("%w: an attempt can only finish as succeeded, failed or unknown, not %q", store.ErrConflict, o.State)
 	}
-	return nil
+	return o.Check()
 }
 
 // finish is Finish inside tx.
@@ -182,6 +179,9 @@ func (s *Store) finish(ctx context.Context, tx *sql.Tx, runID string, token int6
 
 // Report attaches figures to the running attempt runID, fenced by token. Zero fields are kept.
 func (s *Store) Report(ctx context.Context, runID string, token int64, r store.Report) error {
+	if err := r.Check(); err != nil {
+		return err
+	}
 	return s.tx(ctx, func(tx *sql.Tx, _ int64) error {
 		a, err := s.running(ctx, tx, runID, token)
 		if err != nil {
@@ -250,6 +250,9 @@ func (s *Store) notLiveSeat() string {
 func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Attempt, error) {
 	if r.As != store.Succeeded && r.As != store.Failed {
 		return store.Attempt{}, fmt.Errorf("%w: a slot can only be resolved as succeeded or failed, not %q", store.ErrConflict, r.As)
+	}
+	if err := r.Check(); err != nil {
+		return store.Attempt{}, err
 	}
 	var out store.Attempt
 	err := s.tx(ctx, func(tx *sql.Tx, _ int64) error {

@@ -11,7 +11,7 @@
 //
 // The cases live by area: lease.go (one holder, expiry, renewals, tokens), replace.go (takeovers), ledger.go (attempts,
 // events, review), history.go (order, pages, prune), limits.go, combined.go (store.Starter,
-// store.Finisher, store.LazyRecorder), keys.go (store.Keys), inspect.go (store.Inspector), tasks.go
+// store.Finisher, store.LazyRecorder), refused.go (values no store takes), keys.go (store.Keys), inspect.go (store.Inspector), tasks.go
 // (store.TaskLister), running.go (store.RunningLister), lastsuccess.go (store.ReadLastSuccess); helpers.go holds what they share, bench.go the benchmarks, server.go the test
 // servers.
 //
@@ -120,6 +120,7 @@ var cases = []testCase{
 	{"LedgerLongSlot", testLongSlot, nil},
 	{"LedgerFailuresCounted", testFailuresCounted, nil},
 	{"LedgerLastSuccess", testLastSuccess, nil},
+	{"LedgerRefusedValues", testRefusedValues, nil},
 	{"Start", testStart, capStarter},
 	{"StartLazy", testStartLazy, capLazyStart},
 	{"FinishRelease", testFinishRelease, capFinisher},

@@ -1,6 +1,7 @@
 package zk
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -176,10 +177,10 @@ func (c created) listed(name string) (known []string, alone bool) {
 	return c.kids, len(c.kids) == 1 && c.dir.Pzxid > c.dir.Mzxid
 }
 
-// checkAcquire refuses a bad Limit (store.CheckLimit) and a TTL below 1ms, and makes a Limit
-// below 2 the exclusive grant's 0.
+// checkAcquire refuses what store.AcquireRequest.Check does, a bad Limit (store.CheckLimit) and a
+// TTL below 1ms, and makes a Limit below 2 the exclusive grant's 0.
 func checkAcquire(req store.AcquireRequest) (store.AcquireRequest, error) {
-	if err := store.CheckLimit(req); err != nil {
+	if err := cmp.Or(req.Check(), store.CheckLimit(req)); err != nil {
 		return req, err
 	}
 	if req.Limit < 2 {
