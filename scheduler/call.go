@@ -45,27 +45,41 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 	return o
 }
 
-// checkClaimedAtBegin has a launch of one slot that waited in the queue, or follows a slot up,
-// check the fleet's claims again just before its attempt is recorded (errClaimed).
+// checkClaimedAtBegin has a launch of untried slots that may begin late claim each slot just
+// before its attempt is recorded (claimLaunch, claim.go): one that waited in the queue, follows a
+// slot up, catches slots up, or (a fire) begins more than lateClaim after the slot's fire time
+// (lateLaunch). A node that started meanwhile may have recorded the slot missed (a hole:
+// recordHoles; a gap: account), or the node running the job skipped it, after call's check
+// (dropClaimed) or the follow-up's; whichever claim the store took first decides: the run begins,
+// or it does not (errClaimed) and the record stands. One round trip a slot, in place of the read
+// of the claims made here before; a fire on time claims nothing. A claim lost by a sequence's
+// slot ends the sequence (a Prepare error does): the slots after it are accounted (call).
 func (s *Scheduler) checkClaimedAtBegin(o *once.Options, jb Job, l launch) {
-	if !l.untried || len(l.slots) != 1 || !l.waited && l.why != whyFollow {
+	if !l.untried {
 		return
 	}
-	// Checked again under the lease, just before the attempt is recorded: a node that started
-	// meanwhile may have recorded the slot missed (a hole: recordHoles), or the node running
-	// the job skipped it, after call's check (dropClaimed) or the follow-up's. What is left is
-	// that node's read of the slot before its claim: one round trip. A single slot: a
-	// sequence's Prepare error would end its other slots too (dropClaimed checks them).
+	mayBeLate := l.waited || l.why == whyFollow || l.why == whyCatchUp
+	if !mayBeLate && (l.why != whyFire || len(l.slots) != 1) {
+		return
+	}
 	prepare := o.Prepare
 	o.Prepare = func(ctx context.Context, run *once.Run) error {
-		if got, err := s.claimed(ctx, jb.Name, []string{run.Slot}); err == nil && got[run.Slot] {
-			return errClaimed
+		if prepare != nil { // a pause, seen here: nothing claimed for a run that does not begin
+			if err := prepare(ctx, run); err != nil {
+				return err
+			}
 		}
-		if prepare != nil {
-			return prepare(ctx, run)
+		if !mayBeLate && !s.lateLaunch(l.fireAt) {
+			return nil
 		}
-		return nil
+		return s.claimLaunch(ctx, run)
 	}
+}
+
+// lateLaunch is whether a fire's run begins more than lateClaim after its slot's fire time at (by
+// the fleet's clock): a node that starts now may find the slot in a gap and record it missed.
+func (s *Scheduler) lateLaunch(at time.Time) bool {
+	return at.IsZero() || s.clock.now().Sub(at) > lateClaim
 }
 
 // call runs the active launch a through the guard and acts on its results.
@@ -129,7 +143,7 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		return
 	}
 	if errors.Is(err, errClaimed) {
-		s.log.Info("not run: another node recorded the slot skipped or missed as its run was about to begin", "task", jb.Name, "slots", a.l.slots)
+		js.claimedFirst(ctx, jb, a, err)
 		return
 	}
 	if errors.Is(err, errStopped) {
@@ -150,6 +164,32 @@ func (js *jobState) call(ctx context.Context, a *active) {
 	}
 }
 
+// claimedFirst: a slot of launch a was claimed first by another node (claimLaunch), as its run was
+// about to begin; it is not run, and that node's record (or run) stands. The slots of a sequence
+// after it have no record: the job is accounted before its next fire, unless the node drains. A
+// slot another node's live run claimed (a seat's, errRunsElsewhere) is followed up as a busy
+// launch's is (after): that run may still die before its attempt is recorded.
+func (js *jobState) claimedFirst(ctx context.Context, jb Job, a *active, err error) {
+	s := js.s
+	if errors.Is(err, errRunsElsewhere) {
+		s.log.Info("not run: a run of another node claimed the slot first; it is followed up", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+		skip := (jb.Overlap == "skip" || jb.Overlap == "") && a.l.why == whyFire
+		js.mu.Lock()
+		for _, sl := range a.l.slots {
+			js.watchLocked(ctx, sl, a.l.untried && !skip)
+		}
+		js.mu.Unlock()
+	} else {
+		s.log.Warn("not run: the slot was claimed first by another node, which recorded it skipped or missed",
+			"task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+	}
+	if len(a.l.slots) > 1 && !s.isDraining() {
+		js.mu.Lock()
+		js.needAccount = true
+		js.mu.Unlock()
+	}
+}
+
 // dropClaimed drops from a launch that waited in the queue the slots the fleet claimed meanwhile
 // (claimed): the node running the job skipped one (its own buffer was full), or a node that
 // started recorded it missed (a hole, recordHoles). It reports whether any slot is left to run.
@@ -161,10 +201,13 @@ func (js *jobState) dropClaimed(ctx context.Context, a *active, jb Job) bool {
 	if err != nil || len(got) == 0 {
 		return true
 	}
-	js.s.log.Info("not run: another node recorded the slot skipped or missed while it waited here", "task", jb.Name, "slots", len(got))
+	for sl, k := range got {
+		js.s.log.Info("not run: the slot was claimed by another node while it waited here", "task", jb.Name, "slot", sl,
+			"claim", standingClaim(k))
+	}
 	js.mu.Lock() // a.l is read under it (drain, triggers)
 	defer js.mu.Unlock()
-	a.l.slots = slices.DeleteFunc(slices.Clone(a.l.slots), func(sl string) bool { return got[sl] })
+	a.l.slots = slices.DeleteFunc(slices.Clone(a.l.slots), func(sl string) bool { _, ok := got[sl]; return ok })
 	return len(a.l.slots) > 0
 }
 
@@ -205,9 +248,9 @@ func (js *jobState) stoppedBetweenSlots(jb Job, a *active, err error) {
 // errPaused is the launch's Prepare error when its job was paused before the attempt began.
 var errPaused = errors.New("the job was paused before the slot's run began")
 
-// errClaimed is a waited or followed-up launch's Prepare error when the fleet claimed its slot as
-// not to run (claimed) before the attempt began.
-var errClaimed = errors.New("the slot was recorded skipped or missed before its run began")
+// errClaimed is the Prepare error of a launch that claimed its slot (claimLaunch) and found it
+// claimed first: recorded skipped or missed by another node, or run by one.
+var errClaimed = errors.New("the slot was claimed first by another node before its run began")
 
 // errStopped is a sequence's Prepare error when its launch was stopped before the slot's attempt
 // began.

@@ -28,10 +28,11 @@ const (
 // launch is one guarded call of a job on this node: one slot, or a catch-up's slots oldest first.
 type launch struct {
 	slots   []string
-	untried bool   // once.Options.Untried: run only slots nobody has tried
-	why     string // whyFire, …
-	trigger string // the trigger request's run id this launch answers, removed once it ran
-	waited  bool   // it waited in the queue, where another node may have skipped its slot meanwhile
+	untried bool      // once.Options.Untried: run only slots nobody has tried
+	why     string    // whyFire, …
+	trigger string    // the trigger request's run id this launch answers, removed once it ran
+	waited  bool      // it waited in the queue, where another node may have skipped its slot meanwhile
+	fireAt  time.Time // a fire's: its slot's fire time (checkClaimedAtBegin)
 }
 
 // jobState is one job on this node: its definition, its next slot, and what this node runs of it.
@@ -98,7 +99,7 @@ func (s *Scheduler) fire(ctx context.Context, js *jobState, sl slot.Slot) {
 		return
 	}
 	js.mu.Lock()
-	l := launch{slots: []string{sl.Value}, untried: true, why: whyFire}
+	l := launch{slots: []string{sl.Value}, untried: true, why: whyFire, fireAt: fireTime(jb.Name, sl, jb.Jitter)}
 	if !js.fullLocked() {
 		js.startLocked(ctx, l)
 		js.mu.Unlock()

@@ -226,9 +226,11 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		act = keep // another seat runs it
 	}
 	if act == run && untried { // it waited behind another slot, unless that node skipped it
-		switch skipped, err := s.wasSkipped(ctx, jb.Name, w.slot); {
+		switch k, skipped, err := s.wasSkipped(ctx, jb.Name, w.slot); {
 		case err != nil:
 			act = keep
+		case skipped && isLaunchClaim(k):
+			act = keep // a live run of another node claimed it: its attempt is about to be recorded
 		case skipped:
 			act = drop
 		}
@@ -242,6 +244,7 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		if note != "" && (!seen || early) {
 			return // look once more at the next follow-up
 		}
+		js.unwatch(w) // first: a record that loses to a run's claim follows the slot up anew (rewatch)
 		switch {
 		case note != "" && missed:
 			s.holeMissed(ctx, jb, w.slot, note)
@@ -255,28 +258,35 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		}
 		act = drop
 	}
-	js.mu.Lock()
-	if js.watches[w.slot] == w {
-		delete(js.watches, w.slot)
-	}
-	js.mu.Unlock()
+	js.unwatch(w)
 	if act == run {
 		js.submit(ctx, launch{slots: []string{w.slot}, untried: untried, why: whyFollow})
 	}
 }
 
-// wasSkipped is whether slot sl was claimed as not to run (claimed): skipped by an overlap policy
-// (overlapSkip's claim) or for a pause (a slot that waited there and met the pause, call), or
-// recorded missed (a hole: recordHoles).
-func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (bool, error) {
+// unwatch stops following w up, unless another watch of its slot took its place.
+func (js *jobState) unwatch(w *watch) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if js.watches[w.slot] == w {
+		delete(js.watches, w.slot)
+	}
+}
+
+// wasSkipped is whether slot sl was claimed as not to run here (claimed): skipped by an overlap
+// policy (overlapSkip's claim) or for a pause (a slot that waited there and met the pause, call),
+// recorded missed (a hole: recordHoles), or claimed by a live run of another node (claimLaunch);
+// k is the claim.
+func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (k store.Key, skipped bool, err error) {
 	got, err := s.claimed(ctx, task, []string{sl})
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read whether a watched slot was skipped", "task", task, "slot", sl, "err", err)
 		}
-		return false, err
+		return k, false, err
 	}
-	return got[sl], nil
+	k, skipped = got[sl]
+	return k, skipped, nil
 }
 
 type action int
