@@ -53,6 +53,7 @@ func TestLateRunOrMissedRecordOnEveryStore(t *testing.T) {
 				"catch-up meets a missed record":     catchUpMeetsAMissedRecord,
 				"recorder lost to a run that failed": recorderLostToARunThatFailed,
 				"recorder cannot tell who won":       recorderCannotTellWhoWon,
+				"hole read fails":                    holeReadFails,
 			} {
 				t.Run(name, func(t *testing.T) { fn(t, newClaimRig(t, g)) })
 			}
@@ -74,6 +75,7 @@ type gate struct {
 	entered    chan struct{}
 	failBegin  bool
 	failLookup bool          // the next Lookup of recordedScope fails
+	failSlot   bool          // the next Slot read fails
 	holdBegin  chan struct{} // the next Begin waits for it to close; beginning is closed first
 	beginning  chan struct{}
 	claims     atomic.Int64 // Claims by a launch
@@ -111,6 +113,17 @@ func (g *gate) Lookup(ctx context.Context, scope string, keys []string) ([]store
 		}
 	}
 	return g.keyed.Lookup(ctx, scope, keys)
+}
+
+func (g *gate) Slot(ctx context.Context, task, sl string) (store.SlotState, error) {
+	g.mu.Lock()
+	fail := g.failSlot
+	g.failSlot = false
+	g.mu.Unlock()
+	if fail {
+		return store.SlotState{}, errors.New("gate: the store failed at Slot")
+	}
+	return g.keyed.Slot(ctx, task, sl)
 }
 
 func (g *gate) Begin(ctx context.Context, a store.Attempt) (store.Attempt, error) {
@@ -476,4 +489,26 @@ func TestClaimedFirstFollowsARunElsewhere(t *testing.T) {
 			t.Errorf("%v: watch %+v; want followed up (to run if untried): %v", c.err, w, c.follow)
 		}
 	}
+}
+
+// A hole whose read fails as it is to be recorded missed (the store failing at Slot) is followed
+// up again, not dropped: a later follow-up records it.
+func holeReadFails(t *testing.T, r *claimRig) {
+	sl := r.slot(10)
+	r.g.mu.Lock()
+	r.g.failSlot = true
+	r.g.mu.Unlock()
+	r.s.holeMissed(context.Background(), r.jb, sl, holeNote)
+	r.s.writes.Wait()
+	r.want(sl, 0, 0)
+	js := r.s.jobs[r.jb.Name]
+	js.mu.Lock()
+	w := js.watches[sl]
+	js.mu.Unlock()
+	if w == nil || !w.missed || w.skipNote == "" {
+		t.Fatalf("a hole whose read failed is not followed up: %+v", w)
+	}
+	r.s.holeMissed(context.Background(), r.jb, sl, holeNote) // the follow-up after the hold-off
+	r.s.writes.Wait()
+	r.want(sl, 0, 1)
 }

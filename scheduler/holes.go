@@ -328,11 +328,21 @@ func (s *Scheduler) holeHoldOff() time.Duration { return 3 * s.c.Poll }
 // holeMissed records one followed-up hole missed, once for the fleet (watch.missed).
 func (s *Scheduler) holeMissed(ctx context.Context, jb Job, sl, note string) {
 	s.offDispatch(ctx, func(ctx context.Context) {
-		if st, err := s.c.Store.Slot(ctx, jb.Name, sl); err != nil || st.Last != nil {
+		// A failed read or record follows the slot up again (rewatch): it is tried anew after the
+		// hold-off, not left without a record until the job's next accounting (a restart).
+		again := store.Event{Task: jb.Name, Slot: sl, Note: note}
+		st, err := s.c.Store.Slot(ctx, jb.Name, sl)
+		if err != nil {
+			s.log.Warn("cannot read a slot left without a record; it is followed up", "task", jb.Name, "slot", sl, "err", err)
+			s.rewatch(ctx, again, "missed")
+			return
+		}
+		if st.Last != nil {
 			return
 		}
 		if !s.recordMissed(ctx, jb, gap{missed: []slot.Slot{{Value: sl}}}, note) {
-			s.log.Warn("could not record a slot left without a record as missed", "task", jb.Name, "slot", sl)
+			s.log.Warn("could not record a slot left without a record as missed; it is followed up", "task", jb.Name, "slot", sl)
+			s.rewatch(ctx, again, "missed")
 		}
 	})
 }
