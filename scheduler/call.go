@@ -53,7 +53,7 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 // (dropClaimed) or the follow-up's; whichever claim the store took first decides: the run begins,
 // or it does not (errClaimed) and the record stands. One round trip a slot, in place of the read
 // of the claims made here before; a fire on time claims nothing. A claim lost by a sequence's
-// slot ends the sequence (a Prepare error does): the slots after it are accounted (call).
+// slot ends the sequence (a Prepare error does): the slots after it are followed up (followRest).
 func (s *Scheduler) checkClaimedAtBegin(o *once.Options, jb Job, l launch) {
 	if !l.untried {
 		return
@@ -128,6 +128,8 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		}
 		js.mu.Lock()
 		a.run = nil
+		a.decided++
+		a.busy = res.Decision == once.Busy
 		js.mu.Unlock()
 		out.end(ctx, res)
 		js.after(ctx, a, res)
@@ -138,19 +140,15 @@ func (js *jobState) call(ctx context.Context, a *active) {
 	} else {
 		err = js.callCommand(ctx, o, a, jb, out, before, results)
 	}
-	if errors.Is(err, errPaused) { // paused after the check above, before the attempt began
+	switch {
+	case errors.Is(err, errPaused): // paused after the check above, before the attempt began
 		s.pausedLaunch(ctx, jb, a.l.slots[0])
 		return
-	}
-	if errors.Is(err, errClaimed) {
+	case errors.Is(err, errClaimed):
 		js.claimedFirst(ctx, jb, a, err)
-		return
-	}
-	if errors.Is(err, errStopped) {
-		js.stoppedBetweenSlots(jb, a, err)
-		return
-	}
-	if err != nil && ctx.Err() == nil {
+	case errors.Is(err, errStopped):
+		s.log.Info("stopped between two slots of its sequence", "task", jb.Name, "why", a.l.why, "err", err)
+	case err != nil && ctx.Err() == nil:
 		// The launch's slots have no record (the store is down, most often): the job is accounted
 		// before its next fire, which catches them up or records them missed. Without it the next
 		// slot to run became the job's newest and nothing looked behind it.
@@ -162,13 +160,51 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		js.mu.Unlock()
 		s.log.Error("could not run the job; its slots are caught up or recorded as missed at its next fire", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
 	}
+	js.followRest(ctx, jb, a)
+}
+
+// followRest follows up the slots a sequence (a catch-up) did not reach: it ended early on a slot
+// claimed first by another node (errClaimed), a stop (replace, its timeout: errStopped, or its
+// context), a store error, or, without an error, on a lost lease or an outcome not recorded (the
+// guard ends a sequence there). Those slots have no record, and newer ones (the fires meanwhile,
+// their skips) have: the job's next account walks only the slots after its newest, and until the
+// node's next start nothing looked at them (TestSequenceEndedEarlyLeavesNoSlot). Followed up, each
+// is run at a poll once the job's lease is free (claiming it first: claimLaunch), unless it has
+// an attempt by then or the fleet claimed it (recorded missed or skipped: wasSkipped). A draining
+// node leaves them to the nodes that follow them and to the next start's account (holes.go); those
+// beyond the job's room for follow-ups (maxWatches) go to the job's account before its next fire.
+func (js *jobState) followRest(ctx context.Context, jb Job, a *active) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	n := len(a.l.slots)
+	if n < 2 || a.decided >= n || a.busy { // busy: after follows every slot up
+		return
+	}
+	rest, left := a.l.slots[a.decided:], 0
+	if js.s.isDraining() {
+		js.s.log.Info("the node drains: the slots its sequence did not reach are left to the nodes that follow them and to the next start",
+			"task", jb.Name, "why", a.l.why, "first", rest[0], "slots", len(rest))
+		return
+	}
+	for _, sl := range rest {
+		if js.watches[sl] == nil && len(js.watches) >= maxWatches {
+			left++ // a watch dropped for room is forgotten: the account finds the slot instead
+			continue
+		}
+		js.watchLocked(ctx, sl, a.l.untried)
+	}
+	if left > 0 {
+		js.needAccount = true
+	}
+	js.s.log.Info("the sequence ended before its last slot: the slots it did not reach are followed up", "task", jb.Name,
+		"why", a.l.why, "first", rest[0], "slots", len(rest), "left_to_account", left)
 }
 
 // claimedFirst: a slot of launch a was claimed first by another node (claimLaunch), as its run was
 // about to begin; it is not run, and that node's record (or run) stands. The slots of a sequence
-// after it have no record: the job is accounted before its next fire, unless the node drains. A
-// slot another node's live run claimed (a seat's, errRunsElsewhere) is followed up as a busy
-// launch's is (after): that run may still die before its attempt is recorded.
+// after it are followed up (followRest). A slot another node's live run claimed (a seat's,
+// errRunsElsewhere) is followed up as a busy launch's is (after): that run may still die before
+// its attempt is recorded.
 func (js *jobState) claimedFirst(ctx context.Context, jb Job, a *active, err error) {
 	s := js.s
 	if errors.Is(err, errRunsElsewhere) {
@@ -182,11 +218,6 @@ func (js *jobState) claimedFirst(ctx context.Context, jb Job, a *active, err err
 	} else {
 		s.log.Warn("not run: the slot was claimed first by another node, which recorded it skipped or missed",
 			"task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
-	}
-	if len(a.l.slots) > 1 && !s.isDraining() {
-		js.mu.Lock()
-		js.needAccount = true
-		js.mu.Unlock()
 	}
 }
 
@@ -230,18 +261,6 @@ func (js *jobState) stopBetweenSlots(o *once.Options, a *active) {
 			return prepare(ctx, run)
 		}
 		return nil
-	}
-}
-
-// stoppedBetweenSlots: the rest of a stopped sequence has no record. Unless the node drains (its
-// next start accounts them), the job is accounted before its next fire: they are holes behind the
-// slot that stopped it (a catch-up job's account finds them: holes.go).
-func (js *jobState) stoppedBetweenSlots(jb Job, a *active, err error) {
-	js.s.log.Info("stopped between two slots of its sequence: the rest is accounted later", "task", jb.Name, "why", a.l.why, "err", err)
-	if !js.s.isDraining() {
-		js.mu.Lock()
-		js.needAccount = true
-		js.mu.Unlock()
 	}
 }
 

@@ -29,6 +29,39 @@ import (
 // waited for, by a store wrapper that holds a call (gate). A real store under it, no mock.
 func TestLateRunOrMissedRecordOnEveryStore(t *testing.T) {
 	t.Parallel()
+	onEveryStore(t, map[string]func(*testing.T, *claimRig){
+		"recorder first":                     recorderFirst,
+		"run between the read and the claim": runBetweenReadAndClaim,
+		"recorder while the run runs":        recorderWhileRunning,
+		"run died before its attempt":        runDiedBeforeAttempt,
+		"only late fires claim":              onlyLateFiresClaim,
+		"catch-up meets a missed record":     catchUpMeetsAMissedRecord,
+		"recorder lost to a run that failed": recorderLostToARunThatFailed,
+		"recorder cannot tell who won":       recorderCannotTellWhoWon,
+		"hole read fails":                    holeReadFails,
+	})
+}
+
+// A catch-up (a sequence under one lease) that ends before its last slot leaves no slot without
+// a record: the node follows up the slots it did not reach and runs them once the job's lease is
+// free, whatever ended it. The guard ends a sequence without an error when its lease is lost or an
+// outcome is not recorded; the scheduler then looked at none of the rest, which newer slots hid
+// from the job's next account, until the node's next start (a loaded run of
+// TestStoppedCatchUpBeginsNoFurtherSlot: the restarted node's catch-up lost its lease in a slot,
+// the rest stayed without a record while every newer slot ran). A slot claimed first by another
+// node ended it too, and its rest waited for the job's next fire (a day, for a daily job).
+func TestSequenceEndedEarlyLeavesNoSlot(t *testing.T) {
+	t.Parallel()
+	onEveryStore(t, map[string]func(*testing.T, *claimRig){
+		"lease lost":               catchUpLosesItsLease,
+		"outcome not recorded":     catchUpOutcomeNotRecorded,
+		"a slot claimed first":     catchUpRestAfterAClaim,
+		"a store error at a Begin": catchUpBeginFails,
+	})
+}
+
+// onEveryStore runs each scenario with a rig of its own on every store, a gate around a real one.
+func onEveryStore(t *testing.T, scenarios map[string]func(*testing.T, *claimRig)) {
 	envs := map[string]string{"sqlite": "", "postgres": "ONCE_TEST_POSTGRES", "mysql": "ONCE_TEST_MYSQL",
 		"redis": "ONCE_TEST_REDIS", "etcd": "ONCE_TEST_ETCD", "zk": "ONCE_TEST_ZK"}
 	for kind, env := range envs {
@@ -44,17 +77,7 @@ func TestLateRunOrMissedRecordOnEveryStore(t *testing.T) {
 			}
 			t.Cleanup(func() { st.Close() })
 			g := &gate{keyed: st.(keyed)}
-			for name, fn := range map[string]func(*testing.T, *claimRig){
-				"recorder first":                     recorderFirst,
-				"run between the read and the claim": runBetweenReadAndClaim,
-				"recorder while the run runs":        recorderWhileRunning,
-				"run died before its attempt":        runDiedBeforeAttempt,
-				"only late fires claim":              onlyLateFiresClaim,
-				"catch-up meets a missed record":     catchUpMeetsAMissedRecord,
-				"recorder lost to a run that failed": recorderLostToARunThatFailed,
-				"recorder cannot tell who won":       recorderCannotTellWhoWon,
-				"hole read fails":                    holeReadFails,
-			} {
+			for name, fn := range scenarios {
 				t.Run(name, func(t *testing.T) { fn(t, newClaimRig(t, g)) })
 			}
 		})
@@ -80,6 +103,26 @@ type gate struct {
 	beginning  chan struct{}
 	claims     atomic.Int64 // Claims by a launch
 	lookups    atomic.Int64
+	failRenew  atomic.Bool // every Renew fails while set: the lease is lost at 2/3 of its TTL
+	failFinish bool        // the next Finish fails: the outcome is not recorded
+}
+
+func (g *gate) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	if g.failRenew.Load() {
+		return store.Lease{}, errors.New("gate: the store failed at Renew")
+	}
+	return g.keyed.Renew(ctx, l, ttl)
+}
+
+func (g *gate) Finish(ctx context.Context, runID string, token int64, o store.Outcome) (store.Attempt, error) {
+	g.mu.Lock()
+	fail := g.failFinish
+	g.failFinish = false
+	g.mu.Unlock()
+	if fail {
+		return store.Attempt{}, errors.New("gate: the store failed at Finish")
+	}
+	return g.keyed.Finish(ctx, runID, token, o)
 }
 
 func (g *gate) Claim(ctx context.Context, r store.ClaimRequest) ([]bool, error) {
@@ -167,7 +210,11 @@ func newClaimRig(t *testing.T, g *gate) *claimRig {
 				close(r.running)
 			}
 			if r.hold != nil {
-				<-r.hold
+				select {
+				case <-r.hold:
+				case <-ctx.Done(): // the lease lost
+					return context.Cause(ctx)
+				}
 			}
 			return nil
 		}}
@@ -368,7 +415,8 @@ func onlyLateFiresClaim(t *testing.T, r *claimRig) {
 }
 
 // A catch-up (a sequence) claims each slot as it comes: the slot another node recorded missed
-// first is not run, and the sequence ends there (its later slots are left to the next account).
+// first is not run, and the sequence ends there (the guard's part; the node then follows its later
+// slots up: catchUpRestAfterAClaim).
 func catchUpMeetsAMissedRecord(t *testing.T, r *claimRig) {
 	a, b, c := r.slot(22), r.slot(21), r.slot(20)
 	r.record(b)
@@ -511,4 +559,122 @@ func holeReadFails(t *testing.T, r *claimRig) {
 	r.s.holeMissed(context.Background(), r.jb, sl, holeNote) // the follow-up after the hold-off
 	r.s.writes.Wait()
 	r.want(sl, 0, 1)
+}
+
+// catchUp has the node launch a catch-up of slots, as its account does, and waits for it to end.
+func (r *claimRig) catchUp(slots ...string) {
+	r.s.jobs[r.jb.Name].submit(context.Background(), launch{slots: slots, untried: true, why: whyCatchUp})
+	r.s.runs.Wait()
+}
+
+// followed fails unless the node follows up each of slots, to run it if untried.
+func (r *claimRig) followed(slots ...string) {
+	r.t.Helper()
+	js := r.s.jobs[r.jb.Name]
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	for _, sl := range slots {
+		if w := js.watches[sl]; w == nil || !w.runIfUntried {
+			r.t.Fatalf("slot %s, which the catch-up did not reach, is not followed up to run: %+v", sl, w)
+		}
+	}
+}
+
+// followUntilRun has the node follow its slots up (its polls) until each of slots has an attempt
+// (20 s at most: a lost lease must expire first).
+func (r *claimRig) followUntilRun(slots ...string) {
+	r.t.Helper()
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r.s.followUp(context.Background())
+		r.s.runs.Wait()
+		r.s.writes.Wait()
+		all := true
+		for _, sl := range slots {
+			a, _ := r.entries(sl)
+			all = all && a > 0
+		}
+		if all {
+			return
+		}
+		if time.Now().After(end) {
+			r.t.Fatalf("slots %v not run by the follow-ups", slots)
+		}
+	}
+}
+
+// The order of the failure: the catch-up's lease is lost in its first slot (the store does not
+// answer its renewals), the guard ends the sequence there, without an error. Its other slots are
+// followed up and run once the lease is gone.
+func catchUpLosesItsLease(t *testing.T, r *claimRig) {
+	a, b, c := r.slot(32), r.slot(31), r.slot(30)
+	r.hold = make(chan struct{}) // never closed: the work ends as the lease is lost
+	r.g.failRenew.Store(true)
+	r.catchUp(a, b, c)
+	r.g.failRenew.Store(false)
+	r.hold = nil
+	if n := r.ran.Load(); n != 1 {
+		t.Fatalf("the catch-up ran %d slots; want the first only (its lease lost)", n)
+	}
+	r.want(a, 1, 0)
+	r.followed(b, c)
+	r.followUntilRun(b, c)
+	r.want(b, 1, 0)
+	r.want(c, 1, 0)
+}
+
+// The outcome of the catch-up's first slot is not recorded (the store failed at Finish): the guard
+// ends the sequence there, without an error; its other slots are followed up and run.
+func catchUpOutcomeNotRecorded(t *testing.T, r *claimRig) {
+	a, b, c := r.slot(35), r.slot(34), r.slot(33)
+	r.g.mu.Lock()
+	r.g.failFinish = true
+	r.g.mu.Unlock()
+	r.catchUp(a, b, c)
+	if n := r.ran.Load(); n != 1 {
+		t.Fatalf("the catch-up ran %d slots; want the first only (its outcome not recorded)", n)
+	}
+	r.followed(b, c)
+	r.followUntilRun(b, c)
+	r.want(b, 1, 0)
+	r.want(c, 1, 0)
+}
+
+// A slot of the catch-up was recorded missed first by another node: the catch-up ends there; the
+// slot after it is followed up and run at the next poll, not left to the job's next fire.
+func catchUpRestAfterAClaim(t *testing.T, r *claimRig) {
+	a, b, c := r.slot(38), r.slot(37), r.slot(36)
+	r.record(b)
+	r.catchUp(a, b, c)
+	if n := r.ran.Load(); n != 1 {
+		t.Fatalf("the catch-up ran %d slots; want the first only", n)
+	}
+	r.followed(c)
+	r.followUntilRun(c)
+	r.want(a, 1, 0)
+	r.want(b, 0, 1) // the record stands: not run
+	r.want(c, 1, 0)
+}
+
+// The store fails at the Begin of the catch-up's second slot: that slot and the one after it are
+// followed up and run (the job is accounted before its next fire too, as before).
+func catchUpBeginFails(t *testing.T, r *claimRig) {
+	a, b, c := r.slot(41), r.slot(40), r.slot(39)
+	r.running = make(chan struct{})
+	r.hold = make(chan struct{})
+	go func() {
+		<-r.running // a runs: the next Begin is b's
+		r.g.mu.Lock()
+		r.g.failBegin = true
+		r.g.mu.Unlock()
+		close(r.hold)
+	}()
+	r.catchUp(a, b, c)
+	r.running, r.hold = nil, nil
+	if n := r.ran.Load(); n != 1 {
+		t.Fatalf("the catch-up ran %d slots; want the first only (the store failed at the next Begin)", n)
+	}
+	r.followed(b, c)
+	r.followUntilRun(b, c)
+	r.want(b, 1, 0)
+	r.want(c, 1, 0)
 }

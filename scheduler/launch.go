@@ -68,6 +68,11 @@ type active struct {
 	// workGrace is the grace of a Work launch (its job's definition when it started), 0 for a
 	// command's; under jobState.mu.
 	workGrace time.Duration
+	// decided is how many of the launch's slots the guard decided (one result each, in order), and
+	// busy whether the last one was Busy: a sequence that ends before its last slot leaves the
+	// rest to followRest. Under jobState.mu.
+	decided int
+	busy    bool
 }
 
 // limit is how many launches of the job may run on this node at once: the job's limit (its seats
