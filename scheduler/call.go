@@ -170,9 +170,9 @@ func (js *jobState) call(ctx context.Context, a *active) {
 // their skips) have: the job's next account walks only the slots after its newest, and until the
 // node's next start nothing looked at them (TestSequenceEndedEarlyLeavesNoSlot). Followed up, each
 // is run at a poll once the job's lease is free (claiming it first: claimLaunch), unless it has
-// an attempt by then or the fleet claimed it (recorded missed or skipped: wasSkipped). A draining
-// node leaves them to the nodes that follow them and to the next start's account (holes.go); those
-// beyond the job's room for follow-ups (maxWatches) go to the job's account before its next fire.
+// an attempt by then or the fleet claimed it (recorded missed or skipped: wasSkipped); the job is
+// accounted before its next fire too (its holes, holes.go). A draining node leaves them to the
+// nodes that follow them and to the next start's account.
 func (js *jobState) followRest(ctx context.Context, jb Job, a *active) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
@@ -193,9 +193,9 @@ func (js *jobState) followRest(ctx context.Context, jb Job, a *active) {
 		}
 		js.watchLocked(ctx, sl, a.l.untried)
 	}
-	if left > 0 {
-		js.needAccount = true
-	}
+	// And accounted before the next fire, as before: a job whose fires keep its lease held leaves
+	// a follow-up few polls with the lease free, while its account queues them here.
+	js.needAccount = true
 	js.s.log.Info("the sequence ended before its last slot: the slots it did not reach are followed up", "task", jb.Name,
 		"why", a.l.why, "first", rest[0], "slots", len(rest), "left_to_account", left)
 }

@@ -607,11 +607,15 @@ func (r *claimRig) followUntilRun(slots ...string) {
 // followed up and run once the lease is gone.
 func catchUpLosesItsLease(t *testing.T, r *claimRig) {
 	a, b, c := r.slot(32), r.slot(31), r.slot(30)
-	r.hold = make(chan struct{}) // never closed: the work ends as the lease is lost
-	r.g.failRenew.Store(true)
+	running := make(chan struct{})
+	r.running, r.hold = running, make(chan struct{}) // hold never closed: the work ends as the lease is lost
+	go func() {
+		<-running // a began: its renewals fail from now on
+		r.g.failRenew.Store(true)
+	}()
 	r.catchUp(a, b, c)
 	r.g.failRenew.Store(false)
-	r.hold = nil
+	r.running, r.hold = nil, nil
 	if n := r.ran.Load(); n != 1 {
 		t.Fatalf("the catch-up ran %d slots; want the first only (its lease lost)", n)
 	}
@@ -659,14 +663,14 @@ func catchUpRestAfterAClaim(t *testing.T, r *claimRig) {
 // followed up and run (the job is accounted before its next fire too, as before).
 func catchUpBeginFails(t *testing.T, r *claimRig) {
 	a, b, c := r.slot(41), r.slot(40), r.slot(39)
-	r.running = make(chan struct{})
-	r.hold = make(chan struct{})
+	running, hold := make(chan struct{}), make(chan struct{})
+	r.running, r.hold = running, hold
 	go func() {
-		<-r.running // a runs: the next Begin is b's
+		<-running // a runs: the next Begin is b's
 		r.g.mu.Lock()
 		r.g.failBegin = true
 		r.g.mu.Unlock()
-		close(r.hold)
+		close(hold)
 	}()
 	r.catchUp(a, b, c)
 	r.running, r.hold = nil, nil
