@@ -181,24 +181,53 @@ func (js *jobState) followRest(ctx context.Context, jb Job, a *active) {
 	if n < 2 || a.decided >= n || a.busy { // busy: after follows every slot up
 		return
 	}
-	rest, left := a.l.slots[a.decided:], 0
+	rest := a.l.slots[a.decided:]
 	if js.s.isDraining() {
 		js.s.log.Info("the node drains: the slots its sequence did not reach are left to the nodes that follow them and to the next start",
 			"task", jb.Name, "why", a.l.why, "first", rest[0], "slots", len(rest))
 		return
 	}
-	for _, sl := range rest {
-		if js.watches[sl] == nil && len(js.watches) >= maxWatches {
-			left++ // a watch dropped for room is forgotten: the account finds the slot instead
-			continue
-		}
-		js.watchLocked(ctx, sl, a.l.untried)
+	if !a.l.untried { // only catch-ups have several slots, and they run untried slots
+		return
 	}
+	js.rest = appendNew(js.rest, rest)
+	js.topUpLocked(ctx)
 	// And accounted before the next fire, as before: a job whose fires keep its lease held leaves
 	// a follow-up few polls with the lease free, while its account queues them here.
 	js.needAccount = true
 	js.s.log.Info("the sequence ended before its last slot: the slots it did not reach are followed up", "task", jb.Name,
-		"why", a.l.why, "first", rest[0], "slots", len(rest), "left_to_account", left)
+		"why", a.l.why, "first", rest[0], "slots", len(rest), "waiting_for_room", len(js.rest))
+}
+
+// appendNew appends to rest the slots of more it does not hold: a catch-up of the same slots
+// that ends early again adds none twice: rest holds at most the slots of the job's catch-ups.
+func appendNew(rest, more []string) []string {
+	have := make(map[string]bool, len(rest))
+	for _, sl := range rest {
+		have[sl] = true
+	}
+	for _, sl := range more {
+		if !have[sl] {
+			have[sl] = true
+			rest = append(rest, sl)
+		}
+	}
+	return rest
+}
+
+// topUpLocked follows up the slots of js.rest, oldest first, while the job has room among its
+// watches (maxWatches), without dropping a watch for room (a dropped watch may record a skip). The
+// rest of a long catch-up (catch-up-max up to 10,000) is not found by the job's account, which
+// looks behind its newest slot only among its newest entries: kept here, it is followed up
+// maxWatches at a time (followUp tops up at each poll) rather than left without a record.
+func (js *jobState) topUpLocked(ctx context.Context) {
+	for len(js.rest) > 0 && !js.removed && (js.watches[js.rest[0]] != nil || len(js.watches) < maxWatches) {
+		js.watchLocked(ctx, js.rest[0], true)
+		js.rest = js.rest[1:]
+	}
+	if len(js.rest) == 0 {
+		js.rest = nil
+	}
 }
 
 // claimedFirst: a slot of launch a was claimed first by another node (claimLaunch), as its run was

@@ -53,10 +53,11 @@ func TestLateRunOrMissedRecordOnEveryStore(t *testing.T) {
 func TestSequenceEndedEarlyLeavesNoSlot(t *testing.T) {
 	t.Parallel()
 	onEveryStore(t, map[string]func(*testing.T, *claimRig){
-		"lease lost":               catchUpLosesItsLease,
-		"outcome not recorded":     catchUpOutcomeNotRecorded,
-		"a slot claimed first":     catchUpRestAfterAClaim,
-		"a store error at a Begin": catchUpBeginFails,
+		"lease lost":                  catchUpLosesItsLease,
+		"outcome not recorded":        catchUpOutcomeNotRecorded,
+		"a slot claimed first":        catchUpRestAfterAClaim,
+		"a store error at a Begin":    catchUpBeginFails,
+		"the rest of a long catch-up": longCatchUpRest,
 	})
 }
 
@@ -685,4 +686,27 @@ func catchUpBeginFails(t *testing.T, r *claimRig) {
 	r.catchUp(b, c) // what that account queues: the slots it finds behind the newest (holes.go)
 	r.want(b, 1, 0)
 	r.want(c, 1, 0)
+}
+
+// A long catch-up (catch-up-max up to 10,000) ends in its first slot: its rest is more than a
+// job follows up at once (maxWatches), and its account, which looks behind the newest slot only
+// among the task's newest entries, would not find the older ones. Each is followed up in turn,
+// maxWatches at a time, and run: none is left without a record.
+func longCatchUpRest(t *testing.T, r *claimRig) {
+	slots := make([]string, maxWatches+8)
+	for i := range slots {
+		slots[i] = r.slot(80 - i) // oldest first, as an account queues them
+	}
+	r.g.mu.Lock()
+	r.g.failFinish = true
+	r.g.mu.Unlock()
+	r.catchUp(slots...)
+	if n := r.ran.Load(); n != 1 {
+		t.Fatalf("the catch-up ran %d slots; want the first only (its outcome not recorded)", n)
+	}
+	r.followed(slots[1:maxWatches]...) // the first slot is followed up too: its outcome was not recorded
+	r.followUntilRun(slots[1:]...)
+	for _, sl := range slots[1:] {
+		r.want(sl, 1, 0)
+	}
 }

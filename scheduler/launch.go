@@ -39,19 +39,22 @@ type launch struct {
 type jobState struct {
 	s *Scheduler
 
-	mu          sync.Mutex
-	job         Job
-	spec        slot.Spec
-	next        slot.Slot         // the next slot to fire (dispatcher)
-	actives     []*active         // the launches in progress on this node, oldest first; at most the job's limit
-	queue       []launch          // launches waiting for a place among actives (buffer-one, replace, follow-ups)
-	watches     map[string]*watch // slots this node follows up, by slot
-	needAccount bool              // a fire was refused: account before the next one
-	failedFrom  time.Time         // the oldest slot a failed launch left without a record (or a job added by a reload: its first), until accounted
-	gen         int               // bumped when a reload changes the schedule: failedFrom is of one generation
-	removed     bool              // no longer in the jobs (a reload)
-	lastFire    time.Time         // the fire time of the last slot fired, for Stats
-	lastLag     time.Duration     // how late after its fire time the dispatcher fired it
+	mu      sync.Mutex
+	job     Job
+	spec    slot.Spec
+	next    slot.Slot         // the next slot to fire (dispatcher)
+	actives []*active         // the launches in progress on this node, oldest first; at most the job's limit
+	queue   []launch          // launches waiting for a place among actives (buffer-one, replace, follow-ups)
+	watches map[string]*watch // slots this node follows up, by slot
+	// rest is the slots of sequences that ended early (followRest) waiting for room among watches,
+	// oldest first: the account cannot find a long catch-up's rest behind its newest entries.
+	rest        []string
+	needAccount bool          // a fire was refused: account before the next one
+	failedFrom  time.Time     // the oldest slot a failed launch left without a record (or a job added by a reload: its first), until accounted
+	gen         int           // bumped when a reload changes the schedule: failedFrom is of one generation
+	removed     bool          // no longer in the jobs (a reload)
+	lastFire    time.Time     // the fire time of the last slot fired, for Stats
+	lastLag     time.Duration // how late after its fire time the dispatcher fired it
 }
 
 // active is a launch in progress.

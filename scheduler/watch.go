@@ -91,6 +91,9 @@ func (s *Scheduler) followUp(ctx context.Context) {
 	var jobs []*jobState
 	for _, js := range s.snapshot() {
 		js.mu.Lock()
+		if !s.isDraining() {
+			js.topUpLocked(ctx) // a watch let go at the last poll made room (followRest)
+		}
 		if len(js.watches) > 0 {
 			jobs = append(jobs, js)
 		}
