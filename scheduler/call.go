@@ -222,7 +222,9 @@ func appendNew(rest, more []string) []string {
 // maxWatches at a time (followUp tops up at each poll) rather than left without a record.
 func (js *jobState) topUpLocked(ctx context.Context) {
 	for len(js.rest) > 0 && !js.removed && (js.watches[js.rest[0]] != nil || len(js.watches) < maxWatches) {
-		js.watchLocked(ctx, js.rest[0], true)
+		if w := js.watchLocked(ctx, js.rest[0], true); w != nil {
+			w.rest = true
+		}
 		js.rest = js.rest[1:]
 	}
 	if len(js.rest) == 0 {

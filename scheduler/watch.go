@@ -29,6 +29,9 @@ type watch struct {
 	// missed records skipNote as a missed event instead (recordHoles: a slot a node that stopped
 	// left without a record, found behind the job's newest slot), and not before holeHoldOff.
 	missed bool
+	// rest: a slot a catch-up that ended early did not reach (topUpLocked); dropped for room, it
+	// waits in jobState.rest again.
+	rest bool
 }
 
 // maxWatch bounds how long a slot is followed up (a holder that keeps renewing for days).
@@ -63,7 +66,8 @@ func (js *jobState) watchLocked(ctx context.Context, sl string, runIfUntried boo
 
 // dropOldestLocked stops following the oldest watched slot. One that fired while the job was
 // held elsewhere (overlap = skip) is recorded as skipped now, unless it has an attempt: a holder
-// that runs for hours over a frequent schedule must not make the slots it covered vanish.
+// that runs for hours over a frequent schedule must not make the slots it covered vanish. One to
+// a catch-up did not reach (followRest) waits in js.rest for room again.
 func (js *jobState) dropOldestLocked(ctx context.Context) {
 	var old *watch
 	for _, w := range js.watches {
@@ -80,6 +84,10 @@ func (js *jobState) dropOldestLocked(ctx context.Context) {
 			// Not the launch's ctx: it ends as the launch that found the job busy returns, before
 			// this write (off the dispatcher) is made.
 			js.s.overlapSkip(context.WithoutCancel(ctx), js.job, old.slot, nil, old.skipNote)
+		case old.rest && !slices.Contains(js.rest, old.slot):
+			// Waits for room again (topUpLocked), not forgotten: a catch-up's slot that nobody
+			// tried would be left without a record (its account does not look that far back).
+			js.rest = append([]string{old.slot}, js.rest...)
 		}
 	}
 }
