@@ -242,7 +242,7 @@ func (s *Scheduler) Reload(jobs []Job) error {
 		}
 		js.removed = true
 		js.queue = nil
-		js.watches, js.rest = map[string]*watch{}, nil
+		js.watches = map[string]*watch{}
 		js.mu.Unlock()
 	}
 	s.mu.Unlock()

@@ -29,9 +29,6 @@ type watch struct {
 	// missed records skipNote as a missed event instead (recordHoles: a slot a node that stopped
 	// left without a record, found behind the job's newest slot), and not before holeHoldOff.
 	missed bool
-	// rest: a slot a catch-up that ended early did not reach (topUpLocked); dropped for room, it
-	// waits in jobState.rest again.
-	rest bool
 }
 
 // maxWatch bounds how long a slot is followed up (a holder that keeps renewing for days).
@@ -66,8 +63,7 @@ func (js *jobState) watchLocked(ctx context.Context, sl string, runIfUntried boo
 
 // dropOldestLocked stops following the oldest watched slot. One that fired while the job was
 // held elsewhere (overlap = skip) is recorded as skipped now, unless it has an attempt: a holder
-// that runs for hours over a frequent schedule must not make the slots it covered vanish. One to
-// a catch-up did not reach (followRest) waits in js.rest for room again.
+// that runs for hours over a frequent schedule must not make the slots it covered vanish.
 func (js *jobState) dropOldestLocked(ctx context.Context) {
 	var old *watch
 	for _, w := range js.watches {
@@ -84,10 +80,6 @@ func (js *jobState) dropOldestLocked(ctx context.Context) {
 			// Not the launch's ctx: it ends as the launch that found the job busy returns, before
 			// this write (off the dispatcher) is made.
 			js.s.overlapSkip(context.WithoutCancel(ctx), js.job, old.slot, nil, old.skipNote)
-		case old.rest && !slices.Contains(js.rest, old.slot):
-			// Waits for room again (topUpLocked), not forgotten: a catch-up's slot that nobody
-			// tried would be left without a record (its account does not look that far back).
-			js.rest = append([]string{old.slot}, js.rest...)
 		}
 	}
 }
@@ -99,9 +91,6 @@ func (s *Scheduler) followUp(ctx context.Context) {
 	var jobs []*jobState
 	for _, js := range s.snapshot() {
 		js.mu.Lock()
-		if !s.isDraining() {
-			js.topUpLocked(ctx) // a watch let go at the last poll made room (followRest)
-		}
 		if len(js.watches) > 0 {
 			jobs = append(jobs, js)
 		}
@@ -237,11 +226,9 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		act = keep // another seat runs it
 	}
 	if act == run && untried { // it waited behind another slot, unless that node skipped it
-		switch k, skipped, err := s.wasSkipped(ctx, jb.Name, w.slot); {
+		switch skipped, err := s.wasSkipped(ctx, jb.Name, w.slot); {
 		case err != nil:
 			act = keep
-		case skipped && isLaunchClaim(k):
-			act = keep // a live run of another node claimed it: its attempt is about to be recorded
 		case skipped:
 			act = drop
 		}
@@ -255,7 +242,6 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		if note != "" && (!seen || early) {
 			return // look once more at the next follow-up
 		}
-		js.unwatch(w) // first: a record that loses to a run's claim follows the slot up anew (rewatch)
 		switch {
 		case note != "" && missed:
 			s.holeMissed(ctx, jb, w.slot, note)
@@ -269,35 +255,28 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		}
 		act = drop
 	}
-	js.unwatch(w)
+	js.mu.Lock()
+	if js.watches[w.slot] == w {
+		delete(js.watches, w.slot)
+	}
+	js.mu.Unlock()
 	if act == run {
 		js.submit(ctx, launch{slots: []string{w.slot}, untried: untried, why: whyFollow})
 	}
 }
 
-// unwatch stops following w up, unless another watch of its slot took its place.
-func (js *jobState) unwatch(w *watch) {
-	js.mu.Lock()
-	defer js.mu.Unlock()
-	if js.watches[w.slot] == w {
-		delete(js.watches, w.slot)
-	}
-}
-
-// wasSkipped is whether slot sl was claimed as not to run here (claimed): skipped by an overlap
-// policy (overlapSkip's claim) or for a pause (a slot that waited there and met the pause, call),
-// recorded missed (a hole: recordHoles), or claimed by a live run of another node (claimLaunch);
-// k is the claim.
-func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (k store.Key, skipped bool, err error) {
+// wasSkipped is whether slot sl was claimed as not to run (claimed): skipped by an overlap policy
+// (overlapSkip's claim) or for a pause (a slot that waited there and met the pause, call), or
+// recorded missed (a hole: recordHoles).
+func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (bool, error) {
 	got, err := s.claimed(ctx, task, []string{sl})
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read whether a watched slot was skipped", "task", task, "slot", sl, "err", err)
 		}
-		return k, false, err
+		return false, err
 	}
-	k, skipped = got[sl]
-	return k, skipped, nil
+	return got[sl], nil
 }
 
 type action int
