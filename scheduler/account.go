@@ -282,7 +282,9 @@ func earlier(g gap) string {
 }
 
 // recordOnce records each of events that no other node of the fleet records: the nodes claim
-// "KIND TASK SLOT" in recordedScope first, and only the node whose claim wins records. A claim
+// "KIND TASK SLOT" in recordedScope first, and only the node whose claim wins records. A run that
+// may begin late claims the same keys (claimLaunch, claim.go): a key a live run won is not
+// recorded (the slot runs), one a run that died before its attempt won is taken over. A claim
 // whose event could not be recorded is given back, so that a later try can record it. It
 // returns how many events this node recorded; err is the first failure.
 func (s *Scheduler) recordOnce(ctx context.Context, kind string, events []store.Event) (int, error) {
@@ -291,7 +293,7 @@ func (s *Scheduler) recordOnce(ctx context.Context, kind string, events []store.
 		keys[i] = kind + " " + e.Task + " " + e.Slot
 	}
 	won := make([]bool, len(keys))
-	claimant := "record " + s.c.Node
+	claimant := store.Clip(recorderPrefix+s.c.Node, store.MaxRunIDLen)
 	if s.keys == nil {
 		for i := range won {
 			won[i] = true
@@ -299,9 +301,14 @@ func (s *Scheduler) recordOnce(ctx context.Context, kind string, events []store.
 	} else {
 		var err error
 		won, err = s.keys.Claim(ctx, store.ClaimRequest{Scope: recordedScope, Keys: keys, Pending: true,
-			Claimant: store.Claimant{RunID: store.Clip(claimant, store.MaxRunIDLen)}})
+			Claimant: store.Claimant{RunID: claimant}})
 		if err != nil {
 			return 0, err
+		}
+		// A key lost to a run that claimed the slot (claimLaunch) and died before its attempt
+		// began is taken over: the slot is then recorded, not left without a record.
+		for _, i := range s.takeOverForRecord(ctx, keys, won, events, claimant) {
+			won[i] = true
 		}
 	}
 	n := 0
@@ -320,7 +327,7 @@ func (s *Scheduler) recordOnce(ctx context.Context, kind string, events []store.
 				first = err
 			}
 			if s.keys != nil {
-				_ = s.keys.ReleaseKeys(wctx, recordedScope, keys[i:i+1], store.Clip(claimant, store.MaxRunIDLen))
+				_ = s.keys.ReleaseKeys(wctx, recordedScope, keys[i:i+1], claimant)
 			}
 			continue
 		}

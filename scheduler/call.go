@@ -45,27 +45,41 @@ func (s *Scheduler) options(jb Job, l launch) once.Options {
 	return o
 }
 
-// checkClaimedAtBegin has a launch of one slot that waited in the queue, or follows a slot up,
-// check the fleet's claims again just before its attempt is recorded (errClaimed).
+// checkClaimedAtBegin has a launch of untried slots that may begin late claim each slot just
+// before its attempt is recorded (claimLaunch, claim.go): one that waited in the queue, follows a
+// slot up, catches slots up, or (a fire) begins more than lateClaim after the slot's fire time
+// (lateLaunch). A node that started meanwhile may have recorded the slot missed (a hole:
+// recordHoles; a gap: account), or the node running the job skipped it, after call's check
+// (dropClaimed) or the follow-up's; whichever claim the store took first decides: the run begins,
+// or it does not (errClaimed) and the record stands. One round trip a slot, in place of the read
+// of the claims made here before; a fire on time claims nothing. A claim lost by a sequence's
+// slot ends the sequence (a Prepare error does): the slots after it are followed up (followRest).
 func (s *Scheduler) checkClaimedAtBegin(o *once.Options, jb Job, l launch) {
-	if !l.untried || len(l.slots) != 1 || !l.waited && l.why != whyFollow {
+	if !l.untried {
 		return
 	}
-	// Checked again under the lease, just before the attempt is recorded: a node that started
-	// meanwhile may have recorded the slot missed (a hole: recordHoles), or the node running
-	// the job skipped it, after call's check (dropClaimed) or the follow-up's. What is left is
-	// that node's read of the slot before its claim: one round trip. A single slot: a
-	// sequence's Prepare error would end its other slots too (dropClaimed checks them).
+	mayBeLate := l.waited || l.why == whyFollow || l.why == whyCatchUp
+	if !mayBeLate && (l.why != whyFire || len(l.slots) != 1) {
+		return
+	}
 	prepare := o.Prepare
 	o.Prepare = func(ctx context.Context, run *once.Run) error {
-		if got, err := s.claimed(ctx, jb.Name, []string{run.Slot}); err == nil && got[run.Slot] {
-			return errClaimed
+		if prepare != nil { // a pause, seen here: nothing claimed for a run that does not begin
+			if err := prepare(ctx, run); err != nil {
+				return err
+			}
 		}
-		if prepare != nil {
-			return prepare(ctx, run)
+		if !mayBeLate && !s.lateLaunch(l.fireAt) {
+			return nil
 		}
-		return nil
+		return s.claimLaunch(ctx, run)
 	}
+}
+
+// lateLaunch is whether a fire's run begins more than lateClaim after its slot's fire time at (by
+// the fleet's clock): a node that starts now may find the slot in a gap and record it missed.
+func (s *Scheduler) lateLaunch(at time.Time) bool {
+	return at.IsZero() || s.clock.now().Sub(at) > lateClaim
 }
 
 // call runs the active launch a through the guard and acts on its results.
@@ -114,6 +128,8 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		}
 		js.mu.Lock()
 		a.run = nil
+		a.decided++
+		a.busy = res.Decision == once.Busy
 		js.mu.Unlock()
 		out.end(ctx, res)
 		js.after(ctx, a, res)
@@ -124,19 +140,15 @@ func (js *jobState) call(ctx context.Context, a *active) {
 	} else {
 		err = js.callCommand(ctx, o, a, jb, out, before, results)
 	}
-	if errors.Is(err, errPaused) { // paused after the check above, before the attempt began
+	switch {
+	case errors.Is(err, errPaused): // paused after the check above, before the attempt began
 		s.pausedLaunch(ctx, jb, a.l.slots[0])
 		return
-	}
-	if errors.Is(err, errClaimed) {
-		s.log.Info("not run: another node recorded the slot skipped or missed as its run was about to begin", "task", jb.Name, "slots", a.l.slots)
-		return
-	}
-	if errors.Is(err, errStopped) {
-		js.stoppedBetweenSlots(jb, a, err)
-		return
-	}
-	if err != nil && ctx.Err() == nil {
+	case errors.Is(err, errClaimed):
+		js.claimedFirst(ctx, jb, a, err)
+	case errors.Is(err, errStopped):
+		s.log.Info("stopped between two slots of its sequence", "task", jb.Name, "why", a.l.why, "err", err)
+	case err != nil && ctx.Err() == nil:
 		// The launch's slots have no record (the store is down, most often): the job is accounted
 		// before its next fire, which catches them up or records them missed. Without it the next
 		// slot to run became the job's newest and nothing looked behind it.
@@ -147,6 +159,97 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		}
 		js.mu.Unlock()
 		s.log.Error("could not run the job; its slots are caught up or recorded as missed at its next fire", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+		return // not followed up too: its follow-ups, failing in the outage, left the account short (TestOutageSlotsAreAccounted)
+	}
+	js.followRest(ctx, jb, a)
+}
+
+// followRest follows up the slots a sequence (a catch-up) did not reach: it ended early on a slot
+// claimed first by another node (errClaimed), a stop (replace, its timeout: errStopped, or its
+// context), or, without an error, on a lost lease or an outcome not recorded (the
+// guard ends a sequence there). Those slots have no record, and newer ones (the fires meanwhile,
+// their skips) have: the job's next account walks only the slots after its newest, and until the
+// node's next start nothing looked at them (TestSequenceEndedEarlyLeavesNoSlot). Followed up, each
+// is run at a poll once the job's lease is free (claiming it first: claimLaunch), unless it has
+// an attempt by then or the fleet claimed it (recorded missed or skipped: wasSkipped); the job is
+// accounted before its next fire too (its holes, holes.go). A draining node leaves them to the
+// nodes that follow them and to the next start's account.
+func (js *jobState) followRest(ctx context.Context, jb Job, a *active) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	n := len(a.l.slots)
+	if n < 2 || a.decided >= n || a.busy { // busy: after follows every slot up
+		return
+	}
+	rest := a.l.slots[a.decided:]
+	if js.s.isDraining() {
+		js.s.log.Info("the node drains: the slots its sequence did not reach are left to the nodes that follow them and to the next start",
+			"task", jb.Name, "why", a.l.why, "first", rest[0], "slots", len(rest))
+		return
+	}
+	if !a.l.untried { // only catch-ups have several slots, and they run untried slots
+		return
+	}
+	js.rest = appendNew(js.rest, rest)
+	js.topUpLocked(ctx)
+	// And accounted before the next fire, as before: a job whose fires keep its lease held leaves
+	// a follow-up few polls with the lease free, while its account queues them here.
+	js.needAccount = true
+	js.s.log.Info("the sequence ended before its last slot: the slots it did not reach are followed up", "task", jb.Name,
+		"why", a.l.why, "first", rest[0], "slots", len(rest), "waiting_for_room", len(js.rest))
+}
+
+// appendNew appends to rest the slots of more it does not hold: a catch-up of the same slots
+// that ends early again adds none twice: rest holds at most the slots of the job's catch-ups.
+func appendNew(rest, more []string) []string {
+	have := make(map[string]bool, len(rest))
+	for _, sl := range rest {
+		have[sl] = true
+	}
+	for _, sl := range more {
+		if !have[sl] {
+			have[sl] = true
+			rest = append(rest, sl)
+		}
+	}
+	return rest
+}
+
+// topUpLocked follows up the slots of js.rest, oldest first, while the job has room among its
+// watches (maxWatches), without dropping a watch for room (a dropped watch may record a skip). The
+// rest of a long catch-up (catch-up-max up to 10,000) is not found by the job's account, which
+// looks behind its newest slot only among its newest entries: kept here, it is followed up
+// maxWatches at a time (followUp tops up at each poll) rather than left without a record.
+func (js *jobState) topUpLocked(ctx context.Context) {
+	for len(js.rest) > 0 && !js.removed && (js.watches[js.rest[0]] != nil || len(js.watches) < maxWatches) {
+		if w := js.watchLocked(ctx, js.rest[0], true); w != nil {
+			w.rest = true
+		}
+		js.rest = js.rest[1:]
+	}
+	if len(js.rest) == 0 {
+		js.rest = nil
+	}
+}
+
+// claimedFirst: a slot of launch a was claimed first by another node (claimLaunch), as its run was
+// about to begin; it is not run, and that node's record (or run) stands. The slots of a sequence
+// after it are followed up (followRest). A slot another node's live run claimed (a seat's,
+// errRunsElsewhere) is followed up as a busy launch's is (after): that run may still die before
+// its attempt is recorded.
+func (js *jobState) claimedFirst(ctx context.Context, jb Job, a *active, err error) {
+	s := js.s
+	if errors.Is(err, errRunsElsewhere) {
+		s.log.Info("not run: a run of another node claimed the slot first; it is followed up", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+		skip := (jb.Overlap == "skip" || jb.Overlap == "") && a.l.why == whyFire
+		js.mu.Lock()
+		for _, sl := range a.l.slots {
+			js.watchLocked(ctx, sl, a.l.untried && !skip)
+		}
+		js.mu.Unlock()
+	} else {
+		s.log.Warn("not run: the slot was claimed first by another node, which recorded it skipped or missed",
+			"task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
 	}
 }
 
@@ -161,10 +264,13 @@ func (js *jobState) dropClaimed(ctx context.Context, a *active, jb Job) bool {
 	if err != nil || len(got) == 0 {
 		return true
 	}
-	js.s.log.Info("not run: another node recorded the slot skipped or missed while it waited here", "task", jb.Name, "slots", len(got))
+	for sl, k := range got {
+		js.s.log.Info("not run: the slot was claimed by another node while it waited here", "task", jb.Name, "slot", sl,
+			"claim", standingClaim(k))
+	}
 	js.mu.Lock() // a.l is read under it (drain, triggers)
 	defer js.mu.Unlock()
-	a.l.slots = slices.DeleteFunc(slices.Clone(a.l.slots), func(sl string) bool { return got[sl] })
+	a.l.slots = slices.DeleteFunc(slices.Clone(a.l.slots), func(sl string) bool { _, ok := got[sl]; return ok })
 	return len(a.l.slots) > 0
 }
 
@@ -190,24 +296,12 @@ func (js *jobState) stopBetweenSlots(o *once.Options, a *active) {
 	}
 }
 
-// stoppedBetweenSlots: the rest of a stopped sequence has no record. Unless the node drains (its
-// next start accounts them), the job is accounted before its next fire: they are holes behind the
-// slot that stopped it (a catch-up job's account finds them: holes.go).
-func (js *jobState) stoppedBetweenSlots(jb Job, a *active, err error) {
-	js.s.log.Info("stopped between two slots of its sequence: the rest is accounted later", "task", jb.Name, "why", a.l.why, "err", err)
-	if !js.s.isDraining() {
-		js.mu.Lock()
-		js.needAccount = true
-		js.mu.Unlock()
-	}
-}
-
 // errPaused is the launch's Prepare error when its job was paused before the attempt began.
 var errPaused = errors.New("the job was paused before the slot's run began")
 
-// errClaimed is a waited or followed-up launch's Prepare error when the fleet claimed its slot as
-// not to run (claimed) before the attempt began.
-var errClaimed = errors.New("the slot was recorded skipped or missed before its run began")
+// errClaimed is the Prepare error of a launch that claimed its slot (claimLaunch) and found it
+// claimed first: recorded skipped or missed by another node, or run by one.
+var errClaimed = errors.New("the slot was claimed first by another node before its run began")
 
 // errStopped is a sequence's Prepare error when its launch was stopped before the slot's attempt
 // began.

@@ -168,30 +168,38 @@ func (s *Scheduler) markQueued(ctx context.Context, task string, slots []string)
 		keys[i] = queuedKind + " " + task + " " + sl
 	}
 	if _, err := s.keys.Claim(ctx, store.ClaimRequest{Scope: recordedScope, Keys: keys,
-		Claimant: store.Claimant{RunID: store.Clip("record "+s.c.Node, store.MaxRunIDLen)}}); err != nil && ctx.Err() == nil {
+		Claimant: store.Claimant{RunID: store.Clip(recorderPrefix+s.c.Node, store.MaxRunIDLen)}}); err != nil && ctx.Err() == nil {
 		s.log.Warn("cannot mark a catch-up's slots queued: if this node stops before running them, they are left without a record",
 			"task", task, "slots", len(slots), "err", err)
 	}
 }
 
 // claimKinds are the kinds of the fleet's claims (recordOnce) that say a slot is not to run: an
-// overlap policy skipped it, a pause did, or it was recorded missed.
+// overlap policy skipped it, a pause did, or it was recorded missed. A run that may begin late
+// claims them all (claimLaunch): then they say a node runs it.
 var claimKinds = []string{overlapKind, "paused", "missed"}
 
-// claimed returns which of slots of task the fleet claimed as not to run (claimKinds): recorded
-// skipped by an overlap policy or a pause, or recorded missed. A store without keys claims none.
-func (s *Scheduler) claimed(ctx context.Context, task string, slots []string) (map[string]bool, error) {
+// claimed returns which of slots of task the fleet claimed as not to run here (claimKinds):
+// recorded skipped by an overlap policy or a pause, or recorded missed, or claimed by a live run
+// of another node (claimLaunch); for each, the claim that stands (a recorder's before a run's). A
+// store without keys claims none.
+func (s *Scheduler) claimed(ctx context.Context, task string, slots []string) (map[string]store.Key, error) {
 	got, err := s.lookupClaims(ctx, task, slots, claimKinds)
-	out := map[string]bool{}
-	for k := range got {
-		out[k[1]] = true
+	out := map[string]store.Key{}
+	for k, key := range got {
+		if old, ok := out[k[1]]; !ok || isLaunchClaim(old) {
+			out[k[1]] = key
+		}
 	}
 	return out, err
 }
 
-// lookupClaims returns which claims of kinds the fleet holds for slots of task, as {kind, slot}.
-func (s *Scheduler) lookupClaims(ctx context.Context, task string, slots, kinds []string) (map[[2]string]bool, error) {
-	out := map[[2]string]bool{}
+// lookupClaims returns the claims of kinds the fleet holds for slots of task, by {kind, slot}.
+// A run's claim whose lease is gone (goneLaunch) is not one: the run either began (its slot has an
+// attempt, which the callers read) or died before it did (the slot is a hole, taken over by the
+// node that records or runs it).
+func (s *Scheduler) lookupClaims(ctx context.Context, task string, slots, kinds []string) (map[[2]string]store.Key, error) {
+	out := map[[2]string]store.Key{}
 	if s.keys == nil || len(slots) == 0 {
 		return out, nil
 	}
@@ -211,7 +219,9 @@ func (s *Scheduler) lookupClaims(ctx context.Context, task string, slots, kinds 
 			return nil, err
 		}
 		for _, k := range got {
-			out[of[k.Key]] = true
+			if !goneLaunch(k) {
+				out[of[k.Key]] = k
+			}
 		}
 		keys = keys[n:]
 	}
@@ -234,11 +244,12 @@ func (s *Scheduler) unclaimed(ctx context.Context, task string, holes []hole) ([
 		return nil, err
 	}
 	var out []slot.Slot
+	has := func(k, sl string) bool { _, ok := got[[2]string{k, sl}]; return ok }
 	for _, h := range holes {
-		if !h.waited && !got[[2]string{queuedKind, h.Value}] {
+		if !h.waited && !has(queuedKind, h.Value) {
 			continue
 		}
-		if !slices.ContainsFunc(claimKinds, func(k string) bool { return got[[2]string{k, h.Value}] }) {
+		if !slices.ContainsFunc(claimKinds, func(k string) bool { return has(k, h.Value) }) {
 			out = append(out, h.Slot)
 		}
 	}
@@ -258,9 +269,11 @@ const holeNote = "missed: it waited on a node behind another slot of the job, an
 // ones are recorded at once when no node holds the job's lease (by a read of the leases begun at
 // most a poll ago and after newest, the newest entry of the task the account read, shared by the
 // accounts of a start: recentLeases) and each is still untried (one
-// Slot read each, after it); else they are followed up too. The node that runs a queued or followed-up slot
-// reads the missed claim first (call, followSlot), so a slot is recorded missed or run, not both
-// but for the instants around the lease's release (docs/daemon.md#overlap).
+// Slot read each, after it); else they are followed up too. The node that runs a queued or
+// followed-up slot claims it just before its attempt (claimLaunch), as the record does
+// (recordOnce): whichever claim the store took first decides, so a slot is recorded missed or run,
+// not both; the hold-off only makes a live follower's run the likelier outcome
+// (docs/daemon.md#a-late-run-or-a-missed-record-not-both).
 func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes []slot.Slot, newest time.Time) {
 	if len(holes) == 0 {
 		return
@@ -307,17 +320,29 @@ func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes
 const watchedHoles = maxWatches / 2
 
 // holeHoldOff is how long after its watch began a hole is recorded missed at the earliest: three
-// polls, so that a live node that follows the slot, and polls as often, has run it by then.
+// polls, so that a live node that follows the slot, and polls as often, has most likely run it by
+// then. A preference, not the safety: a follower later than that finds the slot claimed missed
+// and does not run it (claimLaunch).
 func (s *Scheduler) holeHoldOff() time.Duration { return 3 * s.c.Poll }
 
 // holeMissed records one followed-up hole missed, once for the fleet (watch.missed).
 func (s *Scheduler) holeMissed(ctx context.Context, jb Job, sl, note string) {
 	s.offDispatch(ctx, func(ctx context.Context) {
-		if st, err := s.c.Store.Slot(ctx, jb.Name, sl); err != nil || st.Last != nil {
+		// A failed read or record follows the slot up again (rewatch): it is tried anew after the
+		// hold-off, not left without a record until the job's next accounting (a restart).
+		again := store.Event{Task: jb.Name, Slot: sl, Note: note}
+		st, err := s.c.Store.Slot(ctx, jb.Name, sl)
+		if err != nil {
+			s.log.Warn("cannot read a slot left without a record; it is followed up", "task", jb.Name, "slot", sl, "err", err)
+			s.rewatch(ctx, again, "missed")
+			return
+		}
+		if st.Last != nil {
 			return
 		}
 		if !s.recordMissed(ctx, jb, gap{missed: []slot.Slot{{Value: sl}}}, note) {
-			s.log.Warn("could not record a slot left without a record as missed", "task", jb.Name, "slot", sl)
+			s.log.Warn("could not record a slot left without a record as missed; it is followed up", "task", jb.Name, "slot", sl)
+			s.rewatch(ctx, again, "missed")
 		}
 	})
 }

@@ -343,10 +343,12 @@ func TestRollingRestartLeavesTheFollowerItsSlot(t *testing.T) {
 	j.Overlap = "buffer-one"
 	j.TTL = 3 * time.Second
 	sp, _ := j.Spec()
-	// Polls of 400 ms: the restarted node holds a hole for three polls before it records it
-	// missed, and the follower must have run it by then; at the fleet's usual 100 ms a fresh-clone
-	// run's load delayed the follower past those 300 ms (the slot recorded missed and run).
-	c := scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 20 * time.Second, Poll: 400 * time.Millisecond}
+	// The fleet's usual 100 ms polls: the restarted node holds a hole for three polls before it
+	// records it missed, and under load the follower can run it later than that. It then loses
+	// to the missed record's claim, or the record loses to its run's (claimLaunch): one record
+	// either way. (Polls of 400 ms hid it before the claims: a fresh-clone run's load delayed
+	// the follower past 300 ms, and the slot was recorded missed and run.)
+	c := scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 20 * time.Second}
 	ns := []*node{f.start(0, c), f.start(1, c)}
 	var v once.Run
 	select {

@@ -28,29 +28,33 @@ const (
 // launch is one guarded call of a job on this node: one slot, or a catch-up's slots oldest first.
 type launch struct {
 	slots   []string
-	untried bool   // once.Options.Untried: run only slots nobody has tried
-	why     string // whyFire, …
-	trigger string // the trigger request's run id this launch answers, removed once it ran
-	waited  bool   // it waited in the queue, where another node may have skipped its slot meanwhile
+	untried bool      // once.Options.Untried: run only slots nobody has tried
+	why     string    // whyFire, …
+	trigger string    // the trigger request's run id this launch answers, removed once it ran
+	waited  bool      // it waited in the queue, where another node may have skipped its slot meanwhile
+	fireAt  time.Time // a fire's: its slot's fire time (checkClaimedAtBegin)
 }
 
 // jobState is one job on this node: its definition, its next slot, and what this node runs of it.
 type jobState struct {
 	s *Scheduler
 
-	mu          sync.Mutex
-	job         Job
-	spec        slot.Spec
-	next        slot.Slot         // the next slot to fire (dispatcher)
-	actives     []*active         // the launches in progress on this node, oldest first; at most the job's limit
-	queue       []launch          // launches waiting for a place among actives (buffer-one, replace, follow-ups)
-	watches     map[string]*watch // slots this node follows up, by slot
-	needAccount bool              // a fire was refused: account before the next one
-	failedFrom  time.Time         // the oldest slot a failed launch left without a record (or a job added by a reload: its first), until accounted
-	gen         int               // bumped when a reload changes the schedule: failedFrom is of one generation
-	removed     bool              // no longer in the jobs (a reload)
-	lastFire    time.Time         // the fire time of the last slot fired, for Stats
-	lastLag     time.Duration     // how late after its fire time the dispatcher fired it
+	mu      sync.Mutex
+	job     Job
+	spec    slot.Spec
+	next    slot.Slot         // the next slot to fire (dispatcher)
+	actives []*active         // the launches in progress on this node, oldest first; at most the job's limit
+	queue   []launch          // launches waiting for a place among actives (buffer-one, replace, follow-ups)
+	watches map[string]*watch // slots this node follows up, by slot
+	// rest is the slots of sequences that ended early (followRest) waiting for room among watches,
+	// oldest first: the account cannot find a long catch-up's rest behind its newest entries.
+	rest        []string
+	needAccount bool          // a fire was refused: account before the next one
+	failedFrom  time.Time     // the oldest slot a failed launch left without a record (or a job added by a reload: its first), until accounted
+	gen         int           // bumped when a reload changes the schedule: failedFrom is of one generation
+	removed     bool          // no longer in the jobs (a reload)
+	lastFire    time.Time     // the fire time of the last slot fired, for Stats
+	lastLag     time.Duration // how late after its fire time the dispatcher fired it
 }
 
 // active is a launch in progress.
@@ -67,6 +71,11 @@ type active struct {
 	// workGrace is the grace of a Work launch (its job's definition when it started), 0 for a
 	// command's; under jobState.mu.
 	workGrace time.Duration
+	// decided is how many of the launch's slots the guard decided (one result each, in order), and
+	// busy whether the last one was Busy: a sequence that ends before its last slot leaves the
+	// rest to followRest. Under jobState.mu.
+	decided int
+	busy    bool
 }
 
 // limit is how many launches of the job may run on this node at once: the job's limit (its seats
@@ -98,7 +107,7 @@ func (s *Scheduler) fire(ctx context.Context, js *jobState, sl slot.Slot) {
 		return
 	}
 	js.mu.Lock()
-	l := launch{slots: []string{sl.Value}, untried: true, why: whyFire}
+	l := launch{slots: []string{sl.Value}, untried: true, why: whyFire, fireAt: fireTime(jb.Name, sl, jb.Jitter)}
 	if !js.fullLocked() {
 		js.startLocked(ctx, l)
 		js.mu.Unlock()

@@ -53,12 +53,13 @@ func outageAccounted(t *testing.T, seeded bool) {
 	// until two slots after the outage ran and none is left: under load the account's catch-up of
 	// the outage's slots is queued behind the next fire, and a node stopped then drops it (the
 	// next start's account finds such a catch-up behind the newest slot: holes_test.go).
+	var upTo time.Time // when set, holes looks no further than this slot (the newest at the stop)
 	holes := func() []string {
 		recorded := map[string]bool{}
 		newest := seed
 		for _, e := range f.history("flaky") {
 			recorded[e.Slot] = true
-			if at, err := sp.Parse(e.Slot); err == nil && at.After(newest.Start) {
+			if at, err := sp.Parse(e.Slot); err == nil && at.After(newest.Start) && (upTo.IsZero() || !at.After(upTo)) {
 				newest = sp.Prev(at)
 			}
 		}
@@ -81,6 +82,20 @@ func outageAccounted(t *testing.T, seeded bool) {
 		return after >= 2 && len(holes()) == 0
 	})
 	n.stop()
+	if h := holes(); len(h) > 0 {
+		for _, e := range f.history("flaky") { // the newest slot at the stop: newer ones are the next start's
+			if at, err := sp.Parse(e.Slot); err == nil && at.After(upTo) {
+				upTo = at
+			}
+		}
+		// A slot that fired as the check passed, newer than the newest recorded then, waited in
+		// the node's queue (a follow-up, a catch-up) and the stop dropped it, while the drain
+		// recorded a newer one skipped: the next start finds it behind the newest slot (marked
+		// queued) and runs it (a loaded run: slot 21 of a catch-up that ended early, followed up).
+		n = f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
+		eventually(t, 20*time.Second, "the next start caught up what the stop left", func() bool { return len(holes()) == 0 })
+		n.stop()
+	}
 	if h := holes(); len(h) > 0 {
 		t.Fatalf("slots %v fired in the outage and have no record (history %+v)", h, f.history("flaky"))
 	}

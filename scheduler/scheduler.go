@@ -242,7 +242,7 @@ func (s *Scheduler) Reload(jobs []Job) error {
 		}
 		js.removed = true
 		js.queue = nil
-		js.watches = map[string]*watch{}
+		js.watches, js.rest = map[string]*watch{}, nil
 		js.mu.Unlock()
 	}
 	s.mu.Unlock()

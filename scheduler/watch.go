@@ -29,6 +29,9 @@ type watch struct {
 	// missed records skipNote as a missed event instead (recordHoles: a slot a node that stopped
 	// left without a record, found behind the job's newest slot), and not before holeHoldOff.
 	missed bool
+	// rest: a slot a catch-up that ended early did not reach (topUpLocked); dropped for room, it
+	// waits in jobState.rest again.
+	rest bool
 }
 
 // maxWatch bounds how long a slot is followed up (a holder that keeps renewing for days).
@@ -63,7 +66,8 @@ func (js *jobState) watchLocked(ctx context.Context, sl string, runIfUntried boo
 
 // dropOldestLocked stops following the oldest watched slot. One that fired while the job was
 // held elsewhere (overlap = skip) is recorded as skipped now, unless it has an attempt: a holder
-// that runs for hours over a frequent schedule must not make the slots it covered vanish.
+// that runs for hours over a frequent schedule must not make the slots it covered vanish. One to
+// a catch-up did not reach (followRest) waits in js.rest for room again.
 func (js *jobState) dropOldestLocked(ctx context.Context) {
 	var old *watch
 	for _, w := range js.watches {
@@ -80,6 +84,10 @@ func (js *jobState) dropOldestLocked(ctx context.Context) {
 			// Not the launch's ctx: it ends as the launch that found the job busy returns, before
 			// this write (off the dispatcher) is made.
 			js.s.overlapSkip(context.WithoutCancel(ctx), js.job, old.slot, nil, old.skipNote)
+		case old.rest && !slices.Contains(js.rest, old.slot):
+			// Waits for room again (topUpLocked), not forgotten: a catch-up's slot that nobody
+			// tried would be left without a record (its account does not look that far back).
+			js.rest = append([]string{old.slot}, js.rest...)
 		}
 	}
 }
@@ -91,6 +99,9 @@ func (s *Scheduler) followUp(ctx context.Context) {
 	var jobs []*jobState
 	for _, js := range s.snapshot() {
 		js.mu.Lock()
+		if !s.isDraining() {
+			js.topUpLocked(ctx) // a watch let go at the last poll made room (followRest)
+		}
 		if len(js.watches) > 0 {
 			jobs = append(jobs, js)
 		}
@@ -226,9 +237,11 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		act = keep // another seat runs it
 	}
 	if act == run && untried { // it waited behind another slot, unless that node skipped it
-		switch skipped, err := s.wasSkipped(ctx, jb.Name, w.slot); {
+		switch k, skipped, err := s.wasSkipped(ctx, jb.Name, w.slot); {
 		case err != nil:
 			act = keep
+		case skipped && isLaunchClaim(k):
+			act = keep // a live run of another node claimed it: its attempt is about to be recorded
 		case skipped:
 			act = drop
 		}
@@ -242,6 +255,7 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		if note != "" && (!seen || early) {
 			return // look once more at the next follow-up
 		}
+		js.unwatch(w) // first: a record that loses to a run's claim follows the slot up anew (rewatch)
 		switch {
 		case note != "" && missed:
 			s.holeMissed(ctx, jb, w.slot, note)
@@ -255,28 +269,35 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 		}
 		act = drop
 	}
-	js.mu.Lock()
-	if js.watches[w.slot] == w {
-		delete(js.watches, w.slot)
-	}
-	js.mu.Unlock()
+	js.unwatch(w)
 	if act == run {
 		js.submit(ctx, launch{slots: []string{w.slot}, untried: untried, why: whyFollow})
 	}
 }
 
-// wasSkipped is whether slot sl was claimed as not to run (claimed): skipped by an overlap policy
-// (overlapSkip's claim) or for a pause (a slot that waited there and met the pause, call), or
-// recorded missed (a hole: recordHoles).
-func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (bool, error) {
+// unwatch stops following w up, unless another watch of its slot took its place.
+func (js *jobState) unwatch(w *watch) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if js.watches[w.slot] == w {
+		delete(js.watches, w.slot)
+	}
+}
+
+// wasSkipped is whether slot sl was claimed as not to run here (claimed): skipped by an overlap
+// policy (overlapSkip's claim) or for a pause (a slot that waited there and met the pause, call),
+// recorded missed (a hole: recordHoles), or claimed by a live run of another node (claimLaunch);
+// k is the claim.
+func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (k store.Key, skipped bool, err error) {
 	got, err := s.claimed(ctx, task, []string{sl})
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("cannot read whether a watched slot was skipped", "task", task, "slot", sl, "err", err)
 		}
-		return false, err
+		return k, false, err
 	}
-	return got[sl], nil
+	k, skipped = got[sl]
+	return k, skipped, nil
 }
 
 type action int
