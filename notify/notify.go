@@ -17,12 +17,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/once-run/once/internal/who"
 )
 
 // Event kinds posted to a --notify URL.
@@ -118,7 +119,7 @@ func (s *Sender) Event(rawURL string, ev Event) {
 		return
 	}
 	if ev.Host == "" {
-		ev.Host, _ = os.Hostname()
+		ev.Host = who.Host()
 	}
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
@@ -169,5 +170,33 @@ func TestHolderOfAUidWithoutAName(t *testing.T) {
 	host, _ := os.Hostname()
 	if r := run("history", "--task", "who-uid"); !strings.Contains(r.stdout, strconv.Itoa(uid)+"@"+host+":") {
 		t.Errorf("history does not show %d@%s: (%d)\n%s%s", uid, host, r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestHolderOnAHostNameTheStoreRefuses: the kernel takes any 64 bytes as the host name
+// (/proc/sys/kernel/hostname), and a holder with a control character or invalid UTF-8 is refused
+// by every store. A run on such a host (its own UTS namespace here) still runs and is recorded,
+// the name's odd bytes written as %XX; it was refused with a message about Options.Holder.
+func TestHolderOnAHostNameTheStoreRefuses(t *testing.T) {
+	t.Parallel()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and unshare(1) for a UTS namespace")
+	}
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, unshare, "--uts", "sh", "-c",
+		`printf 'web\001\377x' > /proc/sys/kernel/hostname && exec "$@"`, "sh", e.bin, "run", "--task", "oddhost", "--", "true")
+	c.Env = e.vars
+	if r := collect(t, c); r.code != 0 {
+		t.Fatalf("once run on host \"web\\x01\\xffx\": exit %d: %s", r.code, r.stderr)
+	}
+	h := e.history("oddhost")
+	if len(h) != 1 || h[0]["state"] != "succeeded" {
+		t.Fatalf("history %v", h)
+	}
+	if holder, _ := h[0]["holder"].(string); !strings.Contains(holder, "@web%01%FFx:") {
+		t.Errorf("holder %q, want USER@web%%01%%FFx:PID", holder)
 	}
 }

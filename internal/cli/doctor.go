@@ -277,7 +277,7 @@ func checkClock(ctx context.Context, s store.Store, maxOff time.Duration, r *rep
 
 // checkLeases lists the leases held now; one held by a process of this host that is gone is stale.
 func checkLeases(leases []store.Lease, r *report) {
-	host, _ := os.Hostname()
+	host := who.Host()
 	for _, l := range leases {
 		if pid, ok := localPid(l.Holder, host); ok && !pidAlive(pid) {
 			r.add("lease", store.LevelFail, l.Task, "stale lease: held by %s (token %d, run %s), a process of this host that is gone; it expires at %s, then the next run takes over and marks its attempt unknown",

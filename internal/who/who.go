@@ -12,11 +12,13 @@ package who
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/user"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/once-run/once/store"
 )
@@ -31,11 +33,39 @@ type env struct {
 }
 
 func current() env {
+	return env{euid: os.Geteuid(), lookup: lookupID, sudo: os.Getenv("SUDO_USER"), host: Host(), pid: os.Getpid()}
+}
+
+// Host is this host's name as once writes it in a holder, a decider and a notification: the
+// kernel's host name with each byte that is not part of a printable character (invalid UTF-8, a
+// control character: the kernel takes any 64 bytes) written as %XX, so that a careless
+// `hostname` does not make every default holder one the store refuses; "localhost" when there is
+// none. A name that was valid is unchanged.
+func Host() string {
 	h, err := os.Hostname()
 	if err != nil || h == "" {
-		h = "localhost"
+		return "localhost"
 	}
-	return env{euid: os.Geteuid(), lookup: lookupID, sudo: os.Getenv("SUDO_USER"), host: h, pid: os.Getpid()}
+	return escapeHost(h)
+}
+
+func escapeHost(h string) string {
+	if printable(h) && utf8.ValidString(h) {
+		return h
+	}
+	var b strings.Builder
+	for i := 0; i < len(h); {
+		r, n := utf8.DecodeRuneInString(h[i:])
+		if r == utf8.RuneError && n <= 1 || !store.Printable(r) {
+			for _, c := range []byte(h[i : i+max(n, 1)]) {
+				fmt.Fprintf(&b, "%%%02X", c)
+			}
+		} else {
+			b.WriteString(h[i : i+n])
+		}
+		i += max(n, 1)
+	}
+	return b.String()
 }
 
 // names keeps the name found for each uid, "" for a uid without one: a library's caller may start

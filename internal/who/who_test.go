@@ -71,6 +71,52 @@ func TestHolderFits(t *testing.T) {
 	}
 }
 
+// A host name the kernel took but the store would refuse (any 64 bytes: `hostname $'web\x01'`)
+// is escaped byte by byte, so the default holder still works; a valid one is unchanged.
+func TestEscapeHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"web1":                     "web1",
+		"bücher.example":           "bücher.example",
+		"web\x01":                  "web%01",
+		"a\tb\nc":                  "a%09b%0Ac",
+		"bad\xff\xfeutf8":          "bad%FF%FEutf8",
+		"\u200bzero":               "%E2%80%8Bzero", // a format character, invisible
+		"\x7f\u0085":               "%7F%C2%85",
+		strings.Repeat("\x01", 64): strings.Repeat("%01", 64),
+	} {
+		got := escapeHost(in)
+		if got != want {
+			t.Errorf("escapeHost(%q) = %q, want %q", in, got, want)
+		}
+		e := env{euid: 1000, lookup: db, host: got, pid: 4194304}
+		h := e.holder(store.MaxHolderLen)
+		if err := store.CheckName("holder", h, store.MaxHolderLen); err != nil || h != "alice@"+want+":4194304" {
+			t.Errorf("holder on host %q: %q, %v", in, h, err)
+		}
+		if _, host, _, ok := Parse(h); !ok || host != want {
+			t.Errorf("Parse(%q) = host %q, %v; want %q", h, host, ok, want)
+		}
+	}
+}
+
+func FuzzEscapeHost(f *testing.F) {
+	for _, s := range []string{"web1", "web\x01", "bad\xff", "\u200b", "a%b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		if len(h) > 64 { // the kernel's limit
+			h = h[:64]
+		}
+		got := escapeHost(h)
+		if err := store.CheckName("holder", got, store.MaxHolderLen); h != "" && err != nil {
+			t.Fatalf("escapeHost(%q) = %q: %v", h, got, err)
+		}
+		if store.CheckName("holder", h, store.MaxHolderLen) == nil && got != h {
+			t.Fatalf("escapeHost(%q) = %q: a valid name changed", h, got)
+		}
+	})
+}
+
 func TestDecider(t *testing.T) {
 	e := env{euid: 0, lookup: db, sudo: "alice", host: "web1", pid: 1}
 	if got := e.decider(); got != "alice(root)@web1" {
@@ -93,7 +139,7 @@ func TestHolderOfThisProcess(t *testing.T) {
 	if sudo := os.Getenv("SUDO_USER"); sudo != "" && sudo != name {
 		name = sudo + "(" + name + ")"
 	}
-	hn, _ := os.Hostname()
+	hn := Host()
 	if !ok || usr != name || host != hn || pid != os.Getpid() {
 		t.Errorf("Holder() = %q: parsed %q %q %d %v, want user %q host %q pid %d", h, usr, host, pid, ok, name, hn, os.Getpid())
 	}
