@@ -146,8 +146,15 @@ func (o Outcome) Check() error {
 	return CheckText("note", o.Note, MaxNoteLen)
 }
 
-// Check is the rule for a Report: the progress, checkpoint and note within their limits.
-func (r Report) Check() error { return checkTexts(r.Progress, r.Checkpoint, r.Note) }
+// Check is the rule for a Report: a record count from 0 to MaxNumber (once report refuses a
+// negative one; a library caller could store it), the progress, checkpoint and note within their
+// limits.
+func (r Report) Check() error {
+	if r.Records != nil && (*r.Records < 0 || *r.Records > MaxNumber) {
+		return &invalidValue{fmt.Sprintf("record count %d is out of range: 0 to %d", *r.Records, int64(MaxNumber))}
+	}
+	return checkTexts(r.Progress, r.Checkpoint, r.Note)
+}
 
 // Check is the rule for a Resolve past its As (refused with ErrConflict): the person (By: may
 // be empty, at most MaxByLen bytes, printable) and the note (CheckText). The task and slot are

@@ -167,10 +167,13 @@ func refusedLedgerWrites(t *testing.T, s store.Store, l store.Lease) {
 		}
 	}
 	begin(t, s, l, "d1", "r1", 1)
+	minus, huge := int64(-1), int64(store.MaxNumber+1)
 	reports := map[string]store.Report{
 		"a progress too long": {Progress: strings.Repeat("1", store.MaxProgressLen+1)},
 		"a checkpoint NUL":    {Checkpoint: "a\x00"},
 		"a note not UTF-8":    {Note: "\xc3"},
+		"a negative count":    {Records: &minus},
+		"a count past 2^53-1": {Records: &huge},
 	}
 	for what, r := range reports {
 		wantInvalid(t, "Report of "+what, s.Report(ctx, "r1", l.Token, r), "")
