@@ -63,26 +63,12 @@ func TestSequenceEndedEarlyLeavesNoSlot(t *testing.T) {
 
 // onEveryStore runs each scenario with a rig of its own on every store, a gate around a real one.
 func onEveryStore(t *testing.T, scenarios map[string]func(*testing.T, *claimRig)) {
-	envs := map[string]string{"sqlite": "", "postgres": "ONCE_TEST_POSTGRES", "mysql": "ONCE_TEST_MYSQL",
-		"redis": "ONCE_TEST_REDIS", "etcd": "ONCE_TEST_ETCD", "zk": "ONCE_TEST_ZK"}
-	for kind, env := range envs {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			dsn := "sqlite://" + filepath.Join(t.TempDir(), "once.db")
-			if env != "" {
-				dsn = storetest.WithPrefix(t, storetest.ServerDSN(t, env, kind))
-			}
-			st, err := store.Open(context.Background(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			g := &gate{keyed: st.(keyed)}
-			for name, fn := range scenarios {
-				t.Run(name, func(t *testing.T) { fn(t, newClaimRig(t, g)) })
-			}
-		})
-	}
+	storetest.EachStore(t, func(t *testing.T, st store.Store) {
+		g := &gate{keyed: st.(keyed)}
+		for name, fn := range scenarios {
+			t.Run(name, func(t *testing.T) { fn(t, newClaimRig(t, g)) })
+		}
+	})
 }
 
 type keyed interface {

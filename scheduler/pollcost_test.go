@@ -3,7 +3,6 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -121,23 +120,9 @@ func TestControlRequestsOfManyJobs(t *testing.T) {
 // pauses of jobs that are not the node's, whose names extend the node's.
 func TestPausedWalkOnEveryStore(t *testing.T) {
 	t.Parallel()
-	envs := map[string]string{"sqlite": "", "postgres": "ONCE_TEST_POSTGRES", "mysql": "ONCE_TEST_MYSQL",
-		"redis": "ONCE_TEST_REDIS", "etcd": "ONCE_TEST_ETCD", "zk": "ONCE_TEST_ZK"}
-	for kind, env := range envs {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			dsn := "sqlite://" + filepath.Join(t.TempDir(), "once.db")
-			if env != "" {
-				dsn = storetest.WithPrefix(t, storetest.ServerDSN(t, env, kind))
-			}
-			s, err := store.Open(context.Background(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			pausedWalk(t, &controlReads{keyedStore: s.(keyedStore)})
-		})
-	}
+	storetest.EachStore(t, func(t *testing.T, s store.Store) {
+		pausedWalk(t, &controlReads{keyedStore: s.(keyedStore)})
+	})
 }
 
 func pausedWalk(t *testing.T, s *controlReads) {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,32 @@ func ServerDSN(tb testing.TB, env, backend string) string {
 		tb.Skipf("%s is not set; ./scripts/test starts a private server", env)
 	}
 	return dsn
+}
+
+// EachStore runs fn in a parallel subtest of t per store, named for it: SQLite in a file of the
+// subtest's own, and each networked backend on a fresh prefix of the server the environment names
+// (ServerDSN: skipped when unset, failed when ONCE_TEST_REQUIRE requires it). The store is opened
+// with store.Open (the caller imports the backends) and closed when the subtest ends.
+func EachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
+	t.Helper()
+	for _, b := range []struct{ name, env string }{
+		{"sqlite", ""}, {"postgres", "ONCE_TEST_POSTGRES"}, {"mysql", "ONCE_TEST_MYSQL"}, {"redis", "ONCE_TEST_REDIS"},
+		{"etcd", "ONCE_TEST_ETCD"}, {"zk", "ONCE_TEST_ZK"},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := "sqlite://" + filepath.Join(t.TempDir(), "once.db")
+			if b.env != "" {
+				dsn = WithPrefix(t, ServerDSN(t, b.env, b.name))
+			}
+			s, err := store.Open(context.Background(), dsn)
+			if err != nil {
+				t.Fatalf("%s: %v", b.name, err)
+			}
+			t.Cleanup(func() { s.Close() })
+			fn(t, s)
+		})
+	}
 }
 
 // RandHex returns 12 random hex digits.
