@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/once-run/once/jobfile"
-	"github.com/once-run/once/scheduler"
 	"github.com/once-run/once/store"
 )
 
@@ -30,12 +28,7 @@ func FuzzAPIQuery(f *testing.F) {
 	if _, err := sd.s.(store.Keys).Claim(ctx, store.ClaimRequest{Scope: "payments", Keys: []string{"k1", "k2"}}); err != nil {
 		f.Fatal(err)
 	}
-	srv, err := New(Config{Store: sd.s, Token: testToken, Jobs: func() []scheduler.Job {
-		return []scheduler.Job{{Job: jobfile.Job{Name: "nightly", Schedule: "@daily", Command: []string{"true"}}}}
-	}})
-	if err != nil {
-		f.Fatal(err)
-	}
+	srv := sd.jobServer("nightly")
 	h := srv.Handler()
 	session := srv.sessionValue(time.Now().Add(time.Hour))
 	csrf := srv.mac("csrf|" + session)

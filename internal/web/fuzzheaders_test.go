@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/once-run/once/jobfile"
 	"github.com/once-run/once/scheduler"
 	"github.com/once-run/once/store"
 )
@@ -52,13 +51,7 @@ func FuzzAPIHeaders(f *testing.F) {
 	sd.waiting("sync", "2026-12-01")
 	sd.run("ctl", "api", "hostA", store.Unknown) // waiting, for the controls below
 	sd.run("ctl", "form", "hostA", store.Unknown)
-	jobs := func() []scheduler.Job {
-		return []scheduler.Job{{Job: jobfile.Job{Name: "nightly", Schedule: "@daily", Command: []string{"true"}}}}
-	}
-	srv, err := New(Config{Store: sd.s, Token: testToken, Jobs: jobs})
-	if err != nil {
-		f.Fatal(err)
-	}
+	srv := sd.jobServer("nightly")
 	// A session that lasts: the corpus holds it, so it must not expire between runs.
 	session := srv.sessionValue(time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC))
 	csrf := srv.mac("csrf|" + session)
@@ -114,10 +107,7 @@ func FuzzAPIHeaders(f *testing.F) {
 	control("/api/v1/jobs/nightly/resume?by=fuzz", "", bearer, "", "")
 	srv.limit = newLimiter(srv.c.Now, srv.c.Log)
 
-	remote, err := New(Config{Store: sd.s, Token: testToken, Jobs: jobs})
-	if err != nil {
-		f.Fatal(err)
-	}
+	remote := sd.jobServer("nightly")
 	remote.loopback = false // a listener beyond loopback: every read needs the token too
 	handlers := map[bool]*Server{false: srv, true: remote}
 	f.Fuzz(func(t *testing.T, beyond bool, route uint8, host, origin, cookies, auth, ctype, clen, extra, body string) {

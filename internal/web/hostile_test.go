@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/once-run/once/jobfile"
 	"github.com/once-run/once/scheduler"
 	"github.com/once-run/once/store"
 )
@@ -129,12 +128,7 @@ func TestLogoutOnlyFromThisOrigin(t *testing.T) {
 // note, instead of reaching the store with escape sequences, line breaks or NUL bytes.
 func TestJobActionChecksWhoAndWhy(t *testing.T) {
 	sd := newSeeded(t)
-	srv, err := New(Config{Store: sd.s, Token: testToken, Jobs: func() []scheduler.Job {
-		return []scheduler.Job{{Job: jobfile.Job{Name: "nightly", Schedule: "@daily", Command: []string{"true"}}}}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := sd.jobServer("nightly")
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	for _, q := range []string{"by=" + url.QueryEscape("bob\x1b]0;pwned\x07"), "by=" + url.QueryEscape("bob\nroot"),
@@ -242,12 +236,7 @@ func TestHostileTextIsEscapedEverywhere(t *testing.T) {
 	if _, err := ks.Claim(ctx, store.ClaimRequest{Scope: evil, Keys: []string{evil, "k2"}}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{Store: sd.s, Token: testToken, Jobs: func() []scheduler.Job {
-		return []scheduler.Job{{Job: jobfile.Job{Name: "t", Schedule: "@daily", Command: []string{"true"}}}}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := sd.jobServer("t")
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	resp, body := post(t, ts, "/api/v1/jobs/t/pause?by="+url.QueryEscape(evil)+"&note="+url.QueryEscape(evil), "application/json", "", "Authorization", "Bearer "+testToken)

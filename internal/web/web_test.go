@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/once-run/once/jobfile"
+	"github.com/once-run/once/scheduler"
 	"github.com/once-run/once/store"
 	_ "github.com/once-run/once/store/sqlite"
 )
@@ -83,6 +85,19 @@ func (sd *seeded) server(tok string) (*Server, *httptest.Server) {
 	ts := httptest.NewServer(srv.Handler())
 	sd.t.Cleanup(ts.Close)
 	return srv, ts
+}
+
+// jobServer is a server over sd's store with the token on and one daemon job, name, due daily:
+// what the tests of the job controls and the fuzzers attack (no listener: callers serve its Handler).
+func (sd *seeded) jobServer(name string) *Server {
+	sd.t.Helper()
+	srv, err := New(Config{Store: sd.s, Token: testToken, Jobs: func() []scheduler.Job {
+		return []scheduler.Job{{Job: jobfile.Job{Name: name, Schedule: "@daily", Command: []string{"true"}}}}
+	}})
+	if err != nil {
+		sd.t.Fatal(err)
+	}
+	return srv
 }
 
 func get(t *testing.T, ts *httptest.Server, path string, hdr ...string) (*http.Response, string) {
