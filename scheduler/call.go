@@ -177,11 +177,17 @@ func (js *jobState) call(ctx context.Context, a *active) {
 func (js *jobState) followRest(ctx context.Context, jb Job, a *active) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
-	n := len(a.l.slots)
-	if n < 2 || a.decided >= n || a.busy { // busy: after follows every slot up
+	n, from := len(a.l.slots), a.decided
+	if a.busy {
+		// Busy (held elsewhere as it began, or its lease taken between two slots): after watched
+		// every slot, but a job follows up at most maxWatches at once, the oldest dropped for
+		// room and forgotten; the busy slot and those after it wait in js.rest too.
+		from--
+	}
+	if n < 2 || from >= n {
 		return
 	}
-	rest := a.l.slots[a.decided:]
+	rest := a.l.slots[from:]
 	if js.s.isDraining() {
 		js.s.log.Info("the node drains: the slots its sequence did not reach are left to the nodes that follow them and to the next start",
 			"task", jb.Name, "why", a.l.why, "first", rest[0], "slots", len(rest))

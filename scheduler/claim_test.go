@@ -53,11 +53,12 @@ func TestLateRunOrMissedRecordOnEveryStore(t *testing.T) {
 func TestSequenceEndedEarlyLeavesNoSlot(t *testing.T) {
 	t.Parallel()
 	onEveryStore(t, map[string]func(*testing.T, *claimRig){
-		"lease lost":                  catchUpLosesItsLease,
-		"outcome not recorded":        catchUpOutcomeNotRecorded,
-		"a slot claimed first":        catchUpRestAfterAClaim,
-		"a store error at a Begin":    catchUpBeginFails,
-		"the rest of a long catch-up": longCatchUpRest,
+		"lease lost":                             catchUpLosesItsLease,
+		"outcome not recorded":                   catchUpOutcomeNotRecorded,
+		"a slot claimed first":                   catchUpRestAfterAClaim,
+		"a store error at a Begin":               catchUpBeginFails,
+		"the rest of a long catch-up":            longCatchUpRest,
+		"a long catch-up busy between two slots": longCatchUpBusyBetweenSlots,
 	})
 }
 
@@ -584,7 +585,13 @@ func (r *claimRig) followUntilRun(slots ...string) {
 			return
 		}
 		if time.Now().After(end) {
-			r.t.Fatalf("slots %v not run by the follow-ups", slots)
+			var left []string
+			for _, sl := range slots {
+				if a, _ := r.entries(sl); a == 0 {
+					left = append(left, sl)
+				}
+			}
+			r.t.Fatalf("slots %v not run by the follow-ups", left)
 		}
 	}
 }
@@ -701,6 +708,50 @@ func longCatchUpRest(t *testing.T, r *claimRig) {
 	js.mu.Unlock()
 	r.followUntilRun(slots[1:]...)
 	for _, sl := range slots[1:] {
+		r.want(sl, 1, 0)
+	}
+}
+
+// A long catch-up's lease is taken over between two of its slots (its renewals failed and
+// another node took the job meanwhile): the next slot's Begin is refused, a Busy result, and the
+// guard ends the sequence there. Its rest is more than a job follows up at once (maxWatches): each
+// slot is followed up in turn and run, none forgotten for room. (The busy launch's watches of
+// every slot, after, dropped the oldest for room, untried slots of the catch-up left without a
+// record.)
+func longCatchUpBusyBetweenSlots(t *testing.T, r *claimRig) {
+	slots := make([]string, maxWatches+8)
+	for i := range slots {
+		slots[i] = r.slot(120 - i) // oldest first, as an account queues them
+	}
+	running, hold := make(chan struct{}), make(chan struct{})
+	held, beginning := make(chan struct{}), make(chan struct{})
+	r.running, r.hold = running, hold
+	go func() {
+		<-running // slots[0] runs: the next Begin is slots[1]'s
+		r.g.mu.Lock()
+		r.g.holdBegin, r.g.beginning = held, beginning
+		r.g.mu.Unlock()
+		close(hold)
+	}()
+	go func() {
+		defer close(held)
+		<-beginning // another node takes the job over, runs nothing, and gives it back
+		ctx := context.Background()
+		l, err := r.g.Acquire(ctx, store.AcquireRequest{Task: r.jb.Name, Holder: "nodeB", RunID: "nodeB-run", TTL: time.Minute, Replace: true})
+		if err == nil {
+			err = r.g.Release(ctx, l)
+		}
+		if err != nil {
+			t.Errorf("nodeB could not take the lease over: %v", err)
+		}
+	}()
+	r.catchUp(slots...)
+	r.running, r.hold = nil, nil
+	if n := r.ran.Load(); n != 1 {
+		t.Fatalf("the catch-up ran %d slots; want the first only (busy at the second)", n)
+	}
+	r.followUntilRun(slots[1:]...)
+	for _, sl := range slots {
 		r.want(sl, 1, 0)
 	}
 }
