@@ -199,8 +199,9 @@ func (js *jobState) followRest(ctx context.Context, jb Job, a *active) {
 	js.rest = appendNew(js.rest, rest)
 	js.topUpLocked(ctx)
 	// And accounted before the next fire, as before: a job whose fires keep its lease held leaves
-	// a follow-up few polls with the lease free, while its account queues them here.
-	js.needAccount = true
+	// a follow-up few polls with the lease free, while its account queues them here. Not a busy
+	// one, as before: its holder may run them, and an account would queue them again, busy again.
+	js.needAccount = js.needAccount || !a.busy
 	js.s.log.Info("the sequence ended before its last slot: the slots it did not reach are followed up", "task", jb.Name,
 		"why", a.l.why, "first", rest[0], "slots", len(rest), "waiting_for_room", len(js.rest))
 }
