@@ -189,8 +189,8 @@ func (js *jobState) followRest(ctx context.Context, jb Job, a *active) {
 	}
 	rest := a.l.slots[from:]
 	if js.s.isDraining() {
-		js.s.log.Info("the node drains: the slots its sequence did not reach are left to the nodes that follow them and to the next start",
-			"task", jb.Name, "why", a.l.why, "first", rest[0], "slots", len(rest))
+		js.s.log.Warn("the node drains: the slots its sequence did not reach are left to the nodes that follow them and to the next start's account, which finds them only among the slots behind the task's newest 20 entries: check them with once history and run those without a record with once backfill",
+			"task", jb.Name, "why", a.l.why, "first", rest[0], "last", rest[len(rest)-1], "slots", len(rest))
 		return
 	}
 	if !a.l.untried { // only catch-ups have several slots, and they run untried slots
