@@ -177,14 +177,20 @@ func (js *jobState) call(ctx context.Context, a *active) {
 func (js *jobState) followRest(ctx context.Context, jb Job, a *active) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
-	n := len(a.l.slots)
-	if n < 2 || a.decided >= n || a.busy { // busy: after follows every slot up
+	n, from := len(a.l.slots), a.decided
+	if a.busy {
+		// Busy (held elsewhere as it began, or its lease taken between two slots): after watched
+		// every slot, but a job follows up at most maxWatches at once, the oldest dropped for
+		// room and forgotten; the busy slot and those after it wait in js.rest too.
+		from--
+	}
+	if n < 2 || from >= n {
 		return
 	}
-	rest := a.l.slots[a.decided:]
+	rest := a.l.slots[from:]
 	if js.s.isDraining() {
-		js.s.log.Info("the node drains: the slots its sequence did not reach are left to the nodes that follow them and to the next start",
-			"task", jb.Name, "why", a.l.why, "first", rest[0], "slots", len(rest))
+		js.s.log.Warn("the node drains: the slots its sequence did not reach are left to the nodes that follow them and to the next start's account, which finds them only among the slots behind the task's newest 20 entries: check them with once history and run those without a record with once backfill",
+			"task", jb.Name, "why", a.l.why, "first", rest[0], "last", rest[len(rest)-1], "slots", len(rest))
 		return
 	}
 	if !a.l.untried { // only catch-ups have several slots, and they run untried slots
@@ -193,8 +199,9 @@ func (js *jobState) followRest(ctx context.Context, jb Job, a *active) {
 	js.rest = appendNew(js.rest, rest)
 	js.topUpLocked(ctx)
 	// And accounted before the next fire, as before: a job whose fires keep its lease held leaves
-	// a follow-up few polls with the lease free, while its account queues them here.
-	js.needAccount = true
+	// a follow-up few polls with the lease free, while its account queues them here. Not a busy
+	// one, as before: its holder may run them, and an account would queue them again, busy again.
+	js.needAccount = js.needAccount || !a.busy
 	js.s.log.Info("the sequence ended before its last slot: the slots it did not reach are followed up", "task", jb.Name,
 		"why", a.l.why, "first", rest[0], "slots", len(rest), "waiting_for_room", len(js.rest))
 }

@@ -1,9 +1,11 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -53,11 +55,13 @@ func TestLateRunOrMissedRecordOnEveryStore(t *testing.T) {
 func TestSequenceEndedEarlyLeavesNoSlot(t *testing.T) {
 	t.Parallel()
 	onEveryStore(t, map[string]func(*testing.T, *claimRig){
-		"lease lost":                  catchUpLosesItsLease,
-		"outcome not recorded":        catchUpOutcomeNotRecorded,
-		"a slot claimed first":        catchUpRestAfterAClaim,
-		"a store error at a Begin":    catchUpBeginFails,
-		"the rest of a long catch-up": longCatchUpRest,
+		"lease lost":                             catchUpLosesItsLease,
+		"outcome not recorded":                   catchUpOutcomeNotRecorded,
+		"a slot claimed first":                   catchUpRestAfterAClaim,
+		"a store error at a Begin":               catchUpBeginFails,
+		"the rest of a long catch-up":            longCatchUpRest,
+		"a long catch-up busy between two slots": longCatchUpBusyBetweenSlots,
+		"a drain before the rest is run":         drainBeforeTheRest,
 	})
 }
 
@@ -584,7 +588,13 @@ func (r *claimRig) followUntilRun(slots ...string) {
 			return
 		}
 		if time.Now().After(end) {
-			r.t.Fatalf("slots %v not run by the follow-ups", slots)
+			var left []string
+			for _, sl := range slots {
+				if a, _ := r.entries(sl); a == 0 {
+					left = append(left, sl)
+				}
+			}
+			r.t.Fatalf("slots %v not run by the follow-ups", left)
 		}
 	}
 }
@@ -704,3 +714,82 @@ func longCatchUpRest(t *testing.T, r *claimRig) {
 		r.want(sl, 1, 0)
 	}
 }
+
+// A long catch-up's lease is taken over between two of its slots (its renewals failed and
+// another node took the job meanwhile): the next slot's Begin is refused, a Busy result, and the
+// guard ends the sequence there. Its rest is more than a job follows up at once (maxWatches): each
+// slot is followed up in turn and run, none forgotten for room. (The busy launch's watches of
+// every slot, after, dropped the oldest for room, untried slots of the catch-up left without a
+// record.)
+func longCatchUpBusyBetweenSlots(t *testing.T, r *claimRig) {
+	slots := make([]string, maxWatches+8)
+	for i := range slots {
+		slots[i] = r.slot(120 - i) // oldest first, as an account queues them
+	}
+	running, hold := make(chan struct{}), make(chan struct{})
+	held, beginning := make(chan struct{}), make(chan struct{})
+	r.running, r.hold = running, hold
+	go func() {
+		<-running // slots[0] runs: the next Begin is slots[1]'s
+		r.g.mu.Lock()
+		r.g.holdBegin, r.g.beginning = held, beginning
+		r.g.mu.Unlock()
+		close(hold)
+	}()
+	go func() {
+		defer close(held)
+		<-beginning // another node takes the job over, runs nothing, and gives it back
+		ctx := context.Background()
+		l, err := r.g.Acquire(ctx, store.AcquireRequest{Task: r.jb.Name, Holder: "nodeB", RunID: "nodeB-run", TTL: time.Minute, Replace: true})
+		if err == nil {
+			err = r.g.Release(ctx, l)
+		}
+		if err != nil {
+			t.Errorf("nodeB could not take the lease over: %v", err)
+		}
+	}()
+	r.catchUp(slots...)
+	r.running, r.hold = nil, nil
+	if n := r.ran.Load(); n != 1 {
+		t.Fatalf("the catch-up ran %d slots; want the first only (busy at the second)", n)
+	}
+	r.followUntilRun(slots[1:]...)
+	for _, sl := range slots {
+		r.want(sl, 1, 0)
+	}
+}
+
+// The node drains before the rest of a long catch-up that ended early is run: those slots have
+// no record, and the next start's account looks only behind the task's newest 20 entries, which
+// the catch-up's runs fill. The drain says which they are, and what to do (it said nothing).
+func drainBeforeTheRest(t *testing.T, r *claimRig) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	r.s.log = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), nil))
+	slots := make([]string, maxWatches+8)
+	for i := range slots {
+		slots[i] = r.slot(160 - i)
+	}
+	r.g.mu.Lock()
+	r.g.failFinish = true
+	r.g.mu.Unlock()
+	r.catchUp(slots...)
+	if err := r.s.drain(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	want := fmt.Sprintf("slots=%d first=%s last=%s", len(slots)-1, slots[1], slots[len(slots)-1])
+	if !strings.Contains(out, "level=WARN msg=\"draining: slots of a catch-up that ended early") || !strings.Contains(out, want) {
+		t.Fatalf("the drain did not say which slots of the catch-up it left (want %q):\n%s", want, out)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,7 @@ func (s *Scheduler) drain() error {
 		}
 		skips = append(skips, js.queuedSkipsLocked()...)
 		js.queue = nil
+		js.restLeftLocked()
 		running += len(js.actives)
 		js.mu.Unlock()
 	}
@@ -176,4 +178,24 @@ func (s *Scheduler) recordQueuedSkips(skips []queuedSkip) {
 			s.overlapSkip(ctx, q.jb, q.slot, nil, q.note)
 		})
 	}
+}
+
+// restLeftLocked says, as the node drains, which slots of catch-ups that ended early it had not
+// run or found recorded yet (js.rest, and those it followed up): they are left without a record,
+// and the next start's account finds them only behind the task's newest 20 entries (holes.go),
+// which a long catch-up's runs fill.
+func (js *jobState) restLeftLocked() {
+	left := slices.Clone(js.rest)
+	for _, w := range js.watches {
+		if w.rest && !slices.Contains(left, w.slot) {
+			left = append(left, w.slot)
+		}
+	}
+	if len(left) == 0 {
+		return
+	}
+	at := func(sl string) time.Time { t, _ := js.spec.Parse(sl); return t }
+	slices.SortFunc(left, func(a, b string) int { return at(a).Compare(at(b)) })
+	js.s.log.Warn("draining: slots of a catch-up that ended early were neither run nor recorded yet; the next start's account finds them only among the slots behind the task's newest 20 entries: check them with once history and run those without a record with once backfill",
+		"task", js.job.Name, "slots", len(left), "first", left[0], "last", left[len(left)-1])
 }
