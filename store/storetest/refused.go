@@ -167,6 +167,13 @@ func refusedLedgerWrites(t *testing.T, s store.Store, l store.Lease) {
 		}
 	}
 	begin(t, s, l, "d1", "r1", 1)
+	refusedEndWrites(t, s, l)
+}
+
+// refusedEndWrites: Report and Finish (and FinishRelease) of l's running attempt r1 with a value
+// no once writes, each refused with ErrInvalid; the attempt stays running and l held.
+func refusedEndWrites(t *testing.T, s store.Store, l store.Lease) {
+	ctx := ctxT(t)
 	minus, huge := int64(-1), int64(store.MaxNumber+1)
 	reports := map[string]store.Report{
 		"a progress too long": {Progress: strings.Repeat("1", store.MaxProgressLen+1)},
