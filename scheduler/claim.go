@@ -235,7 +235,10 @@ func (s *Scheduler) keptForRecord(ctx context.Context, changed []string, at map[
 			out = append(out, at[key])
 			continue
 		}
-		_ = s.keys.ReleaseKeys(ctx, recordedScope, []string{key}, claimant)
+		if rerr := s.keys.ReleaseKeys(ctx, recordedScope, []string{key}, claimant); rerr != nil && !errors.Is(rerr, context.Canceled) {
+			s.log.Warn("cannot give back a claim taken over to record a slot that needs no record: it stands until it is forgotten after 2 days (see it with once keys status --scope once.scheduler.recorded KEY)",
+				"task", e.Task, "slot", e.Slot, "scope", recordedScope, "key", key, "err", rerr)
+		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			s.log.Warn("cannot read a slot whose run died before it began; it is followed up", "task", e.Task, "slot", e.Slot, "err", err)
 			rewatch([]string{key})
