@@ -251,7 +251,13 @@ func (js *jobState) claimedFirst(ctx context.Context, jb Job, a *active, err err
 		skip := (jb.Overlap == "skip" || jb.Overlap == "") && a.l.why == whyFire
 		js.mu.Lock()
 		for _, sl := range a.l.slots {
-			js.watchLocked(ctx, sl, a.l.untried && !skip)
+			w := js.watchLocked(ctx, sl, a.l.untried && !skip)
+			if w != nil && skip && w.skipNote == "" {
+				// Not run late (overlap = skip), as a busy fire is not (after): if that run dies
+				// before its attempt, the follow-up records the skip; without a note it dropped
+				// the slot without a record.
+				w.skipNote = fmt.Sprintf("overlap = skip: slot %s fired late and a run of another node had claimed it first", sl)
+			}
 		}
 		js.mu.Unlock()
 	} else {

@@ -528,6 +528,19 @@ func TestClaimedFirstFollowsARunElsewhere(t *testing.T) {
 			t.Errorf("%v: watch %+v; want followed up (to run if untried): %v", c.err, w, c.follow)
 		}
 	}
+	// A late fire of a job with overlap = skip is not run late: if the run that claimed it dies
+	// before its attempt, the follow-up records the skip (without a note it dropped the slot).
+	jb.Overlap = "skip"
+	js.job = jb
+	sl := "2026-01-01T03:00:00Z"
+	js.claimedFirst(context.Background(), jb, &active{l: launch{slots: []string{sl}, untried: true, why: whyFire}},
+		fmt.Errorf("%w: %w: run r3 …", errClaimed, errRunsElsewhere))
+	js.mu.Lock()
+	w := js.watches[sl]
+	js.mu.Unlock()
+	if w == nil || w.runIfUntried || !strings.Contains(w.skipNote, "overlap = skip") {
+		t.Errorf("a late fire (overlap = skip) claimed by a run elsewhere: watch %+v; want followed up to record its skip", w)
+	}
 }
 
 // A hole whose read fails as it is to be recorded missed (the store failing at Slot) is followed
