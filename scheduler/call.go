@@ -267,8 +267,9 @@ func (js *jobState) claimedFirst(ctx context.Context, jb Job, a *active, err err
 }
 
 // dropClaimed drops from a launch that waited in the queue the slots the fleet claimed meanwhile
-// (claimed): the node running the job skipped one (its own buffer was full), or a node that
-// started recorded it missed (a hole, recordHoles). It reports whether any slot is left to run.
+// (claimed): the node running the job skipped one (its own buffer was full), a node that
+// started recorded it missed (a hole, recordHoles), or a live run of another node claimed it (then
+// followed up: that run may die before its attempt). It reports whether any slot is left to run.
 func (js *jobState) dropClaimed(ctx context.Context, a *active, jb Job) bool {
 	if !a.l.waited || !a.l.untried {
 		return true
@@ -283,6 +284,13 @@ func (js *jobState) dropClaimed(ctx context.Context, a *active, jb Job) bool {
 	}
 	js.mu.Lock() // a.l is read under it (drain, triggers)
 	defer js.mu.Unlock()
+	for sl, k := range got {
+		if isLaunchClaim(k) {
+			// A live run of another node claimed it: it may still die before its attempt is
+			// recorded, and the slot would have no record. Followed up, as claimedFirst does.
+			js.watchLocked(ctx, sl, true)
+		}
+	}
 	a.l.slots = slices.DeleteFunc(slices.Clone(a.l.slots), func(sl string) bool { _, ok := got[sl]; return ok })
 	return len(a.l.slots) > 0
 }

@@ -62,7 +62,34 @@ func TestSequenceEndedEarlyLeavesNoSlot(t *testing.T) {
 		"the rest of a long catch-up":            longCatchUpRest,
 		"a long catch-up busy between two slots": longCatchUpBusyBetweenSlots,
 		"a drain before the rest is run":         drainBeforeTheRest,
+		"a waited launch meets a run claim":      waitedMeetsRunClaim,
 	})
+}
+
+// A launch that waited in the queue finds its slot claimed by a live run of another node: it is
+// not run now, and it is followed up; that run dies before its attempt (its lease given back, no
+// Begin), and the follow-up runs the slot. It was dropped without a record.
+func waitedMeetsRunClaim(t *testing.T, r *claimRig) {
+	ctx := context.Background()
+	sl := r.slot(5)
+	l, err := r.g.Acquire(ctx, store.AcquireRequest{Task: r.jb.Name, Holder: "nodeB", RunID: "rB", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := store.Claimant{Task: r.jb.Name, RunID: launchPrefix + "rB", Token: l.Token}
+	if _, err := r.g.Claim(ctx, store.ClaimRequest{Scope: recordedScope, Keys: slotKeys(r.jb.Name, sl, claimKinds), Pending: true, Claimant: c}); err != nil {
+		t.Fatal(err)
+	}
+	js := r.s.jobs[r.jb.Name]
+	if js.dropClaimed(ctx, &active{l: launch{slots: []string{sl}, waited: true, untried: true, why: whyFollow}}, r.jb) {
+		t.Fatal("a slot a live run claimed is left to run")
+	}
+	r.followed(sl)
+	if err := r.g.Release(ctx, l); err != nil { // the run dies before its attempt
+		t.Fatal(err)
+	}
+	r.followUntilRun(sl)
+	r.want(sl, 1, 0)
 }
 
 // onEveryStore runs each scenario with a rig of its own on every store, a gate around a real one.
