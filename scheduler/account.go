@@ -48,9 +48,18 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	js.mu.Unlock()
 	// keep puts failed back for the next accounting when this one could not finish: the oldest
 	// wins, and not across a schedule change (a slot of the old schedule is not the new one's).
+	kept := false
+	defer func() {
+		if !kept { // the store answered: a later error waits firstAccountRetry again
+			js.mu.Lock()
+			js.retryBackoff = 0
+			js.mu.Unlock()
+		}
+	}()
 	keep := func() {
+		kept = true
 		js.mu.Lock()
-		js.needAccount = true
+		js.accountLaterLocked(s.clock.now())
 		if !failed.IsZero() && js.gen == gen && (js.failedFrom.IsZero() || failed.Before(js.failedFrom)) {
 			js.failedFrom = failed
 		}
@@ -61,7 +70,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	last := k.last
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("cannot read the job's history to catch up; trying again at its next slot", "task", jb.Name, "err", err)
+			s.log.Warn("cannot read the job's history to catch up; trying again at a poll from 30 s on, and at its next slot", "task", jb.Name, "err", err)
 			keep()
 		}
 		return
@@ -78,7 +87,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	holes, err := s.unclaimed(ctx, jb.Name, k.holes)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("cannot read the fleet's claims to catch up; trying again at its next slot", "task", jb.Name, "err", err)
+			s.log.Warn("cannot read the fleet's claims to catch up; trying again at a poll from 30 s on, and at its next slot", "task", jb.Name, "err", err)
 			keep()
 		}
 		return
@@ -103,6 +112,34 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		s.log.Info("catching up", "task", jb.Name, "slots", len(slots), "first", slots[0], "last", slots[len(slots)-1])
 		s.markQueued(ctx, jb.Name, slots)
 		js.submit(ctx, launch{slots: slots, untried: true, why: whyCatchUp})
+	}
+}
+
+// retryAccounts accounts, at a poll, each job whose account a store error put off
+// (accountLaterLocked) once its retryAccount has passed, unless its next fire is close: that
+// fire accounts it. Without it, slots a store blip left without a record waited for the job's
+// next fire: a day for a daily job.
+func (s *Scheduler) retryAccounts(ctx context.Context) {
+	if s.isDraining() {
+		return
+	}
+	if _, ok := s.clock.state(); !ok {
+		return // the dispatcher refuses to fire too; it accounts once the clock is right
+	}
+	now := s.clock.now()
+	for _, js := range s.snapshot() {
+		js.mu.Lock()
+		jb, retry := js.job, js.retryAccount
+		due := js.needAccount && !retry.IsZero() && !now.Before(retry) && !js.removed &&
+			js.next.Value != "" && fireTime(jb.Name, js.next, jb.Jitter).After(now.Add(late))
+		if due {
+			js.needAccount, js.retryAccount = false, time.Time{}
+		}
+		js.mu.Unlock()
+		if due {
+			s.log.Info("accounting the job again after a store error, before its next fire", "task", jb.Name)
+			go s.account(ctx, js, now)
+		}
 	}
 }
 
@@ -259,7 +296,7 @@ func (s *Scheduler) recordMissed(ctx context.Context, jb Job, g gap, why string)
 	}
 	recorded, err := s.recordOnce(ctx, "missed", events)
 	if err != nil {
-		s.log.Warn("cannot record the missed slots; trying again at the job's next slot", "task", jb.Name, "err", err)
+		s.log.Warn("cannot record the missed slots; trying again at a poll from 30 s on, and at the job's next slot", "task", jb.Name, "err", err)
 	}
 	s.stats.missed.Add(int64(recorded))
 	if recorded == 0 {

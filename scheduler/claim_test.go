@@ -55,15 +55,69 @@ func TestLateRunOrMissedRecordOnEveryStore(t *testing.T) {
 func TestSequenceEndedEarlyLeavesNoSlot(t *testing.T) {
 	t.Parallel()
 	onEveryStore(t, map[string]func(*testing.T, *claimRig){
-		"lease lost":                             catchUpLosesItsLease,
-		"outcome not recorded":                   catchUpOutcomeNotRecorded,
-		"a slot claimed first":                   catchUpRestAfterAClaim,
-		"a store error at a Begin":               catchUpBeginFails,
-		"the rest of a long catch-up":            longCatchUpRest,
-		"a long catch-up busy between two slots": longCatchUpBusyBetweenSlots,
-		"a drain before the rest is run":         drainBeforeTheRest,
-		"a waited launch meets a run claim":      waitedMeetsRunClaim,
+		"lease lost":                              catchUpLosesItsLease,
+		"outcome not recorded":                    catchUpOutcomeNotRecorded,
+		"a slot claimed first":                    catchUpRestAfterAClaim,
+		"a store error at a Begin":                catchUpBeginFails,
+		"the rest of a long catch-up":             longCatchUpRest,
+		"a long catch-up busy between two slots":  longCatchUpBusyBetweenSlots,
+		"a drain before the rest is run":          drainBeforeTheRest,
+		"a waited launch meets a run claim":       waitedMeetsRunClaim,
+		"a store error then an account at a poll": storeErrorAccountAtAPoll,
 	})
+}
+
+// A store error leaves a catch-up's slots to the job's account: it is tried at a poll once
+// firstAccountRetry has passed, not only before the job's next fire (a day away for a daily job),
+// and then finds them (this job has no catch-up window: recorded missed, the store answering).
+func storeErrorAccountAtAPoll(t *testing.T, r *claimRig) {
+	a, b, c := r.slot(47), r.slot(46), r.slot(45)
+	running, hold := make(chan struct{}), make(chan struct{})
+	r.running, r.hold = running, hold
+	go func() {
+		<-running // a runs: the next Begin is b's
+		r.g.mu.Lock()
+		r.g.failBegin = true
+		r.g.mu.Unlock()
+		close(hold)
+	}()
+	before := time.Now()
+	r.catchUp(a, b, c)
+	r.running, r.hold = nil, nil
+	js := r.s.jobs[r.jb.Name]
+	js.mu.Lock()
+	retry, need := js.retryAccount, js.needAccount
+	sp := js.spec
+	js.next = sp.Next(time.Now().Add(time.Hour)) // the next fire is far: not the one to account it
+	js.mu.Unlock()
+	if !need || retry.Before(before.Add(firstAccountRetry)) || retry.After(time.Now().Add(firstAccountRetry)) {
+		t.Fatalf("after a store error: needAccount %v, retry at %v; want an account tried %s later", need, retry, firstAccountRetry)
+	}
+	r.s.retryAccounts(context.Background()) // too early: nothing
+	js.mu.Lock()
+	need = js.needAccount
+	js.retryAccount = time.Now().Add(-time.Millisecond) // as if firstAccountRetry had passed
+	js.mu.Unlock()
+	if !need {
+		t.Fatal("an account put off by a store error was taken before its time")
+	}
+	r.s.retryAccounts(context.Background())
+	// Until the account has recorded them and ended: one that worked clears the backoff.
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, mb := r.entries(b)
+		_, mc := r.entries(c)
+		js.mu.Lock()
+		need, retry, backoff := js.needAccount, js.retryAccount, js.retryBackoff
+		js.mu.Unlock()
+		if mb == 1 && mc == 1 && !need && retry.IsZero() && backoff == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("after the account at a poll: slots %s and %s missed %d, %d times (want 1); needAccount %v, retry %v, backoff %s (want none)",
+				b, c, mb, mc, need, retry, backoff)
+		}
+	}
+	r.want(a, 1, 0)
 }
 
 // A launch that waited in the queue finds its slot claimed by a live run of another node: it is

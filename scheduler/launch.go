@@ -49,12 +49,18 @@ type jobState struct {
 	// rest is the slots of sequences that ended early (followRest) waiting for room among watches,
 	// oldest first: the account cannot find a long catch-up's rest behind its newest entries.
 	rest        []string
-	needAccount bool          // a fire was refused: account before the next one
-	failedFrom  time.Time     // the oldest slot a failed launch left without a record (or a job added by a reload: its first), until accounted
-	gen         int           // bumped when a reload changes the schedule: failedFrom is of one generation
-	removed     bool          // no longer in the jobs (a reload)
-	lastFire    time.Time     // the fire time of the last slot fired, for Stats
-	lastLag     time.Duration // how late after its fire time the dispatcher fired it
+	needAccount bool // a fire was refused: account before the next one
+	// retryAccount, when set, has the account needAccount asks for tried at a poll from then on
+	// (retryAccounts), not only before the job's next fire: a store error left slots to it, and
+	// the next fire of a daily job is a day away. retryBackoff is the wait before it, doubled
+	// by each account that fails again and cleared by one that does not.
+	retryAccount time.Time
+	retryBackoff time.Duration
+	failedFrom   time.Time     // the oldest slot a failed launch left without a record (or a job added by a reload: its first), until accounted
+	gen          int           // bumped when a reload changes the schedule: failedFrom is of one generation
+	removed      bool          // no longer in the jobs (a reload)
+	lastFire     time.Time     // the fire time of the last slot fired, for Stats
+	lastLag      time.Duration // how late after its fire time the dispatcher fired it
 }
 
 // active is a launch in progress.
@@ -88,11 +94,27 @@ func (js *jobState) fullLocked() bool { return len(js.actives) >= js.limitLocked
 // activeLocked is whether a is still one of the launches in progress.
 func (js *jobState) activeLocked(a *active) bool { return slices.Contains(js.actives, a) }
 
+// accountLaterLocked has the job accounted before its next fire (needAccount) and, since a store
+// error is why, at a poll from retryBackoff on too (retryAccounts).
+func (js *jobState) accountLaterLocked(now time.Time) {
+	js.needAccount = true
+	js.retryBackoff = min(max(2*js.retryBackoff, firstAccountRetry), maxAccountRetry)
+	js.retryAccount = now.Add(js.retryBackoff)
+}
+
+// firstAccountRetry and maxAccountRetry bound the wait before an account a store error put off
+// is tried again at a poll (retryAccounts): the store back after a blip is used within a minute,
+// and a long outage costs one account a job every maxAccountRetry.
+const (
+	firstAccountRetry = 30 * time.Second
+	maxAccountRetry   = 15 * time.Minute
+)
+
 func (js *jobState) takeAccount() bool {
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	a := js.needAccount
-	js.needAccount = false
+	js.needAccount, js.retryAccount = false, time.Time{}
 	return a
 }
 

@@ -329,6 +329,7 @@ func (s *Scheduler) background(ctx context.Context) {
 		}
 		s.pollControl(ctx)
 		s.followUp(ctx)
+		s.retryAccounts(ctx)
 		if now := s.clock.now(); now.Sub(tidied) > time.Hour {
 			tidied = now
 			s.tidy(ctx, now)
