@@ -56,10 +56,11 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 			js.mu.Unlock()
 		}
 	}()
+	retryIn := time.Duration(0)
 	keep := func() {
 		kept = true
 		js.mu.Lock()
-		js.accountLaterLocked(s.clock.now())
+		retryIn = js.accountLaterLocked(s.clock.now())
 		if !failed.IsZero() && js.gen == gen && (js.failedFrom.IsZero() || failed.Before(js.failedFrom)) {
 			js.failedFrom = failed
 		}
@@ -70,8 +71,8 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	last := k.last
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("cannot read the job's history to catch up; trying again at a poll from 30 s on, and at its next slot", "task", jb.Name, "err", err)
 			keep()
+			s.log.Warn("cannot read the job's history to catch up; trying again at a poll after retry_in, and at its next slot", "task", jb.Name, "retry_in", retryIn, "err", err)
 		}
 		return
 	}
@@ -87,8 +88,8 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	holes, err := s.unclaimed(ctx, jb.Name, k.holes)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("cannot read the fleet's claims to catch up; trying again at a poll from 30 s on, and at its next slot", "task", jb.Name, "err", err)
 			keep()
+			s.log.Warn("cannot read the fleet's claims to catch up; trying again at a poll after retry_in, and at its next slot", "task", jb.Name, "retry_in", retryIn, "err", err)
 		}
 		return
 	}
@@ -296,7 +297,7 @@ func (s *Scheduler) recordMissed(ctx context.Context, jb Job, g gap, why string)
 	}
 	recorded, err := s.recordOnce(ctx, "missed", events)
 	if err != nil {
-		s.log.Warn("cannot record the missed slots; trying again at a poll from 30 s on, and at the job's next slot", "task", jb.Name, "err", err)
+		s.log.Warn("cannot record the missed slots; the job is accounted again at a later poll and at its next slot", "task", jb.Name, "err", err)
 	}
 	s.stats.missed.Add(int64(recorded))
 	if recorded == 0 {

@@ -153,12 +153,12 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		// before its next fire, which catches them up or records them missed. Without it the next
 		// slot to run became the job's newest and nothing looked behind it.
 		js.mu.Lock()
-		js.accountLaterLocked(s.clock.now())
+		retryIn := js.accountLaterLocked(s.clock.now())
 		if t, perr := js.spec.Parse(a.l.slots[0]); perr == nil && js.gen == gen && (js.failedFrom.IsZero() || t.Before(js.failedFrom)) {
 			js.failedFrom = t // a job with no history yet is accounted from here
 		}
 		js.mu.Unlock()
-		s.log.Error("could not run the job; its slots are caught up or recorded as missed once the store answers (an account tried at a poll from 30 s on, and before the next fire)", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "err", err)
+		s.log.Error("could not run the job; its slots are caught up or recorded as missed once the store answers (an account tried at a poll after retry_in, and before the next fire)", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "retry_in", retryIn, "err", err)
 		return // not followed up too: its follow-ups, failing in the outage, left the account short (TestOutageSlotsAreAccounted)
 	}
 	js.followRest(ctx, jb, a)

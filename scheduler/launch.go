@@ -95,11 +95,12 @@ func (js *jobState) fullLocked() bool { return len(js.actives) >= js.limitLocked
 func (js *jobState) activeLocked(a *active) bool { return slices.Contains(js.actives, a) }
 
 // accountLaterLocked has the job accounted before its next fire (needAccount) and, since a store
-// error is why, at a poll from retryBackoff on too (retryAccounts).
-func (js *jobState) accountLaterLocked(now time.Time) {
+// error is why, at a poll after the wait it returns too (retryAccounts).
+func (js *jobState) accountLaterLocked(now time.Time) time.Duration {
 	js.needAccount = true
 	js.retryBackoff = min(max(2*js.retryBackoff, firstAccountRetry), maxAccountRetry)
 	js.retryAccount = now.Add(js.retryBackoff)
+	return js.retryBackoff
 }
 
 // firstAccountRetry and maxAccountRetry bound the wait before an account a store error put off
