@@ -72,18 +72,8 @@ func TestSequenceEndedEarlyLeavesNoSlot(t *testing.T) {
 // and then finds them (this job has no catch-up window: recorded missed, the store answering).
 func storeErrorAccountAtAPoll(t *testing.T, r *claimRig) {
 	a, b, c := r.slot(47), r.slot(46), r.slot(45)
-	running, hold := make(chan struct{}), make(chan struct{})
-	r.running, r.hold = running, hold
-	go func() {
-		<-running // a runs: the next Begin is b's
-		r.g.mu.Lock()
-		r.g.failBegin = true
-		r.g.mu.Unlock()
-		close(hold)
-	}()
 	before := time.Now()
-	r.catchUp(a, b, c)
-	r.running, r.hold = nil, nil
+	r.catchUpFailingAtSecondBegin(a, b, c)
 	js := r.s.jobs[r.jb.Name]
 	js.mu.Lock()
 	retry, need := js.retryAccount, js.needAccount
@@ -652,6 +642,22 @@ func (r *claimRig) catchUp(slots ...string) {
 	r.s.runs.Wait()
 }
 
+// catchUpFailingAtSecondBegin runs a catch-up of slots whose second Begin fails (the store
+// failing once the first slot's work runs), as catchUp does.
+func (r *claimRig) catchUpFailingAtSecondBegin(slots ...string) {
+	running, hold := make(chan struct{}), make(chan struct{})
+	r.running, r.hold = running, hold
+	go func() {
+		<-running // the first slot runs: the next Begin is the second's
+		r.g.mu.Lock()
+		r.g.failBegin = true
+		r.g.mu.Unlock()
+		close(hold)
+	}()
+	r.catchUp(slots...)
+	r.running, r.hold = nil, nil
+}
+
 // followed fails unless the node follows up each of slots, to run it if untried.
 func (r *claimRig) followed(slots ...string) {
 	r.t.Helper()
@@ -755,17 +761,7 @@ func catchUpRestAfterAClaim(t *testing.T, r *claimRig) {
 // outage tests hold), and run by it.
 func catchUpBeginFails(t *testing.T, r *claimRig) {
 	a, b, c := r.slot(41), r.slot(40), r.slot(39)
-	running, hold := make(chan struct{}), make(chan struct{})
-	r.running, r.hold = running, hold
-	go func() {
-		<-running // a runs: the next Begin is b's
-		r.g.mu.Lock()
-		r.g.failBegin = true
-		r.g.mu.Unlock()
-		close(hold)
-	}()
-	r.catchUp(a, b, c)
-	r.running, r.hold = nil, nil
+	r.catchUpFailingAtSecondBegin(a, b, c)
 	if n := r.ran.Load(); n != 1 {
 		t.Fatalf("the catch-up ran %d slots; want the first only (the store failed at the next Begin)", n)
 	}
