@@ -85,11 +85,11 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		// stands in for would be lost without a word.
 		last = failed.Add(-time.Nanosecond)
 	}
-	holes, err := s.unclaimed(ctx, jb.Name, k.holes)
+	holes, err := s.knownHoles(ctx, jb.Name, k)
 	if err != nil {
 		if ctx.Err() == nil {
 			keep()
-			s.log.Warn("cannot read the fleet's claims to catch up; trying again at a poll after retry_in, and at its next slot", "task", jb.Name, "retry_in", retryIn, "err", err)
+			s.log.Warn("cannot read the fleet's claims, or a queued slot's history, to catch up; trying again at a poll after retry_in, and at its next slot", "task", jb.Name, "retry_in", retryIn, "err", err)
 		}
 		return
 	}
@@ -150,6 +150,8 @@ func (s *Scheduler) retryAccounts(ctx context.Context) {
 type known struct {
 	last  time.Time
 	holes []hole
+	// behind: the catch-up window's slots behind what the newest entries show (findHoles).
+	behind []slot.Slot
 	// newest is when the newest of the task's entries read for its holes began (the store's clock):
 	// a node that took the job's lease since a shared read of the leases shows in it (recordHoles).
 	newest time.Time
@@ -190,7 +192,7 @@ func (s *Scheduler) newestSlot(ctx context.Context, jb Job, spec slot.Spec, now 
 		}
 	}
 	if queues(jb) {
-		k.holes = findHoles(jb, spec, h, len(h) < newestEntries, k.last, now, s.c.MaxClockOffset+late, s.c.MaxClockOffset)
+		k.holes, k.behind = findHoles(jb, spec, h, len(h) < newestEntries, k.last, now, s.c.MaxClockOffset+late, s.c.MaxClockOffset)
 	}
 	return k, nil
 }

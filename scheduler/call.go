@@ -224,9 +224,9 @@ func appendNew(rest, more []string) []string {
 
 // topUpLocked follows up the slots of js.rest, oldest first, while the job has room among its
 // watches (maxWatches), without dropping a watch for room (a dropped watch may record a skip). The
-// rest of a long catch-up (catch-up-max up to 10,000) is not found by the job's account, which
-// looks behind its newest slot only among its newest entries: kept here, it is followed up
-// maxWatches at a time (followUp tops up at each poll) rather than left without a record.
+// rest of a long catch-up (catch-up-max up to 10,000) is followed up here, maxWatches at a time
+// (followUp tops up at each poll): a running node does not account the job again until its next
+// fire, and then finds only the rest's newest maxBehind slots behind the task's newest entries.
 func (js *jobState) topUpLocked(ctx context.Context) {
 	for len(js.rest) > 0 && !js.removed && (js.watches[js.rest[0]] != nil || len(js.watches) < maxWatches) {
 		if w := js.watchLocked(ctx, js.rest[0], true); w != nil {

@@ -181,9 +181,10 @@ func (s *Scheduler) recordQueuedSkips(skips []queuedSkip) {
 }
 
 // restLeftLocked says, as the node drains, which slots of catch-ups that ended early it had not
-// run or found recorded yet (js.rest, and those it followed up): they are left without a record,
-// and the next start's account finds them only behind the task's newest 20 entries (holes.go),
-// which a long catch-up's runs fill.
+// run or found recorded yet (js.rest, and those it followed up): they are left without a record
+// until a node's next account (its start) finds them by their queued marks (queuedBehind) and
+// catches them up, or records them missed beyond the job's catch-up window or catch-up-max. No
+// running node accounts the job again on its own.
 func (js *jobState) restLeftLocked() {
 	left := slices.Clone(js.rest)
 	for _, w := range js.watches {
@@ -196,6 +197,6 @@ func (js *jobState) restLeftLocked() {
 	}
 	at := func(sl string) time.Time { t, _ := js.spec.Parse(sl); return t }
 	slices.SortFunc(left, func(a, b string) int { return at(a).Compare(at(b)) })
-	js.s.log.Warn("draining: slots of a catch-up that ended early were neither run nor recorded yet; the next start's account finds them only among the slots behind the task's newest 20 entries: check them with once history and run those without a record with once backfill",
+	js.s.log.Warn("draining: slots of a catch-up that ended early were neither run nor recorded yet; the next start of a node with this job catches them up (or records them missed, outside its catch-up window or beyond catch-up-max): if no node starts soon, check them with once history and run them with once backfill",
 		"task", js.job.Name, "slots", len(left), "first", left[0], "last", left[len(left)-1])
 }

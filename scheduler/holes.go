@@ -52,9 +52,15 @@ type hole struct {
 // slot that starts after the oldest entry of h plus margin has none older; with the whole history,
 // every slot after the oldest slot of h. And none more than holeHorizon (or the catch-up window)
 // before the newest entry of h. offset bounds the difference of a node's clock and the store's.
-func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now time.Time, margin, offset time.Duration) []hole {
+//
+// behind is, for a job with a catch-up window, the window's due slots that h cannot show to have
+// no entry (at or before that bound, newest first, at most maxBehind, none named in h): where the
+// rest of a catch-up that ended early is, once the catch-up's own runs, and the fires after
+// them, have filled the task's newest entries. Only those an account marked queued count, and
+// only once a read of their own shows no entry (queuedBehind).
+func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now time.Time, margin, offset time.Duration) (holes []hole, behind []slot.Slot) {
 	if len(h) == 0 || last.IsZero() {
-		return nil
+		return nil, nil
 	}
 	bySlot := make(map[int64][]store.Entry, len(h))
 	var oldestSlot, oldestAt time.Time
@@ -70,7 +76,7 @@ func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now ti
 		}
 	}
 	if oldestSlot.IsZero() {
-		return nil
+		return nil, nil
 	}
 	from := oldestAt.Add(margin)
 	if whole {
@@ -80,22 +86,88 @@ func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now ti
 		from = h0
 	}
 	if jb.CatchUp <= 0 {
-		return skippedAfter(jb, spec, h, bySlot, from, last, now, offset)
+		return skippedAfter(jb, spec, h, bySlot, from, last, now, offset), nil
 	}
-	var out []hole
-	for sl := spec.Prev(last.Add(-time.Nanosecond)); sl.Value != "" && sl.Start.After(from) && len(out) < maxMissedEvents; sl = spec.Prev(sl.Start.Add(-time.Nanosecond)) {
+	sl := spec.Prev(last.Add(-time.Nanosecond))
+	for ; sl.Value != "" && sl.Start.After(from) && len(holes) < maxMissedEvents; sl = spec.Prev(sl.Start.Add(-time.Nanosecond)) {
 		at := fireTime(jb.Name, sl, jb.Jitter)
 		if bySlot[sl.Start.UnixNano()] != nil || at.After(now) {
 			continue
 		}
 		switch {
 		case jb.Overlap == "buffer-one" && waitedBehind(spec, h, bySlot[spec.Next(sl.Start).Start.UnixNano()], sl, at, offset):
-			out = append(out, hole{Slot: sl, waited: true})
+			holes = append(holes, hole{Slot: sl, waited: true})
 		case jb.CatchUp > 0:
-			out = append(out, hole{Slot: sl})
+			holes = append(holes, hole{Slot: sl})
 		}
 	}
-	return out
+	if whole || len(holes) >= maxMissedEvents {
+		return holes, nil // with the whole history, a slot before its oldest one was never queued
+	}
+	window := now.Add(-jb.CatchUp)
+	for ; sl.Value != "" && sl.Start.After(window) && len(behind) < maxBehind; sl = spec.Prev(sl.Start.Add(-time.Nanosecond)) {
+		if bySlot[sl.Start.UnixNano()] == nil && !fireTime(jb.Name, sl, jb.Jitter).After(now) {
+			behind = append(behind, sl)
+		}
+	}
+	return holes, behind
+}
+
+// knownHoles returns the holes of k that count, newest first: those the task's newest entries show
+// (unclaimed), then those behind them (queuedBehind).
+func (s *Scheduler) knownHoles(ctx context.Context, task string, k known) ([]slot.Slot, error) {
+	holes, err := s.unclaimed(ctx, task, k.holes)
+	if err != nil {
+		return nil, err
+	}
+	more, err := s.queuedBehind(ctx, task, k.behind)
+	return append(holes, more...), err
+}
+
+// maxBehind bounds the slots of a catch-up window behind what the task's newest entries show
+// (findHoles) whose queued marks an account looks up: two look-ups of 500 at most. The rest of a
+// longer catch-up that a stopped node left is found up to there, the newest first.
+const maxBehind = 1000
+
+// queuedBehind returns of slots (findHoles' behind, newest first) those an account marked queued
+// (markQueued) that the fleet has not claimed (unclaimed) and that have no entry: the rest of a
+// catch-up a node left as it stopped (it drained, its lease was lost, kill -9), which a later
+// fire's entries hid from findHoles. A slot a catch-up ran has an entry; one of the window that
+// fired on time was not marked. One History read of its own per marked slot (at most
+// maxMissedEvents), besides the look-ups of the marks.
+func (s *Scheduler) queuedBehind(ctx context.Context, task string, slots []slot.Slot) ([]slot.Slot, error) {
+	if len(slots) == 0 || s.keys == nil {
+		return nil, nil
+	}
+	names := make([]string, len(slots))
+	for i, sl := range slots {
+		names[i] = sl.Value
+	}
+	got, err := s.lookupClaims(ctx, task, names, []string{queuedKind})
+	if err != nil {
+		return nil, err
+	}
+	var marked []hole
+	for _, sl := range slots {
+		if _, ok := got[[2]string{queuedKind, sl.Value}]; ok && len(marked) < maxMissedEvents {
+			marked = append(marked, hole{Slot: sl})
+		}
+	}
+	left, err := s.unclaimed(ctx, task, marked)
+	if err != nil {
+		return nil, err
+	}
+	var out []slot.Slot
+	for _, sl := range left {
+		h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: task, Slot: sl.Value, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(h) == 0 {
+			out = append(out, sl)
+		}
+	}
+	return out, nil
 }
 
 // skippedAfter is findHoles for a buffer-one job without a catch-up window: its holes are the

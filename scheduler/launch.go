@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -95,12 +96,16 @@ func (js *jobState) fullLocked() bool { return len(js.actives) >= js.limitLocked
 func (js *jobState) activeLocked(a *active) bool { return slices.Contains(js.actives, a) }
 
 // accountLaterLocked has the job accounted before its next fire (needAccount) and, since a store
-// error is why, at a poll after the wait it returns too (retryAccounts).
+// error is why, at a poll after the wait it returns too (retryAccounts). The wait is the backoff
+// plus up to a quarter more, at random: the jobs a store outage put off at one fire (a midnight's
+// hundreds) are not all accounted again at the same poll.
 func (js *jobState) accountLaterLocked(now time.Time) time.Duration {
 	js.needAccount = true
 	js.retryBackoff = min(max(2*js.retryBackoff, firstAccountRetry), maxAccountRetry)
-	js.retryAccount = now.Add(js.retryBackoff)
-	return js.retryBackoff
+	wait := js.retryBackoff + rand.N(js.retryBackoff/4)
+	js.retryAccount = now.Add(wait)
+	js.s.stats.accountsDeferred.Add(1)
+	return wait
 }
 
 // firstAccountRetry and maxAccountRetry bound the wait before an account a store error put off

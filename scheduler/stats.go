@@ -6,19 +6,24 @@ import (
 )
 
 type statsCounters struct {
-	fired, refused, missed, reloadFailures atomic.Int64
+	fired, refused, missed, reloadFailures, accountsDeferred atomic.Int64
 }
 
 // Stats are a node's counters since it started, for status lines and metrics.
 type Stats struct {
-	Fired          int64         // slots fired (launched, or handled by the overlap policy)
-	Refused        int64         // fires refused because this node's clock is off
-	Missed         int64         // missed slots this node recorded
-	ReloadFailures int64         // reloads refused (ReloadFailed)
-	ClockOffset    time.Duration // the store's clock minus this node's, last measured
-	ClockOK        bool          // the offset is within Config.MaxClockOffset
-	Jobs           int
-	Running        int // launches in progress on this node
+	Fired          int64 // slots fired (launched, or handled by the overlap policy)
+	Refused        int64 // fires refused because this node's clock is off
+	Missed         int64 // missed slots this node recorded
+	ReloadFailures int64 // reloads refused (ReloadFailed)
+	// AccountsDeferred counts the accounts a store error put off (each is tried again at a poll,
+	// after a backoff, and before the job's next fire); AccountsWaiting is how many jobs wait for
+	// one now. A slot of such a job has no record until its account works.
+	AccountsDeferred int64
+	AccountsWaiting  int
+	ClockOffset      time.Duration // the store's clock minus this node's, last measured
+	ClockOK          bool          // the offset is within Config.MaxClockOffset
+	Jobs             int
+	Running          int // launches in progress on this node
 	// PerJob is each job's dispatch figures, in the jobs' order.
 	PerJob []JobStats
 }
@@ -37,11 +42,14 @@ type JobStats struct {
 func (s *Scheduler) Stats() Stats {
 	off, ok := s.clock.state()
 	st := Stats{Fired: s.stats.fired.Load(), Refused: s.stats.refused.Load(), Missed: s.stats.missed.Load(),
-		ReloadFailures: s.stats.reloadFailures.Load(), ClockOffset: off, ClockOK: ok}
+		ReloadFailures: s.stats.reloadFailures.Load(), AccountsDeferred: s.stats.accountsDeferred.Load(), ClockOffset: off, ClockOK: ok}
 	for _, js := range s.snapshot() {
 		st.Jobs++
 		js.mu.Lock()
 		st.Running += len(js.actives)
+		if js.needAccount && !js.retryAccount.IsZero() {
+			st.AccountsWaiting++
+		}
 		j := JobStats{Name: js.job.Name, LastFire: js.lastFire, LastLag: js.lastLag, Running: len(js.actives) > 0,
 			Launches: len(js.actives)}
 		if js.next.Value != "" {

@@ -159,6 +159,7 @@ type fleetStats struct{ sch *scheduler.Scheduler }
 func (f fleetStats) FleetStats() metrics.Fleet {
 	st := f.sch.Stats()
 	out := metrics.Fleet{Fired: st.Fired, Refused: st.Refused, Missed: st.Missed, ReloadFailures: st.ReloadFailures,
+		AccountsDeferred: st.AccountsDeferred, AccountsWaiting: st.AccountsWaiting,
 		ClockOffset: st.ClockOffset, ClockOK: st.ClockOK, Jobs: st.Jobs, Running: st.Running}
 	for _, j := range st.PerJob {
 		out.PerJob = append(out.PerJob, metrics.JobStats{Job: j.Name, NextFire: j.Next, LastFire: j.LastFire, FireLag: j.LastLag})

@@ -53,22 +53,25 @@ var (
 	descScrapeDuration = gaugeDesc("once_scrape_duration_seconds",
 		"How long this scrape of the collector took, its reads of the store included.")
 
-	descDaemonJobs    = gaugeDesc("once_daemon_jobs", "Jobs the daemon node has loaded.")
-	descDaemonRunning = gaugeDesc("once_daemon_running", "Launches in progress on the daemon node.")
-	descDaemonFired   = counterDesc("once_daemon_fired_total", "Slots the daemon node fired (launched, or handled by the overlap policy).")
-	descDaemonRefused = counterDesc("once_daemon_refused_total", "Fires the daemon node refused because its clock was off.")
-	descDaemonMissed  = counterDesc("once_daemon_missed_total", "Missed slots the daemon node recorded.")
-	descDaemonReload  = counterDesc("once_daemon_reload_failures_total", "Reloads of the jobs file the daemon node refused.")
-	descClockOffset   = gaugeDesc("once_daemon_clock_offset_seconds", "The store's clock minus the daemon node's, last measured.")
-	descClockOK       = gaugeDesc("once_daemon_clock_ok", "1 while the daemon node's clock offset is within its maximum, else 0.")
-	descJobNext       = gaugeDesc("once_daemon_job_next_fire_timestamp_seconds", "When the job's next slot fires (Unix seconds).", "job")
-	descJobLag        = gaugeDesc("once_daemon_job_fire_lag_seconds", "The lag of the job's last fire on this node: launch time minus slot time.", "job")
+	descDaemonJobs     = gaugeDesc("once_daemon_jobs", "Jobs the daemon node has loaded.")
+	descDaemonRunning  = gaugeDesc("once_daemon_running", "Launches in progress on the daemon node.")
+	descDaemonFired    = counterDesc("once_daemon_fired_total", "Slots the daemon node fired (launched, or handled by the overlap policy).")
+	descDaemonRefused  = counterDesc("once_daemon_refused_total", "Fires the daemon node refused because its clock was off.")
+	descDaemonMissed   = counterDesc("once_daemon_missed_total", "Missed slots the daemon node recorded.")
+	descDaemonReload   = counterDesc("once_daemon_reload_failures_total", "Reloads of the jobs file the daemon node refused.")
+	descDaemonDeferred = counterDesc("once_daemon_accounts_deferred_total", "Accounts of a job (its slots since its newest record) that a store error put off on the daemon node.")
+	descDaemonWaiting  = gaugeDesc("once_daemon_accounts_waiting", "Jobs of the daemon node whose account a store error put off and that wait for it to be tried again.")
+	descClockOffset    = gaugeDesc("once_daemon_clock_offset_seconds", "The store's clock minus the daemon node's, last measured.")
+	descClockOK        = gaugeDesc("once_daemon_clock_ok", "1 while the daemon node's clock offset is within its maximum, else 0.")
+	descJobNext        = gaugeDesc("once_daemon_job_next_fire_timestamp_seconds", "When the job's next slot fires (Unix seconds).", "job")
+	descJobLag         = gaugeDesc("once_daemon_job_fire_lag_seconds", "The lag of the job's last fire on this node: launch time minus slot time.", "job")
 
 	// allDescs are once's own families (docs/metrics.md describes each).
 	allDescs = []*desc{descLastSuccess, descSuccessUnknown, descLastState, descLastAttempt, descWaiting, descGone, descLeaseHeld,
 		descLeaseInfo, descLeaseExpires, descAttempts, descDuration, descEvents, descTasks, descLeftOut,
 		descStoreUp, descReadDuration, descScrapeDuration,
 		descDaemonJobs, descDaemonRunning, descDaemonFired, descDaemonRefused, descDaemonMissed, descDaemonReload,
+		descDaemonDeferred, descDaemonWaiting,
 		descClockOffset, descClockOK, descJobNext, descJobLag}
 )
 
@@ -129,6 +132,8 @@ func collectFleet(w *sink, f Fleet, max int) {
 	w.counter(descDaemonRefused, float64(f.Refused))
 	w.counter(descDaemonMissed, float64(f.Missed))
 	w.counter(descDaemonReload, float64(f.ReloadFailures))
+	w.counter(descDaemonDeferred, float64(f.AccountsDeferred))
+	w.gauge(descDaemonWaiting, float64(f.AccountsWaiting))
 	w.gauge(descClockOffset, f.ClockOffset.Seconds())
 	w.gauge(descClockOK, bool01(f.ClockOK))
 	jobs := append([]JobStats(nil), f.PerJob...)

@@ -44,15 +44,18 @@ type FleetStats interface {
 
 // Fleet is a daemon node's counters, filled by the daemon (this package does not import it).
 type Fleet struct {
-	Fired          int64         // slots fired (launched, or handled by the overlap policy)
-	Refused        int64         // fires refused because this node's clock is off
-	Missed         int64         // missed slots this node recorded
-	ReloadFailures int64         // reloads of the jobs file refused
-	ClockOffset    time.Duration // the store's clock minus this node's, last measured
-	ClockOK        bool          // the offset is within the daemon's maximum
-	Jobs           int           // jobs loaded
-	Running        int           // launches in progress on this node
-	PerJob         []JobStats    // one per job; at most MaxTasks are exported (by name)
+	Fired          int64 // slots fired (launched, or handled by the overlap policy)
+	Refused        int64 // fires refused because this node's clock is off
+	Missed         int64 // missed slots this node recorded
+	ReloadFailures int64 // reloads of the jobs file refused
+	// AccountsDeferred: accounts a store error put off; AccountsWaiting: jobs waiting for one now.
+	AccountsDeferred int64
+	AccountsWaiting  int
+	ClockOffset      time.Duration // the store's clock minus this node's, last measured
+	ClockOK          bool          // the offset is within the daemon's maximum
+	Jobs             int           // jobs loaded
+	Running          int           // launches in progress on this node
+	PerJob           []JobStats    // one per job; at most MaxTasks are exported (by name)
 }
 
 // JobStats is one job of a daemon node.

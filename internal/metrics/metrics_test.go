@@ -241,7 +241,7 @@ func (f fleet) FleetStats() Fleet { return Fleet(f) }
 func TestFleet(t *testing.T) {
 	st, _ := openStore(t)
 	next := time.Now().Add(time.Hour).Truncate(time.Second)
-	f := fleet{Fired: 5, Refused: 1, Missed: 2, ReloadFailures: 3, ClockOffset: -1500 * time.Millisecond, ClockOK: true,
+	f := fleet{Fired: 5, Refused: 1, Missed: 2, ReloadFailures: 3, AccountsDeferred: 4, AccountsWaiting: 2, ClockOffset: -1500 * time.Millisecond, ClockOK: true,
 		Jobs: 2, Running: 1, PerJob: []JobStats{
 			{Job: "b", NextFire: next},
 			{Job: "a", NextFire: next, LastFire: next.Add(-time.Hour), FireLag: 250 * time.Millisecond},
@@ -252,6 +252,8 @@ func TestFleet(t *testing.T) {
 		`once_daemon_refused_total`:                            1,
 		`once_daemon_missed_total`:                             2,
 		`once_daemon_reload_failures_total`:                    3,
+		`once_daemon_accounts_deferred_total`:                  4,
+		`once_daemon_accounts_waiting`:                         2,
 		`once_daemon_clock_offset_seconds`:                     -1.5,
 		`once_daemon_clock_ok`:                                 1,
 		`once_daemon_jobs`:                                     2,
