@@ -90,6 +90,9 @@ func New(j Job) (*Runner, error) {
 	if len(j.Args) == 0 {
 		return nil, fmt.Errorf("%w: no command", once.ErrInvalid)
 	}
+	if j.Args[0] == "" { // exec.LookPath's error would name nothing: "command not found: "
+		return nil, supervise.Check(supervise.Config{Args: j.Args})
+	}
 	path, err := exec.LookPath(j.Args[0])
 	if err == nil {
 		err = supervise.Check(supervise.Config{Args: append([]string{path}, j.Args[1:]...)})

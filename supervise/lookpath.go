@@ -15,7 +15,7 @@ import (
 // ./name because "." is in PATH is a classic way to be fooled. The result is absolute.
 func lookPath(name string, env []string, dir string) (string, error) {
 	if name == "" {
-		return "", &cmdError{ErrNotFound, "command not found: (empty)"}
+		return "", &cmdError{ErrNotFound, "command not found: the command's name is empty (an unset variable?)"}
 	}
 	if strings.Contains(name, "/") {
 		p := name

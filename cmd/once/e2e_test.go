@@ -576,6 +576,11 @@ func TestCommandNotFound(t *testing.T) {
 	if r := e.run("run", "--task", "nf", "--", "no-such-command-xyz"); r.code != 127 {
 		t.Fatalf("exit %d, want 127: %s", r.code, r.stderr)
 	}
+	// An empty name (once run -- "$CMD" with CMD unset) says so: it read "command not found:  ".
+	r := e.run("run", "--task", "nf", "--", "")
+	if want := "once: command not found: the command's name is empty (an unset variable?) (nothing was run)\n"; r.code != 127 || r.stderr != want {
+		t.Fatalf("an empty command: exit %d, %q; want 127 and %q", r.code, r.stderr, want)
+	}
 }
 
 func TestSignalExitPassThrough(t *testing.T) {
