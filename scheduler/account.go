@@ -85,7 +85,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		// stands in for would be lost without a word.
 		last = failed.Add(-time.Nanosecond)
 	}
-	holes, err := s.knownHoles(ctx, jb.Name, k)
+	holes, err := s.knownHoles(ctx, jb.Name, spec, k)
 	if err != nil {
 		if ctx.Err() == nil {
 			keep()
@@ -150,8 +150,10 @@ func (s *Scheduler) retryAccounts(ctx context.Context) {
 type known struct {
 	last  time.Time
 	holes []hole
-	// behind: the catch-up window's slots behind what the newest entries show (findHoles).
+	// behind: the catch-up window's slots behind what the newest entries show (findHoles), and
+	// cursor: the oldest of those entries', from which the task's history is read on for them.
 	behind []slot.Slot
+	cursor string
 	// newest is when the newest of the task's entries read for its holes began (the store's clock):
 	// a node that took the job's lease since a shared read of the leases shows in it (recordHoles).
 	newest time.Time
@@ -193,6 +195,9 @@ func (s *Scheduler) newestSlot(ctx context.Context, jb Job, spec slot.Spec, now 
 	}
 	if queues(jb) {
 		k.holes, k.behind = findHoles(jb, spec, h, len(h) < newestEntries, k.last, now, s.c.MaxClockOffset+late, s.c.MaxClockOffset)
+		if len(k.behind) > 0 {
+			k.cursor = h[len(h)-1].Cursor
+		}
 	}
 	return k, nil
 }

@@ -64,6 +64,7 @@ func TestSequenceEndedEarlyLeavesNoSlot(t *testing.T) {
 		"a long catch-up busy between two slots":  longCatchUpBusyBetweenSlots,
 		"a drain before the rest is run":          drainBeforeTheRest,
 		"the rest behind the newest entries":      restBehindTheNewestEntries,
+		"the rest behind run under another name":  restBehindRunUnderAnotherName,
 		"a waited launch meets a run claim":       waitedMeetsRunClaim,
 		"a store error then an account at a poll": storeErrorAccountAtAPoll,
 	})
@@ -926,6 +927,53 @@ func restBehindTheNewestEntries(t *testing.T, r *claimRig) {
 	r.want(r.slot(0), 1, 0)
 	if n := r.ran.Load(); n != int64(len(slots)) {
 		t.Fatalf("the work ran %d times; want %d (25 slots, the newest fire, the 14 marked ones left)", n, len(slots))
+	}
+}
+
+// As restBehindTheNewestEntries, but the rest was run meanwhile under another spelling of the
+// same instants (an operator's once backfill in the local zone, as the drain's warning advises):
+// the start reads them by Parse in the newest entries, and must not run them again behind them.
+func restBehindRunUnderAnotherName(t *testing.T, r *claimRig) {
+	ctx := context.Background()
+	sp, err := r.jb.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := make([]string, 40)
+	for i := range slots {
+		slots[i] = r.slot(160 - i)
+	}
+	r.s.markQueued(ctx, r.jb.Name, slots)
+	berlin := time.FixedZone("", 3600)
+	for _, sl := range slices.Backward(slots[25:]) {
+		at, err := sp.Parse(sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := at.In(berlin).Format(time.RFC3339)
+		if p, err := sp.Parse(other); err != nil || !p.Equal(at) || other == sl {
+			t.Fatalf("another spelling of %s: %s, %v", sl, other, err)
+		}
+		if err := r.follow(other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sl := range append(slots[:25:25], r.slot(0)) {
+		if err := r.follow(sl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jb := r.jb
+	jb.CatchUp, jb.CatchUpMax = 400*time.Hour, 100
+	s2, err := New(Config{Store: r.g, Jobs: []Job{jb}, Node: "nodeB", Poll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.account(ctx, s2.jobs[jb.Name], time.Now())
+	s2.runs.Wait()
+	s2.writes.Wait()
+	if n := r.ran.Load(); n != int64(len(slots))+1 {
+		t.Fatalf("the work ran %d times; want %d: the slots run under another name ran again", n, len(slots)+1)
 	}
 }
 

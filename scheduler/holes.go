@@ -115,12 +115,12 @@ func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now ti
 
 // knownHoles returns the holes of k that count, newest first: those the task's newest entries show
 // (unclaimed), then those behind them (queuedBehind).
-func (s *Scheduler) knownHoles(ctx context.Context, task string, k known) ([]slot.Slot, error) {
+func (s *Scheduler) knownHoles(ctx context.Context, task string, spec slot.Spec, k known) ([]slot.Slot, error) {
 	holes, err := s.unclaimed(ctx, task, k.holes)
 	if err != nil {
 		return nil, err
 	}
-	more, err := s.queuedBehind(ctx, task, k.behind)
+	more, err := s.queuedBehind(ctx, task, spec, k)
 	return append(holes, more...), err
 }
 
@@ -129,18 +129,18 @@ func (s *Scheduler) knownHoles(ctx context.Context, task string, k known) ([]slo
 // longer catch-up that a stopped node left is found up to there, the newest first.
 const maxBehind = 1000
 
-// queuedBehind returns of slots (findHoles' behind, newest first) those an account marked queued
+// queuedBehind returns of k.behind (findHoles, newest first) those an account marked queued
 // (markQueued) that the fleet has not claimed (unclaimed) and that have no entry: the rest of a
 // catch-up a node left as it stopped (it drained, its lease was lost, kill -9), which a later
 // fire's entries hid from findHoles. A slot a catch-up ran has an entry; one of the window that
-// fired on time was not marked. One History read of its own per marked slot (at most
-// maxMissedEvents), besides the look-ups of the marks.
-func (s *Scheduler) queuedBehind(ctx context.Context, task string, slots []slot.Slot) ([]slot.Slot, error) {
-	if len(slots) == 0 || s.keys == nil {
+// fired on time was not marked. At most maxMissedEvents marked slots, whose entries are read from
+// the task's history behind its newest entries (withoutEntries), besides the look-ups of the marks.
+func (s *Scheduler) queuedBehind(ctx context.Context, task string, spec slot.Spec, k known) ([]slot.Slot, error) {
+	if len(k.behind) == 0 || s.keys == nil {
 		return nil, nil
 	}
-	names := make([]string, len(slots))
-	for i, sl := range slots {
+	names := make([]string, len(k.behind))
+	for i, sl := range k.behind {
 		names[i] = sl.Value
 	}
 	got, err := s.lookupClaims(ctx, task, names, []string{queuedKind})
@@ -148,17 +148,60 @@ func (s *Scheduler) queuedBehind(ctx context.Context, task string, slots []slot.
 		return nil, err
 	}
 	var marked []hole
-	for _, sl := range slots {
+	for _, sl := range k.behind {
 		if _, ok := got[[2]string{queuedKind, sl.Value}]; ok && len(marked) < maxMissedEvents {
 			marked = append(marked, hole{Slot: sl})
 		}
 	}
 	left, err := s.unclaimed(ctx, task, marked)
-	if err != nil {
+	if err != nil || len(left) == 0 {
 		return nil, err
 	}
+	return s.withoutEntries(ctx, task, spec, left, k.cursor)
+}
+
+// behindPages bounds the pages of the task's history (of behindPage entries) that withoutEntries
+// reads behind its newest entries; a slot not settled by them is read by its name.
+const (
+	behindPages = 10
+	behindPage  = 100
+)
+
+// withoutEntries returns of slots (newest first) those that have no entry. The task's history is
+// read on from cursor (the oldest of its newest entries) and each entry's slot parsed, as findHoles
+// reads those: a slot recorded under another spelling of its instant (a backfill in another zone,
+// the drain's advice) has an entry too, which a read by its name does not find. A slot's entries
+// are recorded once it fires (the store's clock within MaxClockOffset of a node's), so the pages
+// stop at an entry older than the oldest slot left; past behindPages, the rest are read by name.
+func (s *Scheduler) withoutEntries(ctx context.Context, task string, spec slot.Spec, slots []slot.Slot, cursor string) ([]slot.Slot, error) {
+	left := make(map[int64]bool, len(slots))
+	for _, sl := range slots {
+		left[sl.Start.UnixNano()] = true
+	}
+	oldest := slots[len(slots)-1].Start.Add(-(s.c.MaxClockOffset + late))
+	for page := 0; cursor != "" && page < behindPages; page++ {
+		h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: task, Before: cursor, Limit: behindPage})
+		if err != nil {
+			return nil, err
+		}
+		cursor = ""
+		for _, e := range h {
+			if t, err := spec.Parse(e.Slot); err == nil {
+				delete(left, t.UnixNano())
+			}
+		}
+		if len(h) == behindPage && len(left) > 0 && !h[len(h)-1].StartedAt.Before(oldest) {
+			cursor = h[len(h)-1].Cursor
+		} else {
+			slots = slices.DeleteFunc(slots, func(sl slot.Slot) bool { return !left[sl.Start.UnixNano()] })
+			return slots, nil
+		}
+	}
 	var out []slot.Slot
-	for _, sl := range left {
+	for _, sl := range slots {
+		if !left[sl.Start.UnixNano()] {
+			continue
+		}
 		h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: task, Slot: sl.Value, Limit: 1})
 		if err != nil {
 			return nil, err
