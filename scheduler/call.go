@@ -189,7 +189,7 @@ func (js *jobState) followRest(ctx context.Context, jb Job, a *active) {
 	}
 	rest := a.l.slots[from:]
 	if js.s.isDraining() {
-		js.s.log.Warn("the node drains: the slots its sequence did not reach are left to the nodes that follow them and to the next start's account, which finds them only among the slots behind the task's newest 20 entries: check them with once history and run those without a record with once backfill",
+		js.s.log.Warn("the node drains: the slots its sequence did not reach are left to the nodes that follow them and to the next start of a node with this job, which catches them up (or records them missed, outside its catch-up window or beyond catch-up-max): if no node starts soon, check them with once history and run them with once backfill",
 			"task", jb.Name, "why", a.l.why, "first", rest[0], "last", rest[len(rest)-1], "slots", len(rest))
 		return
 	}
@@ -226,7 +226,7 @@ func appendNew(rest, more []string) []string {
 // watches (maxWatches), without dropping a watch for room (a dropped watch may record a skip). The
 // rest of a long catch-up (catch-up-max up to 10,000) is followed up here, maxWatches at a time
 // (followUp tops up at each poll): a running node does not account the job again until its next
-// fire, and then finds only the rest's newest maxBehind slots behind the task's newest entries.
+// fire, and then finds only the rest's newest slots behind the task's newest entries (behindSlots).
 func (js *jobState) topUpLocked(ctx context.Context) {
 	for len(js.rest) > 0 && !js.removed && (js.watches[js.rest[0]] != nil || len(js.watches) < maxWatches) {
 		if w := js.watchLocked(ctx, js.rest[0], true); w != nil {

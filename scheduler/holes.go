@@ -54,7 +54,7 @@ type hole struct {
 // before the newest entry of h. offset bounds the difference of a node's clock and the store's.
 //
 // behind is, for a job with a catch-up window, the window's due slots that h cannot show to have
-// no entry (at or before that bound, newest first, at most maxBehind, none named in h): where the
+// no entry (at or before that bound, newest first, at most behindSlots, none named in h): where the
 // rest of a catch-up that ended early is, once the catch-up's own runs, and the fires after
 // them, have filled the task's newest entries. Only those an account marked queued count, and
 // only once a read of their own shows no entry (queuedBehind).
@@ -105,7 +105,8 @@ func findHoles(jb Job, spec slot.Spec, h []store.Entry, whole bool, last, now ti
 		return holes, nil // with the whole history, a slot before its oldest one was never queued
 	}
 	window := now.Add(-jb.CatchUp)
-	for ; sl.Value != "" && sl.Start.After(window) && len(behind) < maxBehind; sl = spec.Prev(sl.Start.Add(-time.Nanosecond)) {
+	most := behindSlots(jb)
+	for ; sl.Value != "" && sl.Start.After(window) && len(behind) < most; sl = spec.Prev(sl.Start.Add(-time.Nanosecond)) {
 		if bySlot[sl.Start.UnixNano()] == nil && !fireTime(jb.Name, sl, jb.Jitter).After(now) {
 			behind = append(behind, sl)
 		}
@@ -124,10 +125,17 @@ func (s *Scheduler) knownHoles(ctx context.Context, task string, spec slot.Spec,
 	return append(holes, more...), err
 }
 
-// maxBehind bounds the slots of a catch-up window behind what the task's newest entries show
-// (findHoles) whose queued marks an account looks up: two look-ups of 500 at most. The rest of a
-// longer catch-up that a stopped node left is found up to there, the newest first.
-const maxBehind = 1000
+// behindSlots bounds the slots of jb's catch-up window behind what the task's newest entries show
+// (findHoles) whose queued marks an account looks up: as many as one catch-up queues
+// (catch-up-max) and behindMargin more (the fires between that catch-up's rest and those entries),
+// at most maxBehind: one look-up of up to 500 keys per job at a start for the default catch-up-max
+// of 1, two at most. A rest further back is not found (its drain said which slots it left).
+func behindSlots(jb Job) int { return min(max(jb.CatchUpMax, 1)+behindMargin, maxBehind) }
+
+const (
+	behindMargin = 100
+	maxBehind    = 1000
+)
 
 // queuedBehind returns of k.behind (findHoles, newest first) those an account marked queued
 // (markQueued) that the fleet has not claimed (unclaimed) and that have no entry: the rest of a

@@ -48,7 +48,7 @@ type jobState struct {
 	queue   []launch          // launches waiting for a place among actives (buffer-one, replace, follow-ups)
 	watches map[string]*watch // slots this node follows up, by slot
 	// rest is the slots of sequences that ended early (followRest) waiting for room among watches,
-	// oldest first: the account cannot find a long catch-up's rest behind its newest entries.
+	// oldest first: a running node does not account the job again until its next fire.
 	rest        []string
 	needAccount bool // a fire was refused: account before the next one
 	// retryAccount, when set, has the account needAccount asks for tried at a poll from then on

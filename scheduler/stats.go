@@ -16,8 +16,9 @@ type Stats struct {
 	Missed         int64 // missed slots this node recorded
 	ReloadFailures int64 // reloads refused (ReloadFailed)
 	// AccountsDeferred counts the accounts a store error put off (each is tried again at a poll,
-	// after a backoff, and before the job's next fire); AccountsWaiting is how many jobs wait for
-	// one now. A slot of such a job has no record until its account works.
+	// after a backoff, and before the job's next fire); AccountsWaiting is how many jobs have had
+	// one put off and none work since (a retry in progress included, so that a gauge scraped
+	// meanwhile does not drop to 0). A slot of such a job has no record until its account works.
 	AccountsDeferred int64
 	AccountsWaiting  int
 	ClockOffset      time.Duration // the store's clock minus this node's, last measured
@@ -47,7 +48,7 @@ func (s *Scheduler) Stats() Stats {
 		st.Jobs++
 		js.mu.Lock()
 		st.Running += len(js.actives)
-		if js.needAccount && !js.retryAccount.IsZero() {
+		if js.retryBackoff > 0 { // put off by a store error, and no account has worked since
 			st.AccountsWaiting++
 		}
 		j := JobStats{Name: js.job.Name, LastFire: js.lastFire, LastLag: js.lastLag, Running: len(js.actives) > 0,

@@ -60,7 +60,7 @@ var (
 	descDaemonMissed   = counterDesc("once_daemon_missed_total", "Missed slots the daemon node recorded.")
 	descDaemonReload   = counterDesc("once_daemon_reload_failures_total", "Reloads of the jobs file the daemon node refused.")
 	descDaemonDeferred = counterDesc("once_daemon_accounts_deferred_total", "Accounts of a job (its slots since its newest record) that a store error put off on the daemon node.")
-	descDaemonWaiting  = gaugeDesc("once_daemon_accounts_waiting", "Jobs of the daemon node whose account a store error put off and that wait for it to be tried again.")
+	descDaemonWaiting  = gaugeDesc("once_daemon_accounts_waiting", "Jobs of the daemon node whose account a store error put off and none has worked since.")
 	descClockOffset    = gaugeDesc("once_daemon_clock_offset_seconds", "The store's clock minus the daemon node's, last measured.")
 	descClockOK        = gaugeDesc("once_daemon_clock_ok", "1 while the daemon node's clock offset is within its maximum, else 0.")
 	descJobNext        = gaugeDesc("once_daemon_job_next_fire_timestamp_seconds", "When the job's next slot fires (Unix seconds).", "job")
