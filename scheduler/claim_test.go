@@ -903,20 +903,7 @@ func restBehindTheNewestEntries(t *testing.T, r *claimRig) {
 	}
 	unmarked := slots[32]
 	r.s.markQueued(ctx, r.jb.Name, slices.DeleteFunc(slices.Clone(slots), func(sl string) bool { return sl == unmarked }))
-	for _, sl := range append(slots[:25:25], r.slot(0)) {
-		if err := r.follow(sl); err != nil {
-			t.Fatal(err)
-		}
-	}
-	jb := r.jb
-	jb.CatchUp, jb.CatchUpMax = 400*time.Hour, 100
-	s2, err := New(Config{Store: r.g, Jobs: []Job{jb}, Node: "nodeB", Poll: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2.account(ctx, s2.jobs[jb.Name], time.Now())
-	s2.runs.Wait()
-	s2.writes.Wait()
+	r.ranThenStart(slots[:25])
 	for _, sl := range slots {
 		want := 1
 		if sl == unmarked {
@@ -958,23 +945,31 @@ func restBehindRunUnderAnotherName(t *testing.T, r *claimRig) {
 			t.Fatal(err)
 		}
 	}
-	for _, sl := range append(slots[:25:25], r.slot(0)) {
+	r.ranThenStart(slots[:25])
+	if n := r.ran.Load(); n != int64(len(slots))+1 {
+		t.Fatalf("the work ran %d times; want %d: the slots run under another name ran again", n, len(slots)+1)
+	}
+}
+
+// ranThenStart runs slots (the first ones of a catch-up) and the job's newest fire on the rig's
+// node, which then stops; another node, the job with a catch-up window, starts: its account of
+// the job, and the launches that makes, to their end.
+func (r *claimRig) ranThenStart(slots []string) {
+	r.t.Helper()
+	for _, sl := range append(slices.Clone(slots), r.slot(0)) {
 		if err := r.follow(sl); err != nil {
-			t.Fatal(err)
+			r.t.Fatal(err)
 		}
 	}
 	jb := r.jb
 	jb.CatchUp, jb.CatchUpMax = 400*time.Hour, 100
 	s2, err := New(Config{Store: r.g, Jobs: []Job{jb}, Node: "nodeB", Poll: 10 * time.Millisecond})
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
-	s2.account(ctx, s2.jobs[jb.Name], time.Now())
+	s2.account(context.Background(), s2.jobs[jb.Name], time.Now())
 	s2.runs.Wait()
 	s2.writes.Wait()
-	if n := r.ran.Load(); n != int64(len(slots))+1 {
-		t.Fatalf("the work ran %d times; want %d: the slots run under another name ran again", n, len(slots)+1)
-	}
 }
 
 type writerFunc func([]byte) (int, error)
