@@ -68,6 +68,18 @@ func readRunningCost(tb testing.TB, ctx context.Context, dsn string, want int) i
 	return trips
 }
 
+// fewestTrips is the fewest round trips of three readRunningCost on dsn. A loaded machine can
+// split a pipelined burst of reads into many turns (a response arrives before the next request
+// is sent), never join a serial read's turns, so the fewest is the read's own cost.
+func fewestTrips(tb testing.TB, ctx context.Context, dsn string, want int) int64 {
+	tb.Helper()
+	fewest := readRunningCost(tb, ctx, dsn, want)
+	for range 2 {
+		fewest = min(fewest, readRunningCost(tb, ctx, dsn, want))
+	}
+	return fewest
+}
+
 // TestReadRunningFlatInGone holds what once status's RUNNING and once serve's overview read
 // (store.ReadRunning) to a number of round trips that does not grow with the attempts whose holder
 // is gone: of 50 tasks, 50 such attempts cost what one costs. Before, each was read again by a
@@ -84,12 +96,13 @@ func TestReadRunningFlatInGone(t *testing.T) {
 			for i, n := range []int{1, 50} {
 				dsn := countedDSN(t, st)
 				seedGone(t, ctx, dsn, 50, n)
-				trips[i] = readRunningCost(t, ctx, dsn, n)
+				trips[i] = fewestTrips(t, ctx, dsn, n)
 			}
 			t.Logf("%s: ReadRunning with 1 attempt whose holder is gone: %d round trips; with 50: %d", st.name, trips[0], trips[1])
 			// A read per attempt would add 49. ZooKeeper's reads of the tasks and of the 50
 			// documents are sent in parallel (pipelined): one turn each on a quiet machine (11 both
-			// ways), a few more when a loaded one delays some; half the attempts is the bound.
+			// ways), more when a loaded one delays some (37 once in a clean-clone run, hence the
+			// fewest of three reads); half the attempts is the bound.
 			if trips[1] >= trips[0]+25 {
 				t.Errorf("%s: ReadRunning with 50 attempts whose holder is gone took %d round trips, with one %d: it reads per attempt", st.name, trips[1], trips[0])
 			}
