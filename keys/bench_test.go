@@ -297,7 +297,7 @@ func rowInsert(d keys.Dialect, table string, n int) string {
 	default:
 		b.WriteString("INSERT INTO " + table + " (scope, ikey, created_ms) VALUES ")
 	}
-	const now = 1764000000000 // a constant: the statement text is the same for every batch
+	const now int64 = 1764000000000 // a constant: the statement text is the same for every batch
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			b.WriteByte(',')

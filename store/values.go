@@ -63,8 +63,8 @@ func checkPlace(task, slot string) error {
 
 // checkNumber refuses an attempt number below 0 or above MaxNumber (0: none, or "pick the next").
 func checkNumber(field string, n int) error {
-	if n < 0 || n > MaxNumber {
-		return &invalidValue{fmt.Sprintf("%s %d is out of range: 0 to %d", field, n, MaxNumber)}
+	if n < 0 || int64(n) > MaxNumber { // int64: an int of 32 bits cannot hold MaxNumber
+		return &invalidValue{fmt.Sprintf("%s %d is out of range: 0 to %d", field, n, int64(MaxNumber))}
 	}
 	return nil
 }

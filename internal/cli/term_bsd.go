@@ -1,3 +1,5 @@
+//go:build darwin || dragonfly || freebsd || netbsd || openbsd
+
 package cli
 
 import "golang.org/x/sys/unix"

@@ -116,18 +116,18 @@ const maxArchives = 1 << 24
 // attempt number makes the next one negative.
 func (d *Doc) check() error {
 	for _, a := range d.Attempts {
-		if a.Number < 0 || a.Number > maxNumber {
+		if a.Number < 0 || int64(a.Number) > maxNumber { // int64: on 32 bits, maxNumber is no int
 			return fmt.Errorf("attempt number %d is out of range", a.Number)
 		}
 	}
 	for _, e := range d.Events {
-		if e.Attempt < 0 || e.Attempt > maxNumber {
+		if e.Attempt < 0 || int64(e.Attempt) > maxNumber {
 			return fmt.Errorf("an event of attempt number %d, out of range", e.Attempt)
 		}
 	}
 	if arc := d.Archived; arc != nil {
 		for _, n := range []int{arc.Through, arc.Attempts, arc.Events, arc.CheckAt, arc.Resolved, arc.Failures} {
-			if n < 0 || n > maxNumber {
+			if n < 0 || int64(n) > maxNumber {
 				return fmt.Errorf("an archived count of %d, out of range", n)
 			}
 		}

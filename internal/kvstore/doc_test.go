@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -140,12 +142,17 @@ func TestHostileDocuments(t *testing.T) {
 // refused before it is written (ErrInvalid); written, it made its slot unreadable for good.
 func TestRecordRefusesWhatReadsRefuse(t *testing.T) {
 	ctx, l := context.Background(), Ledger{KV: newMem()}
-	for _, n := range []int{-1, maxNumber + 1} {
+	most := int64(maxNumber) // a value, not a constant: an int of 32 bits holds neither bound
+	bad, good := []int{-1}, math.MaxInt32
+	if strconv.IntSize == 64 {
+		bad, good = append(bad, int(most+1)), int(most)
+	}
+	for _, n := range bad {
 		if err := l.Record(ctx, store.Event{Task: "t", Slot: "s", Kind: store.Review, Attempt: n}); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("attempt %d: %v; want ErrInvalid", n, err)
 		}
 	}
-	if err := l.Record(ctx, store.Event{Task: "t", Slot: "s", Kind: store.Review, Attempt: maxNumber}); err != nil {
+	if err := l.Record(ctx, store.Event{Task: "t", Slot: "s", Kind: store.Review, Attempt: good}); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := l.Slot(ctx, "t", "s"); err != nil {

@@ -131,4 +131,4 @@ func refArray[T any](vs []T, value func(T) attribute.Value) *commonpb.AnyValue {
 
 func refUnixNano(n int64) uint64 { return uint64(max(n, 0)) }
 
-func refU32(n int) uint32 { return uint32(min(max(n, 0), math.MaxUint32)) }
+func refU32(n int) uint32 { return uint32(min(max(int64(n), 0), math.MaxUint32)) }

@@ -231,4 +231,4 @@ func array[T any](vs []T, value func(T) attribute.Value) msg {
 
 func unixNano(n int64) uint64 { return uint64(max(n, 0)) }
 
-func u32(n int) uint64 { return uint64(min(max(n, 0), math.MaxUint32)) }
+func u32(n int) uint64 { return uint64(min(max(int64(n), 0), math.MaxUint32)) }

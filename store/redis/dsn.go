@@ -211,6 +211,13 @@ func parseSingle(dsn string) (Config, error) {
 	if db := strings.Trim(u.Path, "/"); db != "" && strings.Trim(db, "0123456789") != "" {
 		return Config{}, fmt.Errorf("%w: %s: invalid database number %q: give /0 to /15 (or leave it out for 0)", store.ErrBadDSN, store.Redact(dsn), db)
 	}
+	// A number is seconds to go-redis, which multiplies it by time.Second: a huge one wraps
+	// around, and one past an int (a 32-bit build) it refuses in its own words.
+	if v, ok := q["dial_timeout"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && (n < 1 || n > 3600) {
+			return Config{}, store.CheckConnectTimeout("redis", "dial_timeout", v, 0, "")
+		}
+	}
 	u.RawQuery = q.Encode()
 	opts, err := goredis.ParseURL(u.String())
 	if err != nil {
@@ -223,11 +230,7 @@ func parseSingle(dsn string) (Config, error) {
 		return Config{}, fmt.Errorf("%w: %s: %s", store.ErrBadDSN, store.Redact(dsn), msg)
 	}
 	if v, ok := q["dial_timeout"]; ok {
-		d := opts.DialTimeout
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && (n < 1 || n > 3600) {
-			d = 0 // seconds: go-redis multiplies by time.Second, and a huge number wraps around
-		}
-		if err := store.CheckConnectTimeout("redis", "dial_timeout", v, d, ""); err != nil {
+		if err := store.CheckConnectTimeout("redis", "dial_timeout", v, opts.DialTimeout, ""); err != nil {
 			return Config{}, err
 		}
 	}

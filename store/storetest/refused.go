@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,16 @@ var badNames = map[string]string{
 	"a bidi override": "host\u202e1",
 	"too long":        strings.Repeat("h", 256),
 }
+
+// wide says whether an int holds the numbers past store.MaxNumber and 32-bit exit codes that
+// the checks below hand a store; on a 32-bit platform no caller can, and those cases are left out.
+var wide = strconv.IntSize == 64
+
+// past is store.MaxNumber+1, an int64 so that this file compiles where an int has 32 bits.
+var past = int64(store.MaxNumber + 1)
+
+// exit40 is an exit code of 2^40, beyond the 32 bits every store keeps.
+var exit40 = int64(1) << 40
 
 // testRefusedValues: what a library caller hands a store that no once writes (a negative or huge
 // attempt number, a holder or run id that is not printable UTF-8, an exit code beyond 32 bits, a
@@ -122,12 +133,14 @@ func refusedLedgerWrites(t *testing.T, s store.Store, l store.Lease) {
 	}
 	begins := map[string]store.Attempt{
 		"attempt number -1":    at(func(a *store.Attempt) { a.Number = -1 }),
-		"attempt number 2^53":  at(func(a *store.Attempt) { a.Number = store.MaxNumber + 1 }),
 		"a seat's limit -1":    at(func(a *store.Attempt) { a.Limit = -1 }),
 		"an empty run id":      at(func(a *store.Attempt) { a.RunID = "" }),
 		"a note with a NUL":    at(func(a *store.Attempt) { a.Note = "a\x00b" }),
 		"a progress too long":  at(func(a *store.Attempt) { a.Progress = strings.Repeat("1", store.MaxProgressLen+1) }),
 		"a checkpoint not UTF": at(func(a *store.Attempt) { a.Checkpoint = "\xff" }),
+	}
+	if wide {
+		begins["attempt number 2^53"] = at(func(a *store.Attempt) { a.Number = int(past) })
 	}
 	for what, bad := range badNames {
 		begins["a holder with "+what] = at(func(a *store.Attempt) { a.Holder = bad })
@@ -144,15 +157,17 @@ func refusedLedgerWrites(t *testing.T, s store.Store, l store.Lease) {
 		return e
 	}
 	events := map[string]store.Event{
-		"attempt -1":          ev(func(e *store.Event) { e.Attempt = -1 }),
-		"attempt 2^53":        ev(func(e *store.Event) { e.Attempt = store.MaxNumber + 1 }),
-		"token -1":            ev(func(e *store.Event) { e.Token = -1 }),
-		"an empty task":       ev(func(e *store.Event) { e.Task = "" }),
-		"a note with a NUL":   ev(func(e *store.Event) { e.Note = "a\x00b" }),
-		"a note not UTF-8":    ev(func(e *store.Event) { e.Note = "\xff" }),
-		"a note too long":     ev(func(e *store.Event) { e.Note = strings.Repeat("n", store.MaxNoteLen+1) }),
-		"a busy event, -1":    ev(func(e *store.Event) { e.Kind, e.Attempt = store.Busy, -1 }),
-		"a missed event, big": ev(func(e *store.Event) { e.Kind, e.Attempt = store.Missed, 1<<62 }),
+		"attempt -1":        ev(func(e *store.Event) { e.Attempt = -1 }),
+		"token -1":          ev(func(e *store.Event) { e.Token = -1 }),
+		"an empty task":     ev(func(e *store.Event) { e.Task = "" }),
+		"a note with a NUL": ev(func(e *store.Event) { e.Note = "a\x00b" }),
+		"a note not UTF-8":  ev(func(e *store.Event) { e.Note = "\xff" }),
+		"a note too long":   ev(func(e *store.Event) { e.Note = strings.Repeat("n", store.MaxNoteLen+1) }),
+		"a busy event, -1":  ev(func(e *store.Event) { e.Kind, e.Attempt = store.Busy, -1 }),
+	}
+	if wide {
+		events["attempt 2^53"] = ev(func(e *store.Event) { e.Attempt = int(past) })
+		events["a missed event, big"] = ev(func(e *store.Event) { e.Kind, e.Attempt = store.Missed, int(past<<9) })
 	}
 	for what, bad := range badNames {
 		events["a holder with "+what] = ev(func(e *store.Event) { e.Holder = bad })
@@ -185,12 +200,14 @@ func refusedEndWrites(t *testing.T, s store.Store, l store.Lease) {
 	for what, r := range reports {
 		wantInvalid(t, "Report of "+what, s.Report(ctx, "r1", l.Token, r), "")
 	}
-	big, small := 1<<40, -1<<40
 	outcomes := map[string]store.Outcome{
-		"exit code 2^40":    {State: store.Failed, ExitCode: &big},
-		"exit code -2^40":   {State: store.Failed, ExitCode: &small},
 		"a note with a NUL": {State: store.Succeeded, Note: "a\x00b"},
 		"a note too long":   {State: store.Succeeded, Note: strings.Repeat("n", store.MaxNoteLen+1)},
+	}
+	if wide {
+		big, small := int(exit40), int(-exit40)
+		outcomes["exit code 2^40"] = store.Outcome{State: store.Failed, ExitCode: &big}
+		outcomes["exit code -2^40"] = store.Outcome{State: store.Failed, ExitCode: &small}
 	}
 	fr, finisher := s.(store.Finisher)
 	for what, o := range outcomes {
