@@ -65,6 +65,7 @@ func TestSequenceEndedEarlyLeavesNoSlot(t *testing.T) {
 		"a drain before the rest is run":          drainBeforeTheRest,
 		"the rest behind the newest entries":      restBehindTheNewestEntries,
 		"the rest behind run under another name":  restBehindRunUnderAnotherName,
+		"a rest of more than 100 behind":          aLongRestBehind,
 		"a waited launch meets a run claim":       waitedMeetsRunClaim,
 		"a store error then an account at a poll": storeErrorAccountAtAPoll,
 	})
@@ -951,10 +952,48 @@ func restBehindRunUnderAnotherName(t *testing.T, r *claimRig) {
 	}
 }
 
+// As restBehindTheNewestEntries, with a rest of 140 marked slots behind 20 fires on time: each
+// gets its one record, run or missed. The start counted the first 100 marked slots only, and the
+// 40 oldest stayed without a record at every start after (each counted the same 100 first).
+func aLongRestBehind(t *testing.T, r *claimRig) {
+	slots := make([]string, 140)
+	for i := range slots {
+		slots[i] = r.slot(170 - i)
+	}
+	r.s.markQueued(context.Background(), r.jb.Name, slots)
+	onTime := make([]string, 20)
+	for i := range onTime {
+		onTime[i] = r.slot(30 - i)
+	}
+	s2 := r.ranThenStart(onTime)
+	js := s2.jobs[r.jb.Name]
+	var ran, missed, watched int
+	for _, sl := range slots {
+		a, m := r.entries(sl)
+		js.mu.Lock()
+		w := js.watches[sl]
+		js.mu.Unlock()
+		switch {
+		case a+m == 0 && w != nil && w.missed: // the newest of those beyond catch-up-max: recorded at a poll
+			watched++
+		case a+m != 1:
+			t.Fatalf("slot %s: %d attempts, %d missed events, followed up %v; want one record", sl, a, m, w != nil)
+		}
+		ran, missed = ran+a, missed+m
+	}
+	t.Logf("of 140 slots behind: %d ran, %d recorded missed, %d followed up to be", ran, missed, watched)
+	if watched > watchedHoles {
+		t.Fatalf("%d slots followed up; want at most %d", watched, watchedHoles)
+	}
+	if n := r.ran.Load(); n != int64(ran+len(onTime)+1) {
+		t.Fatalf("the work ran %d times; want %d", n, ran+len(onTime)+1)
+	}
+}
+
 // ranThenStart runs slots (the first ones of a catch-up) and the job's newest fire on the rig's
 // node, which then stops; another node, the job with a catch-up window, starts: its account of
-// the job, and the launches that makes, to their end.
-func (r *claimRig) ranThenStart(slots []string) {
+// the job, and the launches that makes, to their end. It returns that node.
+func (r *claimRig) ranThenStart(slots []string) *Scheduler {
 	r.t.Helper()
 	for _, sl := range append(slices.Clone(slots), r.slot(0)) {
 		if err := r.follow(sl); err != nil {
@@ -970,6 +1009,7 @@ func (r *claimRig) ranThenStart(slots []string) {
 	s2.account(context.Background(), s2.jobs[jb.Name], time.Now())
 	s2.runs.Wait()
 	s2.writes.Wait()
+	return s2
 }
 
 type writerFunc func([]byte) (int, error)

@@ -141,8 +141,9 @@ const (
 // (markQueued) that the fleet has not claimed (unclaimed) and that have no entry: the rest of a
 // catch-up a node left as it stopped (it drained, its lease was lost, kill -9), which a later
 // fire's entries hid from findHoles. A slot a catch-up ran has an entry; one of the window that
-// fired on time was not marked. At most maxMissedEvents marked slots, whose entries are read from
-// the task's history behind its newest entries (withoutEntries), besides the look-ups of the marks.
+// fired on time was not marked. The marked slots (at most behindSlots) have their entries read
+// from the task's history behind its newest entries (withoutEntries), besides the look-ups of the
+// marks.
 func (s *Scheduler) queuedBehind(ctx context.Context, task string, spec slot.Spec, k known) ([]slot.Slot, error) {
 	if len(k.behind) == 0 || s.keys == nil {
 		return nil, nil
@@ -155,9 +156,11 @@ func (s *Scheduler) queuedBehind(ctx context.Context, task string, spec slot.Spe
 	if err != nil {
 		return nil, err
 	}
+	// Every marked slot, not the first maxMissedEvents: those that ran come first when a catch-up
+	// ran its newest slots, and each start counted the same ones, leaving the oldest for good.
 	var marked []hole
 	for _, sl := range k.behind {
-		if _, ok := got[[2]string{queuedKind, sl.Value}]; ok && len(marked) < maxMissedEvents {
+		if _, ok := got[[2]string{queuedKind, sl.Value}]; ok {
 			marked = append(marked, hole{Slot: sl})
 		}
 	}
