@@ -18,7 +18,7 @@ fi
 jobs=${1:-1000}
 minutes=${2:-2}
 work=$(mktemp -d "${TMPDIR:-/tmp}/once-bench-daemon.XXXXXX")
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT # set -e holds in the trap: kill with no job left exits 2
 go build -o "$work/once" ./cmd/once
 go build -o "$work/once-shim" ./cmd/once-shim # beside once, as the packages install it
 once="$work/once"
@@ -47,6 +47,20 @@ time.sleep(secs)
 t1, c1 = time.monotonic(), ticks()
 rss = [l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS:")][0].split()[1]
 print(f"{100.0 * (c1 - c0) / tck / (t1 - t0):.2f} {int(rss) / 1024:.1f}")
+PY
+}
+
+cputicks() { # PID… → "own children system": the daemons' own CPU ticks, their reaped children's
+  # (each run's shim and command), and the whole machine's busy ticks (/proc/stat)
+  python3 - "$@" <<'PY'
+import sys
+own = kids = 0
+for pid in sys.argv[1:]:
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    own += int(f[11]) + int(f[12])
+    kids += int(f[13]) + int(f[14])
+c = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+print(own, kids, sum(c) - c[3] - c[4])
 PY
 }
 
@@ -81,7 +95,9 @@ done
 now=$(date +%s); start=$(( (now / 60 + 1) * 60 )); end=$(( start + minutes * 60 ))
 sleep $(( start - now - 1 ))
 tx0=$(pgtx)
+read -r own0 kids0 sys0 < <(cputicks "${pids[@]}")
 sleep $(( end - $(date +%s) + 30 )) # the last minute's runs end
+read -r own1 kids1 sys1 < <(cputicks "${pids[@]}")
 tx1=$(pgtx)
 for pid in "${pids[@]}"; do kill -TERM "$pid"; done
 wait "${pids[@]}" || true
@@ -111,4 +127,15 @@ print(f"fire lag (attempt start - slot start): p50 {q(0.50)*1000:.0f} ms, p99 {q
 if tx1 > tx0:
     print(f"store transactions per slot per node: {(tx1 - tx0) / slots / 3:.1f} ({tx1 - tx0} in all)")
 PY
-for n in a b c; do grep -c "level=ERROR" "$work/node-$n.log" | sed "s/^/node-$n error lines: /"; done
+tck=$(getconf CLK_TCK)
+python3 - "$tck" "$((own1 - own0))" "$((kids1 - kids0))" "$((sys1 - sys0))" "$((jobs * minutes))" <<'PY'
+import sys
+tck, own, kids, total, slots = (int(x) for x in sys.argv[1:])
+ms = lambda t: 1000.0 * t / tck / slots
+rest = total - own - kids
+print(f"CPU per slot (all nodes): {ms(total):.1f} ms: the daemons {ms(own):.1f}, the runs' shims and commands {ms(kids):.1f}, "
+      f"the rest (the store, the kernel's own work) {ms(rest):.1f}")
+PY
+for n in a b c; do
+  echo "node-$n error lines: $(grep -c "level=ERROR" "$work/node-$n.log" || true)"
+done
