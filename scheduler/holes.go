@@ -156,8 +156,8 @@ func (s *Scheduler) queuedBehind(ctx context.Context, task string, spec slot.Spe
 	if err != nil {
 		return nil, err
 	}
-	// Every marked slot, not the first maxMissedEvents: those that ran come first when a catch-up
-	// ran its newest slots, and each start counted the same ones, leaving the oldest for good.
+	// Every marked slot, not the first maxMissedEvents: those were counted before the ones that
+	// ran were set aside, so a rest of more than that had its oldest left at every start.
 	var marked []hole
 	for _, sl := range k.behind {
 		if _, ok := got[[2]string{queuedKind, sl.Value}]; ok {

@@ -211,11 +211,19 @@ func parseSingle(dsn string) (Config, error) {
 	if db := strings.Trim(u.Path, "/"); db != "" && strings.Trim(db, "0123456789") != "" {
 		return Config{}, fmt.Errorf("%w: %s: invalid database number %q: give /0 to /15 (or leave it out for 0)", store.ErrBadDSN, store.Redact(dsn), db)
 	}
-	// A number is seconds to go-redis, which multiplies it by time.Second: a huge one wraps
-	// around, and one past an int (a 32-bit build) it refuses in its own words.
+	// dial_timeout is checked here, as go-redis will read it: a number is seconds (go-redis
+	// multiplies it by time.Second, and a huge one wraps around; one past an int, on a 32-bit
+	// build, it refused in its own words), else a duration.
 	if v, ok := q["dial_timeout"]; ok {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && (n < 1 || n > 3600) {
-			return Config{}, store.CheckConnectTimeout("redis", "dial_timeout", v, 0, "")
+		d, _ := time.ParseDuration(v)
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			d = 0
+			if n >= 1 && n <= 3600 {
+				d = time.Duration(n) * time.Second
+			}
+		}
+		if err := store.CheckConnectTimeout("redis", "dial_timeout", v, d, ""); err != nil {
+			return Config{}, err
 		}
 	}
 	u.RawQuery = q.Encode()
@@ -228,11 +236,6 @@ func parseSingle(dsn string) (Config, error) {
 			msg = "not a valid URL"
 		}
 		return Config{}, fmt.Errorf("%w: %s: %s", store.ErrBadDSN, store.Redact(dsn), msg)
-	}
-	if v, ok := q["dial_timeout"]; ok {
-		if err := store.CheckConnectTimeout("redis", "dial_timeout", v, opts.DialTimeout, ""); err != nil {
-			return Config{}, err
-		}
 	}
 	// WAIT blocks for up to wait_timeout: a read timeout below that would cut it off.
 	if cfg.Wait > 0 && opts.ReadTimeout >= 0 && opts.ReadTimeout < cfg.WaitTimeout+time.Second {
