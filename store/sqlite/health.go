@@ -8,29 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/once-run/once/internal/trust"
 	"github.com/once-run/once/store"
 )
 
 var _ store.Inspector = (*Store)(nil)
-
-// Filesystem magic numbers (statfs f_type) of network and FUSE filesystems, on which SQLite's
-// file locks cannot be trusted.
-var remoteFS = map[int64]string{
-	0x6969:     "NFS",
-	0x517B:     "SMB",
-	0xFE534D42: "SMB2",
-	0xFF534D42: "CIFS",
-	0x65735546: "FUSE (sshfs or similar)",
-	0x01021997: "9P (v9fs)",
-	0x00C36400: "CephFS",
-	0x5346414F: "AFS",
-	0x013111A8: "IBRIX",
-	0x47504653: "GPFS",
-	0x0BD00BD0: "Lustre",
-}
 
 // Inspect reports who may write the ledger's files, the ledger's id and write count, the
 // schema version, the journal mode and synchronous setting in force, and whether the database
@@ -97,13 +79,13 @@ func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 	default:
 		add("durability", store.LevelWarn, "sqlite %s: journal_mode=%s, not WAL: readers block writers", s.path, mode)
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(filepath.Dir(s.path), &st); err != nil {
+	switch remote, kind, err := filesystem(filepath.Dir(s.path)); {
+	case err != nil:
 		add("filesystem", store.LevelWarn, "cannot tell the filesystem of %s: %v", filepath.Dir(s.path), err)
-	} else if name, ok := remoteFS[int64(st.Type)]; ok {
-		add("filesystem", store.LevelFail, "sqlite %s is on %s: SQLite's locks cannot be trusted on a network filesystem; move it to a local disk, or use a server store (postgres, mysql, redis, etcd, zk) to share between machines", s.path, name)
-	} else {
-		add("filesystem", store.LevelOK, "sqlite %s is on a local filesystem (type %#x)", s.path, st.Type)
+	case remote != "":
+		add("filesystem", store.LevelFail, "sqlite %s is on %s: SQLite's locks cannot be trusted on a network filesystem; move it to a local disk, or use a server store (postgres, mysql, redis, etcd, zk) to share between machines", s.path, remote)
+	default:
+		add("filesystem", store.LevelOK, "sqlite %s is on a local filesystem (%s)", s.path, kind)
 	}
 	return out, nil
 }
