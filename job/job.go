@@ -12,6 +12,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -99,6 +100,13 @@ func New(j Job) (*Runner, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if j.Dir != "" { // else the shim's start fails naming the shim: "fork/exec /proc/self/exe: no such file or directory"
+		if fi, err := os.Stat(j.Dir); err != nil {
+			return nil, fmt.Errorf("working directory %s: %w", j.Dir, errors.Unwrap(err))
+		} else if !fi.IsDir() {
+			return nil, fmt.Errorf("working directory %s is not a directory", j.Dir)
+		}
 	}
 	if j.Shim == nil {
 		j.Shim = []string{"/proc/self/exe", supervise.ShimArg}

@@ -48,6 +48,45 @@ func (j Job) CheckLimit() error {
 	return nil
 }
 
+// CheckJitter refuses a jitter longer than the shortest interval between two fires of the
+// schedule: a slot would then fire after the next one, and the daemon, which fires the slots in
+// the schedule's order, left the slots between without a run or a record, and recorded some
+// missed that it ran too. The interval is read in the job's zone, so a daily job where clocks
+// change has a day of 23 hours.
+func (j Job) CheckJitter() error {
+	if j.Jitter <= 0 {
+		return nil
+	}
+	if gap := shortestInterval(j.Schedule, j.TZ, time.Now()); gap > 0 && j.Jitter > gap {
+		return fmt.Errorf("jitter %s is longer than the %s between two fires of schedule %q: slots would fire out of order, and some neither run nor be recorded; give a jitter of at most %s",
+			fmtDur(j.Jitter), fmtDur(gap), j.Schedule, fmtDur(gap))
+	}
+	return nil
+}
+
+// shortestInterval is the shortest time between two consecutive fires of schedule in zone tz,
+// over the fires of the next 400 days (at most 1500 of them: a day of a job every minute, ~3 ms);
+// 0 when it has no two or cannot be read (its own check says why).
+func shortestInterval(schedule, tz string, from time.Time) time.Duration {
+	sp, err := slot.New("", schedule, "", tz)
+	if err != nil {
+		return 0
+	}
+	var least time.Duration
+	end := from.Add(400 * day)
+	for prev, i := sp.Next(from), 0; prev.Value != "" && prev.Start.Before(end) && i < 1500; i++ {
+		nx := sp.Next(prev.Start)
+		if nx.Value == "" {
+			break
+		}
+		if d := nx.Start.Sub(prev.Start); least == 0 || d < least {
+			least = d
+		}
+		prev = nx
+	}
+	return least
+}
+
 // Spec is the job's schedule in its zone, as package slot reads it.
 func (j Job) Spec() (slot.Spec, error) { return slot.New("", j.Schedule, "", j.TZ) }
 

@@ -90,6 +90,9 @@ const (
 	minTTL          = time.Second
 	maxGrace        = time.Hour
 	maxRetryBackoff = day
+	// minRetryBackoff: a shorter wait is not kept (a retry comes at the daemon's next --poll) and
+	// was a failing command run again and again, thousands of attempts a day without max-attempts.
+	minRetryBackoff = time.Second
 	maxCatchUp      = 10 * 366 * day
 	maxJitter       = day
 	maxAttempts     = store.MaxFailures
@@ -104,7 +107,7 @@ var durationKeys = map[string]struct {
 	"timeout":       {0, maxTimeout, func(j *Job) *time.Duration { return &j.Timeout }, "1h"},
 	"ttl":           {minTTL, maxTTL, func(j *Job) *time.Duration { return &j.TTL }, "2m"},
 	"grace":         {0, maxGrace, func(j *Job) *time.Duration { return &j.Grace }, "30s"},
-	"retry-backoff": {0, maxRetryBackoff, func(j *Job) *time.Duration { return &j.RetryBackoff }, "1m"},
+	"retry-backoff": {minRetryBackoff, maxRetryBackoff, func(j *Job) *time.Duration { return &j.RetryBackoff }, "1m"},
 	"catch-up":      {0, maxCatchUp, func(j *Job) *time.Duration { return &j.CatchUp }, "6h"},
 	"jitter":        {0, maxJitter, func(j *Job) *time.Duration { return &j.Jitter }, "30s"},
 }
@@ -154,6 +157,9 @@ func build(file string, line int, f fields) (Job, error) {
 		}
 		return Job{}, bad(k, "%s", flagWords.Replace(err.Error()))
 	}
+	if err := j.CheckJitter(); err != nil {
+		return Job{}, bad("jitter", "%s", err)
+	}
 	return j, nil
 }
 
@@ -172,6 +178,12 @@ func set(j *Job, k string, v any) string {
 		v = string(o)
 	}
 	if d, ok := durationKeys[k]; ok {
+		if text, ok := v.(string); ok && k == "retry-backoff" {
+			if zero, ok := parseDuration(text); ok && zero == 0 {
+				*d.field(j) = 0 // none, as the key left out: only a wait under 1s is refused
+				return ""
+			}
+		}
 		dur, msg := durationValue(k, v, d.min, d.max, d.example)
 		*d.field(j) = dur
 		return msg
@@ -463,6 +475,9 @@ func (j Job) Check() error {
 	case "", "skip", "buffer-one", "replace":
 	default:
 		return fmt.Errorf("field Job.Overlap %q: use skip (the default), buffer-one or replace", j.Overlap)
+	}
+	if err := j.CheckJitter(); err != nil {
+		return fmt.Errorf("field Job.Jitter: %w", err)
 	}
 	return j.CheckLimit()
 }

@@ -116,6 +116,8 @@ func TestParseTOMLBad(t *testing.T) {
 		{job("ttl = \"0s\""), `x.toml:5: ttl "0s" is out of range: give a duration between 1s and 1d`},
 		{job("grace = \"2h\""), `x.toml:5: grace "2h" is out of range: give a duration between 0 and 1h`},
 		{job("jitter = \"2d\""), `x.toml:5: jitter "2d" is out of range`},
+		{job("retry-backoff = \"500ms\""), `x.toml:5: retry-backoff "500ms" is out of range: give a duration between 1s and 1d`},
+		{job("retry-backoff = \"1ns\""), `x.toml:5: retry-backoff "1ns" is out of range`},
 		{job("on-unknown = \"ask\""), `x.toml:5: on-unknown "ask": use review, rerun or skip`},
 		{job("overlap = \"forbid\""), `x.toml:5: overlap "forbid": use skip (the default), buffer-one or replace`},
 		{job("limit = 0"), `x.toml:5: limit 0 is out of range: give 1 to 1000`},
@@ -189,5 +191,34 @@ command = "true"
 	if err != nil || len(jobs) != 2 || jobs[0].Schedule != "*/2 * * * * *" || jobs[0].Command[2] != "/bin/fast" ||
 		jobs[1].Schedule != "@every 90s" || jobs[1].Command[2] != "/bin/every" {
 		t.Fatalf("%+v %v", jobs, err)
+	}
+}
+
+// A jitter longer than the schedule's interval fired slots out of order: the daemon left slots
+// between without a run or a record (a */2 s schedule with jitter 20s).
+func TestJitterLongerThanInterval(t *testing.T) {
+	for _, tc := range []struct{ schedule, jitter, want string }{
+		{"*/2 * * * * *", "20s", `x.toml:5: jitter 20s is longer than the 2s between two fires of schedule "*/2 * * * * *"`},
+		{"@hourly", "90m", `x.toml:5: jitter 90m is longer than the 1h between two fires of schedule "@hourly"`},
+		{"0 0,1 * * *", "2h", `x.toml:5: jitter 2h is longer than the 1h between two fires`},
+	} {
+		in := "[[job]]\nname = \"a\"\nschedule = \"" + tc.schedule + "\"\ncommand = \"true\"\njitter = \"" + tc.jitter + "\"\n"
+		if _, err := Parse("x.toml", []byte(in)); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s jitter %s: got %v, want %s…", tc.schedule, tc.jitter, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ schedule, jitter string }{{"@daily", "1d"}, {"@hourly", "1h"}, {"*/2 * * * * *", "2s"}, {"0 9 * * MON-FRI", "1d"}} {
+		in := "[[job]]\nname = \"a\"\nschedule = \"" + tc.schedule + "\"\ncommand = \"true\"\njitter = \"" + tc.jitter + "\"\n"
+		if _, err := Parse("x.toml", []byte(in)); err != nil {
+			t.Errorf("%s jitter %s: %v", tc.schedule, tc.jitter, err)
+		}
+	}
+	// Where clocks change, a daily job's shortest day has 23 hours.
+	in := "[[job]]\nname = \"a\"\nschedule = \"@daily\"\ntz = \"Europe/Berlin\"\ncommand = \"true\"\njitter = \"1d\"\n"
+	if _, err := Parse("x.toml", []byte(in)); err == nil || !strings.Contains(err.Error(), "longer than the 23h between two fires") {
+		t.Errorf("@daily in Europe/Berlin, jitter 1d: got %v, want the 23h day refused", err)
+	}
+	if err := (Job{Schedule: "@every 10s", Jitter: time.Minute}).Check(); err == nil {
+		t.Error("Check took a jitter of 1m on @every 10s")
 	}
 }

@@ -101,7 +101,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		return
 	}
 	g := findGap(jb, spec, last, now, holes)
-	if len(g.missed) > 0 && !s.recordMissed(ctx, jb, g, missedNote) {
+	if len(g.missed) > 0 && !s.recordMissed(ctx, jb, g, js.missedNote()) {
 		keep()
 	}
 	s.recordHoles(ctx, js, jb, g.holes, k.newest)
@@ -285,6 +285,17 @@ func reverse(g gap) gap {
 
 // missedNote is the note of a slot of a gap recorded missed.
 const missedNote = "missed: its fire time passed while no node of the fleet ran the job, outside its catch-up window"
+
+// missedNote is missedNote, and why this node could not start the job's command when its last
+// launch could not (errCannotStart): the cause is then in history, not only in this node's log.
+func (js *jobState) missedNote() string {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if js.cannotStart == "" {
+		return missedNote
+	}
+	return store.Clip(missedNote+"; "+js.s.c.Node+" could not start its command: "+js.cannotStart, store.MaxNoteLen)
+}
 
 // recordedScope is the business-key scope in which the fleet's nodes claim the right to record
 // a missed (or paused) slot, so that it is recorded once however many nodes find it.

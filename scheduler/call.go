@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -157,7 +158,15 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		if t, perr := js.spec.Parse(a.l.slots[0]); perr == nil && js.gen == gen && (js.failedFrom.IsZero() || t.Before(js.failedFrom)) {
 			js.failedFrom = t // a job with no history yet is accounted from here
 		}
+		if errors.Is(err, errCannotStart) {
+			js.cannotStart = strings.TrimPrefix(err.Error(), errCannotStart.Error()+": ")
+		}
 		js.mu.Unlock()
+		if errors.Is(err, errCannotStart) {
+			s.log.Error("the job's command cannot start on this node (not the store): fix the job (once daemon --check names what it can); its slots are run by another node or recorded missed, saying why, by an account before the next fire",
+				"task", jb.Name, "slots", a.l.slots, "why", a.l.why, "retry_in", retryIn, "err", err)
+			return
+		}
 		s.log.Error("could not run the job; its slots are caught up or recorded as missed once the store answers (an account tried at a poll after retry_in, and before the next fire)", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "retry_in", retryIn, "err", err)
 		return // not followed up too: its follow-ups, failing in the outage, left the account short (TestOutageSlotsAreAccounted)
 	}
@@ -324,6 +333,12 @@ var errPaused = errors.New("the job was paused before the slot's run began")
 // claimed first: recorded skipped or missed by another node, or run by one.
 var errClaimed = errors.New("the slot was claimed first by another node before its run began")
 
+// errCannotStart: the launch's command cannot start on this node (job.New refused it: not found,
+// not executable, its dir missing); no store was touched. The launch goes the way of a store
+// error (its slots accounted before the next fire: another node of the fleet may run them, or the
+// account records them missed), but the log and the missed note say why (jobState.cannotStart).
+var errCannotStart = errors.New("the command cannot start on this node")
+
 // errStopped is a sequence's Prepare error when its launch was stopped before the slot's attempt
 // began.
 var errStopped = errors.New("the launch was stopped before the slot's run began")
@@ -363,10 +378,11 @@ func (js *jobState) callCommand(ctx context.Context, o once.Options, a *active, 
 		Before:  before,
 	})
 	if err != nil {
-		return fmt.Errorf("the command cannot run: %w", err)
+		return fmt.Errorf("%w: %w", errCannotStart, err)
 	}
 	defer r.Close()
 	js.mu.Lock()
+	js.cannotStart = ""
 	a.runner = r
 	stopped := a.stopped
 	js.mu.Unlock()

@@ -62,6 +62,7 @@ type jobState struct {
 	removed      bool          // no longer in the jobs (a reload)
 	lastFire     time.Time     // the fire time of the last slot fired, for Stats
 	lastLag      time.Duration // how late after its fire time the dispatcher fired it
+	cannotStart  string        // why the job's command could not start here at its last launch (errCannotStart), "" once it did
 }
 
 // active is a launch in progress.

@@ -775,3 +775,23 @@ func TestPausedAtStartRecordsTheGap(t *testing.T) {
 		t.Logf("history: %+v", f.history("held"))
 	}
 }
+
+// A command that cannot start on a node (not found, its dir missing) leaves its slots to the
+// fleet, as a store error does (another node may run them), but the missed records say why, not
+// only that no node of the fleet ran the job; and a missing dir is named, not the shim.
+func TestCommandCannotStart(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	nodir := scheduler.Job{Job: jobfile.Job{Name: "nodir", Schedule: "@every 1s", TZ: "UTC",
+		Dir: filepath.Join(t.TempDir(), "gone"), Command: []string{"true"}}}
+	noprog := scheduler.Job{Job: jobfile.Job{Name: "noprog", Schedule: "@every 1s", TZ: "UTC",
+		Command: []string{"/no/such/program"}}}
+	f.start(0, scheduler.Config{Jobs: []scheduler.Job{nodir, noprog}})
+	for task, why := range map[string]string{"nodir": "working directory " + nodir.Dir + ": no such file", "noprog": "/no/such/program"} {
+		f.awaitHistory(task, 30*time.Second, func(h []store.Entry) bool { return count(h, store.Missed, "") >= 2 })
+		h := f.history(task)
+		if n := count(h, store.Missed, "nodeA could not start its command: "); n < 2 || n != count(h, store.Missed, why) || n != len(h) {
+			t.Errorf("%s: want only missed events naming %q, got %+v", task, why, h)
+		}
+	}
+}

@@ -143,7 +143,8 @@ func loadJobs(path string) ([]scheduler.Job, error) {
 }
 
 // daemonCheck validates a jobs file: its jobs, schedules and next fire times, and commands not
-// found in PATH (a warning: the daemon's PATH may differ).
+// found in PATH and dirs that are not directories (warnings: the daemon's PATH and mounts may
+// differ).
 func (a *app) daemonCheck(path string) error {
 	jobs, err := loadJobs(path)
 	if err != nil {
@@ -159,6 +160,9 @@ func (a *app) daemonCheck(path string) error {
 		fmt.Fprintf(a.stdout, "%s\t%s\tnext %s\t(%s)\n", j.Name, j.Schedule, nx.Start.In(sp.Location()).Format(time.RFC3339), j.Source)
 		if _, err := exec.LookPath(j.Command[0]); err != nil {
 			fmt.Fprintf(a.stderr, "once: warning: %s: %s: command %s is not in this PATH\n", j.Source, j.Name, j.Command[0])
+		}
+		if fi, err := os.Stat(j.Dir); j.Dir != "" && (err != nil || !fi.IsDir()) {
+			fmt.Fprintf(a.stderr, "once: warning: %s: %s: dir %s is not a directory here\n", j.Source, j.Name, j.Dir)
 		}
 	}
 	fmt.Fprintf(a.stdout, "%s: %d jobs, ok\n", path, len(jobs))

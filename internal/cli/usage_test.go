@@ -193,3 +193,24 @@ func TestPauseUnknownJobWarns(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
+
+// daemon --check warns (exit 0: the daemon's PATH and mounts may differ) about a command not in
+// PATH and a dir that is not a directory here: at run time each is a slot recorded missed.
+func TestDaemonCheckWarnsOfWhatCannotStart(t *testing.T) {
+	t.Setenv("ONCE_HOME", filepath.Join(t.TempDir(), "home"))
+	dir := t.TempDir()
+	file := filepath.Join(dir, "jobs.toml")
+	jobs := "[[job]]\nname = \"a\"\nschedule = \"@every 1m\"\ncommand = [\"/no/such/prog\"]\n" +
+		"[[job]]\nname = \"b\"\nschedule = \"@every 1m\"\ndir = \"" + filepath.Join(dir, "gone") + "\"\ncommand = \"true\"\n" +
+		"[[job]]\nname = \"c\"\nschedule = \"@every 1m\"\ndir = \"" + dir + "\"\ncommand = \"true\"\n"
+	if err := os.WriteFile(file, []byte(jobs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), []string{"daemon", "--check", file}, strings.NewReader(""), &stdout, &stderr)
+	got := stderr.String()
+	if code != 0 || !strings.Contains(got, "a: command /no/such/prog is not in this PATH") ||
+		!strings.Contains(got, "b: dir "+filepath.Join(dir, "gone")+" is not a directory here") || strings.Contains(got, " c: ") {
+		t.Errorf("exit %d, stderr %q: want 0 and a warning for a and b each, none for c", code, got)
+	}
+}
