@@ -289,8 +289,10 @@ func execute(o *Options, next http.Handler, w http.ResponseWriter, r *http.Reque
 		_ = o.Store.ReleaseKeys(ctx, scope, []string{key}, c.RunID)
 	}()
 	// Ended a little before the claim's expiry: the store's clock decides that, and the response
-	// must still be stored before a retry may take the key over.
-	hctx, hcancel := context.WithDeadline(r.Context(), deadline.Add(-min(o.PendingTTL/10, 5*time.Second)))
+	// must still be stored before a retry may take the key over. Not when the client leaves: a
+	// client that timed out retries with the same key, and must get the operation's outcome, not
+	// the answer of a handler its leaving stopped (stored, it would be replayed to every retry).
+	hctx, hcancel := context.WithDeadline(context.WithoutCancel(r.Context()), deadline.Add(-min(o.PendingTTL/10, 5*time.Second)))
 	defer hcancel()
 	next.ServeHTTP(rec, r.WithContext(hctx))
 	hcancel()

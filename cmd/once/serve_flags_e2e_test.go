@@ -48,6 +48,11 @@ func TestServeRefusesUnsafeSetups(t *testing.T) {
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", spaced}, "--token-file: the token has whitespace at an end"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", filepath.Join(e.home, "missing")}, "does not exist"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--token-file", good, "--tls-cert", good}, "together"},
+		// A certificate once cannot read is a bad flag, found before the listener serves (it was
+		// 69 after "serving https://…", and a daemon ran its jobs without the dashboard).
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--tls-cert", filepath.Join(e.home, "missing.pem"), "--tls-key", filepath.Join(e.home, "missing.key")}, "--tls-cert"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--tls-cert", jobs, "--tls-key", jobs}, "PEM"},
+		{[]string{"daemon", "--jobs", jobs, "--http", "127.0.0.1:0", "--tls-cert", jobs, "--tls-key", jobs}, "--tls-cert"},
 		{[]string{"daemon", "--jobs", jobs, "--http", "0.0.0.0:0"}, "--http 0.0.0.0:0: reachable from other hosts"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--reads-need-token"}, "--reads-need-token: give the token"},
 		{[]string{"daemon", "--jobs", jobs, "--http", "127.0.0.1:0", "--reads-need-token"}, "--reads-need-token: give the token"},

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,6 +83,14 @@ func (h *httpFlags) token() (string, error) {
 func (h *httpFlags) listener(flag, token string) (net.Listener, error) {
 	if (h.certFile == "") != (h.keyFile == "") {
 		return nil, usage("give --tls-cert and --tls-key together")
+	}
+	// Read before listening (64, a bad flag), not at the first request's handshake: once serve
+	// logged "serving https://…" and exited 69, and once daemon --http ran its jobs without the
+	// dashboard it was asked for, saying so in one log line.
+	if h.certFile != "" {
+		if _, err := tls.LoadX509KeyPair(h.certFile, h.keyFile); err != nil {
+			return nil, usage("--tls-cert %s --tls-key %s: %v: give a PEM certificate and its private key", h.certFile, h.keyFile, err)
+		}
 	}
 	if h.readsNeedToken && token == "" {
 		return nil, usage("--reads-need-token: give the token with --token-file (or ONCE_SERVE_TOKEN_FILE)")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -180,7 +181,10 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 type SlotDetail struct {
 	store.SlotState
 	History []store.Entry     `json:"history"`
-	Tails   map[string]string `json:"tails"` // by run id
+	Tails   map[string]string `json:"tails"` // by run id, of the newest slotTails attempts
+	// TailsNotRead counts the older attempts whose tail was not read (once logs JOB --slot S
+	// --attempt N shows one): a tail is up to 512 KiB, and a slot retried all night has 200.
+	TailsNotRead int `json:"tails_not_read,omitempty"`
 	// Env is what each attempt's command saw of once (by run id): ONCE_TASK, ONCE_SLOT, ONCE_RUN_ID,
 	// ONCE_TOKEN, ONCE_ATTEMPT.
 	Env map[string]map[string]string `json:"env"`
@@ -204,7 +208,7 @@ func (s *Server) slotDetail(r *http.Request) (SlotDetail, error) {
 		return SlotDetail{}, err
 	}
 	d := SlotDetail{SlotState: st, Tails: map[string]string{}, Env: map[string]map[string]string{}}
-	if d.History, err = s.c.Store.History(ctx, store.HistoryQuery{Task: task, Slot: sl, Limit: slotEntries}); err != nil {
+	if d.History, err = s.slotHistory(ctx, task, sl, slotEntries); err != nil {
 		return SlotDetail{}, err
 	}
 	if st.Last == nil && len(d.History) == 0 {
@@ -215,17 +219,44 @@ func (s *Server) slotDetail(r *http.Request) (SlotDetail, error) {
 			d.HolderGone = &r
 		}
 	}
+	attempts := 0
 	for _, e := range d.History {
 		if !e.State.IsAttempt() {
 			continue
 		}
 		d.Env[e.RunID] = map[string]string{"ONCE_TASK": e.Task, "ONCE_SLOT": e.Slot, "ONCE_RUN_ID": e.RunID,
 			"ONCE_TOKEN": strconv.FormatInt(e.Token, 10), "ONCE_ATTEMPT": strconv.Itoa(e.Number)}
-		if t := s.tail(ctx, e.RunID); t != "" {
+		if attempts++; attempts > slotTails {
+			d.TailsNotRead++
+		} else if t := s.tail(ctx, e.RunID); t != "" {
 			d.Tails[e.RunID] = t
 		}
 	}
 	return d, nil
+}
+
+// slotHistory is the newest n entries of task's slot sl. A HistoryQuery's Slot "" means every
+// slot, so the entries of the slot "" (a task run without --per, --schedule or --slot) are picked
+// out here, among the task's newest maxScan entries: its run detail and review evidence showed
+// every other slot's attempts as its own.
+func (s *Server) slotHistory(ctx context.Context, task, sl string, n int) ([]store.Entry, error) {
+	if sl != "" {
+		return s.c.Store.History(ctx, store.HistoryQuery{Task: task, Slot: sl, Limit: n})
+	}
+	out := []store.Entry{}
+	err := store.EachHistory(ctx, s.c.Store, store.HistoryQuery{Task: task, Limit: maxScan}, func(e store.Entry) error {
+		if e.Slot == "" {
+			out = append(out, e)
+		}
+		if len(out) == n {
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (s *Server) apiSlot(w http.ResponseWriter, r *http.Request) {
@@ -317,11 +348,48 @@ func (s *Server) resolve(r *http.Request, req resolveRequest) (store.Attempt, er
 	return att, nil
 }
 
-func (s *Server) apiResolve(w http.ResponseWriter, r *http.Request) {
+// decodeResolve reads a resolve request's body: one JSON object whose keys are task, slot, as,
+// note and by exactly (encoding/json matches "AS" to as too), each at most once (encoding/json
+// keeps the last of two), with nothing after it. {"as":"failed","AS":"succeeded"} was recorded as
+// succeeded, and text after the object was ignored: a decision is taken only as written.
+func decodeResolve(body io.Reader) (resolveRequest, error) {
 	var req resolveRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	fields := map[string]*string{"task": &req.Task, "slot": &req.Slot, "as": &req.As, "note": &req.Note, "by": &req.By}
+	dec := json.NewDecoder(body)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return req, errors.New("it does not start with {")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return req, err
+		}
+		k, _ := t.(string)
+		f, ok := fields[k]
+		switch {
+		case !ok:
+			return req, fmt.Errorf("unknown field %q", clip(k))
+		case seen[k]:
+			return req, fmt.Errorf("field %q given twice", k)
+		}
+		seen[k] = true
+		if err := dec.Decode(f); err != nil {
+			return req, fmt.Errorf("field %q: give a string", k)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return req, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return req, errors.New("something follows the object")
+	}
+	return req, nil
+}
+
+func (s *Server) apiResolve(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeResolve(r.Body)
+	if err != nil {
 		apiError(w, http.StatusBadRequest, "the body is not a JSON object of task, slot, as, note, by: "+err.Error())
 		return
 	}

@@ -23,6 +23,7 @@ const (
 	maxTimeline  = 5000 // history entries a timeline reads at most
 	maxScan      = 5000 // entries a filtered history page reads at most before it answers
 	slotEntries  = 200  // entries of one slot a run detail shows
+	slotTails    = 10   // attempts of one slot whose output tail a run detail reads (each up to store.MaxKeyResult)
 	reviewEvents = 20   // history entries of a slot shown as review evidence
 	leaseScan    = 200  // a task's newest entries read for a lease's attempt the running list left out
 	leaseReads   = 20   // leases per request whose attempt is read so (the others' figures are not shown)
@@ -372,7 +373,7 @@ func (s *Server) reviews(ctx context.Context, limit int) ([]Review, int, error) 
 				r.Lease = &l
 			}
 		}
-		if r.History, err = s.c.Store.History(ctx, store.HistoryQuery{Task: w.Task, Slot: w.Slot, Limit: reviewEvents}); err != nil {
+		if r.History, err = s.slotHistory(ctx, w.Task, w.Slot, reviewEvents); err != nil {
 			return nil, 0, err
 		}
 		if w.Last != nil {

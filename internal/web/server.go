@@ -164,6 +164,14 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/v1/keys", s.apiKeys)
 	m.HandleFunc("GET /api/v1/scopes", s.apiScopes)
 	m.HandleFunc("POST /api/v1/jobs/{name}/{action}", s.write(s.apiJobAction))
+	// A change asked for with another method (curl without -d is a GET) is told so: the catch-all
+	// below answered it "no such API call", though the call exists.
+	for _, p := range []string{"/api/v1/review/resolve", "/api/v1/jobs/{name}/{action}"} {
+		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", http.MethodPost)
+			apiError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": this call changes something: send it as POST (see docs/api.md)")
+		})
+	}
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such API call: see docs/api.md")
 	})

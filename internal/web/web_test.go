@@ -224,6 +224,14 @@ func TestResolveThroughTheAPI(t *testing.T) {
 		{`{"task":"sync","slot":"2026-12-01","as":"failed","note":"x"}`, "give by"},
 		{`{"task":"bad name!","slot":"2026-12-01","as":"failed","note":"x","by":"a"}`, "task"},
 		{`{"task":"sync","extra":1}`, "not a JSON object"},
+		// Taken only as written: encoding/json kept the last of two keys, matched "AS" to as, and
+		// ignored what followed the object; each of these was recorded as succeeded.
+		{`{"task":"sync","slot":"2026-12-01","as":"failed","AS":"succeeded","note":"x","by":"a"}`, "unknown field"},
+		{`{"task":"sync","slot":"2026-12-01","as":"failed","as":"succeeded","note":"x","by":"a"}`, "given twice"},
+		{`{"task":"sync","slot":"2026-12-01","as":"succeeded","note":"x","by":"a"} {"as":"failed"}`, "follows the object"},
+		{`{"task":"sync","slot":"2026-12-01","as":"succeeded","note":"x","by":"a"} trailing`, "follows the object"},
+		{`{"task":"sync","slot":"2026-12-01","as":1,"note":"x","by":"a"}`, "give a string"},
+		{`["sync"]`, "not a JSON object"},
 	} {
 		if resp, b := post(t, ts, "/api/v1/review/resolve", "application/json", c.body, auth...); resp.StatusCode != 400 || !strings.Contains(b, c.want) {
 			t.Errorf("%s: %d %s", c.body, resp.StatusCode, b)
@@ -354,7 +362,7 @@ func TestAPIRefusesBadInput(t *testing.T) {
 		{"/api/v1/slot?task=nightly&slot=1999-01-01", 404, "nothing"},
 		{"/api/v1/timeline?from=2026-12-01T00:00:00Z&to=2026-11-01T00:00:00Z", 400, "from before to"},
 		{"/api/v1/nothing", 404, "docs/api.md"},
-		{"/api/v1/jobs/x/pause", 404, "docs/api.md"}, // a change is a POST
+		{"/api/v1/jobs/x/pause", 405, "send it as POST"}, // a change is a POST
 	} {
 		resp, body := get(t, ts, c.path)
 		if resp.StatusCode != c.status || !strings.Contains(body, c.want) {
