@@ -127,6 +127,8 @@ func TestParseCrontabBad(t *testing.T) {
 		{"# once: timeout=forever\n0 2 * * * /bin/x\n", `c.crontab:1: timeout "forever" is not a duration`},
 		{"# once: max-attempts=many\n0 2 * * * /bin/x\n", `c.crontab:1: max-attempts "many" is not a whole number`},
 		{"# once: limit=two\n0 2 * * * /bin/x\n", `c.crontab:1: limit "two" is not a whole number: give one such as 2`},
+		{"# once: limit=010\n0 2 * * * /bin/x\n", `c.crontab:1: limit "010" has a leading 0: write the number without it`},
+		{"\uFEFF0 2 * * * /bin/x\n", `c.crontab:1: the file starts with a byte-order mark (U+FEFF): save it as UTF-8 without BOM`},
 		{"# once: limit=2 overlap=replace\n0 2 * * * /bin/x\n", `c.crontab:1: overlap = "replace" cannot be combined with limit = 2`},
 		{"# once: overlap=allow\n0 2 * * * /bin/x\n", `c.crontab:1: overlap "allow": use skip (the default), buffer-one or replace`},
 		{"0 2 * * * /bin/x\n0 3 * * * /bin/x\n", `c.crontab:2: job name "x-`},

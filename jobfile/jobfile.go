@@ -119,6 +119,8 @@ func Parse(name string, data []byte) ([]Job, error) {
 	var jobs []Job
 	var err error
 	switch {
+	case hasBOM(data):
+		return nil, bomError(name)
 	case strings.HasSuffix(name, ".toml"):
 		jobs, err = parseTOML(name, data)
 	case strings.HasSuffix(name, ".crontab"):
@@ -194,7 +196,18 @@ func IsDropIn(name string) bool {
 	return !strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".toml") || strings.HasSuffix(name, ".crontab"))
 }
 
+// hasBOM is whether data starts with a byte-order mark, which Windows editors write and TOML and
+// cron take for text ("invalid character at start of key", "not a crontab line").
+func hasBOM(data []byte) bool { return strings.HasPrefix(string(data), "\uFEFF") }
+
+func bomError(name string) error {
+	return errorf(name, 1, "the file starts with a byte-order mark (U+FEFF): save it as UTF-8 without BOM")
+}
+
 func parseKind(name string, data []byte) ([]Job, error) {
+	if hasBOM(data) {
+		return nil, bomError(name)
+	}
 	if strings.HasSuffix(name, ".toml") {
 		return parseTOML(name, data)
 	}

@@ -356,6 +356,10 @@ func intValue(k string, v any, lo, hi int, example string) (int, string) {
 		if n, err = strconv.ParseInt(string(x), 10, 64); err != nil {
 			return 0, fmt.Sprintf("%s %q is not a whole number: give one such as %s", k, x, example)
 		}
+		if d := strings.TrimLeft(string(x), "+-"); len(d) > 1 && d[0] == '0' {
+			// As once run's flags and TOML: 010 is octal 8 to some readers and 10 to others.
+			return 0, fmt.Sprintf("%s %q has a leading 0: write the number without it", k, x)
+		}
 	default:
 		return 0, fmt.Sprintf("%s must be a whole number, such as %s", k, example)
 	}

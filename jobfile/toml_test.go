@@ -118,6 +118,7 @@ func TestParseTOMLBad(t *testing.T) {
 		{job("jitter = \"2d\""), `x.toml:5: jitter "2d" is out of range`},
 		{job("retry-backoff = \"500ms\""), `x.toml:5: retry-backoff "500ms" is out of range: give a duration between 1s and 1d`},
 		{job("retry-backoff = \"1ns\""), `x.toml:5: retry-backoff "1ns" is out of range`},
+		{"\uFEFF" + job(), `x.toml:1: the file starts with a byte-order mark (U+FEFF): save it as UTF-8 without BOM`},
 		{job("on-unknown = \"ask\""), `x.toml:5: on-unknown "ask": use review, rerun or skip`},
 		{job("overlap = \"forbid\""), `x.toml:5: overlap "forbid": use skip (the default), buffer-one or replace`},
 		{job("limit = 0"), `x.toml:5: limit 0 is out of range: give 1 to 1000`},
