@@ -27,7 +27,16 @@ var (
 // to the command's run. The returned stop undoes it.
 func (r *Runner) HandleSignals(ctx context.Context) (context.Context, func()) {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, append(append([]os.Signal{syscall.SIGPIPE}, stopSignals...), passSignals...)...)
+	// A signal ignored when this process started stays ignored: SIGHUP under nohup (an ssh
+	// session that ends must not stop the run), SIGINT for a script's background job. Notify
+	// would install a handler for it (os/signal), and a hangup stopped the run (129).
+	take := []os.Signal{syscall.SIGPIPE}
+	for _, s := range append(append([]os.Signal{}, stopSignals...), passSignals...) {
+		if !signal.Ignored(s) {
+			take = append(take, s)
+		}
+	}
+	signal.Notify(sigs, take...)
 	ctx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		for s := range sigs {

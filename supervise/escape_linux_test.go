@@ -229,6 +229,11 @@ func TestPrepareMissingInterpreter(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "plain"), []byte("x"), 0o644)
 	ok := filepath.Join(dir, "ok.sh")
 	os.WriteFile(ok, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	// A script without #! (sh would run it; execve says ENOEXEC), and an empty file.
+	noShebang := filepath.Join(dir, "noshebang.sh")
+	os.WriteFile(noShebang, []byte("echo hi\n"), 0o755)
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o755)
 
 	// A copy of /bin/true whose loader path names a file that does not exist (same length).
 	trueBin, _ := exec.LookPath("true")
@@ -255,7 +260,12 @@ func TestPrepareMissingInterpreter(t *testing.T) {
 		{nested, ErrNotFound, "no-such-python3"},
 		{notExec, ErrNotExecutable, "plain"},
 		{loader, ErrNotFound, "loader"},
+		{noShebang, ErrNotExecutable, "no #! line"},
+		{empty, ErrNotExecutable, "no #! line"},
 	} {
+		if tc.want == ErrNotExecutable && tc.msg == "no #! line" && binfmtMisc() {
+			continue // a binfmt_misc format may run it: execve decides
+		}
 		_, err := Prepare(Config{Args: []string{tc.path}, Shim: shim})
 		if !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.msg) {
 			t.Errorf("%s: got %v, want %v mentioning %q", filepath.Base(tc.path), err, tc.want, tc.msg)

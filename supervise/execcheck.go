@@ -22,6 +22,9 @@ const maxInterpDepth = 4
 func checkExec(name, path, dir string) error {
 	for depth := 0; depth <= maxInterpDepth; depth++ {
 		interp, kind, err := interpreter(path)
+		if err == nil && kind == "text" {
+			return &cmdError{ErrNotExecutable, fmt.Sprintf("command not executable: %s: exec format error: %s has no #! line (a shell script? make #!/bin/sh its first line)", name, path)}
+		}
 		if err != nil || interp == "" {
 			return nil // unreadable (execute-only) or no interpreter: execve decides
 		}
@@ -59,7 +62,7 @@ func interpreter(path string) (interp, kind string, err error) {
 	defer f.Close()
 	head := make([]byte, 256) // the kernel reads BINPRM_BUF_SIZE bytes of a #! line
 	n, err := io.ReadFull(f, head)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return "", "", err
 	}
 	head = head[:n]
@@ -70,7 +73,24 @@ func interpreter(path string) (interp, kind string, err error) {
 		interp, err := elfInterp(f, head)
 		return interp, "loader", err
 	}
+	if !bytes.ContainsRune(head, 0) && !binfmtMisc() {
+		// Text (or nothing) without #!: execve fails with ENOEXEC (a shell would run it as a
+		// script, once does not), and failed only once the attempt was recorded, using it up.
+		return "", "text", nil
+	}
 	return "", "", nil
+}
+
+// binfmtMisc reports whether the kernel lists formats of its binfmt_misc (which may run a file
+// of any content): then execve decides.
+func binfmtMisc() bool {
+	es, _ := os.ReadDir("/proc/sys/fs/binfmt_misc")
+	for _, e := range es {
+		if n := e.Name(); n != "register" && n != "status" {
+			return true
+		}
+	}
+	return false
 }
 
 // shebang parses the interpreter path of a #! line as the kernel does: leading blanks skipped, the path

@@ -547,6 +547,11 @@ func TestReportShownByHistoryAndCheckpointHandedOn(t *testing.T) {
 	if r := e.run("report", "--records", "1"); r.code != 64 {
 		t.Errorf("report outside a run: %d, want 64", r.code)
 	}
+	// A count no store keeps is bad input (64), not a report the store did not record (1).
+	r = e.run("run", "--task", "rep", "--slot", "big", "--", "sh", "-c", bin+" report --records 9007199254740992; exit $?")
+	if r.code != 64 || !strings.Contains(r.stderr, "out of range") {
+		t.Errorf("report --records 2^53: exit %d, want 64\n%s", r.code, r.stderr)
+	}
 }
 
 func TestJSONLogLines(t *testing.T) {

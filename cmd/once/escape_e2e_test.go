@@ -364,3 +364,36 @@ func TestStopSignalEndsASequence(t *testing.T) {
 		}
 	}
 }
+
+// `nohup once run …` (SIGHUP ignored when once starts) is not stopped by a hangup: the ssh
+// session that started it may end. os/signal's Notify would take the ignored signal back, and
+// the run was stopped, 129, recorded failed.
+func TestHangupIgnoredAtStartStaysIgnored(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	started, done := filepath.Join(dir, "started"), filepath.Join(dir, "done")
+	c := exec.Command("sh", "-c", `trap "" HUP; exec "$@"`, "sh", e.bin, "run", "--task", "nohup", "--",
+		"sh", "-c", "touch "+started+"; sleep 1; touch "+done)
+	c.Env = e.vars
+	var se bytes.Buffer
+	c.Stderr = &se
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.Process.Kill()
+			t.Fatalf("the command did not start\n%s", se.String())
+		}
+	}
+	c.Process.Signal(syscall.SIGHUP)
+	if code := exitOf(c.Wait()); code != 0 {
+		t.Fatalf("SIGHUP to a once started with SIGHUP ignored: exit %d, want 0 (the run goes on)\n%s", code, se.String())
+	}
+	if _, err := os.Stat(done); err != nil {
+		t.Errorf("the command was stopped: %v", err)
+	}
+}

@@ -137,7 +137,7 @@ func TestLedgerOthersCanChangeIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		db := filepath.Join(tmp, "x.db")
-		refused69(t, e.run("run", "--store", "sqlite://"+db, "--task", "t", "--", "sh", "-c", script), ran, "chmod 700 "+tmp)
+		refused69(t, e.run("run", "--store", "sqlite://"+db, "--task", "t", "--", "sh", "-c", script), ran, "mkdir -m 700 "+filepath.Join(tmp, "once"))
 		if _, err := os.Stat(db); err == nil {
 			t.Fatal("the database was created in a world-writable directory")
 		}

@@ -155,7 +155,11 @@ func effectClaimant(ttl time.Duration) (store.Claimant, error) {
 func (a *app) callEffect(args []string, scope, key string) error {
 	env := append(os.Environ(), "ONCE_EFFECT_KEY="+key, "ONCE_EFFECT_SCOPE="+scope)
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) { // ignored at start (nohup, a script's background job): it stays so, as for once run
+			signal.Notify(sigs, s)
+		}
+	}
 	defer signal.Stop(sigs)
 	_ = supervise.BecomeSubreaper() // nothing the call starts escapes to init, even if it kills its shim
 	p, err := supervise.Start(supervise.Config{Args: args, Env: env, Stdin: a.stdin, Stdout: a.rawStdout, Stderr: a.rawStderr,

@@ -157,6 +157,10 @@ func checkFlags(c *cobra.Command) error {
 				hint = "give a value, or leave --" + f.Name + " out"
 			}
 			err = usage("--%s is given but empty (an unset variable?): %s", f.Name, hint)
+		case v == "--":
+			// "--slot $BATCH -- cmd" with BATCH unset: the command then reads as misplaced.
+			err = usage("--%s took -- as its value, the mark before the command (an unset variable before it?); give --%s a value, or leave it out",
+				f.Name, f.Name)
 		case isFlagName(c, v):
 			err = usage("--%s took %s as its value: a flag of this command (an unset variable before it?); give --%s a value, or leave it out",
 				f.Name, shellQuote(v), f.Name)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	"github.com/once-run/once/internal/trust"
 	"github.com/once-run/once/store/sqlite"
@@ -20,6 +21,8 @@ func home() (string, error) {
 		switch {
 		case h == "":
 			return "", usage("ONCE_HOME is set but empty: unset it for the default (%s), or give a directory", defaultHome())
+		case unseen(h):
+			return "", usage("ONCE_HOME=%q starts or ends with whitespace or an invisible character, or holds a control character, which would be part of the directory: another ledger, where a slot already done runs again (a stray space in the crontab line or unit?); remove it", h)
 		case strings.Contains(h, "$") && filepath.IsAbs(h) && sqlite.OwnLedger(filepath.Join(h, "once.db")):
 			// An older once took the '$' as written (an absolute path was accepted) and kept its
 			// ledger there: the directory meant holds none of the slots it ran.
@@ -36,7 +39,9 @@ func home() (string, error) {
 	if os.Geteuid() == 0 {
 		return "/var/lib/once", nil
 	}
-	if x := os.Getenv("XDG_STATE_HOME"); strings.HasPrefix(x, "~") || strings.Contains(x, "$") {
+	if x := os.Getenv("XDG_STATE_HOME"); unseen(x) {
+		return "", usage("XDG_STATE_HOME=%q starts or ends with whitespace or an invisible character, or holds a control character, which would be part of the directory: another ledger, where a slot already done runs again; remove it, or set ONCE_HOME", x)
+	} else if strings.HasPrefix(x, "~") || strings.Contains(x, "$") {
 		// Relative, it would be ignored (as XDG says): ~/.local/state/once, not the shell's ledger.
 		return "", usage("XDG_STATE_HOME=%s: '~' and '$' are not expanded in a crontab's or a unit's variables (they are taken as written); write the absolute path out, or set ONCE_HOME", x)
 	} else if x != "" && filepath.IsAbs(x) {
@@ -47,6 +52,15 @@ func home() (string, error) {
 		return "", usage("cannot find a home directory for once's state: set ONCE_HOME")
 	}
 	return filepath.Join(h, ".local", "state", "once"), nil
+}
+
+// unseen reports whether a state directory's path has what a person reading a crontab or a unit
+// does not see: whitespace or an invisible formatting character (a BOM, a zero-width space) at either
+// end, or a control character anywhere. Taken as written it names another directory (the DSN's
+// rule, store.Scheme).
+func unseen(p string) bool {
+	edge := func(r rune) bool { return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) }
+	return strings.TrimFunc(p, edge) != p || strings.ContainsFunc(p, unicode.IsControl)
 }
 
 // lockDir is the directory of the kernel file locks under the state directory h.

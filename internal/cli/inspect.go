@@ -261,6 +261,10 @@ A checkpoint is handed to the slot's next attempt as ONCE_CHECKPOINT. Outside a 
 				if records < 0 {
 					return usage("--records %d is negative", records)
 				}
+				if records > store.MaxNumber {
+					// Bad input, not a store that did not record it (1): every store keeps up to 2^53-1.
+					return usage("--records %d is out of range: give 0 to %d", records, int64(store.MaxNumber))
+				}
 				r.Records = &records
 			}
 			if progress != "" {

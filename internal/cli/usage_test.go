@@ -54,6 +54,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--task", "t", "--slot", "--replace", "--", "true"}, "--slot took --replace as its value"},
 		{[]string{"run", "--task", "--replace", "--", "true"}, "--task took --replace as its value"},
 		{[]string{"run", "--task", "t", "--slot", "-v", "--", "true"}, "--slot took -v as its value"},
+		{[]string{"run", "--task", "t", "--slot", "--", "true"}, "--slot took -- as its value"},
+		{[]string{"run", "--task", "t", "--slot", "--", "--", "true"}, "--slot took -- as its value"},
+		{[]string{"run", "--task", "--", "--", "true"}, "--task took -- as its value"},
 		{[]string{"run", "--task", "t", "--per", "--wait=5s", "--", "true"}, "--per took --wait=5s as its value"},
 		{[]string{"run", "--task", "t", "--max-attempts=", "--", "true"}, "--max-attempts is given but empty"},
 		{[]string{"history", "--limit="}, "--limit is given but empty"},
@@ -118,6 +121,33 @@ func TestOnceHomeEmptyOrRelative(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(stderr.String(), want) {
 			t.Errorf("ONCE_HOME=%q: exit %d, %q; want 64 saying %q", v, code, stderr.String(), want)
 		}
+	}
+}
+
+// ONCE_HOME (or XDG_STATE_HOME) with a trailing space, a BOM or a control character was another
+// directory, with its own ledger and locks: a slot already done ran again. Refused like such a DSN.
+func TestOnceHomeUnseenCharacters(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "home")
+	for _, v := range []string{dir + " ", dir + "\t", dir + "\u00a0", "\ufeff" + dir, dir + "\u200b", dir + "\n1"} {
+		t.Setenv("ONCE_HOME", v)
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), []string{"run", "--task", "t", "--per", "day", "--tz", "UTC", "--", "true"}, strings.NewReader(""), &stdout, &stderr)
+		if code != ExitUsage || !strings.Contains(stderr.String(), "another ledger") {
+			t.Errorf("ONCE_HOME=%q: exit %d, %q; want 64 naming another ledger", v, code, stderr.String())
+		}
+		if _, err := os.Lstat(v); err == nil {
+			t.Errorf("ONCE_HOME=%q: the directory was created", v)
+		}
+	}
+	if os.Geteuid() == 0 {
+		return // root's state is /var/lib/once, whatever XDG_STATE_HOME says
+	}
+	os.Unsetenv("ONCE_HOME")
+	t.Setenv("XDG_STATE_HOME", dir+" ")
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), []string{"run", "--task", "t", "--", "true"}, strings.NewReader(""), &stdout, &stderr)
+	if code != ExitUsage || !strings.Contains(stderr.String(), "XDG_STATE_HOME") {
+		t.Errorf("XDG_STATE_HOME with a trailing space: exit %d, %q; want 64", code, stderr.String())
 	}
 }
 

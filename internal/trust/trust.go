@@ -202,6 +202,11 @@ func checkDir(dir string, st *unix.Stat_t, p Policy) error {
 			dir, p.Group, st.Gid, st.Mode&0o7777, p.Group, q, q)
 	case !p.Shared && !p.owns(st.Uid):
 		return unsafef("%s", OtherOwner(dir, st.Uid))
+	case !p.Shared && st.Mode&unix.S_ISVTX != 0 && st.Mode&0o002 != 0:
+		// /tmp, /dev/shm: a directory everyone shares. Its mode is not to be changed (a chmod 700
+		// as root breaks every other user of it): the state goes in a directory of its own.
+		return unsafef("%s is a directory every user can add to (mode %#o), where anyone could have made once's files first; fix: keep once's state in a directory of its own (mkdir -m 700 %s), not in %s itself; do not chmod %s",
+			dir, st.Mode&0o7777, Quote(filepath.Join(dir, "once")), q, q)
 	case !p.Shared && st.Mode&0o022 != 0:
 		return unsafef("%s can be written by group or others (mode %#o); fix: chmod 700 %s", dir, st.Mode&0o7777, q)
 	}

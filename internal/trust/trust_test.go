@@ -87,7 +87,10 @@ func TestDirWritableByOthers(t *testing.T) {
 	// Even sticky: others could create the files SQLite opens next to the database.
 	sticky := mkdir(t, filepath.Join(b, "sticky"), 0o1777)
 	_, _, err = trust.Dir(sticky, trust.Policy{})
-	wantUnsafe(t, err, "chmod 700 "+sticky)
+	wantUnsafe(t, err, "mkdir -m 700 "+filepath.Join(sticky, "once"))
+	if strings.Contains(err.Error(), "chmod 700") {
+		t.Errorf("a sticky shared directory (/tmp) must not be chmodded: %v", err)
+	}
 	// As a parent, sticky is fine and non-sticky is not.
 	mkdir(t, filepath.Join(sticky, "home"), 0o700)
 	if _, _, err := trust.Dir(filepath.Join(sticky, "home"), trust.Policy{}); err != nil {

@@ -314,7 +314,7 @@ func TestUnsafeFilesRefused(t *testing.T) {
 		}
 		path := filepath.Join(tmp, "x.db")
 		_, err := open(t, path)
-		wantUnsafe(t, err, "chmod 700 "+tmp)
+		wantUnsafe(t, err, "mkdir -m 700 "+filepath.Join(tmp, "once"))
 		if _, err := os.Stat(path); err == nil {
 			t.Fatal("the database was created in a world-writable directory")
 		}
