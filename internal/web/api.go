@@ -73,7 +73,7 @@ func limitParam(r *http.Request) (int, error) {
 		return defaultPage, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > maxPage {
+	if err != nil || n < 1 || n > maxPage || v[0] < '1' || v[0] > '9' { // as the CLI: no sign, no leading 0
 		return 0, bad("limit=%q: give a whole number from 1 to %d", clip(v), maxPage)
 	}
 	return n, nil

@@ -109,9 +109,18 @@ func (s *Server) bearer(r *http.Request) bool {
 	if s.c.Token == "" {
 		return false
 	}
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
+	tok, ok := bearerToken(r)
 	return ok && equal(strings.TrimSpace(tok), s.c.Token)
+}
+
+// bearerToken is the credentials of r's Authorization header when its scheme is Bearer, in any
+// case ("bearer", as some clients send it: an auth scheme is case-insensitive, RFC 9110 11.1).
+func bearerToken(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if len(h) < len("Bearer ") || !strings.EqualFold(h[:len("Bearer ")], "Bearer ") {
+		return "", false
+	}
+	return h[len("Bearer "):], true
 }
 
 func (s *Server) hasSession(r *http.Request) bool { return s.session(r) != "" }
@@ -182,7 +191,7 @@ func (s *Server) openRead(r *http.Request) bool {
 // is checked and 429 is answered (answered true); a wrong token counts against the address, the
 // right one clears it. A request without a "Bearer " header guessed nothing: it is not held.
 func (s *Server) checkBearer(w http.ResponseWriter, r *http.Request) (ok, answered bool) {
-	if s.c.Token == "" || !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+	if _, ok := bearerToken(r); s.c.Token == "" || !ok {
 		return false, false
 	}
 	wait, ok := s.limit.check(clientAddr(r), func() bool { return s.bearer(r) })

@@ -84,3 +84,51 @@ func TestChangeWithAnotherMethodIs405(t *testing.T) {
 		t.Errorf("an unknown call: %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestReviewReadsTheFirstTailsOnly: the review queue reads the output tail of its first
+// reviewTails slots; the others say it was not read (each is up to store.MaxKeyResult, and a
+// page of the queue up to 500 slots).
+func TestReviewReadsTheFirstTailsOnly(t *testing.T) {
+	sd := newSeeded(t)
+	ctx := context.Background()
+	k := sd.s.(store.Keys)
+	const n = reviewTails + 3
+	for i := range n {
+		task := fmt.Sprintf("rv%02d", i)
+		sd.waiting(task, "2026-12-01")
+		st, err := sd.s.Slot(ctx, task, "2026-12-01")
+		if err != nil || st.Last == nil {
+			t.Fatal(st, err)
+		}
+		id := st.Last.RunID
+		if _, err := k.Claim(ctx, store.ClaimRequest{Scope: scheduler.OutputScope, Keys: []string{id}, Pending: true, Claimant: store.Claimant{RunID: id}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Complete(ctx, scheduler.OutputScope, []string{id}, id, []byte("out of "+task)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, ts := sd.server("")
+	_, b := get(t, ts, "/api/v1/review?limit=100")
+	var page struct {
+		Reviews []Review `json:"review"`
+	}
+	if err := json.Unmarshal([]byte(b), &page); err != nil {
+		t.Fatal(err, b)
+	}
+	read, notRead := 0, 0
+	for _, r := range page.Reviews {
+		switch {
+		case r.Tail != "" && !r.TailNotRead:
+			read++
+		case r.Tail == "" && r.TailNotRead:
+			notRead++
+		}
+	}
+	if len(page.Reviews) != n || read != reviewTails || notRead != n-reviewTails {
+		t.Fatalf("%d reviews, %d tails read, %d not read; want %d, %d, %d", len(page.Reviews), read, notRead, n, reviewTails, n-reviewTails)
+	}
+	if _, html := get(t, ts, "/review"); !strings.Contains(html, "on the slot&#39;s page") && !strings.Contains(html, "on the slot's page") {
+		t.Error("the review page does not point to the slot's page for a tail not read")
+	}
+}

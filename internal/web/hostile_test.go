@@ -329,3 +329,27 @@ func TestBusyWaitEndsWhenTheClientLeaves(t *testing.T) {
 		t.Fatal("still waiting 30 s after the client left")
 	}
 }
+
+// The auth scheme is case-insensitive (RFC 9110 11.1): "bearer TOKEN" is the token too. /static/
+// lists nothing. A limit is written as the CLI's numbers are: no sign, no leading 0.
+func TestBearerAnyCaseNoListingPlainLimit(t *testing.T) {
+	sd := newSeeded(t)
+	_, ts := sd.server(testToken)
+	// Through a proxy's header, so that the read needs the token (TestProxiedReadsNeedTheToken).
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		if resp, b := get(t, ts, "/api/v1/tasks", "X-Forwarded-For", "203.0.113.9", "Authorization", scheme+" "+testToken); resp.StatusCode != 200 {
+			t.Errorf("%s TOKEN: %d %s", scheme, resp.StatusCode, b)
+		}
+		if resp, b := get(t, ts, "/api/v1/tasks", "X-Forwarded-For", "203.0.113.9", "Authorization", scheme+" "+testToken+"x"); resp.StatusCode != 401 {
+			t.Errorf("%s with a wrong token: %d %s", scheme, resp.StatusCode, b)
+		}
+	}
+	if resp, b := get(t, ts, "/static/"); resp.StatusCode != 404 || strings.Contains(b, "app.js") {
+		t.Errorf("/static/: %d %s, want 404 without a listing", resp.StatusCode, b)
+	}
+	for _, v := range []string{"+5", "05", "-1", "0"} {
+		if resp, b := get(t, ts, "/api/v1/history?limit="+v); resp.StatusCode != 400 || !strings.Contains(b, "give a whole number") {
+			t.Errorf("limit=%s: %d %s, want 400", v, resp.StatusCode, b)
+		}
+	}
+}

@@ -25,6 +25,7 @@ const (
 	slotEntries  = 200  // entries of one slot a run detail shows
 	slotTails    = 10   // attempts of one slot whose output tail a run detail reads (each up to store.MaxKeyResult)
 	reviewEvents = 20   // history entries of a slot shown as review evidence
+	reviewTails  = 20   // slots of the review queue whose last output tail is read (each up to store.MaxKeyResult)
 	leaseScan    = 200  // a task's newest entries read for a lease's attempt the running list left out
 	leaseReads   = 20   // leases per request whose attempt is read so (the others' figures are not shown)
 )
@@ -347,8 +348,11 @@ type Review struct {
 	Lease *store.Lease `json:"lease,omitempty"`
 	// History is the slot's newest entries: its attempts and events.
 	History []store.Entry `json:"history"`
-	// Tail is the end of the last attempt's output (the daemon keeps it), "" when none.
-	Tail string `json:"tail,omitempty"`
+	// Tail is the end of the last attempt's output (the daemon keeps it), "" when none, read for
+	// the first reviewTails of the queue only (TailNotRead for the others: the slot's run detail
+	// shows it): a tail is up to 512 KiB, and the queue 500 slots.
+	Tail        string `json:"tail,omitempty"`
+	TailNotRead bool   `json:"tail_not_read,omitempty"`
 }
 
 // reviews reads the review queue: Waiting, then per slot a short history read and its output tail.
@@ -376,8 +380,12 @@ func (s *Server) reviews(ctx context.Context, limit int) ([]Review, int, error) 
 		if r.History, err = s.slotHistory(ctx, w.Task, w.Slot, reviewEvents); err != nil {
 			return nil, 0, err
 		}
-		if w.Last != nil {
+		switch {
+		case w.Last == nil:
+		case len(out) < reviewTails:
 			r.Tail = s.tail(ctx, w.Last.RunID)
+		default:
+			r.TailNotRead = true
 		}
 		out = append(out, r)
 	}

@@ -282,6 +282,8 @@ func renderReview(w *page, v view) {
 		}
 		if r.Tail != "" {
 			w.p(`<h3>%s</h3><pre class="tail">%s</pre>`, v.T("output"), r.Tail)
+		} else if r.TailNotRead {
+			w.p(`<h3>%s</h3><p><a href="%s">%s</a></p>`, v.T("output"), slotLink(r.Task, r.Slot), v.T("tail on the slot"))
 		}
 		switch {
 		case v.CanWrite:

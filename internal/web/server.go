@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/once-run/once/scheduler"
@@ -191,9 +192,20 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /login", s.pageLogin)
 	m.HandleFunc("POST /login", s.formLogin)
 	m.HandleFunc("POST /logout", s.formLogout)
-	m.Handle("GET /static/", http.FileServerFS(staticFS))
+	m.Handle("GET /static/", noListing(http.FileServerFS(staticFS)))
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
+	})
+}
+
+// noListing serves the page's files, not a listing of them: a directory (/static/) is 404.
+func noListing(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }

@@ -184,7 +184,7 @@ func post(t *testing.T, ts *httptest.Server, path, ctype, body string, hdr ...st
 func (sd *seeded) waiting(task, slot string) {
 	sd.t.Helper()
 	ctx := context.Background()
-	l, err := sd.s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "hostA", RunID: "run-a", TTL: time.Millisecond})
+	l, err := sd.s.Acquire(ctx, store.AcquireRequest{Task: task, Holder: "hostA", RunID: "run-a-" + task + "-" + slot, TTL: time.Millisecond})
 	if err != nil {
 		sd.t.Fatal(err)
 	}
