@@ -328,8 +328,29 @@ func (g *guard) minHold(ctx context.Context, ls *lease.Lease, firstStart time.Ti
 		case <-time.After(hold):
 		case <-ls.Lost():
 		case <-ctx.Done():
+			g.holdOnStop(ctx, ls, firstStart)
 		}
 	}
+}
+
+// holdOnStop keeps the lease to the end of Options.MinHold when the call is stopped (SIGTERM)
+// while it waits that out: it stops renewing and renews the grant once, to expire when the hold
+// ends, instead of releasing it (the deferred release is then a no-op). Released, another run
+// could start at once, which is what --min-hold is there to prevent (clock skew between hosts).
+func (g *guard) holdOnStop(ctx context.Context, ls *lease.Lease, firstStart time.Time) {
+	left := g.o.MinHold - time.Since(firstStart)
+	if left < time.Millisecond {
+		return
+	}
+	info := ls.Info()
+	ls.Released()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := g.o.Store.Renew(rctx, info, left); err != nil {
+		g.log.Warn("stopped during --min-hold, and the lease could not be kept to its end; it expires by itself", "token", info.Token, "err", err)
+		return
+	}
+	g.log.Info("stopped during --min-hold: the lease is kept until the hold ends, then expires", "token", info.Token, "left", left.Round(time.Millisecond).String())
 }
 
 // busyEvent logs and records that the task was held elsewhere (by holder, when known: the lease);

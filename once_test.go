@@ -212,6 +212,27 @@ func TestMinHold(t *testing.T) {
 	}
 }
 
+// A call stopped while it waits out MinHold (once run's SIGTERM) keeps the lease to the hold's
+// end instead of releasing it: another run could start at once otherwise.
+func TestMinHoldStoppedKeepsTheLease(t *testing.T) {
+	s, _ := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now()
+	r, err := once.Do(ctx, once.Options{Store: s, Task: "t", TTL: 10 * time.Second, MinHold: 3 * time.Second},
+		func(context.Context, *once.Run) error { time.AfterFunc(200*time.Millisecond, cancel); return nil })
+	if err != nil || r.Decision != once.Ran || time.Since(start) > 2*time.Second {
+		t.Fatalf("%+v %v after %s: want the run over, stopped early", r, err, time.Since(start))
+	}
+	r2, err := once.Do(context.Background(), once.Options{Store: s, Task: "t", TTL: time.Second}, ok)
+	if err != nil || r2.Decision != once.Busy {
+		t.Fatalf("a run during the hold: %+v %v, want busy", r2, err)
+	}
+	ls, err := s.Leases(context.Background())
+	if err != nil || len(ls) != 1 || ls[0].Expires.After(start.Add(3500*time.Millisecond)) || ls[0].Expires.Before(start.Add(2500*time.Millisecond)) {
+		t.Fatalf("leases %+v %v: want the one held to the hold's end (%s)", ls, err, start.Add(3*time.Second))
+	}
+}
+
 func TestExitCoderAndBadOptions(t *testing.T) {
 	s, _ := newStore(t)
 	r := do(t, once.Options{Store: s, Task: "t", TTL: time.Second}, func(context.Context, *once.Run) error { return exitErr(3) })
