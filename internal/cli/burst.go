@@ -98,6 +98,18 @@ func burstOf(ls []trigger) (host string, ran int) {
 
 // bursts reports tasks launched several times within window by one host, or run several times
 // within it by several.
+// burstHolders is how many holders a burst's line names (a contended launch of a hundred processes
+// made a line of a hundred holders); the others are counted.
+const burstHolders = 5
+
+// someOf joins the first n of names and counts the rest.
+func someOf(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
+}
+
 func bursts(hist []store.Entry, window time.Duration, r *report) {
 	found := 0
 	byTask := launches(hist)
@@ -124,7 +136,7 @@ func bursts(hist []store.Entry, window time.Duration, r *report) {
 		for _, l := range worst {
 			holders[l.holder] = true
 		}
-		span, at, who := worst[len(worst)-1].at.Sub(worst[0].at).Round(time.Millisecond), fmtT(worst[0].at), strings.Join(sortedKeys(holders), ", ")
+		span, at, who := worst[len(worst)-1].at.Sub(worst[0].at).Round(time.Millisecond), fmtT(worst[0].at), someOf(sortedKeys(holders), burstHolders)
 		more := ""
 		if n > 1 {
 			more = fmt.Sprintf("; %d such bursts in the history scanned", n)

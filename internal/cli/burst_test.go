@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -61,6 +62,7 @@ func TestBursts(t *testing.T) {
 		{"two hosts that both ran", []store.Entry{ran("t", "web1:10", 1, 0), ran("t", "web2:20", 2, 1500)}, "ran 2 times within 1.5s"},
 		{"drill", []store.Entry{ran("t", "drill-1/web1:10", 1, 0), ev("t", "drill-2/web1:11", store.Busy, 0, 1)}, ""},
 		{"outside the window", []store.Entry{ran("t", "web1:10", 1, 0), ran("t", "web1:11", 2, 10000)}, ""},
+		{"a hundred launches from one host: five holders named", hundred(ran, ev), "launched 100 times from host web1 within 99ms at 2026-11-29T02:00:00.000Z (holders web1:1000, web1:1001, web1:1002, web1:1003, web1:1004 and 95 more)"},
 	} {
 		r := &report{}
 		bursts(c.hist, 10*time.Second, r)
@@ -112,6 +114,15 @@ func hostname() string {
 	h, err := os.Hostname()
 	if err != nil || h == "" {
 		return "localhost"
+	}
+	return h
+}
+
+// hundred is a contended launch: one run and 99 busy launches of one task from one host.
+func hundred(ran func(string, string, int64, int) store.Entry, ev func(string, string, store.State, int64, int) store.Entry) []store.Entry {
+	h := []store.Entry{ran("t", "web1:1000", 1, 0)}
+	for i := 1; i < 100; i++ {
+		h = append(h, ev("t", fmt.Sprintf("web1:%d", 1000+i), store.Busy, 0, i))
 	}
 	return h
 }
