@@ -304,6 +304,12 @@ func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, o
 	fr, ok := g.o.Store.(store.Finisher)
 	release = release && ok
 	for try := 0; ; try++ {
+		if d := ls.Deadline(); time.Until(d) <= 0 {
+			// Each try is bounded by the grant's expiry: past it, the store's answer would read
+			// "unavailable: context deadline exceeded" of a store that is fine (SIGSTOP, a frozen VM).
+			return store.Attempt{}, fmt.Errorf("%w: the lease expired at %s before the outcome was recorded (this process was stopped or starved for longer than the lease's TTL)",
+				lease.ErrLost, d.UTC().Format(time.RFC3339Nano))
+		}
 		fctx, cancel := context.WithDeadline(ctx, ls.Deadline())
 		var a store.Attempt
 		var err error

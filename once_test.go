@@ -3,6 +3,7 @@ package once_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -452,5 +453,27 @@ func TestSlotValueChecked(t *testing.T) {
 	}
 	if h, err := s.History(ctx, store.HistoryQuery{Task: "slots"}); err != nil || len(h) != 0 {
 		t.Fatalf("history: %+v, %v; want nothing recorded", h, err)
+	}
+}
+
+// noRenew is a store whose renewals fail as if it could not be reached: the lease runs out.
+type noRenew struct{ store.Store }
+
+func (noRenew) Renew(context.Context, store.Lease, time.Duration) (store.Lease, error) {
+	return store.Lease{}, fmt.Errorf("%w: renewals refused by the test", store.ErrUnavailable)
+}
+
+// An outcome whose lease ran out before it could be recorded (the process stopped or starved past
+// its TTL) says so, not "unavailable: context deadline exceeded" of a store that answers.
+func TestOutcomeAfterTheLeaseExpiredSaysSo(t *testing.T) {
+	s, _ := newStore(t)
+	r, err := once.Do(context.Background(), once.Options{Store: noRenew{s}, Task: "t", TTL: time.Second},
+		func(ctx context.Context, _ *once.Run) error {
+			<-ctx.Done()                        // the lease is lost: it could not be renewed
+			time.Sleep(1100 * time.Millisecond) // and the process lingers past the grant's expiry
+			return ctx.Err()
+		})
+	if err != nil || r.RecordErr == nil || !errors.Is(r.RecordErr, lease.ErrLost) || !strings.Contains(r.RecordErr.Error(), "the lease expired at") {
+		t.Fatalf("%+v %v: want the outcome not recorded because the lease expired", r, err)
 	}
 }
