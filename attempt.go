@@ -61,6 +61,16 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 		sp.End()
 		return Result{Decision: Busy, Reason: reason}, time.Time{}, nil
 	}
+	if errors.Is(err, store.ErrConflict) {
+		// The slot changed since it was read (a person resolved it as done meanwhile): decided
+		// again, it is not run.
+		if st, d, reason, rerr := g.decideRead(ctx, nil); rerr == nil && d != Ran {
+			g.logDecision(ctx, d, reason, st.Last, ls.Token(), quiet)
+			sp.SetAttributes(AttrDecision.String(string(d)), AttrReason.String(reason))
+			sp.End()
+			return Result{Decision: d, Attempt: st.Last, Reason: reason}, time.Time{}, nil
+		}
+	}
 	if err != nil {
 		err = fmt.Errorf("ledger: begin attempt: %w", err)
 		failSpan(sp, err)

@@ -279,8 +279,10 @@ type Entry struct {
 //     ErrNotHeld unless a.Token is the task's latest lease token (or, for a seat, the token of a
 //     seat of the task not cleared since — see Leaser), and with ErrConflict when the slot
 //     already has an attempt numbered a.Number or a running attempt: two writers racing on one slot
-//     never both record a running attempt. The store sets StartedAt by its clock and returns the
-//     attempt as stored.
+//     never both record a running attempt. ErrConflict too when the slot's last attempt was resolved
+//     as succeeded (a person marked the slot done after the run read it): a Begin and a Resolve
+//     racing on one slot never both go through. The store sets StartedAt by its clock and returns
+//     the attempt as stored.
 //   - Finish moves the running attempt runID to o.State (succeeded, failed, or unknown: a run that
 //     stopped its work because it lost the lease cannot say whether the work happened; ErrConflict
 //     for other states). ErrNotHeld unless token is still the task's
@@ -291,7 +293,8 @@ type Entry struct {
 //     returns them, except those of unexpired seats; token must be fenced as for Begin (ErrNotHeld
 //     otherwise).
 //   - Resolve attaches a person's decision to the slot's last attempt when it is unknown or failed
-//     and not yet resolved; ErrNotFound when the slot has no attempt, ErrConflict otherwise.
+//     and not yet resolved, and still the last when the decision is written (a Begin racing it
+//     made a newer one: ErrConflict); ErrNotFound when the slot has no attempt, ErrConflict otherwise.
 //   - Record keeps an event of one of EventKinds (ErrConflict for another kind, CheckEvent); events
 //     are not fenced (a busy contender holds no lease). Only a review event can make a slot wait;
 //     no event changes Slot's Last or Failures.

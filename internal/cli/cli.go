@@ -69,8 +69,9 @@ type app struct {
 	closers              []io.Closer        // the log file or syslog connection
 	tracing              *telemetry.Tracing // OpenTelemetry, when the environment asks (telemetry.go)
 	traceStarted         bool
-	refused              error // a flag value strictFlags refused
-	allowEdgeSpace       bool  // once keys and once effect --allow-edge-space (keys.go)
+	refused              error    // a flag value strictFlags refused
+	allowEdgeSpace       bool     // once keys and once effect --allow-edge-space (keys.go)
+	args                 []string // the command line as given (checkFlags)
 }
 
 // Run runs the once command line with args (without the program name) and returns the exit code.
@@ -78,7 +79,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	out, errOut := newEscWriter(stdout), newEscWriter(stderr)
 	defer out.Flush()
 	defer errOut.Flush()
-	a := &app{stdin: stdin, stdout: out, stderr: errOut, rawStdout: stdout, rawStderr: stderr}
+	a := &app{stdin: stdin, stdout: out, stderr: errOut, rawStdout: stdout, rawStderr: stderr, args: args}
 	root := a.rootCmd()
 	root.InitDefaultCompletionCmd() // here, so that the walks below see it too
 	strictFlags(root, &a.refused)
@@ -156,7 +157,7 @@ Its password: in the DSN, or in --store-password-file FILE ($ONCE_STORE_PASSWORD
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Every command: a flag given with an empty value is refused, not taken as absent.
-		PersistentPreRunE: func(c *cobra.Command, _ []string) error { return checkFlags(c) },
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error { return checkFlags(c, a.args) },
 	}
 	root.PersistentFlags().StringVar(&a.storeFlag, "store", "", "store DSN (default $ONCE_STORE, else sqlite in $ONCE_HOME)")
 	root.PersistentFlags().StringVar(&a.passwordFlag, "store-password-file", "", "read the store's password from FILE (mode 0600, yours), keeping it out of --store, ps and the job's environment (env ONCE_STORE_PASSWORD_FILE)")

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,7 +141,10 @@ func isFlagName(c *cobra.Command, v string) bool {
 // $DSN" with DSN unset in a crontab): taking it as absent would fall back to a default the user
 // did not choose (the local store, no slot). It also refuses a --store whose password once
 // itself hid (a DSN pasted from once's output).
-func checkFlags(c *cobra.Command) error {
+func checkFlags(c *cobra.Command, args []string) error {
+	if i := slices.Index(args, "--"); i >= 0 {
+		args = args[:i] // once's own flags only, not the command's
+	}
 	var err error
 	c.Flags().Visit(func(f *pflag.Flag) {
 		if err != nil || f.Value.Type() != "string" {
@@ -161,7 +165,8 @@ func checkFlags(c *cobra.Command) error {
 			// "--slot $BATCH -- cmd" with BATCH unset: the command then reads as misplaced.
 			err = usage("--%s took -- as its value, the mark before the command (an unset variable before it?); give --%s a value, or leave it out",
 				f.Name, f.Name)
-		case isFlagName(c, v):
+		case isFlagName(c, v) && !slices.Contains(args, "--"+f.Name+"="+v):
+			// Written --task=--as, the value is meant: no unset variable shifts a flag into it.
 			err = usage("--%s took %s as its value: a flag of this command (an unset variable before it?); give --%s a value, or leave it out",
 				f.Name, shellQuote(v), f.Name)
 		case f.Name == "store" && store.IsRedacted(v):

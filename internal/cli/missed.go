@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/once-run/once/internal/shell"
 	"github.com/once-run/once/store"
 )
 
@@ -171,5 +172,5 @@ func slots(n int) string {
 // backfillCommand is the start of the once backfill line that runs task's slots from first to
 // last; the job's schedule and command are the person's to add.
 func (a *app) backfillCommand(dsn, task, first, last string) string {
-	return strings.Join([]string{"once backfill --task", shellQuote(task), "--from", shellQuote(first), "--to", shellQuote(last)}, " ") + a.storeArg(dsn)
+	return strings.Join([]string{"once backfill", shell.Flag("task", task), "--from", shellQuote(first), "--to", shellQuote(last)}, " ") + a.storeArg(dsn)
 }

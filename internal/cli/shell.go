@@ -6,6 +6,7 @@ import (
 	"github.com/once-run/once/internal/shell"
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/sqlite"
 )
 
 // shellQuote quotes s for a POSIX shell when it needs quoting.
@@ -28,12 +29,16 @@ func (a *app) storeArg(dsn string) string {
 	return " --store " + shellQuote(a.storeName(dsn))
 }
 
-// storeName is the store's DSN redacted, or "" when storeArg leaves --store out.
+// storeName is the store's DSN redacted, or "" when storeArg leaves --store out. A SQLite DSN's
+// relative path is made absolute: the line is pasted in another working directory. XDG_STATE_HOME
+// (a crontab's) moves the default ledger of a user other than root: a login shell without it opens
+// ~/.local/state/once.
 func (a *app) storeName(dsn string) string {
-	if a.storeFlag == "" && os.Getenv("ONCE_STORE") == "" && os.Getenv("ONCE_HOME") == "" {
+	if a.storeFlag == "" && os.Getenv("ONCE_STORE") == "" && os.Getenv("ONCE_HOME") == "" &&
+		(os.Geteuid() == 0 || os.Getenv("XDG_STATE_HOME") == "") {
 		return ""
 	}
-	return store.Redact(dsn)
+	return store.Redact(sqlite.AbsoluteDSN(dsn))
 }
 
 // hiddenPassword is a line to print under commands whose --store lost its password to

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -49,5 +50,28 @@ func TestFmtMax(t *testing.T) {
 		if got := fmtMax(d); got != c.want {
 			t.Errorf("fmtMax(%s) = %q, want %q", c.d, got, c.want)
 		}
+	}
+}
+
+// The --store of a pasted line names the ledger the run used, from any working directory and in a
+// login shell without the crontab's XDG_STATE_HOME.
+func TestStoreNameForPasting(t *testing.T) {
+	t.Setenv("ONCE_HOME", "")
+	os.Unsetenv("ONCE_HOME")
+	t.Setenv("ONCE_STORE", "")
+	os.Unsetenv("ONCE_STORE")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	a := &app{storeFlag: "sqlite:./once.db"}
+	if got, want := a.storeName("sqlite:./once.db"), "sqlite://"+dir+"/once.db"; got != want {
+		t.Errorf("relative DSN: storeName = %q, want %q", got, want)
+	}
+	if os.Geteuid() == 0 {
+		return // root's default ledger is /var/lib/once whatever XDG_STATE_HOME says
+	}
+	t.Setenv("XDG_STATE_HOME", dir)
+	a = &app{}
+	if got := a.storeName("sqlite://" + dir + "/once/once.db"); got == "" {
+		t.Error("with XDG_STATE_HOME set, storeName is empty: the pasted line opens ~/.local/state/once")
 	}
 }

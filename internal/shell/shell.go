@@ -17,9 +17,18 @@ func Quote(s string) string {
 // is done) for task and slot, with --store DSN when dsn is not "" (give it redacted: a password is
 // never printed).
 func Resolve(task, slot, as, dsn string) string {
-	line := "once resolve --task " + Quote(task) + " --slot " + Quote(slot) + " --as " + Quote(as)
+	line := "once resolve " + Flag("task", task) + " " + Flag("slot", slot) + " --as " + Quote(as)
 	if dsn != "" {
 		line += " --store " + Quote(dsn)
 	}
 	return line
+}
+
+// Flag is --name VALUE, quoted, or --name=VALUE when VALUE starts with '-' (a task named --as):
+// once refuses a separate value that is one of the command's flags.
+func Flag(name, v string) string {
+	if strings.HasPrefix(v, "-") {
+		return "--" + name + "=" + Quote(v)
+	}
+	return "--" + name + " " + Quote(v)
 }

@@ -11,3 +11,14 @@ func TestQuote(t *testing.T) {
 		}
 	}
 }
+
+// A task or slot that starts with '-' is written --task=VALUE: once refuses a separate value that
+// is one of the command's flags (a task named --as).
+func TestResolveDashNames(t *testing.T) {
+	if got, want := Resolve("--as", "-", "failed", ""), "once resolve --task=--as --slot=- --as failed"; got != want {
+		t.Errorf("Resolve = %s, want %s", got, want)
+	}
+	if got, want := Resolve("t", "a b", "failed", ""), "once resolve --task t --slot 'a b' --as failed"; got != want {
+		t.Errorf("Resolve = %s, want %s", got, want)
+	}
+}

@@ -114,7 +114,7 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 		// goes the long way below, which says why (no lease, another token, a seat's).
 		err = s.Do(ctx, func(ctx context.Context) error {
 			var err error
-			out, err = scanAttempt(s.DB.QueryRowContext(ctx, s.Q(BeginPostgres), append([]any{a.Task, a.Token, a.Task, a.Slot}, args(n)...)...))
+			out, err = scanAttempt(s.DB.QueryRowContext(ctx, s.Q(BeginPostgres), append([]any{a.Task, a.Token, a.Task, a.Slot, a.Task, a.Slot}, args(n)...)...))
 			if long = errors.Is(err, sql.ErrNoRows); long {
 				return nil
 			}
@@ -126,11 +126,20 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 			if err := s.fence(ctx, tx, a.Task, a.Token); err != nil {
 				return err
 			}
+			// The slot's last attempt, locked: a resolve (which locks it too) is then either
+			// seen here or made after this attempt, and refused, since it is no longer the last.
+			var last sql.NullInt64
+			var resolved sql.NullString
+			lerr := tx.QueryRowContext(ctx, s.Q(`SELECT attempt, res_as FROM {p}attempts WHERE task = ? AND slot = ?
+				ORDER BY attempt DESC LIMIT 1 FOR UPDATE`), a.Task, a.Slot).Scan(&last, &resolved)
+			if lerr != nil && !errors.Is(lerr, sql.ErrNoRows) {
+				return lerr
+			}
+			if resolved.String == string(store.Succeeded) {
+				return resolvedDone(a.Task, a.Slot, int(last.Int64))
+			}
 			if a.Number == 0 {
-				if err := tx.QueryRowContext(ctx, s.Q(`SELECT COALESCE(MAX(attempt), 0) + 1 FROM {p}attempts
-					WHERE task = ? AND slot = ?`), a.Task, a.Slot).Scan(&n); err != nil {
-					return err
-				}
+				n = int(last.Int64) + 1 // the slot's last attempt, just read (0 when none)
 			}
 			if s.Flavor == Postgres {
 				// The wait the new attempt ends is deleted in the same statement, and the row
@@ -150,8 +159,8 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 			return s.notWaiting(ctx, tx, a.Task, a.Slot) // a new attempt ends a wait
 		})
 	}
-	if errors.Is(err, store.ErrConflict) {
-		// Only a unique constraint raises it here: say which rule in words.
+	if errors.Is(err, store.ErrConflict) && !errors.Is(err, errResolvedDone) {
+		// Only a unique constraint raises it here (but resolvedDone): say which rule in words.
 		err = fmt.Errorf("%w: task %q slot %q already has attempt %d or a running attempt (%s)", store.ErrConflict,
 			a.Task, a.Slot, n, strings.TrimPrefix(err.Error(), store.ErrConflict.Error()+": "))
 	}
@@ -159,12 +168,25 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 }
 
 // BeginPostgres is Begin's one statement on PostgreSQL for the exclusive lease: the lease row
-// locked when the token is still the task's (l), the wait deleted (w) and the attempt inserted
-// only then. Arguments: task, token; task, slot; the attempt's eleven values.
+// locked when the token is still the task's (l), the slot's last attempt locked (r: a resolve
+// locks it too) and the attempt refused when a person resolved it as succeeded (ok), the wait
+// deleted (w) and the attempt inserted only then. Nothing done (no row) goes Begin's long way,
+// which says why. Arguments: task, token; task, slot; task, slot; the attempt's eleven values.
 const BeginPostgres = `WITH l AS (SELECT token FROM {p}leases WHERE task = ? AND token = ? FOR UPDATE),
-	w AS (` + deleteWait + ` AND EXISTS (SELECT 1 FROM l))
-	` + attemptInsert + `SELECT ` + attemptValues + ` FROM l
+	r AS (SELECT res_as FROM {p}attempts WHERE task = ? AND slot = ? ORDER BY attempt DESC LIMIT 1 FOR UPDATE),
+	ok AS (SELECT token FROM l WHERE NOT EXISTS (SELECT 1 FROM r WHERE res_as = 'succeeded')),
+	w AS (` + deleteWait + ` AND EXISTS (SELECT 1 FROM ok))
+	` + attemptInsert + `SELECT ` + attemptValues + ` FROM ok
 	RETURNING ` + attemptCols
+
+// errResolvedDone is Begin's refusal of a slot a person resolved as succeeded (resolvedDone).
+var errResolvedDone = errors.New("resolved as succeeded")
+
+// resolvedDone refuses a new attempt in a slot whose last attempt a person resolved as succeeded:
+// the slot is done (store.Ledger's contract), even when the resolve came after the run read it.
+func resolvedDone(task, slot string, n int) error {
+	return fmt.Errorf("%w: task %q slot %q: attempt %d was %w: the slot is done", store.ErrConflict, task, slot, n, errResolvedDone)
+}
 
 // attemptInsert and attemptValues are a new running attempt's columns and values, which Begin
 // inserts with VALUES and BeginPostgres with SELECT … FROM l: task, slot, run id, number, holder,

@@ -325,6 +325,18 @@ func (s *Store) Resolve(ctx context.Context, r store.ResolveRequest) (store.Atte
 			return fmt.Errorf("%w: task %q slot %q: attempt %d is %s%s; only an unresolved unknown or failed attempt can be resolved",
 				store.ErrConflict, r.Task, r.Slot, a.Number, a.State, map[bool]string{true: " and resolved", false: ""}[a.Resolution != nil])
 		}
+		// Still the last? A Begin that locked it first (Begin) may have added one since this
+		// statement began: PostgreSQL returns the row the statement waited for, not the newer one.
+		// A new statement (a locking read, for MySQL's repeatable read) sees it.
+		var newer int
+		switch err := tx.QueryRowContext(ctx, s.Q(`SELECT attempt FROM {p}attempts WHERE task = ? AND slot = ? AND attempt > ?
+			ORDER BY attempt LIMIT 1 FOR UPDATE`), r.Task, r.Slot, a.Number).Scan(&newer); {
+		case err == nil:
+			return fmt.Errorf("%w: task %q slot %q: attempt %d began after attempt %d was read; resolve again if it still needs a decision",
+				store.ErrConflict, r.Task, r.Slot, newer, a.Number)
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, s.Q(`UPDATE {p}attempts SET res_as = ?, res_by = ?, res_at = {now}, res_note = ?
 			WHERE task = ? AND slot = ? AND attempt = ?`), string(r.As), r.By, r.Note, r.Task, r.Slot, a.Number); err != nil {
 			return err

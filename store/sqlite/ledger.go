@@ -86,14 +86,19 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 			return err
 		}
 		var last int
-		var running sql.NullString
+		var running, resolved sql.NullString
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(number), 0),
-			(SELECT run_id FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2 AND state = 'running')
-			FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2`, a.Task, a.Slot).Scan(&last, &running); err != nil {
+			(SELECT run_id FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2 AND state = 'running'),
+			(SELECT resolved_as FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2 ORDER BY number DESC LIMIT 1)
+			FROM `+s.t.attempts+` WHERE task = ?1 AND slot = ?2`, a.Task, a.Slot).Scan(&last, &running, &resolved); err != nil {
 			return err
 		}
 		if running.Valid {
 			return fmt.Errorf("%w: task %q slot %q already has a running attempt (run %s)", store.ErrConflict, a.Task, a.Slot, running.String)
+		}
+		if resolved.String == string(store.Succeeded) {
+			// A person marked the slot done between the run's read of it and this Begin.
+			return fmt.Errorf("%w: task %q slot %q was resolved as succeeded: it is done", store.ErrConflict, a.Task, a.Slot)
 		}
 		n := a.Number
 		if n == 0 {

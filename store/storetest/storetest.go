@@ -110,6 +110,8 @@ var cases = []testCase{
 	{"LedgerReviewFailures", testReviewFailures, nil},
 	{"LedgerResolveIllegal", testResolveIllegal, nil},
 	{"LedgerBeginRace", testBeginRace, nil},
+	{"LedgerBeginAfterResolvedDone", testBeginAfterResolvedDone, nil},
+	{"LedgerBeginResolveRace", testBeginResolveRace, nil},
 	{"LedgerLimits", testLimits, nil},
 	{"LedgerWaitingOrder", testWaitingOrder, nil},
 	{"LedgerHistoryPages", testHistoryPages, nil},

@@ -67,7 +67,7 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 		out = append(out, Plan{"finish: a run's attempt", s.Q(sqlstore.RunQueryPostgres), []any{"r7"}, false, ""},
 			Plan{"finish: a run's attempt and its lease row, locked", s.Q(sqlstore.RunLockQuery), []any{"r7"}, false, ""},
 			Plan{"begin: the lease row locked, the wait ended, the attempt inserted", s.Q(sqlstore.BeginPostgres),
-				[]any{"joba0", 1, "joba0", "s9", "joba0", "s9", "plan-r", 1, "h", 1, 0, "", "", "", 0}, false, ""})
+				[]any{"joba0", 1, "joba0", "s9", "joba0", "s9", "joba0", "s9", "plan-r", 1, "h", 1, 0, "", "", "", 0}, false, ""})
 		code := 0
 		q, args := s.FinishReleasePostgres("r7", store.Lease{Task: "joba0", Holder: "h", Token: 1},
 			store.Outcome{State: store.Succeeded, ExitCode: &code, Note: "done"})
