@@ -65,7 +65,10 @@ type storeCase struct {
 
 var stores = []storeCase{
 	{"postgres", "ONCE_TEST_POSTGRES", budget{open: 5, run: 7, skip: 7, next: 7, busy: 5}, 0, 0},
-	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 12, skip: 7, next: 12, busy: 4}, 0, 0},
+	// MySQL: run and next 12 → 13 (2026-12-07): Begin locks the slot's last attempt first, so that a
+	// resolve as succeeded racing the run's start is seen (Begin refuses; PostgreSQL does it in
+	// Begin's one statement).
+	{"mysql", "ONCE_TEST_MYSQL", budget{open: 4, run: 13, skip: 7, next: 13, busy: 4}, 0, 0},
 	{"redis", "ONCE_TEST_REDIS", budget{open: 2, run: 3, skip: 3, next: 3, busy: 3}, 1, 0},
 	{"etcd", "ONCE_TEST_ETCD", budget{open: 1, run: 4, skip: 3, next: 3, busy: 3}, 2, 0},
 	{"zk", "ONCE_TEST_ZK", budget{open: 7, run: 13, skip: 8, next: 7, busy: 9}, 4, 1},
