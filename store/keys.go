@@ -105,10 +105,11 @@ type Key struct {
 //   - Reclaim hands pending keys whose claimant is gone (KeyUnknown) to a new claimant: as pending again
 //     when c is set, or deletes them (asDone false, c zero) or marks them done (asDone true). It returns
 //     the keys it changed. Keys still pending under a live claimant are left alone.
-//   - Forget deletes keys of the scope claimed before `before`: done keys only when includeDone;
-//     pending keys only when their claimant is gone (KeyUnknown) or cannot be told (no token and no
-//     expiry). A key pending under a live claimant is never forgotten, however old: its work may be
-//     happening now, and a forgotten key can be claimed again (the work would be done twice).
+//   - Forget deletes keys of the scope claimed before `before`: done keys, and pending keys whose
+//     claimant is gone (KeyUnknown: their work may have happened), only when includeDone; other
+//     pending keys only when their claimant cannot be told (no token and no expiry). A key pending
+//     under a live claimant is never forgotten, however old: its work may be happening now, and a
+//     forgotten key can be claimed again (the work would be done twice).
 //   - ReleaseKeys deletes keys still pending under runID (the claimant's work did not happen: a
 //     failed effect call, a panicking HTTP handler), so they can be claimed again. Keys not pending
 //     under runID (done, another claimant's, missing) are left alone without error. It is named

@@ -21,7 +21,7 @@ import (
 // KEY… was claimed done as a key of its own).
 func TestDoctorReportsUnknownKeys(t *testing.T) {
 	e := newEnv(t)
-	claim := fmt.Sprintf(`%[1]s keys claim --scope payments --pending pay-1 'pay 2' pay-3 >/dev/null && %[1]s keys done --scope payments pay-3 &&
+	claim := fmt.Sprintf(`%[1]s keys claim --scope payments --pending -- pay-1 'pay 2' pay-3 --help >/dev/null && %[1]s keys done --scope payments pay-3 &&
 		%[1]s keys claim --scope refunds --pending r1 r2 r3 r4 r5 r6 r7 >/dev/null`, e.bin)
 	if r := e.run("run", "--task", "charge", "--slot", "s1", "--", "sh", "-c", claim); r.code != 0 {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
@@ -47,11 +47,13 @@ func TestDoctorReportsUnknownKeys(t *testing.T) {
 		t.Fatalf("doctor: keys findings %+v, want one for payments and one for refunds", keys)
 	}
 	pay, ref := keys[0], keys[1]
-	if !strings.HasPrefix(pay.Message, "scope payments: 2 keys unknown ('pay 2' pay-1):") || pay.Level != store.LevelWarn ||
-		!strings.HasPrefix(pay.Command, "once keys claim --scope payments --reclaim-unknown 'pay 2' pay-1 --store sqlite://") {
+	// --help is a key (an id may start with -): the pasted command takes it as one, after --.
+	if !strings.HasPrefix(pay.Message, "scope payments: 3 keys unknown (--help 'pay 2' pay-1):") || pay.Level != store.LevelWarn ||
+		!strings.HasPrefix(pay.Command, "once keys claim --scope payments --reclaim-unknown --store sqlite://") ||
+		!strings.HasSuffix(pay.Command, " -- --help 'pay 2' pay-1") {
 		t.Errorf("doctor: payments: %+v", pay)
 	}
-	if !strings.HasPrefix(ref.Message, "scope refunds: 7 keys unknown (the first: r1 r2 r3 r4 r5):") || !strings.HasPrefix(ref.Command, "once keys claim --scope refunds --reclaim-unknown --store ") || !strings.HasSuffix(ref.Command, " < happened.txt") {
+	if !strings.HasPrefix(ref.Message, "scope refunds: 7 keys unknown (the first: r1 r2 r3 r4 r5):") || !strings.HasPrefix(ref.Command, "once keys claim --scope refunds --reclaim-unknown --store ") || !strings.HasSuffix(ref.Command, " -- < happened.txt") {
 		t.Errorf("doctor: refunds: %+v", ref)
 	}
 	if t.Failed() {
@@ -62,6 +64,9 @@ func TestDoctorReportsUnknownKeys(t *testing.T) {
 	pasted.Env = append(slices.Clip(e.vars), "PATH="+filepath.Dir(e.bin)+":"+os.Getenv("PATH"))
 	if out, err := pasted.CombinedOutput(); err != nil {
 		t.Fatalf("the pasted %s: %v\n%s", pay.Command, err, out)
+	}
+	if r := e.run("keys", "status", "--scope", "payments", "--json", "--", "--help", "pay 2", "pay-1"); r.code != 0 || strings.Count(r.stdout, `"state":"done"`) != 3 {
+		t.Fatalf("keys status after the paste: %d, want the 3 keys done\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// refunds' command pasted before happened.txt is written: the shell refuses it, nothing is claimed.
 	dir := t.TempDir()

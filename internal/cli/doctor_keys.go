@@ -94,9 +94,10 @@ func (a *app) checkKeys(ctx context.Context, s store.Store, dsn string, r *repor
 		} else {
 			keys, from, act = " "+named, "", "mark those that happened done"
 		}
-		r.add("keys", store.LevelWarn, "", "scope %s: %s keys unknown (%s): the run or effect that claimed them is gone without marking them done (it died mid-work, or ended without once keys done), so nobody knows whether their work happened; check downstream, then %s (the next run's once keys claim --pending --reclaim-unknown hands out the others; once serve lists them all on /keys). In an idemhttp scope do neither: the client's retry takes the request over, and once keys forget --scope %s --older-than 24h clears those never retried:",
+		r.add("keys", store.LevelWarn, "", "scope %s: %s keys unknown (%s): the run or effect that claimed them is gone without marking them done (it died mid-work, or ended without once keys done), so nobody knows whether their work happened; check downstream, then %s (the next run's once keys claim --pending --reclaim-unknown hands out the others; once serve lists them all on /keys). In an idemhttp scope do neither: the client's retry takes the request over, and once keys forget --scope %s --older-than 24h --include-done clears those never retried (and the done ones of that age):",
 			sc, count, named, act, shellQuote(sc))
-		r.Findings[len(r.Findings)-1].Command = "once keys claim --scope " + shellQuote(sc) + " --reclaim-unknown" + keys + a.storeArg(dsn) + from
+		// The keys after --: a key such as -17 or --help is a key, not a flag of the pasted command.
+		r.Findings[len(r.Findings)-1].Command = "once keys claim --scope " + shellQuote(sc) + " --reclaim-unknown" + a.storeArg(dsn) + " --" + keys + from
 	}
 	switch {
 	case more:

@@ -107,6 +107,12 @@ func (a *app) effect(ctx context.Context, args []string, scope, key, reconcile s
 		return exit(ExitReview, "")
 	case errors.Is(err, effect.ErrInFlight):
 		return exit(ExitBusy, "%v", err)
+	case out == effect.Called && err != nil:
+		// COMMAND ran and succeeded; only the done mark failed. Its status stands (69 says nothing
+		// was run): the key turns unknown, so a retry is not a blind second call.
+		fmt.Fprintf(a.stderr, "once: %v; COMMAND succeeded, so key %q in scope %q is kept: retries get 75 until this claim ends (%s), then 76: decide with --reconcile 'exit 0'\n",
+			err, key, scope, claimEnd())
+		return nil
 	case out == effect.Interrupted:
 		// Killed mid-call: the effect may have happened, so the key is kept, not released.
 		fmt.Fprintf(a.stderr, "once: %v; key %q in scope %q stays claimed and turns unknown when this claim ends (%s): then decide with --reconcile\n",

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -354,7 +355,6 @@ func (a *app) keysStatusCmd() *cobra.Command {
 			}
 			defer closeStore()
 			out := bufio.NewWriter(a.stdout)
-			defer out.Flush()
 			var tw *tabwriter.Writer
 			if !asJSON {
 				tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -388,6 +388,9 @@ func (a *app) keysStatusCmd() *cobra.Command {
 				}
 				return nil
 			})
+			if ferr := out.Flush(); err == nil {
+				err = ferr // a script reads this output: one it did not get is not a success
+			}
 			return err
 		},
 	}
@@ -404,11 +407,12 @@ func (a *app) keysForgetCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "forget --scope S --older-than D [--include-done] [-q]",
 		Short: "Delete keys claimed longer ago than D; done keys only with --include-done",
-		Long: `Delete the scope's keys claimed longer ago than D. Done keys are kept unless --include-done: a
-forgotten done key is handed out again by the next claim, so forget them only when no re-run can
-reach back that far. A pending key is forgotten when its claimant is gone (unknown) or has neither a
-run nor an expiry to tell by; one pending under a live run is kept, however old, since its work may
-be happening now. -q prints nothing unless it fails (cron mails whatever a job prints).`,
+		Long: `Delete the scope's keys claimed longer ago than D. Done keys, and unknown ones (pending under a
+claimant that is gone: their work may have happened), are kept unless --include-done: a forgotten
+key is handed out again by the next claim (and once effect calls again without --reconcile), so
+forget them only when no re-run can reach back that far. A pending key whose claimant has neither a
+run nor an expiry to tell by is forgotten; one pending under a live run is kept, however old, since
+its work may be happening now. -q prints nothing unless it fails (cron mails whatever a job prints).`,
 		Example: `  once keys forget --scope http --older-than 24h --include-done`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -435,15 +439,15 @@ be happening now. -q prints nothing unless it fails (cron mails whatever a job p
 				return err
 			}
 			if !quiet {
-				fmt.Fprintf(a.stdout, "forgot %d keys in scope %s\n", n, scope)
+				_, err = fmt.Fprintf(a.stdout, "forgot %d keys in scope %s\n", n, scope)
 			}
-			return nil
+			return err
 		},
 	}
 	c.Flags().StringVar(&scope, "scope", "", "the set of keys (required)")
 	c.Flags().Var(coarseDuration{durationFlag{&older, maxOlderThan}}, "older-than",
 		"forget keys claimed longer ago than this, e.g. 720h, in hours (required) (at most "+fmtMax(maxOlderThan)+")")
-	c.Flags().BoolVar(&includeDone, "include-done", false, "forget done keys too (they can then be claimed again)")
+	c.Flags().BoolVar(&includeDone, "include-done", false, "forget done and unknown keys too (they can then be claimed again)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing unless it fails (a crontab line: cron mails whatever it prints)")
 	_ = c.MarkFlagRequired("scope")
 	_ = c.MarkFlagRequired("older-than")
@@ -483,8 +487,18 @@ func writeJSONLine(w io.Writer, v any) error { return json.NewEncoder(w).Encode(
 type coarseDuration struct{ durationFlag }
 
 func (f coarseDuration) Set(s string) error {
-	if err := f.durationFlag.Set(s); err != nil || *f.d == 0 {
-		return err // 0 is refused by the command, which asks for a positive age
+	if err := f.durationFlag.Set(s); err != nil {
+		// Its advice (30s, 5m, 500ms) is what checkCoarse refuses here; 90d is prune's age.
+		if d, werr := parseWindow(s); werr == nil && d > 0 && d <= f.max {
+			return fmt.Errorf("%q: give hours here, such as %dh", s, d/time.Hour)
+		}
+		if strings.Contains(err.Error(), "longer than the maximum") {
+			return err
+		}
+		return fmt.Errorf("%q: give a positive age in hours, such as 720h, 2160h for about three months, or 0h30m", s)
+	}
+	if *f.d == 0 {
+		return nil // 0 is refused by the command, which asks for a positive age
 	}
 	return checkCoarse(s, "hours, such as 2160h for about three months")
 }

@@ -72,6 +72,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"prune", "--older-than", "30s"}, "for 30s itself write 0h30s"},
 		{[]string{"run", "--task", "t", "--retain", "3m", "--", "true"}, `--retain "3m" is in minutes`},
 		{[]string{"keys", "forget", "--scope", "s", "--older-than", "6m", "--include-done"}, "such as 2160h"},
+		{[]string{"keys", "forget", "--scope", "s", "--older-than", "90d"}, `--older-than "90d": give hours here, such as 2160h`},
+		{[]string{"keys", "forget", "--scope", "s", "--older-than", "-1h"}, `--older-than "-1h": give a positive age in hours, such as 720h`},
+		{[]string{"keys", "forget", "--scope", "s", "--older-than", "3mo"}, `--older-than "3mo": give a positive age in hours`},
 		// A typo'd command below the root: cobra printed the help and exited 0.
 		{[]string{"keys", "forgt"}, `unknown command "forgt" for "once keys": did you mean forget?`},
 		{[]string{"keys", "clam", "k1"}, `unknown command "clam" for "once keys"`},

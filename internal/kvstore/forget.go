@@ -34,13 +34,14 @@ func (k *Keys) Forget(ctx context.Context, scope string, before time.Time, inclu
 	return int64(len(changed)), err
 }
 
-// forgettable is store.Keys' Forget rule for a key claimed before the cutoff: a done key with
-// includeDone; a pending one whose claimant is gone, or has neither token nor expiry to tell by.
+// forgettable is store.Keys' Forget rule for a key claimed before the cutoff: a done key, or a
+// pending one whose claimant is gone (unknown: its work may have happened), with includeDone; a
+// pending one whose claimant has neither token nor expiry to tell by.
 func (j judge) forgettable(r KeyRec, includeDone bool) bool {
 	if r.State == store.KeyDone {
 		return includeDone
 	}
-	return j.gone(r) || r.Token <= 0 && r.TTL <= 0
+	return includeDone && j.gone(r) || r.Token <= 0 && r.TTL <= 0
 }
 
 // ReleaseKeys deletes keys still pending under runID (store.Keys); others are left alone.

@@ -456,8 +456,8 @@ func (s *Store) Forget(ctx context.Context, scope string, before time.Time, incl
 	var n int64
 	err := s.Do(ctx, func(ctx context.Context) error {
 		r, err := s.DB.ExecContext(ctx, s.Q(del+` WHERE k.scope = ? AND k.claimed_at < ? AND (k.state = 'done' AND ?
-			OR k.state = 'pending' AND COALESCE(k.token, 0) <= 0 AND k.expires_at IS NULL OR `+goneExpr+`)`),
-			scope, before.UTC(), includeDone)
+			OR k.state = 'pending' AND COALESCE(k.token, 0) <= 0 AND k.expires_at IS NULL OR ? AND `+goneExpr+`)`),
+			scope, before.UTC(), includeDone, includeDone)
 		if err != nil {
 			return err
 		}

@@ -291,8 +291,9 @@ func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *sto
 	return out, nil
 }
 
-// Forget deletes the scope's keys claimed before before (store.Keys): done keys only when
-// includeDone, pending ones only when their claimant is gone or has neither token nor expiry.
+// Forget deletes the scope's keys claimed before before (store.Keys): done and unknown keys (whose
+// work may have happened) only when includeDone, other pending ones only when their claimant has
+// neither token nor expiry.
 func (s *Store) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
 	if err := checkScope(scope); err != nil {
 		return 0, err
@@ -300,7 +301,7 @@ func (s *Store) Forget(ctx context.Context, scope string, before time.Time, incl
 	var n int64
 	err := s.tx(ctx, func(tx *sql.Tx, now int64) error {
 		r, err := tx.ExecContext(ctx, `DELETE FROM `+s.t.keys+` AS k WHERE k.scope = ?2 AND k.claimed_at < ?3 AND (k.state = 'done' AND ?4
-			OR k.state = 'pending' AND k.token <= 0 AND k.expires_at <= 0 OR `+s.goneExpr()+`)`,
+			OR k.state = 'pending' AND k.token <= 0 AND k.expires_at <= 0 OR ?4 AND `+s.goneExpr()+`)`,
 			now, scope, before.UnixMicro(), includeDone)
 		if err != nil {
 			return err

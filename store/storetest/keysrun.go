@@ -53,7 +53,7 @@ func testKeysRunEnded(t *testing.T, h Harness) {
 	if st := stateOf(t, k, "seq", "a"); st != store.KeyPending {
 		t.Fatalf("key reclaimed by the running next slot: state %q, want pending", st)
 	}
-	if n, err := k.Forget(ctx, "seq", time.Now().Add(time.Minute), false); err != nil || n != 1 {
+	if n, err := k.Forget(ctx, "seq", time.Now().Add(time.Minute), true); err != nil || n != 1 {
 		t.Fatalf("Forget: %d, %v; want 1 (b, whose run ended)", n, err)
 	}
 	if m := lookup(t, k, "seq", "a", "b", "own"); len(m) != 2 || m["b"].Key != "" {
