@@ -1,10 +1,13 @@
 package store
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -282,5 +285,38 @@ func ParseURL(spec QuerySpec, dsn string, schemes ...string) (*url.URL, Params, 
 		}
 		return nil, nil, fmt.Errorf("%w: %s: %s", ErrBadDSN, Redact(dsn), why)
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, nil, fmt.Errorf("%w: %s: port %s is not a port: give 1-65535", ErrBadDSN, Redact(dsn), p)
+		}
+	}
 	return u, params, nil
+}
+
+// HostPort checks one host[:port] of a multi-host DSN (etcd, ZooKeeper) and gives it port when it
+// names none: a port of 1-65535, an IPv6 address in brackets.
+func HostPort(h, port string) (string, error) {
+	if h == "" {
+		return "", errors.New("empty host (a stray ',')")
+	}
+	if strings.ContainsAny(h, " \t\n%?#@/\\") {
+		return "", errors.New("not a host name or address")
+	}
+	host, p, err := net.SplitHostPort(h)
+	if err != nil {
+		if strings.Count(h, ":") > 1 && !strings.HasPrefix(h, "[") {
+			return "", errors.New("write an IPv6 address in brackets: [::1]:" + port)
+		}
+		if strings.Contains(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), "]") || strings.Count(h, ":") == 1 {
+			return "", errors.New("not host:port")
+		}
+		host, p = strings.Trim(h, "[]"), port
+	}
+	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("port %q is not a port: give 1-65535", p)
+	}
+	if host == "" {
+		return "", errors.New("empty host name")
+	}
+	return net.JoinHostPort(host, p), nil
 }

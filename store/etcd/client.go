@@ -258,7 +258,7 @@ func newClient(cfg Config) (*client, error) {
 func tlsConfig(cfg Config) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.ServerName, InsecureSkipVerify: cfg.InsecureSkipVerify}
 	if cfg.CA != "" {
-		pem, err := os.ReadFile(cfg.CA)
+		pem, err := readPEM(cfg.CA)
 		if err != nil {
 			return nil, fmt.Errorf("%w: etcd parameter \"ca\": %v; give the PEM file of the CA that signed the servers' certificates", store.ErrBadDSN, err)
 		}
@@ -268,13 +268,40 @@ func tlsConfig(cfg Config) (*tls.Config, error) {
 		}
 	}
 	if cfg.Cert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
+		certPEM, err := readPEM(cfg.Cert)
+		keyPEM, err2 := readPEM(cfg.Key)
+		cert, err3 := tls.X509KeyPair(certPEM, keyPEM)
+		if err = errors.Join(err, err2); err == nil {
+			err = err3
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: etcd parameters \"cert\" and \"key\": %v; give the PEM files of a client certificate and its key", store.ErrBadDSN, err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
+}
+
+// maxPEM bounds a CA, certificate or key file: PEM files are kilobytes.
+const maxPEM = 1 << 20
+
+// readPEM reads a PEM file of the DSN: a regular file (a FIFO or a device such as /dev/zero would
+// block Open, SIGTERM included, or fill the memory) of at most maxPEM bytes.
+func readPEM(path string) ([]byte, error) {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() { // before open: opening a FIFO blocks
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() || fi.Size() > maxPEM {
+		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes", path, maxPEM)
+	}
+	return io.ReadAll(io.LimitReader(f, maxPEM+1))
 }
 
 func (c *client) close() {

@@ -308,3 +308,24 @@ func TestPrefixEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestPEMFilesNotDevices: a CA, certificate or key that is a FIFO or a device is refused before it
+// is opened (a FIFO blocked Open, SIGTERM included; /dev/zero filled the memory).
+func TestPEMFilesNotDevices(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "ca.fifo")
+	if err := exec.Command("mkfifo", fifo).Run(); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+	for _, cfg := range []Config{{CA: fifo}, {CA: "/dev/zero"}, {Cert: "/dev/zero", Key: "/dev/zero"}} {
+		done := make(chan error, 1)
+		go func() { _, err := tlsConfig(cfg); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("tlsConfig(%+v) = %v", cfg, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("tlsConfig(%+v) still reading after 5s", cfg)
+		}
+	}
+}

@@ -84,16 +84,11 @@ func ParseDSN(dsn string) (Config, error) {
 		return bad("a path is not allowed")
 	}
 	for _, h := range strings.Split(hostpart, ",") {
-		if h == "" {
-			return bad("empty endpoint")
+		hp, err := store.HostPort(h, "2379")
+		if err != nil {
+			return bad("endpoint %q: %v", h, err)
 		}
-		if strings.ContainsAny(h, " \t\n@%") {
-			return bad("endpoint %q", h)
-		}
-		if !strings.Contains(h, ":") {
-			h += ":2379"
-		}
-		cfg.Endpoints = append(cfg.Endpoints, h)
+		cfg.Endpoints = append(cfg.Endpoints, hp)
 	}
 	if v, ok := q["prefix"]; ok {
 		cfg.Prefix = v

@@ -76,6 +76,15 @@ func ParseDSN(dsn string) (*Config, error) {
 	if v, ok := q["idle_transaction_timeout"]; ok && strings.Trim(v, "0123456789") != "" {
 		return nil, fmt.Errorf("%w: mysql parameter \"idle_transaction_timeout\" is %q: give whole seconds, e.g. 10", store.ErrBadDSN, v)
 	}
+	// The tables are utf8mb4 with the binary collation: a connection in another character set
+	// would have the server convert what once sends, and a slot "café" recorded as other bytes is
+	// another slot (run again by a host whose DSN has the default).
+	if v, ok := q["charset"]; ok && v != "utf8mb4" {
+		return nil, fmt.Errorf("%w: mysql parameter \"charset\" is %q: once's tables are utf8mb4; remove it (or give utf8mb4)", store.ErrBadDSN, v)
+	}
+	if v, ok := q["collation"]; ok && !strings.HasPrefix(v, "utf8mb4_") {
+		return nil, fmt.Errorf("%w: mysql parameter \"collation\" is %q: once's tables are utf8mb4; remove it (or give a utf8mb4_ collation)", store.ErrBadDSN, v)
+	}
 	host, port := u.Hostname(), u.Port()
 	if port == "" {
 		port = "3306"

@@ -351,6 +351,7 @@ var unavailableNumbers = map[uint16]string{
 	1040: "",
 	1044: "check the database name and the user's grants (docs/stores/mysql.md)",
 	1045: "check the user and password in the DSN",
+	1698: "check the user and password in the DSN (the account may authenticate by unix socket only)",
 	1049: "check the database name in the DSN",
 	1053: "",
 	1142: "grant the privileges in docs/stores/mysql.md",

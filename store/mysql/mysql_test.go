@@ -133,7 +133,10 @@ func TestParseDSNStrict(t *testing.T) {
 		sqltest.Refusal{Tail: "?readTimeout=zz", Want: "readTimeout"},
 		sqltest.Refusal{Tail: "?timeout=0s", Want: `"timeout" is "0s"`},
 		sqltest.Refusal{Tail: "?timeout=-1s", Want: `"timeout"`},
-		sqltest.Refusal{Tail: "?timeout=2h", Want: `"timeout"`})
+		sqltest.Refusal{Tail: "?timeout=2h", Want: `"timeout"`},
+		sqltest.Refusal{Tail: "?charset=latin1", Want: `"charset"`}, // "café" was stored as "cafÃ©": run again
+		sqltest.Refusal{Tail: "?charset=utf8", Want: `"charset"`},
+		sqltest.Refusal{Tail: "?collation=latin1_swedish_ci", Want: `"collation"`})
 	for _, tail := range []string{
 		"?tls=false&timeout=2s&readTimeout=5s&charset=utf8mb4",
 		"?prefix=team_b&idle_transaction_timeout=30",

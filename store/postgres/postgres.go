@@ -137,6 +137,12 @@ func ParseDSN(dsn string) (*Config, error) {
 	if cfg.Database == "" {
 		return nil, fmt.Errorf("%w: %s names no database: add /DBNAME to the URL", store.ErrBadDSN, store.Redact(dsn))
 	}
+	// Settings once's sessions need, whatever options=-c … says: the startup packet's parameters
+	// are applied after the options' -c settings, so these win. client_encoding other than UTF8
+	// would store a slot or holder as other bytes (a second row for the slot "café", run again);
+	// a DateStyle other than ISO makes pgx unable to read a timestamp (every run exits 70).
+	cfg.RuntimeParams["client_encoding"] = "UTF8"
+	cfg.RuntimeParams["datestyle"] = "ISO, MDY"
 	// A holder that vanishes inside a ledger transaction without its FIN reaching the server (a
 	// partition, a frozen VM) would keep the task's lease row locked until TCP keepalive gives up
 	// (two hours by default), and every next holder would wait on it. once's transactions take

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/once-run/once/internal/sqlstore"
@@ -126,6 +128,34 @@ func TestParseDSNStrict(t *testing.T) {
 		if cfg.Conn.Password != "pw" || cfg.Prefix == "" {
 			t.Errorf("ParseDSN(%q) = %+v", dsn, cfg)
 		}
+	}
+}
+
+// TestSessionSettingsWin: options=-c cannot change the settings once's sessions need; the startup
+// packet's parameters override the options' (checked on the server by the run below).
+func TestSessionSettingsWin(t *testing.T) {
+	cfg, err := ParseDSN("postgres://u:pw@h:5432/db?options=-c%20client_encoding%3DLATIN1%20-c%20datestyle%3DGerman")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Conn.RuntimeParams["client_encoding"] != "UTF8" || cfg.Conn.RuntimeParams["datestyle"] != "ISO, MDY" {
+		t.Fatalf("runtime params %v", cfg.Conn.RuntimeParams)
+	}
+	dsn := os.Getenv("ONCE_TEST_POSTGRES")
+	if dsn == "" {
+		t.Skip("ONCE_TEST_POSTGRES not set")
+	}
+	cfg, err = ParseDSN(withPrefix(t, dsn) + "&options=-c%20client_encoding%3DLATIN1%20-c%20datestyle%3DGerman")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(context.Background(), cfg.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if enc, ds := conn.PgConn().ParameterStatus("client_encoding"), conn.PgConn().ParameterStatus("DateStyle"); enc != "UTF8" || !strings.HasPrefix(ds, "ISO") {
+		t.Fatalf("session has client_encoding %q, DateStyle %q", enc, ds)
 	}
 }
 

@@ -50,6 +50,9 @@ var Params = []string{
 	"skip_verify",
 }
 
+// MaxConns bounds pool_size, min_idle_conns, max_idle_conns and max_active_conns.
+const MaxConns = 1000
+
 // SentinelParams: the master's name, and the sentinels' own credentials when they have any.
 var SentinelParams = []string{"master", "sentinel_user", "sentinel_password"}
 
@@ -224,6 +227,15 @@ func parseSingle(dsn string) (Config, error) {
 		}
 		if err := store.CheckConnectTimeout("redis", "dial_timeout", v, d, ""); err != nil {
 			return Config{}, err
+		}
+	}
+	// Connection counts: go-redis panics in NewClient on a negative pool_size or any count past an
+	// int32, and a huge min_idle_conns would open that many connections to the server.
+	for _, k := range []string{"pool_size", "min_idle_conns", "max_idle_conns", "max_active_conns"} {
+		if v, ok := q[k]; ok {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 || n > MaxConns {
+				return Config{}, fmt.Errorf("%w: redis parameter %q is %q: give a number of connections from 0 to %d", store.ErrBadDSN, k, v, MaxConns)
+			}
 		}
 	}
 	u.RawQuery = q.Encode()

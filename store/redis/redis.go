@@ -104,7 +104,12 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err := s.init(cctx); err != nil {
 		_ = s.c.Close()
 		if cctx.Err() != nil && ctx.Err() == nil {
-			return nil, store.Unreached("redis at "+s.addr, bound)
+			err := store.Unreached("redis at "+s.addr, bound)
+			if cfg.Opts.TLSConfig != nil {
+				// A plain server waits for the end of a line that the TLS ClientHello never sends.
+				err = fmt.Errorf("%w, and that it serves TLS (else use redis://)", err)
+			}
+			return nil, err
 		}
 		if cfg.Mode == ModeSentinel && errors.Is(err, store.ErrUnavailable) {
 			if why := sentinelRefused(cctx, cfg); why != "" {

@@ -73,13 +73,11 @@ func ParseDSN(dsn string) (Config, error) {
 		}
 	}
 	for _, h := range strings.Split(hosts, ",") {
-		if h == "" || strings.ContainsAny(h, " \t\n%") {
-			return bad("endpoint %q", h)
+		hp, err := store.HostPort(h, "2181")
+		if err != nil {
+			return bad("endpoint %q: %v", h, err)
 		}
-		if !strings.Contains(h, ":") {
-			h += ":2181"
-		}
-		cfg.Servers = append(cfg.Servers, h)
+		cfg.Servers = append(cfg.Servers, hp)
 	}
 	if v, ok := q["prefix"]; ok {
 		cfg.Prefix = v
