@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -137,6 +138,21 @@ func TestDebInstall(t *testing.T) {
 	}
 	newcomerRuns(t, "nobody", home, []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"})
 	verifyInstalledUnit(t)
+	// An admin's systemctl enable goes with the purge: no link left to a unit that is gone.
+	if sc, err := exec.LookPath("systemctl"); err == nil {
+		mustRun(t, exec.Command(sc, "enable", "once-daemon.service"))
+		gone = append(gone, "/etc/systemd/system/multi-user.target.wants/once-daemon.service")
+	}
+
+	// An upgrade keeps the state directory's owner: systemd's StateDirectory= gives it to the
+	// daemon's User=, and a running daemon must not be locked out of its ledger by the postinst.
+	if err := os.Chown("/var/lib/once", 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, exec.Command(dpkg, "-i", deb))
+	if fi, err := os.Stat("/var/lib/once"); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 65534 || fi.Mode().Perm() != 0o700 {
+		t.Errorf("/var/lib/once after an upgrade: %v, %v; want it still 65534's, mode 0700", fi, err)
+	}
 
 	mustRun(t, exec.Command(dpkg, "--purge", "once"))
 	purged = true

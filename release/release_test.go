@@ -199,3 +199,44 @@ func FuzzDebVersion(f *testing.F) {
 		}
 	})
 }
+
+// A commit after a release tag gets the pseudo-version Go gives it, which sorts after the release:
+// its package upgrades the release's instead of being older than it.
+func TestPseudoVersionAfterTag(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	g := func(args ...string) {
+		t.Helper()
+		c := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	g("init", "-q")
+	g("commit", "-q", "--allow-empty", "-m", "a")
+	s := stamp{Commit: "1000cf5abcde1000cf5abcde1000cf5abcde1000", Date: time.Unix(1764745200, 0).UTC()}
+	for _, c := range []struct{ tag, want string }{
+		{"", "v0.0.0-20251203070000-1000cf5abcde"},
+		{"v1.2.3", "v1.2.4-0.20251203070000-1000cf5abcde"},
+		{"v1.3.0-rc.1", "v1.3.0-rc.1.0.20251203070000-1000cf5abcde"},
+	} {
+		if c.tag != "" {
+			g("tag", c.tag)
+		}
+		g("commit", "-q", "--allow-empty", "-m", "after "+c.tag)
+		v, err := gitVersion(dir, s)
+		if err != nil || v != c.want {
+			t.Errorf("after tag %q: %q, %v; want %q", c.tag, v, err, c.want)
+		}
+		if c.tag != "" {
+			if p, err := exec.LookPath("dpkg"); err == nil {
+				rel, dev := (stamp{Version: c.tag}).debVersion(), (stamp{Version: v}).debVersion()
+				if exec.Command(p, "--compare-versions", dev, "gt", rel).Run() != nil {
+					t.Errorf("package %s does not sort after the release's %s", dev, rel)
+				}
+			}
+		}
+	}
+}

@@ -53,12 +53,27 @@ func readStamp(root string) (stamp, error) {
 
 var versionRE = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$`)
 
-// gitVersion is the tag v* at HEAD, else the pseudo-version go install would give the commit
-// (v0.0.0-20261203061335-1000cf5abcde), with +dirty when tracked files differ from it.
+// releaseRE is a tag a pseudo-version can follow: vMAJOR.MINOR.PATCH with an optional pre-release.
+var releaseRE = regexp.MustCompile(`^v([0-9]+)\.([0-9]+)\.([0-9]+)(-[0-9A-Za-z.-]+)?$`)
+
+// gitVersion is the tag v* at HEAD, else the pseudo-version go install would give the commit, with
+// +dirty when tracked files differ from it: v0.0.0-20261203061335-1000cf5abcde with no tag before
+// it, v1.2.4-0.20261203061335-1000cf5abcde after v1.2.3, v1.3.0-rc.1.0.20261203061335-1000cf5abcde
+// after v1.3.0-rc.1 (go.dev/ref/mod#pseudo-versions), so that it sorts after the release it follows
+// (and its package is an upgrade of that release's, not a downgrade).
 func gitVersion(root string, s stamp) (string, error) {
 	v, err := git(root, "describe", "--tags", "--exact-match", "--match", "v[0-9]*", "HEAD")
 	if err != nil { // no such tag at HEAD
-		v = "v0.0.0-" + s.Date.Format("20060102150405") + "-" + s.Commit[:12]
+		suffix := s.Date.Format("20060102150405") + "-" + s.Commit[:12]
+		v = "v0.0.0-" + suffix
+		if base, err := git(root, "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", "HEAD"); err == nil {
+			if m := releaseRE.FindStringSubmatch(base); m != nil && m[4] == "" {
+				patch, _ := strconv.Atoi(m[3])
+				v = fmt.Sprintf("v%s.%s.%d-0.%s", m[1], m[2], patch+1, suffix)
+			} else if m != nil {
+				v = base + ".0." + suffix
+			}
+		}
 	}
 	dirty, err := git(root, "status", "--porcelain", "--untracked-files=no")
 	if err != nil {

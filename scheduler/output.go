@@ -33,6 +33,7 @@ type output struct {
 	mu   sync.Mutex
 	file *os.File // the job's log file, nil when none
 	size int64
+	fail bool   // the last write to file failed (and was logged): the next failure is not logged again
 	tail []byte // ring: the last TailSize bytes of the attempt
 	full bool
 	pos  int
@@ -189,8 +190,14 @@ func (o *output) writeFile(p []byte) {
 			return
 		}
 	}
-	n, _ := o.file.Write(p)
+	n, err := o.file.Write(p)
 	o.size += int64(n)
+	if err != nil && !o.fail {
+		// A full file system (ENOSPC), a quota: the output is lost from the file until writes
+		// succeed again, and the file does not grow to its rotation. Say so once, not per write.
+		o.s.log.Warn("cannot write the job's log file; its output is kept only as the tail in the store until it can", "task", o.name, "file", o.file.Name(), "err", err)
+	}
+	o.fail = err != nil
 }
 
 // rotate renames NAME.log to NAME.log.1 (and .1 to .2 …, keeping keptLogs) and opens a new one.
