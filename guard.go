@@ -343,6 +343,10 @@ func (g *guard) holdOnStop(ctx context.Context, ls *lease.Lease, firstStart time
 		return
 	}
 	info := ls.Info()
+	if sl, ok := g.o.Store.(store.SessionLeases); ok && sl.LeasesEndWithSession() {
+		g.log.Warn("stopped during --min-hold: this store's lease ends with once's session (ZooKeeper's ephemeral node), so another run may start before the hold ends", "token", info.Token, "left", left.Round(time.Millisecond).String())
+		return
+	}
 	ls.Released()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

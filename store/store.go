@@ -122,6 +122,13 @@ type Leaser interface {
 	Leases(ctx context.Context) ([]Lease, error)
 }
 
+// SessionLeases is implemented by stores whose grants end with the client's session (ZooKeeper's
+// ephemeral nodes): a grant outlives its holder only while the connection lives. The guard cannot
+// leave such a grant to expire after the process ends (a stop during --min-hold); it says so.
+type SessionLeases interface {
+	LeasesEndWithSession() bool
+}
+
 // LossNotifier is implemented by stores whose server tells the client when a lease is gone (an etcd
 // lease's keep-alive channel closing, a ZooKeeper session expiring). The returned channel is closed
 // when the grant is lost for good. Stores without it are watched through Renew alone.
@@ -280,8 +287,9 @@ type Entry struct {
 //     seat of the task not cleared since — see Leaser), and with ErrConflict when the slot
 //     already has an attempt numbered a.Number or a running attempt: two writers racing on one slot
 //     never both record a running attempt. ErrConflict too when the slot's last attempt was resolved
-//     as succeeded (a person marked the slot done after the run read it): a Begin and a Resolve
-//     racing on one slot never both go through. The store sets StartedAt by its clock and returns
+//     as succeeded (a person marked the slot done after the run read it), but in the slot "" (a
+//     task without slots: no memory, every run runs): a Begin and a Resolve racing on one slot
+//     never both go through. The store sets StartedAt by its clock and returns
 //     the attempt as stored.
 //   - Finish moves the running attempt runID to o.State (succeeded, failed, or unknown: a run that
 //     stopped its work because it lost the lease cannot say whether the work happened; ErrConflict

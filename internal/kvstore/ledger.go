@@ -105,7 +105,7 @@ func (l Ledger) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 			if p.State == store.Running {
 				return false, fmt.Errorf("%w: task %q slot %q already has a running attempt (run %s)", store.ErrConflict, a.Task, a.Slot, p.RunID)
 			}
-			if p.Resolution != nil && p.Resolution.As == store.Succeeded {
+			if p.Resolution != nil && p.Resolution.As == store.Succeeded && a.Slot != "" { // slot "": no memory, every run runs
 				return false, resolvedDone(a.Task, a.Slot, p.Number)
 			}
 		}

@@ -135,7 +135,7 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 			if lerr != nil && !errors.Is(lerr, sql.ErrNoRows) {
 				return lerr
 			}
-			if resolved.String == string(store.Succeeded) {
+			if resolved.String == string(store.Succeeded) && a.Slot != "" { // slot "": no memory, every run runs
 				return resolvedDone(a.Task, a.Slot, int(last.Int64))
 			}
 			if a.Number == 0 {
@@ -169,11 +169,12 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 
 // BeginPostgres is Begin's one statement on PostgreSQL for the exclusive lease: the lease row
 // locked when the token is still the task's (l), the slot's last attempt locked (r: a resolve
-// locks it too) and the attempt refused when a person resolved it as succeeded (ok), the wait
+// locks it too; not the slot "", which has no memory) and the attempt refused when a person
+// resolved it as succeeded (ok), the wait
 // deleted (w) and the attempt inserted only then. Nothing done (no row) goes Begin's long way,
 // which says why. Arguments: task, token; task, slot; task, slot; the attempt's eleven values.
 const BeginPostgres = `WITH l AS (SELECT token FROM {p}leases WHERE task = ? AND token = ? FOR UPDATE),
-	r AS (SELECT res_as FROM {p}attempts WHERE task = ? AND slot = ? ORDER BY attempt DESC LIMIT 1 FOR UPDATE),
+	r AS (SELECT res_as FROM {p}attempts WHERE task = ? AND slot = ? AND slot <> '' ORDER BY attempt DESC LIMIT 1 FOR UPDATE),
 	ok AS (SELECT token FROM l WHERE NOT EXISTS (SELECT 1 FROM r WHERE res_as = 'succeeded')),
 	w AS (` + deleteWait + ` AND EXISTS (SELECT 1 FROM ok))
 	` + attemptInsert + `SELECT ` + attemptValues + ` FROM ok

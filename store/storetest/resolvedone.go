@@ -13,7 +13,8 @@ import (
 // testBeginAfterResolvedDone: a slot whose last attempt a person resolved as succeeded is done,
 // and Begin refuses a new attempt there (ErrConflict) even under the task's current token: the
 // resolve lands between a run's read of the slot and its Begin (the command's preparation), and
-// the run must not run a slot just marked done. A resolve as failed leaves the slot open.
+// the run must not run a slot just marked done. A resolve as failed leaves the slot open, and the
+// slot "" of a task without slots is run by every run whatever was decided.
 func testBeginAfterResolvedDone(t *testing.T, h Harness) {
 	dsn := h.DSN(t)
 	s := client(t, dsn)
@@ -37,6 +38,13 @@ func testBeginAfterResolvedDone(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	begin(t, s, l, "open", "o2", 2)
+	// The slot "" (a task without slots) has no memory: every run runs, after any decision too.
+	begin(t, s, l, "", "e1", 1)
+	finish(t, s, "e1", l.Token, store.Failed, 1)
+	if _, err := s.Resolve(ctx, store.ResolveRequest{Task: "job", Slot: "", As: store.Succeeded, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	begin(t, s, l, "", "e2", 2)
 }
 
 // testBeginResolveRace: a run's Begin and a person's resolve as succeeded race on a slot whose last

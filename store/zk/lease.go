@@ -481,6 +481,12 @@ func (s *Store) Tasks(ctx context.Context, after string, limit int) ([]string, e
 	return store.TasksPage(kids, after, limit), nil
 }
 
+var _ store.SessionLeases = (*Store)(nil)
+
+// LeasesEndWithSession is true: a grant is an ephemeral node, deleted when the session ends
+// (store.SessionLeases).
+func (s *Store) LeasesEndWithSession() bool { return true }
+
 // Lost returns a channel closed when l's lock node is deleted or the session disconnects.
 func (s *Store) Lost(l store.Lease) <-chan struct{} {
 	ch := make(chan struct{})
