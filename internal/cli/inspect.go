@@ -99,7 +99,8 @@ func (a *app) status(ctx context.Context, asJSON bool) error {
 		if unlisted == nil {
 			unlisted = []string{}
 		}
-		return writeJSON(a.stdout, map[string]any{"leases": leases, "review": reviews, "missed": missed, "running": run.list,
+		// missed_run_since: by missed event, the slot's last attempt now (null: not run since).
+		return writeJSON(a.stdout, map[string]any{"leases": leases, "review": reviews, "missed": missed, "missed_run_since": ranSince(ctx, s, missed), "running": run.list,
 			"running_more": run.more, "running_unlisted": unlisted, "running_listed": run.listed})
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -139,7 +140,7 @@ func (a *app) status(ctx context.Context, asJSON bool) error {
 	if note := a.hiddenPassword(dsn); note != "" && len(reviews) > 0 {
 		fmt.Fprintf(a.stdout, "%s\n", note)
 	}
-	return a.printMissed(missed, more)
+	return a.printMissed(missed, ranSince(ctx, s, missed), more)
 }
 
 func (a *app) resolveCmd() *cobra.Command {

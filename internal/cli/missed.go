@@ -49,8 +49,22 @@ func recentMissed(ctx context.Context, s store.Store, now time.Time) ([]store.En
 	return es, more, err
 }
 
-// printMissed writes status's MISSED section, when there is a missed slot to show.
-func (a *app) printMissed(missed []store.Entry, more bool) error {
+// ranSince reads, for each missed event (at most statusMissed), the slot's last attempt: a slot
+// missed and then run (a backfill, a late run) is not one "nothing ran" (doctor reads the same).
+// A slot that cannot be read is nil, shown as not run.
+func ranSince(ctx context.Context, s store.Store, missed []store.Entry) []*store.Attempt {
+	out := make([]*store.Attempt, len(missed))
+	for i, e := range missed {
+		if st, err := s.Slot(ctx, e.Task, e.Slot); err == nil {
+			out[i] = st.Last
+		}
+	}
+	return out
+}
+
+// printMissed writes status's MISSED section, when there is a missed slot to show; ran is
+// ranSince's, by event.
+func (a *app) printMissed(missed []store.Entry, ran []*store.Attempt, more bool) error {
 	if len(missed) == 0 {
 		return nil
 	}
@@ -60,14 +74,23 @@ func (a *app) printMissed(missed []store.Entry, more bool) error {
 	}
 	fmt.Fprintf(a.stdout, "\nMISSED IN THE LAST 7 DAYS (%s)\n", count)
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tSLOT\tMISSED AT\tHOLDER\tNOTE")
-	for _, e := range missed {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(e.Task), cell(dash(e.Slot)), fmtTime(e.StartedAt), cell(dash(e.Holder)), oneLineText(e.Note))
+	fmt.Fprintln(tw, "TASK\tSLOT\tMISSED AT\tHOLDER\tRUN SINCE\tNOTE")
+	unrun := 0
+	for i, e := range missed {
+		since := "no"
+		if i < len(ran) && ran[i] != nil {
+			since = fmt.Sprintf("attempt %d, %s", ran[i].Number, ran[i].State)
+		} else {
+			unrun++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Task), cell(dash(e.Slot)), fmtTime(e.StartedAt), cell(dash(e.Holder)), since, oneLineText(e.Note))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stdout, "nothing ran these slots; to run them: once backfill --task TASK --from SLOT --to SLOT, with the job's --per or --schedule and -- COMMAND (once doctor prints the line per task)")
+	if unrun > 0 {
+		fmt.Fprintln(a.stdout, "the slots not run since (RUN SINCE no): to run them: once backfill --task TASK --from SLOT --to SLOT, with the job's --per or --schedule and -- COMMAND (once doctor prints the line per task)")
+	}
 	return nil
 }
 

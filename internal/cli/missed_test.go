@@ -76,8 +76,28 @@ func TestStatusMissed(t *testing.T) {
 	}
 	var out bytes.Buffer
 	a := &app{stdout: &out}
-	if err := a.printMissed(missedEvents("t", 20, now), true); err != nil || !strings.Contains(out.String(), "MISSED IN THE LAST 7 DAYS (the newest 20; all: once history --kind missed)") {
+	if err := a.printMissed(missedEvents("t", 20, now), nil, true); err != nil || !strings.Contains(out.String(), "MISSED IN THE LAST 7 DAYS (the newest 20; all: once history --kind missed)") {
 		t.Errorf("status with more missed events than it shows: %v\n%s", err, out.String())
+	}
+}
+
+// TestStatusMissedRunSince: a slot missed and then run (a backfill) shows its attempt under RUN
+// SINCE, and the backfill advice is printed only while a slot shown was not run since.
+func TestStatusMissedRunSince(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	es := missedEvents("t", 2, now)
+	l := &missedLedger{hist: es, ran: map[string]bool{"t/" + slotAt(now, 0): true}}
+	ran := ranSince(context.Background(), l, es)
+	var out bytes.Buffer
+	a := &app{stdout: &out}
+	if err := a.printMissed(es, ran, false); err != nil || !strings.Contains(out.String(), "attempt 1, succeeded") ||
+		!strings.Contains(out.String(), "RUN SINCE") || !strings.Contains(out.String(), "the slots not run since") {
+		t.Errorf("one of two missed slots run since: %v\n%s", err, out.String())
+	}
+	l.ran["t/"+slotAt(now, 1)] = true
+	out.Reset()
+	if err := a.printMissed(es, ranSince(context.Background(), l, es), false); err != nil || strings.Contains(out.String(), "backfill") {
+		t.Errorf("both run since: %v, still advises a backfill:\n%s", err, out.String())
 	}
 }
 
