@@ -47,29 +47,8 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 	}
 	att, err := g.o.Store.Begin(ctx, store.Attempt{Task: g.o.Task, Slot: g.slot, RunID: g.runID, Number: run.Attempt,
 		Holder: g.o.Holder, Token: run.Token, State: store.Running, Limit: g.seats()})
-	// Busy, not an error: the lease was lost first, or, holding a seat, another seat began this
-	// slot between our read of it and our Begin (the ledger admits one running attempt per slot).
-	if busy := errors.Is(err, store.ErrNotHeld) || errors.Is(err, store.ErrConflict) && g.o.Limit >= 2; busy {
-		reason := "lost the lease before starting"
-		lvl := slog.LevelWarn // a waiter that got the lease and exits busy says why
-		if !errors.Is(err, store.ErrNotHeld) {
-			reason = fmt.Sprintf("slot %s began under another seat at the same moment", g.slot)
-			lvl = slog.LevelInfo
-		}
-		g.log.Log(ctx, lvl, "busy", "reason", reason, "err", err)
-		sp.SetAttributes(AttrDecision.String(string(Busy)), AttrReason.String(reason))
-		sp.End()
-		return Result{Decision: Busy, Reason: reason}, time.Time{}, nil
-	}
-	if errors.Is(err, store.ErrConflict) {
-		// The slot changed since it was read (a person resolved it as done meanwhile): decided
-		// again, it is not run.
-		if st, d, reason, rerr := g.decideRead(ctx, nil); rerr == nil && d != Ran {
-			g.logDecision(ctx, d, reason, st.Last, ls.Token(), quiet)
-			sp.SetAttributes(AttrDecision.String(string(d)), AttrReason.String(reason))
-			sp.End()
-			return Result{Decision: d, Attempt: st.Last, Reason: reason}, time.Time{}, nil
-		}
+	if r, ok := g.beginRefused(ctx, err, ls, sp, quiet); ok {
+		return r, time.Time{}, nil
 	}
 	if err != nil {
 		err = fmt.Errorf("ledger: begin attempt: %w", err)
@@ -104,6 +83,35 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 	}
 	log.Log(ctx, lvl, "end", "state", string(fin.State), "exit_code", *out.ExitCode, "duration", took, "records", fin.Records)
 	return res, started, nil
+}
+
+// beginRefused is the result of a Begin the store refused for a reason that is a decision, not an
+// error (ok true; the span ended): the lease was lost first (Busy); the slot changed since it was
+// read, a person resolved it as done meanwhile (decided again: Skipped); or, holding a seat,
+// another seat began this slot between our read of it and our Begin (Busy: the ledger admits one
+// running attempt per slot).
+func (g *guard) beginRefused(ctx context.Context, err error, ls *lease.Lease, sp trace.Span, quiet bool) (Result, bool) {
+	if errors.Is(err, store.ErrConflict) {
+		if st, d, reason, rerr := g.decideRead(ctx, nil); rerr == nil && d != Ran && d != Busy {
+			g.logDecision(ctx, d, reason, st.Last, ls.Token(), quiet)
+			sp.SetAttributes(AttrDecision.String(string(d)), AttrReason.String(reason))
+			sp.End()
+			return Result{Decision: d, Attempt: st.Last, Reason: reason}, true
+		}
+	}
+	if !errors.Is(err, store.ErrNotHeld) && !(errors.Is(err, store.ErrConflict) && g.o.Limit >= 2) {
+		return Result{}, false
+	}
+	reason := "lost the lease before starting"
+	lvl := slog.LevelWarn // a waiter that got the lease and exits busy says why
+	if !errors.Is(err, store.ErrNotHeld) {
+		reason = fmt.Sprintf("slot %s began under another seat at the same moment", g.slot)
+		lvl = slog.LevelInfo
+	}
+	g.log.Log(ctx, lvl, "busy", "reason", reason, "err", err)
+	sp.SetAttributes(AttrDecision.String(string(Busy)), AttrReason.String(reason))
+	sp.End()
+	return Result{Decision: Busy, Reason: reason}, true
 }
 
 // slotState is the slot's ledger state: read, when the lease was taken with it, else read now.

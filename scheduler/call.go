@@ -150,27 +150,33 @@ func (js *jobState) call(ctx context.Context, a *active) {
 	case errors.Is(err, errStopped):
 		s.log.Info("stopped between two slots of its sequence", "task", jb.Name, "why", a.l.why, "err", err)
 	case err != nil && ctx.Err() == nil:
-		// The launch's slots have no record (the store is down, most often): the job is accounted
-		// before its next fire, which catches them up or records them missed. Without it the next
-		// slot to run became the job's newest and nothing looked behind it.
-		js.mu.Lock()
-		retryIn := js.accountLaterLocked(s.clock.now())
-		if t, perr := js.spec.Parse(a.l.slots[0]); perr == nil && js.gen == gen && (js.failedFrom.IsZero() || t.Before(js.failedFrom)) {
-			js.failedFrom = t // a job with no history yet is accounted from here
-		}
-		if errors.Is(err, errCannotStart) {
-			js.cannotStart = strings.TrimPrefix(err.Error(), errCannotStart.Error()+": ")
-		}
-		js.mu.Unlock()
-		if errors.Is(err, errCannotStart) {
-			s.log.Error("the job's command cannot start on this node (not the store): fix the job (once daemon --check names what it can); its slots are run by another node or recorded missed, saying why, by an account before the next fire",
-				"task", jb.Name, "slots", a.l.slots, "why", a.l.why, "retry_in", retryIn, "err", err)
-			return
-		}
-		s.log.Error("could not run the job; its slots are caught up or recorded as missed once the store answers (an account tried at a poll after retry_in, and before the next fire)", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "retry_in", retryIn, "err", err)
+		js.failedLaunch(jb, a, gen, err)
 		return // not followed up too: its follow-ups, failing in the outage, left the account short (TestOutageSlotsAreAccounted)
 	}
 	js.followRest(ctx, jb, a)
+}
+
+// failedLaunch handles a launch that failed without a record of its slots (the store is down,
+// most often; or its command cannot start here, errCannotStart): the job is accounted before its
+// next fire (of generation gen), which catches them up or records them missed. Without it the
+// next slot to run became the job's newest and nothing looked behind it.
+func (js *jobState) failedLaunch(jb Job, a *active, gen int, err error) {
+	s := js.s
+	js.mu.Lock()
+	retryIn := js.accountLaterLocked(s.clock.now())
+	if t, perr := js.spec.Parse(a.l.slots[0]); perr == nil && js.gen == gen && (js.failedFrom.IsZero() || t.Before(js.failedFrom)) {
+		js.failedFrom = t // a job with no history yet is accounted from here
+	}
+	if errors.Is(err, errCannotStart) {
+		js.cannotStart = strings.TrimPrefix(err.Error(), errCannotStart.Error()+": ")
+	}
+	js.mu.Unlock()
+	if errors.Is(err, errCannotStart) {
+		s.log.Error("the job's command cannot start on this node (not the store): fix the job (once daemon --check names what it can); its slots are run by another node or recorded missed, saying why, by an account before the next fire",
+			"task", jb.Name, "slots", a.l.slots, "why", a.l.why, "retry_in", retryIn, "err", err)
+		return
+	}
+	s.log.Error("could not run the job; its slots are caught up or recorded as missed once the store answers (an account tried at a poll after retry_in, and before the next fire)", "task", jb.Name, "slots", a.l.slots, "why", a.l.why, "retry_in", retryIn, "err", err)
 }
 
 // followRest follows up the slots a sequence (a catch-up) did not reach: it ended early on a slot
