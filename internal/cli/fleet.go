@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/internal/shell"
 	"github.com/once-run/once/scheduler"
 	"github.com/once-run/once/store"
 )
@@ -243,9 +244,9 @@ func findAttempt(ctx context.Context, s store.Store, task, sl string, n int) (*s
 		}
 	}
 	if n == 0 {
-		return nil, usage("task %s slot %s has no attempt (see once history --task %s --slot %s)", task, sl, task, sl)
+		return nil, usage("task %s slot %s has no attempt (see once history %s %s)", task, sl, shell.Flag("task", task), shell.Flag("slot", sl))
 	}
-	return nil, usage("task %s slot %s has no attempt %d (see once history --task %s --slot %s)", task, sl, n, task, sl)
+	return nil, usage("task %s slot %s has no attempt %d (see once history %s %s)", task, sl, n, shell.Flag("task", task), shell.Flag("slot", sl))
 }
 
 // withJobStore validates a job name and runs fn with the store.

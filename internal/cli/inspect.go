@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/once-run/once/internal/shell"
 	"github.com/once-run/once/internal/who"
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/slot"
@@ -195,7 +196,7 @@ grant of the task is live.`,
 			att, err := s.Resolve(c.Context(), r)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
-				return usage("task %s has no attempt in slot %q: nothing to resolve (see once history --task %s)", r.Task, r.Slot, r.Task)
+				return usage("task %s has no attempt in slot %q: nothing to resolve (see once history %s)", r.Task, r.Slot, shell.Flag("task", r.Task))
 			case errors.Is(err, store.ErrConflict):
 				att, err = a.resolveConflict(c.Context(), s, r)
 			}
@@ -223,7 +224,7 @@ grant of the task is live.`,
 func (a *app) resolveConflict(ctx context.Context, s store.Store, r store.ResolveRequest) (store.Attempt, error) {
 	st, err := s.Slot(ctx, r.Task, r.Slot)
 	if err != nil || st.Last == nil {
-		return store.Attempt{}, usage("task %s slot %q is not waiting for review: nothing was recorded (see once history --task %s)", r.Task, r.Slot, r.Task)
+		return store.Attempt{}, usage("task %s slot %q is not waiting for review: nothing was recorded (see once history %s)", r.Task, r.Slot, shell.Flag("task", r.Task))
 	}
 	l := st.Last
 	switch {
