@@ -229,6 +229,10 @@ func parseSingle(dsn string) (Config, error) {
 			return Config{}, err
 		}
 	}
+	// RESP 2 or 3: go-redis takes any number and speaks 3 for what it does not know.
+	if v, ok := q["protocol"]; ok && v != "2" && v != "3" {
+		return Config{}, fmt.Errorf("%w: redis parameter \"protocol\" is %q: give 2 or 3 (RESP2, RESP3)", store.ErrBadDSN, v)
+	}
 	// Connection counts: go-redis panics in NewClient on a negative pool_size or any count past an
 	// int32, and a huge min_idle_conns would open that many connections to the server.
 	for _, k := range []string{"pool_size", "min_idle_conns", "max_idle_conns", "max_active_conns"} {

@@ -210,7 +210,8 @@ func TestBadDSN(t *testing.T) {
 		{"redis://h:1/13?dial_timeout=soon", "dial_timeout"},
 		{"redis://h:1/-5?prefix=a", `invalid database number "-5"`}, // go-redis selected none: database 0
 		{"redis://h:1/-0", `"-0"`},
-		{"redis://h:1/0?pool_size=-1", `"pool_size"`}, // go-redis panicked in NewClient
+		{"redis://h:1/0?pool_size=-1", `"pool_size"`},                                           // go-redis panicked in NewClient
+		{"redis://h:1/0?protocol=4", `"protocol"`}, {"redis://h:1/0?protocol=0", `give 2 or 3`}, // go-redis took any number
 		{"redis://h:1/0?pool_size=99999999999999", `"pool_size"`},
 		{"redis://h:1/0?min_idle_conns=2147483648", `"min_idle_conns"`},
 		{"redis://h:1/0?max_idle_conns=-1", `"max_idle_conns"`},
