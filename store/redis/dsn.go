@@ -3,7 +3,6 @@ package redis
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -123,7 +122,7 @@ func ParseDSN(dsn string) (Config, error) {
 	hosts, path, _ := strings.Cut(rest, "/")
 	cfg := Config{Mode: m.mode}
 	for _, h := range strings.Split(hosts, ",") {
-		addr, err := hostPort(h, m.port)
+		addr, err := store.HostPort(h, m.port)
 		if err != nil {
 			return bad("host %q: %v", h, err)
 		}
@@ -157,30 +156,6 @@ func ParseDSN(dsn string) (Config, error) {
 		cfg.Opts.TLSConfig.ServerName = "" // each node's certificate is checked against its own host
 	}
 	return cfg, nil
-}
-
-// hostPort checks one host[:port] of a multi-host DSN and gives it the default port.
-func hostPort(h, port string) (string, error) {
-	if h == "" {
-		return "", errors.New("empty host (a stray ',')")
-	}
-	if strings.ContainsAny(h, " %?#@/\\") {
-		return "", errors.New("not a host name or address")
-	}
-	host, p, err := net.SplitHostPort(h)
-	if err != nil {
-		if strings.Count(h, ":") > 1 && !strings.HasPrefix(h, "[") {
-			return "", errors.New("write an IPv6 address in brackets: [::1]:6379")
-		}
-		host, p = strings.Trim(h, "[]"), port
-	}
-	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-		return "", errors.New("bad port")
-	}
-	if host == "" {
-		return "", errors.New("empty host name")
-	}
-	return net.JoinHostPort(host, p), nil
 }
 
 // parseSingle parses a redis:// or rediss:// DSN.

@@ -234,7 +234,7 @@ func TestModesDSN(t *testing.T) {
 	for _, c := range []struct{ dsn, want string }{
 		{"redis+cluster://a:1,,b:2", "stray ','"},
 		{"redis+cluster://a:1/2", "database 0 only"},
-		{"redis+cluster://u:sekrit@a:99999", "bad port"},
+		{"redis+cluster://u:sekrit@a:99999", "is not a port"},
 		{"redis+cluster://::1:5", "brackets"},
 		{"redis+sentinel://a:1/0", "?master=NAME"},
 		{"redis+sentinel://a:1/x?master=m", "database"},
