@@ -180,7 +180,17 @@ func (r *Runner) options(o once.Options) once.Options {
 // Close ends a command prepared for an attempt the guard did not record (the lease was lost
 // first), and waits, at most NotifyTimeout, for notifications still pending.
 func (r *Runner) Close() {
-	r.cancelPending()
+	r.Release()
+	r.WaitNotifications()
+}
+
+// Release is Close without the wait: the notifications still pending go on in the background
+// until WaitNotifications, which a caller that must not be held up by a slow endpoint (the
+// daemon, whose next slot waits for the launch) calls in a goroutine of its own.
+func (r *Runner) Release() { r.cancelPending() }
+
+// WaitNotifications waits, at most NotifyTimeout, for notifications still pending.
+func (r *Runner) WaitNotifications() {
 	if n := r.out.Wait(r.j.NotifyTimeout); n > 0 {
 		r.log.Warn("gave up on notifications still pending", "pending", n, "after", r.j.NotifyTimeout.String())
 	}

@@ -104,7 +104,12 @@ func New(o Options) *Sender {
 			ResponseHeaderTimeout: 3 * time.Second,
 			MaxIdleConns:          4,
 			IdleConnTimeout:       10 * time.Second,
-		}}
+		},
+			// A redirect is not followed: on a 301, 302 or 303 the POST would go on as a GET
+			// without its body (an event lost while the answer says delivered), maybe to another
+			// host or over plain http, with the secret URL as its Referer.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -216,13 +221,27 @@ func RedactURL(rawURL string) string {
 	return out
 }
 
-// CheckURL validates a --notify or --ping URL: absolute http or https.
+// CheckURL validates a --notify or --ping URL: absolute http or https, with a port (when given)
+// that can be dialled.
 func CheckURL(flag, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if !validURL(raw) {
 		return fmt.Errorf("%s %s: give an http or https URL", flag, RedactURL(raw))
 	}
 	return nil
+}
+
+// validURL reports whether raw is an absolute http or https URL whose port, when it has one, is
+// 1–65535 (url.Parse takes :99999, which every delivery then fails to dial).
+func validURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return false
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		return err == nil && n >= 1 && n <= 65535
+	}
+	return true
 }
 
 // goDeliver delivers in the background; when after is given, once it is closed, and when done is
@@ -299,6 +318,8 @@ func (s *Sender) once(ctx context.Context, method, rawURL string, body []byte) e
 	switch {
 	case resp.StatusCode < 300:
 		return nil
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return fmt.Errorf("%w: HTTP %d, a redirect, not followed: give the URL it points to", errPermanent, resp.StatusCode)
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
 		return fmt.Errorf("HTTP %d", resp.StatusCode)
 	}

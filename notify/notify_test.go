@@ -2,6 +2,7 @@ package notify_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -225,4 +226,49 @@ func FuzzPingURL(f *testing.F) {
 			t.Fatalf("PingURL(%q) = %q", base, got)
 		}
 	})
+}
+
+// A redirect is not followed: a 302 would turn the event's POST into a GET without its body, to
+// wherever it points, with the hook's secret URL as the Referer; it is a failed delivery, logged.
+func TestRedirectNotFollowed(t *testing.T) {
+	var other atomic.Int32
+	dst := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { other.Add(1) }))
+	defer dst.Close()
+	for _, code := range []int{301, 302, 303, 307, 308} {
+		src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, dst.URL+"/landing", code)
+		}))
+		var log strings.Builder
+		var mu sync.Mutex
+		s := notify.New(notify.Options{Backoff: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return log.Write(p)
+		}), nil))})
+		s.Event(src.URL+"/T0/SECRET", notify.Event{Event: notify.Failed, Task: "t"})
+		s.Wait(5 * time.Second)
+		src.Close()
+		mu.Lock()
+		if !strings.Contains(log.String(), "redirect") || strings.Contains(log.String(), "SECRET") {
+			t.Errorf("%d: log %q", code, log.String())
+		}
+		mu.Unlock()
+	}
+	if other.Load() != 0 {
+		t.Errorf("the redirect's target got %d requests", other.Load())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A URL whose port cannot be dialled is refused when given, not at every delivery.
+func TestCheckURLPort(t *testing.T) {
+	for raw, ok := range map[string]bool{"https://h/x": true, "https://h:443/x": true, "http://[::1]:8080/": true,
+		"https://h:99999/SECRET": false, "https://h:0/x": false, "https://h:/x": true, "https://:80/x": false} {
+		if err := notify.CheckURL("--notify", raw); (err == nil) != ok || (err != nil && strings.Contains(err.Error(), "SECRET")) {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
 }

@@ -372,7 +372,7 @@ func (js *jobState) callCommand(ctx context.Context, o once.Options, a *active, 
 	s := js.s
 	grace := s.graceOf(jb)
 	r, err := job.New(job.Job{Args: jb.Command, Dir: jb.Dir, Stdout: out, Stderr: out, Shim: s.c.Shim, Grace: grace,
-		Notify: jb.Notify, Ping: jb.Ping, NotifyTimeout: 5 * time.Second, Logger: s.log,
+		Notify: jb.Notify, Ping: jb.Ping, NotifyTimeout: 5 * time.Second, Logger: s.log.With("job", jb.Name), // which job's webhook fails: its URL is shown as its host only
 		Env: func() []string {
 			env := slices.Clone(jb.Env)
 			if s.c.Env != nil {
@@ -386,7 +386,14 @@ func (js *jobState) callCommand(ctx context.Context, o once.Options, a *active, 
 	if err != nil {
 		return fmt.Errorf("%w: %w", errCannotStart, err)
 	}
-	defer r.Close()
+	defer func() {
+		// The notifications go on after the launch: a webhook that hangs must not hold the
+		// job's next slot (it would wait behind this launch, and the queue grow without bound).
+		// The daemon's exit waits for them, each within its NotifyTimeout.
+		r.Release()
+		s.writes.Add(1)
+		go func() { defer s.writes.Done(); r.WaitNotifications() }()
+	}()
 	js.mu.Lock()
 	js.cannotStart = ""
 	a.runner = r

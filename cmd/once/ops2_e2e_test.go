@@ -225,3 +225,21 @@ func jobEnd(stderr string) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// A command that cannot start (127, 126) records nothing; --notify and --ping still say so, since
+// with cron's mail off they are all that would.
+func TestNotifyCommandNotFound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h := &hook{}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	r := e.run("run", "--task", "nf", "--per", "day", "--tz", "UTC", "--notify", srv.URL+"/hook", "--ping", srv.URL+"/ping", "--", "/nonexistent/cmd")
+	if r.code != 127 {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	got := h.all()
+	if !strings.Contains(got, `"event":"failed"`) || !strings.Contains(got, `"exit_code":127`) || !strings.Contains(got, "GET /ping/127") {
+		t.Fatalf("want a failed event and a /127 ping; got\n%s", got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -213,7 +214,9 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 	}
 	rn := &runner{a: a, f: f, args: args, spec: spec, policy: policy, log: log}
 	if rn.job, err = job.New(rn.jobOf(args)); err != nil {
-		return nil, notRunnable(args[0], err)
+		err = notRunnable(args[0], err)
+		notifyNotRun(f, log, err)
+		return nil, err
 	}
 	if rn.home, err = home(); err != nil {
 		return nil, err
@@ -271,6 +274,22 @@ func (rn *runner) options(s store.Store) once.Options {
 		Wait: f.wait, Replace: f.replace, Limit: f.limit, OnUnknown: rn.policy, MaxAttempts: f.maxAttempts, LockDir: lockDir(rn.home), Logger: rn.log,
 		TracerProvider: rn.a.tracerProvider(),
 		ResolveHint:    func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
+}
+
+// notifyNotRun tells --notify (a failed event) and --ping (the exit code) of a command that cannot
+// start (127, 126): nothing is recorded, and with cron's mail off they are all that would say so.
+func notifyNotRun(f *runFlags, log *slog.Logger, err error) {
+	var ee *exitError
+	if (f.notifyURL == "" && f.pingURL == "") || !errors.As(err, &ee) {
+		return
+	}
+	code := ee.code
+	s := notify.New(notify.Options{Logger: log})
+	s.Event(f.notifyURL, notify.Event{Event: notify.Failed, Task: f.task, ExitCode: &code, Reason: ee.msg})
+	s.Ping(f.pingURL, strconv.Itoa(code), "")
+	if n := s.Wait(f.notifyTimeout); n > 0 {
+		log.Warn("gave up on notifications still pending", "pending", n, "after", f.notifyTimeout.String())
+	}
 }
 
 // notRunnable is the exit for a command that cannot start: 127 or 126 like a shell, 70 otherwise;

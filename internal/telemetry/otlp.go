@@ -30,6 +30,7 @@ import (
 // messages are written in transform.go.
 type exporter struct {
 	url     string
+	shown   string // url as errors show it: scheme and host (a password, a path or a query may be a secret)
 	headers http.Header
 	gzip    bool
 	timeout time.Duration // of one export, retries included
@@ -46,6 +47,7 @@ func newExporter(getenv func(string) string, version string) (*exporter, error) 
 	if e.url, err = endpoint(getenv); err != nil {
 		return nil, err
 	}
+	e.shown = shownURL(e.url)
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} { // the second wins
 		if err := parseHeaders(name, getenv(name), e.headers); err != nil {
 			return nil, err
@@ -72,8 +74,24 @@ func newExporter(getenv func(string) string, version string) (*exporter, error) 
 	if tr.TLSClientConfig, err = tlsConfig(getenv); err != nil {
 		return nil, err
 	}
-	e.client = &http.Client{Transport: tr}
+	// A redirect is not followed: on a 301, 302 or 303 the spans' POST would go on as a GET without
+	// them (lost, and a 200 taken for delivered), and every redirect would carry the headers (an
+	// API key in x-api-key: only Authorization is dropped) to wherever it points, over http too.
+	e.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return e, nil
+}
+
+// shownURL is an endpoint as log lines show it: its scheme and host, then "/…" when it has more.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(hidden URL)"
+	}
+	out := u.Scheme + "://" + u.Host
+	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		out += "/…"
+	}
+	return out
 }
 
 // endpoint is the URL spans are POSTed to: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, else
@@ -214,7 +232,11 @@ func (e *exporter) post(ctx context.Context, body []byte) (retry bool, err error
 	req.Header = e.headers.Clone()
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return !errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil, err
+		retry := !errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = fmt.Errorf("OTLP collector %s: %w", e.shown, ue.Err) // its text repeats the URL
+		}
+		return retry, err
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -222,7 +244,7 @@ func (e *exporter) post(ctx context.Context, body []byte) (retry bool, err error
 	if resp.StatusCode/100 == 2 {
 		return false, nil
 	}
-	err = fmt.Errorf("OTLP collector %s: %s: %q", e.url, resp.Status, msg)
+	err = fmt.Errorf("OTLP collector %s: %s: %q", e.shown, resp.Status, msg)
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true, err

@@ -258,3 +258,49 @@ func TestParent(t *testing.T) {
 		}
 	}
 }
+
+// An export error names the collector by scheme and host only: the endpoint's password, path and
+// query (an API key) are never in a log line.
+func TestExportErrorHidesSecrets(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	spans := spansOf(t, func(tr trace.Tracer) { _, s := tr.Start(context.Background(), "job"); s.End() })
+	secret := strings.Replace(srv.URL, "http://", "http://key:PASSWORD@", 1)
+	for _, ep := range []string{secret + "/v1/traces?api_key=QUERYKEY", "http://key:PASSWORD@127.0.0.1:1/v1/traces?api_key=QUERYKEY"} {
+		e, err := newExporter(envOf("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ep, "OTEL_EXPORTER_OTLP_TIMEOUT", "300"), "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = e.ExportSpans(context.Background(), spans)
+		if err == nil || strings.Contains(err.Error(), "PASSWORD") || strings.Contains(err.Error(), "QUERYKEY") {
+			t.Errorf("%s: error %v", ep, err)
+		}
+	}
+}
+
+// A collector's redirect is not followed: the spans' headers (an API key) do not go to another
+// host, and the export is an error, not a GET taken for delivered.
+func TestExportRedirectNotFollowed(t *testing.T) {
+	var other atomic.Int32
+	dst := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { other.Add(1) }))
+	defer dst.Close()
+	spans := spansOf(t, func(tr trace.Tracer) { _, s := tr.Start(context.Background(), "job"); s.End() })
+	for _, code := range []int{302, 307} {
+		src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, dst.URL+"/v1/traces", code)
+		}))
+		e, err := newExporter(envOf("OTEL_EXPORTER_OTLP_ENDPOINT", src.URL, "OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=KEY"), "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.ExportSpans(context.Background(), spans); err == nil {
+			t.Errorf("%d: exported", code)
+		}
+		src.Close()
+	}
+	if other.Load() != 0 {
+		t.Errorf("the redirect's target got %d requests", other.Load())
+	}
+}
