@@ -53,18 +53,20 @@ func (s *Scheduler) awaitRuns(jobs []*jobState, running int) error {
 	if running > 0 {
 		s.log.Info("draining: waiting for running jobs to end", "running", running, "drain", s.c.Drain.String())
 	}
+	why := "the node drains (its drain time is over)"
 	select {
 	case <-done:
 		return nil
 	case <-time.After(s.c.Drain):
 	case <-s.hurry:
+		why = "the node drains (a second stop signal: stopped at once)"
 	}
 	grace := time.Duration(0) // the longest grace of a Work job stopped now
 	var signalled []chan struct{}
 	for _, js := range jobs {
 		js.mu.Lock()
 		for _, a := range js.actives {
-			js.stopLocked(context.Background(), a, "the node drains (its drain time is over)")
+			js.stopLocked(context.Background(), a, why)
 			grace = max(grace, a.workGrace)
 			if a.workGrace > 0 {
 				signalled = append(signalled, a.signalled)

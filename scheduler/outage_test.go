@@ -306,3 +306,45 @@ func (l *lateSlot) Slot(ctx context.Context, task, sl string) (store.SlotState, 
 	}
 	return l.keyedStore.Slot(ctx, task, sl)
 }
+
+// A buffer-one job longer than its period: slots that fired while a node that died held the job
+// are followed up here, but this node, once it has the job, runs it back to back and its lease is
+// never free at a poll. They waited for ever, neither run nor recorded (a kill -9 of the node with
+// a slot in its queue, on real processes). Now they are queued here or recorded skipped.
+func TestBufferOneSlotsOfADeadHolderAreNotLost(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 1)
+	ctx := context.Background()
+	sp, _ := jobfile.Job{Schedule: "@every 1s", TZ: "UTC"}.Spec()
+	w := &witness{}
+	j := workJob("bufdead", "@every 1s", w.work(2500*time.Millisecond))
+	j.Overlap = "buffer-one"
+	// The dead node's grant, taken just after a slot's fire: the next slots fire while it is held.
+	time.Sleep(time.Until(sp.Next(time.Now()).Start.Add(100 * time.Millisecond)))
+	if _, err := f.stores[0].Acquire(ctx, store.AcquireRequest{Task: "bufdead", Holder: "dead", RunID: "r-dead", TTL: 3500 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	// A poll slower than the period: the lease's lapse is taken by the next fire, not a follow-up.
+	n := f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Drain: 10 * time.Second, Poll: 3 * time.Second})
+	time.Sleep(12 * time.Second)
+	n.stop()
+	// The slots that fired while the dead node held the job (from 1 s after the start: a slot
+	// that fell before Run began was never this node's), each with an attempt or a skip.
+	var lost []string
+	for sl := sp.Next(start.Add(time.Second)); sl.Start.Before(start.Add(3500 * time.Millisecond)); sl = sp.Next(sl.Start) {
+		h, err := f.stores[0].History(ctx, store.HistoryQuery{Task: "bufdead", Slot: sl.Value})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) == 0 {
+			lost = append(lost, sl.Value)
+		}
+	}
+	if len(lost) > 0 {
+		t.Fatalf("slots %v fired while the dead node held the job and have no record: %+v", lost, f.history("bufdead"))
+	}
+	if _, overlap := w.snapshot(); overlap > 0 {
+		t.Fatalf("two runs at once: %d", overlap)
+	}
+}

@@ -240,9 +240,7 @@ func (s *Scheduler) Reload(jobs []Job) error {
 		if len(js.actives) > 0 {
 			s.retired = append(s.retired, js)
 		}
-		js.removed = true
-		js.queue = nil
-		js.watches, js.rest = map[string]*watch{}, nil
+		js.removeLocked()
 		js.mu.Unlock()
 	}
 	s.mu.Unlock()
@@ -285,6 +283,25 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.writes.Wait()
 	s.out.Wait(5 * time.Second)
 	return err
+}
+
+// removeLocked marks a job a reload removed: it fires no more, and what waited of it (its queue,
+// the slots it followed) is dropped, said as a drain says it.
+func (js *jobState) removeLocked() {
+	js.removed = true
+	if len(js.queue)+len(js.watches)+len(js.rest) > 0 {
+		var slots []string
+		for _, l := range js.queue {
+			slots = append(slots, l.slots...)
+		}
+		for sl := range js.watches {
+			slots = append(slots, sl)
+		}
+		js.s.log.Info("reload: the job was removed; its queued and followed slots are dropped (a later reload that adds it back records them missed)",
+			"task", js.job.Name, "slots", slots, "rest", len(js.rest))
+	}
+	js.queue = nil
+	js.watches, js.rest = map[string]*watch{}, nil
 }
 
 // Node is the name this node runs its jobs under.

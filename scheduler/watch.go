@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -122,6 +123,9 @@ func (s *Scheduler) followUp(ctx context.Context) {
 	for _, js := range jobs {
 		js.mu.Lock()
 		name, limit, full := js.job.Name, js.limitLocked(), js.fullLocked()
+		if full && js.job.Overlap == "buffer-one" {
+			js.queueWaitingLocked(ctx)
+		}
 		ws := make([]*watch, 0, len(js.watches))
 		for _, w := range js.watches {
 			ws = append(ws, w)
@@ -135,6 +139,37 @@ func (s *Scheduler) followUp(ctx context.Context) {
 		for _, w := range ws {
 			s.followSlot(ctx, js, w, now, g.seats)
 		}
+	}
+}
+
+// queueWaitingLocked takes the slots a buffer-one job's watches wait to run once untried (a slot
+// that waited on a node behind another slot) into this node's own queue, while this node runs the
+// job: a job longer than its period runs back to back here, its lease is never free at a poll, and
+// a slot that waited on a node that died waited for ever, neither run nor recorded (a drain then
+// dropped the watch, and a start's account finds no skip after it). Queued behind the running
+// launch, it runs next, once, if still untried; when a launch already waits in the queue, it is
+// recorded skipped instead, as buffer-one skips a further slot.
+func (js *jobState) queueWaitingLocked(ctx context.Context) {
+	var waiting []*watch
+	for _, w := range js.watches {
+		if w.runIfUntried && w.skipNote == "" && !w.missed && !w.rest {
+			waiting = append(waiting, w)
+		}
+	}
+	olderFirst(waiting, js.spec)
+	for _, w := range waiting {
+		delete(js.watches, w.slot)
+		if len(js.queue) == 0 {
+			js.s.log.Info("a slot that waited on another node runs here next (buffer-one): that node no longer holds the job", "task", js.job.Name, "slot", w.slot)
+			js.enqueueLocked(launch{slots: []string{w.slot}, untried: true, why: whyFollow})
+			continue
+		}
+		var running *once.Run
+		if len(js.actives) > 0 {
+			running = js.actives[0].run
+		}
+		js.s.overlapSkip(ctx, js.job, w.slot, running, fmt.Sprintf("overlap = buffer-one: slot %s already waits on %s (slot %s waited on a node that no longer holds the job)",
+			js.queue[0].slots[0], js.s.c.Node, w.slot))
 	}
 }
 
