@@ -261,7 +261,7 @@ func setString(j *Job, k, s string) string {
 		j.OnUnknown = s
 	case "notify", "ping":
 		u, err := url.Parse(s)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || !dialablePort(u) {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || (u.Port() != "" && !store.IsPort(u.Port())) {
 			return k + " is not an http or https URL: give one such as " + stringExample[k] // the URL itself may be a secret
 		}
 		if k == "notify" {
@@ -484,14 +484,4 @@ func (j Job) Check() error {
 		return fmt.Errorf("field Job.Jitter: %w", err)
 	}
 	return j.CheckLimit()
-}
-
-// dialablePort reports whether u's port, when it has one, is 1–65535: url.Parse takes :99999,
-// which every delivery would then fail to dial.
-func dialablePort(u *url.URL) bool {
-	if p := u.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		return err == nil && n >= 1 && n <= 65535
-	}
-	return true
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/once-run/once/internal/who"
+	"github.com/once-run/once/store"
 )
 
 // Event kinds posted to a --notify URL.
@@ -237,11 +238,7 @@ func validURL(raw string) bool {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return false
 	}
-	if p := u.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		return err == nil && n >= 1 && n <= 65535
-	}
-	return true
+	return u.Port() == "" || store.IsPort(u.Port())
 }
 
 // goDeliver delivers in the background; when after is given, once it is closed, and when done is

@@ -286,7 +286,7 @@ func ParseURL(spec QuerySpec, dsn string, schemes ...string) (*url.URL, Params, 
 		return nil, nil, fmt.Errorf("%w: %s: %s", ErrBadDSN, Redact(dsn), why)
 	}
 	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+		if !IsPort(p) {
 			return nil, nil, fmt.Errorf("%w: %s: port %s is not a port: give 1-65535", ErrBadDSN, Redact(dsn), p)
 		}
 	}
@@ -312,11 +312,19 @@ func HostPort(h, port string) (string, error) {
 		}
 		host, p = strings.Trim(h, "[]"), port
 	}
-	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+	if !IsPort(p) {
 		return "", fmt.Errorf("port %q is not a port: give 1-65535", p)
 	}
 	if host == "" {
 		return "", errors.New("empty host name")
 	}
 	return net.JoinHostPort(host, p), nil
+}
+
+// IsPort reports whether p (a URL's port, decimal) is a TCP port that can be dialled, 1-65535:
+// url.Parse takes :99999 and :0, which every connection then fails to dial. DSNs, the jobs file's
+// and once run's --notify and --ping URLs are held to it.
+func IsPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
 }
