@@ -86,13 +86,15 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 }
 
 // beginRefused is the result of a Begin the store refused for a reason that is a decision, not an
-// error (ok true; the span ended): the lease was lost first (Busy); the slot changed since it was
-// read, a person resolved it as done meanwhile (decided again: Skipped); or, holding a seat,
+// error (ok true; the span ended): the lease was lost first (Busy); a person resolved the slot as
+// done since it was read (decided again: Skipped); or, holding a seat,
 // another seat began this slot between our read of it and our Begin (Busy: the ledger admits one
 // running attempt per slot).
 func (g *guard) beginRefused(ctx context.Context, err error, ls *lease.Lease, sp trace.Span, quiet bool) (Result, bool) {
 	if errors.Is(err, store.ErrConflict) {
-		if st, d, reason, rerr := g.decideRead(ctx, nil); rerr == nil && d != Ran && d != Busy {
+		// Only a person's decision since the read; a seat that lost the race to Begin is busy
+		// below, even when the other seat's attempt has ended by this read.
+		if st, d, reason, rerr := g.decideRead(ctx, nil); rerr == nil && d != Ran && d != Busy && st.Last != nil && st.Last.Resolution != nil {
 			g.logDecision(ctx, d, reason, st.Last, ls.Token(), quiet)
 			sp.SetAttributes(AttrDecision.String(string(d)), AttrReason.String(reason))
 			sp.End()
