@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -75,6 +76,17 @@ type LazyRecorder interface {
 // Contract: none beyond Slot's; LocalReads only says that calling Slot first is cheap.
 type LocalReads interface {
 	LocalReads() bool
+}
+
+// ErrResolvedDone is wrapped (with ErrConflict) by Begin's refusal of a slot whose last attempt a
+// person resolved as succeeded (Ledger's contract); ResolvedDone makes it.
+var ErrResolvedDone = errors.New("resolved as succeeded")
+
+// ResolvedDone is Begin's refusal of a new attempt in slot of task, whose last attempt n a person
+// resolved as succeeded: the slot is done, even when the resolve came after the run read it. Every
+// backend refuses with it (but in the slot "", which has no memory).
+func ResolvedDone(task, slot string, n int) error {
+	return fmt.Errorf("%w: task %q slot %q: attempt %d was %w: the slot is done", ErrConflict, task, slot, n, ErrResolvedDone)
 }
 
 // CheckStart refuses what Start cannot do: a Replace request (see Starter), or a seat

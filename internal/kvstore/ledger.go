@@ -64,12 +64,6 @@ func notLatest(task string, token, latest int64) error {
 	return fmt.Errorf("%w: token %d is not a current lease token of task %q (latest %d)", store.ErrNotHeld, token, task, latest)
 }
 
-// resolvedDone is Begin's refusal of a slot whose last attempt a person resolved as succeeded:
-// it is done (store.Ledger's contract), even when the resolve came after the run read the slot.
-func resolvedDone(task, slot string, n int) error {
-	return fmt.Errorf("%w: task %q slot %q: attempt %d was resolved as succeeded: the slot is done", store.ErrConflict, task, slot, n)
-}
-
 // fence reads task's grants and refuses a token that is not current.
 func (l Ledger) fence(ctx context.Context, task string, token int64) (Grants, error) {
 	g, err := l.KV.Grants(ctx, task)
@@ -106,7 +100,7 @@ func (l Ledger) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 				return false, fmt.Errorf("%w: task %q slot %q already has a running attempt (run %s)", store.ErrConflict, a.Task, a.Slot, p.RunID)
 			}
 			if p.Resolution != nil && p.Resolution.As == store.Succeeded && a.Slot != "" { // slot "": no memory, every run runs
-				return false, resolvedDone(a.Task, a.Slot, p.Number)
+				return false, store.ResolvedDone(a.Task, a.Slot, p.Number)
 			}
 		}
 		n := a.Number

@@ -136,7 +136,7 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 				return lerr
 			}
 			if resolved.String == string(store.Succeeded) && a.Slot != "" { // slot "": no memory, every run runs
-				return resolvedDone(a.Task, a.Slot, int(last.Int64))
+				return store.ResolvedDone(a.Task, a.Slot, int(last.Int64))
 			}
 			if a.Number == 0 {
 				n = int(last.Int64) + 1 // the slot's last attempt, just read (0 when none)
@@ -159,8 +159,8 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 			return s.notWaiting(ctx, tx, a.Task, a.Slot) // a new attempt ends a wait
 		})
 	}
-	if errors.Is(err, store.ErrConflict) && !errors.Is(err, errResolvedDone) {
-		// Only a unique constraint raises it here (but resolvedDone): say which rule in words.
+	if errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrResolvedDone) {
+		// Only a unique constraint raises it here (but store.ResolvedDone): say which rule in words.
 		err = fmt.Errorf("%w: task %q slot %q already has attempt %d or a running attempt (%s)", store.ErrConflict,
 			a.Task, a.Slot, n, strings.TrimPrefix(err.Error(), store.ErrConflict.Error()+": "))
 	}
@@ -179,15 +179,6 @@ const BeginPostgres = `WITH l AS (SELECT token FROM {p}leases WHERE task = ? AND
 	w AS (` + deleteWait + ` AND EXISTS (SELECT 1 FROM ok))
 	` + attemptInsert + `SELECT ` + attemptValues + ` FROM ok
 	RETURNING ` + attemptCols
-
-// errResolvedDone is Begin's refusal of a slot a person resolved as succeeded (resolvedDone).
-var errResolvedDone = errors.New("resolved as succeeded")
-
-// resolvedDone refuses a new attempt in a slot whose last attempt a person resolved as succeeded:
-// the slot is done (store.Ledger's contract), even when the resolve came after the run read it.
-func resolvedDone(task, slot string, n int) error {
-	return fmt.Errorf("%w: task %q slot %q: attempt %d was %w: the slot is done", store.ErrConflict, task, slot, n, errResolvedDone)
-}
 
 // attemptInsert and attemptValues are a new running attempt's columns and values, which Begin
 // inserts with VALUES and BeginPostgres with SELECT … FROM l: task, slot, run id, number, holder,

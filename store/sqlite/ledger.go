@@ -98,7 +98,7 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 		}
 		if resolved.String == string(store.Succeeded) && a.Slot != "" { // slot "": no memory, every run runs
 			// A person marked the slot done between the run's read of it and this Begin.
-			return fmt.Errorf("%w: task %q slot %q was resolved as succeeded: it is done", store.ErrConflict, a.Task, a.Slot)
+			return store.ResolvedDone(a.Task, a.Slot, last)
 		}
 		n := a.Number
 		if n == 0 {
