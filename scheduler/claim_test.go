@@ -275,7 +275,7 @@ func newClaimRig(t *testing.T, g *gate) *claimRig {
 	r := &claimRig{t: t, g: g}
 	name := "late-" + strings.NewReplacer(" ", "-", "/", "-", "_", "-").Replace(strings.ToLower(t.Name()))
 	name = name[max(0, len(name)-60):]
-	r.jb = Job{Job: jobfile.Job{Name: name, Schedule: "@every 1h", TZ: "UTC", TTL: 2 * time.Second, Overlap: "buffer-one"},
+	r.jb = Job{Job: jobfile.Job{Name: name, Schedule: QuietSchedule(time.Hour), TZ: "UTC", TTL: 2 * time.Second, Overlap: "buffer-one"},
 		Work: func(ctx context.Context, _ *once.Run) error {
 			r.ran.Add(1)
 			if r.running != nil {

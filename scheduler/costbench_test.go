@@ -45,7 +45,8 @@ func BenchmarkStartCost(b *testing.B) {
 	s, n := benchStore(b)
 	ctx := context.Background()
 	prefix := fmt.Sprintf("sc%d-", time.Now().UnixNano())
-	sp, _ := workJob("h", "@every 1h", nil).Spec()
+	hourly := scheduler.QuietSchedule(time.Hour)
+	sp, _ := workJob("h", hourly, nil).Spec()
 	newest := sp.Prev(time.Now())
 	old := sp.Prev(newest.Start.Add(-12*time.Hour - time.Nanosecond))
 	var js []scheduler.Job
@@ -66,7 +67,7 @@ func BenchmarkStartCost(b *testing.B) {
 		if _, err := s.Acquire(ctx, store.AcquireRequest{Task: prefix + fmt.Sprintf("other-%04d", i), Holder: "elsewhere", RunID: "other", TTL: time.Hour}); err != nil {
 			b.Fatal(err)
 		}
-		j := workJob(name, "@every 1h", func(context.Context, *once.Run) error { return nil })
+		j := workJob(name, hourly, func(context.Context, *once.Run) error { return nil })
 		j.CatchUp, j.CatchUpMax = 30*time.Minute, 1
 		js = append(js, j)
 	}

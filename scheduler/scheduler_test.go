@@ -219,7 +219,8 @@ func TestCatchUpHeldElsewhereRunsOldestFirst(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 1)
 	ctx := context.Background()
-	sp, _ := jobfile.Job{Schedule: "@every 1h", TZ: "UTC"}.Spec()
+	hourly := scheduler.QuietSchedule(time.Hour)
+	sp, _ := jobfile.Job{Schedule: hourly, TZ: "UTC"}.Spec()
 	old := sp.Prev(time.Now().Add(-10 * time.Hour))
 	if _, err := once.Do(ctx, once.Options{Store: f.stores[0], Task: "held", Slot: old.Value, TTL: time.Second}, func(context.Context, *once.Run) error { return nil }); err != nil {
 		t.Fatal(err)
@@ -231,7 +232,7 @@ func TestCatchUpHeldElsewhereRunsOldestFirst(t *testing.T) {
 	busy := make(chan struct{})
 	var seen sync.Once
 	w := &witness{}
-	j := workJob("held", "@every 1h", w.work(10*time.Millisecond))
+	j := workJob("held", hourly, w.work(10*time.Millisecond))
 	j.CatchUp, j.CatchUpMax = 5*time.Hour, 4
 	f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}, Logger: slog.New(&onMessage{msg: "busy", do: func() { seen.Do(func() { close(busy) }) }})})
 	select {
@@ -260,7 +261,8 @@ func TestAccountReadsTheNewestSlot(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 1)
 	ctx := context.Background()
-	sp, _ := jobfile.Job{Schedule: "@every 24h", TZ: "UTC"}.Spec()
+	daily := scheduler.QuietSchedule(24 * time.Hour)
+	sp, _ := jobfile.Job{Schedule: daily, TZ: "UTC"}.Spec()
 	newest := sp.Prev(time.Now())
 	if _, err := once.Do(ctx, once.Options{Store: f.stores[0], Task: "quick", Slot: newest.Value, TTL: time.Second}, func(context.Context, *once.Run) error { return nil }); err != nil {
 		t.Fatal(err)
@@ -268,7 +270,7 @@ func TestAccountReadsTheNewestSlot(t *testing.T) {
 	reads := &historyReads{keyedStore: f.stores[0].(keyedStore)}
 	f.stores[0] = reads
 	w := &witness{}
-	j := workJob("quick", "@every 24h", w.work(10*time.Millisecond))
+	j := workJob("quick", daily, w.work(10*time.Millisecond))
 	f.start(0, scheduler.Config{Jobs: []scheduler.Job{j}})
 	eventually(t, 20*time.Second, "the node read the newest slot's history", func() bool { slot, _ := reads.counts(); return slot > 0 })
 	time.Sleep(200 * time.Millisecond)

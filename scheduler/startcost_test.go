@@ -86,7 +86,8 @@ const seededHoles = 12
 func seedHoles(t *testing.T, f *fleet, n int) []scheduler.Job {
 	t.Helper()
 	ctx := context.Background()
-	sp, _ := workJob("h", "@every 1h", nil).Spec()
+	hourly := scheduler.QuietSchedule(time.Hour)
+	sp, _ := workJob("h", hourly, nil).Spec()
 	newest := sp.Prev(time.Now())
 	old := sp.Prev(newest.Start.Add(-time.Duration(seededHoles)*time.Hour - time.Nanosecond))
 	w := &witness{}
@@ -109,7 +110,7 @@ func seedHoles(t *testing.T, f *fleet, n int) []scheduler.Job {
 			Claimant: store.Claimant{RunID: "record test"}}); err != nil {
 			t.Fatal(err)
 		}
-		j := workJob(name, "@every 1h", w.work(time.Millisecond))
+		j := workJob(name, hourly, w.work(time.Millisecond))
 		j.CatchUp, j.CatchUpMax = 30*time.Minute, 1
 		js = append(js, j)
 	}
