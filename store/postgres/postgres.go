@@ -461,16 +461,22 @@ func (d *dialect) MapError(err error) error {
 	return fmt.Errorf("postgres %s: %s", d.where, oneLine(err.Error()))
 }
 
-// rootCause is the innermost useful message of a connection error, on one line.
+// rootCause is the innermost useful message of a connection error, on one line. pgx words an
+// answer that is not PostgreSQL's protocol (another server at the port: MySQL's 3306) as
+// "received unexpected message: %!w(<nil>)"; that part is said plainly.
 func rootCause(err error) string {
+	msg := err.Error()
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		if u := errors.Unwrap(ce); u != nil {
-			return oneLine(u.Error())
+			msg = u.Error()
 		}
 	}
-	return oneLine(err.Error())
+	msg = strings.ReplaceAll(msg, "received unexpected message: %!w(<nil>)", notPostgres)
+	return oneLine(msg)
 }
+
+const notPostgres = "the server's answer is not PostgreSQL's protocol (another server at this port?)"
 
 func oneLine(s string) string {
 	s = strings.ReplaceAll(s, "\n\t", "; ")

@@ -59,6 +59,23 @@ func TestConcurrentMigrate(t *testing.T) {
 
 func TestBadDSN(t *testing.T) { sqltest.BadDSN(t, serverDSN(t)) }
 
+// TestAnotherServersPort: a postgres DSN at a MySQL server's port is unavailable (69) and says
+// the answer is not PostgreSQL's; pgx's own words were "received unexpected message: %!w(<nil>)".
+func TestAnotherServersPort(t *testing.T) {
+	u, err := url.Parse(storetest.ServerDSN(t, "ONCE_TEST_MYSQL", "mysql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctxT(t, 30*time.Second), "postgres://once:secret@"+u.Host+"/once?sslmode=disable&connect_timeout=5")
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a postgres store at a MySQL server's port")
+	}
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), notPostgres) || strings.Contains(err.Error(), "%!") {
+		t.Fatalf("%v; want ErrUnavailable saying %q", err, notPostgres)
+	}
+}
+
 // TestBadSettingValue: a setting in the DSN with a value the server refuses is a bad DSN (64),
 // and a search_path naming no schema is unavailable (69) with what to fix; both were internal
 // errors (70).
