@@ -110,8 +110,26 @@ func ParseDSN(dsn string) (*Config, error) {
 			return nil, err
 		}
 	}
+	if err := checkIOTimeouts(q, cfg); err != nil {
+		return nil, err
+	}
 	session(cfg)
 	return &Config{Driver: cfg, Prefix: prefix, Where: addr + "/" + db, Connect: connect}, nil
+}
+
+// checkIOTimeouts refuses a readTimeout or writeTimeout under 1s or over 1h (0 is none, the
+// driver's default). A negative one was silently no timeout, and one of 1ns cut every query: a
+// launch failed with "bad connection" (70) while the DSN was at fault.
+func checkIOTimeouts(q store.Params, cfg *gomysql.Config) error {
+	for _, p := range []struct {
+		k string
+		d time.Duration
+	}{{"readTimeout", cfg.ReadTimeout}, {"writeTimeout", cfg.WriteTimeout}} {
+		if v, ok := q[p.k]; ok && p.d != 0 && (p.d < time.Second || p.d > store.MaxConnectTimeout) {
+			return fmt.Errorf("%w: mysql parameter %q is %q: give 0 (none) or a duration between 1s and 1h, e.g. 30s", store.ErrBadDSN, p.k, v)
+		}
+	}
+	return nil
 }
 
 // driverQuery checks the DSN's driver parameters one at a time, so that an error names the parameter

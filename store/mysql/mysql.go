@@ -384,7 +384,8 @@ func isConnErr(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, gomysql.ErrInvalidConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, gomysql.ErrMalformPkt) ||
-		errors.Is(err, gomysql.ErrPktSync) || errors.Is(err, gomysql.ErrPktSyncMul) || errors.Is(err, sql.ErrConnDone)
+		errors.Is(err, gomysql.ErrPktSync) || errors.Is(err, gomysql.ErrPktSyncMul) || errors.Is(err, sql.ErrConnDone) ||
+		strings.HasSuffix(err.Error(), "bad connection") // the driver's unexported errBadConnNoWrite: a write timed out
 }
 
 // MapError maps go-sql-driver/mysql errors to the store's sentinels, in one place.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -134,11 +135,15 @@ func TestParseDSNStrict(t *testing.T) {
 		sqltest.Refusal{Tail: "?timeout=0s", Want: `"timeout" is "0s"`},
 		sqltest.Refusal{Tail: "?timeout=-1s", Want: `"timeout"`},
 		sqltest.Refusal{Tail: "?timeout=2h", Want: `"timeout"`},
+		sqltest.Refusal{Tail: "?writeTimeout=1ns", Want: `"writeTimeout" is "1ns"`}, // every query cut: 70
+		sqltest.Refusal{Tail: "?readTimeout=-1s", Want: `"readTimeout"`},            // silently none
+		sqltest.Refusal{Tail: "?readTimeout=2h", Want: `"readTimeout"`},
 		sqltest.Refusal{Tail: "?charset=latin1", Want: `"charset"`}, // "café" was stored as "cafÃ©": run again
 		sqltest.Refusal{Tail: "?charset=utf8", Want: `"charset"`},
 		sqltest.Refusal{Tail: "?collation=latin1_swedish_ci", Want: `"collation"`})
 	for _, tail := range []string{
 		"?tls=false&timeout=2s&readTimeout=5s&charset=utf8mb4",
+		"?readTimeout=0&writeTimeout=1h",
 		"?prefix=team_b&idle_transaction_timeout=30",
 	} {
 		dsn := "mysql://u:pw@h:3306/db" + tail
@@ -223,4 +228,13 @@ func BenchmarkLeaseInterleaved(b *testing.B) {
 // session (idle_transaction_timeout), not for wait_timeout's eight hours.
 func TestIdleTransactionEnded(t *testing.T) {
 	sqltest.IdleTx(t, withPrefix(t, serverDSN(t)), opener, "SELECT CAST(@@idle_transaction_timeout AS DOUBLE)", "&idle_transaction_timeout=1")
+}
+
+// TestBadConnectionUnavailable: the driver's "bad connection" after a write timed out (an
+// unexported error, not driver.ErrBadConn) is the store unavailable (69), not an internal error (70).
+func TestBadConnectionUnavailable(t *testing.T) {
+	err := (&dialect{where: "h:3306/db"}).MapError(fmt.Errorf("exec: %w", errors.New("bad connection")))
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("%v; want ErrUnavailable", err)
+	}
 }
