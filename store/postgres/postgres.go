@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,7 +167,33 @@ func ParseDSN(dsn string) (*Config, error) {
 		}
 		c.Connect = cfg.ConnectTimeout
 	}
+	if err := checkSessionTimeouts(q); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// pgDuration is a setting's duration as the server reads it: a number, in milliseconds unless a
+// unit follows.
+var pgDuration = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*(us|ms|s|min|h|d)?\s*$`)
+
+// checkSessionTimeouts refuses a statement_timeout or idle_in_transaction_session_timeout under
+// 1s (0 is none): with idle_in_transaction_session_timeout=1 the server ended the session inside
+// the run's transaction (70), with statement_timeout=1 every statement (69). What the server would
+// not read as a duration it refuses itself (64).
+func checkSessionTimeouts(q store.Params) error {
+	ms := map[string]float64{"": 1, "us": 0.001, "ms": 1, "s": 1e3, "min": 6e4, "h": 3.6e6, "d": 8.64e7}
+	for _, k := range []string{"statement_timeout", "idle_in_transaction_session_timeout"} {
+		m := pgDuration.FindStringSubmatch(q[k])
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.ParseFloat(m[1], 64)
+		if d := n * ms[m[2]]; d != 0 && d < 1000 {
+			return fmt.Errorf("%w: postgres parameter %q is %q: give 0 (none) or at least 1s, e.g. 30s", store.ErrBadDSN, k, q[k])
+		}
+	}
+	return nil
 }
 
 // Open connects, creates or upgrades the schema (under a transaction-scoped advisory lock, so many
@@ -378,7 +405,8 @@ func unavailableCode(code string) bool {
 		strings.HasPrefix(code, "58"), // system error
 		code == "3D000",               // database does not exist
 		code == "42501",               // insufficient privilege
-		code == "25006":               // read-only transaction (a standby)
+		code == "25006",               // read-only transaction (a standby)
+		code == "25P03":               // idle-in-transaction timeout: the server ended the session
 		return true
 	}
 	return false

@@ -131,10 +131,15 @@ func TestParseDSNStrict(t *testing.T) {
 		sqltest.Refusal{Tail: "?sslpassword=s3cr3t;x", Want: `"sslpassword"`},
 		sqltest.Refusal{Tail: "?connect_timeout=0", Want: `"connect_timeout" is "0"`},
 		sqltest.Refusal{Tail: "?connect_timeout=99999999999", Want: `"connect_timeout"`},
-		sqltest.Refusal{Tail: "?connect_timeout=36028797018963973", Want: `"connect_timeout"`})
+		sqltest.Refusal{Tail: "?connect_timeout=36028797018963973", Want: `"connect_timeout"`},
+		sqltest.Refusal{Tail: "?idle_in_transaction_session_timeout=1", Want: `"idle_in_transaction_session_timeout" is "1"`}, // 70
+		sqltest.Refusal{Tail: "?statement_timeout=500ms", Want: `"statement_timeout"`},
+		sqltest.Refusal{Tail: "?statement_timeout=0.5s", Want: `"statement_timeout"`})
 	for _, tail := range []string{
 		"?sslmode=disable&application_name=once%20job&search_path=jobs&options=-c%20lock_timeout%3D5s",
 		"?connect_timeout=2&prefix=team_b&target_session_attrs=read-write",
+		"?statement_timeout=0&idle_in_transaction_session_timeout=1min",
+		"?statement_timeout=1000&idle_in_transaction_session_timeout=2s",
 	} {
 		dsn := "postgres://u:pw@h:5432/db" + tail
 		cfg, err := ParseDSN(dsn)
