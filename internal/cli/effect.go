@@ -57,7 +57,7 @@ Inside once run the claim belongs to the run (gone when its lease ends). Outside
 			if scope == "" {
 				scope = "effect"
 			}
-			if err := a.checkScope(scope); err != nil {
+			if err := a.checkOwnScope(scope); err != nil {
 				return err
 			}
 			if claimTTL < time.Second {

@@ -86,6 +86,19 @@ func (a *app) checkScope(scope string) error {
 	return nil
 }
 
+// checkOwnScope is checkScope for the commands that write keys (claim, done, forget, effect):
+// they refuse the scopes once daemon keeps its own records in (internalScopes). A slot marked
+// recorded there by hand is never run; one forgotten may be recorded or followed up again.
+func (a *app) checkOwnScope(scope string) error {
+	if err := a.checkScope(scope); err != nil {
+		return err
+	}
+	if strings.HasPrefix(scope, internalScopes) {
+		return usage("--scope %q: the scopes %s* hold once daemon's own records; writing there can make it skip or rerun a slot: use a scope of your own (reading them with once keys status is fine)", scope, internalScopes)
+	}
+	return nil
+}
+
 // runClaimant is the current `once run` attempt from its environment, for two-phase claims.
 func runClaimant(what string) (store.Claimant, error) {
 	task, runID, tok := os.Getenv("ONCE_TASK"), os.Getenv("ONCE_RUN_ID"), os.Getenv("ONCE_FENCING_TOKEN")
@@ -177,7 +190,7 @@ exits 64 naming its line.`,
   once keys claim --scope orders --pending < flows.txt > todo.txt
   write-orders < todo.txt && once keys done --scope orders < todo.txt`,
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := a.checkScope(scope); err != nil {
+			if err := a.checkOwnScope(scope); err != nil {
 				return err
 			}
 			req := store.ClaimRequest{Scope: scope}
@@ -294,7 +307,7 @@ done (stdin, one a line, when no KEY is given). Keys not pending under this run 
 nothing in their batch of 1000.`,
 		Example: `  once keys done --scope orders < written.txt`,
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := a.checkScope(scope); err != nil {
+			if err := a.checkOwnScope(scope); err != nil {
 				return err
 			}
 			cl, err := runClaimant("once keys done")
@@ -416,7 +429,7 @@ its work may be happening now. -q prints nothing unless it fails (cron mails wha
 		Example: `  once keys forget --scope http --older-than 24h --include-done`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := a.checkScope(scope); err != nil {
+			if err := a.checkOwnScope(scope); err != nil {
 				return err
 			}
 			if older <= 0 {

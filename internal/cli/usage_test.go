@@ -75,6 +75,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"keys", "forget", "--scope", "s", "--older-than", "90d"}, `--older-than "90d": give hours here, such as 2160h`},
 		{[]string{"keys", "forget", "--scope", "s", "--older-than", "-1h"}, `--older-than "-1h": give a positive age in hours, such as 720h`},
 		{[]string{"keys", "forget", "--scope", "s", "--older-than", "3mo"}, `--older-than "3mo": give a positive age in hours`},
+		// The daemon's own records: a slot marked recorded by hand was never run.
+		{[]string{"keys", "claim", "--scope", "once.scheduler.recorded", "queued j 2026-01-01T00:00:00Z"}, "once daemon's own records"},
+		{[]string{"keys", "forget", "--scope", "once.scheduler.paused", "--older-than", "1h"}, "once daemon's own records"},
+		{[]string{"keys", "done", "--scope", "once.scheduler.recorded", "k"}, "once daemon's own records"},
+		{[]string{"effect", "--scope", "once.scheduler.x", "--key", "k", "--", "true"}, "once daemon's own records"},
 		// A typo'd command below the root: cobra printed the help and exited 0.
 		{[]string{"keys", "forgt"}, `unknown command "forgt" for "once keys": did you mean forget?`},
 		{[]string{"keys", "clam", "k1"}, `unknown command "clam" for "once keys"`},
