@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -239,7 +240,36 @@ func TestNotifyCommandNotFound(t *testing.T) {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
 	}
 	got := h.all()
-	if !strings.Contains(got, `"event":"failed"`) || !strings.Contains(got, `"exit_code":127`) || !strings.Contains(got, "GET /ping/127") {
-		t.Fatalf("want a failed event and a /127 ping; got\n%s", got)
+	day := `"slot":"` + time.Now().UTC().Format("2006-01-02") + `"`
+	if !strings.Contains(got, `"event":"failed"`) || !strings.Contains(got, `"exit_code":127`) || !strings.Contains(got, "GET /ping/127") ||
+		!strings.Contains(got, day) {
+		t.Fatalf("want a failed event of %s and a /127 ping; got\n%s", day, got)
+	}
+}
+
+// A store that cannot be reached (69) runs nothing and records nothing: --notify and --ping say so
+// too, naming the slot (cron's mail was all that did).
+func TestNotifyStoreUnavailable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h := &hook{}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // a port nothing listens on
+	r := e.run("run", "--store", fmt.Sprintf("postgres://u:pw@127.0.0.1:%d/db", port), "--task", "down", "--per", "day", "--tz", "UTC",
+		"--notify", srv.URL+"/hook", "--ping", srv.URL+"/ping", "--", "true")
+	if r.code != 69 {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	got := h.all()
+	day := `"slot":"` + time.Now().UTC().Format("2006-01-02") + `"`
+	if !strings.Contains(got, `"event":"failed"`) || !strings.Contains(got, `"exit_code":69`) || !strings.Contains(got, "GET /ping/69") ||
+		!strings.Contains(got, day) || strings.Contains(got, "pw") {
+		t.Fatalf("want a failed event of %s, without the password, and a /69 ping; got\n%s", day, got)
 	}
 }

@@ -215,7 +215,7 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 	rn := &runner{a: a, f: f, args: args, spec: spec, policy: policy, log: log}
 	if rn.job, err = job.New(rn.jobOf(args)); err != nil {
 		err = notRunnable(args[0], err)
-		notifyNotRun(f, log, err)
+		notifyNotRun(f, log, spec.At(time.Now()), err)
 		return nil, err
 	}
 	if rn.home, err = home(); err != nil {
@@ -276,16 +276,16 @@ func (rn *runner) options(s store.Store) once.Options {
 		ResolveHint:    func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
 }
 
-// notifyNotRun tells --notify (a failed event) and --ping (the exit code) of a command that cannot
-// start (127, 126): nothing is recorded, and with cron's mail off they are all that would say so.
-func notifyNotRun(f *runFlags, log *slog.Logger, err error) {
-	var ee *exitError
-	if (f.notifyURL == "" && f.pingURL == "") || !errors.As(err, &ee) {
+// notifyNotRun tells --notify (a failed event) and --ping (the exit code) of a run of slot sl that
+// ran nothing: a command that cannot start (127, 126), a store that cannot be reached (69).
+// Nothing is recorded, and with cron's mail off they are all that would say so.
+func notifyNotRun(f *runFlags, log *slog.Logger, sl string, err error) {
+	if f.notifyURL == "" && f.pingURL == "" {
 		return
 	}
-	code := ee.code
+	code, msg := classify(err)
 	s := notify.New(notify.Options{Logger: log})
-	s.Event(f.notifyURL, notify.Event{Event: notify.Failed, Task: f.task, ExitCode: &code, Reason: ee.msg})
+	s.Event(f.notifyURL, notify.Event{Event: notify.Failed, Task: f.task, Slot: sl, ExitCode: &code, Reason: msg})
 	s.Ping(f.pingURL, strconv.Itoa(code), "")
 	if n := s.Wait(f.notifyTimeout); n > 0 {
 		log.Warn("gave up on notifications still pending", "pending", n, "after", f.notifyTimeout.String())
@@ -369,7 +369,11 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		rs = []once.Result{r}
 	}
 	if err != nil {
-		return catchUpRefused(rn.notStarted(rn.interrupted(ctx, err)))
+		err = catchUpRefused(rn.notStarted(rn.interrupted(ctx, err)))
+		if code, _ := classify(err); code == ExitUnavailable {
+			notifyNotRun(f, rn.log, opts.Slot, err)
+		}
+		return err
 	}
 	if opened != nil {
 		rn.retain(ctx, opened, rs)
