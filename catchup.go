@@ -30,7 +30,7 @@ const MaxCatchUpWindowSlots = 10000
 // MaxCatchUpWindowSlots slots or more than max missed slots (the current one not counted) are
 // due. The results are as for Sequence.
 func CatchUp(ctx context.Context, o Options, spec slot.Spec, window time.Duration, max int, work Work) ([]Result, error) {
-	if err := o.fill(); err != nil {
+	if err := o.check(work); err != nil {
 		return nil, err
 	}
 	if err := o.open(ctx); err != nil {

@@ -59,14 +59,14 @@ func sequence(ctx context.Context, o Options, slots iter.Seq[string], last strin
 		return g.busy(busy, so), err
 	}
 	pendingLock := unlock == nil
-	if o.Locked != nil && !pendingLock {
-		o.Locked()
-	}
 	defer func() {
 		if unlock != nil {
 			unlock()
 		}
 	}()
+	if o.Locked != nil && !pendingLock {
+		o.Locked() // after the deferred unlock: a panic in it must not keep the lock for the process's life
+	}
 	if err := g.o.open(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted while opening the store: %w", context.Cause(ctx))
@@ -280,7 +280,11 @@ func (g *guard) eachSlot(ctx context.Context, ls *lease.Lease, slots iter.Seq[st
 				return rs, firstStart, err
 			}
 		}
-		if err := checkSlot(sl); err != nil { // SequenceStream's, as they come
+		check := checkSlot // Do's one slot may be "" (no slot)
+		if !so.single {
+			check = checkSeqSlot // SequenceStream's, as they come
+		}
+		if err := check(sl); err != nil {
 			return rs, firstStart, err
 		}
 		g.sp.slot = sl

@@ -58,8 +58,10 @@ type Options struct {
 	Task  string      // required; see ValidateTask
 	// Open, when Store is nil, opens the store. Do and Sequence call it only once they hold the
 	// local lock (LockDir), so that a launch which finds the task running on this machine neither
-	// waits for the store nor touches it beyond recording its busy event; CatchUp, which reads the
-	// ledger to find the missed slots, calls it first. Its error is returned as is.
+	// waits for the store nor touches it beyond recording its busy event; CatchUp and DueSlots,
+	// which read the ledger to find the missed slots, call it first. Its error is returned as is; a
+	// nil store without an error is ErrInvalid. The call never closes the store it opened: Open
+	// keeps it (a variable it sets) for the caller to close after the call returns.
 	Open func(ctx context.Context) (store.Store, error)
 	// Holder names this process in leases and history; default DefaultHolder() (user@hostname:pid).
 	// Given, it is kept as given: at most store.MaxHolderLen bytes of printable UTF-8
@@ -162,25 +164,46 @@ type Run struct {
 	// without a slot.
 	IdempotencyKey string
 
-	lease *lease.Lease
+	lease *lease.Lease // nil in a Run not made by the guard (a test's): never lost, no TTL
 }
 
-// Lost is closed when the lease is lost; the work must stop.
-func (r *Run) Lost() <-chan struct{} { return r.lease.Lost() }
+// Lost is closed when the lease is lost; the work must stop. A Run the guard did not make (a
+// test's &Run{}) has no lease: its channel (nil) is never closed.
+func (r *Run) Lost() <-chan struct{} {
+	if r.lease == nil {
+		return nil
+	}
+	return r.lease.Lost()
+}
 
 // LostErr says why the lease was lost, or nil.
-func (r *Run) LostErr() error { return r.lease.Err() }
+func (r *Run) LostErr() error {
+	if r.lease == nil {
+		return nil
+	}
+	return r.lease.Err()
+}
 
 // StopBy is the local instant by which work must be dead once the lease is lost: a sixth of the TTL
-// before the store can grant the lease to another holder.
-func (r *Run) StopBy() time.Time { return r.lease.Deadline().Add(-r.lease.TTL() / 6) }
+// before the store can grant the lease to another holder; the zero time without a lease.
+func (r *Run) StopBy() time.Time {
+	if r.lease == nil {
+		return time.Time{}
+	}
+	return r.lease.Deadline().Add(-r.lease.TTL() / 6)
+}
 
 // Released reports whether the run's lease has been given back, or is being given back: its
 // outcome is recorded and another holder may take the task, though the call has not returned.
 func (r *Run) Released() bool { return r.lease != nil && r.lease.IsReleased() }
 
-// TTL is the time-to-live the run's lease is renewed with.
-func (r *Run) TTL() time.Duration { return r.lease.TTL() }
+// TTL is the time-to-live the run's lease is renewed with; 0 without a lease.
+func (r *Run) TTL() time.Duration {
+	if r.lease == nil {
+		return 0
+	}
+	return r.lease.TTL()
+}
 
 // Env returns the ONCE_* variables for a command run as this attempt (all but ONCE_STORE, which
 // only the caller knows).
@@ -237,12 +260,13 @@ type ExitCoder interface{ ExitCode() int }
 type Work = func(ctx context.Context, run *Run) error
 
 // Do runs work under the guard. It returns an error only when it could not decide (store
-// unavailable, bad options); busy, skipped and review are Results. The work's context is cancelled
+// unavailable, bad options, a nil work: ErrInvalid before anything is taken); busy, skipped and
+// review are Results. The work's context is cancelled
 // (with lease.ErrLost as its cause) when the lease is lost. A nil error from work records the
 // attempt as succeeded with exit code 0; an ExitCoder error records its code (0 is success); any
 // other error records failed with exit code 1 and the error as note.
 func Do(ctx context.Context, o Options, work Work) (Result, error) {
-	if err := o.fill(); err != nil {
+	if err := o.check(work); err != nil {
 		return Result{}, err
 	}
 	so := SeqOptions{first: &o.Slot, single: true, perRun: o.Limit >= 2 && o.Slot == ""}
@@ -273,20 +297,21 @@ type SeqOptions struct {
 
 // Sequence runs work for each of slots, in the order given, under one local lock and one lease
 // held for the whole sequence, each slot through the ledger exactly as Do would (its own run id,
-// attempt number, skip, review and max-attempts rules). o.Slot is ignored. It stops after the
+// attempt number, skip, review and max-attempts rules). o.Slot is ignored. Each slot is held to
+// Options.Slot's rule, and must not be "" (ErrInvalid, nothing taken). It stops after the
 // first slot that failed or needs review unless KeepGoing, and always when the lease is lost, an
 // outcome could not be recorded or ctx is cancelled. It returns one Result per slot decided, in
 // order (a single Busy result when the task is held elsewhere); the error is as for Do, with the
 // results decided before it.
 func Sequence(ctx context.Context, o Options, slots []string, so SeqOptions, work Work) ([]Result, error) {
-	if err := o.fill(); err != nil {
+	if err := o.check(work); err != nil {
 		return nil, err
 	}
 	if len(slots) == 0 {
 		return nil, nil
 	}
 	for _, sl := range slots {
-		if err := checkSlot(sl); err != nil {
+		if err := checkSeqSlot(sl); err != nil {
 			return nil, err
 		}
 	}
@@ -298,10 +323,11 @@ func Sequence(ctx context.Context, o Options, slots []string, so SeqOptions, wor
 // them nor their results: each Result goes to so.OnResult (set it) as the slot is decided, so
 // memory stays the same whatever the number of slots (a backfill over years of minutes). A busy
 // result is recorded against busySlot (Sequence uses its last slot). busySlot and each slot are
-// held to Options.Slot's rule (ErrInvalid): busySlot before anything is taken, a slot as it comes.
+// held to Options.Slot's rule (ErrInvalid), a slot must not be "" either (as for Sequence):
+// busySlot before anything is taken, a slot as it comes.
 // The error is as for Sequence.
 func SequenceStream(ctx context.Context, o Options, slots iter.Seq[string], busySlot string, so SeqOptions, work Work) error {
-	if err := o.fill(); err != nil {
+	if err := o.check(work); err != nil {
 		return err
 	}
 	if err := checkSlot(busySlot); err != nil { // recorded with a busy event, named in the result
@@ -361,6 +387,24 @@ func (o *Options) fill() error {
 	return nil
 }
 
+// check is fill for a call that runs work: a nil work is refused before anything is taken (it
+// would be called only once the attempt was recorded, and panic there as a failed attempt).
+func (o *Options) check(work Work) error {
+	if work == nil {
+		return invalidf("no work: give a non-nil Work")
+	}
+	return o.fill()
+}
+
+// checkSeqSlot is checkSlot for a slot of a sequence, where "" is refused: it would run without
+// per-slot memory, again on every call (a list split at a trailing newline ends with "").
+func checkSeqSlot(v string) error {
+	if v == "" {
+		return invalidf("a sequence's slot is empty: give each slot a value (\"\" runs without per-slot memory, so it would run every time)")
+	}
+	return checkSlot(v)
+}
+
 // checkSlot holds a slot value to the rule of an explicit --slot (slot.CheckValue), "" (no slot)
 // aside: every store then keeps it the same way (a 300-byte slot ran on SQLite and failed on
 // MySQL, with the lease taken), and TASK/SLOT, the idempotency key, splits at its last '/'.
@@ -382,6 +426,9 @@ func (o *Options) open(ctx context.Context) error {
 	s, err := o.Open(ctx)
 	if err != nil {
 		return err
+	}
+	if s == nil {
+		return invalidf("Options.Open returned neither a store nor an error")
 	}
 	o.Store = s
 	return nil
