@@ -100,7 +100,8 @@ func Scheme(dsn string) (string, error) {
 	return s, nil
 }
 
-// Open opens the store a DSN names, through the backend registered for its scheme.
+// Open opens the store a DSN names, through the backend registered for its scheme. On an error
+// the store is nil (never a backend's nil pointer in the interface, which is not == nil).
 func Open(ctx context.Context, dsn string) (Store, error) {
 	return openWith(ctx, dsn, false)
 }
@@ -126,7 +127,13 @@ func openWith(ctx context.Context, dsn string, reader bool) (Store, error) {
 	if open == nil {
 		return nil, fmt.Errorf("%w: unknown scheme %q in %q (known: %s)", ErrBadDSN, scheme, Redact(dsn), strings.Join(Schemes(), ", "))
 	}
-	return open(ctx, dsn)
+	s, err := open(ctx, dsn)
+	if err != nil {
+		// A backend's opener returns its Open's *Store: on an error a nil pointer, which in the
+		// interface is not nil (a caller's `if s != nil { s.Close() }` called Close on it).
+		return nil, err
+	}
+	return s, nil
 }
 
 // edgeSpace refuses whitespace or an invisible character (a BOM, a zero-width space: Unicode Cf,

@@ -161,3 +161,21 @@ func TestSchemeEdgeSpace(t *testing.T) {
 		}
 	}
 }
+
+type typedNilStore struct{ store.Store }
+
+// An opener that fails returns its backend's nil *Store, which in the Store interface is not nil:
+// Open returns a nil interface with the error, so that `if s != nil { s.Close() }` is safe.
+func TestOpenErrorReturnsNilStore(t *testing.T) {
+	store.Register("test-typed-nil", func(context.Context, string) (store.Store, error) {
+		var s *typedNilStore
+		return s, errors.New("refused")
+	})
+	s, err := store.Open(context.Background(), "test-typed-nil://x")
+	if err == nil || s != nil {
+		t.Fatalf("Open = %#v, %v; want a nil store with the error", s, err)
+	}
+	if s, err := store.OpenReader(context.Background(), "test-typed-nil://x"); err == nil || s != nil {
+		t.Fatalf("OpenReader = %#v, %v; want a nil store with the error", s, err)
+	}
+}
