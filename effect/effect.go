@@ -66,8 +66,8 @@ func (f ReconcilerFunc) Happened(ctx context.Context, scope, key string) (bool, 
 }
 
 // Do calls call at most once for (scope, key), as claimant c (c.RunID set; a run's Task and Token, or
-// an Expires TTL that must outlast the call: a claimant with neither is refused with an error
-// wrapping store.ErrInvalid). With a run's Task and Token, c.RunID is that run's own (run.RunID),
+// an Expires TTL that must outlast the call: a claimant with neither, or a nil call, is refused with
+// an error wrapping store.ErrInvalid, before the key is claimed). With a run's Task and Token, c.RunID is that run's own (run.RunID),
 // each slot's in a sequence: a claim under the id of an earlier run of the task reads gone (unknown
 // to others) as soon as that run's attempt ended, while the call may still be in flight. It returns the outcome and, for Failed, call's error unchanged
 // (Interrupted, with the claim kept, when it wraps ErrMaybeApplied, is a timeout, or is
@@ -78,6 +78,10 @@ func (f ReconcilerFunc) Happened(ctx context.Context, scope, key string) (bool, 
 func Do(ctx context.Context, s store.Keys, scope, key string, c store.Claimant, call func(ctx context.Context) error, rec Reconciler) (Outcome, error) {
 	if err := checkClaimant(c); err != nil {
 		return "", err
+	}
+	if call == nil {
+		// Refused before the claim: called after it, a nil call panicked and left the key pending.
+		return "", fmt.Errorf("%w: effect: no call: give a non-nil call", store.ErrInvalid)
 	}
 	for range 4 { // rounds lost to a concurrent Reclaim or Forget
 		got, err := s.Claim(ctx, store.ClaimRequest{Scope: scope, Keys: []string{key}, Pending: true, Claimant: c})

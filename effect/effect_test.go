@@ -266,3 +266,26 @@ func TestClaimantMustBeTellableGone(t *testing.T) {
 		}
 	}
 }
+
+// A nil call is refused before the key is claimed: called after the claim, it panicked and left
+// the key pending, so the next attempt with a real call was told another one was calling now.
+func TestNilCallRefused(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, newDSN(t))
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				t.Errorf("panicked: %v", v)
+			}
+		}()
+		if _, err := effect.Do(ctx, s, "pay", "order-1", claimant("a"), nil, nil); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("err %v, want store.ErrInvalid", err)
+		}
+	}()
+	if ks, err := s.Lookup(ctx, "pay", []string{"order-1"}); err != nil || len(ks) != 0 {
+		t.Fatalf("keys %+v %v: want the key unclaimed", ks, err)
+	}
+	if out, err := effect.Do(ctx, s, "pay", "order-1", claimant("b"), func(context.Context) error { return nil }, nil); out != effect.Called || err != nil {
+		t.Fatalf("next: %v, %v", out, err)
+	}
+}
