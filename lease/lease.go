@@ -38,6 +38,7 @@ type Lease struct {
 	stop     chan struct{}
 	done     chan struct{}
 	released bool
+	given    bool // the grant is given back: Released, or a Release the store confirmed
 }
 
 // MinTTL is the shortest lease Acquire and Take hold: renewals come every ttl/3, and below it they
@@ -318,7 +319,7 @@ func (l *Lease) Released() {
 		l.mu.Unlock()
 		return
 	}
-	l.released = true
+	l.released, l.given = true, true
 	l.mu.Unlock()
 	close(l.stop)
 	<-l.done
@@ -333,20 +334,27 @@ func (l *Lease) IsReleased() bool {
 }
 
 // Release stops renewing and releases the grant. Releasing a lost lease returns nil when the store
-// confirms it is no longer ours (ErrNotHeld). It is safe to call more than once.
+// confirms it is no longer ours (ErrNotHeld). It is safe to call more than once: after one that
+// failed (the store unavailable, ctx ended), the next asks the store again; renewals stay stopped,
+// so the grant expires by itself meanwhile.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
-		return nil
-	}
+	first, given := !l.released, l.given
 	l.released = true
 	l.mu.Unlock()
-	close(l.stop)
-	<-l.done
-	err := l.s.Release(ctx, l.Info())
-	if errors.Is(err, store.ErrNotHeld) {
+	if given {
 		return nil
 	}
-	return err
+	if first {
+		close(l.stop)
+	}
+	<-l.done // Release must not race a renewal in flight
+	err := l.s.Release(ctx, l.Info())
+	if err != nil && !errors.Is(err, store.ErrNotHeld) {
+		return err
+	}
+	l.mu.Lock()
+	l.given = true
+	l.mu.Unlock()
+	return nil
 }

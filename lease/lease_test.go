@@ -297,3 +297,27 @@ func TestShortTTLRefused(t *testing.T) {
 		}
 	}
 }
+
+// A Release that failed (its ctx ended) is tried again by the next one: it returned nil at once
+// and left the grant held in the store until its expiry, although it had released nothing.
+func TestReleaseAgainAfterAFailedOne(t *testing.T) {
+	s, _ := open(t)
+	l, err := lease.Acquire(context.Background(), s, req(time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Release(ended); err == nil {
+		t.Fatal("Release with an ended ctx returned nil")
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("second Release: %v", err)
+	}
+	if ls, err := s.Leases(context.Background()); err != nil || len(ls) != 0 {
+		t.Fatalf("leases %+v %v after Release returned nil: want none", ls, err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("third Release: %v", err)
+	}
+}
