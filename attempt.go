@@ -327,7 +327,7 @@ func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, o
 		if d := ls.Deadline(); time.Until(d) <= 0 {
 			// Each try is bounded by the grant's expiry: past it, the store's answer would read
 			// "unavailable: context deadline exceeded" of a store that is fine (SIGSTOP, a frozen VM).
-			return store.Attempt{}, fmt.Errorf("%w: the lease expired at %s before the outcome was recorded (this process was stopped or starved for longer than the lease's TTL)",
+			return store.Attempt{}, fmt.Errorf("%w: the lease expired at %s before the outcome was recorded (the work did not stop when its context was cancelled, or this process was stopped or starved, for longer than the lease's TTL)",
 				lease.ErrLost, d.UTC().Format(time.RFC3339Nano))
 		}
 		fctx, cancel := context.WithDeadline(ctx, ls.Deadline())

@@ -118,11 +118,12 @@ type Options struct {
 	// Replace takes the lease over from a live holder instead of returning Busy (once run
 	// --replace): the holder's next renewal fails (a store.LossNotifier tells it at once), which
 	// cancels its work as any lost lease does. This call waits until the replaced grant's expiry by
-	// the store's clock, by when that work has stopped (Run.StopBy), and, on this machine, for the
-	// holder's local lock; then the attempt it left running is marked unknown and resolved as
-	// failed with a note naming this run, and this call goes on as usual. Never two at a time:
-	// the wait is what a takeover after the holder's death would wait, started now. Wait does
-	// not apply to the lease.
+	// the store's clock, by when that work has stopped (Run.StopBy: a Work that ignores its
+	// context is not stopped by anything, and then runs beside this call's), and, on this
+	// machine, for the holder's local lock; then the attempt it left running is marked unknown and
+	// resolved as failed with a note naming this run, and this call goes on as usual. Never two at
+	// a time: the wait is what a takeover after the holder's death would wait, started now. Wait
+	// does not apply to the lease.
 	Replace bool
 	// Limit, when 2 or more, lets up to Limit holders run the task at once (once run --limit):
 	// each takes one of Limit seats of the task's lease (store.AcquireRequest.Limit) with its own
@@ -250,7 +251,9 @@ var ErrNotStarted = errors.New("the work could not start")
 type ExitCoder interface{ ExitCode() int }
 
 // Work is the guarded work: it runs as the attempt run and must stop when ctx is cancelled (the
-// lease was lost: context.Cause(ctx) wraps lease.ErrLost). A nil error records success with exit
+// lease was lost: context.Cause(ctx) wraps lease.ErrLost), by run.StopBy(): nothing can stop a
+// goroutine, so work that goes on past it may run beside the next holder's (Options.Replace's,
+// or a takeover's), and its outcome is then not recorded (Result.RecordErr). A nil error records success with exit
 // code 0; an ExitCoder error records its code (0 is success); any other error records failed with
 // exit code 1 and the error as note. A panic is recorded as a failed attempt (exit code 1, note "the
 // work panicked: " and its value), the lease is released (not before MinHold), and the panic goes on to the caller of

@@ -473,7 +473,8 @@ func TestOutcomeAfterTheLeaseExpiredSaysSo(t *testing.T) {
 			time.Sleep(1100 * time.Millisecond) // and the process lingers past the grant's expiry
 			return ctx.Err()
 		})
-	if err != nil || r.RecordErr == nil || !errors.Is(r.RecordErr, lease.ErrLost) || !strings.Contains(r.RecordErr.Error(), "the lease expired at") {
+	if err != nil || r.RecordErr == nil || !errors.Is(r.RecordErr, lease.ErrLost) || !strings.Contains(r.RecordErr.Error(), "the lease expired at") ||
+		!strings.Contains(r.RecordErr.Error(), "the work did not stop when its context was cancelled") {
 		t.Fatalf("%+v %v: want the outcome not recorded because the lease expired", r, err)
 	}
 }
