@@ -146,3 +146,23 @@ func TestDrill(t *testing.T) {
 		t.Fatalf("no slot: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// A drill reads only its own launches from history: with a fixed holder (--holder, ONCE_HOLDER)
+// an earlier drill's launches have the same holders, and their entries were read as this one's,
+// which made a drill without a slot whose third launch ran again PASS ("0 of 3 launches ran").
+func TestDrillFixedHolderReadsOnlyItsOwnLaunches(t *testing.T) {
+	e := newEnv(t)
+	e.vars = append(e.vars, "ONCE_HOLDER=ci")
+	marker := filepath.Join(t.TempDir(), "ran")
+	job := []string{"--", "sh", "-c", "echo x >> " + marker + "; sleep 0.3"}
+	if r := e.run(append([]string{"drill", "--task", "d", "--slot", "drill-1"}, job...)...); r.code != 0 {
+		t.Fatalf("first drill: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := e.run(append([]string{"drill", "--task", "d"}, job...)...)
+	if n := countLines(t, marker); n != 3 {
+		t.Fatalf("%d executions, want 3 (one, then two without a slot)", n)
+	}
+	if r.code != 1 || !strings.Contains(r.stdout, "FAIL: 2 of 3 launches ran") || !strings.Contains(r.stdout, "launch 3 (after both ended): ran") {
+		t.Fatalf("second drill, no slot: %d, want FAIL with launch 3 ran\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

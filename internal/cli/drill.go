@@ -134,12 +134,16 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 	if err != nil {
 		self = "/proc/self/exe"
 	}
+	mark, err := historyMark(ctx, s, f.task)
+	if err != nil {
+		return err
+	}
 	ln := &launcher{a: a, ctx: ctx, self: self, fwd: forwardedFlags(fs), args: args, dsn: dsn, base: base}
 	launches, err := ln.launchAll()
 	if err != nil {
 		return err
 	}
-	if err := traceLaunches(ctx, s, f.task, launches); err != nil {
+	if err := traceLaunches(ctx, s, f.task, mark, launches); err != nil {
 		return err
 	}
 
@@ -250,9 +254,22 @@ func (p started) wait(t0 time.Time) {
 	}
 }
 
-// traceLaunches gives each launch its entries of the task's history, oldest first.
-func traceLaunches(ctx context.Context, s store.Store, task string, launches []*launch) error {
-	hist, err := s.History(ctx, store.HistoryQuery{Task: task, Limit: 200})
+// historyMark is the cursor of the task's newest history entry before the launches, "" when it
+// has none: the launches' entries are those after it. An earlier drill's launches had the same
+// holders when the base is fixed (--holder, ONCE_HOLDER), and their entries were read as this
+// drill's (a launch that ran shown as blocked, a double run as a PASS).
+func historyMark(ctx context.Context, s store.Store, task string) (string, error) {
+	hist, err := s.History(ctx, store.HistoryQuery{Task: task, Limit: 1})
+	if err != nil || len(hist) == 0 {
+		return "", err
+	}
+	return hist[0].Cursor, nil
+}
+
+// traceLaunches gives each launch its entries of the task's history after the cursor mark ("":
+// all of it), oldest first.
+func traceLaunches(ctx context.Context, s store.Store, task, mark string, launches []*launch) error {
+	hist, err := s.History(ctx, store.HistoryQuery{Task: task, Limit: 200, After: mark})
 	if err != nil {
 		return err
 	}
