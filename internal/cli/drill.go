@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/once-run/once/internal/who"
 	"github.com/once-run/once/job"
@@ -139,9 +142,13 @@ func (a *app) drill(ctx context.Context, fs *pflag.FlagSet, f *drillFlags, args 
 		return err
 	}
 	ln := &launcher{a: a, ctx: ctx, self: self, fwd: forwardedFlags(fs), args: args, dsn: dsn, base: base}
+	defer ln.forwardStops()()
 	launches, err := ln.launchAll()
 	if err != nil {
 		return err
+	}
+	if sig := ln.stopped(); sig != 0 {
+		return exit(128+int(sig), "drill: interrupted by %s: the launches were passed it and have ended; nothing was judged (see once history --task %s)", unix.SignalName(sig), f.task)
 	}
 	if err := traceLaunches(ctx, s, f.task, mark, launches); err != nil {
 		return err
@@ -196,6 +203,51 @@ type launcher struct {
 	args []string // COMMAND [ARG...]
 	dsn  string
 	base string // the holder each launch's own is made from: drill-N/BASE
+
+	mu    sync.Mutex
+	procs []*os.Process  // the launches started
+	sig   syscall.Signal // the stop signal the drill got, 0 for none
+}
+
+// forwardStops passes a stop signal the drill gets (SIGINT, SIGTERM, SIGHUP, SIGQUIT, unless
+// ignored at start) on to its launches, each a once run that stops its command and records the
+// outcome, and starts no launch after it. Without it the drill died of the signal and left its
+// launches running the command (a CI step's timeout, systemd's stop). It returns the undo.
+func (ln *launcher) forwardStops() func() {
+	sigs := make(chan os.Signal, 4)
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
+	go func() {
+		for s := range sigs {
+			ln.mu.Lock()
+			ln.sig = s.(syscall.Signal)
+			for _, p := range ln.procs {
+				_ = p.Signal(s)
+			}
+			ln.mu.Unlock()
+		}
+	}()
+	return func() { signal.Stop(sigs); close(sigs) }
+}
+
+// started notes a launch that started, and passes it a stop signal that came before.
+func (ln *launcher) started(p *os.Process) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	ln.procs = append(ln.procs, p)
+	if ln.sig != 0 {
+		_ = p.Signal(ln.sig)
+	}
+}
+
+// stopped is the stop signal the drill got, 0 for none.
+func (ln *launcher) stopped() syscall.Signal {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return ln.sig
 }
 
 // started is a launch on its way.
@@ -210,22 +262,26 @@ type started struct {
 func (ln *launcher) launchAll() ([]*launch, error) {
 	pair := []started{ln.prepare(1), ln.prepare(2)}
 	t0 := time.Now()
-	for _, p := range pair {
-		if err := p.cmd.Start(); err != nil {
-			return nil, fmt.Errorf("drill: start launch %d: %w", p.l.n, err)
-		}
-	}
 	var wg sync.WaitGroup
 	for _, p := range pair {
+		if err := p.cmd.Start(); err != nil {
+			wg.Wait()
+			return nil, fmt.Errorf("drill: start launch %d: %w", p.l.n, err)
+		}
+		ln.started(p.cmd.Process)
 		wg.Add(1)
 		go func() { defer wg.Done(); p.wait(t0) }()
 	}
 	wg.Wait()
 	third := ln.prepare(3)
+	if ln.stopped() != 0 {
+		return []*launch{pair[0].l, pair[1].l}, nil
+	}
 	t3 := time.Now()
 	if err := third.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("drill: start launch 3: %w", err)
 	}
+	ln.started(third.cmd.Process)
 	third.wait(t3)
 	return []*launch{pair[0].l, pair[1].l, third.l}, nil
 }
