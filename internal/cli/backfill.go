@@ -253,8 +253,7 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 	}})
 	left := n - done
 	if err == nil || done > 0 {
-		fmt.Fprintf(a.stderr, "once: backfill of task %s: %d slots: %d ran (%d succeeded, %d failed), %d already done, %d need review, %d not reached\n",
-			f.task, n, counts["succeeded"]+counts["failed"], counts["succeeded"], counts["failed"], counts["skipped"], counts["review"], left)
+		a.backfillSummary(f.task, n, left, counts, firstBad)
 	}
 	if err != nil {
 		return rn.notStarted(rn.interrupted(ctx, err))
@@ -266,6 +265,18 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 		fmt.Fprintf(a.stderr, "once: stopped at slot %s (%s); run the backfill again to resume there, or add --keep-going\n", firstBad.Slot, cell(describe(*firstBad)))
 	}
 	return rn.exitFor(*firstBad, dsn)
+}
+
+// backfillSummary prints the line that ends a backfill: what became of its n slots, or, when the
+// task was busy, that none was begun and why (the counts left that result out, and off a terminal
+// nothing said it was busy).
+func (a *app) backfillSummary(task string, n, left int, counts map[string]int, firstBad *once.Result) {
+	if firstBad != nil && firstBad.Decision == once.Busy && left == n-1 {
+		fmt.Fprintf(a.stderr, "once: backfill of task %s: %d slots, none begun: %s\n", task, n, cell(describe(*firstBad)))
+		return
+	}
+	fmt.Fprintf(a.stderr, "once: backfill of task %s: %d slots: %d ran (%d succeeded, %d failed), %d already done, %d need review, %d not reached\n",
+		task, n, counts["succeeded"]+counts["failed"], counts["succeeded"], counts["failed"], counts["skipped"], counts["review"], left)
 }
 
 // backfillPlan prints each slot, its state and what a backfill would do; it runs nothing. Rows
