@@ -211,14 +211,16 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 	}
 	defer s.Close()
 	rn.dsn = dsn
+	if err := checkSlotNames(ctx, s, f.task, rn.spec); err != nil {
+		return err
+	}
 	opts := rn.options(s)
 	if f.dryRun {
 		return a.backfillPlan(ctx, s, opts, slots)
 	}
 
 	tty := isTerminal(a.rawStderr)
-	n, done := slots.n, 0
-	var started time.Time
+	n, done, started := slots.n, 0, time.Time{}
 	rn.before = func(run *once.Run) {
 		started = time.Now()
 		if tty {
@@ -265,6 +267,33 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 		fmt.Fprintf(a.stderr, "once: stopped at slot %s (%s); run the backfill again to resume there, or add --keep-going\n", firstBad.Slot, cell(describe(*firstBad)))
 	}
 	return rn.exitFor(*firstBad, dsn)
+}
+
+// checkSlotNames refuses (64) a --schedule backfill whose zone names the task's slots otherwise
+// than its ledger does. A schedule's slot value is its fire time with the offset of --tz, and the
+// value is the slot's name: a backfill without the job's --tz read every slot as never run and
+// ran those that had succeeded again. The task's newest slot that is a fire time of the schedule
+// is the naming in use.
+func checkSlotNames(ctx context.Context, s store.Store, task string, spec slot.Spec) error {
+	if spec.Kind() != slot.KindSchedule {
+		return nil // a period's value has no offset
+	}
+	hist, err := s.History(ctx, store.HistoryQuery{Task: task, Limit: 50})
+	if err != nil {
+		return err
+	}
+	for _, e := range hist {
+		t, err := spec.Parse(e.Slot)
+		if err != nil {
+			continue
+		}
+		if mine := spec.At(t); mine != e.Slot {
+			return usage("task %s names its slots in another zone: its slot %s is %s in %s; give the job's --tz, or the backfill would run slots that succeeded again under new names",
+				task, e.Slot, mine, spec.Location())
+		}
+		return nil
+	}
+	return nil
 }
 
 // backfillSummary prints the line that ends a backfill: what became of its n slots, or, when the
