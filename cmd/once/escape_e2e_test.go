@@ -365,6 +365,27 @@ func TestStopSignalEndsASequence(t *testing.T) {
 	}
 }
 
+// A backfill whose command dies of a stop signal says to run it again, not to add --keep-going,
+// which would not have gone on after the signal.
+func TestBackfillStoppedBySignalAdvice(t *testing.T) {
+	e := newEnv(t)
+	c := e.cmd(context.Background(), "backfill", "--task", "bfs", "--per", "day", "--from", "2026-11-01", "--to", "2026-11-03", "--", "sleep", "30")
+	var se bytes.Buffer
+	c.Stderr = &se
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(fmt.Sprint(e.history("bfs")), "running"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first slot did not begin\n%s", se.String())
+		}
+	}
+	c.Process.Signal(syscall.SIGTERM)
+	if code := exitOf(c.Wait()); code != 143 || !strings.Contains(se.String(), "run the backfill again to resume there") || strings.Contains(se.String(), "--keep-going") {
+		t.Fatalf("exit %d (want 143), a line to run it again without --keep-going:\n%s", code, se.String())
+	}
+}
+
 // `nohup once run …` (SIGHUP ignored when once starts) is not stopped by a hangup: the ssh
 // session that started it may end. os/signal's Notify would take the ignored signal back, and
 // the run was stopped, 129, recorded failed.

@@ -264,7 +264,11 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 		return nil
 	}
 	if left > 0 && firstBad.Decision != once.Busy {
-		fmt.Fprintf(a.stderr, "once: stopped at slot %s (%s); run the backfill again to resume there, or add --keep-going\n", firstBad.Slot, cell(describe(*firstBad)))
+		more := ", or add --keep-going"
+		if rn.job.Signal() != 0 { // --keep-going would not have gone on after a stop signal
+			more = ""
+		}
+		fmt.Fprintf(a.stderr, "once: stopped at slot %s (%s); run the backfill again to resume there%s\n", firstBad.Slot, cell(describe(*firstBad)), more)
 	}
 	return rn.exitFor(*firstBad, dsn)
 }
