@@ -68,6 +68,7 @@ func TestNewRefusesJobsOutOfBounds(t *testing.T) {
 			j.MaxAttempts = -1
 		},
 		"CatchUpMax": func(j *scheduler.Job) { j.CatchUpMax = -1 },
+		"Name":       func(j *scheduler.Job) { j.Name = "" }, // it said "set Options.Task"
 	}
 	for field, set := range bad {
 		j := workJob("a", "@daily", (&witness{}).work(0))

@@ -177,8 +177,11 @@ func (s *Scheduler) Reload(jobs []Job) error {
 	specs := make([]slot.Spec, len(jobs))
 	seen := make(map[string]bool, len(jobs))
 	for i, j := range jobs {
+		if j.Name == "" { // ValidateTask's message names once.Options.Task
+			return fmt.Errorf("%w: job %d of %d has no name: set Job.Name (letters, digits and . _ : @ / -)", once.ErrInvalid, i+1, len(jobs))
+		}
 		if err := once.ValidateTask(j.Name); err != nil {
-			return err
+			return fmt.Errorf("job %d: %w", i+1, err)
 		}
 		if seen[j.Name] {
 			return fmt.Errorf("%w: job %q is given twice", once.ErrInvalid, j.Name)
