@@ -25,7 +25,8 @@ import (
 //   - A change needs the token always: API calls send it as a bearer header (no cookie is taken
 //     for them, so no other page can make a browser send one); dashboard forms are taken with the
 //     session cookie only when they also carry the CSRF token bound to it and come from this
-//     origin (Sec-Fetch-Site, Origin). Log out is taken from this origin only.
+//     origin (Sec-Fetch-Site, Origin). Log out and log in are taken from this origin only (a
+//     login from another site's page would count wrong tokens against the operator's address).
 //   - The session cookie is HttpOnly, SameSite=Strict, and Secure under TLS or behind a proxy
 //     that says the browser used https (X-Forwarded-Proto, Forwarded: proto=https).
 //   - Without a token configured nothing can be changed: the server is read-only.

@@ -134,6 +134,30 @@ func TestWrongLoginsAreHeld(t *testing.T) {
 	}
 }
 
+// TestLoginFromAnotherSiteIsNotCounted: a page of another site open in the operator's browser
+// posts wrong tokens to /login (a simple form or fetch, no preflight): were they counted, the
+// operator's own address would be held, and their login refused, up to 5 minutes at a time. They
+// are refused without a check; the operator's login then works.
+func TestLoginFromAnotherSiteIsNotCounted(t *testing.T) {
+	sd := newSeeded(t)
+	_, ts, _, log := limitedServer(t, sd)
+	wrong := url.Values{"token": {"wrong-" + testToken}, "next": {"/"}}.Encode()
+	for i := 0; i < 3*freeFailures; i++ {
+		resp, _ := post(t, ts, "/login", "application/x-www-form-urlencoded", wrong, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example")
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("a login from another site %d: %d, want 403", i+1, resp.StatusCode)
+		}
+	}
+	right := url.Values{"token": {testToken}, "next": {"/"}}.Encode()
+	resp, body := post(t, ts, "/login", "application/x-www-form-urlencoded", right, "Sec-Fetch-Site", "same-origin", "Origin", ts.URL)
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("the operator's login after another site's: %d %s", resp.StatusCode, body)
+	}
+	if n := log.count("token checks held"); n != 0 {
+		t.Errorf("%d holds logged, want none", n)
+	}
+}
+
 // TestStaleTokenOnOpenReadsIsNotCounted: a local script that still sends an old token reads on
 // loopback, where no token is needed: nothing was checked, so nothing is held.
 func TestStaleTokenOnOpenReadsIsNotCounted(t *testing.T) {

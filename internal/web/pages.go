@@ -226,7 +226,8 @@ func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "login", map[string]string{"Next": localPath(r.URL.Query().Get("next")), "Error": ""})
 }
 
-// formLogin takes the token once and gives the browser a session cookie derived from it.
+// formLogin takes the token once and gives the browser a session cookie derived from it. It is
+// taken from this origin only, as log out is.
 func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) {
 	if s.c.Token == "" {
 		s.c.Log.Warn("login refused", "from", r.RemoteAddr, "client", clientAddr(r))
@@ -234,6 +235,13 @@ func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	addr := clientAddr(r)
+	// Another site's page must not send tokens from the operator's browser: each wrong one
+	// would count against the operator's own address, holding their login up to 5 minutes.
+	if !sameOrigin(r) {
+		s.c.Log.Warn("login refused: a form of another site", "from", r.RemoteAddr, "client", addr)
+		s.fail(w, r, http.StatusForbidden, s.tr(r)("csrf"))
+		return
+	}
 	if wait := s.limit.held(addr); wait > 0 { // before the form is read
 		s.tooMany(w, r, wait)
 		return
