@@ -245,6 +245,15 @@ command = ["/usr/local/bin/backup", "--full"]
 	if n := evalJS[int](b, `document.querySelectorAll("#gone").length`); n != 0 {
 		t.Errorf("overview after the pasted resolve: the holder-gone section is still there")
 	}
+	// Times in the reader's zone (the browser runs in UTC) name it, and the switch marks it.
+	b.open(base + "/?tz=local")
+	if got := b.text(`tr[data-task="export-ledger"] time`); !strings.HasSuffix(got, "UTC") || strings.Contains(got, "Z") {
+		t.Errorf("overview with tz=local: a time reads %q, want it in the browser's own form, naming its zone", got)
+	}
+	if got := b.text(`.switch a[aria-current]`); got != "local" {
+		t.Errorf("overview with tz=local: the switch marks %q, want local", got)
+	}
+	b.open(base + "/?tz=utc")
 	ph.done("a. overview, holder gone, the pasted resolve")
 
 	// b. The timeline of the seed's range draws the two overlapping attempts red and names both

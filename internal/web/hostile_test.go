@@ -353,3 +353,27 @@ func TestBearerAnyCaseNoListingPlainLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestPagesSayTheirZone: a page's times are UTC, or the reader's own zone after ?tz=local (kept in
+// a cookie for a year): the switch marks the one in use, and the timeline's axis, drawn on the
+// server in UTC whatever the zone, says UTC. Without it a reader in New York saw the footer's
+// 4:32 AM beside an axis ending at 09:32, neither naming its zone.
+func TestPagesSayTheirZone(t *testing.T) {
+	sd := newSeeded(t)
+	_, ts := sd.server("")
+	for _, c := range []struct{ query, cookie, current string }{
+		{"", "", "tz=utc"}, {"?tz=local", "", "tz=local"}, {"", "once_tz=local", "tz=local"}, {"?tz=utc", "once_tz=local", "tz=utc"},
+	} {
+		var hdr []string
+		if c.cookie != "" {
+			hdr = []string{"Cookie", c.cookie}
+		}
+		_, body := get(t, ts, "/timeline"+c.query, hdr...)
+		if n := strings.Count(body, `aria-current="true"`); n != 1 || !strings.Contains(body, c.current+`" aria-current="true"`) {
+			t.Errorf("/timeline%s (cookie %q): %d zones marked, want %s marked", c.query, c.cookie, n, c.current)
+		}
+		if !strings.Contains(body, `<text class="tickzone" x="4" y="14">UTC</text>`) {
+			t.Errorf("/timeline%s: the axis does not say it is in UTC", c.query)
+		}
+	}
+}

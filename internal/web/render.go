@@ -45,15 +45,21 @@ func layout(w *page, v view, content func(*page, view)) {
 		sep = "&"
 	}
 	self := v.Path + sep
+	// The zone in use is marked: a local time's text (app.js) names its zone, but the switch
+	// is what tells a reader that the page is in UTC, or in their own zone.
+	utc, local := safe(` aria-current="true"`), safe("")
+	if v.Zone == "local" {
+		utc, local = local, utc
+	}
 	w.p(`
   </nav>
   <span class="switch">
     <a href="%slang=en" lang="en">English</a> ·
     <a href="%slang=zh-CN" lang="zh-CN">简体中文</a> ·
-    %s: <a href="%stz=utc">%s</a> /
-    <a href="%stz=local">%s</a>
+    %s: <a href="%stz=utc"%s>%s</a> /
+    <a href="%stz=local"%s>%s</a>
   </span>
-  <span class="session">`, self, self, v.T("times"), self, v.T("utc"), self, v.T("local"))
+  <span class="session">`, self, self, v.T("times"), self, utc, v.T("utc"), self, local, v.T("local"))
 	switch {
 	case v.LoggedIn:
 		w.p(`<form method="post" action="/logout"><button>%s</button></form>`, v.T("logout"))
@@ -222,6 +228,8 @@ func renderTimeline(w *page, v view) {
 		w.p(`<p class="warn">%s</p>`, v.T("truncated"))
 	}
 	w.p(`<svg class="timeline" width="%v" height="%v" role="img" aria-label="%s">`, d.Width, d.Height, v.T("timeline"))
+	// The axis is drawn on the server, in UTC whatever the page's zone: it says so.
+	w.p(`<text class="tickzone" x="4" y="14">UTC</text>`)
 	for _, t := range d.Ticks {
 		w.p(`<line class="tick" x1="%v" x2="%v" y1="20" y2="%v"/><text class="ticktext" x="%v" y="14">%s</text>`, t.X, t.X, d.Height, t.X, t.Text)
 	}

@@ -5,7 +5,7 @@
     if (document.documentElement.dataset.tz !== "local") return;
     root.querySelectorAll("time[datetime]").forEach(function (el) {
       var d = new Date(el.getAttribute("datetime"));
-      if (!isNaN(d)) el.textContent = d.toLocaleString();
+      if (!isNaN(d)) el.textContent = d.toLocaleString(undefined, { timeZoneName: "short" });
     });
   }
   function cell(text) {
