@@ -460,3 +460,41 @@ func TestOpenWaitsToSwitchToWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGoneWhileOpenReads: a process that only reads (once serve) kept showing a deleted or
+// replaced ledger as the ledger, all well, while every once run refused it (69): its reads fail
+// with ErrGone too, as its writes do.
+func TestGoneWhileOpenReads(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		do   func(t *testing.T, path string)
+		want string
+	}{
+		{"deleted", func(t *testing.T, path string) { removeAll(t, path) }, "once.db was deleted while in use"},
+		{"replaced", func(t *testing.T, path string) { copyFile(t, path, path) }, "once.db was replaced while in use"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			_, path := private(t)
+			s := mustOpen(t, path)
+			l, err := s.Acquire(ctx, store.AcquireRequest{Task: "t", Holder: "h", RunID: "r", TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Begin(ctx, store.Attempt{Task: "t", Slot: "s", RunID: "r", Number: 1, Holder: "h", Token: l.Token, State: store.Running}); err != nil {
+				t.Fatal(err)
+			}
+			c.do(t, path)
+			_, err = s.Tasks(ctx, "", 10)
+			wantGone(t, err, c.want)
+			_, err = s.Leases(ctx)
+			wantGone(t, err, c.want)
+			_, err = s.History(ctx, store.HistoryQuery{Limit: 10})
+			wantGone(t, err, c.want)
+			_, err = s.Slot(ctx, "t", "s")
+			wantGone(t, err, c.want)
+			_, _, err = s.NewestSuccess(ctx, "t", 10)
+			wantGone(t, err, c.want)
+		})
+	}
+}

@@ -142,6 +142,9 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Entr
 	if err != nil {
 		return nil, err
 	}
+	if err := s.still(); err != nil {
+		return nil, err
+	}
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, s.mapErr(err)

@@ -18,6 +18,9 @@ func (s *Store) NewestSuccess(ctx context.Context, task string, within int) (*st
 	if err := store.CheckSuccessWithin(within); err != nil {
 		return nil, false, err
 	}
+	if err := s.still(); err != nil {
+		return nil, false, err
+	}
 	a, err := scanAttempt(s.db.QueryRowContext(ctx, newestSuccessQuery(s.t), task, within))
 	switch {
 	case err == nil:

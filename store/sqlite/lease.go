@@ -188,6 +188,9 @@ func (s *Store) release(ctx context.Context, tx *sql.Tx, now int64, l store.Leas
 // Leases lists the grants that have not expired by the store's clock, by task: every seat of a
 // task with seats.
 func (s *Store) Leases(ctx context.Context) ([]store.Lease, error) {
+	if err := s.still(); err != nil {
+		return nil, err
+	}
 	now, err := s.now(ctx)
 	if err != nil {
 		return nil, err
@@ -224,6 +227,9 @@ func tasksQuery(t tables) string {
 
 // Tasks lists the tasks granted a lease, from the name after on (store.TaskLister).
 func (s *Store) Tasks(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := s.still(); err != nil {
+		return nil, err
+	}
 	if err := store.CheckTasksPage(limit); err != nil {
 		return nil, err
 	}

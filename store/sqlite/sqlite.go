@@ -479,10 +479,12 @@ func (s *Store) write(ctx context.Context, lazy bool, fn func(tx *sql.Tx) error)
 }
 
 // read runs fn in a read-only (deferred) transaction: a consistent snapshot that takes no write
-// lock and waits for no writer (WAL).
+// lock and waits for no writer (WAL). Like every read, it first checks that the files are still
+// the ledger (still): a process that only reads (once serve) would otherwise go on showing a
+// deleted or replaced ledger, all well, while every once run refuses it (69).
 func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	if err := s.w.lost.Load(); err != nil {
-		return *err
+	if err := s.still(); err != nil {
+		return err
 	}
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
