@@ -228,13 +228,15 @@ func renderTimeline(w *page, v view) {
 		w.p(`<p class="warn">%s</p>`, v.T("truncated"))
 	}
 	w.p(`<svg class="timeline" width="%v" height="%v" role="img" aria-label="%s">`, d.Width, d.Height, v.T("timeline"))
+	// A task's name is cut at its column (its title gives it whole): it ran over the bars.
+	w.p(`<clipPath id="labels"><rect width="%v" height="%v"/></clipPath>`, d.Label-4, d.Height)
 	// The axis is drawn on the server, in UTC whatever the page's zone: it says so.
 	w.p(`<text class="tickzone" x="4" y="14">UTC</text>`)
 	for _, t := range d.Ticks {
 		w.p(`<line class="tick" x1="%v" x2="%v" y1="20" y2="%v"/><text class="ticktext" x="%v" y="14">%s</text>`, t.X, t.X, d.Height, t.X, t.Text)
 	}
 	for _, r := range d.Rows {
-		w.p(`<g class="row" data-task="%s"><text class="label" x="4" y="%v">%s</text>`, r.Task, r.LabelY, r.Task)
+		w.p(`<g class="row" data-task="%s"><text class="label" x="4" y="%v" clip-path="url(#labels)"><title>%s</title>%s</text>`, r.Task, r.LabelY, r.Task, r.Task)
 		for _, b := range r.Bars {
 			w.p(`<a href="%s"><rect class="%s" x="%v" y="%v" width="%v" height="%v" data-holder="%s" data-run="%s"><title>%s</title></rect></a>`,
 				slotLink(b.Task, b.Slot), b.Class, b.X, b.Y, b.W, b.H, b.Holder, b.RunID, b.Title)
