@@ -19,6 +19,25 @@ var pageFuncs = map[string]func(w *page, v view){
 	"keys": renderScopes, "scope": renderScope,
 }
 
+// pageTitle is the page's name, and what it shows when that is one task, slot or scope: a
+// browser's tabs and history (and a screen reader) named every run detail "slot".
+func pageTitle(v view) string {
+	t := v.T(v.Page)
+	switch d := v.Data.(type) {
+	case SlotDetail:
+		t = d.Task + " · " + orDash(d.Slot)
+	case drawn:
+		if d.Task != "" {
+			t += ": " + d.Task
+		}
+	case KeysPage:
+		if v.Page == "scope" && d.Scope != "" {
+			t += " · " + d.Scope
+		}
+	}
+	return t
+}
+
 func layout(w *page, v view, content func(*page, view)) {
 	w.p(`<!doctype html>
 <html lang="%s" data-tz="%s">
@@ -32,7 +51,7 @@ func layout(w *page, v view, content func(*page, view)) {
 <body>
 <header>
   <a class="brand" href="/">once</a>
-  <nav>`, v.Lang, v.Zone, v.T(v.Page))
+  <nav>`, v.Lang, v.Zone, pageTitle(v))
 	for _, n := range []struct{ page, href string }{{"overview", "/"}, {"timeline", "/timeline"}, {"review", "/review"}, {"leases", "/leases"}, {"jobs", "/jobs"}, {"keys", "/keys"}} {
 		cur := safe("")
 		if v.Page == n.page || v.Page == "scope" && n.page == "keys" {
@@ -222,8 +241,8 @@ func renderTimeline(w *page, v view) {
 		w.p(`<input type="hidden" name="task" value="%s">`, d.Task)
 	}
 	w.p(`<label>%s <input name="from" value="%s"></label> <label>%s <input name="to" value="%s"></label>
-<button type="submit">%s</button> <a href="/timeline?%s">←</a> <a href="/timeline?%s">→</a></form>`,
-		v.T("from"), d.FromParam, v.T("to"), d.ToParam, v.T("show"), d.Earlier, d.Later)
+<button type="submit">%s</button> <a href="/timeline?%s" aria-label="%s" title="%s">←</a> <a href="/timeline?%s" aria-label="%s" title="%s">→</a></form>`,
+		v.T("from"), d.FromParam, v.T("to"), d.ToParam, v.T("show"), d.Earlier, v.T("earlier"), v.T("earlier"), d.Later, v.T("later"), v.T("later"))
 	if d.Truncated {
 		w.p(`<p class="warn">%s</p>`, v.T("truncated"))
 	}

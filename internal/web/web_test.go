@@ -700,3 +700,20 @@ func (h *historyRecorder) RunningAttempts(ctx context.Context, limit int) (store
 	}
 	return store.RunningList{}, store.ErrUnavailable
 }
+
+// A page of one task, slot or scope names it in its title (tabs, history, screen readers named
+// every run detail "slot"), and the timeline's arrows say where they go.
+func TestPageTitlesNameTheirSubject(t *testing.T) {
+	sd := newSeeded(t)
+	sd.run("nightly", "2026-12-01", "hostA", store.Succeeded)
+	_, ts := sd.server("")
+	for p, want := range map[string]string{
+		"/slot?task=nightly&slot=2026-12-01": "<title>nightly · 2026-12-01 · once</title>",
+		"/timeline?task=nightly":             "<title>Timeline: nightly · once</title>",
+		"/timeline":                          `aria-label="Earlier"`,
+	} {
+		if _, body := get(t, ts, p); !strings.Contains(body, want) {
+			t.Errorf("%s: no %s in\n%.600s", p, want, body)
+		}
+	}
+}
