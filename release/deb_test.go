@@ -198,6 +198,7 @@ func newcomerRuns(t *testing.T, user, home string, as []string) {
 		c.Dir = "/"
 		return c
 	}
+	awayFromMidnight(t)
 	mustRun(t, once("run", "--task", "t", "--per", "day", "--", "true"))
 	mustRun(t, once("run", "--task", "t", "--per", "day", "--", "true"))
 	// The installed once starts the installed shim, not itself re-executed.

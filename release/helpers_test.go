@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 const root = ".."
@@ -105,5 +106,20 @@ func sameFile(t *testing.T, a, b string) {
 	}
 	if sa != sb {
 		t.Errorf("%s and %s differ (sha256 %s, %s): the build is not reproducible", a, b, sa, sb)
+	}
+}
+
+// awayFromMidnight waits out the next midnight, in UTC or in the local zone (--per day's default),
+// when it is under a minute away: the tests that run --per day twice and want the second skipped
+// saw it run when the date turned between the two (cmd/once's awayFromMidnight).
+func awayFromMidnight(t *testing.T) {
+	t.Helper()
+	for _, loc := range []*time.Location{time.UTC, time.Local} {
+		now := time.Now().In(loc)
+		next := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, loc)
+		if left := next.Sub(now); left < time.Minute {
+			t.Logf("waiting %s for midnight (%s) to pass: the test runs --per day twice", left.Round(time.Millisecond), loc)
+			time.Sleep(left + 100*time.Millisecond)
+		}
 	}
 }

@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -225,15 +227,23 @@ func TestImageRuns(t *testing.T) {
 		c.SysProcAttr = &syscall.SysProcAttr{Chroot: fs, Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
 		return c
 	}
-	slot := []string{"run", "--task", "t", "--schedule", "0 2 * * *", "--tz", "Europe/Berlin", "--", "/once", "version"}
+	// A daily fire twelve hours away, so that none falls between the two runs (02:00 could); its
+	// offset is +01:00 in winter and +02:00 in summer ("T02:00:00+01:00" failed from March to October).
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := time.Now().In(berlin).Add(12 * time.Hour).Hour()
+	slot := []string{"run", "--task", "t", "--schedule", fmt.Sprintf("0 %d * * *", hour), "--tz", "Europe/Berlin", "--", "/once", "version"}
 	mustRun(t, once(slot...))
 	mustRun(t, once(slot...))
 	var hist []struct{ State, Slot string }
 	if err := json.Unmarshal([]byte(mustRun(t, once("history", "--json"))), &hist); err != nil {
 		t.Fatal(err)
 	}
-	if len(hist) != 2 || hist[0].State != "skipped" || hist[1].State != "succeeded" || !strings.HasSuffix(hist[1].Slot, "T02:00:00+01:00") {
-		t.Errorf("history in the chroot %+v; want succeeded, then skipped, in a 02:00 Europe/Berlin slot", hist)
+	fire := regexp.MustCompile(fmt.Sprintf(`T%02d:00:00\+0[12]:00$`, hour))
+	if len(hist) != 2 || hist[0].State != "skipped" || hist[1].State != "succeeded" || !fire.MatchString(hist[1].Slot) {
+		t.Errorf("history in the chroot %+v; want succeeded, then skipped, in a %02d:00 Europe/Berlin slot", hist, hour)
 	}
 	if fi, err := os.Stat(filepath.Join(fs, "var/lib/once/once.db")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 65532 {
 		t.Errorf("the ledger in /var/lib/once: %v; want it there, owned by 65532", err)
@@ -274,6 +284,7 @@ func TestImagePodman(t *testing.T) {
 		t.Errorf("podman run … version printed %q", out)
 	}
 	slot := []string{"run", "--task", "t", "--per", "day", "--", "/once", "version"}
+	awayFromMidnight(t)
 	mustRun(t, runArgs(slot...))
 	mustRun(t, runArgs(slot...))
 	if out := mustRun(t, runArgs("history", "--json")); strings.Count(out, `"state": "succeeded"`) != 1 || strings.Count(out, `"state": "skipped"`) != 1 {

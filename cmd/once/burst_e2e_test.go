@@ -39,6 +39,7 @@ func TestBurstOfDifferentTasksAllRun(t *testing.T) {
 		t.Fatalf("warm-up: %d %s", r.code, r.stderr)
 	}
 	marker := filepath.Join(t.TempDir(), "ran")
+	awayFromMidnight(t)
 	args := make([][]string, n)
 	for i := range args {
 		args[i] = []string{"run", "--task", fmt.Sprintf("nightly-%d", i), "--per", "day", "--", "sh", "-c", "echo x >> " + marker}

@@ -26,6 +26,7 @@ func TestFsyncsPerRun(t *testing.T) {
 		t.Skip("strace is missing: apt-get install strace")
 	}
 	e := newEnv(t)
+	awayFromMidnight(t)
 	if r := e.run("run", "--task", "warm", "--", "true"); r.code != 0 { // the store's files made
 		t.Fatalf("warm-up run: %d %s", r.code, r.stderr)
 	}

@@ -249,6 +249,7 @@ func TestSlotRunsOnceAndFailedSlotRetries(t *testing.T) {
 	}
 
 	envOut := filepath.Join(t.TempDir(), "env")
+	awayFromMidnight(t)
 	r = e.run("run", "--task", "flaky", "--per", "day", "--", "sh", "-c", "exit 3")
 	if r.code != 3 {
 		t.Fatalf("failing run exit %d, want 3 (pass-through)", r.code)
@@ -280,6 +281,7 @@ func TestSecondsAndEverySchedules(t *testing.T) {
 	e := newEnv(t)
 	for _, c := range []struct{ task, sched string }{{"sec", "0 0 0 * * *"}, {"every", "@every 24h"}} {
 		out := filepath.Join(t.TempDir(), "slot")
+		awayFromMidnight(t)
 		before := time.Now().UTC().Format("2006-01-02")
 		for i := 0; i < 2; i++ {
 			r := e.run("run", "--task", c.task, "--schedule", c.sched, "--tz", "UTC", "--", "sh", "-c", "echo $ONCE_SLOT >> "+out)

@@ -221,6 +221,7 @@ func TestPruneKeepsWhatDecisionsNeed(t *testing.T) {
 		}
 		return r
 	}
+	awayFromMidnight(t)
 	// done: failed twice, then succeeded today.
 	run(1, "--task", "done", "--per", "day", "--", "false")
 	run(1, "--task", "done", "--per", "day", "--", "false")

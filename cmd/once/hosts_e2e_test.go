@@ -28,6 +28,7 @@ func TestDoctorTwoHosts(t *testing.T) {
 		wg.Wait()
 		return ra, rb
 	}
+	awayFromMidnight(t)
 	args := []string{"--task", "nightly", "--per", "day", "--", "sleep", "0.3"}
 	ra, rb := together(on(web1, "web1:100", args...), on(web2, "web2:200", args...))
 	if codes := []int{ra.code, rb.code}; !(codes[0] == 0 && codes[1] == 75 || codes[0] == 75 && codes[1] == 0) {

@@ -28,6 +28,7 @@ func TestCatchUpRunsEachMissedDayOnce(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "slots")
 	job := []string{"--", "sh", "-c", `echo "$ONCE_SLOT" >> ` + out}
 	args := append([]string{"run", "--task", "cu", "--per", "day", "--tz", "UTC", "--catch-up", "3d"}, job...)
+	awayFromMidnight(t)
 	now := time.Now().UTC()
 	want := []string{now.AddDate(0, 0, -2).Format("2006-01-02"), now.AddDate(0, 0, -1).Format("2006-01-02"), now.Format("2006-01-02")}
 	if r := e.run(args...); r.code != 0 {
@@ -51,6 +52,7 @@ func TestCatchUpStopsAtFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	out := filepath.Join(t.TempDir(), "slots")
+	awayFromMidnight(t)
 	bad := time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02")
 	script := `echo "$ONCE_SLOT" >> ` + out + `; [ "$ONCE_SLOT" != "$BAD" ]`
 	e.vars = append(e.vars, "BAD="+bad)

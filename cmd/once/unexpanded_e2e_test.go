@@ -132,6 +132,7 @@ func TestUnexpandedLedgerOfAnOlderOnce(t *testing.T) {
 	// The ledgers an older once left: ./$HOME/once.db under cron's working directory, and
 	// /…/$USER/once/once.db, each with today's slot done.
 	kept := "sqlite://" + cwd + "/%24HOME/once.db"
+	awayFromMidnight(t)
 	if r := run("ONCE_STORE", kept, "echo", "ran"); r.code != 0 || r.stdout != "ran\n" {
 		t.Fatalf("seeding %s: exit %d %q %s", kept, r.code, r.stdout, r.stderr)
 	}
