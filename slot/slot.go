@@ -262,11 +262,14 @@ func oneLine(s string) string {
 // characters only (no control characters; ASCII space is allowed but not at either end),
 // and no '/'. Values end up in history, log lines and environment variables, and
 // ONCE_IDEMPOTENCY_KEY is TASK/SLOT: a task may contain '/', a slot never does, so the key
-// splits unambiguously at its last '/'. Errors wrap ErrInvalid.
+// splits unambiguously at its last '/'. "-" alone is how once's tables print no slot: a slot of
+// that name read as none. Errors wrap ErrInvalid.
 func CheckValue(v string) error {
 	switch {
 	case v == "":
 		return invalidf("--slot: empty value")
+	case v == "-":
+		return invalidf("--slot \"-\": once's tables print \"-\" for no slot; name the slot otherwise (leave --slot out for none)")
 	case len(v) > MaxValueLen:
 		return invalidf("--slot: value is %d bytes long; the limit is %d", len(v), MaxValueLen)
 	case !utf8.ValidString(v):

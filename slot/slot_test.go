@@ -296,6 +296,7 @@ func TestNewErrors(t *testing.T) {
 		{"", "", "a\tb", "", "only printable"},
 		{"", "", "\x7f", "", "only printable"},
 		{"", "", " a", "", "leading or trailing spaces"},
+		{"", "", "-", "", "print \"-\" for no slot"},
 		{"", "", "\xff", "", "UTF-8"},
 		{"", "", strings.Repeat("x", 201), "", "the limit is 200"},
 	} {

@@ -113,7 +113,7 @@ func TestDoctorLeavesTheDaemonsClaimsAlone(t *testing.T) {
 func TestPastedResolveOfADashTask(t *testing.T) {
 	e := newEnv(t)
 	for range 2 {
-		e.run("run", "--task=--as", "--slot", "-", "--max-attempts", "1", "--", "false")
+		e.run("run", "--task=--as", "--slot", "-1", "--max-attempts", "1", "--", "false")
 	}
 	var st struct {
 		Review []struct{ Resolve struct{ Failed string } }
