@@ -64,7 +64,7 @@ func TestIdlePollReadsNoKeyPerJob(t *testing.T) {
 	const jobs = 120
 	var js []scheduler.Job
 	for i := range jobs {
-		js = append(js, workJob(fmt.Sprintf("daily-%03d", i), "17 3 * * *", (&witness{}).work(time.Millisecond)))
+		js = append(js, workJob(fmt.Sprintf("daily-%03d", i), scheduler.QuietSchedule(24*time.Hour), (&witness{}).work(time.Millisecond)))
 	}
 	reads := &controlReads{keyedStore: f.stores[0].(keyedStore)}
 	f.stores[0] = reads
@@ -183,7 +183,7 @@ func TestCrowdedPauseScopeIsNotWalkedEveryPoll(t *testing.T) {
 	const jobs = 60
 	var js []scheduler.Job
 	for i := range jobs {
-		js = append(js, workJob(fmt.Sprintf("daily-%03d", i), "17 3 * * *", (&witness{}).work(time.Millisecond)))
+		js = append(js, workJob(fmt.Sprintf("daily-%03d", i), scheduler.QuietSchedule(24*time.Hour), (&witness{}).work(time.Millisecond)))
 	}
 	for i := range 2 * jobs {
 		if ok, _, err := scheduler.Pause(ctx, f.stores[0], fmt.Sprintf("elsewhere-%03d", i), "ops", "maintenance"); err != nil || !ok {
