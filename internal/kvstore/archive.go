@@ -377,3 +377,25 @@ func checkSlot(slot string) error {
 	}
 	return nil
 }
+
+// counted gives d back the count of its slot's archives (Doc.Archived) when an older once, which
+// does not know archives, rewrote the document and dropped it: attempts are gone from d (its first
+// is not attempt 1), or an older once wrote it last (no history-index field) and it has events.
+// Without the count the slot's state misses its archived failures and resolutions (a run past
+// --max-attempts began) and history its archived entries. The count is read from the task's
+// documents (recount) and saved with d's next write, even when there are none.
+func (l Ledger) counted(ctx context.Context, d *Doc) error {
+	if d == nil || d.Archived != nil || d.IsArchive() {
+		return nil
+	}
+	gone := len(d.Attempts) > 0 && d.Attempts[0].Number > 1
+	if !gone && (d.Marked || len(d.Events) == 0) {
+		return nil
+	}
+	arc, err := l.recount(ctx, d)
+	if err != nil {
+		return err
+	}
+	d.Archived = &arc
+	return nil
+}

@@ -33,7 +33,7 @@ func (l Ledger) Start(ctx context.Context, req store.AcquireRequest, slot string
 	if err != nil {
 		return store.Started{}, err
 	}
-	if r.Indexed && r.Running == 0 && (r.Doc == nil || !r.Doc.Runs()) {
+	if r.Indexed && r.Running == 0 && (r.Doc == nil || !r.Doc.Runs()) && l.counted(ctx, r.Doc) == nil {
 		l.memo.put(req.Task, slot, r.Doc, r.Ver, clock{r.Now, time.Now()})
 		st := store.SlotState{Task: req.Task, Slot: slot}
 		if r.Doc != nil {
@@ -82,6 +82,9 @@ func (l Ledger) FinishRelease(ctx context.Context, runID string, ls store.Lease,
 // slot is Slot, remembering the document read (for Begin).
 func (l Ledger) slot(ctx context.Context, task, slot string) (store.SlotState, error) {
 	d, ver, now, err := l.KV.Load(ctx, task, slot)
+	if err == nil {
+		err = l.counted(ctx, d)
+	}
 	if err != nil {
 		return store.SlotState{}, err
 	}

@@ -28,6 +28,9 @@ func (l Ledger) updateWith(ctx context.Context, task, slot string, save func(ctx
 			if d, ver, now, err = l.KV.Load(ctx, task, slot); err != nil {
 				return err
 			}
+			if err := l.counted(ctx, d); err != nil {
+				return err
+			}
 			c.now, c.anchor = now, time.Now()
 		}
 		if d == nil {
@@ -393,6 +396,9 @@ func (l Ledger) Slot(ctx context.Context, task, slot string) (store.SlotState, e
 		return store.SlotState{}, err
 	}
 	d, _, _, err := l.KV.Load(ctx, task, slot)
+	if err == nil {
+		err = l.counted(ctx, d)
+	}
 	if err != nil {
 		return store.SlotState{}, err
 	}
