@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -97,9 +98,27 @@ func TestDoctorReportsUnknownKeys(t *testing.T) {
 // the person to check downstream and mark them done.
 func TestDoctorLeavesTheDaemonsClaimsAlone(t *testing.T) {
 	e := newEnv(t)
-	claim := e.bin + ` keys claim --scope once.scheduler.recorded --pending 'missed j1 2026-12-07T06:46:20+00:00' >/dev/null`
-	if r := e.run("run", "--task", "j1", "--slot", "2026-12-07T06:46:20+00:00", "--", "sh", "-c", claim); r.code != 0 {
+	if r := e.run("run", "--task", "j1", "--slot", "2026-12-07T06:46:20+00:00", "--", "true"); r.code != 0 {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	// The daemon's claim under that run, which has ended (once keys claim refuses the daemon's
+	// scopes: the store's API, as the daemon).
+	ctx := context.Background()
+	s, err := store.Open(ctx, "sqlite://"+filepath.Join(e.home, "once.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.History(ctx, store.HistoryQuery{Task: "j1"})
+	if err != nil || len(h) != 1 {
+		t.Fatalf("history: %v %v", h, err)
+	}
+	c := store.Claimant{Task: "j1", RunID: h[0].RunID, Token: h[0].Token}
+	if _, err := s.(store.Keys).Claim(ctx, store.ClaimRequest{Scope: "once.scheduler.recorded", Keys: []string{"missed j1 2026-12-07T06:46:20+00:00"}, Pending: true, Claimant: c}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if r := e.run("keys", "status", "--scope", "once.scheduler.recorded", "missed j1 2026-12-07T06:46:20+00:00"); !strings.Contains(r.stdout, "unknown") {
+		t.Fatalf("the claim under the ended run: %s%s; want unknown", r.stdout, r.stderr)
 	}
 	r := e.run("doctor", "--json")
 	if strings.Contains(r.stdout, "once.scheduler.recorded") || !strings.Contains(r.stdout, `"check": "keys"`) {

@@ -260,6 +260,12 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 	if err != nil {
 		return rn.notStarted(rn.interrupted(ctx, err))
 	}
+	return rn.backfillEnd(firstBad, left, dsn)
+}
+
+// backfillEnd is a backfill's exit after its summary: that of its first slot that failed, needed
+// review or found the task busy (firstBad, nil when none), with the line that says how to go on.
+func (rn *runner) backfillEnd(firstBad *once.Result, left int, dsn string) error {
 	if firstBad == nil {
 		return nil
 	}
@@ -268,7 +274,7 @@ func (a *app) backfill(ctx context.Context, f *backfillFlags, args []string) err
 		if rn.job.Signal() != 0 { // --keep-going would not have gone on after a stop signal
 			more = ""
 		}
-		fmt.Fprintf(a.stderr, "once: stopped at slot %s (%s); run the backfill again to resume there%s\n", firstBad.Slot, cell(describe(*firstBad)), more)
+		fmt.Fprintf(rn.a.stderr, "once: stopped at slot %s (%s); run the backfill again to resume there%s\n", firstBad.Slot, cell(describe(*firstBad)), more)
 	}
 	return rn.exitFor(*firstBad, dsn)
 }

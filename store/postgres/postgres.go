@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,23 +172,29 @@ func ParseDSN(dsn string) (*Config, error) {
 	return c, nil
 }
 
-// pgDuration is a setting's duration as the server reads it: a number, in milliseconds unless a
-// unit follows.
-var pgDuration = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*(us|ms|s|min|h|d)?\s*$`)
+// pgMillis reads a setting's duration as the server does: a number, in milliseconds unless a unit
+// follows (us, ms, s, min, h, d). ok is false for what it does not read so (the server decides).
+func pgMillis(v string) (ms float64, ok bool) {
+	v = strings.TrimSpace(v)
+	i := strings.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i < 0 {
+		i = len(v)
+	}
+	n, err := strconv.ParseFloat(v[:i], 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	unit, ok := map[string]float64{"": 1, "us": 0.001, "ms": 1, "s": 1e3, "min": 6e4, "h": 3.6e6, "d": 8.64e7}[strings.TrimSpace(v[i:])]
+	return n * unit, ok
+}
 
 // checkSessionTimeouts refuses a statement_timeout or idle_in_transaction_session_timeout under
 // 1s (0 is none): with idle_in_transaction_session_timeout=1 the server ended the session inside
 // the run's transaction (70), with statement_timeout=1 every statement (69). What the server would
 // not read as a duration it refuses itself (64).
 func checkSessionTimeouts(q store.Params) error {
-	ms := map[string]float64{"": 1, "us": 0.001, "ms": 1, "s": 1e3, "min": 6e4, "h": 3.6e6, "d": 8.64e7}
 	for _, k := range []string{"statement_timeout", "idle_in_transaction_session_timeout"} {
-		m := pgDuration.FindStringSubmatch(q[k])
-		if m == nil {
-			continue
-		}
-		n, _ := strconv.ParseFloat(m[1], 64)
-		if d := n * ms[m[2]]; d != 0 && d < 1000 {
+		if d, ok := pgMillis(q[k]); ok && d != 0 && d < 1000 {
 			return fmt.Errorf("%w: postgres parameter %q is %q: give 0 (none) or at least 1s, e.g. 30s", store.ErrBadDSN, k, q[k])
 		}
 	}
