@@ -136,6 +136,12 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+func (h *hook) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reqs = nil
+}
+
 func (h *hook) all() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -261,15 +267,21 @@ func TestNotifyStoreUnavailable(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close() // a port nothing listens on
-	r := e.run("run", "--store", fmt.Sprintf("postgres://u:pw@127.0.0.1:%d/db", port), "--task", "down", "--per", "day", "--tz", "UTC",
-		"--notify", srv.URL+"/hook", "--ping", srv.URL+"/ping", "--", "true")
-	if r.code != 69 {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
-	got := h.all()
-	day := `"slot":"` + time.Now().UTC().Format("2006-01-02") + `"`
-	if !strings.Contains(got, `"event":"failed"`) || !strings.Contains(got, `"exit_code":69`) || !strings.Contains(got, "GET /ping/69") ||
-		!strings.Contains(got, day) || strings.Contains(got, "pw") {
-		t.Fatalf("want a failed event of %s, without the password, and a /69 ping; got\n%s", day, got)
+	for dsn, code := range map[string]int{
+		fmt.Sprintf("postgres://u:pw@127.0.0.1:%d/db", port):         69,
+		fmt.Sprintf("postgres://u:pw@127.0.0.1:%d/db?bogus=1", port): 64, // every launch of the line refuses it
+	} {
+		h.reset()
+		r := e.run("run", "--store", dsn, "--task", "down", "--per", "day", "--tz", "UTC",
+			"--notify", srv.URL+"/hook", "--ping", srv.URL+"/ping", "--", "true")
+		if r.code != code {
+			t.Fatalf("run: %d %s, want %d", r.code, r.stderr, code)
+		}
+		got := h.all()
+		day := `"slot":"` + time.Now().UTC().Format("2006-01-02") + `"`
+		if !strings.Contains(got, `"event":"failed"`) || !strings.Contains(got, fmt.Sprintf(`"exit_code":%d`, code)) ||
+			!strings.Contains(got, fmt.Sprintf("GET /ping/%d", code)) || !strings.Contains(got, day) || strings.Contains(got, "pw") {
+			t.Fatalf("%d: want a failed event of %s, without the password, and a /%d ping; got\n%s", code, day, code, got)
+		}
 	}
 }

@@ -219,6 +219,7 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 		return nil, err
 	}
 	if rn.home, err = home(); err != nil {
+		notifyNotRun(f, log, spec.At(time.Now()), err) // every launch of the crontab line fails so
 		return nil, err
 	}
 	return rn, nil
@@ -277,7 +278,8 @@ func (rn *runner) options(s store.Store) once.Options {
 }
 
 // notifyNotRun tells --notify (a failed event) and --ping (the exit code) of a run of slot sl that
-// ran nothing: a command that cannot start (127, 126), a store that cannot be reached (69).
+// ran nothing: a command that cannot start (127, 126), a store that cannot be reached (69), a
+// store DSN or ONCE_HOME that every launch of the line will refuse (64).
 // Nothing is recorded, and with cron's mail off they are all that would say so.
 func notifyNotRun(f *runFlags, log *slog.Logger, sl string, err error) {
 	if f.notifyURL == "" && f.pingURL == "" {
@@ -338,6 +340,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 
 	dsn, err := a.dsn()
 	if err != nil {
+		notifyNotRun(f, rn.log, rn.spec.At(time.Now()), err)
 		return err
 	}
 	rn.dsn = dsn
@@ -370,7 +373,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	}
 	if err != nil {
 		err = catchUpRefused(rn.notStarted(rn.interrupted(ctx, err)))
-		if code, _ := classify(err); code == ExitUnavailable {
+		if code, _ := classify(err); code == ExitUnavailable || errors.Is(err, store.ErrBadDSN) {
 			notifyNotRun(f, rn.log, opts.Slot, err)
 		}
 		return err
