@@ -23,7 +23,7 @@ var (
 		"1 while the task's latest success is not known: none of its newest "+strconv.Itoa(store.SuccessScan)+
 			" attempts succeeded and its older ones were not read (no series otherwise).", "task")
 	descLastState = gaugeDesc("once_task_last_attempt_state",
-		"The state of the task's latest attempt: 1 for its state, 0 for the others (running, succeeded, failed, unknown).", "task", "state")
+		"The state of the task's latest attempt, a person's decision on it (once resolve) counted as its outcome: 1 for its state, 0 for the others (running, succeeded, failed, unknown).", "task", "state")
 	descLastAttempt = gaugeDesc("once_task_last_attempt_timestamp_seconds",
 		"When the task's latest attempt started (Unix seconds).", "task")
 	descWaiting = gaugeDesc("once_task_waiting_review_slots",
@@ -100,7 +100,7 @@ func collectTask(w *sink, name string, tk *task) {
 	}
 	if l := tk.last; l != nil {
 		for _, st := range store.AttemptStates {
-			w.gauge(descLastState, bool01(l.state == st), name, string(st))
+			w.gauge(descLastState, bool01(l.shown() == st), name, string(st))
 		}
 		w.gauge(descLastAttempt, unixSec(l.started), name)
 	}

@@ -29,6 +29,8 @@ const (
 	// maxChecks bounds such reads per scrape.
 	recheckEvery = 30 * time.Second
 	maxChecks    = 200
+	// maxResolveChecks bounds the reads of slots for a person's decision per scrape (checkResolved).
+	maxResolveChecks = 100
 	// slotScan bounds the walk of a slot's history looking for an attempt a later one followed.
 	slotScan = 100
 )
@@ -232,6 +234,40 @@ func (t *tracker) checkRunning(ctx context.Context, now time.Time) error {
 			delete(t.running, id) // gone from the ledger (a slot forgotten): nothing to count
 		case a.State != store.Running:
 			t.ended(tk, id, a)
+		}
+	}
+	return nil
+}
+
+// checkResolved reads, every recheckEvery, the slot of each task whose latest attempt ended
+// failed or unknown without a person's decision, for one: the tail reads attempts by their start,
+// and once resolve changes an attempt already read. The first read is recheckEvery after the
+// attempt was seen to end (a decision takes a person longer), and at most maxResolveChecks slots
+// are read per scrape, so a fleet of failing tasks costs a bounded read per scrape.
+func (t *tracker) checkResolved(ctx context.Context, now time.Time) error {
+	checks := 0
+	for name, tk := range t.tasks {
+		l := tk.last
+		if l == nil || l.resolved != "" || (l.state != store.Failed && l.state != store.Unknown) {
+			continue
+		}
+		if l.checked.IsZero() || now.Sub(l.checked) < recheckEvery {
+			if l.checked.IsZero() {
+				l.checked = now
+			}
+			continue
+		}
+		if checks >= maxResolveChecks {
+			return nil
+		}
+		checks++
+		st, err := t.st.Slot(ctx, name, l.slot)
+		if err != nil {
+			return err
+		}
+		l.checked = now
+		if a := st.Last; a != nil && a.Number == l.number && a.Resolution != nil {
+			l.resolved = a.Resolution.As
 		}
 	}
 	return nil

@@ -36,8 +36,23 @@ var (
 // last is a task's latest attempt.
 type last struct {
 	id      string
+	slot    string
+	number  int
 	state   store.State
 	started time.Time
+	// resolved is a person's decision on it (once resolve: Succeeded or Failed), "" when none;
+	// checked is when its slot was last read for one (zero: not yet).
+	resolved store.State
+	checked  time.Time
+}
+
+// shown is the state exported: a person's decision counts as the attempt's outcome, as on the
+// dashboard (an unknown attempt resolved as succeeded is done, not unknown).
+func (l *last) shown() store.State {
+	if l.resolved != "" {
+		return l.resolved
+	}
+	return l.state
 }
 
 // task is what the collector knows of one task.
@@ -62,9 +77,12 @@ type task struct {
 func (tk *task) see(id string, a store.Attempt) {
 	switch l := tk.last; {
 	case l == nil || a.StartedAt.After(l.started):
-		tk.last = &last{id: id, state: a.State, started: a.StartedAt}
+		tk.last = &last{id: id, slot: a.Slot, number: a.Number, state: a.State, started: a.StartedAt}
 	case l.id == id && !(l.state != store.Running && a.State == store.Running):
 		l.state = a.State
+	}
+	if l := tk.last; l.id == id && a.Resolution != nil {
+		l.resolved = a.Resolution.As
 	}
 	tk.succeeded(a)
 }
@@ -189,6 +207,9 @@ func (t *tracker) refresh(ctx context.Context, now time.Time) error {
 	errs = append(errs, rerr, werr, t.list(ctx, now), t.load(ctx))
 	if lerr == nil && t.started {
 		errs = append(errs, t.checkRunning(ctx, now))
+	}
+	if t.started {
+		errs = append(errs, t.checkResolved(ctx, now))
 	}
 	t.prune(now)
 	return errors.Join(errs...)
