@@ -47,9 +47,9 @@ func (g *guard) budget(st store.SlotState) (Decision, string) {
 
 // Decide says what a guarded run of o.Slot would do given the slot's ledger state st, without
 // taking the lease: Ran (run it), Skipped or Review, with the reason. Dry runs use it; the guard
-// itself decides again under the lease.
+// itself decides again under the lease. o needs no Store: nothing is read.
 func Decide(o Options, st store.SlotState) (Decision, string, error) {
-	if err := o.fill(); err != nil {
+	if err := o.fillValues(); err != nil {
 		return "", "", err
 	}
 	g := &guard{o: o, slot: o.Slot}

@@ -108,3 +108,33 @@ func TestZeroRunMethods(t *testing.T) {
 		t.Fatalf("zero Run: Lost %v LostErr %v StopBy %v TTL %v Released %v", r.Lost(), r.LostErr(), r.StopBy(), r.TTL(), r.Released())
 	}
 }
+
+// SequenceStream without OnResult is ErrInvalid before anything is taken (its results went
+// nowhere: a failed slot under KeepGoing was said only in history); Sequence and SequenceStream
+// ignore o.Slot as they say (a bad one was refused); Decide needs no store (it reads nothing).
+func TestSequenceOptionsAndDecide(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	ran := 0
+	w := func(context.Context, *once.Run) error { ran++; return nil }
+	o := once.Options{Store: s, Task: "t"}
+	if err := once.SequenceStream(ctx, o, func(y func(string) bool) { y("a") }, "a", once.SeqOptions{}, w); !errors.Is(err, once.ErrInvalid) || ran != 0 {
+		t.Fatalf("SequenceStream without OnResult: %v, ran %d; want ErrInvalid and nothing run", err, ran)
+	}
+	o.Slot = " bad/slot "
+	if rs, err := once.Sequence(ctx, o, []string{"a"}, once.SeqOptions{}, w); err != nil || len(rs) != 1 || ran != 1 {
+		t.Fatalf("Sequence with a bad o.Slot (ignored): %+v %v, ran %d", rs, err, ran)
+	}
+	n := 0
+	err := once.SequenceStream(ctx, o, func(y func(string) bool) { y("b") }, "b", once.SeqOptions{OnResult: func(once.Result) { n++ }}, w)
+	if err != nil || n != 1 || ran != 2 {
+		t.Fatalf("SequenceStream with a bad o.Slot (ignored): %v, %d results, ran %d", err, n, ran)
+	}
+	d, why, err := once.Decide(once.Options{Task: "t", Slot: "a"}, store.SlotState{})
+	if err != nil || d != once.Ran {
+		t.Fatalf("Decide without a store: %s %q %v, want ran", d, why, err)
+	}
+	if _, _, err := once.Decide(once.Options{Task: "t", Slot: " bad"}, store.SlotState{}); !errors.Is(err, once.ErrInvalid) {
+		t.Fatalf("Decide with a bad slot: %v, want ErrInvalid", err)
+	}
+}

@@ -307,6 +307,7 @@ type SeqOptions struct {
 // order (a single Busy result when the task is held elsewhere); the error is as for Do, with the
 // results decided before it.
 func Sequence(ctx context.Context, o Options, slots []string, so SeqOptions, work Work) ([]Result, error) {
+	o.Slot = "" // ignored: not held to a rule either
 	if err := o.check(work); err != nil {
 		return nil, err
 	}
@@ -323,15 +324,19 @@ func Sequence(ctx context.Context, o Options, slots []string, so SeqOptions, wor
 }
 
 // SequenceStream is Sequence over the slots that slots yields, one at a time, keeping none of
-// them nor their results: each Result goes to so.OnResult (set it) as the slot is decided, so
+// them nor their results: each Result goes to so.OnResult (nil: ErrInvalid) as the slot is decided, so
 // memory stays the same whatever the number of slots (a backfill over years of minutes). A busy
 // result is recorded against busySlot (Sequence uses its last slot). busySlot and each slot are
 // held to Options.Slot's rule (ErrInvalid), a slot must not be "" either (as for Sequence):
-// busySlot before anything is taken, a slot as it comes.
+// busySlot before anything is taken, a slot as it comes. o.Slot is ignored.
 // The error is as for Sequence.
 func SequenceStream(ctx context.Context, o Options, slots iter.Seq[string], busySlot string, so SeqOptions, work Work) error {
+	o.Slot = "" // ignored, as by Sequence
 	if err := o.check(work); err != nil {
 		return err
+	}
+	if so.OnResult == nil { // the results would be lost: a failed slot under KeepGoing said nowhere
+		return invalidf("no SeqOptions.OnResult: SequenceStream keeps no results, so each goes to OnResult (set it)")
 	}
 	if err := checkSlot(busySlot); err != nil { // recorded with a busy event, named in the result
 		return err
@@ -345,6 +350,11 @@ func (o *Options) fill() error {
 	if o.Store == nil && o.Open == nil {
 		return invalidf("no store: set Options.Store or Options.Open")
 	}
+	return o.fillValues()
+}
+
+// fillValues is fill but for the store: the values a decision reads (Decide takes no store).
+func (o *Options) fillValues() error {
 	if err := ValidateTask(o.Task); err != nil {
 		return err
 	}
