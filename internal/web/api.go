@@ -58,6 +58,7 @@ func statusOf(err error) int {
 }
 
 func (s *Server) apiFail(w http.ResponseWriter, r *http.Request, err error) {
+	err = s.storeErr(r, err)
 	st := statusOf(err)
 	if st >= 500 {
 		s.c.Log.Warn("request failed", "path", r.URL.Path, "err", err)

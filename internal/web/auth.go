@@ -271,18 +271,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 		if !open {
-			// A scrape has places of its own: a busy dashboard must not fail it (the alerts
-			// ride on it), and the collector reads the store at most once per interval however
-			// many scrapes come.
-			places := s.inFlight
-			if r.URL.Path == "/metrics" {
-				places = s.scrapes
-			}
-			if !s.admit(r, places) {
-				s.busy(w, r)
+			var done func()
+			var ok bool
+			if r, done, ok = s.enter(w, r); !ok {
 				return
 			}
-			defer func() { <-places }()
+			defer done()
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -296,20 +290,41 @@ func (s *Server) admit(r *http.Request, places chan struct{}) bool {
 		return true
 	default:
 	}
+	if s.hanging() && places == s.inFlight {
+		return false // busy says the store hangs: waiting for a place would not help
+	}
 	t := time.NewTimer(s.busyWait)
 	defer t.Stop()
-	select {
-	case places <- struct{}{}:
-		return true
-	case <-t.C:
-	case <-r.Context().Done():
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case places <- struct{}{}:
+			if places == s.inFlight && s.hanging() { // the place came from a request the store left waiting
+				<-places
+				return false
+			}
+			return true
+		case <-tick.C:
+			if places == s.inFlight && s.hanging() {
+				return false
+			}
+			continue
+		case <-t.C:
+		case <-r.Context().Done():
+		}
+		return false
 	}
-	return false
 }
 
-// busy answers a request refused by admit: 503, try again in a moment.
+// busy answers a request refused by admit: 503, try again in a moment; while the store hangs
+// (hanging), that the store hangs.
 func (s *Server) busy(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Retry-After", "1")
+	if r.URL.Path != "/metrics" && s.hanging() {
+		s.hangAnswer(w, r)
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics" {
 		s.c.Log.Warn("request failed", "path", r.URL.Path, "err", "busy", "from", r.RemoteAddr)
 		apiError(w, http.StatusServiceUnavailable, "this server is answering as many requests as it takes at once: try again in a moment")

@@ -75,6 +75,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 }
 
 func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) {
+	err = s.storeErr(r, err)
 	s.fail(w, r, statusOf(err), err.Error())
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/once-run/once/scheduler"
@@ -35,6 +36,9 @@ type Config struct {
 	Now func() time.Time
 	// Version is shown in the footer.
 	Version string
+	// StoreTimeout bounds the store reads of one request (/metrics has its collector's own
+	// bound); 0 is DefaultStoreTimeout.
+	StoreTimeout time.Duration
 }
 
 // Server serves a store over HTTP. Create it with New.
@@ -57,6 +61,9 @@ type Server struct {
 	limit *limiter
 	// success keeps the overview's last successes of failing tasks (lastsuccess.go).
 	success successCache
+	// hungAt is when (Config.Now, UnixNano) a request last met a store that did not answer
+	// within StoreTimeout; 0 since a request ended in time (deadline.go).
+	hungAt atomic.Int64
 }
 
 // maxInFlight bounds the requests that read the store at once. A page fans out to many reads
@@ -82,6 +89,9 @@ func New(c Config) (*Server, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.StoreTimeout <= 0 {
+		c.StoreTimeout = DefaultStoreTimeout
 	}
 	red := store.Redact(c.DSN)
 	s := &Server{c: c, mux: http.NewServeMux(), loopback: true, pwHidden: red != c.DSN,
@@ -193,6 +203,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /login", s.formLogin)
 	m.HandleFunc("POST /logout", s.formLogout)
 	m.Handle("GET /static/", noListing(http.FileServerFS(staticFS)))
+	m.HandleFunc("GET /healthz/store", s.storeHealth)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
