@@ -285,3 +285,45 @@ func TestNotifyStoreUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// A flag value that every launch of the line refuses (64) runs nothing: --notify and --ping say
+// so as for a store that cannot be reached, once they are known good themselves. A value the flag
+// parser cannot read (a number that is not one) is refused before them: stderr only.
+func TestNotifyUsageError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h := &hook{}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	hooks := []string{"--notify", srv.URL + "/hook", "--ping", srv.URL + "/ping"}
+	for name, c := range map[string]struct {
+		flags []string
+		sent  bool
+	}{
+		"a bad period":          {[]string{"--per", "dya"}, true},
+		"a bad zone":            {[]string{"--per", "day", "--tz", "Mars/Base"}, true},
+		"a negative budget":     {[]string{"--per", "day", "--max-attempts", "-1"}, true},
+		"catch-up without slot": {[]string{"--catch-up", "2d"}, true},
+		"a bad task":            {[]string{"--task", "a\x01b"}, true},
+		"not a number":          {[]string{"--max-attempts", "abc"}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h.reset()
+			args := append([]string{"run", "--task", "bad-line"}, hooks...)
+			args = append(append(args, c.flags...), "--", "true")
+			r := e.run(args...)
+			if r.code != 64 {
+				t.Fatalf("run: %d %s, want 64", r.code, r.stderr)
+			}
+			got := h.all()
+			sent := strings.Contains(got, `"event":"failed"`) && strings.Contains(got, `"exit_code":64`) && strings.Contains(got, "GET /ping/64")
+			if sent != c.sent {
+				t.Fatalf("sent %v, want %v (stderr %s); got\n%s", sent, c.sent, r.stderr, got)
+			}
+		})
+	}
+	h.reset()
+	if r := e.run("run", "--task", "bad-hook", "--notify", "ftp://x", "--ping", srv.URL+"/ping", "--", "true"); r.code != 64 || h.all() != "" {
+		t.Fatalf("a bad --notify: %d %s, hooks got %q", r.code, r.stderr, h.all())
+	}
+}

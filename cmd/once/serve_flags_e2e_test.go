@@ -56,6 +56,9 @@ func TestServeRefusesUnsafeSetups(t *testing.T) {
 		{[]string{"daemon", "--jobs", jobs, "--http", "0.0.0.0:0"}, "--http 0.0.0.0:0: reachable from other hosts"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--reads-need-token"}, "--reads-need-token: give the token"},
 		{[]string{"daemon", "--jobs", jobs, "--http", "127.0.0.1:0", "--reads-need-token"}, "--reads-need-token: give the token"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--store-timeout", "500ms"}, "--store-timeout 500ms is too short"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--store-timeout", "6m"}, "--store-timeout"},
+		{[]string{"daemon", "--jobs", jobs, "--http", "127.0.0.1:0", "--store-timeout", "0s"}, "--store-timeout 0s is too short"},
 	} {
 		r := e.run(c.args...)
 		if r.code != 64 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {

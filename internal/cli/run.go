@@ -162,7 +162,18 @@ type runner struct {
 
 // validate checks the flags and the command before anything touches the store: bad input runs
 // nothing.
-func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, error) {
+// Any refusal after --notify and --ping are known good is sent there too (notifyNotRun): a
+// crontab line with a bad flag value refuses every launch, and with cron's mail off only they say so.
+func (a *app) validate(f *runFlags, args []string, cmdName string) (rn *runner, err error) {
+	if err := checkHooks(f); err != nil {
+		return nil, err // nowhere to say it but stderr
+	}
+	sl := "" // the slot, once known
+	defer func() {
+		if err != nil {
+			notifyNotRun(f, a.loggerOrStderr(), sl, err)
+		}
+	}()
 	if err := checkTask(f.task); err != nil {
 		return nil, err
 	}
@@ -190,20 +201,11 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 	if f.busyExit < 0 || f.busyExit > 255 {
 		return nil, usage("--busy-exit %d: give an exit code from 0 to 255", f.busyExit)
 	}
-	if f.notifyURL != "" {
-		if err := notify.CheckURL("--notify", f.notifyURL); err != nil {
-			return nil, usage("%v", err)
-		}
-	}
-	if f.pingURL != "" {
-		if err := notify.CheckURL("--ping", f.pingURL); err != nil {
-			return nil, usage("%v", err)
-		}
-	}
 	spec, err := slot.New(f.per, f.schedule, f.slot, f.tz)
 	if err != nil {
 		return nil, usage("%v", err)
 	}
+	sl = spec.At(time.Now())
 	log, err := a.logger()
 	if err != nil {
 		return nil, err
@@ -212,17 +214,37 @@ func (a *app) validate(f *runFlags, args []string, cmdName string) (*runner, err
 		// Warned, not refused: refusing would stop a crontab line that runs today.
 		log.Warn(fmt.Sprintf("--busy-exit %d is also once's exit for %s: a script cannot tell a busy task from that; give a code once does not use (0, 75, 1-63, 65-68, 71-74, 77-125, 128)", f.busyExit, meaning))
 	}
-	rn := &runner{a: a, f: f, args: args, spec: spec, policy: policy, log: log}
+	rn = &runner{a: a, f: f, args: args, spec: spec, policy: policy, log: log}
 	if rn.job, err = job.New(rn.jobOf(args)); err != nil {
-		err = notRunnable(args[0], err)
-		notifyNotRun(f, log, spec.At(time.Now()), err)
-		return nil, err
+		return nil, notRunnable(args[0], err)
 	}
 	if rn.home, err = home(); err != nil {
-		notifyNotRun(f, log, spec.At(time.Now()), err) // every launch of the crontab line fails so
-		return nil, err
+		return nil, err // every launch of the crontab line fails so
 	}
 	return rn, nil
+}
+
+// checkHooks refuses a --notify or --ping URL that is not one (64).
+func checkHooks(f *runFlags) error {
+	if f.notifyURL != "" {
+		if err := notify.CheckURL("--notify", f.notifyURL); err != nil {
+			return usage("%v", err)
+		}
+	}
+	if f.pingURL != "" {
+		if err := notify.CheckURL("--ping", f.pingURL); err != nil {
+			return usage("%v", err)
+		}
+	}
+	return nil
+}
+
+// loggerOrStderr is once's logger, or a plain one on stderr when the log flags are what was refused.
+func (a *app) loggerOrStderr() *slog.Logger {
+	if log, err := a.logger(); err == nil {
+		return log
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // jobOf is the flags' command as a job: the store reaches it by environment, the commands that
@@ -277,9 +299,32 @@ func (rn *runner) options(s store.Store) once.Options {
 		ResolveHint:    func(slot string) string { return rn.a.resolveCommand(rn.dsn, f.task, slot, store.Failed) }}
 }
 
+// catchUpWindow is --catch-up's window, 0 without it.
+func (rn *runner) catchUpWindow() (time.Duration, error) {
+	f := rn.f
+	if f.catchUp == "" {
+		return 0, nil
+	}
+	window, err := parseWindow(f.catchUp)
+	if err != nil {
+		return 0, err
+	}
+	if k := rn.spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {
+		what := "without a slot there are no missed periods"
+		if k == slot.KindSlot {
+			what = "an explicit --slot has no missed periods"
+		}
+		return 0, usage("--catch-up needs --per or --schedule: %s", what)
+	}
+	if f.catchUpMax < 0 {
+		return 0, usage("--catch-up-max %d is negative: give 0 or more", f.catchUpMax)
+	}
+	return window, nil
+}
+
 // notifyNotRun tells --notify (a failed event) and --ping (the exit code) of a run of slot sl that
 // ran nothing: a command that cannot start (127, 126), a store that cannot be reached (69), a
-// store DSN or ONCE_HOME that every launch of the line will refuse (64).
+// flag value, store DSN or ONCE_HOME that every launch of the line will refuse (64).
 // Nothing is recorded, and with cron's mail off they are all that would say so.
 func notifyNotRun(f *runFlags, log *slog.Logger, sl string, err error) {
 	if f.notifyURL == "" && f.pingURL == "" {
@@ -317,21 +362,10 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	var window time.Duration
-	if f.catchUp != "" {
-		if window, err = parseWindow(f.catchUp); err != nil {
-			return err
-		}
-		if k := rn.spec.Kind(); k != slot.KindPer && k != slot.KindSchedule {
-			what := "without a slot there are no missed periods"
-			if k == slot.KindSlot {
-				what = "an explicit --slot has no missed periods"
-			}
-			return usage("--catch-up needs --per or --schedule: %s", what)
-		}
-		if f.catchUpMax < 0 {
-			return usage("--catch-up-max %d is negative: give 0 or more", f.catchUpMax)
-		}
+	window, err := rn.catchUpWindow()
+	if err != nil {
+		notifyNotRun(f, rn.log, rn.spec.At(time.Now()), err)
+		return err
 	}
 	ctx, stop := rn.job.HandleSignals(a.traceParent(ctx))
 	defer stop()

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -27,6 +28,8 @@ type httpFlags struct {
 	listen, tokenFile, certFile, keyFile string
 	// readsNeedToken closes reads on loopback too (web.Config.ReadsNeedToken).
 	readsNeedToken bool
+	// storeTimeout bounds one request's reads of the store (web.Config.StoreTimeout).
+	storeTimeout time.Duration
 }
 
 // minToken is the shortest token taken: a token guards every change, so it is not a word.
@@ -38,11 +41,15 @@ func (h *httpFlags) add(fl *pflag.FlagSet, listenFlag, listenDefault, listenUsag
 	fl.StringVar(&h.certFile, "tls-cert", "", "serve HTTPS with this certificate file (PEM; with --tls-key)")
 	fl.StringVar(&h.keyFile, "tls-key", "", "the certificate's private key file (PEM)")
 	fl.BoolVar(&h.readsNeedToken, "reads-need-token", false, "every read needs the token, on loopback too (a host with other users, or a proxy on this host)")
+	durationVar(fl, &h.storeTimeout, "store-timeout", web.DefaultStoreTimeout, 5*time.Minute, "longest a page or API call waits for the store before it answers 503 naming it (at least 1s)")
 }
 
-// token reads the token from --token-file (or ONCE_SERVE_TOKEN_FILE), or ONCE_SERVE_TOKEN; ""
+// token checks --store-timeout, then reads the token from --token-file (or ONCE_SERVE_TOKEN_FILE), or ONCE_SERVE_TOKEN; ""
 // without either. The file follows the password file's rules: the file itself, yours, mode 0600.
 func (h *httpFlags) token() (string, error) {
+	if h.storeTimeout < time.Second {
+		return "", usage("--store-timeout %s is too short: give at least 1s (a page reads the store several times)", h.storeTimeout)
+	}
 	if err := envNotEmpty("ONCE_SERVE_TOKEN_FILE", "ONCE_SERVE_TOKEN"); err != nil && h.tokenFile == "" {
 		return "", err // an unset variable would have made a read-only server, silently
 	}
@@ -207,7 +214,7 @@ func (a *app) runWeb(ctx context.Context, s store.Store, dsn, tok string, jobs f
 		ln.Close()
 		return err
 	}
-	srv, err := web.New(web.Config{Store: s, DSN: dsn, Token: tok, ReadsNeedToken: h.readsNeedToken, Jobs: jobs, Metrics: col.Handler(), Log: log, Version: version()})
+	srv, err := web.New(web.Config{Store: s, DSN: dsn, Token: tok, ReadsNeedToken: h.readsNeedToken, StoreTimeout: h.storeTimeout, Jobs: jobs, Metrics: col.Handler(), Log: log, Version: version()})
 	if err != nil {
 		ln.Close()
 		return err
