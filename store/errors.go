@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -25,7 +26,18 @@ var (
 	// ErrUnsupported: the store cannot do what was asked (a seat, AcquireRequest.Limit, on a
 	// backend that does not grant them yet). Nothing was changed.
 	ErrUnsupported = errors.New("store: not supported by this store")
+	// ErrSchemaAhead: a newer once upgraded the store's schema after this process opened it (a
+	// once daemon, once serve or a Go program that kept it open). It is also an ErrUnavailable:
+	// nothing was written, and the process must be restarted with the newer once (SchemaAhead).
+	ErrSchemaAhead = errors.New("store: schema upgraded by a newer once")
 )
+
+// SchemaAhead is the error of a store whose schema version have, newer than the version want this
+// process opened, was found by what (a write, a poll): it wraps ErrSchemaAhead and ErrUnavailable.
+func SchemaAhead(what string, have, want int64) error {
+	return fmt.Errorf("%w: %w: %s: schema version %d, this once understands %d: a newer once upgraded it while this process ran; nothing more is written: restart this process with the newer once",
+		ErrUnavailable, ErrSchemaAhead, what, have, want)
+}
 
 // BusyError is returned by Acquire when the lease is held. It matches ErrBusy.
 type BusyError struct {
@@ -44,3 +56,11 @@ func (e *BusyError) Error() string {
 
 // Is makes errors.Is(err, ErrBusy) true.
 func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// SchemaChecker is implemented by stores with a schema version (SQLite, PostgreSQL, MySQL), which
+// Open reads: CheckSchema reads it again and returns an error wrapping ErrSchemaAhead when a newer
+// once upgraded the store since, after which every call of the store fails so. A long-running
+// process (once daemon, once serve) calls it at each poll. SQLite checks at every write as well.
+type SchemaChecker interface {
+	CheckSchema(ctx context.Context) error
+}

@@ -225,3 +225,53 @@ func TestSchemaNewerRefused(t *testing.T) {
 		t.Fatalf("schema version after the refused open: %d, %v", v, err)
 	}
 }
+
+// TestSchemaNewerWhileOpen: a process that opened the file before a newer once upgraded its
+// schema (a once daemon, once serve) writes nothing more: its next write is refused with
+// store.ErrSchemaAhead and rolled back, and CheckSchema and every later call say so too.
+func TestSchemaNewerWhileOpen(t *testing.T) {
+	ctx, path, s := openNew(t, "ahead.db")
+	defer s.Close()
+	req := store.AcquireRequest{Task: "t", Holder: "h", RunID: "r1", TTL: time.Minute}
+	l, err := s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	newer := sqlite.SchemaVersion + 1
+	if _, err := db.Exec("UPDATE meta SET value = ? WHERE key = 'schema_version'", newer); err != nil {
+		t.Fatal(err)
+	}
+	req.RunID = "r2"
+	_, err = s.Acquire(ctx, req)
+	want := fmt.Sprintf("schema version %d, this once understands %d", newer, sqlite.SchemaVersion)
+	if !errors.Is(err, store.ErrSchemaAhead) || !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("acquire after a newer once upgraded the file: %v; want ErrSchemaAhead saying %q", err, want)
+	}
+	var token int64
+	if err := db.QueryRow("SELECT token FROM leases WHERE task = 't'").Scan(&token); err != nil || token != l.Token {
+		t.Fatalf("lease token after the refused acquire: %d, %v; want %d (rolled back)", token, err, l.Token)
+	}
+	if err := s.(store.SchemaChecker).CheckSchema(ctx); !errors.Is(err, store.ErrSchemaAhead) {
+		t.Fatalf("CheckSchema: %v; want ErrSchemaAhead", err)
+	}
+	if err := s.Record(ctx, store.Event{Task: "t", Kind: store.Skipped, Note: "n"}); !errors.Is(err, store.ErrSchemaAhead) {
+		t.Fatalf("a later write: %v; want ErrSchemaAhead", err)
+	}
+}
+
+// TestCheckSchemaCurrent: CheckSchema on a file this once opened is nil.
+func TestCheckSchemaCurrent(t *testing.T) {
+	ctx, _, s := openNew(t, "current.db")
+	defer s.Close()
+	if err := s.(store.SchemaChecker).CheckSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

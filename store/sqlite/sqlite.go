@@ -154,7 +154,9 @@ func (s *Store) open(ctx context.Context) (*Store, error) {
 	if err := s.checkLedger(m, s.id, seq); err != nil {
 		return fail(err)
 	}
-	if s.count, err = s.db.PrepareContext(ctx, "UPDATE "+ledgerTable+" SET seq = seq + 1 WHERE total_changes() > ? RETURNING seq, total_changes()"); err != nil {
+	// The count also reads the schema version, in the same statement: a newer once that upgraded
+	// the file since this process opened it stops this process's writes (aheadErr).
+	if s.count, err = s.db.PrepareContext(ctx, "UPDATE "+ledgerTable+" SET seq = seq + 1 WHERE total_changes() > ? RETURNING seq, total_changes(), (SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version')"); err != nil {
 		return fail(s.mapErr(err))
 	}
 	if err := s.persistWAL(ctx); err != nil {
@@ -451,19 +453,9 @@ func (s *Store) write(ctx context.Context, lazy bool, fn func(tx *sql.Tx) error)
 			_ = tx.Rollback()
 			return s.mapErr(err)
 		}
-		if s.count != nil && !lazy {
-			// Counted only when fn changed rows (the connection's total_changes() moved since the
-			// last count): a transaction that only read commits nothing and costs no fsync, and
-			// must stay so. RETURNING sees total_changes() before this UPDATE's own row.
-			var tc int64
-			err := tx.StmtContext(ctx, s.count).QueryRowContext(ctx, s.counted).Scan(&seq, &tc)
-			switch {
-			case err == nil:
-				s.counted = tc + 1
-			case !errors.Is(err, sql.ErrNoRows):
-				_ = tx.Rollback()
-				return s.mapErr(err)
-			}
+		if seq, err = s.countWrite(ctx, tx, lazy); err != nil {
+			_ = tx.Rollback()
+			return s.mapErr(err)
 		}
 		return s.mapErr(tx.Commit())
 	})
@@ -476,6 +468,49 @@ func (s *Store) write(ctx context.Context, lazy bool, fn func(tx *sql.Tx) error)
 	}
 	s.mk.note(s.id, seq)
 	return nil
+}
+
+// countWrite counts a durable transaction that changed rows in the ledger's write counter, and
+// checks, in the same statement, that the schema is still the version this process opened: a
+// newer once that upgraded the file meanwhile makes it roll back (aheadErr). Counted only when fn
+// changed rows (the connection's total_changes() moved since the last count): a transaction that
+// only read commits nothing and costs no fsync, and must stay so. RETURNING sees total_changes()
+// before this UPDATE's own row. A lazy transaction (an event) is not counted; it reads the
+// version alone (no fsync either way). seq is 0 when nothing was counted.
+func (s *Store) countWrite(ctx context.Context, tx *sql.Tx, lazy bool) (int64, error) {
+	if s.count == nil {
+		return 0, nil
+	}
+	var seq, tc, v int64
+	if lazy {
+		if err := tx.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v); err != nil {
+			return 0, err
+		}
+		if v != SchemaVersion {
+			return 0, s.aheadErr(v)
+		}
+		return 0, nil
+	}
+	err := tx.StmtContext(ctx, s.count).QueryRowContext(ctx, s.counted).Scan(&seq, &tc, &v)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case v != SchemaVersion:
+		return 0, s.aheadErr(v)
+	}
+	s.counted = tc + 1
+	return seq, nil
+}
+
+// aheadErr is the error of a write that found schema version v, not the one this process opened
+// (a newer once upgraded the file since): every later write and read of this Store returns it too
+// (the process must be restarted with the newer once).
+func (s *Store) aheadErr(v int64) error {
+	err := store.SchemaAhead("sqlite "+s.path, v, SchemaVersion)
+	s.w.lost.CompareAndSwap(nil, &err)
+	return *s.w.lost.Load()
 }
 
 // read runs fn in a read-only (deferred) transaction: a consistent snapshot that takes no write
@@ -533,4 +568,18 @@ func (s *Store) mapErr(err error) error {
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// CheckSchema reads the file's schema version and fails with store.ErrSchemaAhead when a newer
+// once upgraded it since this process opened it; every later call then fails so
+// (store.SchemaChecker). Writes check it themselves (countWrite), without a statement of their own.
+func (s *Store) CheckSchema(ctx context.Context) error {
+	var v int64
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v)
+	})
+	if err != nil || v <= SchemaVersion {
+		return err
+	}
+	return s.aheadErr(v)
 }
