@@ -20,6 +20,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/once-run/once/store"
@@ -61,6 +62,11 @@ type Store struct {
 	// once at connect), so Tx does not ask for the level per transaction: go-sql-driver sends that
 	// as a statement of its own, one round trip more for each transaction.
 	SessionReadCommitted bool
+
+	// Schema is the schema version this process opened (the backend's newest migration), which
+	// CheckSchema compares with the store's; 0: not checked.
+	Schema int64
+	ahead  atomic.Pointer[error] // CheckSchema found the schema newer: every operation returns it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -105,6 +111,9 @@ func (s *Store) Do(ctx context.Context, fn func(ctx context.Context) error) erro
 	backoff := s.Backoff
 	if backoff <= 0 {
 		backoff = 50 * time.Millisecond
+	}
+	if p := s.ahead.Load(); p != nil {
+		return *p
 	}
 	var fullSince time.Time
 	for attempt := 0; ; {
@@ -182,6 +191,26 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 		return s.DB.QueryRowContext(ctx, s.Q("SELECT {now}")).Scan(&t)
 	})
 	return t.UTC(), err
+}
+
+// CheckSchema reads the store's schema version (one round trip) and fails with
+// store.ErrSchemaAhead when a newer once upgraded it since this process opened it; from then on
+// every operation of this Store fails so, without a round trip (store.SchemaChecker). A
+// long-running process calls it at each poll: the version is otherwise read only by Open.
+func (s *Store) CheckSchema(ctx context.Context) error {
+	if s.Schema == 0 {
+		return nil
+	}
+	var v int64
+	err := s.Do(ctx, func(ctx context.Context) error {
+		return s.DB.QueryRowContext(ctx, s.Q("SELECT COALESCE(MAX(version), 0) FROM {p}schema_version")).Scan(&v)
+	})
+	if err != nil || v <= s.Schema {
+		return err
+	}
+	e := store.SchemaAhead(fmt.Sprintf("%s (prefix %q)", s.Flavor, strings.TrimSuffix(s.Prefix, "_")), v, s.Schema)
+	s.ahead.CompareAndSwap(nil, &e)
+	return *s.ahead.Load()
 }
 
 // Leases lists the grants that have not expired, by task. The leases table must have the columns

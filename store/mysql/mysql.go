@@ -103,6 +103,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.Schema = int64(migrations()[len(migrations())-1].Version) // CheckSchema's
 	s.Returning = s.returning
 	return s, nil
 }

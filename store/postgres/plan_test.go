@@ -223,3 +223,9 @@ func TestSeatsUpgradeFromV4(t *testing.T) {
 func TestAttemptSeatsUpgradeFromV5(t *testing.T) {
 	sqltest.AttemptSeatsUpgradeFromV5(t, withPrefix(t, serverDSN(t)), opener)
 }
+
+// TestSchemaNewerWhileOpen: a newer once's migration after this store was opened stops it at its
+// next CheckSchema, and it writes nothing more.
+func TestSchemaNewerWhileOpen(t *testing.T) {
+	sqltest.SchemaNewerWhileOpen(t, withPrefix(t, serverDSN(t)), opener)
+}

@@ -165,3 +165,41 @@ func AttemptSeatsUpgradeFromV5(t *testing.T, dsn string, open Opener) {
 		t.Fatalf("a seat's attempt after the upgrade: %+v, %v; want Limit 3", st.Last, err)
 	}
 }
+
+// SchemaNewerWhileOpen: a store opened at dsn before a newer once upgraded its schema (a once
+// daemon, once serve) finds it at its next CheckSchema (store.ErrSchemaAhead, naming both
+// versions), and from then on every call fails so without touching the server: a lease acquire
+// writes nothing. CheckSchema on the current schema is nil.
+func SchemaNewerWhileOpen(t *testing.T, dsn string, open Opener) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, raw, err := open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sc, ok := s.(store.SchemaChecker)
+	if !ok {
+		t.Fatalf("%T is no store.SchemaChecker", s)
+	}
+	if err := sc.CheckSchema(ctx); err != nil {
+		t.Fatalf("CheckSchema on the current schema: %v", err)
+	}
+	newer := raw.Schema + 1
+	if _, err := raw.DB.ExecContext(ctx, raw.Q("INSERT INTO {p}schema_version (version, applied_at) VALUES (?, {now})"), newer); err != nil {
+		t.Fatal(err)
+	}
+	err = sc.CheckSchema(ctx)
+	want := fmt.Sprintf("schema version %d, this once understands %d", newer, raw.Schema)
+	if !errors.Is(err, store.ErrSchemaAhead) || !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("CheckSchema after a newer once upgraded the store: %v; want ErrSchemaAhead saying %q", err, want)
+	}
+	_, err = s.Acquire(ctx, store.AcquireRequest{Task: "t", Holder: "h", RunID: "r", TTL: time.Minute})
+	if !errors.Is(err, store.ErrSchemaAhead) {
+		t.Fatalf("acquire after CheckSchema found a newer schema: %v; want ErrSchemaAhead", err)
+	}
+	var n int
+	if err := raw.DB.QueryRowContext(ctx, raw.Q("SELECT count(*) FROM {p}leases")).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("leases after the refused acquire: %d, %v; want none", n, err)
+	}
+}
