@@ -341,7 +341,8 @@ func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, o
 			a, err = g.o.Store.Finish(fctx, g.runID, ls.Token(), out)
 		}
 		cancel()
-		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Until(ls.Deadline()) < 0 {
+		// A schema a newer once upgraded refuses every try alike: not retried.
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrSchemaAhead) || time.Until(ls.Deadline()) < 0 {
 			return a, err
 		}
 		if try == 0 {

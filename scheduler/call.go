@@ -171,6 +171,10 @@ func (js *jobState) failedLaunch(jb Job, a *active, gen int, err error) {
 		js.cannotStart = strings.TrimPrefix(err.Error(), errCannotStart.Error()+": ")
 	}
 	js.mu.Unlock()
+	if errors.Is(err, store.ErrSchemaAhead) {
+		s.haltAhead(err)
+		return
+	}
 	if errors.Is(err, errCannotStart) {
 		s.log.Error("the job's command cannot start on this node (not the store): fix the job (once daemon --check names what it can); its slots are run by another node or recorded missed, saying why, by an account before the next fire",
 			"task", jb.Name, "slots", a.l.slots, "why", a.l.why, "retry_in", retryIn, "err", err)

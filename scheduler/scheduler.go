@@ -98,7 +98,9 @@ type Scheduler struct {
 	paused   map[string]store.Key // under ctlMu
 	crowded  map[string]int       // under ctlMu: by control scope, polls left that look names up without a walk
 	draining atomic.Bool
-	ran      atomic.Bool    // Run was called
+	ran      atomic.Bool             // Run was called
+	halt     context.CancelCauseFunc // ends Run's context with a cause (haltAhead); set by Run
+	haltOnce sync.Once
 	wake     chan struct{}  // the dispatcher looks again (a reload)
 	hurry    chan struct{}  // closed by Hurry: the drain stops running jobs now
 	runs     sync.WaitGroup // launches
@@ -267,6 +269,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		// After a drain nothing starts any more: a second Run would fire nothing, silently.
 		return fmt.Errorf("%w: scheduler: Run was called again; a Scheduler runs once: make a new one with New", once.ErrInvalid)
 	}
+	ctx, halt := context.WithCancelCause(ctx)
+	defer halt(nil)
+	s.halt = halt // before any goroutine that may call it starts
 	s.checkClock(ctx, true)
 	s.pollControl(ctx)
 	now := s.clock.now()
@@ -285,7 +290,33 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	err := s.drain()
 	s.writes.Wait()
 	s.out.Wait(5 * time.Second)
+	if cause := context.Cause(ctx); err == nil && errors.Is(cause, store.ErrSchemaAhead) {
+		return cause
+	}
 	return err
+}
+
+// checkSchema reads the store's schema version at each poll (store.SchemaChecker): a newer once
+// that upgraded the store since this node opened it stops the node (haltAhead). Other errors are
+// the poll's other reads' to report.
+func (s *Scheduler) checkSchema(ctx context.Context) {
+	if sc, ok := s.c.Store.(store.SchemaChecker); ok {
+		if err := sc.CheckSchema(ctx); errors.Is(err, store.ErrSchemaAhead) {
+			s.haltAhead(err)
+		}
+	}
+}
+
+// haltAhead stops the node on a store whose schema a newer once upgraded (err wraps
+// store.ErrSchemaAhead): nothing more fires and Run drains and returns err. The store refuses
+// every write from then on, so what runs now ends without its outcome recorded (unknown).
+func (s *Scheduler) haltAhead(err error) {
+	s.haltOnce.Do(func() {
+		s.log.Error("the store's schema was upgraded by a newer once: this node fires nothing more and stops; restart it with the newer once", "err", err)
+	})
+	if s.halt != nil {
+		s.halt(err)
+	}
 }
 
 // removeLocked marks a job a reload removed: it fires no more, and what waited of it (its queue,
@@ -347,6 +378,7 @@ func (s *Scheduler) background(ctx context.Context) {
 		if i%10 == 0 {
 			s.checkClock(ctx, false)
 		}
+		s.checkSchema(ctx)
 		s.pollControl(ctx)
 		s.followUp(ctx)
 		s.retryAccounts(ctx)
