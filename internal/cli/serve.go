@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -204,7 +205,50 @@ func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.J
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return a.runWeb(ctx, s, dsn, tok, jobs, fleet, ln, h, log)
+	ahead := watchSchema(ctx, s, stop, log)
+	err = a.runWeb(ctx, s, dsn, tok, jobs, fleet, ln, h, log)
+	if e := ahead(); e != nil {
+		return exit(ExitUnavailable, "once serve: %v", e)
+	}
+	return err
+}
+
+// schemaPoll is how often once serve reads the store's schema version (one round trip).
+const schemaPoll = 2 * time.Second
+
+// watchSchema reads the store's schema version every schemaPoll while ctx lasts
+// (store.SchemaChecker): the version is otherwise read only when the store is opened. A newer
+// once that upgraded the store stops the server (stop), and the returned func gives the error
+// its exit (69) says; nil while it did not.
+func watchSchema(ctx context.Context, s store.Store, stop func(), log *slog.Logger) func() error {
+	var found atomic.Pointer[error]
+	sc, ok := s.(store.SchemaChecker)
+	if !ok {
+		return func() error { return nil }
+	}
+	go func() {
+		t := time.NewTicker(schemaPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := sc.CheckSchema(ctx); errors.Is(err, store.ErrSchemaAhead) {
+				found.Store(&err)
+				log.Error("the store's schema was upgraded by a newer once: stopping; restart once serve with the newer once", "err", err)
+				stop()
+				return
+			}
+		}
+	}()
+	return func() error {
+		if p := found.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}
 }
 
 // runWeb serves the dashboard, the API and the metrics on ln until ctx ends.
