@@ -287,15 +287,37 @@ func (js *jobState) startLocked(ctx context.Context, l launch) {
 		defer s.runs.Done()
 		defer cancel(nil)
 		js.call(lctx, a)
-		js.mu.Lock()
-		defer js.mu.Unlock()
-		js.actives = slices.DeleteFunc(js.actives, func(x *active) bool { return x == a })
-		for len(js.queue) > 0 && !js.removed && !js.fullLocked() && !s.isDraining() {
-			next := js.queue[0]
-			js.queue = js.queue[1:]
-			js.startLocked(ctx, next)
+		if js.endLaunch(ctx, a) {
+			s.forgetRetired(js)
 		}
 	}()
+}
+
+// endLaunch takes a, ended, from the launches in progress and starts the queued ones while there
+// is room; true when the job was removed by a reload and none of its launches runs any more.
+func (js *jobState) endLaunch(ctx context.Context, a *active) (retiredIdle bool) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	js.actives = slices.DeleteFunc(js.actives, func(x *active) bool { return x == a })
+	for len(js.queue) > 0 && !js.removed && !js.fullLocked() && !js.s.isDraining() {
+		next := js.queue[0]
+		js.queue = js.queue[1:]
+		js.startLocked(ctx, next)
+	}
+	return js.removed && len(js.actives) == 0
+}
+
+// forgetRetired drops js, a job a reload removed, from the jobs the drain waits for once none of
+// its launches runs: a daemon reloaded for months would keep every job removed while it ran.
+func (s *Scheduler) forgetRetired(js *jobState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	js.mu.Lock()
+	idle := len(js.actives) == 0
+	js.mu.Unlock()
+	if idle {
+		s.retired = slices.DeleteFunc(s.retired, func(x *jobState) bool { return x == js })
+	}
 }
 
 // stopLocked stops the launch a through its stop path: a command gets SIGTERM and is killed after
