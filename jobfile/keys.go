@@ -298,6 +298,19 @@ func durationValue(k string, v any, lo, hi time.Duration, example string) (time.
 	return d, ""
 }
 
+// maxDuration is the longest time.Duration (about 292 years).
+const maxDuration = time.Duration(1<<63 - 1)
+
+// addSat is d + x (d ≥ 0), maxDuration when that is more than a duration holds.
+func addSat(d, x time.Duration) time.Duration {
+	if x > 0 && d > maxDuration-x {
+		return maxDuration
+	}
+	return d + x
+}
+
+// parseDuration reads a duration for durationValue. Weeks and days past what a time.Duration
+// holds read as maxDuration, out of every key's range, not wrapped around (30501w was 3d0h25m).
 func parseDuration(s string) (time.Duration, bool) {
 	rest := s
 	var d time.Duration
@@ -313,7 +326,11 @@ func parseDuration(s string) (time.Duration, bool) {
 		if err != nil || i == 0 || rest[0] == '+' {
 			return 0, false
 		}
-		d += time.Duration(n) * u.unit
+		if n > uint64(maxDuration/u.unit) {
+			d = maxDuration
+		} else {
+			d = addSat(d, time.Duration(n)*u.unit)
+		}
 		rest = rest[i+1:]
 	}
 	if rest != "" {
@@ -324,7 +341,7 @@ func parseDuration(s string) (time.Duration, bool) {
 		if err != nil {
 			return 0, false
 		}
-		d += x
+		d = addSat(d, x)
 	} else if s == "" {
 		return 0, false
 	}

@@ -110,6 +110,11 @@ func TestParseTOMLBad(t *testing.T) {
 		{"[defaults]\nenv = \"A=1\"\n" + job("env = { B = \"2\" }"), `x.toml:2: env must be a table such as env = { PGHOST = "db" } (in [defaults])`},
 		{"[defaults]\ncatch-up-max = 0\n", `x.toml:2: catch-up-max 0 is out of range: give 1 to 10000 (in [defaults])`},
 		{job("timeout = \"-5s\""), `x.toml:5: timeout "-5s" is out of range: give a duration between 0 and 7d`},
+		// Weeks or days past what a duration holds wrapped around: 30501w read as 3d0h25m.
+		{job("timeout = \"30501w\""), `x.toml:5: timeout "30501w" is out of range: give a duration between 0 and 7d`},
+		{job("catch-up = \"30501w\""), `x.toml:5: catch-up "30501w" is out of range: give a duration between 0 and 3660d`},
+		{job("timeout = \"15250w7d\""), `x.toml:5: timeout "15250w7d" is out of range`},
+		{job("timeout = \"15250w2562047h\""), `x.toml:5: timeout "15250w2562047h" is out of range`},
 		{job("timeout = \"soon\""), `x.toml:5: timeout "soon" is not a duration: write one such as "1h"`},
 		{job("timeout = 90"), `x.toml:5: timeout must be a duration string such as "1h"`},
 		{job("ttl = \"48h\""), `x.toml:5: ttl "48h" is out of range: give a duration between 1s and 1d`},
