@@ -64,8 +64,11 @@ func newExporter(getenv func(string) string, version string) (*exporter, error) 
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_COMPRESSION %q: use gzip or none", c)
 	}
 	if v := firstSet(getenv, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"); v != "" {
-		ms, err := strconv.Atoi(v)
-		if err != nil || ms <= 0 {
+		// At most what a time.Duration holds: 18446744073710 was multiplied into 448µs, a
+		// timeout every export and the exit's flush missed (spans dropped), and larger ones into
+		// negative durations.
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 || ms > int64(1<<63-1)/int64(time.Millisecond) {
 			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_TIMEOUT %q: give milliseconds, e.g. 5000", v)
 		}
 		e.timeout = time.Duration(ms) * time.Millisecond

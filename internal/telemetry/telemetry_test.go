@@ -74,6 +74,9 @@ func TestStartOff(t *testing.T) {
 		{[]string{ep, "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_HEADERS", "authorization"}, "entry 1"},
 		{[]string{ep, "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"}, "gzip or none"},
 		{[]string{ep, "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_TIMEOUT", "5s"}, "milliseconds"},
+		// More milliseconds than a duration holds wrapped around: 448µs, or a negative timeout.
+		{[]string{ep, "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_TIMEOUT", "18446744073710"}, "milliseconds"},
+		{[]string{ep, "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "9223372036855"}, "milliseconds"},
 		{[]string{ep, "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent"}, "CERTIFICATE"},
 	} {
 		var log syncBuffer
