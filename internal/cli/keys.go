@@ -213,7 +213,7 @@ exits 64 naming its line.`,
 			err = a.eachBatch(args, func(batch []string) error {
 				err := claimBatch(c.Context(), ks, req, batch, reclaim, out, func(k store.Key) {
 					if unknown < maxUnknownLines {
-						fmt.Fprintf(a.stderr, "once: key %q in scope %q is unknown: left pending by run %s, which is gone\n", k.Key, scope, dash(k.RunID))
+						fmt.Fprintf(a.stderr, "once: key %q in scope %q is unknown: left pending by run %s, which is gone\n", k.Key, scope, cell(dash(k.RunID)))
 					}
 					unknown++
 				})
@@ -394,7 +394,7 @@ func (a *app) keysStatusCmd() *cobra.Command {
 						}
 						continue
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", key, st.State, dash(st.RunID), dash(st.ClaimedAt), dash(st.DoneAt))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", key, st.State, cell(dash(st.RunID)), dash(st.ClaimedAt), dash(st.DoneAt))
 				}
 				if tw != nil {
 					return tw.Flush()
