@@ -649,7 +649,9 @@ func waitLease(t *testing.T, dsn, task string, within time.Duration) {
 func startServe(t *testing.T, e *env, args ...string) string {
 	t.Helper()
 	d := &daemon{t: t, name: "serve", done: make(chan struct{})}
-	d.cmd = e.cmd(context.Background(), append([]string{"serve", "--log-format", "json"}, args...)...)
+	// A page over a seeded ledger under -race on a loaded machine takes seconds: not a store that
+	// hangs (the default deadline's 503).
+	d.cmd = e.cmd(context.Background(), append([]string{"serve", "--log-format", "json", "--store-timeout", "2m"}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d, d
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,10 @@ import (
 // requests took every place and the dashboard answered nothing but "busy".
 const DefaultStoreTimeout = 5 * time.Second
 
+// defaultStoreTimeout is Config.StoreTimeout when 0: DefaultStoreTimeout, longer in this package's
+// tests, whose pages over seeded ledgers under -race on a loaded machine take seconds.
+var defaultStoreTimeout = DefaultStoreTimeout
+
 // enter takes a place for a request that reads the store and bounds its reads by
 // Config.StoreTimeout (/metrics: its collector bounds its own, metrics.Config.Timeout). It
 // returns the request to serve and the function that ends it, or ok false when it answered r
@@ -81,7 +85,7 @@ func (s *Server) storeErr(r *http.Request, err error) error {
 
 // hangMsg says that the store did not answer within StoreTimeout, naming it and what to check.
 func (s *Server) hangMsg(cause error) string {
-	msg := fmt.Sprintf("the store %s did not answer within %s: check that its server is running, not stopped or overloaded, and reachable from this host (once doctor --store … tells); this server tries it again at each request and recovers by itself",
+	msg := fmt.Sprintf("the store %s did not answer within %s: check that its server is running, not stopped or overloaded, and reachable from this host (once doctor --store … tells); a store that is only slow needs a longer --store-timeout; this server tries it again at each request and recovers by itself",
 		s.c.DSN, s.c.StoreTimeout)
 	if cause != nil {
 		msg += " (" + strings.TrimPrefix(cause.Error(), "store: unavailable: ") + ")"

@@ -91,7 +91,7 @@ func New(c Config) (*Server, error) {
 		c.Now = time.Now
 	}
 	if c.StoreTimeout <= 0 {
-		c.StoreTimeout = DefaultStoreTimeout
+		c.StoreTimeout = defaultStoreTimeout
 	}
 	red := store.Redact(c.DSN)
 	s := &Server{c: c, mux: http.NewServeMux(), loopback: true, pwHidden: red != c.DSN,
