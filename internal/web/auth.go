@@ -290,31 +290,26 @@ func (s *Server) admit(r *http.Request, places chan struct{}) bool {
 		return true
 	default:
 	}
-	if s.hanging() && places == s.inFlight {
-		return false // busy says the store hangs: waiting for a place would not help
+	var hangs <-chan struct{} // nil for a scrape: scrapes do not wait on the dashboard's store
+	if places == s.inFlight {
+		if hangs = s.hangWake(); s.hanging() {
+			return false // busy says the store hangs: waiting for a place would not help
+		}
 	}
 	t := time.NewTimer(s.busyWait)
 	defer t.Stop()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case places <- struct{}{}:
-			if places == s.inFlight && s.hanging() { // the place came from a request the store left waiting
-				<-places
-				return false
-			}
-			return true
-		case <-tick.C:
-			if places == s.inFlight && s.hanging() {
-				return false
-			}
-			continue
-		case <-t.C:
-		case <-r.Context().Done():
+	select {
+	case places <- struct{}{}:
+		if hangs != nil && s.hanging() { // the place came from a request the store left waiting
+			<-places
+			return false
 		}
-		return false
+		return true
+	case <-hangs: // a request in a place met the store hanging: so would this one
+	case <-t.C:
+	case <-r.Context().Done():
 	}
+	return false
 }
 
 // busy answers a request refused by admit: 503, try again in a moment; while the store hangs

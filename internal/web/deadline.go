@@ -57,9 +57,25 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request) (_ *http.Request,
 func (s *Server) noteHang(hung bool) {
 	if hung {
 		s.hungAt.Store(s.c.Now().UnixNano())
+		next := make(chan struct{})
+		if prev := s.hung.Swap(&next); prev != nil {
+			close(*prev)
+		}
 		return
 	}
 	s.hungAt.Store(0)
+}
+
+// hangWake returns a channel closed when a request next notes a hang (noteHang). Taken before
+// a waiter checks hanging, so a hang noted in between still wakes it.
+func (s *Server) hangWake() <-chan struct{} {
+	for {
+		if p := s.hung.Load(); p != nil {
+			return *p
+		}
+		ch := make(chan struct{})
+		s.hung.CompareAndSwap(nil, &ch)
+	}
 }
 
 // hanging reports whether a request met a store that hangs within the last StoreTimeout, with no

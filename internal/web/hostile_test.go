@@ -377,3 +377,34 @@ func TestPagesSayTheirZone(t *testing.T) {
 		}
 	}
 }
+
+// TestBusyWaitEndsWhenTheStoreHangs: a request waiting for a place gives up as soon as a request
+// in a place meets the store hanging (noteHang), not at busyWait: it would only wait for the same
+// store. A scrape's wait is not the dashboard's store's and goes on.
+func TestBusyWaitEndsWhenTheStoreHangs(t *testing.T) {
+	srv := &Server{inFlight: make(chan struct{}, 1), scrapes: make(chan struct{}, 1), busyWait: time.Hour}
+	srv.c.Now, srv.c.StoreTimeout = time.Now, time.Minute
+	srv.inFlight <- struct{}{}
+	srv.scrapes <- struct{}{}
+	r := httptest.NewRequest("GET", "/api/v1/tasks", nil)
+	page, scrape := make(chan bool, 1), make(chan bool, 1)
+	go func() { page <- srv.admit(r, srv.inFlight) }()
+	go func() { scrape <- srv.admit(httptest.NewRequest("GET", "/metrics", nil), srv.scrapes) }()
+	time.Sleep(50 * time.Millisecond) // both waiting (a wake before they wait is checked by hanging)
+	srv.noteHang(true)
+	select {
+	case ok := <-page:
+		if ok {
+			t.Error("admitted with no place free")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still waiting 30 s after the store was seen hanging")
+	}
+	<-srv.scrapes
+	if ok := <-scrape; !ok {
+		t.Error("the scrape was refused when its place came free")
+	}
+	if srv.admit(r, srv.inFlight) {
+		t.Error("admitted while the store hangs and no place is free")
+	}
+}

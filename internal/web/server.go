@@ -64,6 +64,9 @@ type Server struct {
 	// hungAt is when (Config.Now, UnixNano) a request last met a store that did not answer
 	// within StoreTimeout; 0 since a request ended in time (deadline.go).
 	hungAt atomic.Int64
+	// hung is closed, and replaced, when a request notes a hang: it wakes the requests waiting in
+	// admit for a place, which then give up at once (deadline.go, hangWake).
+	hung atomic.Pointer[chan struct{}]
 }
 
 // maxInFlight bounds the requests that read the store at once. A page fans out to many reads

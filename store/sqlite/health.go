@@ -53,8 +53,8 @@ func (s *Store) Inspect(ctx context.Context) ([]store.Finding, error) {
 		add("ledger", store.LevelOK, "ledger %s, %d writes; %s tells a deleted, emptied or replaced file from a new ledger. To start a new, empty ledger on purpose, move the files aside: mkdir -m 700 %s && mv %s %s %s/",
 			s.id, seq, MarkerPath(s.path), old, trust.Quote(s.path)+"*", trust.Quote(MarkerPath(s.path)), old)
 	}
-	var v int
-	if err := s.db.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v); err != nil {
+	v, err := s.t.schemaVersion(ctx, s.db)
+	if err != nil {
 		return nil, s.mapErr(err)
 	}
 	if v == SchemaVersion {

@@ -68,7 +68,7 @@ func (s *Store) ensureSchema(ctx context.Context, hasMarker bool) (int64, error)
 		}
 		v = 0
 		if hasMeta {
-			if err := tx.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v); err != nil {
+			if v, err = s.t.schemaVersion(ctx, tx); err != nil {
 				return err
 			}
 			if v > SchemaVersion {

@@ -81,6 +81,24 @@ var (
 
 type tables struct{ meta, leases, attempts, events, keys, waiting, seats string }
 
+// rowQuerier is what a *sql.DB and a *sql.Tx share for a one-row query.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// schemaVersion reads the file's schema version from the meta table: one SELECT, the one place
+// that spells it (the count statement reads it as a subquery of its own, versionSQL).
+func (t tables) schemaVersion(ctx context.Context, q rowQuerier) (int64, error) {
+	var v int64
+	err := q.QueryRowContext(ctx, t.versionSQL()).Scan(&v)
+	return v, err
+}
+
+// versionSQL selects the schema version; schemaVersion runs it, the count statement embeds it.
+func (t tables) versionSQL() string {
+	return "SELECT value FROM " + t.meta + " WHERE key = 'schema_version'"
+}
+
 // Open opens (creating when missing) the SQLite store at path. A missing parent directory is
 // created with mode 0700 and a missing file with mode 0600 (0660 with Options.Group), whatever
 // the umask; a path that is a symbolic link is refused. The directory and the files SQLite uses
@@ -156,7 +174,7 @@ func (s *Store) open(ctx context.Context) (*Store, error) {
 	}
 	// The count also reads the schema version, in the same statement: a newer once that upgraded
 	// the file since this process opened it stops this process's writes (aheadErr).
-	if s.count, err = s.db.PrepareContext(ctx, "UPDATE "+ledgerTable+" SET seq = seq + 1 WHERE total_changes() > ? RETURNING seq, total_changes(), (SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version')"); err != nil {
+	if s.count, err = s.db.PrepareContext(ctx, "UPDATE "+ledgerTable+" SET seq = seq + 1 WHERE total_changes() > ? RETURNING seq, total_changes(), ("+s.t.versionSQL()+")"); err != nil {
 		return fail(s.mapErr(err))
 	}
 	if err := s.persistWAL(ctx); err != nil {
@@ -481,9 +499,9 @@ func (s *Store) countWrite(ctx context.Context, tx *sql.Tx, lazy bool) (int64, e
 	if s.count == nil {
 		return 0, nil
 	}
-	var seq, tc, v int64
 	if lazy {
-		if err := tx.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v); err != nil {
+		v, err := s.t.schemaVersion(ctx, tx)
+		if err != nil {
 			return 0, err
 		}
 		if v != SchemaVersion {
@@ -491,6 +509,7 @@ func (s *Store) countWrite(ctx context.Context, tx *sql.Tx, lazy bool) (int64, e
 		}
 		return 0, nil
 	}
+	var seq, tc, v int64
 	err := tx.StmtContext(ctx, s.count).QueryRowContext(ctx, s.counted).Scan(&seq, &tc, &v)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -575,8 +594,9 @@ func oneLine(s string) string {
 // (store.SchemaChecker). Writes check it themselves (countWrite), without a statement of their own.
 func (s *Store) CheckSchema(ctx context.Context) error {
 	var v int64
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, "SELECT value FROM "+s.t.meta+" WHERE key = 'schema_version'").Scan(&v)
+	err := s.read(ctx, func(tx *sql.Tx) (err error) {
+		v, err = s.t.schemaVersion(ctx, tx)
+		return err
 	})
 	if err != nil || v <= SchemaVersion {
 		return err
