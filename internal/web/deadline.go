@@ -88,7 +88,7 @@ func (s *Server) hanging() bool {
 
 // storeErr is err as a request's answer says it: a read cut off by the request's store deadline
 // names the store and what to check (the store client's own words, "context deadline exceeded"
-// or "i/o timeout", said neither).
+// or "i/o timeout", said neither); a change cut off so says that it may have been made.
 func (s *Server) storeErr(r *http.Request, err error) error {
 	// A client that maps the deadline onto its connection (go-redis) fails with its own "i/o
 	// timeout" as the deadline passes, maybe before the context says so.
@@ -96,7 +96,13 @@ func (s *Server) storeErr(r *http.Request, err error) error {
 	if !errors.Is(err, context.DeadlineExceeded) && (!ok || time.Now().Before(dl)) {
 		return err
 	}
-	return fmt.Errorf("%w: %s", store.ErrUnavailable, s.hangMsg(err))
+	msg := s.hangMsg(err)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		// A write cut off by the deadline may have reached the store (etcd applies a request whose
+		// client gave up): sending it again blindly could pause what was resumed meanwhile.
+		msg += "; the change may have been made before the store stopped answering: look (reload the page, or read it through the API) before sending it again"
+	}
+	return fmt.Errorf("%w: %s", store.ErrUnavailable, msg)
 }
 
 // hangMsg says that the store did not answer within StoreTimeout, naming it and what to check.

@@ -115,3 +115,19 @@ func TestStoreThatHangsIsAQuick503(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeCutOffMayHaveBeenMade: a change (POST) cut off by the store deadline says that it may
+// have been made, so a person looks before sending it again; a read cut off so does not.
+func TestChangeCutOffMayHaveBeenMade(t *testing.T) {
+	srv := &Server{}
+	srv.c.DSN, srv.c.StoreTimeout = "etcd://db:2379", time.Second
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	for method, want := range map[string]bool{"POST": true, "GET": false} {
+		r := httptest.NewRequest(method, "/api/v1/tasks/t/pause", nil).WithContext(ctx)
+		err := srv.storeErr(r, context.DeadlineExceeded)
+		if got := strings.Contains(err.Error(), "the change may have been made"); got != want || statusOf(err) != 503 {
+			t.Errorf("%s cut off: %d %q, want 503, saying the change may have been made: %v", method, statusOf(err), err, want)
+		}
+	}
+}
