@@ -371,13 +371,16 @@ func staleRunning(ctx context.Context, s store.Store, hist []store.Entry, leases
 
 // overlaps reports attempts of one task whose [start, end] intervals intersect, but for attempts of
 // seats (once run --limit) of different slots (store.Concurrent); and seats' attempts running at once
-// beyond the largest limit among them.
+// beyond the largest limit among them. Two attempts of different slots that record no limit, in a
+// task with seats' attempts, are a warning: seats' attempts from before schema 6 record none.
 func overlaps(hist []store.Entry, now time.Time, r *report) {
 	byTask := map[string][]store.Attempt{}
+	seats := map[string]bool{} // tasks with an attempt of a seat (once run --limit) in hist
 	for _, e := range hist {
 		switch e.State {
 		case store.Running, store.Succeeded, store.Failed, store.Unknown:
 			byTask[e.Task] = append(byTask[e.Task], e.Attempt)
+			seats[e.Task] = seats[e.Task] || e.Limit >= 2
 		}
 	}
 	end := func(a store.Attempt) time.Time {
@@ -397,6 +400,11 @@ func overlaps(hist []store.Entry, now time.Time, r *report) {
 			for _, p := range open {
 				if p.RunID != a.RunID && !store.Concurrent(*p, *a) {
 					found++
+					if seats[task] && p.Limit == 0 && a.Limit == 0 && p.Slot != a.Slot {
+						r.add("overlap", store.LevelWarn, task, "attempts %d of slot %q (run %s, holder %s, %s–%s) and %d of slot %q (run %s, holder %s, %s–%s) ran at the same time and record no --limit, in a task that runs with --limit: seats' attempts recorded before the store's upgrade to schema 6 (or by an older once after it) carry no limit, so doctor cannot tell them from an overlap; if this task ran with --limit then, it is that (docs/operations.md), else report it",
+							p.Number, p.Slot, p.RunID, p.Holder, fmtT(p.StartedAt), fmtT(end(*p)), a.Number, a.Slot, a.RunID, a.Holder, fmtT(a.StartedAt), fmtT(end(*a)))
+						continue
+					}
 					r.add("overlap", store.LevelFail, task, "OVERLAP: attempt %d of slot %q (run %s, holder %s, token %d, %s–%s) and attempt %d of slot %q (run %s, holder %s, token %d, %s–%s) ran at the same time; this must never happen: check that every host uses the same store (--store/ONCE_STORE) and report it",
 						p.Number, p.Slot, p.RunID, p.Holder, p.Token, fmtT(p.StartedAt), fmtT(end(*p)),
 						a.Number, a.Slot, a.RunID, a.Holder, a.Token, fmtT(a.StartedAt), fmtT(end(*a)))

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,10 @@ func TestOverlaps(t *testing.T) {
 		{"seats, one slot, a longer one between", []store.Entry{at("a", "s1", 3, 0, 50), at("b", "s2", 3, 10, 100), at("c", "s1", 3, 40, 45)}, 1},
 		{"three seats of two", []store.Entry{at("a", "s1", 2, 0, 50), at("b", "s2", 2, 10, 100), at("c", "s3", 2, 40, 45)}, 1},
 		{"an exclusive run among seats", []store.Entry{at("a", "s1", 2, 0, 50), at("x", "s9", 0, 10, 20)}, 1},
+		// Seats' attempts recorded before schema 6 carry no limit: a warning, not an incident, in a
+		// task with seats; one slot twice at once is still one.
+		{"seats before schema 6", []store.Entry{at("a", "s1", 0, 0, 10), at("b", "s2", 0, 5, 15), at("c", "s3", 2, 100, 110)}, 0},
+		{"one slot twice before schema 6", []store.Entry{at("a", "s1", 0, 0, 10), at("b", "s1", 0, 5, 15), at("c", "s3", 2, 100, 110)}, 1},
 	} {
 		r := &report{}
 		overlaps(c.hist, t0.Add(time.Hour), r)
@@ -40,6 +45,9 @@ func TestOverlaps(t *testing.T) {
 					t.Errorf("%s: %q", c.name, f.Message)
 				}
 			}
+		}
+		if warned := slices.ContainsFunc(r.Findings, func(f store.Finding) bool { return f.Level == store.LevelWarn }); warned != (c.name == "seats before schema 6") {
+			t.Errorf("%s: warned %v: %+v", c.name, warned, r.Findings)
 		}
 		if n != c.want {
 			t.Errorf("%s: %d overlap findings, want %d: %+v", c.name, n, c.want, r.Findings)
