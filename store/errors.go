@@ -60,7 +60,10 @@ func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 // SchemaChecker is implemented by stores with a schema version (SQLite, PostgreSQL, MySQL), which
 // Open reads: CheckSchema reads it again and returns an error wrapping ErrSchemaAhead when a newer
 // once upgraded the store since, after which every call of the store fails so. A long-running
-// process (once daemon, once serve) calls it at each poll. SQLite checks at every write as well.
+// process (once daemon, once serve) calls it at each poll. Writes check too, in a statement they
+// make anyway, fail so and write nothing: SQLite every write; PostgreSQL and MySQL the writes that
+// start or end work (Start, Begin, Finish, FinishRelease, Abandon, Report, a seat's and a
+// takeover's Acquire; a plain exclusive Acquire commits alone, and gives back the grant it wrote).
 type SchemaChecker interface {
 	CheckSchema(ctx context.Context) error
 }

@@ -13,18 +13,26 @@ import (
 )
 
 // fence locks the task's lease row for the rest of tx and fails with ErrNotHeld unless token is the
-// task's latest token or a current seat's (seatFence).
+// task's latest token or a current seat's (seatFence), and with store.ErrSchemaAhead when a newer
+// once upgraded the schema (Ahead: the version is a column of the same statement).
 func (s *Store) fence(ctx context.Context, tx *sql.Tx, task string, token int64) error {
-	var cur int64
-	err := tx.QueryRowContext(ctx, s.Q("SELECT token FROM {p}leases WHERE task = ? FOR UPDATE"), task).Scan(&cur)
+	var cur, v int64
+	err := tx.QueryRowContext(ctx, s.Q(FenceQuery), task).Scan(&cur, &v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: task %q has no lease (token %d)", store.ErrNotHeld, task, token)
 	}
 	if err != nil {
 		return err
 	}
+	if err := s.Ahead(v); err != nil {
+		return err
+	}
 	return s.fenceAt(ctx, tx, task, token, cur)
 }
+
+// FenceQuery locks task ?'s lease row and reads its latest token and the store's schema version.
+// The lock is the lease row's alone: a locking read does not lock what a subquery reads.
+const FenceQuery = `SELECT token, ` + SchemaVersion + ` FROM {p}leases WHERE task = ? FOR UPDATE`
 
 // fenceAt is fence's check of token against cur, the task's latest token read under the lock.
 func (s *Store) fenceAt(ctx context.Context, tx *sql.Tx, task string, token, cur int64) error {
@@ -43,9 +51,12 @@ func (s *Store) fenceAt(ctx context.Context, tx *sql.Tx, task string, token, cur
 // read and the fence one after the other. The attempt as read may be older than the lock.
 func (s *Store) lockRun(ctx context.Context, tx *sql.Tx, runID string, token int64) (store.Attempt, error) {
 	if s.Flavor == Postgres {
-		var cur int64
-		a, err := scanAttempt(extra{tx.QueryRowContext(ctx, s.Q(RunLockQuery), runID), []any{&cur}})
+		var cur, v int64
+		a, err := scanAttempt(extra{tx.QueryRowContext(ctx, s.Q(RunLockQuery), runID), []any{&cur, &v}})
 		if err == nil {
+			if err := s.Ahead(v); err != nil {
+				return a, err
+			}
 			return a, s.fenceAt(ctx, tx, a.Task, token, cur)
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -72,8 +83,9 @@ const runIDPostgres = `(SELECT MAX(r.id) FROM (SELECT id FROM {p}attempts WHERE 
 const RunQueryPostgres = `SELECT ` + attemptCols + ` FROM {p}attempts WHERE id = ` + runIDPostgres
 
 // RunLockQuery is RunQueryPostgres with the task's latest token, its lease row locked (FOR
-// UPDATE OF: PostgreSQL only). No row: no such attempt, or its task has no lease.
-var RunLockQuery = `SELECT ` + qualified("a", attemptCols) + `, l.token FROM {p}attempts a
+// UPDATE OF: PostgreSQL only), and the store's schema version. No row: no such attempt, or its
+// task has no lease.
+var RunLockQuery = `SELECT ` + qualified("a", attemptCols) + `, l.token, ` + SchemaVersion + ` FROM {p}attempts a
 	JOIN {p}leases l ON l.task = a.task WHERE a.id = ` + runIDPostgres + ` FOR UPDATE OF l`
 
 // runQuery is RunQuery in this store's flavor.
@@ -170,12 +182,12 @@ func (s *Store) Begin(ctx context.Context, a store.Attempt) (store.Attempt, erro
 // BeginPostgres is Begin's one statement on PostgreSQL for the exclusive lease: the lease row
 // locked when the token is still the task's (l), the slot's last attempt locked (r: a resolve
 // locks it too; not the slot "", which has no memory) and the attempt refused when a person
-// resolved it as succeeded (ok), the wait
+// resolved it as succeeded or a newer once upgraded the schema (ok: SchemaGuard), the wait
 // deleted (w) and the attempt inserted only then. Nothing done (no row) goes Begin's long way,
 // which says why. Arguments: task, token; task, slot; task, slot; the attempt's eleven values.
 const BeginPostgres = `WITH l AS (SELECT token FROM {p}leases WHERE task = ? AND token = ? FOR UPDATE),
 	r AS (SELECT res_as FROM {p}attempts WHERE task = ? AND slot = ? AND slot <> '' ORDER BY attempt DESC LIMIT 1 FOR UPDATE),
-	ok AS (SELECT token FROM l WHERE NOT EXISTS (SELECT 1 FROM r WHERE res_as = 'succeeded')),
+	ok AS (SELECT token FROM l WHERE NOT EXISTS (SELECT 1 FROM r WHERE res_as = 'succeeded') AND ` + SchemaGuard + `),
 	w AS (` + deleteWait + ` AND EXISTS (SELECT 1 FROM ok))
 	` + attemptInsert + `SELECT ` + attemptValues + ` FROM ok
 	RETURNING ` + attemptCols
@@ -404,7 +416,8 @@ func (s *Store) FinishAndRelease(ctx context.Context, runID string, l store.Leas
 // l, and its arguments: the run's attempt found (i), the task's lease row locked while it is still
 // l's grant (l: holder and token, not released), the attempt ended with o if it is still running
 // under the token (a), and only then the lease released (r) — the conditions of FinishTx and of
-// the release statement, in one implicit transaction. No row: one of them did not hold.
+// the release statement, and the schema no newer than this process opened (SchemaGuard), in one
+// implicit transaction. No row: one of them did not hold.
 func (s *Store) FinishReleasePostgres(runID string, l store.Lease, o store.Outcome) (string, []any) {
 	set, args := s.finishSet(o)
 	return s.Q(fmt.Sprintf(finishReleasePostgres, set)), append(append([]any{runID, l.Holder, l.Token}, args...), l.Task, l.Token, l.Task, l.Holder, l.Token)
@@ -416,7 +429,7 @@ func (s *Store) FinishReleasePostgres(runID string, l store.Lease, o store.Outco
 // holder, token; the SET clause's; task, token (the attempt's); task, holder, token (the release's).
 var finishReleasePostgres = `WITH i AS (SELECT id, task FROM {p}attempts WHERE id = ` + runIDPostgres + `),
 	l AS (SELECT l.task FROM {p}leases l JOIN i ON l.task = i.task
-		WHERE l.holder = ? AND l.token = ? AND l.holder <> '' FOR UPDATE OF l),
+		WHERE l.holder = ? AND l.token = ? AND l.holder <> '' AND ` + SchemaGuard + ` FOR UPDATE OF l),
 	a AS (UPDATE {p}attempts t SET %s FROM i
 		WHERE t.task = ? AND t.id = i.id AND t.state = 'running' AND t.token = ?
 			AND EXISTS (SELECT 1 FROM l)

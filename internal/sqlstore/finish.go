@@ -13,8 +13,9 @@ import (
 // both rows or neither. The lease row is matched while it is still l's grant (holder and token,
 // not released) and read first (STRAIGHT_JOIN; a primary key lookup, so it is locked before the
 // attempt, the order every other transaction locks them in); the attempt while it is still running
-// under the token: the conditions of FinishTx and of the release statement. Its ROW_COUNT() is 2
-// when both rows changed, 0 when a condition did not hold.
+// under the token: the conditions of FinishTx and of the release statement, and the schema no
+// newer than this process opened (SchemaGuard). Its ROW_COUNT() is 2 when both rows changed, 0
+// when a condition did not hold.
 func (s *Store) FinishReleaseMySQL(runID string, l store.Lease, o store.Outcome) (string, []any) {
 	set, args := s.finishSetOf(o, "t.")
 	return s.Q(fmt.Sprintf(finishReleaseMySQL, set)), append(args, l.Task, l.Holder, l.Token, runID, l.Token)
@@ -24,7 +25,7 @@ func (s *Store) FinishReleaseMySQL(runID string, l store.Lease, o store.Outcome)
 const finishReleaseMySQL = `UPDATE {p}leases l STRAIGHT_JOIN {p}attempts t ON t.task = l.task
 	SET %s, l.holder = '', l.run_id = '', l.expires_at = '1970-01-01 00:00:00'
 	WHERE l.task = ? AND l.holder = ? AND l.token = ? AND l.holder <> ''
-		AND t.run_id = ? AND t.state = 'running' AND t.token = ?`
+		AND t.run_id = ? AND t.state = 'running' AND t.token = ? AND ` + SchemaGuard
 
 // finishReleaseMySQL runs FinishReleaseMySQL autocommitted and reads the attempt back in the same
 // batch (the store's connections run multi-statement queries): one round trip where the long way's

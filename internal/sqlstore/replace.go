@@ -15,7 +15,8 @@ import (
 // seats (seats.go) is replaced with every seat it summarised, as etcd's and ZooKeeper's takeovers
 // end them (left live, Abandon took their attempts for a live seat's, and a seat acquire could
 // count them and be granted beside the new exclusive grant). until is the dialect's expression
-// for now plus ? µs. found is false when the task has no row yet: the backend's own Acquire
+// for now plus ? µs. A newer once's schema (Ahead) rolls it back. found is false when the task has
+// no row yet: the backend's own Acquire
 // inserts it (and, should a concurrent one win that race, TakeOver is tried again).
 func (s *Store) TakeOver(ctx context.Context, req store.AcquireRequest, until string) (l store.Lease, found bool, err error) {
 	err = s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -43,9 +44,13 @@ func (s *Store) TakeOver(ctx context.Context, req store.AcquireRequest, until st
 			return err
 		}
 		l = store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID}
-		if err := tx.QueryRowContext(ctx, s.Q(`SELECT token, acquired_at, expires_at FROM {p}leases WHERE task = ?`), req.Task).
-			Scan(&l.Token, &l.Acquired, &l.Expires); err != nil {
+		var v int64
+		if err := tx.QueryRowContext(ctx, s.Q(`SELECT token, acquired_at, expires_at, `+SchemaVersion+` FROM {p}leases WHERE task = ?`), req.Task).
+			Scan(&l.Token, &l.Acquired, &l.Expires, &v); err != nil {
 			return err
+		}
+		if err := s.Ahead(v); err != nil {
+			return err // a newer once upgraded the schema: the takeover is rolled back
 		}
 		l.Acquired, l.Expires = l.Acquired.UTC(), l.Expires.UTC()
 		if live && old.Holder != "" {

@@ -77,16 +77,21 @@ func (s *Store) acquireSeat(ctx context.Context, tx *sql.Tx, req store.AcquireRe
 	return s.insertSeat(ctx, tx, req, cur.Token+1, until)
 }
 
-// insertSeat inserts the seat token of req and returns it as stored.
+// insertSeat inserts the seat token of req and returns it as stored, or store.ErrSchemaAhead when
+// a newer once upgraded the schema (read with it: Ahead), and tx must roll back.
 func (s *Store) insertSeat(ctx context.Context, tx *sql.Tx, req store.AcquireRequest, token int64, until string) (store.Lease, bool, error) {
 	if _, err := tx.ExecContext(ctx, s.Q(`INSERT INTO {p}lease_seats (task, token, holder, run_id, seats, acquired_at, expires_at)
 		VALUES (?, ?, ?, ?, ?, {now}, `+until+`)`), req.Task, token, req.Holder, req.RunID, req.Limit, req.TTL.Microseconds()); err != nil {
 		return store.Lease{}, false, err
 	}
 	l := store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID, Token: token, Limit: req.Limit}
-	if err := tx.QueryRowContext(ctx, s.Q(`SELECT acquired_at, expires_at FROM {p}lease_seats WHERE task = ? AND token = ?`), req.Task, token).
-		Scan(&l.Acquired, &l.Expires); err != nil {
+	var v int64
+	if err := tx.QueryRowContext(ctx, s.Q(`SELECT acquired_at, expires_at, `+SchemaVersion+` FROM {p}lease_seats WHERE task = ? AND token = ?`), req.Task, token).
+		Scan(&l.Acquired, &l.Expires, &v); err != nil {
 		return store.Lease{}, false, err
+	}
+	if err := s.Ahead(v); err != nil {
+		return store.Lease{}, false, err // a newer once upgraded the schema: the seat is rolled back
 	}
 	l.Acquired, l.Expires = l.Acquired.UTC(), l.Expires.UTC()
 	return l, false, nil

@@ -17,7 +17,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,10 +77,18 @@ type Store struct {
 	taskOrder string // the byte-order comparison of the leases' task column (tasks.go), once known
 }
 
-// Q expands {p} and {now} and rebinds the placeholders of query.
+// Q expands {p}, {now} and {schema} (the schema version this process opened, SchemaGuard's) and
+// rebinds the placeholders of query.
 func (s *Store) Q(query string) string {
 	query = strings.ReplaceAll(query, "{p}", s.Prefix)
 	query = strings.ReplaceAll(query, "{now}", s.Dialect.Now())
+	if strings.Contains(query, "{schema}") {
+		v := s.Schema
+		if v == 0 { // not checked: no version is newer
+			v = math.MaxInt32
+		}
+		query = strings.ReplaceAll(query, "{schema}", strconv.FormatInt(v, 10))
+	}
 	return s.Dialect.Rebind(query)
 }
 
@@ -193,20 +203,56 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return t.UTC(), err
 }
 
+// Refuse is Ahead for a grant l that a statement of its own committed (a backend's plain acquire,
+// whose read-back has the schema version v): when v is newer, l is given back with release (the
+// backend's release statement: task, holder, token), past the refusal Do now makes and best
+// effort, so that the newer once's runs do not find the task held until l expires.
+func (s *Store) Refuse(ctx context.Context, l store.Lease, v int64, release string) error {
+	err := s.Ahead(v)
+	if err != nil {
+		_, _ = s.DB.ExecContext(ctx, s.Q(release), l.Task, l.Holder, l.Token)
+	}
+	return err
+}
+
 // CheckSchema reads the store's schema version (one round trip) and fails with
 // store.ErrSchemaAhead when a newer once upgraded it since this process opened it; from then on
 // every operation of this Store fails so, without a round trip (store.SchemaChecker). A
-// long-running process calls it at each poll: the version is otherwise read only by Open.
+// long-running process calls it at each poll: between polls, only the writes that start or end
+// work read the version (Ahead, in statements they make anyway: fence, Begin, Start, Finish, a
+// seat's or a takeover's acquire); reads and the other writes do not.
 func (s *Store) CheckSchema(ctx context.Context) error {
 	if s.Schema == 0 {
 		return nil
 	}
 	var v int64
 	err := s.Do(ctx, func(ctx context.Context) error {
-		return s.DB.QueryRowContext(ctx, s.Q("SELECT COALESCE(MAX(version), 0) FROM {p}schema_version")).Scan(&v)
+		return s.DB.QueryRowContext(ctx, s.Q("SELECT "+SchemaVersion)).Scan(&v)
 	})
-	if err != nil || v <= s.Schema {
+	if err != nil {
 		return err
+	}
+	return s.Ahead(v)
+}
+
+// SchemaVersion is the store's schema version as a scalar subquery: a column of a statement a
+// write runs anyway (fence, a lease acquire's read-back), so that the write learns of a newer
+// once's upgrade without a round trip of its own and fails with Ahead. One row of a tiny table,
+// read by its primary key: the plans are tested (sqltest).
+const SchemaVersion = `(SELECT COALESCE(MAX(version), 0) FROM {p}schema_version)`
+
+// SchemaGuard is a condition that holds while the store's schema is no newer than this process
+// opened, for a statement that commits alone (autocommit): it then does nothing, and its caller's
+// long way, whose transaction reads SchemaVersion, says why.
+const SchemaGuard = SchemaVersion + ` <= {schema}`
+
+// Ahead is nil when v, the store's schema version as a write read it, is not newer than s.Schema;
+// otherwise store.ErrSchemaAhead (and ErrUnavailable), which every later operation of this Store
+// returns too, without a round trip (Do): a newer once upgraded the store since this process
+// opened it. The write that read v must not commit.
+func (s *Store) Ahead(v int64) error {
+	if s.Schema == 0 || v <= s.Schema {
+		return nil
 	}
 	e := store.SchemaAhead(fmt.Sprintf("%s (prefix %q)", s.Flavor, strings.TrimSuffix(s.Prefix, "_")), v, s.Schema)
 	s.ahead.CompareAndSwap(nil, &e)

@@ -18,7 +18,8 @@ var (
 // Start takes req.Task's lease, marks the attempts earlier holders left running unknown and reads
 // slot in one transaction (store.Starter): one commit where Acquire and Abandon make two. The
 // acquire statement locks the lease row for the rest of the transaction, so nothing of anyone
-// else's comes in between.
+// else's comes in between, and its read-back has the schema version: a newer once's upgrade rolls
+// it all back (store.ErrSchemaAhead).
 func (s *Store) Start(ctx context.Context, req store.AcquireRequest, slot string) (store.Started, error) {
 	if err := errors.Join(sqlstore.CheckAcquire(req), store.CheckStart(req)); err != nil {
 		return store.Started{}, err
@@ -43,6 +44,9 @@ func (s *Store) Start(ctx context.Context, req store.AcquireRequest, slot string
 			r.lease.Acquired, r.lease.Expires = r.lease.Acquired.UTC(), r.lease.Expires.UTC()
 			if r.changed == 0 {
 				return nil // busy: nothing was changed; the commit ends the transaction
+			}
+			if err := s.Ahead(r.schema); err != nil {
+				return err // a newer once upgraded the schema: rolled back
 			}
 			out.Lease = r.lease
 			if out.Abandoned, err = s.AbandonTx(ctx, tx, req.Task, r.lease.Token); err != nil {

@@ -196,9 +196,9 @@ func (s *Store) migrate(ctx context.Context, dbName string) error {
 
 const acquireSQL = "START TRANSACTION;\n" + acquireBody + ";\nCOMMIT"
 
-// acquireBody takes the lease when it is free or expired and reads the row back (arguments: task,
-// holder, run id, TTL in µs, task): Acquire runs it as a transaction of its own, Start inside
-// one that goes on.
+// acquireBody takes the lease when it is free or expired and reads the row back, with the schema
+// version (arguments: task, holder, run id, TTL in µs, task): Acquire runs it as a transaction of
+// its own, Start inside one that goes on (and rolls back when the version is newer than it opened).
 const acquireBody = `INSERT INTO {p}leases (task, holder, run_id, token, acquired_at, expires_at)
 	VALUES (?, ?, ?, 1, NOW(6), NOW(6) + INTERVAL ? MICROSECOND)
 	ON DUPLICATE KEY UPDATE
@@ -207,13 +207,15 @@ const acquireBody = `INSERT INTO {p}leases (task, holder, run_id, token, acquire
 	token = IF(expires_at <= NOW(6), token + 1, token),
 	acquired_at = IF(expires_at <= NOW(6), VALUES(acquired_at), acquired_at),
 	expires_at = IF(expires_at <= NOW(6), VALUES(expires_at), expires_at);
-SELECT ROW_COUNT(), holder, run_id, token, acquired_at, expires_at, expires_at > NOW(6) FROM {p}leases WHERE task = ?`
+SELECT ROW_COUNT(), holder, run_id, token, acquired_at, expires_at, expires_at > NOW(6), ` + sqlstore.SchemaVersion + `
+	FROM {p}leases WHERE task = ?`
 
 // row is what the lease batches read back.
 type row struct {
 	changed int64
 	lease   store.Lease
 	live    bool
+	schema  int64 // the schema version, read by acquireBody only
 }
 
 // batch runs a multi-statement query on one connection and scans the single row of its one result
@@ -248,14 +250,18 @@ func (s *Store) batch(ctx context.Context, query string, args ...any) (row, bool
 }
 
 // scanRow reads the single row of the one result set with columns of a lease batch (changed, holder,
-// run id, token, acquired, expires, live), and closes rows.
+// run id, token, acquired, expires, live, and the schema version when there are eight), and closes
+// rows.
 func scanRow(rows *sql.Rows) (r row, found bool, err error) {
 	defer rows.Close()
 	for {
 		if cols, _ := rows.Columns(); len(cols) > 0 {
 			for rows.Next() {
-				if err := rows.Scan(&r.changed, &r.lease.Holder, &r.lease.RunID, &r.lease.Token,
-					&r.lease.Acquired, &r.lease.Expires, &r.live); err != nil {
+				dest := []any{&r.changed, &r.lease.Holder, &r.lease.RunID, &r.lease.Token, &r.lease.Acquired, &r.lease.Expires, &r.live}
+				if len(cols) > len(dest) {
+					dest = append(dest, &r.schema)
+				}
+				if err := rows.Scan(dest...); err != nil {
 					return r, found, err
 				}
 				found = true
@@ -284,7 +290,7 @@ func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		}
 		r.lease.Task = req.Task
 		if r.changed > 0 {
-			return r.lease, nil
+			return r.lease, s.Refuse(ctx, r.lease, r.schema, releaseSQL)
 		}
 		if (r.live && r.lease.Holder != "") || try >= 2 {
 			return store.Lease{}, &store.BusyError{Lease: r.lease}
@@ -304,7 +310,8 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	}
 	r, found, err := s.batch(ctx, s.Q(`UPDATE {p}leases SET expires_at = NOW(6) + INTERVAL ? MICROSECOND
 		WHERE task = ? AND holder = ? AND token = ? AND holder <> '' AND expires_at > NOW(6);
-		SELECT ROW_COUNT(), holder, run_id, token, acquired_at, expires_at, expires_at > NOW(6) FROM {p}leases WHERE task = ?`),
+		SELECT ROW_COUNT(), holder, run_id, token, acquired_at, expires_at, expires_at > NOW(6), `+sqlstore.SchemaVersion+`
+	FROM {p}leases WHERE task = ?`),
 		ttl.Microseconds(), l.Task, l.Holder, l.Token, l.Task)
 	if err != nil {
 		return store.Lease{}, err

@@ -213,3 +213,9 @@ func TestAttemptSeatsUpgradeFromV5(t *testing.T) {
 func TestSchemaNewerWhileOpen(t *testing.T) {
 	sqltest.SchemaNewerWhileOpen(t, withPrefix(t, serverDSN(t)), opener)
 }
+
+// TestSchemaNewerRefusesWork: between two polls, a newer once's migration is found by the writes
+// that start or end work themselves (in statements they make anyway), which refuse and write nothing.
+func TestSchemaNewerRefusesWork(t *testing.T) {
+	sqltest.SchemaNewerRefusesWork(t, withPrefix(t, serverDSN(t)), opener)
+}

@@ -18,7 +18,8 @@ var (
 // Start takes req.Task's lease, marks the attempts earlier holders left running unknown and reads
 // slot in one transaction (store.Starter): one commit, where Acquire, Abandon and Slot make two
 // (Abandon's row locks are written too) and seven round trips. The acquire statement locks the
-// lease row for the rest of the transaction, so nothing of anyone else's comes in between.
+// lease row for the rest of the transaction, so nothing of anyone else's comes in between, and
+// reads the schema version: a newer once's upgrade rolls it all back (store.ErrSchemaAhead).
 func (s *Store) Start(ctx context.Context, req store.AcquireRequest, slot string) (store.Started, error) {
 	return s.start(ctx, acquireSQL, req, slot)
 }
@@ -41,13 +42,17 @@ func (s *Store) start(ctx context.Context, acquire string, req store.AcquireRequ
 		err := s.Tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			out = store.Started{Lease: store.Lease{Task: req.Task, Holder: req.Holder, RunID: req.RunID}}
 			l := &out.Lease
+			var v int64
 			err := tx.QueryRowContext(ctx, q, req.Task, req.Holder, req.RunID, req.TTL.Microseconds()).
-				Scan(&l.Token, &l.Acquired, &l.Expires)
+				Scan(&l.Token, &l.Acquired, &l.Expires, &v)
 			if got = err == nil; !got {
 				if errors.Is(err, sql.ErrNoRows) {
 					return nil // busy: nothing was changed
 				}
 				return err
+			}
+			if err := s.Ahead(v); err != nil {
+				return err // a newer once upgraded the schema: rolled back
 			}
 			l.Acquired, l.Expires = l.Acquired.UTC(), l.Expires.UTC()
 			if out.Abandoned, err = s.AbandonTx(ctx, tx, req.Task, l.Token); err != nil {

@@ -287,7 +287,7 @@ const (
 	ON CONFLICT (task) DO UPDATE SET holder = excluded.holder, run_id = excluded.run_id, token = l.token + 1,
 		acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
 	WHERE l.expires_at <= now()
-	RETURNING token, acquired_at, expires_at`
+	RETURNING token, acquired_at, expires_at, ` + sqlstore.SchemaVersion
 )
 
 // acquire is Acquire without Replace.
@@ -299,9 +299,10 @@ func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 	q := s.Q(acquireSQL)
 	for try := 0; ; try++ {
 		got := false
+		var v int64
 		err := s.Do(ctx, func(ctx context.Context) error {
 			err := s.DB.QueryRowContext(ctx, q, req.Task, req.Holder, req.RunID, req.TTL.Microseconds()).
-				Scan(&l.Token, &l.Acquired, &l.Expires)
+				Scan(&l.Token, &l.Acquired, &l.Expires, &v)
 			if errors.Is(err, sql.ErrNoRows) {
 				return nil
 			}
@@ -313,7 +314,7 @@ func (s *Store) acquire(ctx context.Context, req store.AcquireRequest) (store.Le
 		}
 		if got {
 			l.Acquired, l.Expires = l.Acquired.UTC(), l.Expires.UTC()
-			return l, nil
+			return l, s.Refuse(ctx, l, v, releaseSQL)
 		}
 		cur, live, err := s.current(ctx, req.Task)
 		if err != nil {

@@ -35,7 +35,7 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) // where prune's walk begins
 	c := store.CursorOf(now, false, "", 7).String()
 	e := store.CursorOf(now, true, "", 7).String()
-	var out []Plan
+	out := []Plan{{"fence (every fenced write): the lease row locked, the schema version", s.Q(sqlstore.FenceQuery), []any{"joba0"}, false, ""}}
 	for _, q := range []struct {
 		name string
 		q    store.HistoryQuery

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/once-run/once/internal/sqlstore"
 	"github.com/once-run/once/store"
 	"github.com/once-run/once/store/storetest"
 )
@@ -202,4 +203,151 @@ func SchemaNewerWhileOpen(t *testing.T, dsn string, open Opener) {
 	if err := raw.DB.QueryRowContext(ctx, raw.Q("SELECT count(*) FROM {p}leases")).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("leases after the refused acquire: %d, %v; want none", n, err)
 	}
+}
+
+// SchemaNewerRefusesWork: stores opened at dsn before a newer once upgraded the schema (a once
+// daemon or once serve between two polls) learn of it from the writes that start or end work
+// themselves, without CheckSchema: Begin (PostgreSQL's one statement and the long way), Start,
+// Finish, FinishRelease and an acquire (exclusive, a seat, a takeover) each fail with
+// store.ErrSchemaAhead and ErrUnavailable, and write nothing (the exclusive acquire, which commits
+// alone, gives its grant back); the store then refuses every call.
+func SchemaNewerRefusesWork(t *testing.T, dsn string, open Opener) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cases := aheadCases(ctx)
+	stores := make([]store.Store, len(cases))
+	var raw *sqlstore.Store
+	for i := range stores {
+		s, sq, err := open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores[i], raw = s, sq
+	}
+	g := aheadGrants(t, ctx, stores[0])
+	newer := raw.Schema + 1
+	if _, err := raw.DB.ExecContext(ctx, raw.Q("INSERT INTO {p}schema_version (version, applied_at) VALUES (?, {now})"), newer); err != nil {
+		t.Fatal(err)
+	}
+	before := ledgerRows(t, ctx, raw)
+	want := fmt.Sprintf("schema version %d, this once understands %d", newer, raw.Schema)
+	for i, c := range cases {
+		err := c.do(stores[i], g)
+		if !errors.Is(err, store.ErrSchemaAhead) || !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s after a newer once upgraded the store: %v; want ErrSchemaAhead saying %q", c.name, err, want)
+		}
+		if _, err := stores[i].Leases(ctx); !errors.Is(err, store.ErrSchemaAhead) {
+			t.Errorf("a read after %s was refused: %v; want ErrSchemaAhead", c.name, err)
+		}
+	}
+	if after := ledgerRows(t, ctx, raw); after != before {
+		t.Errorf("the refused writes changed the store:\n%s\nwas\n%s", after, before)
+	}
+}
+
+// aheadGrant is what SchemaNewerRefusesWork's cases write under: the grant of task "run" with
+// attempt "r1" running under it, and the grant of task "held".
+type aheadGrant struct{ run, held store.Lease }
+
+// aheadGrants makes the grants before the schema is upgraded, and releases task "free"'s.
+func aheadGrants(t *testing.T, ctx context.Context, s store.Store) aheadGrant {
+	t.Helper()
+	var g aheadGrant
+	var err error
+	for _, p := range []struct {
+		l    *store.Lease
+		task string
+	}{{&g.run, "run"}, {&g.held, "held"}} {
+		if *p.l, err = s.Acquire(ctx, store.AcquireRequest{Task: p.task, Holder: "h", RunID: "r1", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Begin(ctx, store.Attempt{Task: "run", Slot: "s", RunID: "r1", Holder: "h", Token: g.run.Token}); err != nil {
+		t.Fatal(err)
+	}
+	free, err := s.Acquire(ctx, store.AcquireRequest{Task: "free", Holder: "h", RunID: "r0", TTL: time.Minute})
+	if err == nil {
+		err = s.Release(ctx, free)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// aheadCases are the writes SchemaNewerRefusesWork makes after the upgrade, each on a store of
+// its own (the first refusal marks the store).
+func aheadCases(ctx context.Context) []struct {
+	name string
+	do   func(store.Store, aheadGrant) error
+} {
+	code := 0
+	done := store.Outcome{State: store.Succeeded, ExitCode: &code}
+	begin := func(n int) func(s store.Store, g aheadGrant) error {
+		return func(s store.Store, g aheadGrant) error {
+			_, err := s.Begin(ctx, store.Attempt{Task: "held", Slot: "s", RunID: "r2", Holder: "h", Token: g.held.Token, Number: n})
+			return err
+		}
+	}
+	acquire := func(req store.AcquireRequest) func(s store.Store, g aheadGrant) error {
+		return func(s store.Store, g aheadGrant) error {
+			req.Holder, req.RunID, req.TTL = "h2", "r3", time.Minute
+			_, err := s.Acquire(ctx, req)
+			return err
+		}
+	}
+	return []struct {
+		name string
+		do   func(store.Store, aheadGrant) error
+	}{
+		{"begin of attempt 1", begin(1)}, // PostgreSQL: one statement
+		{"begin of the next attempt", begin(0)},
+		{"start", func(s store.Store, g aheadGrant) error {
+			_, err := s.(store.Starter).Start(ctx, store.AcquireRequest{Task: "free", Holder: "h2", RunID: "r3", TTL: time.Minute}, "s")
+			return err
+		}},
+		{"finish", func(s store.Store, g aheadGrant) error { _, err := s.Finish(ctx, "r1", g.run.Token, done); return err }},
+		{"finish and release", func(s store.Store, g aheadGrant) error {
+			_, err := s.(store.Finisher).FinishRelease(ctx, "r1", g.run, done)
+			return err
+		}},
+		{"acquire", acquire(store.AcquireRequest{Task: "free"})},
+		{"acquire of a seat", acquire(store.AcquireRequest{Task: "seats", Limit: 2})},
+		{"takeover", acquire(store.AcquireRequest{Task: "held", Replace: true})},
+	}
+}
+
+// ledgerRows is what SchemaNewerRefusesWork's writes would change, as text: the live grants (an
+// acquire that committed alone gave its grant back, its token counted), the seats, the attempts
+// and the waits.
+func ledgerRows(t *testing.T, ctx context.Context, s *sqlstore.Store) string {
+	t.Helper()
+	var b strings.Builder
+	for _, q := range []string{
+		"SELECT task, holder, run_id, token FROM {p}leases WHERE holder <> '' ORDER BY task",
+		"SELECT task, token, holder FROM {p}lease_seats ORDER BY task, token",
+		"SELECT task, slot, attempt, run_id, state, token FROM {p}attempts ORDER BY id",
+		"SELECT task, slot FROM {p}waiting ORDER BY task, slot",
+	} {
+		rows, err := s.DB.QueryContext(ctx, s.Q(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%v\n", vals)
+		}
+		rows.Close()
+		b.WriteString("--\n")
+	}
+	return b.String()
 }
