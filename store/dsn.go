@@ -235,10 +235,16 @@ func Escape(s string) string {
 }
 
 // SplitDSN does the checks every scheme://… DSN shares: the scheme is one of schemes (any case), no
-// control character, no '#' (a DSN has no fragment; '#' in a password is written %23), and the query
-// goes through ParseQuery. It returns the text between "scheme://" and '?' (user info, hosts, path)
-// for the backend to read, and the parameters. Errors wrap ErrBadDSN and contain the DSN only
-// redacted.
+// control character, no '#' (a DSN has no fragment; '#' in a password is written %23), no '@' after
+// a '/' (see below), and the query goes through ParseQuery. It returns the text between "scheme://"
+// and '?' (user info, hosts, path) for the backend to read, and the parameters. Errors wrap
+// ErrBadDSN and contain the DSN only redacted.
+//
+// The user info ends at the last '@' and the hosts at the first '/' after it. An '@' after a '/' is
+// either a raw '/' in the password or a raw '@' in the path (a ZooKeeper chroot, a database name):
+// zk://h:2181/a@b is server b, user "h", password "2181/a" one way and server h, chroot /a@b the
+// other. Such a DSN is refused, not guessed: '@' in a path is written %40, '/' in a user or
+// password %2F. Every scheme:// backend takes the same rule through here.
 func SplitDSN(spec QuerySpec, dsn string, schemes ...string) (string, Params, error) {
 	if badText(dsn) {
 		return "", nil, fmt.Errorf("%w: %s DSN contains a control character (a newline?): give it on one line", ErrBadDSN, spec.Store)
@@ -251,6 +257,9 @@ func SplitDSN(spec QuerySpec, dsn string, schemes ...string) (string, Params, er
 		return "", nil, fmt.Errorf("%w: %s DSN contains '#': a DSN has no fragment; write '#' in a password or parameter as %%23", ErrBadDSN, spec.Store)
 	}
 	rest, query, _ := strings.Cut(dsn[i+3:], "?")
+	if slash := strings.IndexByte(rest, '/'); slash >= 0 && strings.Contains(rest[slash:], "@") {
+		return "", nil, fmt.Errorf("%w: %s DSN has an '@' after a '/', which reads as a different server or user one way or the other: write '@' in a path as %%40, '/' in a user or password as %%2F", ErrBadDSN, spec.Store)
+	}
 	params, err := ParseQuery(spec, query)
 	if err != nil {
 		return "", nil, err
@@ -317,6 +326,10 @@ func HostPort(h, port string) (string, error) {
 	}
 	if host == "" {
 		return "", errors.New("empty host name")
+	}
+	if strings.ContainsAny(host, "[]") {
+		// "0[0" once became "0[0:2181", which HostPort then refused: a bracket belongs around an IPv6 address only.
+		return "", errors.New("not a host name or address")
 	}
 	return net.JoinHostPort(host, p), nil
 }

@@ -107,6 +107,14 @@ func TestParseURL(t *testing.T) {
 		{"test://h/db\n", "control character"},
 		{"test://h:port/db", "bad port"},
 		{"test://h/d%zzb", `"%zz"`},
+		// an '@' after a '/': a raw '/' in the password or a raw '@' in the path, refused both ways
+		{"test://u:1234/pw#x@h/db", "'#'"},
+		{"test://u:1234/sekrit@h/db", "%2F"},
+		{"test://h/my@db", "%40"},
+		{"test://u:p@h/my@db", "%40"},
+		{"test://h/my%40db", ""},
+		{"test://u:12%2F34@h/db", ""},
+		{"test://u:p@ss@h/db", ""},
 	} {
 		u, _, err := store.ParseURL(testSpec, c.dsn, "test")
 		if c.want == "" {
@@ -115,7 +123,7 @@ func TestParseURL(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw#x") {
+		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw#x") || strings.Contains(err.Error(), "sekrit") {
 			t.Errorf("ParseURL(%q) = %v; want ErrBadDSN with %q", c.dsn, err, c.want)
 		}
 	}
@@ -186,7 +194,7 @@ func TestPorts(t *testing.T) {
 			t.Errorf("HostPort(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "h:0", "h:99999", "h:-1", "h:", "::1", "h:2181/x", "h%20", ":5"} {
+	for _, in := range []string{"", "h:0", "h:99999", "h:-1", "h:", "::1", "h:2181/x", "h%20", ":5", "0[0", "a]b", "[a[b]"} {
 		if got, err := store.HostPort(in, "2181"); err == nil {
 			t.Errorf("HostPort(%q) = %q, want an error", in, got)
 		}

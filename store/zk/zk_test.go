@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,6 +159,10 @@ func TestBadDSN(t *testing.T) {
 		{"zk://h:1?prefix=.", `"prefix"`},
 		{"zk://h:1?prefix=a&prefix=a", `"prefix"`},
 		{"zk://h:1?session_timeot=4s", `did you mean "session_timeout"`},
+		// an '@' in the chroot or a '/' in the password: read as server b, user "host" before
+		{"zk://host:2181/a@b?prefix=x", "%40"},
+		{"zk://u:p@h:1/a@b", "%40"},
+		{"zk://u:pa/sekrit@h/c", "%2F"},
 	} {
 		_, err := ParseDSN(c.dsn)
 		if !errors.Is(err, store.ErrBadDSN) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "sekrit") {
@@ -167,6 +172,10 @@ func TestBadDSN(t *testing.T) {
 	cfg, err := ParseDSN("zk://al%40ice:p%3Aw@h1:2181,h2/apps/team%20a/?prefix=blue")
 	if err != nil || cfg.User != "al@ice" || cfg.Password != "p:w" || cfg.Chroot != "/apps/team a" || len(cfg.Servers) != 2 {
 		t.Fatalf("ParseDSN with auth and chroot = %+v, %v", cfg, err)
+	}
+	cfg, err = ParseDSN("zk://u:p@ss%2Fw@h:1/a%40b")
+	if err != nil || cfg.User != "u" || cfg.Password != "p@ss/w" || cfg.Chroot != "/a@b" || len(cfg.Servers) != 1 || cfg.Servers[0] != "h:1" {
+		t.Fatalf("ParseDSN with '@' and '/' escaped = %+v, %v", cfg, err)
 	}
 	cfg, err = ParseDSN("zk://h1:2181,h2/?prefix=blue&session_timeout=4s&connect_timeout=7s")
 	if err != nil || cfg.Prefix != "blue" || len(cfg.Servers) != 2 || cfg.Servers[1] != "h2:2181" || cfg.Session != 4*time.Second || cfg.Connect != 7*time.Second {
@@ -184,7 +193,8 @@ func TestBadDSN(t *testing.T) {
 }
 
 func FuzzParseDSN(f *testing.F) {
-	for _, s := range []string{"zk://127.0.0.1:2181", "zk://u:p@h:1/a/b?prefix=x", "zk://u:p@h/a//b", "zk://u@h/", "zk://h/./x", "zk://h1:1,h2:2/?prefix=a.b", "zk://h?prefix=", "zk://h/x", "zk://h?session_timeout=4s&prefix=x", "zk://h?connect_timeout=1s"} {
+	for _, s := range []string{"zk://127.0.0.1:2181", "zk://u:p@h:1/a/b?prefix=x", "zk://u:p@h/a//b", "zk://u@h/", "zk://h/./x", "zk://h1:1,h2:2/?prefix=a.b", "zk://h?prefix=", "zk://h/x", "zk://h?session_timeout=4s&prefix=x", "zk://h?connect_timeout=1s",
+		"zk://host:2181/a@b?prefix=x", "zk://u:pa/ss@h/c", "zk://u:p@ss%2Fw@h:1/a%40b", "zk://al%40ice:p%3Aw@h1,h2/a%2Fb"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dsn string) {
@@ -209,7 +219,40 @@ func FuzzParseDSN(f *testing.F) {
 		if (cfg.User == "") != (cfg.Password == "") {
 			t.Fatalf("ParseDSN(%q): user %q without a password, or the converse", dsn, cfg.User)
 		}
+		// The servers are those of the authority as RFC 3986 reads it (it ends at the first '/'),
+		// whatever '@' comes later: zk://host:2181/a@b is never server b.
+		authority, _, _ := strings.Cut(strings.SplitN(dsn, "?", 2)[0][len("zk://"):], "/")
+		var servers []string
+		for _, h := range strings.Split(authority[strings.LastIndex(authority, "@")+1:], ",") {
+			hp, _ := store.HostPort(h, "2181")
+			servers = append(servers, hp)
+		}
+		if !slices.Equal(servers, cfg.Servers) {
+			t.Fatalf("ParseDSN(%q) servers %q, but its authority names %q", dsn, cfg.Servers, servers)
+		}
+		// One reading only: the DSN written back with every part escaped names the same servers,
+		// user, password and chroot (an '@' in the chroot once made its head a user and its tail
+		// the server).
+		again, err := ParseDSN(canonical(cfg))
+		if err != nil || !slices.Equal(again.Servers, cfg.Servers) || again.User != cfg.User || again.Password != cfg.Password || again.Chroot != cfg.Chroot {
+			t.Fatalf("ParseDSN(%q) = %+v, but its canonical form reads %+v, %v", dsn, cfg, again, err)
+		}
 	})
+}
+
+// canonical writes cfg back as a DSN, every user info and chroot byte escaped that needs it.
+func canonical(cfg Config) string {
+	dsn := "zk://"
+	if cfg.User != "" {
+		dsn += store.Escape(cfg.User) + ":" + store.Escape(cfg.Password) + "@"
+	}
+	dsn += strings.Join(cfg.Servers, ",")
+	if cfg.Chroot != "" {
+		for _, name := range strings.Split(cfg.Chroot[1:], "/") {
+			dsn += "/" + store.Escape(name)
+		}
+	}
+	return dsn
 }
 
 // --- benchmarks: p50/p99 of acquire+release against a plain go-zookeeper lock, same server ---
