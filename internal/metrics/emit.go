@@ -33,9 +33,9 @@ var (
 	descLeaseHeld = gaugeDesc("once_task_lease_held",
 		"1 while the task's lease is held, else 0.", "task")
 	descLeaseInfo = gaugeDesc("once_task_lease_info",
-		"1 for the holder of a held lease (no series when the lease is free).", "task", "holder")
+		"1 for each holder of the task's live grants: the lease's, or each seat's under --limit (the first 10 by name; no series when the lease is free).", "task", "holder")
 	descLeaseExpires = gaugeDesc("once_task_lease_expires_timestamp_seconds",
-		"When the task's held lease expires unless renewed, by the store's clock (Unix seconds).", "task")
+		"When the task's held lease (of seats, the last to expire) expires unless renewed, by the store's clock (Unix seconds).", "task")
 	descAttempts = counterDesc("once_attempts_total",
 		"Attempts that ended since the collector started, by final state.", "task", "state")
 	descDuration = newDesc("histogram", "once_attempt_duration_seconds",
@@ -108,7 +108,9 @@ func collectTask(w *sink, name string, tk *task) {
 	w.gauge(descGone, float64(tk.gone), name)
 	w.gauge(descLeaseHeld, bool01(tk.lease != nil), name)
 	if l := tk.lease; l != nil {
-		w.gauge(descLeaseInfo, 1, name, l.Holder)
+		for _, h := range tk.holders {
+			w.gauge(descLeaseInfo, 1, name, h)
+		}
 		w.gauge(descLeaseExpires, unixSec(l.Expires), name)
 	}
 	for i, st := range endedStates {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"slices"
 	"strconv"
 	"time"
 
@@ -66,7 +67,10 @@ type task struct {
 	n        uint64       // durations counted
 	waiting  int          // slots waiting for review
 	gone     int          // attempts still running whose holder's grant is gone (store.ReadRunning)
-	lease    *store.Lease // nil when not held
+	lease    *store.Lease // nil when not held; of seats (--limit), the one that expires last
+	// holders hold the task's live grants: the lease's holder, or each seat's (several at once
+	// under --limit), distinct, sorted, at most maxLeaseHolders.
+	holders []string
 	// successUnknown: the first read found no success among the task's newest store.SuccessScan
 	// attempts and did not read the older ones (once_task_last_success_unknown, while success is zero).
 	successUnknown bool
@@ -215,15 +219,30 @@ func (t *tracker) refresh(ctx context.Context, now time.Time) error {
 	return errors.Join(errs...)
 }
 
+// maxLeaseHolders bounds the holder series of one task: a task of --limit 1000 may have as many
+// seat holders.
+const maxLeaseHolders = 10
+
+// setLeases keeps each task's live grants: every seat of a task of --limit N is listed (Leases).
 func (t *tracker) setLeases(ls []store.Lease) {
 	t.held = make(map[string]store.Lease, len(ls))
 	for _, tk := range t.tasks {
-		tk.lease = nil
+		tk.lease, tk.holders = nil, nil
 	}
 	for _, l := range ls {
-		t.held[l.Task] = l
-		if tk := t.task(l.Task); tk != nil {
+		if h, ok := t.held[l.Task]; !ok || l.Expires.After(h.Expires) {
+			t.held[l.Task] = l
+		}
+		tk := t.task(l.Task)
+		if tk == nil {
+			continue
+		}
+		if tk.lease == nil || l.Expires.After(tk.lease.Expires) {
 			tk.lease = &l
+		}
+		if i, found := slices.BinarySearch(tk.holders, l.Holder); !found && i < maxLeaseHolders {
+			tk.holders = slices.Insert(tk.holders, i, l.Holder)
+			tk.holders = tk.holders[:min(len(tk.holders), maxLeaseHolders)]
 		}
 	}
 }
