@@ -34,6 +34,9 @@ type launch struct {
 	trigger string    // the trigger request's run id this launch answers, removed once it ran
 	waited  bool      // it waited in the queue, where another node may have skipped its slot meanwhile
 	fireAt  time.Time // a fire's: its slot's fire time (checkClaimedAtBegin)
+	// takenOver: a buffer-one slot that waited on a node that no longer holds the job, queued
+	// here (queueWaitingLocked); it holds the one place behind the running launch as a fire does.
+	takenOver bool
 }
 
 // jobState is one job on this node: its definition, its next slot, and what this node runs of it.
@@ -163,11 +166,9 @@ func (js *jobState) overlapLocked(ctx context.Context, l launch) {
 	sl := l.slots[0]
 	switch jb.Overlap {
 	case "buffer-one":
-		for _, q := range js.queue {
-			if q.why == whyFire {
-				s.overlapSkip(ctx, jb, sl, running, fmt.Sprintf("overlap = buffer-one: slot %s already waits for slot %s to end", q.slots[0], running.Slot))
-				return
-			}
+		if q, ok := js.bufferedLocked(); ok {
+			s.overlapSkip(ctx, jb, sl, running, fmt.Sprintf("overlap = buffer-one: slot %s already waits for slot %s to end", q.slots[0], running.Slot))
+			return
 		}
 		s.log.Info("overlap: slot waits for the previous one to end (buffer-one)", "task", jb.Name, "slot", sl, "running_slot", running.Slot)
 		js.enqueueLocked(l)
@@ -189,6 +190,18 @@ func (js *jobState) overlapLocked(ctx context.Context, l launch) {
 		}
 		s.overlapSkip(ctx, jb, sl, running, note)
 	}
+}
+
+// bufferedLocked is the queued launch that holds a buffer-one job's one place behind its running
+// launch: a fire, or a slot taken over from a node that no longer holds the job. Other queued
+// launches (a trigger, a follow-up of a failed or vanished attempt) do not.
+func (js *jobState) bufferedLocked() (launch, bool) {
+	for _, q := range js.queue {
+		if q.why == whyFire || q.takenOver {
+			return q, true
+		}
+	}
+	return launch{}, false
 }
 
 // runningSlotsLocked lists the slots the actives run (each has its attempt: overlapLocked), for notes.

@@ -148,7 +148,8 @@ func (s *Scheduler) followUp(ctx context.Context) {
 // a slot that waited on a node that died waited for ever, neither run nor recorded (a drain then
 // dropped the watch, and a start's account finds no skip after it). Queued behind the running
 // launch, it runs next, once, if still untried; when a launch already waits in the queue, it is
-// recorded skipped instead, as buffer-one skips a further slot.
+// recorded skipped instead, as buffer-one skips a further slot; once queued, it holds that place
+// (bufferedLocked): a fire behind it is skipped, as behind a queued fire.
 func (js *jobState) queueWaitingLocked(ctx context.Context) {
 	var waiting []*watch
 	for _, w := range js.watches {
@@ -159,9 +160,10 @@ func (js *jobState) queueWaitingLocked(ctx context.Context) {
 	olderFirst(waiting, js.spec)
 	for _, w := range waiting {
 		delete(js.watches, w.slot)
-		if len(js.queue) == 0 {
+		q, full := js.bufferedLocked()
+		if !full {
 			js.s.log.Info("a slot that waited on another node runs here next (buffer-one): that node no longer holds the job", "task", js.job.Name, "slot", w.slot)
-			js.enqueueLocked(launch{slots: []string{w.slot}, untried: true, why: whyFollow})
+			js.enqueueLocked(launch{slots: []string{w.slot}, untried: true, why: whyFollow, takenOver: true})
 			continue
 		}
 		var running *once.Run
@@ -169,7 +171,7 @@ func (js *jobState) queueWaitingLocked(ctx context.Context) {
 			running = js.actives[0].run
 		}
 		js.s.overlapSkip(ctx, js.job, w.slot, running, fmt.Sprintf("overlap = buffer-one: slot %s already waits on %s (slot %s waited on a node that no longer holds the job)",
-			js.queue[0].slots[0], js.s.c.Node, w.slot))
+			q.slots[0], js.s.c.Node, w.slot))
 	}
 }
 
