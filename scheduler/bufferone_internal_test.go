@@ -64,3 +64,32 @@ func TestBufferOneQueuesOneAfterATakeover(t *testing.T) {
 		})
 	}
 }
+
+// A trigger waiting in the queue does not hold buffer-one's place: a slot that waited on a node
+// that died is queued behind it, not recorded skipped (any queued launch made it skipped).
+func TestBufferOneTakeoverBehindATrigger(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	work := func(context.Context, *once.Run) error { return nil }
+	s, err := New(Config{Store: st, Node: "n", Jobs: []Job{{Job: jobfile.Job{Name: "b", Schedule: "@every 1m", Overlap: "buffer-one"}, Work: work}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := s.snapshot()[0]
+	js.mu.Lock()
+	js.actives = []*active{{run: &once.Run{Task: "b", Slot: "s1", Holder: "n", Token: 1}}}
+	js.queue = []launch{{slots: []string{"t1"}, why: whyTrigger}}
+	js.watches["s0"] = &watch{slot: "s0", runIfUntried: true, since: time.Now()}
+	js.queueWaitingLocked(ctx)
+	n := len(js.queue)
+	js.actives = nil
+	js.mu.Unlock()
+	s.writes.Wait()
+	if n != 2 {
+		t.Fatalf("%d queued; want the trigger and the slot taken over", n)
+	}
+}
