@@ -28,7 +28,7 @@ func (g *guard) decide(st store.SlotState) (Decision, string) {
 		if last.Note != "" { // its holder may have said why (a lost lease): not always a vanished holder
 			return Review, fmt.Sprintf("attempt %d's outcome is unknown (holder %s; its note: %s)", last.Number, last.Holder, store.Clip(last.Note, 200))
 		}
-		return Review, fmt.Sprintf("attempt %d's outcome is unknown (its holder %s vanished)", last.Number, last.Holder)
+		return Review, fmt.Sprintf("attempt %d's outcome is unknown (its holder %s vanished, or could not record its outcome: its log says which)", last.Number, last.Holder)
 	case store.Failed:
 		if st.Waiting {
 			return Review, fmt.Sprintf("attempt %d failed and the slot waits for review", last.Number)

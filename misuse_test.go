@@ -3,6 +3,7 @@ package once_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +137,15 @@ func TestSequenceOptionsAndDecide(t *testing.T) {
 	}
 	if _, _, err := once.Decide(once.Options{Task: "t", Slot: " bad"}, store.SlotState{}); !errors.Is(err, once.ErrInvalid) {
 		t.Fatalf("Decide with a bad slot: %v, want ErrInvalid", err)
+	}
+}
+
+// An attempt left unknown without a note is not said to be a vanished holder's only: a holder that
+// ran the work and could not record its outcome (a full disk) leaves the same record.
+func TestDecideUnknownSaysBothCauses(t *testing.T) {
+	last := store.Attempt{Task: "t", Slot: "a", Number: 1, Holder: "root@vm:1", State: store.Unknown}
+	d, why, err := once.Decide(once.Options{Task: "t", Slot: "a"}, store.SlotState{Last: &last})
+	if err != nil || d != once.Review || !strings.Contains(why, "vanished, or could not record its outcome") {
+		t.Fatalf("Decide on an unknown attempt: %s %q %v", d, why, err)
 	}
 }
