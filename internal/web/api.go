@@ -186,8 +186,8 @@ type SlotDetail struct {
 	// TailsNotRead counts the older attempts whose tail was not read (once logs JOB --slot S
 	// --attempt N shows one): a tail is up to 512 KiB, and a slot retried all night has 200.
 	TailsNotRead int `json:"tails_not_read,omitempty"`
-	// Env is what each attempt's command saw of once (by run id): ONCE_TASK, ONCE_SLOT, ONCE_RUN_ID,
-	// ONCE_TOKEN, ONCE_ATTEMPT.
+	// Env is what each attempt's command saw of once (by run id), under the names it saw them
+	// (once.Run.Env): ONCE_TASK, ONCE_SLOT, ONCE_RUN_ID, ONCE_FENCING_TOKEN, ONCE_ATTEMPT.
 	Env map[string]map[string]string `json:"env"`
 	// HolderGone, when the slot's last attempt is still recorded as running but its holder's lease
 	// is gone, is that attempt as GET /api/v1/running shows it (with the resolve commands).
@@ -226,7 +226,7 @@ func (s *Server) slotDetail(r *http.Request) (SlotDetail, error) {
 			continue
 		}
 		d.Env[e.RunID] = map[string]string{"ONCE_TASK": e.Task, "ONCE_SLOT": e.Slot, "ONCE_RUN_ID": e.RunID,
-			"ONCE_TOKEN": strconv.FormatInt(e.Token, 10), "ONCE_ATTEMPT": strconv.Itoa(e.Number)}
+			"ONCE_FENCING_TOKEN": strconv.FormatInt(e.Token, 10), "ONCE_ATTEMPT": strconv.Itoa(e.Number)}
 		if attempts++; attempts > slotTails {
 			d.TailsNotRead++
 		} else if t := s.tail(ctx, e.RunID); t != "" {
