@@ -276,3 +276,21 @@ func (s *Store) upgrade4(ctx context.Context, tx *sql.Tx) error {
 	}
 	return nil
 }
+
+// rowQuerier is what a *sql.DB and a *sql.Tx share for a one-row query.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// schemaVersion reads the file's schema version from the meta table: one SELECT, the one place
+// that spells it (the count statement reads it as a subquery of its own, versionSQL).
+func (t tables) schemaVersion(ctx context.Context, q rowQuerier) (int64, error) {
+	var v int64
+	err := q.QueryRowContext(ctx, t.versionSQL()).Scan(&v)
+	return v, err
+}
+
+// versionSQL selects the schema version; schemaVersion runs it, the count statement embeds it.
+func (t tables) versionSQL() string {
+	return "SELECT value FROM " + t.meta + " WHERE key = 'schema_version'"
+}

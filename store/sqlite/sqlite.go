@@ -81,24 +81,6 @@ var (
 
 type tables struct{ meta, leases, attempts, events, keys, waiting, seats string }
 
-// rowQuerier is what a *sql.DB and a *sql.Tx share for a one-row query.
-type rowQuerier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// schemaVersion reads the file's schema version from the meta table: one SELECT, the one place
-// that spells it (the count statement reads it as a subquery of its own, versionSQL).
-func (t tables) schemaVersion(ctx context.Context, q rowQuerier) (int64, error) {
-	var v int64
-	err := q.QueryRowContext(ctx, t.versionSQL()).Scan(&v)
-	return v, err
-}
-
-// versionSQL selects the schema version; schemaVersion runs it, the count statement embeds it.
-func (t tables) versionSQL() string {
-	return "SELECT value FROM " + t.meta + " WHERE key = 'schema_version'"
-}
-
 // Open opens (creating when missing) the SQLite store at path. A missing parent directory is
 // created with mode 0700 and a missing file with mode 0600 (0660 with Options.Group), whatever
 // the umask; a path that is a symbolic link is refused. The directory and the files SQLite uses
