@@ -26,6 +26,8 @@ type guard struct {
 	// release: this attempt is the guard's last act under the lease, so its outcome may release
 	// the lease in the same write (store.Finisher) once Options.MinHold has passed.
 	release bool
+	// vanished: the attempts of vanished holders abandon found, until warnVanished logs them.
+	vanished []store.Attempt
 }
 
 func newRunID() (string, error) {
@@ -239,8 +241,8 @@ func (g *guard) releaseLease(ctx context.Context, ls *lease.Lease) {
 }
 
 // abandon marks unknown the attempts that holders whose leases are gone left running (already
-// done when the lease was taken by a store.Starter: started), and logs each but those of the
-// holders the grant taken replaced (resolveReplaced).
+// done when the lease was taken by a store.Starter: started), and keeps each but those of the
+// holders the grant taken replaced (resolveReplaced) for warnVanished.
 func (g *guard) abandon(ctx context.Context, ls *lease.Lease, taken store.Lease, started *store.Started) ([]store.Attempt, error) {
 	var abandoned []store.Attempt
 	if started != nil {
@@ -252,14 +254,23 @@ func (g *guard) abandon(ctx context.Context, ls *lease.Lease, taken store.Lease,
 		}
 	}
 	for _, a := range abandoned {
-		if wasReplaced(taken, a.Token) {
-			continue // replaced, not vanished: resolveReplaced says so
+		if !wasReplaced(taken, a.Token) { // replaced, not vanished: resolveReplaced says so
+			g.vanished = append(g.vanished, a)
 		}
-		g.log.Warn("previous attempt's holder vanished; its outcome is unknown", "token", ls.Token(),
-			"prev_slot", a.Slot, "prev_run_id", a.RunID, "prev_holder", a.Holder, "prev_token", a.Token)
 	}
 	g.sp.abandoned = abandoned
 	return abandoned, nil
+}
+
+// warnVanished logs each attempt of a vanished holder that abandon found, once, on log: that of the
+// first slot of the sequence, the one being started when they were taken over (its slot and run id
+// are the takeover's, as in Do, whose one slot it is; the abandoned attempt's slot is prev_slot).
+func (g *guard) warnVanished(log *slog.Logger, token int64) {
+	for _, a := range g.vanished {
+		log.Warn("previous attempt's holder vanished; its outcome is unknown", "token", token,
+			"prev_slot", a.Slot, "prev_run_id", a.RunID, "prev_holder", a.Holder, "prev_token", a.Token)
+	}
+	g.vanished = nil
 }
 
 // eachSlot decides and runs the slots in turn under the lease, each with its own run id (the
@@ -269,6 +280,7 @@ func (g *guard) abandon(ctx context.Context, ls *lease.Lease, taken store.Lease,
 func (g *guard) eachSlot(ctx context.Context, ls *lease.Lease, slots iter.Seq[string], last string, so SeqOptions,
 	started *store.Started, abandoned []store.Attempt, work Work) (rs []Result, firstStart time.Time, err error) {
 	runID, token := g.runID, ls.Token()
+	defer g.warnVanished(g.log, token) // no slot began: on the sequence's own line
 	i := -1
 	for sl := range slots {
 		if i++; i > 0 {
@@ -289,7 +301,9 @@ func (g *guard) eachSlot(ctx context.Context, ls *lease.Lease, slots iter.Seq[st
 		}
 		g.sp.slot = sl
 		sg := &guard{o: g.o, runID: runID, slot: sl, release: so.single, sp: g.sp}
-		sg.log = g.o.Logger.With("task", g.o.Task, "slot", sl, "run_id", runID, "holder", g.o.Holder, "token", token)
+		sg.log = g.o.Logger.With("task", g.o.Task, "slot", sl, "run_id", runID, "holder", g.o.Holder)
+		g.warnVanished(sg.log, token) // the first slot's
+		sg.log = sg.log.With("token", token)
 		var read *store.SlotState
 		if i == 0 && started != nil && sl == *so.first {
 			read = &started.Slot
