@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"iter"
@@ -318,21 +319,53 @@ func (a *app) backfillSummary(task string, n, left int, counts map[string]int, f
 		task, n, counts["succeeded"]+counts["failed"], counts["succeeded"], counts["failed"], counts["skipped"], counts["review"], left)
 }
 
-// backfillPlan prints each slot, its state and what a backfill would do; it runs nothing. Rows
-// are written as the slots are read, a block at a time, so memory does not grow with the range.
+// backfillPlan prints each slot, its state and what a backfill would do; it runs nothing. The
+// slots are read a block at a time (store.ReadSlots: one read per block where the store is a
+// store.SlotsReader, not one per slot) and their rows written and aligned together, so memory does
+// not grow with the range and its cost per slot is flat.
 func (a *app) backfillPlan(ctx context.Context, s store.Store, opts once.Options, slots *slotRange) error {
-	const block = 1000 // rows aligned together
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	// tabwriter writes a row a cell and a pad at a time: buffered, a block is a few writes, not
+	// eight system calls a row.
+	out := bufio.NewWriterSize(a.stdout, 64<<10)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tSTATE\tATTEMPTS\tACTION")
 	plan := map[once.Decision]int{}
-	rows := 0
-	for sl := range slots.all() {
-		st, err := s.Slot(ctx, opts.Task, sl.Value)
-		if err != nil {
-			return err
+	if opts.Holder == "" {
+		opts.Holder = once.DefaultHolder() // once, not by Decide for every slot (a uname and more each)
+	}
+	block := make([]string, 0, store.MaxSlotsRead)
+	for v := range slots.values() {
+		if block = append(block, v); len(block) == cap(block) {
+			if err := planBlock(ctx, tw, s, opts, block, plan); err != nil {
+				return err
+			}
+			if err := out.Flush(); err != nil { // as it goes, a block at a time
+				return err
+			}
+			block = block[:0]
 		}
+	}
+	if err := planBlock(ctx, tw, s, opts, block, plan); err != nil {
+		return err
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%d slots: %d to run, %d done, %d need review (dry run: nothing was run)\n",
+		slots.n, plan[once.Ran], plan[once.Skipped], plan[once.Review])
+	return nil
+}
+
+// planBlock reads the states of block, decides each slot as a backfill would and writes its row,
+// then flushes tw; plan counts the decisions.
+func planBlock(ctx context.Context, tw *tabwriter.Writer, s store.Store, opts once.Options, block []string, plan map[once.Decision]int) error {
+	sts, err := store.ReadSlots(ctx, s, opts.Task, block)
+	if err != nil {
+		return err
+	}
+	for i, st := range sts {
 		o := opts
-		o.Slot = sl.Value
+		o.Slot = block[i]
 		d, reason, err := once.Decide(o, st)
 		if err != nil {
 			return err
@@ -352,17 +385,7 @@ func (a *app) backfillPlan(ctx context.Context, s store.Store, opts once.Options
 		case once.Review:
 			action = "stop for review: " + reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", sl.Value, cell(state), attempts, cell(action))
-		if rows++; rows%block == 0 {
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", block[i], cell(state), attempts, cell(action))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "%d slots: %d to run, %d done, %d need review (dry run: nothing was run)\n",
-		slots.n, plan[once.Ran], plan[once.Skipped], plan[once.Review])
-	return nil
+	return tw.Flush()
 }

@@ -73,6 +73,7 @@ var (
 	capTasks     = implements[store.TaskLister]("store.TaskLister")
 	capScopes    = implements[store.ScopeLister]("store.ScopeLister")
 	capRunning   = implements[store.RunningLister]("store.RunningLister")
+	capSlots     = implements[store.SlotsReader]("store.SlotsReader")
 )
 
 // testCase is one conformance case; needs, when set, is the interface it tests.
@@ -132,6 +133,7 @@ var cases = []testCase{
 	{"Tasks/Pages", testTasksPages, capTasks},
 	{"Tasks/Prefix", testTasksPrefix, capTasks},
 	{"Running/List", testRunningList, capRunning},
+	{"Slots/Read", testSlotsRead, capSlots},
 	{"Keys/ClaimRefused", testKeysRefused, capKeys},
 	{"Keys/ClaimInputOrder", testKeysOrder, capKeys},
 	{"Keys/ClaimLargeBatch", testKeysLarge, capKeys},

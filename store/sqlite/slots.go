@@ -1,0 +1,94 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"strings"
+
+	"github.com/once-run/once/store"
+)
+
+var _ store.SlotsReader = (*Store)(nil)
+
+// Slots returns the state of each of slots of task, in order (store.SlotsReader): one statement
+// in one read transaction, the last attempt of each slot found by its primary key and the rest
+// as slotQuery reads it, so that a backfill's dry run costs a read per block of slots.
+func (s *Store) Slots(ctx context.Context, task string, slots []string) ([]store.SlotState, error) {
+	if err := store.CheckSlotsRead(slots); err != nil {
+		return nil, err
+	}
+	out := make([]store.SlotState, len(slots))
+	for i, sl := range slots {
+		out[i] = store.SlotState{Task: task, Slot: sl}
+	}
+	if len(slots) == 0 {
+		return out, nil
+	}
+	found := make(map[string]store.SlotState, len(slots))
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		args := make([]any, 0, len(slots)+1)
+		args = append(args, task)
+		for _, sl := range slots {
+			args = append(args, sl)
+		}
+		rows, err := tx.QueryContext(ctx, slotsQuery(s.t, len(slots)), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			st, err := scanSlotState(rows)
+			if err != nil {
+				return err
+			}
+			found[st.Slot] = st
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, sl := range slots {
+		if st, ok := found[sl]; ok {
+			out[i] = st
+		}
+	}
+	return out, nil
+}
+
+// scanSlotState reads a row of slotsQuery: the last attempt, then slotQuery's columns.
+func scanSlotState(rows *sql.Rows) (store.SlotState, error) {
+	var failures int
+	var checkpoint string
+	var review bool
+	a, err := scanAttempt(rowWith{rows, []any{&failures, &checkpoint, &review}})
+	if err != nil {
+		return store.SlotState{}, err
+	}
+	return store.SlotState{Task: a.Task, Slot: a.Slot, Last: &a, Failures: failures, Checkpoint: checkpoint,
+		Waiting: a.Resolution == nil && (a.State == store.Unknown || review)}, nil
+}
+
+// slotsQuery reads the slots tried among n of a task (the parameters: the task, then the n slots):
+// a row per slot, its last attempt (lastQuery) and slotQuery's failures, checkpoint and review,
+// each subquery bounded by the index of its slot. The parameters are anonymous: the driver looks
+// each numbered one's name up, a cost that grows with their number.
+func slotsQuery(t tables, n int) string {
+	var in strings.Builder
+	for i := range n {
+		if i > 0 {
+			in.WriteString(", ")
+		}
+		in.WriteString("?")
+	}
+	return `SELECT ` + attemptCols + `,
+		(SELECT count(*) FROM (SELECT 1 FROM ` + t.attempts + ` f WHERE f.task = a.task AND f.slot = a.slot AND f.state IN ('failed', 'unknown')
+			AND f.number > coalesce((SELECT max(r.number) FROM ` + t.attempts + ` r WHERE r.task = a.task AND r.slot = a.slot AND r.resolved_as IS NOT NULL), 0)
+			LIMIT ` + strconv.Itoa(store.MaxFailures) + `)),
+		coalesce((SELECT c.checkpoint FROM ` + t.attempts + ` c WHERE c.task = a.task AND c.slot = a.slot AND c.checkpoint <> '' ORDER BY c.number DESC LIMIT 1), ''),
+		EXISTS (SELECT 1 FROM ` + t.events + ` e WHERE e.task = a.task AND e.slot = a.slot AND e.kind = 'review' AND e.attempt = a.number)
+	FROM ` + t.attempts + ` a
+	WHERE a.task = ? AND a.slot IN (` + in.String() + `)
+		AND a.number = (SELECT max(m.number) FROM ` + t.attempts + ` m WHERE m.task = a.task AND m.slot = a.slot)`
+}
