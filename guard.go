@@ -281,8 +281,8 @@ func (g *guard) eachSlot(ctx context.Context, ls *lease.Lease, slots iter.Seq[st
 	started *store.Started, abandoned []store.Attempt, work Work) (rs []Result, firstStart time.Time, err error) {
 	runID, token := g.runID, ls.Token()
 	defer g.warnVanished(g.log, token) // no slot began: on the sequence's own line
-	i := -1
-	for sl := range slots {
+	i, busy := -1, false               // busy: this slot did more than skip (lookahead)
+	for sl, ahead := range g.lookahead(ctx, slots, so, &busy) {
 		if i++; i > 0 {
 			g.sp.next(sl)
 			if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
@@ -304,7 +304,7 @@ func (g *guard) eachSlot(ctx context.Context, ls *lease.Lease, slots iter.Seq[st
 		sg.log = g.o.Logger.With("task", g.o.Task, "slot", sl, "run_id", runID, "holder", g.o.Holder)
 		g.warnVanished(sg.log, token) // the first slot's
 		sg.log = sg.log.With("token", token)
-		var read *store.SlotState
+		read := ahead
 		if i == 0 && started != nil && sl == *so.first {
 			read = &started.Slot
 		}
@@ -312,6 +312,7 @@ func (g *guard) eachSlot(ctx context.Context, ls *lease.Lease, slots iter.Seq[st
 		if err != nil {
 			return rs, firstStart, err
 		}
+		busy = r.Decision != Skipped
 		r.Slot = sl
 		if i == 0 {
 			r.Abandoned = abandoned
