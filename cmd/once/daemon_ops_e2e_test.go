@@ -151,6 +151,30 @@ command = "trap 'echo TERM >> %[1]s/long; exit 143' TERM; echo start >> %[1]s/lo
 	}
 }
 
+// SIGQUIT (a terminal's Ctrl-\) drains as SIGTERM does: before, Go dumped the goroutines and the
+// daemon exited 2 with the running attempt left running, unknown once its lease expired.
+func TestDaemonSIGQUITDrains(t *testing.T) {
+	t.Parallel()
+	e, dir := newEnv(t), t.TempDir()
+	jobs := writeJobs(t, dir, "jobs.toml", fmt.Sprintf(`[[job]]
+name = "long"
+schedule = "@every 1s"
+grace = "1s"
+command = "echo start >> %s/long; while :; do sleep 0.1; done"
+`, dir))
+	d := startDaemon(t, e, "node-q", "--jobs", jobs, "--drain", "300ms")
+	waitLines(t, filepath.Join(dir, "long"), 1, 10*time.Second)
+	if code := d.stop(syscall.SIGQUIT, 10*time.Second); code != 0 {
+		t.Errorf("exit %d after SIGQUIT, want 0 (drained)", code)
+	}
+	if strings.Contains(d.logText(), "goroutine ") {
+		t.Errorf("SIGQUIT dumped the goroutines")
+	}
+	if h := e.history("long"); countState(h, "failed", "drains") != 1 || countState(h, "running", "") != 0 {
+		t.Errorf("long: want its attempt recorded failed by the drain, none running: %v", h)
+	}
+}
+
 // pause, resume and trigger through the store, as a person on another machine would; jobs and
 // logs show the state and the output.
 func TestDaemonPauseResumeTriggerLogs(t *testing.T) {
