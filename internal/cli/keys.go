@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -114,8 +115,22 @@ func runClaimant(what string) (store.Claimant, error) {
 
 // eachBatch calls fn with batches of at most keysBatch valid keys: the arguments, or stdin one a
 // line when there are none. A bad key stops the input before its batch is used: exit 64 naming
-// the argument or line; batches before it were already used (said in the message).
+// the argument or line; batches before it were already used (said in the message). A stop signal
+// stops it between batches (batchStop): exit 128+N, saying how many keys were used.
 func (a *app) eachBatch(args []string, fn func(batch []string) error) error {
+	b := newBatchStop()
+	defer b.release()
+	used := 0
+	use := func(batch []string) error {
+		if s := b.stopped(); s != nil {
+			return stoppedKeys(s, used)
+		}
+		if err := fn(batch); err != nil {
+			return err
+		}
+		used += len(batch)
+		return nil
+	}
 	if len(args) > 0 {
 		for i, k := range args {
 			if err := a.checkKey(k); err != nil {
@@ -123,16 +138,15 @@ func (a *app) eachBatch(args []string, fn func(batch []string) error) error {
 			}
 		}
 		for lo := 0; lo < len(args); lo += keysBatch {
-			if err := fn(args[lo:min(lo+keysBatch, len(args))]); err != nil {
+			if err := use(args[lo:min(lo+keysBatch, len(args))]); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	batch := make([]string, 0, keysBatch)
-	used := 0
 	var fnErr error
-	err := keys.Lines(a.stdin, func(_ int, k string) error {
+	err := keys.Lines(b.reader(a.stdin), func(_ int, k string) error {
 		if !a.allowEdgeSpace {
 			if err := keys.CheckEdges(k); err != nil {
 				return fmt.Errorf("%w %s", err, edgeSpaceFix)
@@ -140,16 +154,18 @@ func (a *app) eachBatch(args []string, fn func(batch []string) error) error {
 		}
 		batch = append(batch, k)
 		if len(batch) == keysBatch {
-			if fnErr = fn(batch); fnErr != nil {
+			if fnErr = use(batch); fnErr != nil {
 				return fnErr
 			}
-			used += len(batch)
 			batch = batch[:0]
 		}
 		return nil
 	})
 	if fnErr != nil {
 		return fnErr
+	}
+	if s := b.stopped(); s != nil && err != nil {
+		return stoppedKeys(s, used)
 	}
 	var le *keys.LineError
 	if errors.As(err, &le) && errors.Is(err, keys.ErrInvalidKey) {
@@ -162,9 +178,19 @@ func (a *app) eachBatch(args []string, fn func(batch []string) error) error {
 		return usage("stdin: %v", err)
 	}
 	if len(batch) > 0 {
-		return fn(batch)
+		return use(batch)
 	}
 	return nil
+}
+
+// stoppedKeys is eachBatch's exit at stop signal s after used keys: 128+N.
+func stoppedKeys(s os.Signal, used int) error {
+	n := 0
+	if sig, ok := s.(syscall.Signal); ok {
+		n = int(sig)
+	}
+	return exit(128+n, "%v: the %d keys before it were used, each batch of %d whole (a claim's new keys printed); no later key was: run the same command on the same input again to go on",
+		fmt.Errorf("%w (%v)", errKeysStopped, s), used, keysBatch)
 }
 
 func (a *app) keysClaimCmd() *cobra.Command {
