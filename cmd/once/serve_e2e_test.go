@@ -648,6 +648,13 @@ func waitLease(t *testing.T, dsn, task string, within time.Duration) {
 // /healthz answers. Its log is shown when the test fails.
 func startServe(t *testing.T, e *env, args ...string) string {
 	t.Helper()
+	_, base := serveProc(t, e, args...)
+	return base
+}
+
+// serveProc is startServe that also gives the process.
+func serveProc(t *testing.T, e *env, args ...string) (*daemon, string) {
+	t.Helper()
 	d := &daemon{t: t, name: "serve", done: make(chan struct{})}
 	// A page over a seeded ledger under -race on a loaded machine takes seconds: not a store that
 	// hangs (the default deadline's 503).
@@ -694,7 +701,7 @@ func startServe(t *testing.T, e *env, args ...string) string {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == 200 && strings.TrimSpace(string(b)) == "ok" {
-				return base
+				return d, base
 			}
 		}
 		if time.Now().After(deadline) {

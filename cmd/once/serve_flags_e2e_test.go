@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -142,5 +143,27 @@ func TestDaemonJobsDoNotInheritTheServeToken(t *testing.T) {
 	}
 	if strings.Contains(string(env), tok) || !strings.Contains(string(env), "ONCE_SERVE_TOKEN_KEEP=other") {
 		t.Fatalf("the job's environment:\n%s", env)
+	}
+}
+
+// SIGQUIT and SIGHUP (a closed terminal) stop once serve as SIGTERM does, exit 0: left to Go,
+// SIGQUIT dumped the goroutines and exited 2, and SIGHUP killed it (129).
+func TestServeStopsAtQuitAndHangup(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			e, _ := dashEnv(t)
+			if r := e.run("run", "--task", "x", "--", "true"); r.code != 0 {
+				t.Fatalf("run: %d %s", r.code, r.stderr)
+			}
+			d, _ := serveProc(t, e, "--listen", "127.0.0.1:0")
+			if code := d.stop(sig, 10*time.Second); code != 0 {
+				t.Errorf("exit %d after %v, want 0", code, sig)
+			}
+			if strings.Contains(d.logText(), "goroutine ") {
+				t.Errorf("%v dumped the goroutines", sig)
+			}
+		})
 	}
 }

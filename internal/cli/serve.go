@@ -184,7 +184,7 @@ func (f fleetStats) FleetStats() metrics.Fleet {
 	return out
 }
 
-// serve runs once serve until SIGTERM or SIGINT.
+// serve runs once serve until a stop signal (serveStops).
 func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.Job, fleet metrics.FleetStats) error {
 	log, err := a.serviceLogger()
 	if err != nil {
@@ -203,7 +203,7 @@ func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.J
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signal.NotifyContext(ctx, serveStops()...)
 	defer stop()
 	ahead := watchSchema(ctx, s, stop, log)
 	err = a.runWeb(ctx, s, dsn, tok, jobs, fleet, ln, h, log)
@@ -211,6 +211,17 @@ func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.J
 		return exit(ExitUnavailable, "once serve: %v", e)
 	}
 	return err
+}
+
+// serveStops are the signals that stop once serve (exit 0). SIGQUIT and SIGHUP (a closed
+// terminal) too: left to Go, SIGQUIT dumped the goroutines and exited 2, SIGHUP killed it (129).
+// A SIGHUP ignored at start (nohup) stays ignored: Notify would install a handler for it.
+func serveStops() []os.Signal {
+	sigs := []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }
 
 // schemaPoll is how often once serve reads the store's schema version (one round trip).
