@@ -6,10 +6,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -519,5 +521,36 @@ func TestKeysStatusAndForgetFailWhenStdoutCannotBeWritten(t *testing.T) {
 		if c.ProcessState == nil || c.ProcessState.ExitCode() != 70 || !strings.Contains(se.String(), "no space left on device") {
 			t.Errorf("once %s > /dev/full: %v, stderr %q; want 70 naming the write error", strings.Join(args, " "), err, se.String())
 		}
+	}
+}
+
+// SIGQUIT to once effect is passed on as SIGTERM, SIGINT and SIGHUP are: COMMAND is stopped by it,
+// once exits 131 and keeps the key (the call may have happened). Left to Go, SIGQUIT dumped the
+// goroutines and exited 2.
+func TestEffectSIGQUITIsPassedOn(t *testing.T) {
+	t.Parallel()
+	e := keysEnv(t)
+	started := filepath.Join(t.TempDir(), "started")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := e.cmd(ctx, "effect", "--key", "q-1", "--", "sh", "-c", "echo up > "+started+"; exec sleep 30")
+	var errOut strings.Builder
+	c.Stderr = &errOut
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); countLines(t, started) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("COMMAND did not start")
+		}
+	}
+	_ = c.Process.Signal(syscall.SIGQUIT)
+	err := c.Wait()
+	code := -1
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 131 || strings.Contains(errOut.String(), "goroutine ") || !strings.Contains(errOut.String(), "may have happened") {
+		t.Fatalf("exit %d, stderr %q: want 131 saying the key is kept", code, errOut.String())
 	}
 }

@@ -155,13 +155,13 @@ func effectClaimant(ttl time.Duration) (store.Claimant, error) {
 }
 
 // callEffect runs COMMAND in its own process group with ONCE_EFFECT_KEY set, forwarding SIGINT,
-// SIGTERM and SIGHUP; a non-zero exit is returned as job.ExitError. A COMMAND killed by a signal
+// SIGTERM, SIGHUP and SIGQUIT (left to Go, SIGQUIT dumped the goroutines and exited 2); a non-zero exit is returned as job.ExitError. A COMMAND killed by a signal
 // (by once's own forwarding too) or whose end is not known may have made the call: that error also
 // wraps effect.ErrMaybeApplied, so the claim is kept instead of released for a blind retry.
 func (a *app) callEffect(args []string, scope, key string) error {
 	env := append(os.Environ(), "ONCE_EFFECT_KEY="+key, "ONCE_EFFECT_SCOPE="+scope)
 	sigs := make(chan os.Signal, 1)
-	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
 		if !signal.Ignored(s) { // ignored at start (nohup, a script's background job): it stays so, as for once run
 			signal.Notify(sigs, s)
 		}
