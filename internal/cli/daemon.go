@@ -74,7 +74,7 @@ fencing token, ledger, supervision); slots missed while every node was down run 
 catch-up window, older ones are recorded as missed (docs/daemon.md).
 
 SIGHUP, or a change of PATH, reloads it: a bad file keeps the jobs running as they are and logs
-what to fix. SIGTERM, SIGINT or SIGQUIT drains: no new slot fires, running jobs get --drain to end, then are
+what to fix. SIGTERM, SIGINT or SIGQUIT (after printing the goroutines' stacks) drains: no new slot fires, running jobs get --drain to end, then are
 stopped (SIGTERM, SIGKILL after their grace) and their outcomes recorded; a second signal stops them
 at once. Under systemd (Type=notify) it reports READY, RELOADING and STOPPING.
 
@@ -286,8 +286,8 @@ func (a *app) daemonWeb(ctx context.Context, s store.Store, dsn string, f *daemo
 // serveDaemon runs sch, handling signals and reloads, until it has drained.
 func (a *app) serveDaemon(ctx context.Context, sch *scheduler.Scheduler, f *daemonFlags, log *slog.Logger, n int, dsn string) error {
 	sigs := make(chan os.Signal, 4)
-	// SIGQUIT drains too: left to Go, it dumped the goroutines and exited 2 with the jobs'
-	// attempts running, each unknown (a slot for review) once its lease expired.
+	// SIGQUIT drains too, after the goroutines' stacks: left to Go, it dumped them and exited 2
+	// with the jobs' attempts running, each unknown (a slot for review) once its lease expired.
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGPIPE)
 	defer signal.Stop(sigs)
 	rctx, stop := context.WithCancel(ctx)
@@ -324,6 +324,9 @@ func (a *app) serveDaemon(ctx context.Context, sch *scheduler.Scheduler, f *daem
 			case sig == syscall.SIGPIPE:
 			case sig == syscall.SIGHUP:
 				a.reload(sch, f.jobs, &f.current, log, "SIGHUP")
+			case sig == syscall.SIGQUIT && !stopping:
+				dumpGoroutines(a.rawStderr)
+				fallthrough
 			case !stopping:
 				stopping = true
 				log.Info("draining: no new slots; running jobs get the drain time", "signal", sig.String(), "drain", f.drain.String())

@@ -205,6 +205,10 @@ func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.J
 	}
 	ctx, stop := signal.NotifyContext(ctx, serveStops()...)
 	defer stop()
+	quit := make(chan os.Signal, 1)
+	signal.Notify(quit, syscall.SIGQUIT) // here, not in quitStops: caught from the listener's first moment
+	defer signal.Stop(quit)
+	go a.quitStops(ctx, quit, stop)
 	ahead := watchSchema(ctx, s, stop, log)
 	err = a.runWeb(ctx, s, dsn, tok, jobs, fleet, ln, h, log)
 	if e := ahead(); e != nil {
@@ -213,15 +217,26 @@ func (a *app) serve(ctx context.Context, h *httpFlags, jobs func() []scheduler.J
 	return err
 }
 
-// serveStops are the signals that stop once serve (exit 0). SIGQUIT and SIGHUP (a closed
-// terminal) too: left to Go, SIGQUIT dumped the goroutines and exited 2, SIGHUP killed it (129).
-// A SIGHUP ignored at start (nohup) stays ignored: Notify would install a handler for it.
+// serveStops are the signals that stop once serve (exit 0); SIGHUP too (a closed terminal: left
+// to Go, it killed it, 129), but a SIGHUP ignored at start (nohup) stays ignored: Notify would
+// install a handler for it. SIGQUIT stops it too, after the goroutines' stacks (quitStops).
 func serveStops() []os.Signal {
-	sigs := []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT}
+	sigs := []os.Signal{syscall.SIGTERM, syscall.SIGINT}
 	if !signal.Ignored(syscall.SIGHUP) {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
 	return sigs
+}
+
+// quitStops prints the goroutines' stacks at a SIGQUIT on quit, as Go would, then stops as on
+// SIGTERM (left to Go, it exited 2), until ctx ends.
+func (a *app) quitStops(ctx context.Context, quit <-chan os.Signal, stop func()) {
+	select {
+	case <-quit:
+		dumpGoroutines(a.rawStderr)
+		stop()
+	case <-ctx.Done():
+	}
 }
 
 // schemaPoll is how often once serve reads the store's schema version (one round trip).
