@@ -147,8 +147,9 @@ func readWitness(t *testing.T, path string) []witnessRun {
 	return out
 }
 
-// Three daemons on one store, a job every 2 s for 30 s: every slot of the window ran exactly once,
-// never two at a time, with strictly increasing fencing tokens; on every store.
+// Three daemons on one store, a job every 2 s for 30 s: every slot of the window ran exactly once
+// (or was skipped, said so, behind a run that overran), never two at a time, with strictly
+// increasing fencing tokens; on every store.
 func TestDaemonFleetEverySlotOnce(t *testing.T) {
 	acrossStores(t, func(t *testing.T, b backend) {
 		dsn, dir := b.isolated(), t.TempDir()
@@ -180,10 +181,21 @@ func TestDaemonFleetEverySlotOnce(t *testing.T) {
 				t.Fatalf("tokens not strictly increasing: %v", runs)
 			}
 		}
+		// A run that overran its 2 s on a loaded machine (0.5 s took 1.6 s) makes the next slot
+		// skipped, by the job's overlap policy (skip, the default): said in the node's log and
+		// history, not lost. Any other slot of the window must have run.
+		overlapped := map[string]bool{}
+		for _, d := range ds {
+			for _, l := range strings.Split(d.logText(), "\n") {
+				if _, rest, ok := strings.Cut(l, "msg=skipped task=tick slot="); ok && strings.Contains(l, `reason="overlap = skip: slot `) {
+					overlapped[strings.Fields(rest)[0]] = true
+				}
+			}
+		}
 		want := 0
 		for s := from.Truncate(2 * time.Second).Add(2 * time.Second); s.Before(to); s = s.Add(2 * time.Second) {
 			want++
-			if v := s.UTC().Format("2006-01-02T15:04:05-07:00"); !seen[v] {
+			if v := s.UTC().Format("2006-01-02T15:04:05-07:00"); !seen[v] && !overlapped[v] {
 				t.Errorf("slot %s of the window did not run (runs %v)", v, runs)
 			}
 		}

@@ -161,7 +161,7 @@ func TestPasswordNeverShown(t *testing.T) {
 		{"once:" + pw + "@127.0.0.1:5432/once", 64, "unknown scheme"},
 		{"postgres://once@127.0.0.1:1/once?sslpassword=" + pw + "&sslmode=maybe", 64, "sslmode"},
 		{"postgres://once@127.0.0.1:1/once?sslpassword=" + pw + ";x", 64, `"sslpassword"`},
-		{"postgres://once:" + pw + "/x@127.0.0.1:1/once", 64, "port"},
+		{"postgres://once:" + pw + "/x@127.0.0.1:1/once", 64, "%2F"}, // a raw '/' in the password: refused, saying how to write it
 		{"postgres://once:" + pw + "%zz@127.0.0.1:1/once", 64, "percent-escape"},
 		{"mysql://once:" + pw + "@127.0.0.1:1/once?prefix=a;b", 64, `"prefix"`},
 		{"redis://:" + pw + "@127.0.0.1:1/0?db=1", 64, `"db"`},

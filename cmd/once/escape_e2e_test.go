@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -219,7 +220,16 @@ func TestEscapersDeadBeforeLostLeaseExpires(t *testing.T) {
 	if code := exitOf(c.Wait()); code != 137 {
 		t.Errorf("once exit %d, want 137 (the deaf command was killed)\n%s", code, se.String())
 	}
-	if h := e.history("esc-lost"); len(h) == 0 || h[0]["state"] != "unknown" {
+	h := e.history("esc-lost")
+	if len(h) > 0 && h[0]["state"] == "running" {
+		// once tries to record the loss until the lease's expiry, and the store was locked until
+		// just before it (a loaded machine: 118 ms): the next run finds the attempt and marks it.
+		if r := e.run("run", "--task", "esc-lost", "--slot", "s", "--", "true"); r.code != 76 {
+			t.Errorf("the run after an unrecorded loss: exit %d, want 76 (review)\n%s", r.code, r.stderr)
+		}
+		h = e.history("esc-lost")
+	}
+	if i := slices.IndexFunc(h, func(m map[string]any) bool { return m["attempt"] == 1.0 }); i < 0 || h[i]["state"] != "unknown" {
 		t.Errorf("history: %v, want the attempt unknown (stopped because the lease was lost)", h)
 	}
 }
