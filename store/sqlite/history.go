@@ -111,13 +111,17 @@ func lastQuery(t tables) string {
 	return `SELECT ` + attemptCols + ` FROM ` + t.attempts + ` WHERE task = ? AND slot = ? ORDER BY number DESC LIMIT 1`
 }
 
-func slotQuery(t tables) string {
-	return `SELECT
-		(SELECT count(*) FROM (SELECT 1 FROM ` + t.attempts + ` WHERE task = ?1 AND slot = ?2 AND state IN ('failed', 'unknown')
-			AND number > coalesce((SELECT max(number) FROM ` + t.attempts + ` WHERE task = ?1 AND slot = ?2 AND resolved_as IS NOT NULL), 0)
+func slotQuery(t tables) string { return `SELECT ` + slotCols(t, "?1", "?2", "?3") }
+
+// slotCols are slotQuery's columns for the slot task, slot and the attempt number, given as SQL
+// expressions: parameters in slotQuery, the columns of each slot's last attempt in slotsQuery
+// (one rule for both, which storetest's Slots case holds to each other).
+func slotCols(t tables, task, slot, number string) string {
+	return `(SELECT count(*) FROM (SELECT 1 FROM ` + t.attempts + ` f WHERE f.task = ` + task + ` AND f.slot = ` + slot + ` AND f.state IN ('failed', 'unknown')
+			AND f.number > coalesce((SELECT max(r.number) FROM ` + t.attempts + ` r WHERE r.task = ` + task + ` AND r.slot = ` + slot + ` AND r.resolved_as IS NOT NULL), 0)
 			LIMIT ` + strconv.Itoa(store.MaxFailures) + `)),
-		coalesce((SELECT checkpoint FROM ` + t.attempts + ` WHERE task = ?1 AND slot = ?2 AND checkpoint <> '' ORDER BY number DESC LIMIT 1), ''),
-		EXISTS (SELECT 1 FROM ` + t.events + ` WHERE task = ?1 AND slot = ?2 AND kind = 'review' AND attempt = ?3)`
+		coalesce((SELECT c.checkpoint FROM ` + t.attempts + ` c WHERE c.task = ` + task + ` AND c.slot = ` + slot + ` AND c.checkpoint <> '' ORDER BY c.number DESC LIMIT 1), ''),
+		EXISTS (SELECT 1 FROM ` + t.events + ` e WHERE e.task = ` + task + ` AND e.slot = ` + slot + ` AND e.kind = 'review' AND e.attempt = ` + number + `)`
 }
 
 func waitingQuery(t tables) string {

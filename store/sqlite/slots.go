@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"strconv"
 	"strings"
 
 	"github.com/once-run/once/store"
@@ -82,12 +81,7 @@ func slotsQuery(t tables, n int) string {
 		}
 		in.WriteString("?")
 	}
-	return `SELECT ` + attemptCols + `,
-		(SELECT count(*) FROM (SELECT 1 FROM ` + t.attempts + ` f WHERE f.task = a.task AND f.slot = a.slot AND f.state IN ('failed', 'unknown')
-			AND f.number > coalesce((SELECT max(r.number) FROM ` + t.attempts + ` r WHERE r.task = a.task AND r.slot = a.slot AND r.resolved_as IS NOT NULL), 0)
-			LIMIT ` + strconv.Itoa(store.MaxFailures) + `)),
-		coalesce((SELECT c.checkpoint FROM ` + t.attempts + ` c WHERE c.task = a.task AND c.slot = a.slot AND c.checkpoint <> '' ORDER BY c.number DESC LIMIT 1), ''),
-		EXISTS (SELECT 1 FROM ` + t.events + ` e WHERE e.task = a.task AND e.slot = a.slot AND e.kind = 'review' AND e.attempt = a.number)
+	return `SELECT ` + attemptCols + `, ` + slotCols(t, "a.task", "a.slot", "a.number") + `
 	FROM ` + t.attempts + ` a
 	WHERE a.task = ? AND a.slot IN (` + in.String() + `)
 		AND a.number = (SELECT max(m.number) FROM ` + t.attempts + ` m WHERE m.task = a.task AND m.slot = a.slot)`
