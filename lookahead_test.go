@@ -36,7 +36,7 @@ func TestSequenceReadsDoneSlotsInBlocks(t *testing.T) {
 	for i := range 300 {
 		slots = append(slots, fmt.Sprintf("s%03d", i))
 	}
-	o := once.Options{Store: s, Task: "t", TTL: time.Second}
+	o := once.Options{Store: s, Task: "t", TTL: 10 * time.Second}
 	if _, err := once.Sequence(ctx, o, slots, once.SeqOptions{Quiet: true}, succeed); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestSequenceReadsAgainAfterARun(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	forgeVanished(t, s, "t", "b")
-	o := once.Options{Store: s, Task: "t", TTL: time.Second, OnUnknown: once.PolicySkip}
+	o := once.Options{Store: s, Task: "t", TTL: 10 * time.Second, OnUnknown: once.PolicySkip}
 	// Warm up: a done slot, so that the next sequence reads a block of two ahead (a and b).
 	if _, err := once.Sequence(ctx, o, []string{"0"}, once.SeqOptions{}, succeed); err != nil {
 		t.Fatal(err)

@@ -42,7 +42,7 @@ func ok(context.Context, *once.Run) error { return nil }
 
 func TestSlotPolicy(t *testing.T) {
 	s, _ := newStore(t)
-	o := once.Options{Store: s, Task: "t", Slot: "2026-11-29", TTL: time.Second}
+	o := once.Options{Store: s, Task: "t", Slot: "2026-11-29", TTL: 10 * time.Second}
 	boom := errors.New("boom")
 	var runs []*once.Run
 	record := func(err error) func(context.Context, *once.Run) error {
@@ -67,7 +67,7 @@ func TestSlotPolicy(t *testing.T) {
 
 func TestNoSlotAlwaysRuns(t *testing.T) {
 	s, _ := newStore(t)
-	o := once.Options{Store: s, Task: "t", TTL: time.Second}
+	o := once.Options{Store: s, Task: "t", TTL: 10 * time.Second}
 	var keys []string
 	for i := 0; i < 3; i++ {
 		do(t, o, func(_ context.Context, r *once.Run) error { keys = append(keys, r.IdempotencyKey); return nil })
@@ -79,7 +79,7 @@ func TestNoSlotAlwaysRuns(t *testing.T) {
 
 func TestMaxAttempts(t *testing.T) {
 	s, _ := newStore(t)
-	o := once.Options{Store: s, Task: "t", Slot: "s", TTL: time.Second, MaxAttempts: 2}
+	o := once.Options{Store: s, Task: "t", Slot: "s", TTL: 10 * time.Second, MaxAttempts: 2}
 	fail := func(context.Context, *once.Run) error { return errors.New("no") }
 	do(t, o, fail)
 	do(t, o, fail)
@@ -122,7 +122,7 @@ func TestUnknownPolicies(t *testing.T) {
 			s, _ := newStore(t)
 			vanish(t, s, "t", "s")
 			var prev store.State
-			r := do(t, once.Options{Store: s, Task: "t", Slot: "s", TTL: time.Second, OnUnknown: tc.policy},
+			r := do(t, once.Options{Store: s, Task: "t", Slot: "s", TTL: 10 * time.Second, OnUnknown: tc.policy},
 				func(_ context.Context, r *once.Run) error { prev = r.Previous; return nil })
 			if r.Decision != tc.want {
 				t.Fatalf("decision %s, want %s (%s)", r.Decision, tc.want, r.Reason)
@@ -236,7 +236,7 @@ func TestMinHoldStoppedKeepsTheLease(t *testing.T) {
 
 func TestExitCoderAndBadOptions(t *testing.T) {
 	s, _ := newStore(t)
-	r := do(t, once.Options{Store: s, Task: "t", TTL: time.Second}, func(context.Context, *once.Run) error { return exitErr(3) })
+	r := do(t, once.Options{Store: s, Task: "t", TTL: 10 * time.Second}, func(context.Context, *once.Run) error { return exitErr(3) })
 	if r.Attempt.State != store.Failed || *r.Attempt.ExitCode != 3 {
 		t.Fatalf("%+v", r.Attempt)
 	}
@@ -341,7 +341,7 @@ func TestFleetLosersRecordNoEvents(t *testing.T) {
 // another and skips it quietly instead of retrying; a call without Untried retries as always.
 func TestUntriedSkipsATriedSlot(t *testing.T) {
 	s, _ := newStore(t)
-	o := once.Options{Store: s, Task: "t", Slot: "s1", TTL: time.Second, Untried: true}
+	o := once.Options{Store: s, Task: "t", Slot: "s1", TTL: 10 * time.Second, Untried: true}
 	boom := func(context.Context, *once.Run) error { return errors.New("boom") }
 	if r := do(t, o, boom); r.Decision != once.Ran || r.Attempt.State != store.Failed {
 		t.Fatalf("first: %+v", r)

@@ -18,7 +18,7 @@ func TestResolvedDoneWhileStarting(t *testing.T) {
 	t.Run("a seat of two", func(t *testing.T) { resolvedWhileStarting(t, 2) }) // skipped too, not busy
 	t.Run("the slot of a task without slots", func(t *testing.T) {
 		s, _ := newStore(t)
-		o := once.Options{Store: s, Task: "t", TTL: time.Second}
+		o := once.Options{Store: s, Task: "t", TTL: 10 * time.Second}
 		do(t, o, func(context.Context, *once.Run) error { return errors.New("boom") })
 		if _, err := s.Resolve(context.Background(), store.ResolveRequest{Task: "t", Slot: "", As: store.Succeeded, By: "alice"}); err != nil {
 			t.Fatal(err)
@@ -32,7 +32,7 @@ func TestResolvedDoneWhileStarting(t *testing.T) {
 func resolvedWhileStarting(t *testing.T, limit int) {
 	s, _ := newStore(t)
 	ctx := context.Background()
-	o := once.Options{Store: s, Task: "t", Slot: "2026-11-29", TTL: time.Second, Limit: limit}
+	o := once.Options{Store: s, Task: "t", Slot: "2026-11-29", TTL: 10 * time.Second, Limit: limit}
 	if r := do(t, o, func(context.Context, *once.Run) error { return errors.New("boom") }); r.Attempt.State != store.Failed {
 		t.Fatalf("first: %+v", r)
 	}

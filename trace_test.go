@@ -31,7 +31,7 @@ func TestSpans(t *testing.T) {
 	s, _ := newStore(t)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	o := once.Options{Store: s, Task: "t", Slot: "a", TTL: time.Second, MaxAttempts: 1, TracerProvider: tp}
+	o := once.Options{Store: s, Task: "t", Slot: "a", TTL: 10 * time.Second, MaxAttempts: 1, TracerProvider: tp}
 	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: [16]byte{1}, SpanID: [8]byte{2}, TraceFlags: trace.FlagsSampled, Remote: true})
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
 
