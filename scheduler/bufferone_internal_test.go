@@ -20,19 +20,7 @@ func TestBufferOneQueuesOneAfterATakeover(t *testing.T) {
 		name := map[bool]string{true: "takeover then fire", false: "fire then takeover"}[takeoverFirst]
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			st, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			work := func(context.Context, *once.Run) error { return nil }
-			s, err := New(Config{Store: st, Node: "n", Jobs: []Job{{Job: jobfile.Job{Name: "b", Schedule: "@every 1m", Overlap: "buffer-one"}, Work: work}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			js := s.snapshot()[0]
-			js.mu.Lock()
-			js.actives = []*active{{run: &once.Run{Task: "b", Slot: "s1", Holder: "n", Token: 1}}}
+			s, js, st := bufferOneRunning(t)
 			waited := "s0" // a slot that waited on the node that died
 			js.watches[waited] = &watch{slot: waited, runIfUntried: true, since: time.Now()}
 			fire := launch{slots: []string{"s2"}, untried: true, why: whyFire}
@@ -69,19 +57,7 @@ func TestBufferOneQueuesOneAfterATakeover(t *testing.T) {
 // that died is queued behind it, not recorded skipped (any queued launch made it skipped).
 func TestBufferOneTakeoverBehindATrigger(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	work := func(context.Context, *once.Run) error { return nil }
-	s, err := New(Config{Store: st, Node: "n", Jobs: []Job{{Job: jobfile.Job{Name: "b", Schedule: "@every 1m", Overlap: "buffer-one"}, Work: work}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js := s.snapshot()[0]
-	js.mu.Lock()
-	js.actives = []*active{{run: &once.Run{Task: "b", Slot: "s1", Holder: "n", Token: 1}}}
+	s, js, _ := bufferOneRunning(t)
 	js.queue = []launch{{slots: []string{"t1"}, why: whyTrigger}}
 	js.watches["s0"] = &watch{slot: "s0", runIfUntried: true, since: time.Now()}
 	js.queueWaitingLocked(ctx)
@@ -92,4 +68,24 @@ func TestBufferOneTakeoverBehindATrigger(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("%d queued; want the trigger and the slot taken over", n)
 	}
+}
+
+// bufferOneRunning returns a scheduler of one buffer-one job "b" on a new SQLite store, its job
+// locked (js.mu held) with slot s1 running under it.
+func bufferOneRunning(t *testing.T) (*Scheduler, *jobState, store.Store) {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "once.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	work := func(context.Context, *once.Run) error { return nil }
+	s, err := New(Config{Store: st, Node: "n", Jobs: []Job{{Job: jobfile.Job{Name: "b", Schedule: "@every 1m", Overlap: "buffer-one"}, Work: work}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := s.snapshot()[0]
+	js.mu.Lock()
+	js.actives = []*active{{run: &once.Run{Task: "b", Slot: "s1", Holder: "n", Token: 1}}}
+	return s, js, st
 }
