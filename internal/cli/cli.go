@@ -90,12 +90,15 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(out)
 	root.SetErr(errOut)
 	defer a.closeLog()
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	a.tracing.Shutdown() // the last spans, bounded: before the exit, which it never changes
 	if err == nil {
 		return ExitOK
 	}
 	code, msg := classify(err)
+	if code == ExitUnavailable && !runsCommands(cmd) {
+		msg = strings.TrimSuffix(msg, notRunTail) // a read, a resolve, a pause: nothing to run
+	}
 	if msg != "" {
 		fmt.Fprintln(errOut, "once: "+msg)
 		if a.sinkLog != nil { // the log file has the reason too, not only cron's mail
@@ -122,11 +125,27 @@ func classify(err error) (int, string) {
 		errors.Is(err, store.ErrUnsupported):
 		return ExitUsage, err.Error()
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, flock.ErrUnsafe), errors.Is(err, flock.ErrUnusable):
-		return ExitUnavailable, err.Error() + " (nothing was run)"
+		return ExitUnavailable, err.Error() + notRunTail
 	case isFlagError(err):
 		return ExitUsage, err.Error()
 	}
 	return ExitInternal, "internal error: " + err.Error()
+}
+
+// notRunTail ends the line of a command that runs commands (runsCommands) and exits 69.
+const notRunTail = " (nothing was run)"
+
+// runsCommands reports whether cmd is one that runs a command or a job (run, backfill, daemon,
+// drill, effect): its exit 69 says "(nothing was run)", which the other commands' 69 (a read, a
+// resolve, a pause) has nothing to do with.
+func runsCommands(cmd *cobra.Command) bool {
+	for ; cmd != nil; cmd = cmd.Parent() {
+		switch cmd.Name() {
+		case "run", "backfill", "daemon", "drill", "effect":
+			return cmd.Parent() != nil && !cmd.Parent().HasParent()
+		}
+	}
+	return false
 }
 
 func isFlagError(err error) bool {

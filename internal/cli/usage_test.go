@@ -252,3 +252,26 @@ func TestDaemonCheckWarnsOfWhatCannotStart(t *testing.T) {
 		t.Errorf("exit %d, stderr %q: want 0 and a warning for a and b each, none for c", code, got)
 	}
 }
+
+// Exit 69's "(nothing was run)" belongs to the commands that run something; a read or a resolve
+// that cannot reach its store says only that.
+func TestUnavailableSaysNothingWasRunOnlyForRunners(t *testing.T) {
+	t.Setenv("ONCE_HOME", t.TempDir())
+	dsn := "redis://127.0.0.1:1" // nothing listens on port 1: refused at once
+	for _, c := range []struct {
+		args   []string
+		notRun bool
+	}{
+		{[]string{"run", "--task", "t", "--store", dsn, "--", "true"}, true},
+		{[]string{"backfill", "--task", "t", "--per", "day", "--tz", "UTC", "--from", "2026-01-01", "--to", "2026-01-02", "--store", dsn, "--", "true"}, true},
+		{[]string{"history", "--store", dsn}, false},
+		{[]string{"status", "--store", dsn}, false},
+		{[]string{"resolve", "--task", "t", "--slot", "s", "--as", "succeeded", "--by", "me", "--store", dsn}, false},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), c.args, strings.NewReader(""), &stdout, &stderr)
+		if code != ExitUnavailable || strings.Contains(stderr.String(), "nothing was run") != c.notRun {
+			t.Errorf("once %s: exit %d, %q; want 69, %q said: %v", c.args[0], code, stderr.String(), notRunTail, c.notRun)
+		}
+	}
+}
