@@ -68,8 +68,8 @@ type Options struct {
 	// (store.CheckName).
 	Holder string
 	// Slot is the slot value (see package slot); "" runs without per-slot memory: only mutual
-	// exclusion and history. A value is 1–200 bytes of printable UTF-8 without '/' (slot.CheckValue);
-	// another is refused with ErrInvalid.
+	// exclusion and history. A value is 1–200 bytes of printable UTF-8 in Unicode NFC, without '/'
+	// (slot.CheckValue); another is refused with ErrInvalid.
 	Slot string
 	// TTL of the lease, renewed every TTL/3; default 60s.
 	TTL time.Duration

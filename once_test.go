@@ -433,7 +433,7 @@ func TestSlotValueChecked(t *testing.T) {
 	s, _ := newStore(t)
 	never := func(context.Context, *once.Run) error { t.Fatal("work ran"); return nil }
 	ctx := context.Background()
-	for _, sl := range []string{"2026/12/06", strings.Repeat("x", 201), "a\nb", " a", "\xff"} {
+	for _, sl := range []string{"2026/12/06", strings.Repeat("x", 201), "a\nb", " a", "\xff", "cafe\u0301"} {
 		o := once.Options{Store: s, Task: "slots", Slot: sl}
 		if _, err := once.Do(ctx, o, never); !errors.Is(err, once.ErrInvalid) {
 			t.Errorf("Do with slot %q: %v, want ErrInvalid", sl, err)
@@ -453,6 +453,26 @@ func TestSlotValueChecked(t *testing.T) {
 	}
 	if h, err := s.History(ctx, store.HistoryQuery{Task: "slots"}); err != nil || len(h) != 0 {
 		t.Fatalf("history: %+v, %v; want nothing recorded", h, err)
+	}
+}
+
+// A slot value has one encoding, Unicode NFC: "café" written e + U+0301 (NFD, as macOS names
+// files) looks like the slot "café" that already ran, and was another slot that ran the work again.
+func TestSlotNotNFCRefused(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	ran := 0
+	work := func(context.Context, *once.Run) error { ran++; return nil }
+	if r := do(t, once.Options{Store: s, Task: "t", Slot: "caf\u00e9"}, work); r.Decision != once.Ran || ran != 1 {
+		t.Fatalf("NFC slot: %+v, ran %d; want it run", r, ran)
+	}
+	_, err := once.Do(ctx, once.Options{Store: s, Task: "t", Slot: "cafe\u0301"}, work)
+	want := `--slot "cafe\u0301" is not in Unicode NFC form: write it as "café"`
+	if !errors.Is(err, once.ErrInvalid) || !strings.Contains(err.Error(), want) || ran != 1 {
+		t.Fatalf("NFD slot: %v, ran %d; want ErrInvalid saying %s, not run", err, ran, want)
+	}
+	if h, err := s.History(ctx, store.HistoryQuery{Task: "t"}); err != nil || len(h) != 1 {
+		t.Fatalf("history: %+v, %v; want the NFC slot's one attempt", h, err)
 	}
 }
 

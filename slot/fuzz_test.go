@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 var fuzzZones = []string{
@@ -169,6 +171,39 @@ func FuzzSecondsAndEvery(f *testing.F) {
 			if cs, _ := c.Start(x); !cs.Equal(st) || !c.Next(x).Start.Equal(e.Next(x).Start) {
 				t.Fatalf("%s and %s differ at %s: %v %v", e, c, x, st, cs)
 			}
+		}
+	})
+}
+
+// FuzzCheckValue: any string is a valid --slot value or a one-line ErrInvalid, never a panic. An
+// accepted value is in Unicode NFC, so that two encodings of what looks like one value (NFC "café"
+// and NFD "cafe\u0301") are never two slots; a value refused for its form names the NFC form to
+// write, and that form is accepted.
+func FuzzCheckValue(f *testing.F) {
+	for _, v := range []string{"batch-7", "2026-11-29", "café", "cafe\u0301", "Cafe\u0301\u0327", "\u212b", "한",
+		"\u1112\u1161\u11ab", "\u0430pple", "e\u0301/x", " e\u0301", "\u0344", strings.Repeat("e\u0301", 67),
+		strings.Repeat("\u0344", 100), "\U0001d15e", "\xff", "-", ""} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		err := CheckValue(v)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) || strings.ContainsAny(err.Error(), "\r\n") {
+				t.Fatalf("CheckValue(%q) = %q", v, err)
+			}
+			if msg, want := err.Error(), "is not in Unicode NFC form: write it as "; strings.Contains(msg, want) {
+				n := norm.NFC.String(v)
+				if !strings.HasSuffix(msg, want+strconv.Quote(n)) || CheckValue(n) != nil {
+					t.Fatalf("CheckValue(%q) = %q; the NFC form %q: %v", v, msg, n, CheckValue(n))
+				}
+			}
+			return
+		}
+		if !norm.NFC.IsNormalString(v) {
+			t.Fatalf("CheckValue(%q) accepts a value not in NFC (%q)", v, norm.NFC.String(v))
+		}
+		if _, err := New("", "", v, ""); err != nil {
+			t.Fatalf("CheckValue(%q) = nil, New: %v", v, err)
 		}
 	})
 }

@@ -258,9 +258,9 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// CheckValue validates an explicit --slot value: 1–200 bytes of valid UTF-8, printable
-// characters only (no control characters; ASCII space is allowed but not at either end),
-// and no '/'. Values end up in history, log lines and environment variables, and
+// CheckValue validates an explicit --slot value: 1–200 bytes of valid UTF-8 in Unicode NFC
+// (checkNFC: "café" has one encoding), printable characters only (no control characters; ASCII
+// space is allowed but not at either end), and no '/'. Values end up in history, log lines and environment variables, and
 // ONCE_IDEMPOTENCY_KEY is TASK/SLOT: a task may contain '/', a slot never does, so the key
 // splits unambiguously at its last '/'. "-" alone is how once's tables print no slot: a slot of
 // that name read as none. Errors wrap ErrInvalid.
@@ -281,7 +281,7 @@ func CheckValue(v string) error {
 	case v[0] == ' ' || v[len(v)-1] == ' ':
 		return invalidf("--slot %q: leading or trailing spaces are not allowed", v)
 	}
-	return nil
+	return checkNFC(v)
 }
 
 // Kind returns "" (no slot), "per", "schedule" or "slot".

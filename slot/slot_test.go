@@ -299,6 +299,11 @@ func TestNewErrors(t *testing.T) {
 		{"", "", "-", "", "print \"-\" for no slot"},
 		{"", "", "\xff", "", "UTF-8"},
 		{"", "", strings.Repeat("x", 201), "", "the limit is 200"},
+		{"", "", "cafe\u0301", "", `--slot "cafe\u0301" is not in Unicode NFC form: write it as "café"`},
+		{"", "", "\u212b", "", `--slot "\u212b" is not in Unicode NFC form: write it as "Å"`},                    // ANGSTROM SIGN
+		{"", "", "\u1112\u1161\u11ab", "", `--slot "ᄒ\u1161\u11ab" is not in Unicode NFC form: write it as "한"`}, // Hangul jamo
+		{"", "", "日本e\u0301", "", `--slot "日本e\u0301" is not in Unicode NFC form: write it as "日本é"`},
+		{"", "", strings.Repeat("\u0344", 100), "", "is not in Unicode NFC form, and its NFC form is 412 bytes long; the limit is 200"},
 	} {
 		_, err := New(c.per, c.sched, c.explicit, c.tz)
 		if !errors.Is(err, ErrInvalid) {
@@ -309,7 +314,8 @@ func TestNewErrors(t *testing.T) {
 			t.Errorf("New(%q, %q, %q, %q) = %q, want one line containing %q", c.per, c.sched, c.explicit, c.tz, msg, c.want)
 		}
 	}
-	for _, ok := range []string{"1", "batch 7", "2026-11-29", "ünïcødé:@.", strings.Repeat("x", 200)} {
+	for _, ok := range []string{"1", "batch 7", "2026-11-29", "ünïcødé:@.", strings.Repeat("x", 200), "caf\u00e9", "한",
+		"\u0430pple", "\u00e9\u0301"} { // NFC, mixed scripts (Cyrillic а) too
 		if _, err := New("", "", ok, ""); err != nil {
 			t.Errorf("--slot %q: %v", ok, err)
 		}

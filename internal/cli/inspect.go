@@ -380,9 +380,10 @@ func (a *app) versionCmd() *cobra.Command {
 }
 
 // recordedSlot reports whether task has an attempt in slot sl. A slot that --slot refuses as a name
-// (slot.CheckValue: a '/', over 200 bytes) is still one a Go program using an older once recorded,
-// which took any value: once status shows it waiting for review with the commands that decide it,
-// and they must work. A value the store cannot even look up is not recorded.
+// (slot.CheckValue: a '/', over 200 bytes, not in Unicode NFC) is still one an older once recorded
+// (its library took any value, its command any value in NFD): once status shows it waiting for
+// review with the commands that decide it, and they must work. A value the store cannot even look
+// up is not recorded.
 func recordedSlot(ctx context.Context, s store.Store, task, sl string) bool {
 	st, err := s.Slot(ctx, task, sl)
 	return err == nil && st.Last != nil

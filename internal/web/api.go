@@ -527,8 +527,8 @@ func (s *Server) apiJobAction(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkSlot refuses a slot name --slot refuses (slot.CheckValue), unless task has an attempt in it:
-// a Go program using an older once, which took any value, recorded it, and the dashboard shows it
-// (waiting for review, in history) with the actions that decide it.
+// an older once recorded it (its library took any value, its command one not in Unicode NFC), and
+// the dashboard shows it (waiting for review, in history) with the actions that decide it.
 func (s *Server) checkSlot(ctx context.Context, task, sl string) error {
 	if sl == "" {
 		return nil
