@@ -14,7 +14,8 @@ import (
 // TestSlotNotNFC: "café" typed on macOS (e + U+0301, NFD) and written by a Linux script (U+00E9,
 // NFC) look the same and were two slots, each run once. A slot value that is not in NFC is bad
 // input (64) that names the form to write, before anything runs or is recorded; a slot an older
-// once recorded in NFD can still be read and decided, as status's resolve line gives it.
+// once recorded in NFD can still be read and decided, as status's resolve line gives it, and
+// doctor names it.
 func TestSlotNotNFC(t *testing.T) {
 	t.Parallel()
 	e := keysEnv(t)
@@ -54,6 +55,9 @@ func TestSlotNotNFC(t *testing.T) {
 	}
 	if r := e.run("run", "--store", dsn, "--task", "lib", "--slot", "cafe\u0301", "--", "true"); r.code != 64 || !strings.Contains(r.stderr, want) {
 		t.Fatalf("a new run in the recorded NFD slot: %d %s; want 64", r.code, r.stderr)
+	}
+	if r := e.run("doctor", "--store", dsn); !strings.Contains(r.stdout, `slot "cafe\u0301" is not in Unicode NFC`) {
+		t.Fatalf("doctor does not name the recorded NFD slot: %d\n%s", r.code, r.stdout)
 	}
 	e.pasteResolve(dsn, "--slot 'cafe\u0301' ")
 }

@@ -65,6 +65,8 @@ func (a *app) doctorCmd() *cobra.Command {
               crontab lines, a timer and a cron entry), or several that ran the job; hosts that
               share a store and lost cleanly (busy, skipped) are the multi-host layout, not a
               burst; drill launches are not counted
+  unicode     slots an older once recorded in a form other than Unicode NFC ("cafe\u0301"): a new
+              run in one is refused; a WARN when one text was a slot in two encodings (it ran twice)
   history-index
               Redis, etcd, ZooKeeper: entries an older once wrote beside this one that the history
               index does not list, in the documents of each task's newest 16 entries; with --scan
@@ -192,6 +194,7 @@ func (a *app) doctorChecks(ctx context.Context, f *doctorFlags, dsn string, r *r
 	staleRunning(ctx, s, hist, leases, r)
 	overlaps(hist, storeNow, r)
 	bursts(hist, f.burst, r)
+	slotForms(hist, r)
 }
 
 // checkLocks reports on the lock directory: local, so checked even when the store is down.

@@ -54,3 +54,23 @@ func TestOverlaps(t *testing.T) {
 		}
 	}
 }
+
+// slotForms: a slot an older once recorded in NFD ("cafe\u0301") is named (INFO: a new run in it is
+// refused, and its NFC form is another slot); recorded beside its NFC form, the work ran in both
+// (WARN). ASCII and NFC slots, and one text in two tasks, are not findings.
+func TestSlotForms(t *testing.T) {
+	e := func(task, sl string) store.Entry { return store.Entry{Attempt: store.Attempt{Task: task, Slot: sl}} }
+	r := &report{}
+	slotForms([]store.Entry{e("a", "2026-12-01"), e("a", "caf\u00e9"), e("b", "cafe\u0301"), e("b", "cafe\u0301"),
+		e("c", "cafe\u0301"), e("c", "caf\u00e9"), e("c", "x"), e("d", "日本"), e("d", "")}, r)
+	if len(r.Findings) != 2 {
+		t.Fatalf("findings %+v, want 2", r.Findings)
+	}
+	if f := r.Findings[0]; f.Task != "b" || f.Level != store.LevelInfo || !strings.Contains(f.Message, `slot "cafe\u0301" is not in Unicode NFC`) ||
+		!strings.Contains(f.Message, `its NFC form "café" is another slot`) {
+		t.Errorf("NFD slot alone: %+v", f)
+	}
+	if f := r.Findings[1]; f.Task != "c" || f.Level != store.LevelWarn || !strings.Contains(f.Message, `slot "café" was 2 slots, one per encoding ("cafe\u0301", "caf\u00e9"): the work ran in each`) {
+		t.Errorf("both forms: %+v", f)
+	}
+}
