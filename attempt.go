@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/once-run/once/internal/shell"
 	"github.com/once-run/once/lease"
 	"github.com/once-run/once/store"
 )
@@ -67,13 +68,12 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 	}
 	res := Result{Decision: Ran, Attempt: &att, WorkErr: werr}
 	took := time.Since(started).Round(time.Millisecond).String() // the work's, not the record's retries
-	fin, ferr := g.finish(ctx, log, ls, out, g.release && time.Since(started) >= g.o.MinHold)
+	fin, late, ferr := g.record(ctx, log, ls, run, out, g.release && time.Since(started) >= g.o.MinHold)
 	endAttempt(sp, out, ferr)
 	if ferr != nil {
 		res.RecordErr = ferr
 		att.State = store.Running
-		log.Error("end: outcome NOT recorded; the next holder will see this attempt as unknown",
-			"state", string(out.State), "exit_code", *out.ExitCode, "duration", took, "err", ferr)
+		g.logUnrecorded(ctx, log, out, took, ferr)
 		return res, started, nil
 	}
 	res.Attempt = &fin
@@ -81,8 +81,25 @@ func (g *guard) attempt(ctx context.Context, ls *lease.Lease, read *store.SlotSt
 	if fin.State != store.Succeeded {
 		lvl = slog.LevelWarn
 	}
+	if late != nil {
+		log.Warn("end: the outcome was recorded after all: the write whose answer was lost had landed (read back)",
+			"state", string(fin.State), "exit_code", *out.ExitCode, "duration", took, "records", fin.Records, "err", late)
+		return res, started, nil
+	}
 	log.Log(ctx, lvl, "end", "state", string(fin.State), "exit_code", *out.ExitCode, "duration", took, "records", fin.Records)
 	return res, started, nil
+}
+
+// logUnrecorded logs the end of an attempt whose outcome is not known to be recorded (record's
+// error ferr): not recorded, or, when reading it back failed (ErrMaybeRecorded), maybe.
+func (g *guard) logUnrecorded(ctx context.Context, log *slog.Logger, out store.Outcome, took string, ferr error) {
+	msg := "end: outcome NOT recorded; the next holder will see this attempt as unknown"
+	args := []any{"state", string(out.State), "exit_code", *out.ExitCode, "duration", took, "err", ferr}
+	if errors.Is(ferr, ErrMaybeRecorded) {
+		msg = "end: the outcome may or may not have been recorded: the write failed in a way that may have landed, and the attempt could not be read back"
+		args = append(args, "check_with", historyCommand(g.o.Task, g.slot))
+	}
+	log.Log(ctx, slog.LevelError, msg, args...)
 }
 
 // beginRefused is the result of a Begin the store refused for a reason that is a decision, not an
@@ -240,7 +257,7 @@ func (g *guard) runWork(ctx context.Context, log *slog.Logger, ls *lease.Lease, 
 			werr, msg, why = errors.New(GoexitNote), "end: the work called runtime.Goexit", nil
 		}
 		out := outcome(werr, ls.Err())
-		_, ferr := g.finish(ctx, log, ls, out, false)
+		_, _, ferr := g.record(ctx, log, ls, run, out, false)
 		endAttempt(sp, out, ferr)
 		log.Error(msg, append([]any{"state", string(out.State), "recorded", ferr == nil, "err", ferr,
 			"stack", string(debug.Stack())}, why...)...)
@@ -312,7 +329,13 @@ const stoppedRetry = 10 * time.Second
 // holder then finds the attempt unknown, as it would after the lease. A ctx that had ended before
 // (what stopped the work: a scheduler's timeout, drain or replace) keeps the retries for
 // stoppedRetry at most, so that a stop still ends the call soon.
-func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, out store.Outcome, release bool) (store.Attempt, error) {
+//
+// maybe is true when a try failed in a way that leaves unknown whether its write landed
+// (store.ErrUnavailable but not store.ErrNotRecorded: a timeout, an answer lost): an error after
+// it, a later try's refusal
+// included (the attempt is no longer running, the lease no longer held: because that write
+// landed), does not say that the outcome was not recorded.
+func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, out store.Outcome, release bool) (a store.Attempt, maybe bool, err error) {
 	stop := ctx.Done()
 	if ctx.Err() != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stoppedRetry)
@@ -327,12 +350,13 @@ func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, o
 		if d := ls.Deadline(); time.Until(d) <= 0 {
 			// Each try is bounded by the grant's expiry: past it, the store's answer would read
 			// "unavailable: context deadline exceeded" of a store that is fine (SIGSTOP, a frozen VM).
-			return store.Attempt{}, fmt.Errorf("%w: the lease expired at %s before the outcome was recorded (the work did not stop when its context was cancelled, or this process was stopped or starved, for longer than the lease's TTL)",
+			if maybe { // the last try's answer, not the expiry, is what is not known
+				return store.Attempt{}, true, err
+			}
+			return store.Attempt{}, false, fmt.Errorf("%w: the lease expired at %s before the outcome was recorded (the work did not stop when its context was cancelled, or this process was stopped or starved, for longer than the lease's TTL)",
 				lease.ErrLost, d.UTC().Format(time.RFC3339Nano))
 		}
 		fctx, cancel := context.WithDeadline(ctx, ls.Deadline())
-		var a store.Attempt
-		var err error
 		if release {
 			if a, err = fr.FinishRelease(fctx, g.runID, ls.Info(), out); err == nil {
 				ls.Released()
@@ -342,8 +366,14 @@ func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, o
 		}
 		cancel()
 		// A schema a newer once upgraded refuses every try alike: not retried.
-		if err == nil || !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrSchemaAhead) || time.Until(ls.Deadline()) < 0 {
-			return a, err
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrSchemaAhead) {
+			return a, maybe, err
+		}
+		// Nothing was decided, or it was and the answer was lost; a store that records nothing
+		// more says this write is not recorded (it is retried all the same: it fails alike).
+		maybe = maybe || !errors.Is(err, store.ErrNotRecorded)
+		if time.Until(ls.Deadline()) < 0 {
+			return a, maybe, err
 		}
 		if try == 0 {
 			log.Warn("the work is over; its outcome could not be recorded, retrying while the lease lasts (a stop signal gives up)",
@@ -351,10 +381,74 @@ func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, o
 		}
 		select {
 		case <-ls.Lost():
-			return a, err
+			return a, maybe, err
 		case <-stop:
-			return a, err
+			return a, maybe, err
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// historyCommand is the once history line that shows task's attempts of slot (of every slot
+// without one).
+func historyCommand(task, slot string) string {
+	line := "once history " + shell.Flag("task", task)
+	if slot != "" {
+		line += " " + shell.Flag("slot", slot)
+	}
+	return line
+}
+
+// readBackTimeout bounds record's read of an attempt whose outcome write may have landed.
+const readBackTimeout = 3 * time.Second
+
+// ErrMaybeRecorded is wrapped by Result.RecordErr when the write of the outcome failed in a way
+// that leaves unknown whether it landed (a timeout: etcd applies a request whose client gave up; a
+// SQL COMMIT whose answer was lost) and reading the attempt back failed too: the outcome may or may
+// not have been recorded; the attempt's history (once history --task T) tells.
+var ErrMaybeRecorded = errors.New("the outcome may or may not have been recorded")
+
+// record records out as run's outcome (finish). When finish failed in a way that may have landed
+// (its maybe), the attempt is read back once (readBack, within readBackTimeout of a context a
+// stop does not cancel): ended as out says, it was recorded after all — the attempt as read, and
+// finish's error as late; still running (or ended otherwise: the next holder marked it unknown),
+// finish's error; unreadable, finish's error and the read's, wrapping ErrMaybeRecorded.
+func (g *guard) record(ctx context.Context, log *slog.Logger, ls *lease.Lease, run *Run, out store.Outcome, release bool) (fin store.Attempt, late, err error) {
+	fin, maybe, err := g.finish(ctx, log, ls, out, release)
+	if err == nil || !maybe {
+		return fin, nil, err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+	defer cancel()
+	a, rerr := g.readBack(rctx, run)
+	switch {
+	case rerr != nil:
+		return store.Attempt{}, nil, fmt.Errorf("%w: %w; reading attempt %d back: %w", ErrMaybeRecorded, err, run.Attempt, rerr)
+	case a.State == out.State && a.ExitCode != nil && *a.ExitCode == *out.ExitCode:
+		return a, err, nil
+	}
+	return store.Attempt{}, nil, err
+}
+
+// readBack reads run's attempt as stored: the slot's last attempt, else (a newer attempt began
+// since: another seat's, the next holder's) among the slot's newest entries of history.
+func (g *guard) readBack(ctx context.Context, run *Run) (store.Attempt, error) {
+	st, err := g.o.Store.Slot(ctx, run.Task, run.Slot)
+	if err != nil {
+		return store.Attempt{}, err
+	}
+	if l := st.Last; l != nil && l.RunID == run.RunID && l.Number == run.Attempt {
+		return *l, nil
+	}
+	const newest = 100
+	es, err := g.o.Store.History(ctx, store.HistoryQuery{Task: run.Task, Slot: run.Slot, Limit: newest})
+	if err != nil {
+		return store.Attempt{}, err
+	}
+	for _, e := range es {
+		if e.State.IsAttempt() && e.RunID == run.RunID && e.Number == run.Attempt {
+			return e.Attempt, nil
+		}
+	}
+	return store.Attempt{}, fmt.Errorf("%w: run %s is not among the %d newest entries of task %q slot %q", store.ErrNotFound, run.RunID, newest, run.Task, run.Slot)
 }

@@ -234,7 +234,10 @@ type Result struct {
 	// WorkErr is what the work returned.
 	WorkErr error
 	// RecordErr is set when the work ran but its outcome could not be recorded (lease lost or store
-	// unavailable): the slot will show as unknown to the next holder.
+	// unavailable): the slot will show as unknown to the next holder. A write that failed in a way
+	// that may have landed (store.ErrUnavailable: a timeout) is checked by reading the attempt back
+	// once: recorded after all, RecordErr is nil and Attempt is as recorded; unreadable, RecordErr
+	// wraps ErrMaybeRecorded.
 	RecordErr error
 	// Slot is the slot this result is about.
 	Slot string

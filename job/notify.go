@@ -1,6 +1,8 @@
 package job
 
 import (
+	"errors"
+
 	"github.com/once-run/once"
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/store"
@@ -25,7 +27,7 @@ func (r *Runner) notifyResult(o once.Options, res once.Result) {
 		switch {
 		case res.RecordErr != nil:
 			r.out.Event(url, notify.Event{Event: notify.Unknown, Task: a.Task, Slot: a.Slot, RunID: a.RunID,
-				Attempt: a.Number, Holder: a.Holder, Token: a.Token, Reason: "outcome not recorded: " + res.RecordErr.Error()})
+				Attempt: a.Number, Holder: a.Holder, Token: a.Token, Reason: unrecorded(res.RecordErr)})
 		case a.State == store.Failed:
 			r.out.Event(url, notify.Event{Event: notify.Failed, Task: a.Task, Slot: a.Slot, RunID: a.RunID,
 				Attempt: a.Number, Holder: a.Holder, Token: a.Token, ExitCode: a.ExitCode, Reason: a.Note})
@@ -48,4 +50,13 @@ func (r *Runner) resolve(slot string) *notify.Resolve {
 		return nil
 	}
 	return r.j.Resolve(slot)
+}
+
+// unrecorded is the reason of an unknown event for an outcome not recorded: its error says itself
+// when it may have been recorded (once.ErrMaybeRecorded).
+func unrecorded(err error) string {
+	if errors.Is(err, once.ErrMaybeRecorded) {
+		return err.Error()
+	}
+	return "outcome not recorded: " + err.Error()
 }

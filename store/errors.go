@@ -19,13 +19,20 @@ var (
 	// ErrNotFound: no such attempt or slot.
 	ErrNotFound = errors.New("store: not found")
 	// ErrUnavailable: the store cannot be reached or used (network, auth, corrupt file). Nothing
-	// was decided; callers fail closed.
+	// was decided by this call's answer; callers fail closed. A write that failed so after it was
+	// sent (a timeout, a connection lost before the answer) may have been applied all the same:
+	// etcd applies a request whose client gave up, a COMMIT may be done when its answer is lost.
 	ErrUnavailable = errors.New("store: unavailable")
 	// ErrBadDSN: the DSN cannot be parsed or names an unknown scheme or parameter.
 	ErrBadDSN = errors.New("store: bad DSN")
 	// ErrUnsupported: the store cannot do what was asked (a seat, AcquireRequest.Limit, on a
 	// backend that does not grant them yet). Nothing was changed.
 	ErrUnsupported = errors.New("store: not supported by this store")
+	// ErrNotRecorded: the store records nothing more, and a write that failed so is certainly not
+	// recorded where anyone will read it (SQLite: the ledger's file was deleted, emptied or
+	// replaced while in use, and the write's commit went into the lost file). It comes with
+	// ErrUnavailable; unlike a write that timed out, it cannot have landed after all.
+	ErrNotRecorded = errors.New("store: not recorded")
 	// ErrSchemaAhead: a newer once upgraded the store's schema after this process opened it (a
 	// once daemon, once serve or a Go program that kept it open). It is also an ErrUnavailable:
 	// nothing was written, and the process must be restarted with the newer once (SchemaAhead).

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/internal/shell"
 	"github.com/once-run/once/job"
 	"github.com/once-run/once/notify"
 	"github.com/once-run/once/slot"
@@ -443,7 +444,15 @@ func (rn *runner) exitFor(res once.Result, dsn string) error {
 	a, f := rn.a, rn.f
 	switch res.Decision {
 	case once.Ran:
-		if res.RecordErr != nil {
+		switch {
+		case errors.Is(res.RecordErr, once.ErrMaybeRecorded):
+			hist := "once history " + shell.Flag("task", f.task)
+			if res.Slot != "" {
+				hist += " " + shell.Flag("slot", res.Slot)
+			}
+			fmt.Fprintf(a.stderr, "once: run %s: %v\nonce: its history tells:\n  %s%s\n",
+				res.Attempt.RunID, res.RecordErr, hist, a.storeArg(dsn))
+		case res.RecordErr != nil:
 			fmt.Fprintf(a.stderr, "once: the outcome of run %s was not recorded: %v\n", res.Attempt.RunID, res.RecordErr)
 		}
 		var ec once.ExitCoder

@@ -38,14 +38,17 @@ import (
 // is not empty: a commit into a deleted file is reported as an error, never as recorded.
 
 // ErrGone matches errors about a ledger file that was deleted, emptied or replaced, or that
-// went back in time. They also match store.ErrUnavailable.
+// went back in time. They also match store.ErrUnavailable, and store.ErrNotRecorded: a write
+// that failed so is not in the ledger anyone reads (its commit went into the lost file).
 var ErrGone = errors.New("sqlite: ledger gone")
 
 type goneError struct{ err error }
 
-func (e *goneError) Error() string        { return e.err.Error() }
-func (e *goneError) Unwrap() error        { return e.err }
-func (e *goneError) Is(target error) bool { return target == ErrGone }
+func (e *goneError) Error() string { return e.err.Error() }
+func (e *goneError) Unwrap() error { return e.err }
+func (e *goneError) Is(target error) bool {
+	return target == ErrGone || target == store.ErrNotRecorded
+}
 
 func (s *Store) gone(format string, a ...any) error {
 	return &goneError{fmt.Errorf("%w: sqlite %s: %s", store.ErrUnavailable, s.path, fmt.Sprintf(format, a...))}
