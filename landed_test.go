@@ -16,12 +16,9 @@ import (
 
 // lostAnswer is a store whose outcome writes land and whose answer is then lost, as a request's
 // that timed out: etcd applies a request whose client gave up, a SQL COMMIT may be done when its
-// answer never comes. Its Finisher is the real store's, answered the same way; without finisher
-// it hides the capability (the plain Finish, then Release).
-type lostAnswer struct {
-	store.Store
-	finisher bool
-}
+// answer never comes. It hides the real store's Finisher (the plain Finish, then Release):
+// finisherLostAnswer has it, answered the same way.
+type lostAnswer struct{ store.Store }
 
 func lost(a store.Attempt, err error) (store.Attempt, error) {
 	if err != nil {
