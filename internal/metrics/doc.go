@@ -52,10 +52,10 @@
 //     starts 10 s before the collector's now instead, but at most 5 minutes before that entry:
 //     one clock ahead does not make the tail skip what the others write meanwhile, and a
 //     collector whose own clock is behind re-reads a bounded window.
-//   - Otherwise a running attempt is left alone while its task's lease is held by the token it
-//     began under and it is its task's newest attempt: its run is still going. When the lease is
-//     gone, taken by another token, or its holder has begun a later attempt (a sequence of
-//     slots), the collector reads its slot (Ledger.Slot: a few index searches), and, when a later
+//   - Otherwise a running attempt is left alone while the grant it began under (its task's
+//     lease, or any seat of a task of --limit N) is live and it is that grant's newest attempt:
+//     its run is still going. When that grant is gone (expired, released, taken over), or its
+//     holder has begun a later attempt under it (a sequence of slots), the collector reads its slot (Ledger.Slot: a few index searches), and, when a later
 //     attempt has followed it, its own entry in the slot's history. An attempt still running
 //     without its lease (its holder vanished; the next holder will mark it unknown) is read again
 //     every 30 s, at most 200 such slots per scrape.

@@ -206,16 +206,16 @@ func (t *tracker) ended(tk *task, id string, a store.Attempt) {
 }
 
 // checkRunning reads the slots of the running attempts that may have ended without the tail
-// seeing it (they started before the window it reads again): those whose task's lease is no
-// longer held by the token they began under, or whose holder has begun a later attempt. An
+// seeing it (they started before the window it reads again): those whose grant (the task's lease,
+// or one of its seats) is no longer live, or whose holder has begun a later attempt under it. An
 // attempt still running without its lease (its holder vanished) is read again every
 // recheckEvery; at most maxChecks slots are read per scrape.
 func (t *tracker) checkRunning(ctx context.Context, now time.Time) error {
 	checks := 0
 	for id, r := range t.running {
 		tk := t.tasks[r.task]
-		if l, ok := t.held[r.task]; ok && l.Token == r.token && tk.last != nil && tk.last.id == id {
-			continue // its holder's newest attempt, under the lease it began with
+		if tk != nil && t.live[r.task][r.token] && tk.newest[r.token].id == id {
+			continue // its holder's newest attempt, under the grant it began with (a lease or any seat)
 		}
 		if !r.checked.IsZero() && now.Sub(r.checked) < recheckEvery {
 			continue

@@ -68,6 +68,10 @@ type task struct {
 	waiting  int          // slots waiting for review
 	gone     int          // attempts still running whose holder's grant is gone (store.ReadRunning)
 	lease    *store.Lease // nil when not held; of seats (--limit), the one that expires last
+	// newest is the newest attempt seen under each token, of the task's live grants (setLeases
+	// drops the others): an attempt running under a live grant that is its newest is still going
+	// (checkRunning), for every seat of a task of --limit N.
+	newest map[int64]newestAttempt
 	// holders hold the task's live grants: the lease's holder, or each seat's (several at once
 	// under --limit), distinct, sorted, at most maxLeaseHolders.
 	holders []string
@@ -76,9 +80,21 @@ type task struct {
 	successUnknown bool
 }
 
-// see takes what an attempt says about the task's latest attempt and latest success. An attempt
-// read again is never taken back from ended to running.
+// newestAttempt is an attempt's identity (attemptID) and start.
+type newestAttempt struct {
+	id      string
+	started time.Time
+}
+
+// see takes what an attempt says about the task's latest attempt, its grant's newest attempt and
+// the task's latest success. An attempt read again is never taken back from ended to running.
 func (tk *task) see(id string, a store.Attempt) {
+	if n, ok := tk.newest[a.Token]; !ok || a.StartedAt.After(n.started) {
+		if tk.newest == nil {
+			tk.newest = map[int64]newestAttempt{}
+		}
+		tk.newest[a.Token] = newestAttempt{id: id, started: a.StartedAt}
+	}
 	switch l := tk.last; {
 	case l == nil || a.StartedAt.After(l.started):
 		tk.last = &last{id: id, slot: a.Slot, number: a.Number, state: a.State, started: a.StartedAt}
@@ -148,7 +164,7 @@ type tracker struct {
 	toLoad  []string // tasks not read yet, in the order found
 	leftOut map[uint64]struct{}
 	seed    maphash.Seed
-	held    map[string]store.Lease // by task, from the last Leases
+	live    map[string]map[int64]bool // the tokens of each task's live grants (every seat), from the last Leases
 	// The tail.
 	started  bool
 	mark     *store.Cursor        // the newest entry seen
@@ -224,15 +240,18 @@ func (t *tracker) refresh(ctx context.Context, now time.Time) error {
 const maxLeaseHolders = 10
 
 // setLeases keeps each task's live grants: every seat of a task of --limit N is listed (Leases).
+// A task's newest attempt by token is kept for its live grants only.
 func (t *tracker) setLeases(ls []store.Lease) {
-	t.held = make(map[string]store.Lease, len(ls))
-	for _, tk := range t.tasks {
+	t.live = store.LiveTokens(ls)
+	for name, tk := range t.tasks {
 		tk.lease, tk.holders = nil, nil
+		for token := range tk.newest {
+			if !t.live[name][token] {
+				delete(tk.newest, token)
+			}
+		}
 	}
 	for _, l := range ls {
-		if h, ok := t.held[l.Task]; !ok || l.Expires.After(h.Expires) {
-			t.held[l.Task] = l
-		}
 		tk := t.task(l.Task)
 		if tk == nil {
 			continue
