@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/once-run/once/store"
 )
 
 // TestSlotNotNFC: "café" typed on macOS (e + U+0301, NFD) and written by a Linux script (U+00E9,
@@ -34,22 +30,7 @@ func TestSlotNotNFC(t *testing.T) {
 	}
 
 	// An older once recorded an NFD slot, left waiting for review.
-	ctx := context.Background()
-	s, err := store.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.Acquire(ctx, store.AcquireRequest{Task: "lib", Holder: "gone:1", RunID: "r1", TTL: time.Minute})
-	if err == nil {
-		_, err = s.Begin(ctx, store.Attempt{Task: "lib", Slot: "cafe\u0301", RunID: "r1", Number: 1, Holder: "gone:1", Token: l.Token})
-	}
-	if err == nil {
-		_, err = s.Finish(ctx, "r1", l.Token, store.Outcome{State: store.Unknown})
-	}
-	s.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recordOldSlot(t, dsn, "lib", "cafe\u0301")
 	if r := e.run("history", "--store", dsn, "--task", "lib", "--slot", "cafe\u0301"); r.code != 0 || !strings.Contains(r.stdout, "unknown") {
 		t.Fatalf("history of the recorded NFD slot: %d %q %s", r.code, r.stdout, r.stderr)
 	}
