@@ -53,24 +53,41 @@ func (s *Store) waitsSince(ctx context.Context, tx *sql.Tx, task, slot string, n
 // WaitingQuery lists the waiting rows, oldest first (store.Ledger's order of Waiting).
 const WaitingQuery = `SELECT task, slot FROM {p}waiting ORDER BY since, task, slot`
 
-// SlotQuery reads a slot's last attempt with, in the same row, its failures since its latest
-// resolution, its latest checkpoint and the review events about that attempt: one statement, so
-// that the parts agree and a Start reads the slot in one round trip. No row: the slot has no
-// attempt (and so no failure, checkpoint or review). Arguments: task and slot, four times. Each
-// part is an index search (migration 003), and the failures are counted up to
+// SlotQuery reads a slot's last attempt with, in the same row, slotCols: its failures since its
+// latest resolution, its latest checkpoint and the review events about that attempt: one
+// statement, so that the parts agree and a Start reads the slot in one round trip. No row: the
+// slot has no attempt (and so no failure, checkpoint or review). Arguments: task and slot, four
+// times. Each part is an index search (migration 003), and the failures are counted up to
 // store.MaxFailures, so it costs the same whatever the number of attempts in the slot.
+var SlotQuery = `SELECT ` + attemptCols + `, ` + slotCols("?", "?", true) + `
+	FROM {p}attempts a WHERE a.task = ? AND a.slot = ? ORDER BY a.attempt DESC LIMIT 1`
+
 // maxFailures is store.MaxFailures in SQL (TestMaxFailures).
 const maxFailures = "1000"
 
-const SlotQuery = `SELECT ` + attemptCols + `,
-		(SELECT COUNT(*) FROM (SELECT 1 FROM {p}attempts f WHERE f.task = ? AND f.slot = ? AND f.state IN ('failed', 'unknown')
+// slotCols are a slot's failures since its latest resolution (counted up to store.MaxFailures),
+// its latest checkpoint and the review events about its last attempt, read as the table alias a,
+// for the slot task, slot given as SQL expressions: parameters in SlotQuery, a's columns in
+// SlotsQuery (one rule for both, which storetest's Slots case holds to each other). limited: the
+// failures are counted from a derived table limited to MaxFailures rows, a cost that does not grow
+// with them; MariaDB refuses an outer reference (a.task) in a derived table, so its SlotsQuery
+// counts every failure of the slot since its resolution and keeps MaxFailures of the count: the
+// same number, a cost of the slots asked for.
+func slotCols(task, slot string, limited bool) string {
+	same := `.task = ` + task + ` AND `
+	where := `f` + same + `f.slot = ` + slot + ` AND f.state IN ('failed', 'unknown')
 			AND f.attempt > COALESCE((SELECT MAX(r.attempt) FROM {p}attempts r
-				WHERE r.task = ? AND r.slot = ? AND r.res_as IS NOT NULL), 0) LIMIT ` + maxFailures + `) f),
-		COALESCE((SELECT c.checkpoint FROM {p}attempts c WHERE c.task = ? AND c.slot = ? AND c.checkpoint <> ''
+				WHERE r` + same + `r.slot = ` + slot + ` AND r.res_as IS NOT NULL), 0)`
+	failures := `(SELECT COUNT(*) FROM (SELECT 1 FROM {p}attempts f WHERE ` + where + ` LIMIT ` + maxFailures + `) f)`
+	if !limited {
+		failures = `LEAST(` + maxFailures + `, (SELECT COUNT(*) FROM {p}attempts f WHERE ` + where + `))`
+	}
+	return failures + `,
+		COALESCE((SELECT c.checkpoint FROM {p}attempts c WHERE c` + same + `c.slot = ` + slot + ` AND c.checkpoint <> ''
 			ORDER BY c.attempt DESC LIMIT 1), ''),
 		(SELECT COUNT(*) FROM {p}events e WHERE e.task = a.task AND e.slot = a.slot AND e.kind = 'review'
-			AND e.attempt = a.attempt)
-	FROM {p}attempts a WHERE a.task = ? AND a.slot = ? ORDER BY a.attempt DESC LIMIT 1`
+			AND e.attempt = a.attempt)`
+}
 
 // Waiting lists the slots waiting for a person, oldest first (store.Ledger).
 func (s *Store) Waiting(ctx context.Context) ([]store.SlotState, error) {

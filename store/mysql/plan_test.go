@@ -64,6 +64,9 @@ func TestQueryPlans(t *testing.T) {
 		if p.Name == sqltest.RunningPlan && !runningSearch(plan, s.Prefix) {
 			t.Errorf("%s: not each task's lease, then a search of its running attempts in attempts_one_running:\n%s", p.Name, planString(plan))
 		}
+		if p.Name == sqltest.SlotsPlan && !slotsSearch(plan, s.Prefix) {
+			t.Errorf("%s: not a search of the attempts by task and the slots asked for:\n%s", p.Name, planString(plan))
+		}
 		if table, alias, _ := strings.Cut(p.Primary, " "); p.Primary != "" && !searchesPrimary(plan, s.Prefix+table, alias) {
 			t.Errorf("%s: not a range of the primary key of %s:\n%s", p.Name, s.Prefix+table, planString(plan))
 		}
@@ -122,6 +125,22 @@ func runningSearch(plan []map[string]string, prefix string) bool {
 	l, a := plan[0], plan[1]
 	return (l["table"] == "l" || l["table"] == prefix+"leases") && (a["table"] == "a" || a["table"] == prefix+"attempts") &&
 		a["key"] == "attempts_one_running" && (a["type"] == "ref" || a["type"] == "range")
+}
+
+// slotsSearch reports whether plan first reads the attempts (a block of slots' last attempts) as a
+// range of an index on (task, slot), the slots asked for: a walk of the task's attempts would cost
+// its history.
+func slotsSearch(plan []map[string]string, prefix string) bool {
+	if len(plan) == 0 {
+		return false
+	}
+	a := plan[0]
+	switch a["key"] {
+	case "attempts_number", "attempts_slot_time", "attempts_failures", "attempts_resolved":
+	default:
+		return false
+	}
+	return (a["table"] == "a" || a["table"] == prefix+"attempts") && (a["type"] == "range" || a["type"] == "ref")
 }
 
 func planString(plan []map[string]string) string {

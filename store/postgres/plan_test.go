@@ -61,6 +61,9 @@ func TestQueryPlans(t *testing.T) {
 		if p.Name == sqltest.RunningPlan && !plan.uses(s.Prefix+"attempts", s.Prefix+"attempts_one_running") {
 			t.Errorf("%s: not a walk of the partial index of running attempts:\n%s", p.Name, plan.String(""))
 		}
+		if p.Name == sqltest.SlotsPlan && !plan.searchesSlots(s.Prefix+"attempts") {
+			t.Errorf("%s: not a search of the attempts by task and the slots asked for:\n%s", p.Name, plan.String(""))
+		}
 		if table, _, _ := strings.Cut(p.Primary, " "); p.Primary != "" && !plan.searches(s.Prefix+table, s.Prefix+table+"_pkey") {
 			t.Errorf("%s: not a range of %s_pkey:\n%s", p.Name, s.Prefix+table, plan.String(""))
 		}
@@ -134,6 +137,20 @@ func (n planNode) searches(table, index string) bool {
 	}
 	for _, c := range n.Plans {
 		if c.searches(table, index) {
+			return true
+		}
+	}
+	return false
+}
+
+// searchesSlots reports whether n reads table through a search of an index on (task, slot) for
+// the task and a list of slots (a block of slots' states: never a walk of the task's attempts).
+func (n planNode) searchesSlots(table string) bool {
+	if n.RelationName == table && strings.Contains(n.IndexCond, "(task = ") && strings.Contains(n.IndexCond, "(slot = ANY ") {
+		return true
+	}
+	for _, c := range n.Plans {
+		if c.searchesSlots(table) {
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -99,7 +100,8 @@ func testLongSlot(t *testing.T, h Harness) {
 
 // testFailuresCounted: a slot's failures are counted up to store.MaxFailures (so that reading the
 // slot stays flat however many of its attempts failed): one more failure than that reads as
-// MaxFailures, and a --max-attempts of MaxFailures still stops it.
+// MaxFailures (to Slot, and to a store.SlotsReader's Slots), and a --max-attempts of MaxFailures
+// still stops it.
 func testFailuresCounted(t *testing.T, h Harness) {
 	s := client(t, h.DSN(t))
 	l := acquire(t, s, "failing", "a", 30*time.Minute)
@@ -121,5 +123,11 @@ func testFailuresCounted(t *testing.T, h Harness) {
 	}
 	if st := slotState(t, s, "failing", ""); st.Failures != store.MaxFailures || st.Last == nil || st.Last.Number != store.MaxFailures+1 {
 		t.Fatalf("after %d failures: %+v, want Failures %d", store.MaxFailures+1, st, store.MaxFailures)
+	}
+	if sr, ok := s.(store.SlotsReader); ok { // its own count of them, to the same bound
+		sts, err := sr.Slots(ctxT(t), "failing", []string{""})
+		if err != nil || len(sts) != 1 || sts[0].Failures != store.MaxFailures || !reflect.DeepEqual(sts[0], slotState(t, s, "failing", "")) {
+			t.Fatalf("Slots after %d failures: %+v, %v; want Slot's, Failures %d", store.MaxFailures+1, sts, err, store.MaxFailures)
+		}
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 // testSlotsRead: store.SlotsReader's Slots reads each slot as Slot does — never tried, succeeded,
 // failed twice with a checkpoint, waiting for review, unknown and resolved, running, another
-// task's slot of the same name, a slot between two asked for — in the order asked, repeats
-// included, and refuses more than store.MaxSlotsRead slots.
+// task's slot of the same name, a slot between two asked for, a slot's name with a space after
+// it — in the order asked, repeats included, and refuses more than store.MaxSlotsRead slots.
 func testSlotsRead(t *testing.T, h Harness) {
 	s := client(t, h.DSN(t))
 	ctx := ctxT(t)
@@ -48,7 +48,8 @@ func testSlotsRead(t *testing.T, h Harness) {
 	begin(t, s, other, "never", "r8", 1)
 	finish(t, s, "r8", other.Token, store.Succeeded, 0)
 
-	asked := []string{"d6", "never", "d1", "d2", "d3", "d4", "d1"}
+	// "d1 ": the slot d1 where a collation pads (MySQL, MariaDB), another slot elsewhere.
+	asked := []string{"d6", "never", "d1", "d2", "d3", "d4", "d1", "d1 "}
 	got, err := sr.Slots(ctx, "job", asked)
 	if err != nil || len(got) != len(asked) {
 		t.Fatalf("Slots(%q) = %d states, %v", asked, len(got), err)

@@ -27,15 +27,20 @@ type Plan struct {
 // also checks reads its index of running attempts (a walk of another index would cost history).
 const RunningPlan = "running attempts (status)"
 
+// SlotsPlan names the plan of a block of slots' states (backfill --dry-run), which a backend's
+// plan test also checks searches the attempts by task and slot (a walk of the task's attempts
+// would cost its history).
+const SlotsPlan = "slots: a block of slots' last attempts, failures, checkpoints, reviews"
+
 // Plans lists the statements status, doctor, history, run (Slot) and prune make, with arguments.
 func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 	tb.Helper()
 	// In the middle of SeedPlanRows' history, as a real cursor or prune cutoff would be.
 	now := time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC)
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) // where prune's walk begins
-	c := store.CursorOf(now, false, "", 7).String()
-	e := store.CursorOf(now, true, "", 7).String()
-	out := []Plan{{"fence (every fenced write): the lease row locked, the schema version", s.Q(sqlstore.FenceQuery), []any{"joba0"}, false, ""}}
+	c, e := store.CursorOf(now, false, "", 7).String(), store.CursorOf(now, true, "", 7).String()
+	out := []Plan{{"fence (every fenced write): the lease row locked, the schema version", s.Q(sqlstore.FenceQuery), []any{"joba0"}, false, ""},
+		{SlotsPlan, s.SlotsQuery(3), []any{"joba0", "s1", "s7", "s3"}, false, ""}} // backfill --dry-run; Slot's below
 	for _, q := range []struct {
 		name string
 		q    store.HistoryQuery

@@ -170,7 +170,8 @@ func AttemptSeatsUpgradeFromV5(t *testing.T, dsn string, open Opener) {
 // SchemaNewerWhileOpen: a store opened at dsn before a newer once upgraded its schema (a once
 // daemon, once serve) finds it at its next CheckSchema (store.ErrSchemaAhead, naming both
 // versions), and from then on every call fails so without touching the server: a lease acquire
-// writes nothing. CheckSchema on the current schema is nil.
+// writes nothing, Slot and Slots (store.SlotsReader) refuse alike. Until then both read: a read
+// checks no version (SchemaGuard is the writes'). CheckSchema on the current schema is nil.
 func SchemaNewerWhileOpen(t *testing.T, dsn string, open Opener) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -190,11 +191,13 @@ func SchemaNewerWhileOpen(t *testing.T, dsn string, open Opener) {
 	if _, err := raw.DB.ExecContext(ctx, raw.Q("INSERT INTO {p}schema_version (version, applied_at) VALUES (?, {now})"), newer); err != nil {
 		t.Fatal(err)
 	}
+	slotsRead(t, ctx, s, nil) // reads check no version: Slot and Slots read until a check finds it
 	err = sc.CheckSchema(ctx)
 	want := fmt.Sprintf("schema version %d, this once understands %d", newer, raw.Schema)
 	if !errors.Is(err, store.ErrSchemaAhead) || !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("CheckSchema after a newer once upgraded the store: %v; want ErrSchemaAhead saying %q", err, want)
 	}
+	slotsRead(t, ctx, s, store.ErrSchemaAhead) // then both refuse, as every call does
 	_, err = s.Acquire(ctx, store.AcquireRequest{Task: "t", Holder: "h", RunID: "r", TTL: time.Minute})
 	if !errors.Is(err, store.ErrSchemaAhead) {
 		t.Fatalf("acquire after CheckSchema found a newer schema: %v; want ErrSchemaAhead", err)
@@ -350,4 +353,17 @@ func ledgerRows(t *testing.T, ctx context.Context, s *sqlstore.Store) string {
 		b.WriteString("--\n")
 	}
 	return b.String()
+}
+
+// slotsRead reads a slot with Slot and with Slots (store.SlotsReader), which must both fail with
+// want, or both read it when want is nil.
+func slotsRead(t *testing.T, ctx context.Context, s store.Store, want error) {
+	t.Helper()
+	_, err := s.Slot(ctx, "t", "s")
+	_, errs := s.(store.SlotsReader).Slots(ctx, "t", []string{"s"})
+	for name, err := range map[string]error{"Slot": err, "Slots": errs} {
+		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+			t.Errorf("%s: %v; want %v", name, err, want)
+		}
+	}
 }
