@@ -9,10 +9,13 @@ import (
 	"testing"
 
 	"github.com/once-run/once"
+	"github.com/once-run/once/store/storetest"
 )
 
 // BenchmarkBackfill: once backfill over a week of minutely slots (10,080) on the embedded SQLite
-// store, per slot (ns/slot; docs/benchmarks.md, "once backfill over years of minutes").
+// store, and on PostgreSQL and MySQL/MariaDB when ONCE_TEST_POSTGRES, ONCE_TEST_MYSQL name a test
+// server (a fresh prefix), per slot (ns/slot; docs/benchmarks.md, "once backfill over years of
+// minutes").
 // dry-run: --dry-run, one slot in ten succeeded: enumerating the slots, reading their states,
 // deciding and writing the rows. done: the backfill itself over slots that all succeeded, each
 // read and skipped under the lease (a command would cost its process on top).
@@ -22,6 +25,17 @@ func BenchmarkBackfill(b *testing.B) {
 		b.Setenv(k, "")
 		os.Unsetenv(k)
 	}
+	benchBackfill(b)
+	for _, srv := range []struct{ name, env string }{{"postgres", "ONCE_TEST_POSTGRES"}, {"mysql", "ONCE_TEST_MYSQL"}} {
+		b.Run(srv.name, func(b *testing.B) {
+			b.Setenv("ONCE_STORE", storetest.WithPrefix(b, storetest.ServerDSN(b, srv.env, srv.name)))
+			benchBackfill(b)
+		})
+	}
+}
+
+// benchBackfill runs BenchmarkBackfill's cases on the store the once command opens.
+func benchBackfill(b *testing.B) {
 	const n = 7 * 24 * 60
 	seedBackfill(b, "dry", n, 10)
 	seedBackfill(b, "done", n, 1)
