@@ -71,7 +71,7 @@ func (s *Store) slotKey(slot string) string {
 	return slot
 }
 
-// SlotsQuery reads the slots tried among n of a task (arguments: the task, then the n slots): a
+// SlotsQuery reads the slots tried among n ≥ 1 of a task (arguments: the task, then the n slots): a
 // row per slot, its last attempt and slotCols, as SlotQuery reads them, each part an index search
 // of the slot's attempts or events: it costs the slots asked for, never the task's other history.
 // Exported for the backends' plan tests.
