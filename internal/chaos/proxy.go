@@ -46,6 +46,7 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	mode  Mode
+	open  chan struct{} // closed while bytes flow; a fresh, open one while frozen (Freeze)
 	conns map[*link]struct{}
 	wg    sync.WaitGroup
 	done  chan struct{}
@@ -64,7 +65,8 @@ func NewProxy(ctx context.Context, upstream string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos proxy: listen: %w", err)
 	}
-	p := &Proxy{ln: ln, upstream: upstream, conns: map[*link]struct{}{}, done: make(chan struct{})}
+	p := &Proxy{ln: ln, upstream: upstream, conns: map[*link]struct{}{}, done: make(chan struct{}), open: make(chan struct{})}
+	close(p.open)
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -110,6 +112,70 @@ func (p *Proxy) Blackhole() { p.Set(Blackhole) }
 
 // Heal relays new connections again.
 func (p *Proxy) Heal() { p.Set(Forward) }
+
+// Freeze stops every byte, both ways, on every relayed connection, old and new, and closes none:
+// a partition that drops packets silently, as neither end can tell from a slow peer. A new
+// connection is accepted (the loopback kernel does that) but not dialled upstream. Thaw lets the
+// held bytes through on the same connections, as TCP's retransmissions do once a partition heals.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+		p.open = make(chan struct{})
+	default: // already frozen
+	}
+}
+
+// Thaw ends a Freeze: the connections it held carry their bytes again.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+	default:
+		close(p.open)
+	}
+}
+
+// flowing waits until the proxy is not frozen; false when it was closed meanwhile.
+func (p *Proxy) flowing() bool {
+	p.mu.Lock()
+	open := p.open
+	p.mu.Unlock()
+	select {
+	case <-open:
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
+// relay copies src to dst as io.Copy does, holding each chunk while the proxy is frozen.
+func (p *Proxy) relay(dst io.Writer, src io.Reader) error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.flowing() {
+				return net.ErrClosed
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			// A hang-up is a packet too: held while frozen, as the bytes before it.
+			if !p.flowing() {
+				return net.ErrClosed
+			}
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
 
 // Close stops listening and closes every connection.
 func (p *Proxy) Close() error {
@@ -187,6 +253,10 @@ func (p *Proxy) serve(c net.Conn) {
 		_, _ = io.Copy(io.Discard, c)
 		return
 	}
+	if !p.flowing() {
+		c.Close()
+		return
+	}
 	var d net.Dialer
 	up, err := d.Dial("tcp", p.upstream)
 	if err != nil {
@@ -203,7 +273,7 @@ func (p *Proxy) serve(c net.Conn) {
 	toUp := make(chan struct{})
 	go func() {
 		defer close(toUp)
-		if _, err := io.Copy(up, c); err == nil {
+		if err := p.relay(up, c); err == nil {
 			// The client hung up (or was killed): pass its FIN on, as a direct connection would,
 			// so the server ends the session and rolls back its open transaction instead of
 			// waiting for a next command, and for wait_timeout, with the rows it locked.
@@ -215,7 +285,7 @@ func (p *Proxy) serve(c net.Conn) {
 		// The upstream side is gone: drop what the client still sends until it hangs up.
 		_, _ = io.Copy(io.Discard, c)
 	}()
-	_, _ = io.Copy(c, up)
+	_ = p.relay(c, up)
 	p.mu.Lock()
 	silenced := l.silenced
 	p.mu.Unlock()

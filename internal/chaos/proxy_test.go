@@ -135,3 +135,44 @@ func TestProxyPassesClientHangUpToServer(t *testing.T) {
 		t.Fatal("the server never saw the client hang up")
 	}
 }
+
+// Freeze holds every byte of open and new connections, closing none; Thaw delivers what it held
+// on the same connections.
+func TestProxyFreezeThaw(t *testing.T) {
+	p, err := NewProxy(context.Background(), echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	old, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if got := roundTrip(old, time.Second); got != "echo" {
+		t.Fatalf("forward: %s", got)
+	}
+	p.Freeze()
+	if got := roundTrip(old, 300*time.Millisecond); got != "silence" {
+		t.Fatalf("frozen, open connection: %s, want silence", got)
+	}
+	fresh, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if got := roundTrip(fresh, 300*time.Millisecond); got != "silence" {
+		t.Fatalf("frozen, new connection: %s, want silence", got)
+	}
+	p.Thaw()
+	for name, c := range map[string]net.Conn{"open": old, "new": fresh} {
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		b := make([]byte, 2) // the byte held by the freeze, then this one
+		if _, err := c.Write([]byte{'y'}); err != nil {
+			t.Fatalf("thawed, %s connection: write: %v", name, err)
+		}
+		if _, err := io.ReadFull(c, b); err != nil || string(b) != "xy" {
+			t.Fatalf("thawed, %s connection: read %q, %v; want \"xy\"", name, b, err)
+		}
+	}
+}
