@@ -38,6 +38,8 @@ type gap struct {
 // catch-up window (or passed only moments ago); older ones are recorded as missed, once per
 // fleet, and announced. A job with no history starts from now.
 func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
+	ctx, cancel := bounded(ctx) // a store that stopped answering fails it: kept, and tried again
+	defer cancel()
 	js.mu.Lock()
 	jb, spec := js.job, js.spec
 	if js.next.Value == "" || !fireTime(jb.Name, js.next, jb.Jitter).After(now) {
@@ -70,7 +72,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	k, err := s.newestSlot(ctx, jb, spec, now)
 	last := k.last
 	if err != nil {
-		if ctx.Err() == nil {
+		if !stopping(ctx) {
 			keep()
 			s.log.Warn("cannot read the job's history to catch up; trying again at a poll after retry_in, and at its next slot", "task", jb.Name, "retry_in", retryIn, "err", err)
 		}
@@ -87,7 +89,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	}
 	holes, err := s.knownHoles(ctx, jb.Name, spec, k)
 	if err != nil {
-		if ctx.Err() == nil {
+		if !stopping(ctx) {
 			keep()
 			s.log.Warn("cannot read the fleet's claims, or a queued slot's history, to catch up; trying again at a poll after retry_in, and at its next slot", "task", jb.Name, "retry_in", retryIn, "err", err)
 		}

@@ -149,7 +149,7 @@ func (js *jobState) call(ctx context.Context, a *active) {
 		js.claimedFirst(ctx, jb, a, err)
 	case errors.Is(err, errStopped):
 		s.log.Info("stopped between two slots of its sequence", "task", jb.Name, "why", a.l.why, "err", err)
-	case err != nil && ctx.Err() == nil:
+	case err != nil && !stopping(ctx):
 		js.failedLaunch(jb, a, gen, err)
 		return // not followed up too: its follow-ups, failing in the outage, left the account short (TestOutageSlotsAreAccounted)
 	}

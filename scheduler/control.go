@@ -222,7 +222,7 @@ func (s *Scheduler) pollControl(ctx context.Context) {
 	names := s.names()
 	paused, err := s.controlRequests(ctx, PauseScope, names)
 	if err != nil {
-		if ctx.Err() == nil {
+		if !stopping(ctx) {
 			s.log.Warn("cannot read the fleet's pauses; keeping the last known", "err", err)
 		}
 	} else {
@@ -242,7 +242,7 @@ func (s *Scheduler) pollControl(ctx context.Context) {
 	}
 	trig, err := s.controlRequests(ctx, TriggerScope, names)
 	if err != nil {
-		if ctx.Err() == nil {
+		if !stopping(ctx) {
 			s.log.Warn("cannot read trigger requests", "err", err)
 		}
 		return

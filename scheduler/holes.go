@@ -294,7 +294,7 @@ func (s *Scheduler) markQueued(ctx context.Context, task string, slots []string)
 		keys[i] = queuedKind + " " + task + " " + sl
 	}
 	if _, err := s.keys.Claim(ctx, store.ClaimRequest{Scope: recordedScope, Keys: keys,
-		Claimant: store.Claimant{RunID: store.Clip(recorderPrefix+s.c.Node, store.MaxRunIDLen)}}); err != nil && ctx.Err() == nil {
+		Claimant: store.Claimant{RunID: store.Clip(recorderPrefix+s.c.Node, store.MaxRunIDLen)}}); err != nil && !stopping(ctx) {
 		s.log.Warn("cannot mark a catch-up's slots queued: if this node stops before running them, they are left without a record",
 			"task", task, "slots", len(slots), "err", err)
 	}

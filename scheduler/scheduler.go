@@ -364,7 +364,7 @@ func (s *Scheduler) snapshot() []*jobState {
 }
 
 // background reads the store's clock, pause and trigger requests, and follows up watched slots,
-// every Poll (the clock every 10 Polls).
+// every Poll (the clock every 10 Polls); each step within storeStepTimeout.
 func (s *Scheduler) background(ctx context.Context) {
 	t := time.NewTicker(s.c.Poll)
 	defer t.Stop()
@@ -378,13 +378,15 @@ func (s *Scheduler) background(ctx context.Context) {
 		if i%10 == 0 {
 			s.checkClock(ctx, false)
 		}
-		s.checkSchema(ctx)
-		s.pollControl(ctx)
-		s.followUp(ctx)
-		s.retryAccounts(ctx)
+		// Each step bounded (storeStepTimeout): a connection the store stopped answering on
+		// must not hold the loop, and with it pauses, triggers, follow-ups and a drain.
+		step(ctx, s.checkSchema)
+		step(ctx, s.pollControl)
+		step(ctx, s.followUp)
+		s.retryAccounts(ctx) // each account is bounded by itself
 		if now := s.clock.now(); now.Sub(tidied) > time.Hour {
 			tidied = now
-			s.tidy(ctx, now)
+			step(ctx, func(ctx context.Context) { s.tidy(ctx, now) })
 		}
 	}
 }
@@ -401,7 +403,7 @@ func (s *Scheduler) checkClock(ctx context.Context, start bool) {
 		}
 		return
 	case err != nil:
-		if ctx.Err() == nil {
+		if !stopping(ctx) {
 			s.log.Warn("cannot read the store's clock; keeping the last offset", "err", err)
 		}
 		return
@@ -432,7 +434,7 @@ func (s *Scheduler) tidy(ctx context.Context, now time.Time) {
 		return
 	}
 	for scope, keep := range map[string]time.Duration{recordedScope: recordedRetention, OutputScope: TailRetention} {
-		if _, err := s.keys.Forget(ctx, scope, now.Add(-keep), true); err != nil && ctx.Err() == nil {
+		if _, err := s.keys.Forget(ctx, scope, now.Add(-keep), true); err != nil && !stopping(ctx) {
 			s.log.Warn("cannot forget old scheduler keys", "scope", scope, "err", err)
 		}
 	}

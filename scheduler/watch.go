@@ -113,7 +113,7 @@ func (s *Scheduler) followUp(ctx context.Context) {
 	}
 	leases, err := s.readLeases(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
+		if !stopping(ctx) {
 			s.log.Warn("cannot read the leases to follow up slots", "err", err)
 		}
 		return
@@ -264,7 +264,7 @@ func (s *Scheduler) followSlot(ctx context.Context, js *jobState, w *watch, now 
 	js.mu.Unlock()
 	st, err := s.c.Store.Slot(ctx, jb.Name, w.slot)
 	if err != nil {
-		if ctx.Err() == nil {
+		if !stopping(ctx) {
 			s.log.Warn("cannot read a watched slot", "task", jb.Name, "slot", w.slot, "err", err)
 		}
 		return
@@ -328,7 +328,7 @@ func (js *jobState) unwatch(w *watch) {
 func (s *Scheduler) wasSkipped(ctx context.Context, task, sl string) (k store.Key, skipped bool, err error) {
 	got, err := s.claimed(ctx, task, []string{sl})
 	if err != nil {
-		if ctx.Err() == nil {
+		if !stopping(ctx) {
 			s.log.Warn("cannot read whether a watched slot was skipped", "task", task, "slot", sl, "err", err)
 		}
 		return k, false, err
