@@ -130,7 +130,7 @@ type histEntry struct {
 // history is the job's history, read directly (not through the proxy).
 func (d *freezeDaemon) history() []histEntry {
 	d.t.Helper()
-	out, err := exec.Command(d.bin, "history", "--store", d.direct, "--task", "tick", "--jsonl").Output()
+	out, err := exec.Command(d.bin, "history", "--store", d.direct, "--task", "tick", "--limit", "0", "--jsonl").Output()
 	if err != nil {
 		d.t.Fatalf("history: %v", err)
 	}
@@ -249,9 +249,13 @@ func TestDaemonStoreFreeze(t *testing.T) {
 			}
 			_, during := d.runsAfter(frozeAt)
 			first, ok := d.waitRuns(thawedAt, 3, patience)
-			seen := d.pauseSeen(patience)
-			// Long enough for an account tried again after a failed launch (about 30 s after it).
+			// CHAOS_FREEZE_SETTLE=40s: long enough for an account tried again after a failed
+			// launch (about 30 s after it), before the pause and the drain.
 			time.Sleep(envDuration(t, "CHAOS_FREEZE_SETTLE", 0))
+			seen := d.pauseSeen(patience)
+			if (!ok || seen < 0) && os.Getenv("CHAOS_FREEZE_LOG") != "" {
+				_ = d.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines' stacks, in the log below
+			}
 			d.stop()
 			lost, states := lostSlots(t, d.history())
 			t.Logf("%s %s %s: runs during it %d; first run %.1f s after the thaw; pause seen %.1f s after it; states %v; lost %v",
