@@ -338,11 +338,26 @@ func (s *Store) Abandon(ctx context.Context, task string, token int64) ([]store.
 	return out, err
 }
 
+// AbandonQuery reads, locked, a task's attempts running under a token older than ? and no live
+// seat's (arguments: task, token, task): a search of the task's running attempts, which every start
+// makes, so it costs the attempts running, not the task's history. On MySQL/MariaDB, which have no
+// partial index, that is attempts_one_running past the task's NULLs (running_slot is the slot while
+// the attempt runs); a filter on state there walked the whole table (1.0 s at 2 million attempts on
+// MariaDB 10.11). The rows are locked in the order of that index, by slot (one running attempt a
+// slot), never sorted. Exported for the backends' plan tests.
+func (s *Store) AbandonQuery() string {
+	if s.Flavor == MySQL {
+		return s.Q(`SELECT ` + attemptCols + ` FROM {p}attempts FORCE INDEX (attempts_one_running)
+		WHERE task = ? AND running_slot IS NOT NULL AND token < ? AND ` + notLiveSeat + ` ORDER BY running_slot FOR UPDATE`)
+	}
+	return s.Q(`SELECT ` + attemptCols + ` FROM {p}attempts
+		WHERE task = ? AND state = 'running' AND token < ? AND ` + notLiveSeat + ` ORDER BY slot FOR UPDATE`)
+}
+
 // AbandonTx is Abandon inside tx, for a caller that holds the task's lease row locked with token
 // as its latest (a backend's store.Starter, right after it took the lease in tx).
 func (s *Store) AbandonTx(ctx context.Context, tx *sql.Tx, task string, token int64) ([]store.Attempt, error) {
-	rows, err := tx.QueryContext(ctx, s.Q(`SELECT `+attemptCols+` FROM {p}attempts
-		WHERE task = ? AND state = 'running' AND token < ? AND `+notLiveSeat+` ORDER BY id FOR UPDATE`), task, token, task)
+	rows, err := tx.QueryContext(ctx, s.AbandonQuery(), task, token, task)
 	if err != nil {
 		return nil, err
 	}

@@ -67,6 +67,9 @@ func TestQueryPlans(t *testing.T) {
 		if p.Name == sqltest.SlotsPlan && !slotsSearch(plan, s.Prefix) {
 			t.Errorf("%s: not a search of the attempts by task and the slots asked for:\n%s", p.Name, planString(plan))
 		}
+		if p.Name == sqltest.AbandonPlan && !searches(plan, s.Prefix, "", "attempts_one_running") {
+			t.Errorf("%s: not a range of attempts_one_running past the task's NULLs:\n%s", p.Name, planString(plan))
+		}
 		if table, alias, _ := strings.Cut(p.Primary, " "); p.Primary != "" && !searchesPrimary(plan, s.Prefix+table, alias) {
 			t.Errorf("%s: not a range of the primary key of %s:\n%s", p.Name, s.Prefix+table, planString(plan))
 		}
@@ -109,6 +112,18 @@ func planProblems(plan []map[string]string, prefix string, walk bool) []string {
 func searchesPrimary(plan []map[string]string, table, alias string) bool {
 	for _, r := range plan {
 		if (r["table"] == table || alias != "" && r["table"] == alias) && r["key"] == "PRIMARY" && r["type"] == "range" {
+			return true
+		}
+	}
+	return false
+}
+
+// searches reports whether plan reads the attempts (named alias in the query, when not "") as a
+// range of index: not a ref of its first columns, which would walk the rows that the rest of the
+// search skips.
+func searches(plan []map[string]string, prefix, alias, index string) bool {
+	for _, r := range plan {
+		if (r["table"] == prefix+"attempts" || alias != "" && r["table"] == alias) && r["key"] == index && r["type"] == "range" {
 			return true
 		}
 	}

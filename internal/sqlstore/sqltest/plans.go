@@ -32,15 +32,21 @@ const RunningPlan = "running attempts (status)"
 // would cost its history).
 const SlotsPlan = "slots: a block of slots' last attempts, failures, checkpoints, reviews"
 
-// Plans lists the statements status, doctor, history, run (Slot) and prune make, with arguments.
+// AbandonPlan names the plan of a start's read of the attempts earlier holders left running, which
+// a backend's plan test also checks searches the task's running attempts alone (every run makes it:
+// a walk of the task's attempts would cost its history).
+const AbandonPlan = "start: a task's attempts left running, locked"
+
+// Plans lists the statements status, doctor, history, run (its start, Slot) and prune make, with
+// arguments.
 func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 	tb.Helper()
-	// In the middle of SeedPlanRows' history, as a real cursor or prune cutoff would be.
-	now := time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC)
+	now := time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC)   // in SeedPlanRows' history, as a real cursor or cutoff is
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) // where prune's walk begins
 	c, e := store.CursorOf(now, false, "", 7).String(), store.CursorOf(now, true, "", 7).String()
 	out := []Plan{{"fence (every fenced write): the lease row locked, the schema version", s.Q(sqlstore.FenceQuery), []any{"joba0"}, false, ""},
-		{SlotsPlan, s.SlotsQuery(3), []any{"joba0", "s1", "s7", "s3"}, false, ""}} // backfill --dry-run; Slot's below
+		{SlotsPlan, s.SlotsQuery(3), []any{"joba0", "s1", "s7", "s3"}, false, ""}, // backfill --dry-run; Slot's below
+		{AbandonPlan, s.AbandonQuery(), []any{"joba0", 5, "joba0"}, false, ""}}
 	for _, q := range []struct {
 		name string
 		q    store.HistoryQuery
