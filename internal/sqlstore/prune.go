@@ -127,9 +127,11 @@ func (s *Store) PruneEventsQuery(task bool) string {
 		FROM {p}events x` + s.force(index) + s.lastJoin() + ` WHERE ` + cond + ` ORDER BY x.happened_at, x.id LIMIT ` + strconv.Itoa(pruneBatch))
 }
 
-// CheckpointQuery reads the number of a slot's latest attempt with a checkpoint (no row: none):
-// PostgreSQL searches its partial index, MySQL reads the slot back from its last attempt.
-const CheckpointQuery = `SELECT attempt FROM {p}attempts WHERE task = ? AND slot = ? AND checkpoint <> '' ORDER BY attempt DESC LIMIT 1`
+// CheckpointQuery reads the number of a slot's latest attempt with a checkpoint (no row: none), an
+// index search (checkpointed). Arguments: task, slot. Exported for the backends' plan tests.
+func (s *Store) CheckpointQuery() string {
+	return s.Q(`SELECT p.attempt FROM {p}attempts p` + s.checkpointed("p", "?", "?") + ` ORDER BY p.attempt DESC LIMIT 1`)
+}
 
 func scanLast(f *store.PruneFacts, number sql.NullInt64, state sql.NullString, started, ended sql.NullTime, resAs sql.NullString) {
 	if !number.Valid {
@@ -199,7 +201,7 @@ func (p *pruner) checkpoint(ctx context.Context, tx *sql.Tx, key [2]string) (int
 		return cp, nil
 	}
 	var cp int
-	err := tx.QueryRowContext(ctx, p.s.Q(CheckpointQuery), key[0], key[1]).Scan(&cp)
+	err := tx.QueryRowContext(ctx, p.s.CheckpointQuery(), key[0], key[1]).Scan(&cp)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, err
 	}

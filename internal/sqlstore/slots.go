@@ -76,7 +76,7 @@ func (s *Store) slotKey(slot string) string {
 // of the slot's attempts or events: it costs the slots asked for, never the task's other history.
 // Exported for the backends' plan tests.
 func (s *Store) SlotsQuery(n int) string {
-	return s.Q(`SELECT ` + qualified("a", attemptCols) + `, ` + slotCols("a.task", "a.slot", s.Flavor == Postgres) + `
+	return s.Q(`SELECT ` + qualified("a", attemptCols) + `, ` + s.slotCols("a.task", "a.slot", s.Flavor == Postgres) + `
 	FROM {p}attempts a
 	WHERE a.task = ? AND a.slot IN (?` + strings.Repeat(", ?", n-1) + `)
 		AND a.attempt = (SELECT MAX(m.attempt) FROM {p}attempts m WHERE m.task = a.task AND m.slot = a.slot)`)

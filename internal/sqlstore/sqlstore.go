@@ -487,7 +487,7 @@ type Querier interface {
 func (s *Store) SlotTx(ctx context.Context, q Querier, task, slot string) (store.SlotState, error) {
 	st := store.SlotState{Task: task, Slot: slot}
 	var reviews int
-	row := q.QueryRowContext(ctx, s.Q(SlotQuery), task, slot, task, slot, task, slot, task, slot)
+	row := q.QueryRowContext(ctx, s.SlotQuery(), task, slot, task, slot, task, slot, task, slot)
 	last, err := scanAttempt(extra{row, []any{&st.Failures, &st.Checkpoint, &reviews}})
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, nil

@@ -67,6 +67,9 @@ func TestQueryPlans(t *testing.T) {
 		if p.Name == sqltest.SlotsPlan && !slotsSearch(plan, s.Prefix) {
 			t.Errorf("%s: not a search of the attempts by task and the slots asked for:\n%s", p.Name, planString(plan))
 		}
+		if alias := checkpointAlias[p.Name]; alias != "" && !searchesRef(plan, alias, "attempts_checkpoint") {
+			t.Errorf("%s: the latest checkpoint not a search of attempts_checkpoint (a read back through the slot's attempts):\n%s", p.Name, planString(plan))
+		}
 		if p.Name == sqltest.AbandonPlan && !searches(plan, s.Prefix, "", "attempts_one_running") {
 			t.Errorf("%s: not a range of attempts_one_running past the task's NULLs:\n%s", p.Name, planString(plan))
 		}
@@ -112,6 +115,21 @@ func planProblems(plan []map[string]string, prefix string, walk bool) []string {
 func searchesPrimary(plan []map[string]string, table, alias string) bool {
 	for _, r := range plan {
 		if (r["table"] == table || alias != "" && r["table"] == alias) && r["key"] == "PRIMARY" && r["type"] == "range" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkpointAlias names the table alias of the read of a slot's latest checkpoint in the plans
+// that make one.
+var checkpointAlias = map[string]string{sqltest.SlotPlan: "c", sqltest.SlotsPlan: "c", sqltest.CheckpointPlan: "p"}
+
+// searchesRef reports whether plan reads the table named alias by its first columns in index (ref):
+// a slot's attempts with a checkpoint.
+func searchesRef(plan []map[string]string, alias, index string) bool {
+	for _, r := range plan {
+		if r["table"] == alias && r["key"] == index && r["type"] == "ref" {
 			return true
 		}
 	}

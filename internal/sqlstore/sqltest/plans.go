@@ -37,6 +37,14 @@ const SlotsPlan = "slots: a block of slots' last attempts, failures, checkpoints
 // a walk of the task's attempts would cost its history).
 const AbandonPlan = "start: a task's attempts left running, locked"
 
+// SlotPlan and CheckpointPlan name the plans of a slot's read (every run's) and of prune's read
+// of a slot's latest checkpoint, which a backend's plan test also checks search the slot's attempts
+// with a checkpoint alone (a read back through the slot's attempts would cost its history).
+const (
+	SlotPlan       = "slot: last attempt, failures, checkpoint, review"
+	CheckpointPlan = "prune: checkpoint of a slot"
+)
+
 // Plans lists the statements status, doctor, history, run (its start, Slot) and prune make, with
 // arguments.
 func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
@@ -98,8 +106,8 @@ func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
 		Plan{"waiting", s.Q(sqlstore.WaitingQuery), nil, true, ""},
 		// status's RUNNING: a walk of the index of running attempts alone.
 		Plan{RunningPlan, s.RunningQuery(), []any{store.MaxRunningList + 1}, true, ""},
-		Plan{"slot: last attempt, failures, checkpoint, review", s.Q(sqlstore.SlotQuery), []any{"joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1"}, false, ""},
-		Plan{"prune: checkpoint of a slot", s.Q(sqlstore.CheckpointQuery), []any{"joba0", "s1"}, false, ""},
+		Plan{SlotPlan, s.SlotQuery(), []any{"joba0", "s1", "joba0", "s1", "joba0", "s1", "joba0", "s1"}, false, ""},
+		Plan{CheckpointPlan, s.CheckpointQuery(), []any{"joba0", "s1"}, false, ""},
 		Plan{"prune attempts", s.PruneAttemptsQuery(false, false), []any{now, start, start, 0}, true, ""},
 		Plan{"prune attempts of a task", s.PruneAttemptsQuery(false, true), []any{now, start, start, 0, "joba0"}, false, ""},
 		Plan{"prune attempts, forget slots", s.PruneAttemptsQuery(true, false), []any{now, now, now, start, start, 0}, true, ""},
