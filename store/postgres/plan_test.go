@@ -64,6 +64,9 @@ func TestQueryPlans(t *testing.T) {
 		if p.Name == sqltest.SlotsPlan && !plan.searchesSlots(s.Prefix+"attempts") {
 			t.Errorf("%s: not a search of the attempts by task and the slots asked for:\n%s", p.Name, plan.String(""))
 		}
+		if p.Name == sqltest.BeginSlotlessPlan && plan.reads(s.Prefix+"attempts") {
+			t.Errorf("%s: reads the slot's attempts (every attempt of the task):\n%s", p.Name, plan.String(""))
+		}
 		if table, _, _ := strings.Cut(p.Primary, " "); p.Primary != "" && !plan.searches(s.Prefix+table, s.Prefix+table+"_pkey") {
 			t.Errorf("%s: not a range of %s_pkey:\n%s", p.Name, s.Prefix+table, plan.String(""))
 		}
@@ -164,6 +167,19 @@ func (n planNode) uses(table, index string) bool {
 	}
 	for _, c := range n.Plans {
 		if c.uses(table, index) {
+			return true
+		}
+	}
+	return false
+}
+
+// reads reports whether a scan of table is anywhere under n.
+func (n planNode) reads(table string) bool {
+	if strings.HasSuffix(n.NodeType, "Scan") && n.RelationName == table {
+		return true
+	}
+	for _, c := range n.Plans {
+		if c.reads(table) {
 			return true
 		}
 	}
