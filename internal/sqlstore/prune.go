@@ -64,7 +64,7 @@ type pruner struct {
 	pos position
 	res store.PruneResult
 	// cps caches the number of a slot's latest attempt with a checkpoint for this Prune, read once
-	// per slot (MySQL has no partial index for it). A newer checkpoint can only be reported by a
+	// per slot (an index search, CheckpointQuery). A newer checkpoint can only be reported by a
 	// running attempt, which is never removed.
 	cps map[[2]string]int
 }
