@@ -31,6 +31,33 @@ func CheckSlotsRead(slots []string) error {
 	return nil
 }
 
+// SlotsArgs are the arguments of a statement that reads slots of task: the task, then each slot.
+func SlotsArgs(task string, slots []string) []any {
+	args := make([]any, 0, len(slots)+1)
+	args = append(args, task)
+	for _, sl := range slots {
+		args = append(args, sl)
+	}
+	return args
+}
+
+// SlotsInOrder is a SlotsReader's answer from found, the states of the slots tried, each under
+// key(its slot) (nil: the slot itself): the state of each of slots in order, under the task and
+// slot names asked for; a slot not found was never tried, SlotState{Task, Slot} with no Last.
+func SlotsInOrder(task string, slots []string, found map[string]SlotState, key func(string) string) []SlotState {
+	out := make([]SlotState, len(slots))
+	for i, sl := range slots {
+		k := sl
+		if key != nil {
+			k = key(sl)
+		}
+		st := found[k] // the zero state when not tried
+		st.Task, st.Slot = task, sl
+		out[i] = st
+	}
+	return out
+}
+
 // ReadSlots returns the state of each of slots of task, in order: with the store's Slots
 // (SlotsReader), MaxSlotsRead at a time, else Slot for each.
 func ReadSlots(ctx context.Context, l Ledger, task string, slots []string) ([]SlotState, error) {

@@ -17,18 +17,10 @@ func (s *Store) Slots(ctx context.Context, task string, slots []string) ([]store
 	if err := store.CheckSlotsRead(slots); err != nil {
 		return nil, err
 	}
-	out := make([]store.SlotState, len(slots))
-	for i, sl := range slots {
-		out[i] = store.SlotState{Task: task, Slot: sl}
-	}
 	if len(slots) == 0 {
-		return out, nil
+		return []store.SlotState{}, nil
 	}
-	args := make([]any, 0, len(slots)+1)
-	args = append(args, task)
-	for _, sl := range slots {
-		args = append(args, sl)
-	}
+	args := store.SlotsArgs(task, slots)
 	found := make(map[string]store.SlotState, len(slots))
 	err := s.Do(ctx, func(ctx context.Context) error {
 		clear(found)
@@ -53,13 +45,7 @@ func (s *Store) Slots(ctx context.Context, task string, slots []string) ([]store
 	if err != nil {
 		return nil, err
 	}
-	for i, sl := range slots {
-		if st, ok := found[s.slotKey(sl)]; ok {
-			st.Task, st.Slot = task, sl // as SlotTx gives them: the names asked for
-			out[i] = st
-		}
-	}
-	return out, nil
+	return store.SlotsInOrder(task, slots, found, s.slotKey), nil
 }
 
 // slotKey is the slot as the attempts' slot column compares it: on MySQL and MariaDB its collation

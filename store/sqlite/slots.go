@@ -17,21 +17,12 @@ func (s *Store) Slots(ctx context.Context, task string, slots []string) ([]store
 	if err := store.CheckSlotsRead(slots); err != nil {
 		return nil, err
 	}
-	out := make([]store.SlotState, len(slots))
-	for i, sl := range slots {
-		out[i] = store.SlotState{Task: task, Slot: sl}
-	}
 	if len(slots) == 0 {
-		return out, nil
+		return []store.SlotState{}, nil
 	}
 	found := make(map[string]store.SlotState, len(slots))
 	err := s.read(ctx, func(tx *sql.Tx) error {
-		args := make([]any, 0, len(slots)+1)
-		args = append(args, task)
-		for _, sl := range slots {
-			args = append(args, sl)
-		}
-		rows, err := tx.QueryContext(ctx, slotsQuery(s.t, len(slots)), args...)
+		rows, err := tx.QueryContext(ctx, slotsQuery(s.t, len(slots)), store.SlotsArgs(task, slots)...)
 		if err != nil {
 			return err
 		}
@@ -48,12 +39,7 @@ func (s *Store) Slots(ctx context.Context, task string, slots []string) ([]store
 	if err != nil {
 		return nil, err
 	}
-	for i, sl := range slots {
-		if st, ok := found[sl]; ok {
-			out[i] = st
-		}
-	}
-	return out, nil
+	return store.SlotsInOrder(task, slots, found, nil), nil
 }
 
 // scanSlotState reads a row of slotsQuery: the last attempt, then slotQuery's columns.
