@@ -60,6 +60,9 @@ type Store struct {
 	// exponential backoff from Backoff; never past the caller's ctx.
 	Retries int
 	Backoff time.Duration
+	// CallTimeout bounds each try of Do (a statement, a transaction, the handshake of a new
+	// connection) when it is positive: the DSN's call_timeout, DefaultCallTimeout by default.
+	CallTimeout time.Duration
 	// SessionReadCommitted says every connection's session is READ COMMITTED already (MySQL sets it
 	// once at connect), so Tx does not ask for the level per transaction: go-sql-driver sends that
 	// as a statement of its own, one round trip more for each transaction.
@@ -115,8 +118,10 @@ type fuller interface{ Full(err error) bool }
 
 // Do runs fn, retrying it after transient connection trouble (at most s.Retries more times, with
 // exponential backoff, never past ctx; for up to FullWait while the server is full), and returns its
-// error mapped by the dialect. fn must be safe to repeat: every write the stores make is either
-// conditional or fails closed when repeated.
+// error mapped by the dialect. Each try is bounded by s.CallTimeout as well; a try cut off by it is
+// not retried (a connection gone silent does not come back within a backoff, and a write it carried
+// may have landed): its error says so. fn must be safe to repeat: every write the stores make is
+// either conditional or fails closed when repeated.
 func (s *Store) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	backoff := s.Backoff
 	if backoff <= 0 {
@@ -127,9 +132,9 @@ func (s *Store) Do(ctx context.Context, fn func(ctx context.Context) error) erro
 	}
 	var fullSince time.Time
 	for attempt := 0; ; {
-		err := fn(ctx)
-		if err == nil {
-			return nil
+		cutOff, err := s.try(ctx, fn)
+		if err == nil || cutOff {
+			return err
 		}
 		if ctx.Err() != nil || !s.Dialect.Retryable(err) {
 			return s.Dialect.MapError(err)

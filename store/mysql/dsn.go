@@ -26,6 +26,8 @@ type Config struct {
 	// Connect is the DSN's timeout=, 0 when it gives none: it bounds Open's first contact instead
 	// of store.ConnectTimeout (and each later dial, 5s when not given).
 	Connect time.Duration
+	// Call is the DSN's call_timeout (sqlstore.DefaultCallTimeout when it gives none; 0: none).
+	Call time.Duration
 }
 
 // Params are the query parameters a mysql:// DSN accepts (docs/stores/mysql.md): prefix, MariaDB's
@@ -34,7 +36,7 @@ type Config struct {
 // unknown name to the server as a session variable, so a typo that happens to name one would be
 // applied without a word.
 var Params = []string{
-	"prefix", "idle_transaction_timeout",
+	"prefix", "idle_transaction_timeout", "call_timeout",
 	"tls", "timeout", "readTimeout", "writeTimeout", "charset", "collation", "compress",
 	"allowCleartextPasswords", "allowFallbackToPlaintext", "allowNativePasswords", "allowOldPasswords",
 	"checkConnLiveness", "maxAllowedPacket", "rejectReadOnly", "serverPubKey", "connectionAttributes",
@@ -70,6 +72,10 @@ func ParseDSN(dsn string) (*Config, error) {
 	}
 	prefixVal, _ := q.Take("prefix")
 	prefix, err := sqlstore.TablePrefix(prefixVal)
+	if err != nil {
+		return nil, err
+	}
+	call, err := sqlstore.ParseCallTimeout("mysql", q)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +120,7 @@ func ParseDSN(dsn string) (*Config, error) {
 		return nil, err
 	}
 	session(cfg)
-	return &Config{Driver: cfg, Prefix: prefix, Where: addr + "/" + db, Connect: connect}, nil
+	return &Config{Driver: cfg, Prefix: prefix, Where: addr + "/" + db, Connect: connect, Call: call}, nil
 }
 
 // checkIOTimeouts refuses a readTimeout or writeTimeout under 1s or over 1h (0 is none, the

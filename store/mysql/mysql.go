@@ -94,7 +94,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(sqlstore.ConnMaxIdle)
-	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.MySQL, Retries: 3, Backoff: 50 * time.Millisecond, SessionReadCommitted: true}, d: d}
+	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.MySQL, Retries: 3, Backoff: 50 * time.Millisecond, SessionReadCommitted: true, CallTimeout: cfg.Call}, d: d}
 	if err := s.Reach(ctx, cfg.Connect, "mysql "+cfg.Where); err != nil {
 		db.Close()
 		return nil, err

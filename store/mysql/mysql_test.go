@@ -238,3 +238,8 @@ func TestBadConnectionUnavailable(t *testing.T) {
 		t.Fatalf("%v; want ErrUnavailable", err)
 	}
 }
+
+// A call on a connection gone silent ends within call_timeout instead of when the kernel gives up.
+func TestSilentConnection(t *testing.T) {
+	sqltest.SilentConnection(t, withPrefix(t, serverDSN(t)), opener)
+}

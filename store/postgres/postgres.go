@@ -75,6 +75,8 @@ type Config struct {
 	// Connect is the DSN's connect_timeout, 0 when it gives none: it bounds Open's first contact
 	// instead of store.ConnectTimeout (and each later connection attempt, 5s when not given).
 	Connect time.Duration
+	// Call is the DSN's call_timeout (sqlstore.DefaultCallTimeout when it gives none; 0: none).
+	Call time.Duration
 }
 
 // Params are the query parameters a postgres:// DSN accepts (docs/stores/postgres.md): prefix; the
@@ -88,7 +90,7 @@ var Params = []string{
 	"krbspn", "krbsrvname", "target_session_attrs", "service", "servicefile",
 	"min_protocol_version", "max_protocol_version", "channel_binding", "require_auth",
 	"application_name", "options", "search_path", "statement_timeout", "lock_timeout",
-	"idle_in_transaction_session_timeout",
+	"idle_in_transaction_session_timeout", "call_timeout",
 }
 
 var spec = store.QuerySpec{Store: "postgres", Doc: "docs/stores/postgres.md", Known: Params}
@@ -117,6 +119,10 @@ func ParseDSN(dsn string) (*Config, error) {
 	}
 	prefixVal, _ := q.Take("prefix")
 	prefix, err := sqlstore.TablePrefix(prefixVal)
+	if err != nil {
+		return nil, err
+	}
+	call, err := sqlstore.ParseCallTimeout("postgres", q)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +161,7 @@ func ParseDSN(dsn string) (*Config, error) {
 	// statement; the extended protocol without preparing costs one (a run: 32 → 20 round trips,
 	// internal/costs).
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
-	c := &Config{Conn: cfg, Prefix: prefix, Where: fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)}
+	c := &Config{Conn: cfg, Prefix: prefix, Where: fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database), Call: call}
 	if connectSet {
 		d := cfg.ConnectTimeout // checked as written too: pgx multiplies by time.Second, and a huge number wraps around
 		if n, err := strconv.Atoi(q["connect_timeout"]); err != nil || n < 1 || n > 3600 {
@@ -214,7 +220,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(sqlstore.ConnMaxIdle)
-	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.Postgres, Retries: 3, Backoff: 50 * time.Millisecond}, d: d}
+	s := &Store{Store: &sqlstore.Store{DB: db, Dialect: d, Prefix: cfg.Prefix, Flavor: sqlstore.Postgres, Retries: 3, Backoff: 50 * time.Millisecond, CallTimeout: cfg.Call}, d: d}
 	if err := s.Reach(ctx, cfg.Connect, "postgres "+cfg.Where); err != nil {
 		db.Close()
 		return nil, err

@@ -248,3 +248,8 @@ func TestIdleTransactionEnded(t *testing.T) {
 	sqltest.IdleTx(t, withPrefix(t, serverDSN(t)), opener, "SELECT EXTRACT(EPOCH FROM current_setting('idle_in_transaction_session_timeout')::interval)::float8",
 		"&idle_in_transaction_session_timeout=1s")
 }
+
+// A call on a connection gone silent ends within call_timeout instead of when the kernel gives up.
+func TestSilentConnection(t *testing.T) {
+	sqltest.SilentConnection(t, withPrefix(t, serverDSN(t)), opener)
+}

@@ -12,7 +12,7 @@ import (
 // Refusal is a DSN tail ParseDSN must refuse, and what the refusal must name.
 type Refusal struct{ Tail, Want string }
 
-// commonRefusals are refused by both SQL stores: the prefix rules and a fragment.
+// commonRefusals are refused by both SQL stores: the prefix rules, a fragment and call_timeout's range.
 var commonRefusals = []Refusal{
 	{"?prefix=teamA;x", `"prefix"`},
 	{"?prefix=teamb;x", `"prefix"`},
@@ -21,6 +21,11 @@ var commonRefusals = []Refusal{
 	{"?prefix=", `"prefix" is empty`},
 	{"?prefix=a&prefix=b", `given twice`},
 	{"#x", "'#'"},
+	{"?call_timeout=30", `"call_timeout" is "30": give a duration`},
+	{"?call_timeout=500ms", `"call_timeout"`},
+	{"?call_timeout=-1s", `"call_timeout"`},
+	{"?call_timeout=25h", `"call_timeout"`},
+	{"?call_timeout=soon", `"call_timeout"`},
 }
 
 // ParseDSNStrict checks that parse refuses base (a DSN with the password "pw") followed by each
