@@ -109,7 +109,10 @@ type Key struct {
 //     claimant is gone (KeyUnknown: their work may have happened), only when includeDone; other
 //     pending keys only when their claimant cannot be told (no token and no expiry). A key pending
 //     under a live claimant is never forgotten, however old: its work may be happening now, and a
-//     forgotten key can be claimed again (the work would be done twice).
+//     forgotten key can be claimed again (the work would be done twice). Where the store can, it
+//     deletes in batches of ForgetBatch keys by claim time, each its own short transaction, so that
+//     runs writing meanwhile wait a batch at most: an error then returns the keys forgotten before it
+//     with it (they stay forgotten).
 //   - ReleaseKeys deletes keys still pending under runID (the claimant's work did not happen: a
 //     failed effect call, a panicking HTTP handler), so they can be claimed again. Keys not pending
 //     under runID (done, another claimant's, missing) are left alone without error. It is named
@@ -175,3 +178,12 @@ func (r ClaimRequest) Fingerprint(i int) string {
 	}
 	return r.Fingerprints[i]
 }
+
+// ForgetBatch is how many of a scope's keys one transaction of a batched Forget looks at (the
+// keys claimed at the batch's last instant too, so that a batch ends between two claim times).
+// Deleting a million keys in one transaction held SQLite's write lock for 5.7 s, and each `once run`
+// on the host waited that long.
+const ForgetBatch = 5000
+
+// ForgetFrom is where a batched Forget starts: before any claim time a store holds.
+var ForgetFrom = time.Unix(0, 0).UTC().AddDate(-100, 0, 0)

@@ -474,6 +474,9 @@ its work may be happening now. -q prints nothing unless it fails (cron mails wha
 				}
 			}
 			n, err := ks.Forget(c.Context(), scope, now.Add(-older), includeDone)
+			if err != nil && n > 0 { // batched: what went before the error stays forgotten
+				return fmt.Errorf("%w (%d keys were forgotten before it; run the command again for the rest)", err, n)
+			}
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/once-run/once/store"
 )
@@ -441,30 +440,6 @@ func (s *Store) Reclaim(ctx context.Context, scope string, keys []string, c *sto
 		}
 	}
 	return out, nil
-}
-
-// Forget deletes the scope's keys claimed before before (store.Keys): done keys only when
-// includeDone, pending ones only when their claimant is gone or has neither token nor expiry.
-func (s *Store) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
-	if err := s.checkScope(scope); err != nil {
-		return 0, err
-	}
-	del := `DELETE FROM {p}keys AS k` // MySQL and MariaDB name the alias of a DELETE so
-	if s.Flavor == MySQL {
-		del = `DELETE k FROM {p}keys AS k`
-	}
-	var n int64
-	err := s.Do(ctx, func(ctx context.Context) error {
-		r, err := s.DB.ExecContext(ctx, s.Q(del+` WHERE k.scope = ? AND k.claimed_at < ? AND (k.state = 'done' AND ?
-			OR k.state = 'pending' AND COALESCE(k.token, 0) <= 0 AND k.expires_at IS NULL OR ? AND `+goneExpr+`)`),
-			scope, before.UTC(), includeDone, includeDone)
-		if err != nil {
-			return err
-		}
-		n, err = r.RowsAffected()
-		return err
-	})
-	return n, err
 }
 
 // ReleaseKeys deletes keys still pending under runID (store.Keys), so they can be claimed again; keys

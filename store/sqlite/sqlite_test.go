@@ -585,3 +585,6 @@ func FuzzParseDSN(f *testing.F) {
 		}
 	})
 }
+
+// Forget deletes in batches (store.ForgetBatch), with the answers of one statement.
+func TestKeysForgetBatched(t *testing.T) { storetest.KeysForgetBatched(t, harness()) }
