@@ -322,8 +322,10 @@ func outcome(werr, lost error) store.Outcome {
 // stoppedRetry bounds finish's retries after a stop (see finish).
 const stoppedRetry = 10 * time.Second
 
-// finish records the outcome, retrying a store that is briefly unavailable while the lease holds.
-// With release, and a store that can (store.Finisher), the same write releases the lease. The
+// finish records the outcome, retrying a store that is briefly unavailable while the lease holds,
+// each try bounded by tryDeadline: a try stuck on a connection that went silent gives way to one
+// that may get a new connection. With release, and a store that can (store.Finisher), the same
+// write releases the lease. The
 // first failure is logged at once (the retries may last most of the TTL); ctx ending while it
 // retries (a stop signal once the command is over) makes the try under way the last: the next
 // holder then finds the attempt unknown, as it would after the lease. A ctx that had ended before
@@ -348,7 +350,7 @@ func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, o
 	release = release && ok
 	for try := 0; ; try++ {
 		if d := ls.Deadline(); time.Until(d) <= 0 {
-			// Each try is bounded by the grant's expiry: past it, the store's answer would read
+			// No try outlives the grant's expiry: past it, the store's answer would read
 			// "unavailable: context deadline exceeded" of a store that is fine (SIGSTOP, a frozen VM).
 			if maybe { // the last try's answer, not the expiry, is what is not known
 				return store.Attempt{}, true, err
@@ -356,7 +358,7 @@ func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, o
 			return store.Attempt{}, false, fmt.Errorf("%w: the lease expired at %s before the outcome was recorded (the work did not stop when its context was cancelled, or this process was stopped or starved, for longer than the lease's TTL)",
 				lease.ErrLost, d.UTC().Format(time.RFC3339Nano))
 		}
-		fctx, cancel := context.WithDeadline(ctx, ls.Deadline())
+		fctx, cancel := context.WithDeadline(ctx, tryDeadline(ls, time.Now()))
 		if release {
 			if a, err = fr.FinishRelease(fctx, g.runID, ls.Info(), out); err == nil {
 				ls.Released()
@@ -369,14 +371,16 @@ func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, o
 		if err == nil || !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrSchemaAhead) {
 			return a, maybe, err
 		}
-		// Nothing was decided, or it was and the answer was lost; a store that records nothing
-		// more says this write is not recorded (it is retried all the same: it fails alike).
+		// Nothing was decided, or it was and the answer was lost (a try that ran out of its
+		// bound: the store maps the deadline to ErrUnavailable, and the write may have landed);
+		// a store that records nothing more says this write is not recorded (it is retried all
+		// the same: it fails alike).
 		maybe = maybe || !errors.Is(err, store.ErrNotRecorded)
 		if time.Until(ls.Deadline()) < 0 {
 			return a, maybe, err
 		}
 		if try == 0 {
-			log.Warn("the work is over; its outcome could not be recorded, retrying while the lease lasts (a stop signal gives up)",
+			log.Warn("the work is over; its outcome could not be recorded, retrying while the lease lasts, each try bounded by a third of the TTL (a stop signal gives up)",
 				"state", string(out.State), "until", ls.Deadline().Format(time.RFC3339), "err", err)
 		}
 		select {
@@ -387,6 +391,33 @@ func (g *guard) finish(ctx context.Context, log *slog.Logger, ls *lease.Lease, o
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// tryFraction is the share of the lease's TTL one try of finish may take (tryDeadline).
+const tryFraction = 3
+
+// tryDeadline is when a try of finish that starts at now gives up: a third of the lease's TTL
+// later, or the grant's expiry if that comes first.
+//
+// Why a bound below the expiry: a store connection can go silent without a reset (a NAT or
+// firewall that forgot it, a server frozen or failed over), and a try on it waits for its
+// deadline, while a new connection would be answered at once; bounded by the expiry alone, the
+// outcome of a run whose connection went silent was lost (measured: PostgreSQL, a 60 s lease, its
+// outcome unknown after 60 s). A try that times out may have landed: finish counts it as maybe,
+// so that the next try's refusal (not running, not held: because it landed) ends, through
+// record's read-back, as recorded after all.
+//
+// Why a third: it is the time the lease itself gives a store to answer (renewals every TTL/3,
+// the grant given up when a third of the TTL is left), so a store that answers within it holds
+// the lease and records its outcome alike, and a slow one is not made to fail here first: 20 s
+// with the default TTL of 60 s, above SQLite's busy_timeout (10 s by default), which then ends a
+// try first. And it leaves the expiry room for two more tries after a first that hung.
+func tryDeadline(ls *lease.Lease, now time.Time) time.Time {
+	d := ls.Deadline()
+	if t := now.Add(ls.TTL() / tryFraction); t.Before(d) {
+		return t
+	}
+	return d
 }
 
 // historyCommand is the once history line that shows task's attempts of slot (of every slot
