@@ -224,6 +224,7 @@ type client struct {
 	failed atomic.Int32 // the endpoint of the last call that failed (diagnose)
 	scheme string       // "http://", or "https://" for etcds://
 	closed atomic.Bool  // set by close: every call fails with errClosed
+	conns  conns        // the open connections, by endpoint: a call without an answer ends them
 }
 
 // errClosed is a call made after Close: the HTTP/2 client would dial again and serve it.
@@ -235,10 +236,11 @@ func newClient(cfg Config) (*client, error) {
 	// connection (a partition, a member frozen) in 10+5 s while a watch is open. etcd counts a
 	// ping without an open stream as abuse and closes the connection at the third
 	// (GOAWAY too_many_pings): an idle connection is closed after 25 s, before that.
-	tr := &http.Transport{DialContext: d.DialContext, IdleConnTimeout: 25 * time.Second, DisableCompression: true,
+	c := &client{eps: cfg.Endpoints, user: cfg.Username, pass: cfg.Password, scheme: "http://"}
+	tr := &http.Transport{DialContext: c.conns.dial(d), IdleConnTimeout: 25 * time.Second, DisableCompression: true,
 		TLSHandshakeTimeout: cfg.Dial, Protocols: new(http.Protocols),
 		HTTP2: &http.HTTP2Config{SendPingTimeout: 10 * time.Second, PingTimeout: 5 * time.Second}}
-	c := &client{eps: cfg.Endpoints, hc: &http.Client{Transport: tr}, user: cfg.Username, pass: cfg.Password, scheme: "http://"}
+	c.hc = &http.Client{Transport: tr}
 	c.reauth.Store(time.Time{})
 	if cfg.TLS {
 		tc, err := tlsConfig(cfg)

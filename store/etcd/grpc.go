@@ -60,6 +60,11 @@ func (c *client) exchange(ctx context.Context, method string, in pbMsg, out pbOu
 		}
 		c.failed.Store(int32(idx))
 		if ctx.Err() != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// No answer in the call's time: the connection may have gone silent, and the
+				// next calls would wait on it too (conns).
+				c.conns.drop(c.eps[idx])
+			}
 			return nil, ctx.Err()
 		}
 		var ae *apiError
