@@ -174,13 +174,21 @@ func (d *freezeDaemon) stop() {
 	}
 }
 
-// lostSlots lists the seconds between the first and last slot in history that have no entry.
-func lostSlots(t *testing.T, hs []histEntry) (lost []string, states map[string]int) {
+// lostSlots lists the seconds between the first and last slot in history that have no entry, and
+// those recorded twice: skipped or missed twice, or so recorded and run.
+func lostSlots(t *testing.T, hs []histEntry) (lost, twice []string, states map[string]int) {
 	states = map[string]int{}
 	seen := map[int64]bool{}
+	events, runs := map[string]int{}, map[string]int{}
 	var secs []int64
 	for _, h := range hs {
 		states[h.State]++
+		switch h.State {
+		case "skipped", "missed":
+			events[h.Slot]++
+		case "succeeded", "failed", "unknown", "running":
+			runs[h.Slot]++
+		}
 		ts, err := time.Parse(time.RFC3339, h.Slot)
 		if err != nil {
 			t.Fatalf("slot %q: %v", h.Slot, err)
@@ -190,16 +198,22 @@ func lostSlots(t *testing.T, hs []histEntry) (lost []string, states map[string]i
 			secs = append(secs, ts.Unix())
 		}
 	}
+	for sl, n := range events {
+		if n > 1 || runs[sl] > 0 {
+			twice = append(twice, sl)
+		}
+	}
+	sort.Strings(twice)
 	sort.Slice(secs, func(i, j int) bool { return secs[i] < secs[j] })
 	if len(secs) == 0 {
-		return nil, states
+		return nil, twice, states
 	}
 	for s := secs[0]; s <= secs[len(secs)-1]; s++ {
 		if !seen[s] {
 			lost = append(lost, time.Unix(s, 0).UTC().Format(time.RFC3339))
 		}
 	}
-	return lost, states
+	return lost, twice, states
 }
 
 func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
@@ -257,9 +271,9 @@ func TestDaemonStoreFreeze(t *testing.T) {
 				_ = d.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines' stacks, in the log below
 			}
 			d.stop()
-			lost, states := lostSlots(t, d.history())
-			t.Logf("%s %s %s: runs during it %d; first run %.1f s after the thaw; pause seen %.1f s after it; states %v; lost %v",
-				b.Name, mode, freeze, during, first.Sub(thawedAt).Seconds(), seen.Seconds(), states, lost)
+			lost, twice, states := lostSlots(t, d.history())
+			t.Logf("%s %s %s: runs during it %d; first run %.1f s after the thaw; pause seen %.1f s after it; states %v; lost %v; recorded twice %v",
+				b.Name, mode, freeze, during, first.Sub(thawedAt).Seconds(), seen.Seconds(), states, lost, twice)
 			if !ok {
 				t.Errorf("%s: no three runs within %s of the thaw", b.Name, patience)
 			}
@@ -268,6 +282,9 @@ func TestDaemonStoreFreeze(t *testing.T) {
 			}
 			if len(lost) > 0 {
 				t.Errorf("%s: slots with no record: %v", b.Name, lost)
+			}
+			if len(twice) > 0 {
+				t.Errorf("%s: slots recorded skipped or missed twice, or so recorded and run: %v", b.Name, twice)
 			}
 			if t.Failed() || os.Getenv("CHAOS_FREEZE_LOG") != "" {
 				t.Logf("daemon log:\n%s", d.logText())
