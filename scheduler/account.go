@@ -45,11 +45,9 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 	if js.next.Value == "" || !fireTime(jb.Name, js.next, jb.Jitter).After(now) {
 		js.next = nextFire(jb.Name, spec, jb.Jitter, now)
 	}
-	failed, gen := js.failedFrom, js.gen // taken now: a paused job's accounting must not leave it for later
-	js.failedFrom = time.Time{}
+	tk := js.takeFailedLocked(now) // taken now: a paused job's accounting must not leave it for later
 	js.mu.Unlock()
-	// keep puts failed back for the next accounting when this one could not finish: the oldest
-	// wins, and not across a schedule change (a slot of the old schedule is not the new one's).
+	// keep puts tk back for the next accounting when this one could not finish (putBackLocked).
 	kept := false
 	defer func() {
 		if !kept { // the store answered: a later error waits firstAccountRetry again
@@ -63,9 +61,7 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		kept = true
 		js.mu.Lock()
 		retryIn = js.accountLaterLocked(s.clock.now())
-		if !failed.IsZero() && js.gen == gen && (js.failedFrom.IsZero() || failed.Before(js.failedFrom)) {
-			js.failedFrom = failed
-		}
+		js.putBackLocked(tk)
 		js.mu.Unlock()
 	}
 	pause, paused := s.isPaused(jb.Name)
@@ -79,19 +75,19 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		return
 	}
 	if last.IsZero() {
-		if failed.IsZero() {
+		if tk.from.IsZero() {
 			return
 		}
 		// No history, but a launch failed without a record (the store was down at the job's
 		// first fires): the gap starts at its slot, else that slot and the one this accounting
 		// stands in for would be lost without a word.
-		last = failed.Add(-time.Nanosecond)
+		last = tk.from.Add(-time.Nanosecond)
 	}
-	holes, err := s.knownHoles(ctx, jb.Name, spec, k)
+	holes, lost, err := s.allHoles(ctx, jb.Name, spec, k, tk.slots, last)
 	if err != nil {
 		if !stopping(ctx) {
 			keep()
-			s.log.Warn("cannot read the fleet's claims, or a queued slot's history, to catch up; trying again at a poll after retry_in, and at its next slot", "task", jb.Name, "retry_in", retryIn, "err", err)
+			s.log.Warn("cannot read the fleet's claims, or a queued or failed slot's history, to catch up; trying again at a poll after retry_in, and at its next slot", "task", jb.Name, "retry_in", retryIn, "err", err)
 		}
 		return
 	}
@@ -99,14 +95,15 @@ func (s *Scheduler) account(ctx context.Context, js *jobState, now time.Time) {
 		if !s.accountPaused(ctx, jb, spec, last, now, pause) {
 			keep()
 		}
-		s.recordHoles(ctx, js, jb, holes, k.newest) // nothing of a paused job runs
+		s.recordAllHoles(ctx, js, jb, holes, lost, k.newest) // nothing of a paused job runs
 		return
 	}
 	g := findGap(jb, spec, last, now, holes)
 	if len(g.missed) > 0 && !s.recordMissed(ctx, jb, g, js.missedNote()) {
 		keep()
+		js.missedLeft(tk.gen, g.missed) // a later slot that runs first would hide them from the next account's gap
 	}
-	s.recordHoles(ctx, js, jb, g.holes, k.newest)
+	s.recordAllHoles(ctx, js, jb, g.holes, lost, k.newest)
 	if run := append(g.catchUp, g.late...); len(run) > 0 {
 		slots := make([]string, len(run))
 		for i, sl := range run {

@@ -167,6 +167,9 @@ func (js *jobState) failedLaunch(jb Job, a *active, gen int, err error) {
 	if t, perr := js.spec.Parse(a.l.slots[0]); perr == nil && js.gen == gen && (js.failedFrom.IsZero() || t.Before(js.failedFrom)) {
 		js.failedFrom = t // a job with no history yet is accounted from here
 	}
+	if js.gen == gen { // the slots it did not decide: a later slot that runs first hides them from the gap
+		js.addFailedLocked(a.l.slots[min(a.decided, len(a.l.slots)):])
+	}
 	if errors.Is(err, errCannotStart) {
 		js.cannotStart = strings.TrimPrefix(err.Error(), errCannotStart.Error()+": ")
 	}

@@ -169,7 +169,8 @@ func standingClaim(k store.Key) string {
 // attempt), else given back. It returns the indexes of events this node now records. A key whose
 // holder it cannot tell (the store failing), or that another node took over first (a run that
 // may die before its attempt too), is followed up as one a live run holds (rewatch): the slot is
-// not left without a record because a read failed.
+// not left without a record because a read failed. A key this node's recorder holds already (an
+// earlier try whose claim landed and whose record did not) is its own: ownForRecord.
 func (s *Scheduler) takeOverForRecord(ctx context.Context, keys []string, won []bool, events []store.Event, claimant string) []int {
 	var lost []string
 	at := map[string]int{}
@@ -193,11 +194,13 @@ func (s *Scheduler) takeOverForRecord(ctx context.Context, keys []string, won []
 		rewatch(lost)
 		return nil
 	}
-	var gone []string
+	var gone, own []string
 	given := slices.Clone(lost) // given back between the Claim and the Lookup: followed up
 	for _, k := range got {
 		given = slices.DeleteFunc(given, func(key string) bool { return key == k.Key })
 		switch {
+		case k.RunID == claimant: // this node's recorder: ownForRecord
+			own = append(own, k.Key)
 		case goneLaunch(k):
 			gone = append(gone, k.Key)
 		case isLaunchClaim(k):
@@ -208,8 +211,9 @@ func (s *Scheduler) takeOverForRecord(ctx context.Context, keys []string, won []
 		}
 	}
 	rewatch(given)
+	mine := s.ownForRecord(ctx, own, at, events, rewatch)
 	if len(gone) == 0 {
-		return nil
+		return mine
 	}
 	changed, err := s.keys.Reclaim(ctx, recordedScope, gone, &store.Claimant{RunID: claimant}, false)
 	if err != nil {
@@ -219,7 +223,32 @@ func (s *Scheduler) takeOverForRecord(ctx context.Context, keys []string, won []
 		return nil
 	}
 	rewatch(slices.DeleteFunc(gone, func(k string) bool { return slices.Contains(changed, k) })) // taken by another node first
-	return s.keptForRecord(ctx, changed, at, events, claimant, rewatch)
+	return append(mine, s.keptForRecord(ctx, changed, at, events, claimant, rewatch)...)
+}
+
+// ownForRecord returns the indexes (at) of the events whose keys (own) this node's recorder holds
+// already and whose slot has no entry: an earlier record of this node whose claim landed while
+// its answer, or its event, did not (a store whose connections went silent: the claim reached
+// it, the node gave up waiting), and whose claim could not be given back either. Not recorded,
+// such a slot stayed claimed (no run, no other node's record) and without a record for the 2
+// days the claim is kept. A slot that has an entry by now (that record landed late, or a run)
+// needs none; one that cannot be read is followed up (rewatch).
+func (s *Scheduler) ownForRecord(ctx context.Context, own []string, at map[string]int, events []store.Event, rewatch func([]string)) []int {
+	var out []int
+	for _, key := range own {
+		e := events[at[key]]
+		h, err := s.c.Store.History(ctx, store.HistoryQuery{Task: e.Task, Slot: e.Slot, Limit: 1})
+		switch {
+		case err != nil:
+			if !errors.Is(err, context.Canceled) {
+				s.log.Warn("cannot read a slot this node claimed to record; it is followed up", "task", e.Task, "slot", e.Slot, "err", err)
+			}
+			rewatch([]string{key})
+		case len(h) == 0:
+			out = append(out, at[key])
+		}
+	}
+	return out
 }
 
 // keptForRecord reads the slot of each key taken over (changed) and returns the indexes (at) of
@@ -252,8 +281,8 @@ func (s *Scheduler) keptForRecord(ctx context.Context, changed []string, at map[
 // and the slot, which this node would have recorded, would then have no record. Once the job's
 // lease is free the follow-up reads the slot: an attempt, nothing more to do; none, the record is
 // made again (the run's claim, gone by then, taken over). A job not on this node is left to the
-// next account.
-func (s *Scheduler) rewatch(ctx context.Context, e store.Event, key string) {
+// next account. owed marks the watch as a record this node owes (watch.owed).
+func (s *Scheduler) rewatch(ctx context.Context, e store.Event, key string, owed ...bool) {
 	kind, _, _ := strings.Cut(key, " ")
 	if kind != "missed" && kind != overlapKind {
 		return // a pause's skip: the run saw no pause as it began
@@ -266,7 +295,12 @@ func (s *Scheduler) rewatch(ctx context.Context, e store.Event, key string) {
 	}
 	js.mu.Lock()
 	defer js.mu.Unlock()
-	if w := js.watchLocked(context.WithoutCancel(ctx), e.Slot, false); w != nil && w.skipNote == "" {
+	w := js.watchLocked(context.WithoutCancel(ctx), e.Slot, false)
+	if w == nil {
+		return
+	}
+	if w.skipNote == "" {
 		w.skipNote, w.missed = e.Note, kind == "missed"
 	}
+	w.owed = w.owed || slices.Contains(owed, true)
 }

@@ -70,6 +70,7 @@ func (s *Scheduler) due(ctx context.Context, js *jobState, now time.Time) time.D
 		return 0
 	}
 	if lateBy > late || js.takeAccount() {
+		js.standIn(nx, now)
 		go s.account(ctx, js, now)
 		return 0
 	}

@@ -42,6 +42,7 @@ func (s *Scheduler) drain() error {
 	}
 	err := s.awaitRuns(jobs, running)
 	s.recordQueuedSkips(skips)
+	s.recordOwed(jobs)
 	return err
 }
 

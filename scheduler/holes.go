@@ -386,7 +386,7 @@ func (s *Scheduler) unclaimed(ctx context.Context, task string, holes []hole) ([
 const holeNote = "missed: it waited on a node behind another slot of the job, and that node stopped before running it " +
 	"(no node of the fleet ran it); outside its catch-up window"
 
-// recordHoles records holes (oldest first) missed, once for the fleet. The newest watchedHoles of
+// recordHoles records holes (oldest first) missed with note (holeNote, failedNote), once for the fleet. The newest watchedHoles of
 // them are followed up first (watch.missed): recorded once the job's lease is free and the slot
 // still untried at two follow-ups, the last at least holeHoldOff after this: a live node may still
 // run one, the node that queued it (between the end of the slot before and its own launch) or one
@@ -400,7 +400,7 @@ const holeNote = "missed: it waited on a node behind another slot of the job, an
 // (recordOnce): whichever claim the store took first decides, so a slot is recorded missed or run,
 // not both; the hold-off only makes a live follower's run the likelier outcome
 // (docs/daemon.md#a-late-run-or-a-missed-record-not-both).
-func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes []slot.Slot, newest time.Time) {
+func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes []slot.Slot, newest time.Time, note string) {
 	if len(holes) == 0 {
 		return
 	}
@@ -423,7 +423,7 @@ func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes
 			}
 			watched = append(watched, sl)
 		}
-		if len(g.missed) > 0 && !s.recordMissed(ctx, jb, g, holeNote) {
+		if len(g.missed) > 0 && !s.recordMissed(ctx, jb, g, note) {
 			watched = append(watched, g.missed...)
 		}
 	}
@@ -434,10 +434,10 @@ func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes
 	defer js.mu.Unlock()
 	for _, sl := range watched {
 		if w := js.watchLocked(ctx, sl.Value, false); w != nil && w.skipNote == "" {
-			w.skipNote, w.missed = holeNote, true
+			w.skipNote, w.missed, w.owed = note, true, note == failedNote
 		}
 	}
-	s.log.Info("slots left without a record by a node that stopped: recorded missed unless a node runs them", "task", jb.Name,
+	s.log.Info("slots left without a record (a node that stopped, a launch that failed): recorded missed unless a node runs them", "task", jb.Name,
 		"slots", len(watched), "first", watched[0].Value, "last", watched[len(watched)-1].Value)
 }
 
@@ -460,7 +460,7 @@ func (s *Scheduler) holeMissed(ctx context.Context, jb Job, sl, note string) {
 		st, err := s.c.Store.Slot(ctx, jb.Name, sl)
 		if err != nil {
 			s.log.Warn("cannot read a slot left without a record; it is followed up", "task", jb.Name, "slot", sl, "err", err)
-			s.rewatch(ctx, again, "missed")
+			s.rewatch(ctx, again, "missed", note == failedNote)
 			return
 		}
 		if st.Last != nil {
@@ -468,7 +468,7 @@ func (s *Scheduler) holeMissed(ctx context.Context, jb Job, sl, note string) {
 		}
 		if !s.recordMissed(ctx, jb, gap{missed: []slot.Slot{{Value: sl}}}, note) {
 			s.log.Warn("could not record a slot left without a record as missed; it is followed up", "task", jb.Name, "slot", sl)
-			s.rewatch(ctx, again, "missed")
+			s.rewatch(ctx, again, "missed", note == failedNote)
 		}
 	})
 }

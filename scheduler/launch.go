@@ -60,12 +60,17 @@ type jobState struct {
 	// by each account that fails again and cleared by one that does not.
 	retryAccount time.Time
 	retryBackoff time.Duration
-	failedFrom   time.Time     // the oldest slot a failed launch left without a record (or a job added by a reload: its first), until accounted
-	gen          int           // bumped when a reload changes the schedule: failedFrom is of one generation
-	removed      bool          // no longer in the jobs (a reload)
-	lastFire     time.Time     // the fire time of the last slot fired, for Stats
-	lastLag      time.Duration // how late after its fire time the dispatcher fired it
-	cannotStart  string        // why the job's command could not start here at its last launch (errCannotStart), "" once it did
+	failedFrom   time.Time // the oldest slot a failed launch left without a record (or a job added by a reload: its first), until accounted
+	// failed is the slots themselves that failed launches, and accounts that could not record
+	// their missed slots, left without a record (of generation gen), until an account looked at
+	// them: one that a later slot's record hides behind the job's newest slot is still found
+	// (failedBehind); at most maxFailed, the newest.
+	failed      []string
+	gen         int           // bumped when a reload changes the schedule: failedFrom is of one generation
+	removed     bool          // no longer in the jobs (a reload)
+	lastFire    time.Time     // the fire time of the last slot fired, for Stats
+	lastLag     time.Duration // how late after its fire time the dispatcher fired it
+	cannotStart string        // why the job's command could not start here at its last launch (errCannotStart), "" once it did
 }
 
 // active is a launch in progress.
@@ -231,8 +236,15 @@ func (s *Scheduler) overlapSkip(ctx context.Context, jb Job, sl string, running 
 		}
 		n, err := s.recordOnce(ctx, overlapKind, []store.Event{e})
 		switch {
+		case err != nil && s.settled.Load():
+			s.log.Error("could not record a skipped slot as the node drains: it has no record (see once history; record it with once resolve or run it with once backfill)", "task", jb.Name, "slot", sl, "err", err)
 		case err != nil:
-			s.log.Warn("could not record a skipped slot", "task", jb.Name, "slot", sl, "err", err)
+			// Followed up, as a record that lost to a run's claim is (rewatch): once the job's
+			// lease is free and the slot still untried at two follow-ups, the skip is recorded
+			// again, until it is written; a drain tries once more (recordOwed). Dropped here, the
+			// slot had no record at all (a store whose connections went silent for 10 s).
+			s.log.Warn("could not record a skipped slot; it is followed up and recorded again", "task", jb.Name, "slot", sl, "err", err)
+			s.rewatch(ctx, e, overlapKind+" "+jb.Name+" "+sl, true)
 		case n == 1:
 			s.log.Info("skipped", "task", jb.Name, "slot", sl, "reason", note)
 		}

@@ -98,6 +98,9 @@ type Scheduler struct {
 	paused   map[string]store.Key // under ctlMu
 	crowded  map[string]int       // under ctlMu: by control scope, polls left that look names up without a walk
 	draining atomic.Bool
+	// settled: the drain's launches ended and it made the records it owed (recordOwed); a record
+	// that fails from then on is not followed up by anyone.
+	settled  atomic.Bool
 	ran      atomic.Bool             // Run was called
 	halt     context.CancelCauseFunc // ends Run's context with a cause (haltAhead); set by Run
 	haltOnce sync.Once
@@ -226,7 +229,7 @@ func (s *Scheduler) Reload(jobs []Job) error {
 			js.next = nextFire(j.Name, specs[i], j.Jitter, now)
 		}
 		if changed {
-			js.failedFrom = time.Time{} // a slot of the old schedule: not the new one's to account
+			js.failedFrom, js.failed = time.Time{}, nil // slots of the old schedule: not the new one's to account
 			js.gen++
 		}
 		if added {

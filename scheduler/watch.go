@@ -33,6 +33,9 @@ type watch struct {
 	// rest: a slot a catch-up that ended early did not reach (topUpLocked); dropped for room, it
 	// waits in jobState.rest again.
 	rest bool
+	// owed: this node owes the slot its record (skipNote): its record failed here, or its launch
+	// did (failedNote). A drain tries it once more (recordOwed): no other node knows of it.
+	owed bool
 }
 
 // maxWatch bounds how long a slot is followed up (a holder that keeps renewing for days).
