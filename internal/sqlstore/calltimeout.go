@@ -16,9 +16,11 @@ import (
 // a statement or a handshake on such a connection: a `once run` (its lease's take, its Begin) or a
 // daemon's launch waited until the kernel gave up on it, about 15 minutes with Linux's defaults, for
 // ever if the server's kernel still answers. once's own statements take milliseconds; the longest
-// measured, a backfill's read of the slots of a week in a slot of a million attempts, seconds. A
-// minute is far past both and well short of the kernel's bound.
-const DefaultCallTimeout = time.Minute
+// measured, a backfill's read of the slots of a week in a slot of a million attempts, seconds.
+// Thirty seconds is far past both, and the bound of a daemon's poll-loop step (scheduler): a daemon
+// on MySQL whose connections went silent for 10 s ran its job again 51 s after the store answered
+// with a minute here (a launch waited on a connection opened during the silence).
+const DefaultCallTimeout = 30 * time.Second
 
 // MaxCallTimeout is the longest call_timeout a DSN may give.
 const MaxCallTimeout = 24 * time.Hour
