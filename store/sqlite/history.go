@@ -115,9 +115,12 @@ func slotQuery(t tables) string { return `SELECT ` + slotCols(t, "?1", "?2", "?3
 
 // slotCols are slotQuery's columns for the slot task, slot and the attempt number, given as SQL
 // expressions: parameters in slotQuery, the columns of each slot's last attempt in slotsQuery
-// (one rule for both, which storetest's Slots case holds to each other).
+// (one rule for both, which storetest's Slots case holds to each other). The failures are read
+// from their partial index by name: with a slot's columns, and statistics of a slot of a million
+// succeeded attempts, SQLite chose the primary key's range after the resolution instead, and read
+// every attempt of the slot for none (0.4 s).
 func slotCols(t tables, task, slot, number string) string {
-	return `(SELECT count(*) FROM (SELECT 1 FROM ` + t.attempts + ` f WHERE f.task = ` + task + ` AND f.slot = ` + slot + ` AND f.state IN ('failed', 'unknown')
+	return `(SELECT count(*) FROM (SELECT 1 FROM ` + t.attempts + ` f INDEXED BY ` + t.attempts + `_failures WHERE f.task = ` + task + ` AND f.slot = ` + slot + ` AND f.state IN ('failed', 'unknown')
 			AND f.number > coalesce((SELECT max(r.number) FROM ` + t.attempts + ` r WHERE r.task = ` + task + ` AND r.slot = ` + slot + ` AND r.resolved_as IS NOT NULL), 0)
 			LIMIT ` + strconv.Itoa(store.MaxFailures) + `)),
 		coalesce((SELECT c.checkpoint FROM ` + t.attempts + ` c WHERE c.task = ` + task + ` AND c.slot = ` + slot + ` AND c.checkpoint <> '' ORDER BY c.number DESC LIMIT 1), ''),

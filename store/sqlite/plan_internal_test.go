@@ -69,6 +69,7 @@ func TestQueryPlans(t *testing.T) {
 		plan{"running attempts (status)", runningQuery(s.t), []any{store.MaxRunningList + 1}, true},
 		plan{"slot: last attempt", lastQuery(s.t), []any{"job", "s1"}, false},
 		plan{"slot: failures, checkpoint, review", slotQuery(s.t), []any{"job", "s1", 1}, false},
+		plan{slotsPlan, slotsQuery(s.t, 3), []any{"job", "s1", "s7", "s3"}, false},
 		plan{"prune attempts", s.pruneAttemptsQuery(false, false), []any{now, 0, 0, 0}, true},
 		plan{"prune attempts of a task", s.pruneAttemptsQuery(false, true), []any{now, 0, 0, 0, "job"}, false},
 		plan{"prune attempts, forget slots", s.pruneAttemptsQuery(true, false), []any{now, now, now, 0, 0, 0}, true},
@@ -100,6 +101,11 @@ func TestQueryPlans(t *testing.T) {
 			(len(lines) != 1 || strings.TrimSpace(lines[0]) != idx) {
 			t.Errorf("%s: not %s:\n%s", p.name, idx, strings.Join(lines, "\n"))
 		}
+		// A block of slots: each slot's last attempt found by the whole primary key, after a
+		// search of its number; a search by (task, slot) alone read every attempt of the slot.
+		if last := "USING INDEX sqlite_autoindex_" + s.t.attempts + "_2 (task=? AND slot=? AND number=?)"; p.name == slotsPlan && !strings.Contains(strings.Join(lines, "\n"), "SEARCH a "+last) {
+			t.Errorf("%s: not %s:\n%s", p.name, last, strings.Join(lines, "\n"))
+		}
 		// A page of scopes steps through the keys' index (scope, …) a scope at a time.
 		if strings.HasPrefix(p.name, "scopes") && strings.Count(strings.Join(lines, "\n"), "(scope>?)") != 2 {
 			t.Errorf("%s: not a search of the keys' index per step:\n%s", p.name, strings.Join(lines, "\n"))
@@ -118,6 +124,12 @@ func TestQueryPlans(t *testing.T) {
 	}
 }
 
+// slotsPlan names the plan of a block of slots' states (backfill --dry-run).
+const slotsPlan = "slots: a block of slots' last attempts, failures, checkpoints, reviews"
+
+// slotsAsked are the tables a full scan of is allowed: a row per scope of a page or slot asked for.
+var slotsAsked = map[string]bool{"sc": true, "task_asked": true, "slots_asked": true, "last_asked": true}
+
 var fullScan = regexp.MustCompile(`^SCAN (\w+)$`) // SCAN t, without USING … INDEX
 
 // planProblems lists what is wrong with a plan: a table read whole, a table sorted, or (unless
@@ -127,8 +139,9 @@ func planProblems(lines []string, walk bool) []string {
 	var out []string
 	for _, l := range lines {
 		l := strings.TrimSpace(l)
-		// sc is the scopes' recursive step (scopesQuery), one row per scope of the page.
-		if m := fullScan.FindStringSubmatch(l); m != nil && m[1] != "sc" {
+		// sc is the scopes' recursive step (scopesQuery), one row per scope of the page; the
+		// others are a block of slots' parameters and their last numbers (slotsQuery), a row each.
+		if m := fullScan.FindStringSubmatch(l); m != nil && !slotsAsked[m[1]] {
 			out = append(out, "full scan of "+m[1])
 		}
 		// Sorting is allowed only of the entries of one instant (FOR LAST n TERMS: the kind and
@@ -221,5 +234,40 @@ func seedPlanRows(t *testing.T, s *Store) {
 	}
 	if _, err := s.db.Exec("ANALYZE"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDeepSlotPlans: with the statistics of slots of many attempts (5,000 succeeded in one, 5,000
+// failed in another), a read of a slot's state, Slot's and a block's, still reads each part by
+// the index that stops at its rows: the slot's failures by their partial index (the primary key's
+// range after the resolution reads every succeeded attempt of the slot), each slot's last attempt
+// in a block by the whole primary key.
+func TestDeepSlotPlans(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "once.db"), Options{Prefix: "p_"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	seedDeepSlots(t, s, 5000)
+	failures := "SEARCH f USING INDEX " + s.t.attempts + "_failures (task=? AND slot=? AND number>?)"
+	last := "SEARCH a USING INDEX sqlite_autoindex_" + s.t.attempts + "_2 (task=? AND slot=? AND number=?)"
+	for _, p := range []struct {
+		name, query string
+		args        []any
+		want        []string
+	}{
+		{"slot", slotQuery(s.t), []any{"ok", "", 5000}, []string{failures}},
+		{slotsPlan, slotsQuery(s.t, 2), []any{"ok", "", "x"}, []string{failures, last}},
+	} {
+		lines := explain(t, s, p.query, p.args)
+		plan := strings.Join(lines, "\n")
+		for _, w := range p.want {
+			if !strings.Contains(plan, w) {
+				t.Errorf("%s: not %s:\n%s", p.name, w, plan)
+			}
+		}
+		for _, problem := range planProblems(lines, false) {
+			t.Errorf("%s: %s:\n%s", p.name, problem, plan)
+		}
 	}
 }
