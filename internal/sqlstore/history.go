@@ -53,40 +53,39 @@ func (s *Store) waitsSince(ctx context.Context, tx *sql.Tx, task, slot string, n
 // WaitingQuery lists the waiting rows, oldest first (store.Ledger's order of Waiting).
 const WaitingQuery = `SELECT task, slot FROM {p}waiting ORDER BY since, task, slot`
 
-// SlotQuery reads a slot's last attempt with, in the same row, slotCols: its failures since its
-// latest resolution, its latest checkpoint and the review events about that attempt: one
-// statement, so that the parts agree and a Start reads the slot in one round trip. No row: the
-// slot has no attempt (and so no failure, checkpoint or review). Arguments: task and slot, four
-// times. Each part is an index search (migration 003; the checkpoint on MySQL/MariaDB, 007), and
-// the failures are counted up to store.MaxFailures, so it costs the same whatever the number of
-// attempts in the slot. Exported for the backends' plan tests.
+// SlotQuery reads a slot's last attempt with, in the same row, its failures since its latest
+// resolution (failuresUpTo) and slotCols: its latest checkpoint and the review events about that
+// attempt: one statement, so that the parts agree and a Start reads the slot in one round trip. No
+// row: the slot has no attempt (and so no failure, checkpoint or review). Arguments: task and
+// slot, four times. Each part is an index search (migration 003; the checkpoint on MySQL/MariaDB,
+// 007), and the failures are counted up to store.MaxFailures, so it costs the same whatever the
+// number of attempts in the slot. Exported for the backends' plan tests.
 func (s *Store) SlotQuery() string {
-	return s.Q(`SELECT ` + attemptCols + `, ` + s.slotCols("?", "?", true) + `
+	return s.Q(`SELECT ` + attemptCols + `, ` + s.failuresUpTo("?", "?") + `, ` + s.slotCols("?", "?") + `
 	FROM {p}attempts a WHERE a.task = ? AND a.slot = ? ORDER BY a.attempt DESC LIMIT 1`)
 }
 
 // maxFailures is store.MaxFailures in SQL (TestMaxFailures).
 const maxFailures = "1000"
 
-// slotCols are a slot's failures since its latest resolution (counted up to store.MaxFailures),
-// its latest checkpoint and the review events about its last attempt, read as the table alias a,
-// for the slot task, slot given as SQL expressions: parameters in SlotQuery, a's columns in
-// SlotsQuery (one rule for both, which storetest's Slots case holds to each other). limited: the
-// failures are counted from a derived table limited to MaxFailures rows, a cost that does not grow
-// with them; MariaDB refuses an outer reference (a.task) in a derived table, so its SlotsQuery
-// counts every failure of the slot since its resolution and keeps MaxFailures of the count: the
-// same number, a cost of the slots asked for.
-func (s *Store) slotCols(task, slot string, limited bool) string {
+// failuresUpTo are the failures (failed and unknown attempts) of the slot task, slot (SQL
+// expressions) since its latest resolution, counted from a derived table limited to MaxFailures
+// rows: a cost that does not grow with them. Slot's, and PostgreSQL's Slots' with the columns of
+// each slot's last attempt; MariaDB refuses an outer reference (a.task) in a derived table, so its
+// Slots counts them by slotsFailures, the same number (storetest's Slots cases and
+// sqltest.SlotsAgreeDeep hold them to each other).
+func (s *Store) failuresUpTo(task, slot string) string {
 	same := `.task = ` + task + ` AND `
-	where := `f` + same + `f.slot = ` + slot + ` AND f.state IN ('failed', 'unknown')
+	return `(SELECT COUNT(*) FROM (SELECT 1 FROM {p}attempts f WHERE f` + same + `f.slot = ` + slot + ` AND f.state IN ('failed', 'unknown')
 			AND f.attempt > COALESCE((SELECT MAX(r.attempt) FROM {p}attempts r
-				WHERE r` + same + `r.slot = ` + slot + ` AND r.res_as IS NOT NULL), 0)`
-	failures := `(SELECT COUNT(*) FROM (SELECT 1 FROM {p}attempts f WHERE ` + where + ` LIMIT ` + maxFailures + `) f)`
-	if !limited {
-		failures = `LEAST(` + maxFailures + `, (SELECT COUNT(*) FROM {p}attempts f WHERE ` + where + `))`
-	}
-	return failures + `,
-		COALESCE((SELECT c.checkpoint FROM {p}attempts c` + s.checkpointed("c", task, slot) + `
+				WHERE r` + same + `r.slot = ` + slot + ` AND r.res_as IS NOT NULL), 0) LIMIT ` + maxFailures + `) f)`
+}
+
+// slotCols are a slot's latest checkpoint and the review events about its last attempt, read as
+// the table alias a, for the slot task, slot given as SQL expressions: parameters in SlotQuery, a's
+// columns in SlotsQuery (one rule for both).
+func (s *Store) slotCols(task, slot string) string {
+	return `COALESCE((SELECT c.checkpoint FROM {p}attempts c` + s.checkpointed("c", task, slot) + `
 			ORDER BY c.attempt DESC LIMIT 1), ''),
 		(SELECT COUNT(*) FROM {p}events e WHERE e.task = a.task AND e.slot = a.slot AND e.kind = 'review'
 			AND e.attempt = a.attempt)`

@@ -64,8 +64,8 @@ func TestQueryPlans(t *testing.T) {
 		if p.Name == sqltest.RunningPlan && !runningSearch(plan, s.Prefix) {
 			t.Errorf("%s: not each task's lease, then a search of its running attempts in attempts_one_running:\n%s", p.Name, planString(plan))
 		}
-		if p.Name == sqltest.SlotsPlan && !slotsSearch(plan, s.Prefix) {
-			t.Errorf("%s: not a search of the attempts by task and the slots asked for:\n%s", p.Name, planString(plan))
+		if p.Name == sqltest.SlotsPlan && !slotsLast(plan) {
+			t.Errorf("%s: each slot's last attempt not found by its unique key, after the slots asked for:\n%s", p.Name, planString(plan))
 		}
 		if alias := checkpointAlias[p.Name]; alias != "" && !searchesRef(plan, alias, "attempts_checkpoint") {
 			t.Errorf("%s: the latest checkpoint not a search of attempts_checkpoint (a read back through the slot's attempts):\n%s", p.Name, planString(plan))
@@ -160,20 +160,16 @@ func runningSearch(plan []map[string]string, prefix string) bool {
 		a["key"] == "attempts_one_running" && (a["type"] == "ref" || a["type"] == "range")
 }
 
-// slotsSearch reports whether plan first reads the attempts (a block of slots' last attempts) as a
-// range of an index on (task, slot), the slots asked for: a walk of the task's attempts would cost
-// its history.
-func slotsSearch(plan []map[string]string, prefix string) bool {
-	if len(plan) == 0 {
+// slotsLast reports whether plan reads the slots asked for (a derived table) first, then each
+// one's last attempt (alias a) by the whole of attempts_number (eq_ref: task, slot, the number its
+// search found): a range of the slots' attempts filtered by their last number read every attempt
+// of each.
+func slotsLast(plan []map[string]string) bool {
+	if len(plan) < 2 || !strings.HasPrefix(plan[0]["table"], "<derived") {
 		return false
 	}
-	a := plan[0]
-	switch a["key"] {
-	case "attempts_number", "attempts_slot_time", "attempts_failures", "attempts_resolved":
-	default:
-		return false
-	}
-	return (a["table"] == "a" || a["table"] == prefix+"attempts") && (a["type"] == "range" || a["type"] == "ref")
+	a := plan[1]
+	return a["table"] == "a" && a["key"] == "attempts_number" && a["type"] == "eq_ref"
 }
 
 func planString(plan []map[string]string) string {
@@ -270,4 +266,58 @@ func TestSchemaNewerWhileOpen(t *testing.T) {
 // that start or end work themselves (in statements they make anyway), which refuse and write nothing.
 func TestSchemaNewerRefusesWork(t *testing.T) {
 	sqltest.SchemaNewerRefusesWork(t, withPrefix(t, serverDSN(t)), opener)
+}
+
+// TestDeepSlotReads: a read of a slot's state, Slot's and a block's (Slots), reads at most
+// sqltest.MaxDeepSlotRows rows in a slot of sqltest.DeepSlotAttempts failed attempts, by the
+// server's own count (the session's Handler_read_* counters): EXPLAIN does not show that a search
+// stops at its LIMIT, and a plan that reads the slot's attempts reads them all.
+func TestDeepSlotReads(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	s, err := Open(ctx, withPrefix(t, serverDSN(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sqltest.SeedDeepSlot(t, s.Store)
+	conn, err := s.DB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reads := func() int64 {
+		rows, err := conn.QueryContext(ctx, "SHOW SESSION STATUS LIKE 'Handler_read%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var n int64
+		for rows.Next() {
+			var name string
+			var v int64
+			if err := rows.Scan(&name, &v); err != nil {
+				t.Fatal(err)
+			}
+			n += v
+		}
+		return n
+	}
+	base := -reads() + reads() // what SHOW STATUS itself reads
+	for _, p := range sqltest.DeepSlotPlans(s.Store) {
+		before := reads()
+		rows, err := conn.QueryContext(ctx, p.Query, p.Args...)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		for rows.Next() {
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := reads() - before - base; n > sqltest.MaxDeepSlotRows {
+			t.Errorf("%s: %d rows read in a slot of %d attempts, want at most %d", p.Name, n, sqltest.DeepSlotAttempts, sqltest.MaxDeepSlotRows)
+		} else {
+			t.Logf("%s: %d rows read", p.Name, n)
+		}
+	}
 }

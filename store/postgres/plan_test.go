@@ -61,8 +61,10 @@ func TestQueryPlans(t *testing.T) {
 		if p.Name == sqltest.RunningPlan && !plan.uses(s.Prefix+"attempts", s.Prefix+"attempts_one_running") {
 			t.Errorf("%s: not a walk of the partial index of running attempts:\n%s", p.Name, plan.String(""))
 		}
-		if p.Name == sqltest.SlotsPlan && !plan.searchesSlots(s.Prefix+"attempts") {
-			t.Errorf("%s: not a search of the attempts by task and the slots asked for:\n%s", p.Name, plan.String(""))
+		if p.Name == sqltest.SlotsPlan || p.Name == sqltest.SlotPlan {
+			if scan := plan.unlimited(s.Prefix+"attempts", false); scan != "" {
+				t.Errorf("%s: %s reads the slot's attempts to no Limit (a slot's last attempt, its checkpoint, its failures: each stops at its Limit):\n%s", p.Name, scan, plan.String(""))
+			}
 		}
 		if p.Name == sqltest.BeginSlotlessPlan && plan.reads(s.Prefix+"attempts") {
 			t.Errorf("%s: reads the slot's attempts (every attempt of the task):\n%s", p.Name, plan.String(""))
@@ -146,18 +148,19 @@ func (n planNode) searches(table, index string) bool {
 	return false
 }
 
-// searchesSlots reports whether n reads table through a search of an index on (task, slot) for
-// the task and a list of slots (a block of slots' states: never a walk of the task's attempts).
-func (n planNode) searchesSlots(table string) bool {
-	if n.RelationName == table && strings.Contains(n.IndexCond, "(task = ") && strings.Contains(n.IndexCond, "(slot = ANY ") {
-		return true
+// unlimited names a scan of table under n with no Limit above it (limited: n is under one), ""
+// when there is none: in the read of a slot's state, a scan that may read every attempt of the
+// slot (a filter of the slots' attempts by their last number did).
+func (n planNode) unlimited(table string, limited bool) string {
+	if !limited && n.RelationName == table && strings.HasSuffix(n.NodeType, "Scan") {
+		return n.NodeType + " " + n.IndexName + " " + n.IndexCond
 	}
 	for _, c := range n.Plans {
-		if c.searchesSlots(table) {
-			return true
+		if scan := c.unlimited(table, limited || n.NodeType == "Limit"); scan != "" {
+			return scan
 		}
 	}
-	return false
+	return ""
 }
 
 // uses reports whether n reads table through index (a search or a walk).
@@ -267,4 +270,35 @@ func TestSchemaNewerWhileOpen(t *testing.T) {
 // that start or end work themselves (in statements they make anyway), which refuse and write nothing.
 func TestSchemaNewerRefusesWork(t *testing.T) {
 	sqltest.SchemaNewerRefusesWork(t, withPrefix(t, serverDSN(t)), opener)
+}
+
+// TestDeepSlotReads: a read of a slot's state, Slot's and a block's (Slots), reads at most
+// sqltest.MaxDeepSlotRows rows of the attempts in a slot of sqltest.DeepSlotAttempts failed
+// attempts, by EXPLAIN ANALYZE's count (analyzed.attemptRows): a plan's shape does not show that a scan under a subquery reads the slot's attempts.
+func TestDeepSlotReads(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	s, err := Open(ctx, withPrefix(t, serverDSN(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sqltest.SeedDeepSlot(t, s.Store)
+	if _, err := s.DB.ExecContext(ctx, "ANALYZE "+s.Prefix+"attempts"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range sqltest.DeepSlotPlans(s.Store) {
+		var out string
+		if err := s.DB.QueryRowContext(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+p.Query, p.Args...).Scan(&out); err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		var plans []struct{ Plan analyzed }
+		if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+			t.Fatalf("explain output %s: %v", out, err)
+		}
+		if n := plans[0].Plan.attemptRows(s.Prefix + "attempts"); n > sqltest.MaxDeepSlotRows {
+			t.Errorf("%s: %.0f rows of the attempts read in a slot of %d, want at most %d:\n%s", p.Name, n, sqltest.DeepSlotAttempts, sqltest.MaxDeepSlotRows, out)
+		} else {
+			t.Logf("%s: %.0f rows of the attempts read", p.Name, n)
+		}
+	}
 }

@@ -45,6 +45,33 @@ const (
 	CheckpointPlan = "prune: checkpoint of a slot"
 )
 
+// DeepSlotTask is the task whose slot "" DeepSlotPlans read: SeedDeepSlot writes DeepSlotAttempts
+// failed attempts in it, none resolved (the failure count's worst case).
+const (
+	DeepSlotTask     = "deep"
+	DeepSlotAttempts = 5000
+)
+
+// MaxDeepSlotRows is the most rows that a read of one slot's state may read in the deep slot:
+// store.MaxFailures failures (twice where a server counts the rows of a derived table it filled:
+// MariaDB's Handler_read_*) and the few rows of its other parts, however many attempts the slot
+// has. A backend's plan test runs DeepSlotPlans and counts the rows its server read (a plan that
+// reads the slot's attempts reads DeepSlotAttempts or more).
+const MaxDeepSlotRows = 2*store.MaxFailures + 100
+
+// SeedDeepSlot writes the deep slot (DeepSlotTask) straight into s's tables.
+func SeedDeepSlot(tb testing.TB, s *sqlstore.Store) {
+	SeedAttempts(tb, s, DeepSlotTask, "", "failed", DeepSlotAttempts, true)
+}
+
+// DeepSlotPlans are the reads of the deep slot's state, Slot's and a block's (the deep slot and
+// one never tried), each with the number of deep slots it reads.
+func DeepSlotPlans(s *sqlstore.Store) []Plan {
+	t := DeepSlotTask
+	return []Plan{{Name: SlotPlan, Query: s.SlotQuery(), Args: []any{t, "", t, "", t, "", t, ""}},
+		{Name: SlotsPlan, Query: s.SlotsQuery(2), Args: []any{t, "", "x"}}}
+}
+
 // Plans lists the statements status, doctor, history, run (its start, Slot) and prune make, with
 // arguments.
 func Plans(tb testing.TB, s *sqlstore.Store) []Plan {
