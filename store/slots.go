@@ -16,8 +16,9 @@ const MaxSlotsRead = 1000
 // Contract: Slots(ctx, task, slots) returns the state of each of slots, in the order given
 // (repeats included), each as Ledger.Slot would return it read at the same moment: a slot never
 // tried is SlotState{Task, Slot} with no Last. More than MaxSlotsRead slots are refused with
-// ErrInvalid (CheckSlotsRead). It costs the attempts and review events of the slots asked for,
-// never the task's other history.
+// ErrInvalid (CheckSlotsRead). It costs the slots asked for as Slot does each (the last attempt,
+// at most MaxFailures failures, the checkpoint, the reviews), never the task's other history nor
+// a slot's older attempts: flat in a slot's attempts.
 type SlotsReader interface {
 	Slots(ctx context.Context, task string, slots []string) ([]SlotState, error)
 }
