@@ -2,13 +2,12 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/once-run/once/store"
+	"github.com/once-run/once/store/storetest"
 )
 
 // BenchmarkDeepSlot times Slot and Slots on a slot "" holding ONCE_BENCH_SLOT_ATTEMPTS attempts
@@ -17,10 +16,7 @@ import (
 // sqltest.BenchmarkDeepSlot on the servers. ONCE_BENCH_SQLITE names a ledger to keep for the next
 // run (seeded once), else a fresh one.
 func BenchmarkDeepSlot(b *testing.B) {
-	n := 20000
-	if v, err := strconv.Atoi(os.Getenv("ONCE_BENCH_SLOT_ATTEMPTS")); err == nil && v > 0 {
-		n = v
-	}
+	n := storetest.DeepSlotAttempts()
 	path := os.Getenv("ONCE_BENCH_SQLITE")
 	if path == "" {
 		path = filepath.Join(b.TempDir(), "once.db")
@@ -36,33 +32,7 @@ func BenchmarkDeepSlot(b *testing.B) {
 	} else if st.Last == nil {
 		seedDeepSlots(b, s, n)
 	}
-	week := make([]string, store.MaxSlotsRead)
-	for i := range week {
-		week[i] = fmt.Sprintf("m%08d", i)
-	}
-	for _, task := range []string{"ok", "fail"} {
-		b.Run("Slot/"+task, func(b *testing.B) {
-			for b.Loop() {
-				if st, err := s.Slot(ctx, task, ""); err != nil || st.Last == nil || st.Last.Number != n {
-					b.Fatalf("%+v, %v", st, err)
-				}
-			}
-		})
-		b.Run("Slots/"+task, func(b *testing.B) {
-			for b.Loop() {
-				if sts, err := s.Slots(ctx, task, []string{"", "x"}); err != nil || sts[0].Last == nil || sts[0].Last.Number != n {
-					b.Fatalf("%+v, %v", sts, err)
-				}
-			}
-		})
-	}
-	b.Run("Slots/week", func(b *testing.B) {
-		for b.Loop() {
-			if sts, err := s.Slots(ctx, "week", week); err != nil || sts[len(week)-1].Last == nil {
-				b.Fatalf("%v", err)
-			}
-		}
-	})
+	storetest.BenchmarkSlotReads(b, s, n)
 }
 
 // seedDeepSlots writes BenchmarkDeepSlot's tasks straight into s's attempts table.

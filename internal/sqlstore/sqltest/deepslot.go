@@ -79,10 +79,7 @@ func BenchDSN(tb testing.TB, base string) string {
 // block). Each task is seeded once per prefix (BenchDSN), then the statistics are updated (analyze:
 // "ANALYZE" or "ANALYZE TABLE").
 func BenchmarkDeepSlot(b *testing.B, s *sqlstore.Store, analyze string) {
-	n := 20000
-	if v, err := strconv.Atoi(os.Getenv("ONCE_BENCH_SLOT_ATTEMPTS")); err == nil && v > 0 {
-		n = v
-	}
+	n := storetest.DeepSlotAttempts()
 	ctx := context.Background()
 	seeded := false
 	for _, t := range []struct {
@@ -102,33 +99,7 @@ func BenchmarkDeepSlot(b *testing.B, s *sqlstore.Store, analyze string) {
 			b.Fatal(err)
 		}
 	}
-	week := make([]string, store.MaxSlotsRead)
-	for i := range week {
-		week[i] = fmt.Sprintf("m%08d", i)
-	}
-	for _, task := range []string{"ok", "fail"} {
-		b.Run("Slot/"+task, func(b *testing.B) {
-			for b.Loop() {
-				if st, err := s.Slot(ctx, task, ""); err != nil || st.Last == nil || st.Last.Number != n {
-					b.Fatalf("%+v, %v", st, err)
-				}
-			}
-		})
-		b.Run("Slots/"+task, func(b *testing.B) {
-			for b.Loop() {
-				if sts, err := s.Slots(ctx, task, []string{"", "x"}); err != nil || sts[0].Last == nil || sts[0].Last.Number != n {
-					b.Fatalf("%+v, %v", sts, err)
-				}
-			}
-		})
-	}
-	b.Run("Slots/week", func(b *testing.B) {
-		for b.Loop() {
-			if sts, err := s.Slots(ctx, "week", week); err != nil || sts[len(week)-1].Last == nil {
-				b.Fatalf("%v", err)
-			}
-		}
-	})
+	storetest.BenchmarkSlotReads(b, s, n)
 }
 
 // SlotsAgreeDeep writes slots straight into s's tables whose failures are near and past
