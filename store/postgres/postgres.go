@@ -143,24 +143,7 @@ func ParseDSN(dsn string) (*Config, error) {
 	if cfg.Database == "" {
 		return nil, fmt.Errorf("%w: %s names no database: add /DBNAME to the URL", store.ErrBadDSN, store.Redact(dsn))
 	}
-	// Settings once's sessions need, whatever options=-c … says: the startup packet's parameters
-	// are applied after the options' -c settings, so these win. client_encoding other than UTF8
-	// would store a slot or holder as other bytes (a second row for the slot "café", run again);
-	// a DateStyle other than ISO makes pgx unable to read a timestamp (every run exits 70).
-	cfg.RuntimeParams["client_encoding"] = "UTF8"
-	cfg.RuntimeParams["datestyle"] = "ISO, MDY"
-	// once's statements each touch a few rows by an index; the planner's cost of one with hashed
-	// subplans (Forget's test of a gone claimant) passed jit_above_cost, and compiling it took
-	// 29 ms for a 3 ms batch of 5,000 keys (forgetting 500,000 keys: 1.1 s in one statement, 8.0 s
-	// in batches with JIT, 0.96 s without).
-	cfg.RuntimeParams["jit"] = "off"
-	// A holder that vanishes inside a ledger transaction without its FIN reaching the server (a
-	// partition, a frozen VM) would keep the task's lease row locked until TCP keepalive gives up
-	// (two hours by default), and every next holder would wait on it. once's transactions take
-	// milliseconds, so the server ends a session idle in a transaction for IdleTxTimeout.
-	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
-		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(sqlstore.IdleTxTimeout/time.Millisecond)) + "ms"
-	}
+	session(cfg)
 	// A once run opens a connection of its own and uses each statement about once on it: pgx's
 	// default (prepare each statement on the connection, then execute it) costs two round trips a
 	// statement; the extended protocol without preparing costs one (a run: 32 → 20 round trips,
@@ -181,6 +164,27 @@ func ParseDSN(dsn string) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// session sets what every session of the store needs, whatever the DSN's options=-c … say: the
+// startup packet's parameters are applied after the options' -c settings, so these win.
+func session(cfg *pgx.ConnConfig) {
+	// A client_encoding other than UTF8 would store a slot or holder as other bytes (a second row
+	// for the slot "café", run again); a DateStyle other than ISO makes pgx unable to read a timestamp (every run exits 70).
+	cfg.RuntimeParams["client_encoding"] = "UTF8"
+	cfg.RuntimeParams["datestyle"] = "ISO, MDY"
+	// once's statements each touch a few rows by an index; the planner's cost of one with hashed
+	// subplans (Forget's test of a gone claimant) passed jit_above_cost, and compiling it took
+	// 29 ms for a 3 ms batch of 5,000 keys (forgetting 500,000 keys: 1.1 s in one statement, 8.0 s
+	// in batches with JIT, 0.96 s without).
+	cfg.RuntimeParams["jit"] = "off"
+	// A holder that vanishes inside a ledger transaction without its FIN reaching the server (a
+	// partition, a frozen VM) would keep the task's lease row locked until TCP keepalive gives up
+	// (two hours by default), and every next holder would wait on it. once's transactions take
+	// milliseconds, so the server ends a session idle in a transaction for IdleTxTimeout.
+	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(sqlstore.IdleTxTimeout/time.Millisecond)) + "ms"
+	}
 }
 
 // pgMillis reads a setting's duration as the server does: a number, in milliseconds unless a unit
