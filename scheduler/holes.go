@@ -386,7 +386,7 @@ func (s *Scheduler) unclaimed(ctx context.Context, task string, holes []hole) ([
 const holeNote = "missed: it waited on a node behind another slot of the job, and that node stopped before running it " +
 	"(no node of the fleet ran it); outside its catch-up window"
 
-// recordHoles records holes (oldest first) missed with note (holeNote, failedNote), once for the fleet. The newest watchedHoles of
+// recordHoles records holes (in any order) missed with note (holeNote, failedNote), once for the fleet. The newest watchedHoles of
 // them are followed up first (watch.missed): recorded once the job's lease is free and the slot
 // still untried at two follow-ups, the last at least holeHoldOff after this: a live node may still
 // run one, the node that queued it (between the end of the slot before and its own launch) or one
@@ -404,6 +404,10 @@ func (s *Scheduler) recordHoles(ctx context.Context, js *jobState, jb Job, holes
 	if len(holes) == 0 {
 		return
 	}
+	// Sorted here, oldest first, not left to the callers: a paused job's account hands them newest
+	// first (allHoles, as findGap takes them), and then recorded the newest missed at once and
+	// followed up the oldest (TestHoleOrderPausedOrNot).
+	holes = slices.SortedStableFunc(slices.Values(holes), func(a, b slot.Slot) int { return a.Start.Compare(b.Start) })
 	cut := max(0, len(holes)-watchedHoles)
 	older, watched := holes[:cut], slices.Clone(holes[cut:])
 	if len(older) > 0 {
