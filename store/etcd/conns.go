@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 )
 
@@ -40,25 +41,25 @@ func (cs *conns) dial(d *net.Dialer) func(ctx context.Context, network, addr str
 		if err != nil {
 			return nil, err
 		}
-		t := &trackedConn{Conn: c, cs: cs, addr: addr}
+		t := &trackedConn{Conn: c, cs: cs, addr: strings.ToLower(addr)} // the transport's address is lower case
 		cs.mu.Lock()
 		if cs.by == nil {
 			cs.by = map[string]map[*trackedConn]struct{}{}
 		}
-		if cs.by[addr] == nil {
-			cs.by[addr] = map[*trackedConn]struct{}{}
+		if cs.by[t.addr] == nil {
+			cs.by[t.addr] = map[*trackedConn]struct{}{}
 		}
-		cs.by[addr][t] = struct{}{}
+		cs.by[t.addr][t] = struct{}{}
 		cs.mu.Unlock()
 		return t, nil
 	}
 }
 
-// drop closes every connection to addr.
+// drop closes every connection to addr (an endpoint as the DSN wrote it).
 func (cs *conns) drop(addr string) {
 	cs.mu.Lock()
 	var all []*trackedConn
-	for t := range cs.by[addr] {
+	for t := range cs.by[strings.ToLower(addr)] {
 		all = append(all, t)
 	}
 	cs.mu.Unlock()
