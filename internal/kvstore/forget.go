@@ -11,27 +11,39 @@ import (
 
 // Forget deletes the scope's keys claimed before before (store.Keys): done keys only when
 // includeDone, pending ones only when their claimant is gone or cannot be told (forgettable). It
-// lists the scope, so its cost grows with the scope's size.
+// walks the scope a page of store.ForgetBatch keys at a time (KeyKV.Page), deleting each page's
+// forgettable keys before reading the next, so its memory stays flat in the scope's size: listing
+// a scope of 500,000 keys whole on Redis took 439 MB. A key a page shows twice (Redis' HSCAN while
+// the hash changes) is deleted once: the second time it is gone. An error returns the keys
+// forgotten before it with it (they stay forgotten).
 func (k *Keys) Forget(ctx context.Context, scope string, before time.Time, includeDone bool) (int64, error) {
 	if err := k.checkScope(scope); err != nil {
 		return 0, err
 	}
-	all, err := k.KV.List(ctx, scope)
-	if err != nil {
-		return 0, err
-	}
 	b := before.UnixMicro()
-	var keys []string
-	for key, r := range all {
-		if r.Rec.Claimed < b && (includeDone || r.Rec.State != store.KeyDone) {
-			keys = append(keys, key)
+	var n int64
+	for cursor := ""; ; {
+		keys, recs, next, err := k.KV.Page(ctx, scope, cursor, store.ForgetBatch)
+		if err != nil {
+			return n, err
 		}
+		var cands []string
+		for i, key := range keys {
+			if r := recs[i]; r.Claimed < b && (includeDone || r.State != store.KeyDone) {
+				cands = append(cands, key)
+			}
+		}
+		slices.Sort(cands)
+		// apply reads each candidate again with its version and decides on that record.
+		changed, err := k.apply(ctx, scope, cands, func(j judge, _ string, r KeyRec) (*KeyRec, bool) {
+			return nil, r.Claimed < b && j.forgettable(r, includeDone)
+		}, true)
+		n += int64(len(changed))
+		if err != nil || next == "" {
+			return n, err
+		}
+		cursor = next
 	}
-	slices.Sort(keys)
-	changed, err := k.apply(ctx, scope, keys, func(j judge, _ string, r KeyRec) (*KeyRec, bool) {
-		return nil, r.Claimed < b && j.forgettable(r, includeDone)
-	}, true)
-	return int64(len(changed)), err
 }
 
 // forgettable is store.Keys' Forget rule for a key claimed before the cutoff: a done key, or a

@@ -325,22 +325,22 @@ func (k *Keys) undo(ctx context.Context, scope string, keys []string, nonce stri
 
 // apply runs read → decide → Apply over keys, batch by batch, until each batch applies. decide
 // returns the new record (nil: delete) and whether to change the key at all. It returns the changed
-// keys.
+// keys, with an error too: the batches before it stay changed.
 func (k *Keys) apply(ctx context.Context, scope string, keys []string, decide func(j judge, key string, r KeyRec) (*KeyRec, bool), needJudge bool) (map[string]bool, error) {
 	changed := map[string]bool{}
 	for _, c := range chunks(store.Distinct(keys), k.KV.Batch()) {
 		for round := 0; ; round++ {
 			if round == applyRounds {
-				return nil, fmt.Errorf("%w: %s: keys in scope %q kept changing under %d attempts to update them; retry", store.ErrConflict, k.Name, scope, applyRounds)
+				return changed, fmt.Errorf("%w: %s: keys in scope %q kept changing under %d attempts to update them; retry", store.ErrConflict, k.Name, scope, applyRounds)
 			}
 			recs, err := k.KV.Get(ctx, scope, c)
 			if err != nil {
-				return nil, err
+				return changed, err
 			}
 			var j judge
 			if needJudge {
 				if j, err = k.judge(ctx, recs, true); err != nil {
-					return nil, err
+					return changed, err
 				}
 			}
 			var ch []KeyChange
@@ -358,7 +358,7 @@ func (k *Keys) apply(ctx context.Context, scope string, keys []string, decide fu
 			}
 			ok, err := k.KV.Apply(ctx, scope, ch)
 			if err != nil {
-				return nil, err
+				return changed, err
 			}
 			if ok {
 				for _, x := range ch {

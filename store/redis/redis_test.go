@@ -24,6 +24,10 @@ func harness() storetest.Harness {
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
 
+// TestKeysForgetBatched: Forget walks the scope a page at a time (kvstore.Keys.Forget), with the
+// answers of one pass over the whole scope.
+func TestKeysForgetBatched(t *testing.T) { storetest.KeysForgetBatched(t, harness()) }
+
 // BenchmarkSuite: the suite's benchmarks (docs/benchmarks.md).
 func BenchmarkSuite(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
 

@@ -12,7 +12,8 @@ import (
 // batches of keys, claimed in requests that straddle the batches' ends (keys claimed at one instant
 // on either side), it forgets exactly what a single statement would — every done key claimed
 // before the cutoff, none claimed after it, never a key pending under a live claimant — and a
-// second Forget finds nothing. Run by the stores whose Forget is batched (the SQL stores).
+// second Forget finds nothing. Run by the stores whose Forget is batched: the SQL stores, and the
+// key-value ones, which walk the scope a page at a time.
 func KeysForgetBatched(t *testing.T, h Harness) {
 	dsn := h.DSN(t)
 	s := client(t, dsn)
