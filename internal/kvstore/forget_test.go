@@ -86,11 +86,25 @@ func (p *pageKV) Page(_ context.Context, _ string, cursor string, limit int) ([]
 	return page, recs, next, nil
 }
 
-// TestForgetPages: Forget reads a large scope a page of store.ForgetBatch keys at a time and deletes
-// each page's keys before reading the next, never the whole scope at once (listing 500,000 keys on
-// Redis took 439 MB), and forgets what store.Keys says: old done keys and unexpiring pending ones,
-// not a key claimed after the cutoff nor one pending under a live claimant.
+// namesKV is a pageKV that lists the scope's names (KeyNamesKV), as etcd and ZooKeeper do.
+type namesKV struct{ *pageKV }
+
+func (n namesKV) Names(context.Context, string) ([]string, error) {
+	n.calls = append(n.calls, fmt.Sprintf("names %d", len(n.recs)))
+	return n.sorted(), nil
+}
+
+// TestForgetPages: Forget reads a large scope a page of store.ForgetBatch keys at a time, by Page
+// or, where the backend lists names (KeyNamesKV), by the names, and deletes each page's keys before
+// reading the next, never the whole scope's records at once (listing 500,000 keys on Redis took 439
+// MB), and forgets what store.Keys says: old done keys and unexpiring pending ones, not a key
+// claimed after the cutoff nor one pending under a live claimant.
 func TestForgetPages(t *testing.T) {
+	t.Run("Page", func(t *testing.T) { testForgetPages(t, false) })
+	t.Run("Names", func(t *testing.T) { testForgetPages(t, true) })
+}
+
+func testForgetPages(t *testing.T, byNames bool) {
 	now := time.Now()
 	old, young := now.Add(-time.Hour).UnixMicro(), now.Add(time.Hour).UnixMicro()
 	p := &pageKV{recs: map[string]KeyRec{}}
@@ -109,9 +123,23 @@ func TestForgetPages(t *testing.T) {
 		p.recs[fmt.Sprintf("k%06d", i)] = r
 	}
 	k := &Keys{KV: p, Name: "test"}
+	if byNames {
+		k.KV = namesKV{p}
+	}
 	got, err := k.Forget(context.Background(), "s", now, true)
 	if err != nil || got != int64(want) || len(p.recs) != n-want {
 		t.Fatalf("Forget: %d, %v, %d left; want %d forgotten, %d left", got, err, len(p.recs), want, n-want)
+	}
+	if byNames {
+		for _, c := range p.calls {
+			if c[:4] == "page" || c == "list" {
+				t.Fatalf("Forget by names read %s", c)
+			}
+		}
+		if len(p.calls) == 0 || p.calls[0] != fmt.Sprintf("names %d", n) {
+			t.Fatalf("Forget by names: calls %v; want the names first", p.calls[:min(3, len(p.calls))])
+		}
+		return
 	}
 	pages, applied := 0, false
 	for _, c := range p.calls {

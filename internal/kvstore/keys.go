@@ -94,8 +94,6 @@ type KeyKV interface {
 	Create(ctx context.Context, scope string, keys []string, recs []KeyRec) ([]bool, error)
 	// Get returns the records of keys that exist (at most Batch() keys), with their versions.
 	Get(ctx context.Context, scope string, keys []string) (map[string]StoredKey, error)
-	// List returns every record of scope.
-	List(ctx context.Context, scope string) (map[string]StoredKey, error)
 	// Apply makes all changes (at most Batch()) at once when every record is still at its version,
 	// and reports false, changing nothing, when one moved.
 	Apply(ctx context.Context, scope string, changes []KeyChange) (bool, error)

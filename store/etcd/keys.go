@@ -114,23 +114,23 @@ func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string
 	return m, nil
 }
 
-func (k keyKV) List(ctx context.Context, scope string) (map[string]kvstore.StoredKey, error) {
+var _ kvstore.KeyNamesKV = keyKV{}
+
+// Names lists the scope's key names with one keys-only range (kvstore.KeyNamesKV): a range with a
+// limit counts the rest of the range on the server, so paging a large scope is quadratic.
+func (k keyKV) Names(ctx context.Context, scope string) ([]string, error) {
 	dir := k.dir(scope)
-	gr, err := k.s.c.getPrefix(ctx, dir)
+	r, err := k.s.c.rng(ctx, rangeReq{Key: []byte(dir), RangeEnd: prefixEnd(dir), KeysOnly: true})
 	if err != nil {
 		return nil, k.s.mapErr(err)
 	}
-	m := make(map[string]kvstore.StoredKey, len(gr.Kvs))
-	for _, kv := range gr.Kvs {
-		key, err := url.PathUnescape(string(kv.Key[len(dir):]))
-		if err != nil {
-			continue
-		}
-		if err := k.decode(m, key, kv); err != nil {
-			return nil, err
+	names := make([]string, 0, len(r.Kvs))
+	for _, kv := range r.Kvs {
+		if key, err := url.PathUnescape(string(kv.Key[len(dir):])); err == nil {
+			names = append(names, key)
 		}
 	}
-	return m, nil
+	return names, nil
 }
 
 func (k keyKV) Apply(ctx context.Context, scope string, ch []kvstore.KeyChange) (bool, error) {

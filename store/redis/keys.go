@@ -96,20 +96,6 @@ func (k keyKV) Get(ctx context.Context, scope string, keys []string) (map[string
 	return m, nil
 }
 
-func (k keyKV) List(ctx context.Context, scope string) (map[string]kvstore.StoredKey, error) {
-	all, err := k.s.c.HGetAll(ctx, k.hash(scope)).Result()
-	if err != nil {
-		return nil, k.s.mapErr(err)
-	}
-	m := make(map[string]kvstore.StoredKey, len(all))
-	for key, v := range all {
-		if err := k.decode(m, key, v); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
-}
-
 func (k keyKV) Apply(ctx context.Context, scope string, ch []kvstore.KeyChange) (bool, error) {
 	args := make([]any, 0, 3*len(ch))
 	for _, c := range ch {

@@ -182,27 +182,16 @@ func (k keyKV) get(ctx context.Context, dir string, keys []string) (map[string]k
 	return m, nil
 }
 
-func (k keyKV) List(ctx context.Context, scope string) (map[string]kvstore.StoredKey, error) {
-	dir := k.dir(scope)
-	names, err := k.children(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]string, len(names))
+var _ kvstore.KeyNamesKV = keyKV{}
+
+// Names lists the scope's key names, its node's children (kvstore.KeyNamesKV): ZooKeeper lists
+// them whole, so a page of them would read every name each time.
+func (k keyKV) Names(ctx context.Context, scope string) ([]string, error) {
+	names, err := k.children(ctx, k.dir(scope))
 	for i, n := range names {
-		keys[i] = unesc(n)
+		names[i] = unesc(n)
 	}
-	m := map[string]kvstore.StoredKey{}
-	for lo := 0; lo < len(keys); lo += k.Batch() {
-		part, err := k.get(ctx, dir, keys[lo:min(lo+k.Batch(), len(keys))])
-		if err != nil {
-			return nil, err
-		}
-		for key, v := range part {
-			m[key] = v
-		}
-	}
-	return m, nil
+	return names, err
 }
 
 func (k keyKV) Apply(ctx context.Context, scope string, ch []kvstore.KeyChange) (bool, error) {
