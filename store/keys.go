@@ -111,8 +111,8 @@ type Key struct {
 //     under a live claimant is never forgotten, however old: its work may be happening now, and a
 //     forgotten key can be claimed again (the work would be done twice). Where the store can, it
 //     deletes in batches of ForgetBatch keys by claim time, each its own short transaction, so that
-//     runs writing meanwhile wait a batch at most: an error then returns the keys forgotten before it
-//     with it (they stay forgotten).
+//     runs writing meanwhile wait a batch at most: an error then returns the number of keys forgotten
+//     before it with it (they stay forgotten).
 //   - ReleaseKeys deletes keys still pending under runID (the claimant's work did not happen: a
 //     failed effect call, a panicking HTTP handler), so they can be claimed again. Keys not pending
 //     under runID (done, another claimant's, missing) are left alone without error. It is named
