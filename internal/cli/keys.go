@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -185,11 +184,7 @@ func (a *app) eachBatch(args []string, fn func(batch []string) error) error {
 
 // stoppedKeys is eachBatch's exit at stop signal s after used keys: 128+N.
 func stoppedKeys(s os.Signal, used int) error {
-	n := 0
-	if sig, ok := s.(syscall.Signal); ok {
-		n = int(sig)
-	}
-	return exit(128+n, "%v: the %d keys before it were used, each batch of %d whole (a claim's new keys printed); no later key was: run the same command on the same input again to go on",
+	return exit(128+sigNumber(s), "%v: the %d keys before it were used, each batch of %d whole (a claim's new keys printed); no later key was: run the same command on the same input again to go on",
 		fmt.Errorf("%w (%v)", errKeysStopped, s), used, keysBatch)
 }
 
@@ -473,7 +468,12 @@ its work may be happening now. -q prints nothing unless it fails (cron mails wha
 					return err
 				}
 			}
-			n, err := ks.Forget(c.Context(), scope, now.Add(-older), includeDone)
+			fctx, stopped := forgetStop(c.Context())
+			n, err := ks.Forget(fctx, scope, now.Add(-older), includeDone)
+			if s := stopped(); s != nil && err != nil {
+				return exit(128+sigNumber(s), "%v: %d keys were forgotten before it, in whole batches (the one under way was rolled back): run the same command again to forget the rest",
+					fmt.Errorf("%w (%v)", errKeysStopped, s), n)
+			}
 			if err != nil && n > 0 { // batched: what went before the error stays forgotten
 				return fmt.Errorf("%w (%d keys were forgotten before it; run the command again for the rest)", err, n)
 			}

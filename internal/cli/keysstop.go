@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -77,4 +78,34 @@ func (b *batchStop) reader(r io.Reader) io.Reader {
 		pr.Close()
 	}()
 	return pr
+}
+
+// sigNumber is s's number, for an exit status of 128+N (0 for a signal that has none).
+func sigNumber(s os.Signal) int {
+	if sig, ok := s.(syscall.Signal); ok {
+		return int(sig)
+	}
+	return 0
+}
+
+// forgetStop is ctx cancelled at a stop signal (batchStop), for `once keys forget`, whose store
+// deletes in batches of one transaction each: the batch under way is rolled back and none begins
+// after it. stopped says which signal ended it (nil: none); it also gives the signals back, once
+// called. Left to Go, the signal killed the process: nothing lost either (each batch is whole),
+// but nothing said how far it got.
+func forgetStop(ctx context.Context) (context.Context, func() os.Signal) {
+	b := newBatchStop()
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-b.stop:
+			cancel()
+		case <-b.done:
+		}
+	}()
+	return ctx, func() os.Signal {
+		b.release()
+		cancel()
+		return b.stopped()
+	}
 }
