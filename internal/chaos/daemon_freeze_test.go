@@ -46,9 +46,10 @@ func (d *freezeDaemon) logText() string {
 	return d.log.String()
 }
 
-func startFreezeDaemon(t *testing.T, bin string, b Backend) *freezeDaemon {
+// proxied starts a Proxy in front of b's server (closed with the test) and returns it with b's
+// DSN through it.
+func proxied(t *testing.T, b Backend) (*Proxy, *url.URL) {
 	t.Helper()
-	b = isolate(t, b)
 	u, err := url.Parse(b.DSN)
 	if err != nil || u.Host == "" {
 		t.Fatalf("%s: DSN has no host:port to proxy", b.Name)
@@ -59,6 +60,13 @@ func startFreezeDaemon(t *testing.T, bin string, b Backend) *freezeDaemon {
 	}
 	t.Cleanup(func() { p.Close() })
 	u.Host = p.Addr()
+	return p, u
+}
+
+func startFreezeDaemon(t *testing.T, bin string, b Backend) *freezeDaemon {
+	t.Helper()
+	b = isolate(t, b)
+	p, u := proxied(t, b)
 	dir := t.TempDir()
 	d := &freezeDaemon{t: t, bin: bin, direct: b.DSN, proxy: p, ran: filepath.Join(dir, "ran"), done: make(chan struct{})}
 	// The schema is made before the daemon starts, directly.

@@ -1,9 +1,7 @@
 package chaos
 
 import (
-	"context"
 	"encoding/json"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,16 +33,7 @@ func TestFinishOutlivesSilentConnection(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			b := isolate(t, b)
-			u, err := url.Parse(b.DSN)
-			if err != nil || u.Host == "" {
-				t.Fatalf("%s: DSN has no host:port to proxy", b.Name)
-			}
-			p, err := NewProxy(context.Background(), u.Host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Close() })
-			u.Host = p.Addr()
+			p, u := proxied(t, b)
 			dir := t.TempDir()
 			started, goOn := filepath.Join(dir, "started"), filepath.Join(dir, "go")
 			// The schema is made first, directly, so that the run makes only its own calls.
