@@ -88,7 +88,9 @@ func TestReplaceOnAFreeTaskRuns(t *testing.T) {
 // vanished holder's would be.
 func TestReplaceOverSeatsResolvesEach(t *testing.T) {
 	s, _ := newStore(t)
-	o := once.Options{Store: s, Task: "t", TTL: 900 * time.Millisecond, Limit: 2}
+	// Not a test of expiry: a TTL of 3 s leaves the replacing run's outcome a try of 1 s under -race
+	// and load (900 ms: 300 ms tries, and the lease ran out before one got the write lock).
+	o := once.Options{Store: s, Task: "t", TTL: 3 * time.Second, Limit: 2}
 	var started sync.WaitGroup
 	done := make(chan once.Result, 2)
 	for _, h := range []string{"A1", "A2"} {
